@@ -1,0 +1,1 @@
+"""OAP registry (see the registry issue); empty until it lands."""

@@ -1,0 +1,115 @@
+"""One error hierarchy for the whole project.
+
+Every failure a client can cause is an `OAPError` subclass carrying an HTTP
+status and an OAP error code (OAP-CORE-1.0 Appendix B). Services map them to
+responses in exactly one place (`tlog.http.error_middleware`) with
+`isinstance`, so wrapping an error never silently turns a 4xx into a 500.
+Verifiers raise `VerificationError` subclasses instead of returning a bool a
+caller could ignore.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class OAPError(Exception):
+    """Base error: `status` and `code` decide the HTTP answer; `data` is extra JSON."""
+
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        body.update(self.data)
+        return body
+
+
+class InvalidInput(OAPError):
+    status, code = 400, "invalid_input"
+
+
+class TooLarge(InvalidInput):
+    """Body, entry or batch over its cap (HTTP 413)."""
+
+    status = 413
+
+
+class UnsupportedMediaType(InvalidInput):
+    status = 415
+
+
+class AuthRequired(OAPError):
+    status, code = 401, "auth_required"
+
+
+class Forbidden(OAPError):
+    status, code = 403, "policy_block"
+
+
+class NotFound(OAPError):
+    status, code = 404, "not_found"
+
+
+class MethodNotAllowed(OAPError):
+    status, code = 405, "not_found"
+
+
+class Conflict(OAPError):
+    status, code = 409, "conflict"
+
+
+class RateLimited(OAPError):
+    status, code = 429, "rate_limited"
+
+
+class Unavailable(OAPError):
+    """Writes cannot be accepted right now (disk full, shutting down): HTTP 503."""
+
+    status, code = 503, "maintenance"
+
+
+class ForkError(OAPError):
+    """The log was asked to sign a second, different root for a size it signed before.
+
+    This is a bug or corruption, never client input: the log refuses to sign.
+    """
+
+    status, code = 500, "internal_error"
+
+
+# --- verification (offline verifier, witness, client) -----------------------
+
+
+class VerificationError(OAPError):
+    """Something presented as proof did not verify."""
+
+    status, code = 422, "output_unverifiable"
+
+
+class SignatureError(VerificationError):
+    pass
+
+
+class UnknownKeyError(VerificationError):
+    """No signature from a trusted key (carries the names seen)."""
+
+
+class InclusionProofError(VerificationError):
+    pass
+
+
+class ConsistencyProofError(VerificationError):
+    pass
+
+
+class PolicyError(VerificationError):
+    """A checkpoint does not satisfy a trust policy (log key, witness quorum)."""
+
+
+class FormatError(InvalidInput):
+    """A wire format (note, checkpoint, tile path, bundle, policy) is malformed."""

@@ -1,0 +1,1 @@
+"""OAP witness (see the witness issue); empty until it lands."""
