@@ -1,0 +1,165 @@
+"""The sequencer: one task owns appends (DESIGN §3.3).
+
+Submissions queue; a batch closes after `max_batch` entries or
+`batch_interval` seconds after its first entry; the writer thread commits it
+with one transaction and one fsync and signs one checkpoint. `add()` returns
+only once its entry and the checkpoint covering it are durable (and, when a
+publisher is configured, once the checkpoint is published, e.g. cosigned).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from .errors import Unavailable
+from .hashing import leaf_hash
+from .store import LogState, LogStore, Signer
+
+log = logging.getLogger("oap.tlog.sequencer")
+
+Publisher = Callable[[LogState], Awaitable[LogState]]
+
+
+@dataclass(frozen=True)
+class Added:
+    index: int
+    leaf_hash: bytes
+    fresh: bool
+    state: LogState  # the published checkpoint that covers this entry
+
+
+class _Pending:
+    __slots__ = ("leaf", "data", "future")
+
+    def __init__(self, leaf: bytes, data: bytes, future: asyncio.Future) -> None:
+        self.leaf, self.data, self.future = leaf, data, future
+
+
+class Sequencer:
+    def __init__(
+        self,
+        store: LogStore,
+        sign: Signer,
+        *,
+        max_batch: int = 1024,
+        batch_interval: float = 0.05,
+        max_pending: int = 100_000,
+        publisher: Publisher | None = None,
+        on_batch: Callable[[int, float], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.sign = sign
+        self.max_batch = max_batch
+        self.batch_interval = batch_interval
+        self.max_pending = max_pending
+        self.publisher = publisher
+        self.on_batch = on_batch
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog-writer")
+        self._queue: list[_Pending] = []
+        self._inflight: dict[bytes, asyncio.Future] = {}
+        self._arrived = asyncio.Event()
+        self._full = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._closing = False
+        self.state: LogState | None = None
+
+    async def _in_writer(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self.writer, fn, *args)
+
+    async def start(self) -> LogState:
+        state = await self._in_writer(self.store.open, self.sign)
+        self.state = await self.publisher(state) if self.publisher else state
+        self._task = asyncio.create_task(self._run(), name="tlog-sequencer")
+        return self.state
+
+    async def close(self) -> None:
+        """Stop accepting, finish what is queued, and close the store cleanly."""
+        self._closing = True
+        self._arrived.set()
+        self._full.set()
+        if self._task is not None:
+            await self._task
+        await self._in_writer(self.store.close)
+        self.writer.shutdown(wait=True)
+
+    # --- submissions ---------------------------------------------------------------
+
+    def _enqueue(self, data: bytes) -> asyncio.Future:
+        if self._closing:
+            raise Unavailable("the log is shutting down")
+        lh = leaf_hash(data)
+        fut = self._inflight.get(lh)
+        if fut is not None:
+            return fut
+        if len(self._queue) >= self.max_pending:
+            raise Unavailable("the log is at capacity; retry shortly", retry_after=1)
+        fut = asyncio.get_running_loop().create_future()
+        self._inflight[lh] = fut
+        self._queue.append(_Pending(lh, data, fut))
+        self._arrived.set()
+        if len(self._queue) >= self.max_batch:
+            self._full.set()
+        return fut
+
+    async def add(self, data: bytes) -> Added:
+        return await asyncio.shield(self._enqueue(data))
+
+    async def add_many(self, datas: Sequence[bytes]) -> list[Added]:
+        if len(self._queue) + len(datas) > self.max_pending:
+            raise Unavailable("the log is at capacity; retry shortly", retry_after=1)
+        futs = [self._enqueue(d) for d in datas]
+        return list(await asyncio.gather(*(asyncio.shield(f) for f in futs)))
+
+    # --- the loop ------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._queue:
+                if self._closing:
+                    return
+                self._arrived.clear()
+                await self._arrived.wait()
+                continue
+            deadline = loop.time() + self.batch_interval
+            while len(self._queue) < self.max_batch and not self._closing:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                self._full.clear()
+                try:
+                    await asyncio.wait_for(self._full.wait(), remaining)
+                except asyncio.TimeoutError:
+                    break
+            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
+            if len(self._queue) < self.max_batch:
+                self._full.clear()
+            await self._commit(batch)
+
+    async def _commit(self, batch: list[_Pending]) -> None:
+        t0 = time.perf_counter()
+        try:
+            result = await self._in_writer(self.store.commit_batch, [(p.leaf, p.data) for p in batch], self.sign)
+            state = result.state
+            if self.publisher is not None and (self.state is None or state.size != self.state.size):
+                state = await self.publisher(state)
+        except Exception as e:  # the batch is not durable: every waiter gets a 503
+            log.error("batch of %d entries failed: %s", len(batch), e)
+            err = e if isinstance(e, Unavailable) else Unavailable(f"the log could not persist the entry: {type(e).__name__}")
+            for p in batch:
+                self._inflight.pop(p.leaf, None)
+                if not p.future.done():
+                    p.future.set_exception(err)
+                    p.future.exception()  # mark retrieved: waiters may be gone
+            return
+        self.state = state
+        for p, idx, fresh in zip(batch, result.indices, result.fresh):
+            self._inflight.pop(p.leaf, None)
+            if not p.future.done():
+                p.future.set_result(Added(idx, p.leaf, fresh, state))
+        if self.on_batch is not None:
+            self.on_batch(len(batch), time.perf_counter() - t0)

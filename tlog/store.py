@@ -1,0 +1,260 @@
+"""The log's durable state: SQLite (entries, signed checkpoints) + hash files.
+
+SQLite in WAL mode with synchronous=FULL is the truth: one transaction and one
+fsync per batch holds the entries, their leaf hashes and the checkpoint that
+covers them, so "acknowledged" and "durable" are the same event (DESIGN §3.3).
+The per-level hash files are derived and repaired from it on open.
+
+`LogStore` is used from exactly one thread (the sequencer's writer); readers
+use `EntryReader` on their own connection and see only committed rows.
+"""
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiosqlite
+
+from .errors import ForkError, NotFound
+from .hashfiles import HashFiles
+from .merkle import TreeView
+
+log = logging.getLogger("oap.tlog.store")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    idx INTEGER PRIMARY KEY,
+    leaf_hash BLOB NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS entries_by_leaf ON entries(leaf_hash);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    size INTEGER PRIMARY KEY,
+    root BLOB NOT NULL,
+    note TEXT NOT NULL,
+    signed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value);
+"""
+
+Signer = Callable[[int, bytes], str]
+
+
+@dataclass(frozen=True)
+class LogState:
+    """A committed tree: what readers may serve. `note` is the signed checkpoint."""
+
+    size: int
+    root: bytes
+    note: str
+    view: TreeView
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    indices: list[int]  # per submitted item, in order
+    fresh: list[bool]  # False where the entry was already in the log
+    state: LogState
+
+
+class CorruptionError(RuntimeError):
+    """The data directory contradicts itself; the log refuses to start."""
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")  # fsync the WAL on every commit
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn
+
+
+class LogStore:
+    def __init__(self, data_dir: Path, *, hash_sync_interval: float = 5.0) -> None:
+        self.dir = Path(data_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.db_path = self.dir / "log.db"
+        self.conn = connect(self.db_path)
+        self.conn.executescript(SCHEMA)
+        self.hashes = HashFiles(self.dir / "hashes")
+        self.hash_sync_interval = hash_sync_interval
+        self._last_hash_sync = time.monotonic()
+        self.state: LogState | None = None
+
+    # --- open and repair ---------------------------------------------------------
+
+    def open(self, sign: Signer) -> LogState:
+        """Recover to the committed size, repair hash files, sign size 0 if new."""
+        size, count = self.conn.execute("SELECT COALESCE(MAX(idx) + 1, 0), COUNT(*) FROM entries").fetchone()
+        if size != count:
+            raise CorruptionError(f"entries are not contiguous: max index {size - 1}, {count} rows")
+        synced = min(int(self._meta("hashes_synced") or 0), size)
+        self._rebuild_hashes(synced, size)
+        view = TreeView(size, self.hashes.read)
+        latest = self.conn.execute("SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
+        if latest is not None and latest[0] != size:
+            raise CorruptionError(f"latest checkpoint has size {latest[0]} but the log holds {size} entries")
+        if latest is not None and latest[1] != view.root:
+            log.warning("hash files disagree with the signed root; rebuilding them from the database")
+            self._rebuild_hashes(0, size)
+            view = TreeView(size, self.hashes.read)
+            if latest[1] != view.root:
+                raise CorruptionError("the entries do not hash to the latest signed root")
+        if latest is None:
+            note = self._sign_and_record(size, view.root, sign, entries=())
+        else:
+            note = latest[2]
+        self.state = LogState(size, view.root, note, view)
+        return self.state
+
+    def _rebuild_hashes(self, start: int, size: int) -> None:
+        self.hashes.truncate(start)
+        cur = start
+        while cur < size:
+            rows = self.conn.execute(
+                "SELECT leaf_hash FROM entries WHERE idx >= ? ORDER BY idx LIMIT 65536", (cur,)
+            ).fetchall()
+            self.hashes.append(cur, [r[0] for r in rows])
+            cur += len(rows)
+        self.hashes.sync()
+        self._set_meta("hashes_synced", size)
+
+    # --- the write path (writer thread only) -------------------------------------
+
+    def commit_batch(self, items: Sequence[tuple[bytes, bytes]], sign: Signer) -> BatchResult:
+        """Append (leaf_hash, data) items not already present, sign, commit: one fsync.
+
+        Items repeated in the batch or already in the log get their existing
+        index. On any failure the hash files are cut back and nothing is kept.
+        """
+        assert self.state is not None, "open() first"
+        old = self.state.size
+        known = self._lookup([lh for lh, _ in items])
+        indices: list[int] = []
+        fresh: list[bool] = []
+        new_rows: list[tuple[int, bytes, bytes]] = []
+        for lh, data in items:
+            if lh in known:
+                indices.append(known[lh])
+                fresh.append(False)
+                continue
+            idx = old + len(new_rows)
+            known[lh] = idx
+            new_rows.append((idx, lh, data))
+            indices.append(idx)
+            fresh.append(True)
+        if not new_rows:
+            return BatchResult(indices, fresh, self.state)
+        size = old + len(new_rows)
+        try:
+            self.hashes.append(old, [r[1] for r in new_rows])
+            view = TreeView(size, self.hashes.read)
+            synced = self._maybe_sync_hashes()
+            note = self._sign_and_record(size, view.root, sign, entries=new_rows, hashes_synced=synced and size)
+        except BaseException:
+            self.hashes.truncate(old)
+            raise
+        self.state = LogState(size, view.root, note, view)
+        return BatchResult(indices, fresh, self.state)
+
+    def _sign_and_record(self, size: int, root: bytes, sign: Signer, *, entries, hashes_synced: int | None = None) -> str:
+        """Fork guard, then sign, then commit entries + checkpoint in one transaction."""
+        row = self.conn.execute("SELECT root FROM checkpoints WHERE size = ?", (size,)).fetchone()
+        if row is not None and row[0] != root:
+            raise ForkError(f"refusing to sign a second root for tree size {size}")
+        top = self.conn.execute("SELECT MAX(size) FROM checkpoints").fetchone()[0]
+        if top is not None and size < top:
+            raise ForkError(f"refusing to sign size {size} below the signed size {top}")
+        note = sign(size, root)
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.executemany("INSERT INTO entries (idx, leaf_hash, data) VALUES (?, ?, ?)", entries)
+            c.execute(
+                "INSERT OR IGNORE INTO checkpoints (size, root, note, signed_at) VALUES (?, ?, ?, ?)",
+                (size, root, note, time.time()),
+            )
+            if hashes_synced:
+                c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('hashes_synced', ?)", (hashes_synced,))
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return note
+
+    def _maybe_sync_hashes(self) -> bool:
+        now = time.monotonic()
+        if now - self._last_hash_sync < self.hash_sync_interval:
+            return False
+        self.hashes.sync()
+        self._last_hash_sync = now
+        return True
+
+    def _lookup(self, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
+        out: dict[bytes, int] = {}
+        uniq = list(dict.fromkeys(leaf_hashes))
+        for i in range(0, len(uniq), 500):
+            chunk = uniq[i : i + 500]
+            q = "SELECT leaf_hash, idx FROM entries WHERE leaf_hash IN (%s)" % ",".join("?" * len(chunk))
+            out.update(self.conn.execute(q, chunk).fetchall())
+        return out
+
+    def _meta(self, key: str):
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def close(self) -> None:
+        """Clean shutdown: sync the hash files so the next open repairs nothing."""
+        if self.state is not None:
+            self.hashes.sync()
+            self._set_meta("hashes_synced", self.state.size)
+        self.hashes.close()
+        self.conn.close()
+
+
+class EntryReader:
+    """Read side on its own aiosqlite connection (WAL readers never block the writer)."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.db: aiosqlite.Connection | None = None
+
+    async def open(self) -> None:
+        self.db = await aiosqlite.connect(f"file:{self.db_path}?mode=ro", uri=True)
+        await self.db.execute("PRAGMA busy_timeout=5000")
+
+    async def close(self) -> None:
+        if self.db is not None:
+            await self.db.close()
+
+    async def entry(self, index: int, size: int) -> tuple[bytes, bytes]:
+        if not 0 <= index < size:
+            raise NotFound(f"no entry {index} in a tree of size {size}")
+        async with self.db.execute("SELECT leaf_hash, data FROM entries WHERE idx = ?", (index,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no entry {index}")
+        return row[0], row[1]
+
+    async def entries(self, start: int, count: int) -> list[bytes]:
+        async with self.db.execute(
+            "SELECT data FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx", (start, start + count)
+        ) as cur:
+            rows = await cur.fetchall()
+        if len(rows) != count:
+            raise NotFound("entries not available")
+        return [r[0] for r in rows]
+
+    async def index_of(self, leaf_hash: bytes, size: int) -> int:
+        async with self.db.execute("SELECT idx FROM entries WHERE leaf_hash = ?", (leaf_hash,)) as cur:
+            row = await cur.fetchone()
+        if row is None or row[0] >= size:
+            raise NotFound("no entry with that leaf hash")
+        return row[0]
