@@ -1,0 +1,114 @@
+"""Typed configuration: one frozen dataclass per service, from TOML, env, flags.
+
+Precedence: defaults < TOML file (a `[log]` table, or top level) < environment
+(`OAP_LOG_<FIELD>`) < command-line flags. `validate()` fails on bad or
+conflicting settings instead of silently adjusting them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _coerce(value: Any, typ: Any, name: str) -> Any:
+    t = typ if isinstance(typ, type) else {"int": int, "float": float, "str": str, "bool": bool, "Path": Path}.get(
+        str(typ).split(" |")[0], None
+    )
+    try:
+        if t is bool and isinstance(value, str):
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if t is Path:
+            return Path(value)
+        if t in (int, float, str) and not isinstance(value, t):
+            if t is int and isinstance(value, float):
+                raise ValueError(value)
+            return t(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: cannot use {value!r} as {getattr(t, '__name__', t)}") from None
+    return value
+
+
+def load(cls: type[T], *, section: str, env_prefix: str, file: Path | None = None, **flags: Any) -> T:
+    """Build `cls` from defaults, an optional TOML file, env vars and flags (None = unset)."""
+    values: dict[str, Any] = {}
+    known = {f.name: f for f in fields(cls)}
+    if file is not None:
+        try:
+            doc = tomllib.loads(Path(file).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"{file}: {e}") from None
+        table = doc.get(section, doc)
+        for k, v in table.items():
+            if isinstance(v, dict) and k not in known:
+                continue  # another service's table
+            if k not in known:
+                raise ConfigError(f"{file}: unknown setting {k!r} in [{section}]")
+            values[k] = v
+    for name in known:
+        env = os.environ.get(f"{env_prefix}{name.upper()}")
+        if env is not None:
+            values[name] = env
+    for k, v in flags.items():
+        if v is not None:
+            values[k] = v
+    for k, v in list(values.items()):
+        values[k] = _coerce(v, known[k].type, k)
+    cfg = cls(**values)
+    cfg.validate()  # type: ignore[attr-defined]
+    return cfg
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    data_dir: Path = Path("data")
+    host: str = "127.0.0.1"
+    port: int = 8080
+    origin: str = "oap.localhost/log"
+    max_batch: int = 1024
+    batch_interval_ms: int = 50
+    max_pending: int = 100_000
+    max_entry_body: int = 256 * 1024
+    max_body: int = 16 * 1024 * 1024
+    max_batch_entries: int = 10_000
+    max_proof_batch: int = 100_000
+    hash_sync_interval: float = 5.0
+    log_format: str = "text"
+
+    def validate(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError("port must be 0..65535")
+        if not self.origin or len(self.origin.encode()) > 255 or any(c.isspace() or c == "+" for c in self.origin):
+            raise ConfigError("origin must be 1..255 bytes with no spaces or '+'")
+        if not 1 <= self.max_batch <= 100_000:
+            raise ConfigError("max_batch must be 1..100000")
+        if not 0 <= self.batch_interval_ms <= 60_000:
+            raise ConfigError("batch_interval_ms must be 0..60000")
+        if self.max_pending < self.max_batch:
+            raise ConfigError("max_pending must be at least max_batch")
+        if self.max_batch_entries > self.max_pending:
+            raise ConfigError("max_batch_entries must not exceed max_pending")
+        if not 1 <= self.max_proof_batch <= 1_000_000:
+            raise ConfigError("max_proof_batch must be 1..1000000")
+        if self.max_entry_body < 65535 + 1024 or self.max_body < self.max_entry_body:
+            raise ConfigError("max_entry_body must leave room for a 65535-byte entry; max_body >= max_entry_body")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError("log_format must be 'text' or 'json'")
+
+    def replace(self, **kw: Any) -> "LogConfig":
+        cfg = dataclasses.replace(self, **kw)
+        cfg.validate()
+        return cfg

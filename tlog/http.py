@@ -1,0 +1,127 @@
+"""The thin HTTP layer shared by every service (aiohttp).
+
+`error_middleware` is the one place errors become responses: an `OAPError`
+becomes its status with `{"error": <App. B code>, "message": ...}`; aiohttp's
+own 4xx (unknown route, bad method, oversize body) are given OAP codes too;
+anything else is logged and answered 500 without a traceback.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import cbor2
+from aiohttp import web
+
+from .canonical import loads_cbor, loads_json
+from .errors import InvalidInput, OAPError, TooLarge, UnsupportedMediaType
+
+log = logging.getLogger("oap.http")
+
+JSON_TYPES = ("application/oap+json", "application/json")
+CBOR_TYPES = ("application/oap+cbor", "application/cbor")
+_CODES = {400: "invalid_input", 401: "auth_required", 403: "policy_block", 404: "not_found", 405: "not_found",
+          409: "conflict", 411: "invalid_input", 413: "invalid_input", 414: "invalid_input", 415: "invalid_input",
+          429: "rate_limited", 431: "invalid_input", 503: "maintenance"}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(status: int, code: str, message: str, **extra: Any) -> web.Response:
+    body = {"error": code, "message": message, **extra}
+    resp = web.json_response(body, status=status)
+    if status in (429, 503) and "retry_after" in extra:
+        resp.headers["Retry-After"] = str(extra["retry_after"])
+    return resp
+
+
+def make_error_middleware(on_request: Callable[[web.Request, int, float], None] | None = None):
+    @web.middleware
+    async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            resp = await handler(request)
+            status = resp.status
+            return resp
+        except OAPError as e:
+            status = e.status
+            return error_response(e.status, e.code, e.message, **e.data)
+        except web.HTTPException as e:
+            status = e.status
+            if e.status < 400:
+                raise
+            code = _CODES.get(e.status, "invalid_input" if e.status < 500 else "internal_error")
+            resp = error_response(e.status, code, e.reason or "request refused")
+            if e.status == 405 and "Allow" in e.headers:
+                resp.headers["Allow"] = e.headers["Allow"]
+            return resp
+        except Exception:  # a bug: log it, never leak it
+            log.exception("unhandled error on %s %s", request.method, request.path)
+            return error_response(500, "internal_error", "internal error")
+        finally:
+            if on_request is not None:
+                on_request(request, status, time.perf_counter() - t0)
+
+    return error_middleware
+
+
+async def read_body(request: web.Request, cap: int) -> bytes:
+    """The request body, refusing with 413 as soon as it exceeds `cap` bytes."""
+    if request.content_length is not None and request.content_length > cap:
+        raise TooLarge(f"request body over {cap} bytes")
+    chunks, total = [], 0
+    async for chunk in request.content.iter_chunked(65536):
+        total += len(chunk)
+        if total > cap:
+            raise TooLarge(f"request body over {cap} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _media(request: web.Request) -> str:
+    return request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+
+
+async def read_document(request: web.Request, cap: int) -> object:
+    """Decode a JSON or CBOR body (by Content-Type) with strict parsers."""
+    media = _media(request)
+    if media not in JSON_TYPES + CBOR_TYPES:
+        raise UnsupportedMediaType(
+            f"Content-Type must be one of {', '.join(JSON_TYPES + CBOR_TYPES)}, not {media or 'none'!r}"
+        )
+    body = await read_body(request, cap)
+    if not body:
+        raise InvalidInput("empty body")
+    return loads_cbor(body) if media in CBOR_TYPES else loads_json(body)
+
+
+def wants_cbor(request: web.Request) -> bool:
+    accept = request.headers.get("Accept", "")
+    return any(t in accept for t in CBOR_TYPES)
+
+
+def respond(request: web.Request, obj: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """JSON by default; CBOR when the client asks for application/oap+cbor."""
+    if wants_cbor(request):
+        return web.Response(body=cbor2.dumps(obj, canonical=True), status=status,
+                            content_type="application/oap+cbor", headers=headers)
+    return web.Response(body=json.dumps(obj, separators=(",", ":")).encode(), status=status,
+                        content_type="application/json", headers=headers)
+
+
+def query_int(request: web.Request, name: str, *, default: int | None = None, minimum: int = 0) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        if default is None:
+            raise InvalidInput(f"query parameter {name!r} is required")
+        return default
+    if not raw.isdigit() or len(raw) > 19 or (len(raw) > 1 and raw[0] == "0"):
+        raise InvalidInput(f"{name} must be a non-negative decimal integer")
+    value = int(raw)
+    if value < minimum:
+        raise InvalidInput(f"{name} must be at least {minimum}")
+    return value

@@ -1,0 +1,30 @@
+"""Prometheus metrics of the log, on a per-service registry (several services
+can live in one test process without colliding)."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class LogMetrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.tree_size = Gauge("oap_log_tree_size", "Entries in the latest published checkpoint", registry=r)
+        self.entries = Counter("oap_log_entries_appended_total", "New entries made durable", registry=r)
+        self.duplicates = Counter("oap_log_entries_duplicate_total", "Submissions already in the log", registry=r)
+        self.batch_size = Histogram(
+            "oap_log_batch_size", "Submissions per sequenced batch", registry=r,
+            buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000),
+        )
+        self.batch_seconds = Histogram(
+            "oap_log_batch_commit_seconds", "Time to persist and sign one batch", registry=r,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+        )
+        self.append_seconds = Histogram(
+            "oap_log_append_latency_seconds", "Submission to durable acknowledgement", registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+        self.proofs = Counter("oap_log_proofs_served_total", "Inclusion and consistency proofs served", ["kind"], registry=r)
+        self.requests = Counter(
+            "oap_log_http_requests_total", "HTTP requests by route and status", ["route", "status"], registry=r
+        )
+        self.request_seconds = Histogram("oap_log_http_request_seconds", "HTTP request latency", ["route"], registry=r)

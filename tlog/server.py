@@ -1,0 +1,356 @@
+"""The log's HTTP API (DESIGN §3.5): tlog-tiles reads, OAP writes and proofs.
+
+Handlers parse, call the core (sequencer, tree view, entry reader) and shape
+the answer; errors are mapped in `tlog.http` only.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from functools import lru_cache
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from . import keys
+from .batchproofs import inclusion_matrix, proofs_json
+from .checkpoint import Checkpoint
+from .config import ConfigError, LogConfig
+from .encoding import b64dec, b64enc
+from .entries import MAX_ENTRY_BYTES, canonical_entry, decode_entry
+from .errors import FormatError, InvalidInput, NotFound, TooLarge
+from .http import make_error_middleware, query_int, read_document, respond, wants_cbor
+from .merkle import TreeView
+from .metrics import LogMetrics
+from .note import sign_note
+from .proofbundle import ProofBundle
+from .sequencer import Added, Sequencer
+from .store import EntryReader, LogState, LogStore
+from .tiles import TILE_HEIGHT, TILE_WIDTH, parse_tile_path
+
+log = logging.getLogger("oap.tlog.server")
+
+IMMUTABLE = "public, max-age=31536000, immutable"
+CHECKPOINT_CACHE = "public, max-age=1, must-revalidate"
+
+
+def load_or_create_key(data_dir: Path, origin: str) -> keys.Signer:
+    """The log key: generated on first start (0600, never printed), reused after.
+
+    A key is bound to its origin (key name = origin); a new origin needs a new
+    key and a new data directory, so a mismatch is refused, not papered over.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "log.key"
+    if not path.exists():
+        signer = keys.Signer.generate(origin)
+        keys.write_private_key(path, signer.to_skey())
+        (data_dir / "log.vkey").write_text(signer.vkey + "\n")
+        (data_dir / "log.policy").write_text(f"# tlog-policy for {origin}\nlog {signer.vkey}\nquorum none\n")
+        log.info("generated a new log key for origin %s", origin)
+    signer = keys.Signer.from_skey(keys.read_private_key(path))
+    if signer.name != origin:
+        raise ConfigError(
+            f"{path} is the key of origin {signer.name!r}, but origin {origin!r} is configured; "
+            "a new origin needs a new key and a new data directory"
+        )
+    vkey_path = data_dir / "log.vkey"
+    if not vkey_path.exists():
+        vkey_path.write_text(signer.vkey + "\n")
+    return signer
+
+
+def checkpoint_signer(signer: keys.Signer):
+    def sign(size: int, root: bytes) -> str:
+        return sign_note(Checkpoint(signer.name, size, root).to_text(), [signer])
+
+    return sign
+
+
+@dataclass
+class LogService:
+    """Everything a running log holds; built by `LogService.open`."""
+
+    config: LogConfig
+    signer: keys.Signer
+    store: LogStore
+    sequencer: Sequencer
+    reader: EntryReader
+    metrics: LogMetrics
+
+    @classmethod
+    async def open(cls, config: LogConfig) -> "LogService":
+        signer = load_or_create_key(config.data_dir, config.origin)
+        store = LogStore(config.data_dir, hash_sync_interval=config.hash_sync_interval)
+        metrics = LogMetrics()
+
+        def on_batch(n: int, seconds: float) -> None:
+            metrics.batch_size.observe(n)
+            metrics.batch_seconds.observe(seconds)
+
+        seq = Sequencer(
+            store, checkpoint_signer(signer), max_batch=config.max_batch,
+            batch_interval=config.batch_interval_ms / 1000, max_pending=config.max_pending, on_batch=on_batch,
+        )
+        state = await seq.start()
+        metrics.tree_size.set(state.size)
+        reader = EntryReader(store.db_path)
+        await reader.open()
+        return cls(config, signer, store, seq, reader, metrics)
+
+    async def close(self) -> None:
+        await self.sequencer.close()
+        await self.reader.close()
+
+    def view_at(self, size: int) -> TreeView:
+        """The tree of an older committed size (right edge cached for a few sizes)."""
+        if size == self.state.size:
+            return self.state.view
+        return _view_cache(self.store.hashes, size)
+
+    @property
+    def state(self) -> LogState:
+        return self.sequencer.state
+
+    @property
+    def origin(self) -> str:
+        return self.signer.name
+
+
+@lru_cache(maxsize=64)
+def _view_cache(hashes, size: int) -> TreeView:
+    return TreeView(size, hashes.read)
+
+
+def bundle_text(state: LogState, index: int, proof: list[bytes], entry: bytes | None) -> str:
+    return ProofBundle(index=index, proof=tuple(proof), checkpoint=state.note, extra=entry).to_text()
+
+
+def _added_json(svc: LogService, a: Added, entry: bytes, *, with_bundle: bool) -> dict:
+    proof = a.state.view.inclusion_proof(a.index)
+    out = {
+        "index": a.index,
+        "leaf_hash": b64enc(a.leaf_hash),
+        "inclusion_proof": [b64enc(h) for h in proof],
+        "duplicate": not a.fresh,
+    }
+    if with_bundle:
+        out["tree_size"] = a.state.size
+        out["checkpoint"] = a.state.note
+        out["bundle"] = bundle_text(a.state, a.index, proof, entry)
+    return out
+
+
+def _leaf_param(text: str) -> bytes:
+    """A leaf hash given as 64 hex digits or standard/url-safe base64."""
+    if len(text) == 64:
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            pass
+    try:
+        raw = b64dec(text.replace("-", "+").replace("_", "/"), what="leaf_hash")
+    except FormatError:
+        raw = b""
+    if len(raw) != 32:
+        raise InvalidInput("leaf_hash must be 64 hex digits or base64 of 32 bytes")
+    return raw
+
+
+def build_app(svc: LogService) -> web.Application:
+    cfg = svc.config
+    m = svc.metrics
+
+    def on_request(request: web.Request, status: int, seconds: float) -> None:
+        route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
+        m.requests.labels(route, str(status)).inc()
+        m.request_seconds.labels(route).observe(seconds)
+
+    app = web.Application(middlewares=[make_error_middleware(on_request)], client_max_size=cfg.max_body)
+
+    # --- tlog-tiles reads ------------------------------------------------------------
+
+    async def checkpoint(request: web.Request) -> web.Response:
+        return web.Response(text=svc.state.note, content_type="text/plain", charset="utf-8",
+                            headers={"Cache-Control": CHECKPOINT_CACHE})
+
+    async def tile(request: web.Request) -> web.Response:
+        ref = parse_tile_path("tile/" + request.match_info["path"])
+        state = svc.state
+        if ref.level is None:
+            start = ref.index * TILE_WIDTH
+            if start + ref.width > state.size:
+                raise NotFound("entry bundle not available for the current tree size")
+            entries = await svc.reader.entries(start, ref.width)
+            body = b"".join(len(e).to_bytes(2, "big") + e for e in entries)
+        else:
+            level = ref.level * TILE_HEIGHT
+            if level >= 64 or ref.index * TILE_WIDTH + ref.width > state.size >> level:
+                raise NotFound("tile not available for the current tree size")
+            body = svc.store.hashes.read_range(level, ref.index * TILE_WIDTH, ref.width)
+        return web.Response(body=body, content_type="application/octet-stream", headers={"Cache-Control": IMMUTABLE})
+
+    # --- OAP writes -------------------------------------------------------------------
+
+    async def add_entry(request: web.Request) -> web.Response:
+        t0 = time.perf_counter()
+        doc = await read_document(request, cfg.max_entry_body)
+        entry = canonical_entry(doc)
+        added = await svc.sequencer.add(entry)
+        (m.entries if added.fresh else m.duplicates).inc()
+        m.append_seconds.observe(time.perf_counter() - t0)
+        m.tree_size.set(svc.state.size)
+        m.proofs.labels("inclusion").inc()
+        return respond(request, _added_json(svc, added, entry, with_bundle=True))
+
+    async def add_batch(request: web.Request) -> web.Response:
+        t0 = time.perf_counter()
+        doc = await read_document(request, cfg.max_body)
+        if not isinstance(doc, dict) or set(doc) != {"entries"} or not isinstance(doc["entries"], list):
+            raise InvalidInput('body must be {"entries": [entry, ...]}')
+        items = doc["entries"]
+        if not items:
+            raise InvalidInput("entries must not be empty")
+        if len(items) > cfg.max_batch_entries:
+            raise TooLarge(f"at most {cfg.max_batch_entries} entries per batch")
+        canon = []
+        for i, item in enumerate(items):
+            try:
+                canon.append(canonical_entry(item))
+            except InvalidInput as e:
+                raise type(e)(f"entries[{i}]: {e.message}", index=i) from None
+        added = await svc.sequencer.add_many(canon)
+        state = max((a.state for a in added), key=lambda s: s.size)
+        idx = np.fromiter((a.index for a in added), dtype=np.int64, count=len(added))
+        out, mask = inclusion_matrix(state.view, svc.store.hashes, idx)
+        fresh = sum(a.fresh for a in added)
+        m.entries.inc(fresh)
+        m.duplicates.inc(len(added) - fresh)
+        m.append_seconds.observe(time.perf_counter() - t0)
+        m.tree_size.set(svc.state.size)
+        m.proofs.labels("inclusion").inc(len(added))
+        results = [
+            {"index": a.index, "leaf_hash": b64enc(a.leaf_hash),
+             "inclusion_proof": [row.tobytes() for row in out[i][mask[i]]], "duplicate": not a.fresh}
+            for i, a in enumerate(added)
+        ]
+        if not wants_cbor(request):
+            for r in results:
+                r["inclusion_proof"] = [b64enc(h) for h in r["inclusion_proof"]]
+        return respond(request, {"tree_size": state.size, "checkpoint": state.note, "results": results})
+
+    # --- reads and proofs ---------------------------------------------------------------
+
+    async def get_entry(request: web.Request) -> web.Response:
+        raw = request.match_info["index"]
+        if not raw.isdigit() or len(raw) > 19 or (len(raw) > 1 and raw[0] == "0"):
+            raise InvalidInput("index must be a non-negative decimal integer")
+        state = svc.state
+        lh, data = await svc.reader.entry(int(raw), state.size)
+        body = {"index": int(raw), "leaf_hash": b64enc(lh), "entry": decode_entry(data), "entry_cbor": b64enc(data)}
+        return respond(request, body, headers={"Cache-Control": IMMUTABLE})
+
+    async def lookup(request: web.Request) -> web.Response:
+        lh = _leaf_param(request.query.get("leaf_hash", ""))
+        state = svc.state
+        idx = await svc.reader.index_of(lh, state.size)
+        return respond(request, {"index": idx, "leaf_hash": b64enc(lh)})
+
+    async def inclusion(request: web.Request) -> web.Response:
+        state = svc.state
+        size = query_int(request, "size", default=state.size)
+        if size > state.size or size == 0:
+            raise InvalidInput(f"size must be in 1..{state.size}")
+        if "leaf_hash" in request.query:
+            index = await svc.reader.index_of(_leaf_param(request.query["leaf_hash"]), size)
+        else:
+            index = query_int(request, "index")
+        if index >= size:
+            raise InvalidInput(f"index {index} is not in a tree of size {size}")
+        view = state.view if size == state.size else svc.view_at(size)
+        m.proofs.labels("inclusion").inc()
+        body = {"index": index, "tree_size": size, "inclusion_proof": [b64enc(h) for h in view.inclusion_proof(index)]}
+        if size == state.size:
+            body["checkpoint"] = state.note
+        return respond(request, body)
+
+    async def inclusion_batch(request: web.Request) -> web.StreamResponse:
+        doc = await read_document(request, cfg.max_body)
+        if not isinstance(doc, dict) or not set(doc) <= {"indices", "size"} or not isinstance(doc.get("indices"), list):
+            raise InvalidInput('body must be {"indices": [int, ...], "size": optional int}')
+        state = svc.state
+        size = doc.get("size", state.size)
+        if type(size) is not int or not 1 <= size <= state.size:
+            raise InvalidInput(f"size must be an integer in 1..{state.size}")
+        indices = doc["indices"]
+        if len(indices) > cfg.max_proof_batch:
+            raise TooLarge(f"at most {cfg.max_proof_batch} indices per request")
+        if not all(type(i) is int for i in indices):
+            raise InvalidInput("indices must be integers")
+        view = state.view if size == state.size else svc.view_at(size)
+        try:
+            idx = np.array(indices, dtype=np.int64)
+        except OverflowError:
+            raise InvalidInput("index out of range") from None
+        out, mask = inclusion_matrix(view, svc.store.hashes, idx)
+        m.proofs.labels("inclusion").inc(len(indices))
+        if wants_cbor(request):
+            proofs = [[row.tobytes() for row in out[i][mask[i]]] for i in range(len(indices))]
+            return respond(request, {"tree_size": size, "checkpoint": state.note if size == state.size else None,
+                                     "proofs": proofs})
+        head = {"tree_size": size}
+        if size == state.size:
+            head["checkpoint"] = state.note
+        prefix = json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"proofs":'
+        return web.Response(body=prefix + proofs_json(out, mask) + b"}", content_type="application/json")
+
+    async def consistency(request: web.Request) -> web.Response:
+        state = svc.state
+        new = query_int(request, "new", default=state.size)
+        old = query_int(request, "old")
+        if new > state.size:
+            raise InvalidInput(f"new must be at most the tree size {state.size}")
+        if old > new:
+            raise InvalidInput("old must not exceed new")
+        view = state.view if new == state.size else svc.view_at(new)
+        m.proofs.labels("consistency").inc()
+        return respond(request, {"old": old, "new": new,
+                                 "consistency_proof": [b64enc(h) for h in view.consistency_proof(old)]})
+
+    async def info(request: web.Request) -> web.Response:
+        state = svc.state
+        return respond(request, {"origin": svc.origin, "verifier_key": svc.signer.vkey, "tree_size": state.size,
+                                 "root_hash": b64enc(state.root), "checkpoint": state.note,
+                                 "max_entry_bytes": MAX_ENTRY_BYTES})
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(request: web.Request) -> web.Response:
+        ok = svc.sequencer._task is not None and not svc.sequencer._task.done()
+        return web.json_response({"status": "ok" if ok else "not ready", "tree_size": svc.state.size},
+                                 status=200 if ok else 503)
+
+    async def metrics(request: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest(m.registry))
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    app.router.add_get("/checkpoint", checkpoint)
+    app.router.add_get("/tile/{path:.+}", tile)
+    app.router.add_post("/v1/entries", add_entry)
+    app.router.add_post("/v1/entries:batch", add_batch)
+    app.router.add_get("/v1/entries:lookup", lookup)
+    app.router.add_get("/v1/entries/{index}", get_entry)
+    app.router.add_get("/v1/proof/inclusion", inclusion)
+    app.router.add_post("/v1/proof/inclusion:batch", inclusion_batch)
+    app.router.add_get("/v1/proof/consistency", consistency)
+    app.router.add_get("/v1/info", info)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    return app
