@@ -69,6 +69,15 @@ class HashFiles:
             if p.stat().st_size > keep:
                 os.truncate(p, keep)
 
+    def intact_size(self, size: int) -> int:
+        """Largest s <= size such that every level file holds every node complete at s."""
+        for level in range(size.bit_length()):
+            p = self._path(level)
+            have = p.stat().st_size // 32 if p.exists() else 0
+            if have < size >> level:
+                size = min(size, have << level)
+        return size
+
     # --- reads -----------------------------------------------------------------
 
     def _array(self, level: int, need: int) -> np.ndarray:

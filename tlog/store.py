@@ -92,7 +92,7 @@ class LogStore:
         size, count = self.conn.execute("SELECT COALESCE(MAX(idx) + 1, 0), COUNT(*) FROM entries").fetchone()
         if size != count:
             raise CorruptionError(f"entries are not contiguous: max index {size - 1}, {count} rows")
-        synced = min(int(self._meta("hashes_synced") or 0), size)
+        synced = self.hashes.intact_size(min(int(self._meta("hashes_synced") or 0), size))
         self._rebuild_hashes(synced, size)
         view = TreeView(size, self.hashes.read)
         latest = self.conn.execute("SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()

@@ -1,0 +1,157 @@
+"""The persisted tree: hash files, SQLite store, recovery, fork guard, sequencer."""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+
+import numpy as np
+import pytest
+
+from tlog.batchproofs import inclusion_matrix, proofs_as_bytes
+from tlog.errors import ForkError
+from tlog.hashing import leaf_hash
+from tlog.merkle import memory_view
+from tlog.sequencer import Sequencer
+from tlog.store import CorruptionError, LogStore
+
+from .conftest import checkpoint_signer, make_signer
+
+SIGN = checkpoint_signer(make_signer())
+
+
+def entries(n: int, seed: int = 0) -> list[bytes]:
+    rng = random.Random(seed)
+    return [seed.to_bytes(4, "big") + i.to_bytes(4, "big") + rng.randbytes(rng.randrange(0, 64)) for i in range(n)]
+
+
+def commit_all(store: LogStore, data: list[bytes], rng: random.Random) -> None:
+    i = 0
+    while i < len(data):
+        k = rng.choice([1, 2, 3, 7, 255, 256, 257, 1000])
+        store.commit_batch([(leaf_hash(d), d) for d in data[i : i + k]], SIGN)
+        i += k
+
+
+def test_batches_match_reference_and_batched_proofs(tmp_path):
+    rng = random.Random(1)
+    store = LogStore(tmp_path)
+    state = store.open(SIGN)
+    assert state.size == 0 and state.root == memory_view([]).root
+    data = entries(5000)
+    commit_all(store, data, rng)
+    ref = memory_view([leaf_hash(d) for d in data])
+    st = store.state
+    assert st.size == 5000 and st.root == ref.root
+    idx = np.array([rng.randrange(5000) for _ in range(500)] + [0, 4999])
+    out, mask = inclusion_matrix(st.view, store.hashes, idx)
+    assert proofs_as_bytes(out, mask) == [ref.inclusion_proof(int(i)) for i in idx]
+    for size in (1, 2, 255, 256, 257, 4097):  # older sizes from the same files
+        from tlog.merkle import TreeView
+
+        old = TreeView(size, store.hashes.read)
+        assert old.root == memory_view([leaf_hash(d) for d in data[:size]]).root
+    store.close()
+
+
+def test_dedup_within_and_across_batches(tmp_path):
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    a, b = b"alpha", b"beta"
+    r1 = store.commit_batch([(leaf_hash(a), a), (leaf_hash(a), a), (leaf_hash(b), b)], SIGN)
+    assert r1.indices == [0, 0, 1] and r1.fresh == [True, False, True]
+    r2 = store.commit_batch([(leaf_hash(b), b)], SIGN)
+    assert r2.indices == [1] and r2.fresh == [False] and r2.state.size == 2
+    store.close()
+
+
+def test_reopen_is_identical_and_checkpoint_reused(tmp_path):
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    commit_all(store, entries(1000), random.Random(2))
+    before = store.state
+    store.close()
+    again = LogStore(tmp_path)
+    st = again.open(SIGN)
+    assert (st.size, st.root, st.note) == (before.size, before.root, before.note)
+    again.close()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage_tail", "zeros_middle", "delete"])
+def test_hash_files_repaired_from_database(tmp_path, damage):
+    # zeros_middle: damage after the last hash fsync (a torn page after power loss)
+    store = LogStore(tmp_path, hash_sync_interval=1e9 if damage == "zeros_middle" else 0)
+    store.open(SIGN)
+    data = entries(3000)
+    commit_all(store, data, random.Random(3))
+    root = store.state.root
+    store.hashes.close()
+    store.conn.close()
+    level0 = tmp_path / "hashes" / "level-00"
+    raw = level0.read_bytes()
+    if damage == "truncate":
+        level0.write_bytes(raw[: len(raw) - 32 * 100 - 5])
+    elif damage == "garbage_tail":
+        level0.write_bytes(raw + os.urandom(77))
+    elif damage == "zeros_middle":
+        level0.write_bytes(raw[:3200] + b"\x00" * 320 + raw[3520:])
+    else:
+        level0.unlink()
+    again = LogStore(tmp_path)
+    st = again.open(SIGN)
+    assert st.size == 3000 and st.root == root
+    ref = memory_view([leaf_hash(d) for d in data])
+    for i in (0, 100, 101, 2999):
+        assert st.view.inclusion_proof(i) == ref.inclusion_proof(i)
+    again.close()
+
+
+def test_fork_guard_refuses_second_root_and_keeps_nothing(tmp_path):
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    store.commit_batch([(leaf_hash(b"a"), b"a")], SIGN)
+    # Pretend a checkpoint for size 2 with another root was signed before.
+    store.conn.execute("INSERT INTO checkpoints VALUES (2, ?, 'x', 0)", (b"\x07" * 32,))
+    with pytest.raises(ForkError):
+        store.commit_batch([(leaf_hash(b"b"), b"b")], SIGN)
+    assert store.state.size == 1
+    assert store.conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 1
+    assert os.path.getsize(tmp_path / "hashes" / "level-00") == 32  # cut back
+    store.close()
+
+
+def test_refuses_inconsistent_database(tmp_path):
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    store.commit_batch([(leaf_hash(b"a"), b"a"), (leaf_hash(b"b"), b"b")], SIGN)
+    store.conn.execute("UPDATE entries SET data = 'evil', leaf_hash = ? WHERE idx = 1", (leaf_hash(b"evil"),))
+    store.close()
+    for f in (tmp_path / "hashes").iterdir():  # force a rebuild from the tampered database
+        f.unlink()
+    with pytest.raises(CorruptionError):
+        LogStore(tmp_path).open(SIGN)
+
+
+async def test_sequencer_concurrent_adds_and_batching(tmp_path):
+    store = LogStore(tmp_path)
+    seen_batches: list[int] = []
+    seq = Sequencer(store, SIGN, max_batch=64, batch_interval=0.02, on_batch=lambda n, s: seen_batches.append(n))
+    await seq.start()
+    data = entries(500, seed=9)
+    results = await asyncio.gather(*(seq.add(d) for d in data + data[:50]))
+    idx = [r.index for r in results]
+    assert sorted(set(idx)) == list(range(500))
+    assert idx[500:] == idx[:50]  # duplicates get the existing index
+    assert max(seen_batches) <= 64 and sum(seen_batches) >= 500
+    for r, d in zip(results, data):
+        assert r.state.size > r.index
+        ref = memory_view([leaf_hash(x) for x in sorted(data, key=lambda x: idx[data.index(x)])][: r.state.size])
+        assert r.state.root == ref.root
+        break
+    many = await seq.add_many(entries(10, seed=10))
+    assert [m.index for m in many] == list(range(500, 510))
+    await seq.close()
+    # everything acknowledged survives a reopen
+    store2 = LogStore(tmp_path)
+    assert store2.open(SIGN).size == 510
+    store2.close()
