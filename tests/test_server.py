@@ -1,0 +1,243 @@
+"""The log's HTTP API against a real aiohttp server on 127.0.0.1."""
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+import aiohttp
+import cbor2
+import pytest
+from aiohttp.test_utils import TestServer
+
+from tlog.client import LogClient
+from tlog.config import LogConfig
+from tlog.ed25519 import generate_seed
+from tlog.encoding import b64dec
+from tlog.entries import canonical_entry, commitment_entry, receipt_entry
+from tlog.hashing import leaf_hash
+from tlog.merkle import memory_view
+from tlog.note import parse_note
+from tlog.checkpoint import parse_checkpoint
+from tlog.server import LogService, build_app
+from tlog.tiles import tile_path
+from tlog.verifier import TrustPolicy
+from tlog.verify import verify_consistency
+
+SEED = generate_seed()
+
+
+def receipt(i: int) -> dict:
+    return receipt_entry(leaf_hash(i.to_bytes(8, "big")), SEED)
+
+
+@pytest.fixture
+async def log(tmp_path):
+    cfg = LogConfig(data_dir=tmp_path / "data", port=0, batch_interval_ms=5, max_entry_body=80_000,
+                    max_batch_entries=2000, max_body=4 * 1024 * 1024)
+    svc = await LogService.open(cfg)
+    server = TestServer(build_app(svc), host="127.0.0.1", port=0)
+    await server.start_server()
+    url = str(server.make_url("")).rstrip("/")
+    async with aiohttp.ClientSession() as session:
+        yield svc, url, session
+    await server.close()
+    await svc.close()
+
+
+async def post(session, url, body, ctype="application/oap+json", **kw):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    async with session.post(url, data=data, headers={"Content-Type": ctype, **kw.pop("headers", {})}) as r:
+        return r.status, r.headers, await r.read()
+
+
+async def test_anchor_verify_and_checkpoint_format(log):
+    svc, url, session = log
+    policy = TrustPolicy.for_log(svc.signer.vkey)
+    async with LogClient(url, policy=policy, session=session) as client:
+        a = await client.anchor(receipt(1))
+        assert a.index == 0 and a.tree_size == 1 and not a.duplicate
+        v = policy.verify_bundle(a.bundle)
+        assert v.index == 0 and v.leaf_hash == leaf_hash(canonical_entry(receipt(1)))
+        again = await client.anchor(receipt(1))
+        assert again.index == 0 and again.duplicate
+    async with session.get(url + "/checkpoint") as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"] == "text/plain; charset=utf-8"
+        assert "max-age" in r.headers["Cache-Control"] and "immutable" not in r.headers["Cache-Control"]
+        note = parse_note(await r.text())
+    cp = parse_checkpoint(note.text)
+    assert cp.origin == svc.origin and cp.size == 1 and cp.extensions == ()
+    assert note.signatures[0].name == svc.origin
+
+
+async def test_json_and_cbor_submissions_are_one_entry(log):
+    svc, url, session = log
+    e = receipt(7)
+    s1, _, b1 = await post(session, url + "/v1/entries", e)
+    s2, _, b2 = await post(session, url + "/v1/entries", cbor2.dumps(e), "application/oap+cbor",
+                           headers={"Accept": "application/oap+cbor"})
+    assert s1 == s2 == 200
+    j, c = json.loads(b1), cbor2.loads(b2)
+    assert j["index"] == c["index"] and c["duplicate"] is True
+    assert b64dec(j["leaf_hash"]) == leaf_hash(canonical_entry(e))
+
+
+async def test_batch_append_and_batched_proofs_match_reference(log):
+    svc, url, session = log
+    ents = [receipt(i) for i in range(1500)]
+    st, _, body = await post(session, url + "/v1/entries:batch", {"entries": ents})
+    assert st == 200
+    res = json.loads(body)
+    assert [r["index"] for r in res["results"]] == list(range(1500))
+    leaves = [leaf_hash(canonical_entry(e)) for e in ents]
+    ref = memory_view(leaves)
+    size = parse_checkpoint(parse_note(res["checkpoint"]).text).size
+    assert size == 1500
+    for r in res["results"][:50]:
+        assert [b64dec(h) for h in r["inclusion_proof"]] == ref.inclusion_proof(r["index"])
+    # 10,000 indices in one request, against the latest checkpoint and an older size
+    idx = [random.randrange(1500) for _ in range(10_000)]
+    st, _, body = await post(session, url + "/v1/proof/inclusion:batch", {"indices": idx})
+    assert st == 200
+    out = json.loads(body)
+    assert out["tree_size"] == 1500 and len(out["proofs"]) == 10_000
+    for i in random.sample(range(10_000), 200):
+        assert [b64dec(h) for h in out["proofs"][i]] == ref.inclusion_proof(idx[i])
+    st, _, body = await post(session, url + "/v1/proof/inclusion:batch", {"indices": [0, 999], "size": 1000},
+                             headers={"Accept": "application/oap+cbor"})
+    old = memory_view(leaves[:1000])
+    assert cbor2.loads(body)["proofs"] == [old.inclusion_proof(0), old.inclusion_proof(999)]
+
+
+async def test_single_proofs_lookup_and_consistency(log):
+    svc, url, session = log
+    ents = [receipt(i) for i in range(300)]
+    await post(session, url + "/v1/entries:batch", {"entries": ents})
+    leaves = [leaf_hash(canonical_entry(e)) for e in ents]
+    ref = memory_view(leaves)
+    async with session.get(url + "/v1/proof/inclusion", params={"index": "17", "size": "200"}) as r:
+        body = await r.json()
+    assert [b64dec(h) for h in body["inclusion_proof"]] == memory_view(leaves[:200]).inclusion_proof(17)
+    async with session.get(url + "/v1/proof/inclusion", params={"leaf_hash": leaves[42].hex()}) as r:
+        body = await r.json()
+    assert body["index"] == 42 and [b64dec(h) for h in body["inclusion_proof"]] == ref.inclusion_proof(42)
+    async with session.get(url + "/v1/entries:lookup",
+                           params={"leaf_hash": base64.urlsafe_b64encode(leaves[5]).decode()}) as r:
+        assert (await r.json())["index"] == 5
+    async with session.get(url + "/v1/proof/consistency", params={"old": "100", "new": "300"}) as r:
+        proof = [b64dec(h) for h in (await r.json())["consistency_proof"]]
+    verify_consistency(100, 300, memory_view(leaves[:100]).root, ref.root, proof)
+    async with session.get(url + "/v1/entries/3") as r:
+        body = await r.json()
+        assert r.headers["Cache-Control"].endswith("immutable")
+    assert body["entry"] == json.loads(json.dumps(cbor2.loads(canonical_entry(ents[3]))))
+
+
+async def test_tiles_recompute_root_and_entry_bundles(log):
+    svc, url, session = log
+    ents = [receipt(i) for i in range(70_000 // 100)]  # 700 entries: 2 full level-0 tiles + partial
+    await post(session, url + "/v1/entries:batch", {"entries": ents})
+    async with LogClient(url, session=session) as client:
+        root = await client.root_from_tiles(700)
+        assert root == svc.state.root
+    async with session.get(url + "/" + tile_path(0, 1)) as r:
+        assert r.status == 200 and r.headers["Content-Type"] == "application/octet-stream"
+        assert "immutable" in r.headers["Cache-Control"]
+        data = await r.read()
+    leaves = [leaf_hash(canonical_entry(e)) for e in ents]
+    assert data == b"".join(leaves[256:512])
+    async with session.get(url + "/tile/0/002.p/188") as r:
+        assert await r.read() == b"".join(leaves[512:700])
+    async with session.get(url + "/tile/1/000.p/2") as r:
+        assert await r.read() == memory_view(leaves[:256]).root + memory_view(leaves[256:512]).root
+    async with session.get(url + "/tile/entries/001") as r:
+        raw = await r.read()
+    out, pos = [], 0
+    while pos < len(raw):
+        n = int.from_bytes(raw[pos:pos + 2], "big")
+        out.append(raw[pos + 2:pos + 2 + n])
+        pos += 2 + n
+    assert out == [canonical_entry(e) for e in ents[256:512]]
+    for missing in ("/tile/0/002", "/tile/0/003.p/1", "/tile/0/002.p/189", "/tile/2/000.p/1", "/tile/entries/002"):
+        async with session.get(url + missing) as r:
+            assert r.status == 404, missing
+            assert (await r.json())["error"] == "not_found"
+
+
+BAD_REQUESTS = [
+    ("POST", "/v1/entries", b"{not json", "application/json", 400, "invalid_input"),
+    ("POST", "/v1/entries", b"", "application/json", 400, "invalid_input"),
+    ("POST", "/v1/entries", b'{"type":"receipt"}', "application/json", 400, "invalid_input"),
+    ("POST", "/v1/entries", b'{"type":"nope"}', "application/json", 400, "invalid_input"),
+    ("POST", "/v1/entries", b'{"type":"commitment","commitment":"sha256:00"}', "application/json", 400, "invalid_input"),
+    ("POST", "/v1/entries", b'{"type":"commitment","commitment":1.5}', "application/json", 400, "invalid_input"),
+    ("POST", "/v1/entries", b"\xff\xfe", "application/oap+cbor", 400, "invalid_input"),
+    ("POST", "/v1/entries", b"{}", "text/plain", 415, "invalid_input"),
+    ("POST", "/v1/entries", b"[" * 10000, "application/json", 400, "invalid_input"),
+    ("POST", "/v1/entries", b"x" * 90_000, "application/json", 413, "invalid_input"),
+    ("POST", "/v1/entries:batch", b'{"entries": []}', "application/json", 400, "invalid_input"),
+    ("POST", "/v1/entries:batch", b'{"entries": {}}', "application/json", 400, "invalid_input"),
+    ("POST", "/v1/proof/inclusion:batch", b'{"indices": [99999]}', "application/json", 400, "invalid_input"),
+    ("POST", "/v1/proof/inclusion:batch", b'{"indices": [-1]}', "application/json", 400, "invalid_input"),
+    ("POST", "/v1/proof/inclusion:batch", b'{"indices": [1e400]}', "application/json", 400, "invalid_input"),
+    ("POST", "/v1/proof/inclusion:batch", b'{"indices": [99999999999999999999999]}', "application/json", 400, "invalid_input"),
+    ("POST", "/v1/proof/inclusion:batch", b'{"indices": [0], "size": 0}', "application/json", 400, "invalid_input"),
+    ("GET", "/v1/proof/inclusion?index=abc", None, None, 400, "invalid_input"),
+    ("GET", "/v1/proof/inclusion", None, None, 400, "invalid_input"),
+    ("GET", "/v1/proof/inclusion?index=5&size=99", None, None, 400, "invalid_input"),
+    ("GET", "/v1/proof/consistency?old=3&new=1", None, None, 400, "invalid_input"),
+    ("GET", "/v1/proof/consistency?old=1&new=999", None, None, 400, "invalid_input"),
+    ("GET", "/v1/entries/99", None, None, 404, "not_found"),
+    ("GET", "/v1/entries/-1", None, None, 400, "invalid_input"),
+    ("GET", "/v1/entries/0001", None, None, 400, "invalid_input"),
+    ("GET", "/v1/entries:lookup?leaf_hash=zz", None, None, 400, "invalid_input"),
+    ("GET", "/v1/entries:lookup?leaf_hash=" + "00" * 32, None, None, 404, "not_found"),
+    ("GET", "/tile/0/x001", None, None, 400, "invalid_input"),
+    ("GET", "/tile/64/000", None, None, 400, "invalid_input"),
+    ("GET", "/tile/0/000.p/256", None, None, 400, "invalid_input"),
+    ("GET", "/tile/../../etc/passwd", None, None, 400, "invalid_input"),
+    ("GET", "/tile/0/%2e%2e/%2e%2e/log.key", None, None, 400, "invalid_input"),
+    ("GET", "/tile/entries/000.p/0", None, None, 400, "invalid_input"),
+    ("GET", "/nowhere", None, None, 404, "not_found"),
+    ("DELETE", "/checkpoint", None, None, 405, "not_found"),
+]
+
+
+@pytest.mark.parametrize("method,path,body,ctype,status,code", BAD_REQUESTS)
+async def test_bad_requests_get_4xx_with_oap_code(log, method, path, body, ctype, status, code):
+    svc, url, session = log
+    await post(session, url + "/v1/entries:batch", {"entries": [receipt(i) for i in range(3)]})
+    headers = {"Content-Type": ctype} if ctype else {}
+    from yarl import URL
+
+    async with session.request(method, URL(url + path, encoded=True), data=body, headers=headers) as r:
+        assert r.status == status, await r.text()
+        doc = await r.json()
+    assert doc["error"] == code and isinstance(doc["message"], str) and doc["message"]
+
+
+async def test_oversize_entry_refused_with_413(log):
+    svc, url, session = log
+    big = {"type": "receipt", **receipt(1), "receipt_id": "urn:oap:" + "a" * 70_000}
+    st, _, body = await post(session, url + "/v1/entries", big)
+    assert st in (400, 413)  # receipt_id has its own 256-char cap
+    st, _, body = await post(session, url + "/v1/entries:batch", {"entries": [receipt(i) for i in range(2001)]})
+    assert st == 413 and json.loads(body)["error"] == "invalid_input"
+
+
+async def test_info_health_metrics(log):
+    svc, url, session = log
+    await post(session, url + "/v1/entries", commitment_entry(leaf_hash(b"c")))
+    async with session.get(url + "/v1/info") as r:
+        info = await r.json()
+    assert info["origin"] == svc.origin and info["verifier_key"] == svc.signer.vkey and info["tree_size"] == 1
+    async with session.get(url + "/healthz") as r:
+        assert r.status == 200
+    async with session.get(url + "/readyz") as r:
+        assert r.status == 200
+    async with session.get(url + "/metrics") as r:
+        text = await r.text()
+    for name in ("oap_log_tree_size 1.0", "oap_log_entries_appended_total 1.0", "oap_log_batch_size_bucket",
+                 "oap_log_append_latency_seconds_bucket", "oap_log_http_requests_total"):
+        assert name in text, name
