@@ -37,7 +37,7 @@ def parse_sha256(text: object, field: str = "hash") -> bytes:
     """"sha256:<64 hex>" -> 32 bytes; anything else is invalid input."""
     if not isinstance(text, str) or not text.startswith("sha256:") or len(text) != 71:
         raise InvalidInput(f"{field} must be 'sha256:' followed by 64 hex digits")
-    try:
-        return bytes.fromhex(text[7:])
-    except ValueError:
-        raise InvalidInput(f"{field} must be 'sha256:' followed by 64 hex digits") from None
+    hexpart = text[7:]
+    if any(c not in "0123456789abcdefABCDEF" for c in hexpart):  # fromhex would skip spaces
+        raise InvalidInput(f"{field} must be 'sha256:' followed by 64 hex digits")
+    return bytes.fromhex(hexpart)

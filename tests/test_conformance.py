@@ -1,0 +1,372 @@
+"""tlog.conformance: OAP conformance receipts (OAP-CORE-1.0 §31, DESIGN §5)."""
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tlog import ed25519
+from tlog.canonical import jcs
+from tlog.conformance import (
+    ConformanceReceipt,
+    sign_conformance,
+    signing_bytes,
+    validate_conformance,
+    witness_signature,
+)
+from tlog.did import did_key_from_public
+from tlog.encoding import b64dec, b64enc
+from tlog.errors import InvalidInput
+
+NOW = datetime(2026, 5, 2, 10, 0, 0, tzinfo=timezone.utc)
+SUBJECT_SEED = bytes([1]) * 32
+WITNESS_SEEDS = [bytes([10 + i]) * 32 for i in range(5)]
+
+
+def did_of(seed: bytes) -> str:
+    return did_key_from_public(ed25519.public_from_seed(seed))
+
+
+def ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def unsigned(level: str = "L3", **over: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": "urn:oap:conformance:01J9V8TEST",
+        "subject": did_of(SUBJECT_SEED),
+        "level": level,
+        "profile": "commercial",
+        "suite": {"name": "oap-test-suite", "version": "1.0.3"},
+        "results_digest": "sha256:" + "ab" * 32,
+        "issued_at": ts(NOW - timedelta(days=1)),
+        "expires_at": ts(NOW + timedelta(days=60)),
+    }
+    body.update(over)
+    return body
+
+
+def make(level: str = "L3", witnesses: int = 0, **over: Any) -> dict[str, Any]:
+    receipt = sign_conformance(unsigned(level, **over), SUBJECT_SEED)
+    for seed in WITNESS_SEEDS[:witnesses]:
+        receipt["signatures"].append(witness_signature(receipt, seed))
+    return receipt
+
+
+def resign(receipt: dict[str, Any], witnesses: int = 0) -> dict[str, Any]:
+    """Re-sign after editing fields, so only the edited rule can fail."""
+    out = sign_conformance(receipt, SUBJECT_SEED)
+    for seed in WITNESS_SEEDS[:witnesses]:
+        out["signatures"].append(witness_signature(out, seed))
+    return out
+
+
+# --- acceptance ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "level,witnesses",
+    [("L0", 0), ("L1", 0), ("L2", 0), ("L3", 0), ("L1-NC", 0), ("L3-NC", 0), ("L3", 2), ("L4", 1), ("L4", 2), ("L5", 3), ("L5", 5)],
+)
+def test_valid_receipts(level: str, witnesses: int) -> None:
+    r = make(level, witnesses)
+    got = validate_conformance(r, now=NOW)
+    assert got == ConformanceReceipt(
+        id="urn:oap:conformance:01J9V8TEST",
+        subject=did_of(SUBJECT_SEED),
+        level=level,
+        issued_at=NOW - timedelta(days=1),
+        expires_at=NOW + timedelta(days=60),
+        witnesses=tuple(did_of(s) for s in WITNESS_SEEDS[:witnesses]),
+    )
+
+
+def test_signature_order_does_not_matter() -> None:
+    r = make("L5", 3)
+    r["signatures"].reverse()
+    assert validate_conformance(r, now=NOW).witnesses == tuple(did_of(s) for s in reversed(WITNESS_SEEDS[:3]))
+
+
+def test_signatures_cover_jcs_without_signatures() -> None:
+    r = make("L4", 1)
+    msg = jcs({k: v for k, v in r.items() if k != "signatures"})
+    assert signing_bytes(r) == msg
+    for sig in r["signatures"]:
+        seed = SUBJECT_SEED if sig["by"] == r["subject"] else WITNESS_SEEDS[0]
+        assert b64dec(sig["value"]) == ed25519.sign(seed, msg)
+
+
+def test_fractional_seconds_accepted() -> None:
+    r = make(issued_at="2026-05-01T10:00:00.215Z")
+    assert validate_conformance(r, now=NOW).issued_at == datetime(2026, 5, 1, 10, 0, 0, 215000, tzinfo=timezone.utc)
+
+
+# --- level rules -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level,witnesses", [("L4", 0), ("L5", 0), ("L5", 1), ("L5", 2)])
+def test_too_few_witnesses(level: str, witnesses: int) -> None:
+    with pytest.raises(InvalidInput, match=f"level {level} needs at least"):
+        validate_conformance(make(level, witnesses), now=NOW)
+
+
+def test_duplicate_witness_does_not_count_twice() -> None:
+    r = make("L5", 2)
+    r["signatures"].append(witness_signature(r, WITNESS_SEEDS[0]))
+    with pytest.raises(InvalidInput, match="duplicate witness"):
+        validate_conformance(r, now=NOW)
+
+
+def test_subject_cannot_witness_itself() -> None:
+    r = make("L4", 0)
+    r["signatures"].append(witness_signature(r, SUBJECT_SEED))
+    with pytest.raises(InvalidInput, match="exactly one self signature.*has 2"):
+        validate_conformance(r, now=NOW)
+
+
+def test_missing_self_signature() -> None:
+    r = make("L4", 1)
+    r["signatures"] = r["signatures"][1:]
+    with pytest.raises(InvalidInput, match="exactly one self signature.*has 0"):
+        validate_conformance(r, now=NOW)
+
+
+def test_raising_the_level_breaks_the_self_signature() -> None:
+    r = make("L3", 3)
+    r["level"] = "L5"
+    with pytest.raises(InvalidInput, match="self signature does not verify"):
+        validate_conformance(r, now=NOW)
+
+
+def test_tampered_witness_signature() -> None:
+    r = make("L4", 1)
+    raw = bytearray(b64dec(r["signatures"][1]["value"]))
+    raw[0] ^= 1
+    r["signatures"][1]["value"] = b64enc(bytes(raw))
+    with pytest.raises(InvalidInput, match=r"signatures\[1\]: witness signature by did:key:.* does not verify"):
+        validate_conformance(r, now=NOW)
+
+
+def test_witness_signature_by_wrong_key() -> None:
+    r = make("L4", 0)
+    sig = witness_signature(r, WITNESS_SEEDS[0])
+    sig["by"] = did_of(WITNESS_SEEDS[1])
+    r["signatures"].append(sig)
+    with pytest.raises(InvalidInput, match="does not verify"):
+        validate_conformance(r, now=NOW)
+
+
+def test_self_signature_by_other_key_claiming_subject() -> None:
+    r = make("L3")
+    forged = sign_conformance(unsigned(subject=did_of(WITNESS_SEEDS[0])), WITNESS_SEEDS[0])
+    r["signatures"] = [{**forged["signatures"][0], "by": r["subject"]}]
+    with pytest.raises(InvalidInput, match="self signature does not verify"):
+        validate_conformance(r, now=NOW)
+
+
+@pytest.mark.parametrize(
+    "mutate,reason",
+    [
+        (lambda s: s.update(alg="ES256"), "alg must be 'EdDSA'"),
+        (lambda s: s.update(by="did:web:witness.example"), "by: expected an Ed25519 did:key"),
+        (lambda s: s.update(by="ed25519:" + b64enc(bytes(32))), "by: expected an Ed25519 did:key"),
+        (lambda s: s.update(value=b64enc(bytes(63))), "64-byte"),
+        (lambda s: s.update(value="not base64!"), "base64"),
+        (lambda s: s.update(value=5), "64-byte"),
+        (lambda s: s.update(extra=1), "exactly"),
+        (lambda s: s.pop("alg"), "exactly"),
+    ],
+)
+def test_bad_signature_objects(mutate: Any, reason: str) -> None:
+    r = make("L4", 1)
+    mutate(r["signatures"][1])
+    with pytest.raises(InvalidInput, match=reason):
+        validate_conformance(r, now=NOW)
+
+
+@pytest.mark.parametrize("sigs", [[], {}, None, "sig", [None], [["by", "alg", "value"]]])
+def test_signatures_member_shape(sigs: object) -> None:
+    r = make("L3")
+    r["signatures"] = sigs
+    with pytest.raises(InvalidInput, match="signatures"):
+        validate_conformance(r, now=NOW)
+
+
+# --- time rules ------------------------------------------------------------------
+
+
+def test_validity_exactly_90_days_accepted_one_second_more_refused() -> None:
+    issued = NOW - timedelta(days=1)
+    ok = make(issued_at=ts(issued), expires_at=ts(issued + timedelta(days=90)))
+    assert validate_conformance(ok, now=NOW).expires_at - validate_conformance(ok, now=NOW).issued_at == timedelta(days=90)
+    bad = make(issued_at=ts(issued), expires_at=ts(issued + timedelta(days=90, seconds=1)))
+    with pytest.raises(InvalidInput, match="exceeds 90 days"):
+        validate_conformance(bad, now=NOW)
+    with pytest.raises(InvalidInput, match="exceeds 90 days"):
+        validate_conformance(make(expires_at=ts(NOW + timedelta(days=365))), now=NOW)
+
+
+@pytest.mark.parametrize("delta", [timedelta(0), timedelta(seconds=-1)])
+def test_expires_must_follow_issued(delta: timedelta) -> None:
+    issued = NOW - timedelta(days=1)
+    r = make(issued_at=ts(issued), expires_at=ts(issued + delta))
+    with pytest.raises(InvalidInput, match="expires_at must be after issued_at"):
+        validate_conformance(r, now=NOW)
+
+
+def test_expiry_at_now() -> None:
+    r = make(expires_at=ts(NOW + timedelta(days=1)))
+    validate_conformance(r, now=NOW + timedelta(days=1) - timedelta(microseconds=1))
+    with pytest.raises(InvalidInput, match="expired"):
+        validate_conformance(r, now=NOW + timedelta(days=1))
+    with pytest.raises(InvalidInput, match="expired"):
+        validate_conformance(r, now=NOW + timedelta(days=30))
+
+
+def test_issued_in_the_future_beyond_skew() -> None:
+    r = make(issued_at=ts(NOW + timedelta(minutes=5)))
+    assert validate_conformance(r, now=NOW).issued_at == NOW + timedelta(minutes=5)
+    r = make(issued_at=ts(NOW + timedelta(minutes=5, seconds=1)))
+    with pytest.raises(InvalidInput, match="issued_at is in the future"):
+        validate_conformance(r, now=NOW)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-05-01T10:00:00+00:00",
+        "2026-05-01T10:00:00z",
+        "2026-05-01t10:00:00Z",
+        "2026-05-01T10:00:00",
+        "2026-05-01 10:00:00Z",
+        "2026-05-01T10:00:00.1234567Z",
+        "2026-05-01T10:00:00.Z",
+        "2026-02-30T10:00:00Z",
+        "2026-05-01T10:00:60Z",
+        "2026-05-01T24:00:00Z",
+        "2026-5-01T10:00:00Z",
+        "\uff12026-05-01T10:00:00Z",
+        1777629600,
+        None,
+    ],
+)
+def test_bad_timestamps(value: object) -> None:
+    with pytest.raises(InvalidInput, match="issued_at"):
+        validate_conformance(make(issued_at=value), now=NOW)
+
+
+def test_naive_now_is_a_programming_error() -> None:
+    with pytest.raises(ValueError):
+        validate_conformance(make(), now=NOW.replace(tzinfo=None))
+
+
+# --- schema ----------------------------------------------------------------------
+
+FIELDS = ["id", "subject", "level", "profile", "suite", "results_digest", "issued_at", "expires_at", "signatures"]
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_missing_field(field: str) -> None:
+    r = make()
+    del r[field]
+    with pytest.raises(InvalidInput, match=f"missing field\\(s\\): {field}"):
+        validate_conformance(r, now=NOW)
+
+
+def test_unknown_field() -> None:
+    r = resign({**unsigned(), "comment": "hi"})
+    with pytest.raises(InvalidInput, match="unknown field\\(s\\): comment"):
+        validate_conformance(r, now=NOW)
+
+
+@pytest.mark.parametrize(
+    "field,value,reason",
+    [
+        ("id", "urn:oap:receipt:1", "id must be"),
+        ("id", "urn:oap:conformance:", "id must be"),
+        ("id", "urn:oap:conformance:a b", "id must be"),
+        ("id", "urn:oap:conformance:" + "x" * 237, "id must be"),
+        ("id", 7, "id must be"),
+        ("subject", "did:web:impl.example", "subject"),
+        ("subject", "ed25519:" + b64enc(bytes(32)), "subject"),
+        ("level", "L6", "level must be one of"),
+        ("level", "l4", "level must be one of"),
+        ("level", "L2-NC", "level must be one of"),
+        ("level", 4, "level must be one of"),
+        ("profile", "", "profile"),
+        ("profile", ["commercial"], "profile"),
+        ("suite", {"name": "s"}, "suite"),
+        ("suite", {"name": "s", "version": "1", "x": "y"}, "suite"),
+        ("suite", {"name": "s", "version": 1}, "suite"),
+        ("suite", "oap-test-suite@1.0", "suite"),
+        ("results_digest", "sha256:" + "ab" * 31, "results_digest"),
+        ("results_digest", "sha512:" + "ab" * 32, "results_digest"),
+        ("results_digest", "sha256:" + "ab" * 31 + "  ", "results_digest"),
+        ("results_digest", "sha256:" + "zz" * 32, "results_digest"),
+    ],
+)
+def test_bad_fields(field: str, value: object, reason: str) -> None:
+    if field == "subject":  # cannot be signed for; the subject is checked before signatures
+        r = make()
+        r[field] = value
+    else:
+        r = resign(unsigned(**{field: value}))  # signatures valid: only the field is wrong
+    with pytest.raises(InvalidInput, match=reason):
+        validate_conformance(r, now=NOW)
+
+
+def test_id_of_256_chars_accepted() -> None:
+    rid = "urn:oap:conformance:" + "x" * 236
+    assert len(rid) == 256
+    assert validate_conformance(make(id=rid), now=NOW).id == rid
+
+
+def test_subject_must_match_signing_key() -> None:
+    with pytest.raises(InvalidInput, match="subject is not the did:key"):
+        sign_conformance(unsigned(), WITNESS_SEEDS[0])
+    # a subject whose key never signed is caught by validation too
+    r = make()
+    r["subject"] = did_of(WITNESS_SEEDS[0])
+    with pytest.raises(InvalidInput, match="exactly one self signature|does not verify"):
+        validate_conformance(r, now=NOW)
+
+
+@pytest.mark.parametrize("receipt", [None, [], "receipt", 5, {"id": 1.5}])
+def test_not_an_object(receipt: object) -> None:
+    with pytest.raises(InvalidInput):
+        validate_conformance(receipt, now=NOW)
+
+
+# --- fuzz ------------------------------------------------------------------------
+
+junk = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20) | st.floats() | st.binary(max_size=8),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data())
+def test_mutations_raise_only_invalid_input(data: st.DataObject) -> None:
+    r = make("L4", data.draw(st.integers(0, 3)))
+    target: Any = r
+    if data.draw(st.booleans()):
+        target = data.draw(st.sampled_from([r, r["suite"], r["signatures"][0], r["signatures"]]))
+    if isinstance(target, list):
+        target.append(data.draw(junk))
+    elif data.draw(st.booleans()) and target:
+        key = data.draw(st.sampled_from(sorted(target)))
+        target[key] = data.draw(junk)
+    else:
+        target[data.draw(st.text(max_size=10))] = data.draw(junk)
+    before = copy.deepcopy(r)
+    try:
+        validate_conformance(r, now=NOW)
+    except InvalidInput:
+        pass
+    assert r == before  # validation never mutates its input
