@@ -46,12 +46,23 @@ def main() -> None:
 @click.option("--batch-interval-ms", type=int, default=None)
 @click.option("--max-batch", type=int, default=None)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
-def serve(config_file, data_dir, host, port, origin, batch_interval_ms, max_batch, log_format) -> None:
+@click.option("--witness-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="tlog-policy with the witnesses (and URLs) to push checkpoints to, and the quorum.")
+@click.option("--rate-limit-write", type=float, default=None, help="Entries/s per client (0: off).")
+@click.option("--rate-limit-read", type=float, default=None, help="Requests/s per client (0: off).")
+@click.option("--tokens-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--auth-required-for", default=None, help="Entry types needing a bearer token, e.g. commitment,registry or *.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+def serve(config_file, data_dir, host, port, origin, batch_interval_ms, max_batch, log_format, witness_policy,
+          rate_limit_write, rate_limit_read, tokens_file, auth_required_for, tls_cert, tls_key) -> None:
     """Run the log server until Ctrl-C (or SIGTERM)."""
     try:
         cfg = load(LogConfig, section="log", env_prefix="OAP_LOG_", file=config_file, data_dir=data_dir,
                    host=host, port=port, origin=origin, batch_interval_ms=batch_interval_ms,
-                   max_batch=max_batch, log_format=log_format)
+                   max_batch=max_batch, log_format=log_format, witness_policy=witness_policy,
+                   rate_limit_write=rate_limit_write, rate_limit_read=rate_limit_read, tokens_file=tokens_file,
+                   auth_required_for=auth_required_for, tls_cert=tls_cert, tls_key=tls_key)
     except ConfigError as e:
         _fail(str(e), 2)
     setup_logging(cfg.log_format)
@@ -67,14 +78,23 @@ async def _serve(cfg: LogConfig) -> None:
     from .server import LogService, build_app
 
     svc = await LogService.open(cfg)
-    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False)
+    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False,
+                           keepalive_timeout=cfg.header_timeout)
     await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
+    ssl_ctx = None
+    if cfg.tls_cert is not None:
+        import ssl
+
+        ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ssl_ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ssl_ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True, ssl_context=ssl_ctx)
     await site.start()
     port = runner.addresses[0][1] if runner.addresses else cfg.port
+    scheme = "https" if ssl_ctx else "http"
     click.echo(f"origin:       {svc.origin}")
     click.echo(f"verifier key: {svc.signer.vkey}")
-    click.echo(f"url:          http://{cfg.host}:{port}")
+    click.echo(f"url:          {scheme}://{cfg.host}:{port}")
     click.echo(f"tree size:    {svc.state.size}")
     click.echo(f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})", nl=True)
     sys.stdout.flush()
@@ -108,6 +128,19 @@ def keygen(name: str, out: Path) -> None:
         _fail(e.message)
     Path(str(out) + ".vkey").write_text(signer.vkey + "\n")
     click.echo(signer.vkey)
+
+
+@main.command()
+@click.option("--types", default="*", show_default=True, help="Entry types this token may write, comma-separated.")
+@click.option("--label", default="", help="A name for the token's owner (kept in the tokens file).")
+def token(types: str, label: str) -> None:
+    """Make a bearer token for writes: prints the token (give it to the client) and the
+    line for the log's tokens file (which stores only its SHA-256)."""
+    from .limits import new_token
+
+    tok, digest = new_token()
+    click.echo(f"token:            {tok}")
+    click.echo(f"tokens_file line: {digest} {types} {label}".rstrip())
 
 
 def _seed_from(path: Path) -> bytes:

@@ -42,6 +42,24 @@ def _coerce(value: Any, typ: Any, name: str) -> Any:
     return value
 
 
+def _coerce_list(value: Any, name: str) -> tuple:
+    """A TOML array of tables -> tuple of (name, vkey, url) rows (witness lists)."""
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{name}: expected a list")
+    rows = []
+    for item in value:
+        if isinstance(item, dict):
+            extra = set(item) - {"name", "vkey", "url"}
+            if extra or not {"name", "vkey"} <= set(item):
+                raise ConfigError(f"{name}: each entry needs name and vkey (and url); unknown: {sorted(extra)}")
+            rows.append((str(item["name"]), str(item["vkey"]), str(item.get("url", ""))))
+        elif isinstance(item, (list, tuple)) and len(item) == 3:
+            rows.append(tuple(str(x) for x in item))
+        else:
+            raise ConfigError(f"{name}: entries must be tables with name, vkey, url")
+    return tuple(rows)
+
+
 def load(cls: type[T], *, section: str, env_prefix: str, file: Path | None = None, **flags: Any) -> T:
     """Build `cls` from defaults, an optional TOML file, env vars and flags (None = unset)."""
     values: dict[str, Any] = {}
@@ -66,7 +84,16 @@ def load(cls: type[T], *, section: str, env_prefix: str, file: Path | None = Non
         if v is not None:
             values[k] = v
     for k, v in list(values.items()):
-        values[k] = _coerce(v, known[k].type, k)
+        typ = str(known[k].type)
+        if typ.startswith("tuple[tuple"):
+            values[k] = _coerce_list(v, k)
+        elif typ.startswith("tuple"):
+            items = v.split(",") if isinstance(v, str) else v
+            if not isinstance(items, (list, tuple)) or not all(isinstance(x, str) for x in items):
+                raise ConfigError(f"{k}: expected a list of strings")
+            values[k] = tuple(x.strip() for x in items if x.strip())
+        else:
+            values[k] = _coerce(v, known[k].type, k)
     cfg = cls(**values)
     cfg.validate()  # type: ignore[attr-defined]
     return cfg
@@ -87,6 +114,21 @@ class LogConfig:
     max_proof_batch: int = 100_000
     hash_sync_interval: float = 5.0
     log_format: str = "text"
+    witness_policy: Path | None = None  # tlog-policy file: witness lines with URLs, groups, quorum
+    witnesses: tuple[tuple[str, str, str], ...] = ()  # or: [[log.witnesses]] name, vkey, url ...
+    witness_quorum: int = 0  # ... with k of them required (0: none)
+    witness_timeout: float = 5.0
+    rate_limit_write: float = 2000.0  # entries per second per client (0: off)
+    rate_limit_write_burst: float = 20000.0
+    rate_limit_read: float = 1000.0  # requests per second per client (0: off)
+    rate_limit_read_burst: float = 2000.0
+    trust_forwarded_for: bool = False  # take the client address from X-Forwarded-For (behind a proxy)
+    auth_required_for: tuple[str, ...] = ()  # entry types that need a bearer token ("*" for all)
+    tokens_file: Path | None = None  # lines "<sha256 hex of token> <types|*> [label]"
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    header_timeout: float = 15.0  # request head (and keep-alive idle) limit, seconds
+    read_timeout: float = 30.0  # request body limit, seconds
 
     def validate(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -105,6 +147,27 @@ class LogConfig:
             raise ConfigError("max_proof_batch must be 1..1000000")
         if self.max_entry_body < 65535 + 1024 or self.max_body < self.max_entry_body:
             raise ConfigError("max_entry_body must leave room for a 65535-byte entry; max_body >= max_entry_body")
+        if self.witness_policy is not None and self.witnesses:
+            raise ConfigError("configure witnesses either with witness_policy or with witnesses, not both")
+        if not 0 <= self.witness_quorum <= len(self.witnesses):
+            raise ConfigError(f"witness_quorum must be 0..{len(self.witnesses)} (the number of witnesses)")
+        if any(not url for _, _, url in self.witnesses):
+            raise ConfigError("every witness needs a url the log can push to")
+        if not 0.05 <= self.witness_timeout <= 120:
+            raise ConfigError("witness_timeout must be 0.05..120 seconds")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("tls_cert and tls_key go together")
+        if self.auth_required_for and self.tokens_file is None:
+            raise ConfigError("auth_required_for needs a tokens_file")
+        unknown = set(self.auth_required_for) - {"*", "receipt", "commitment", "conformance", "registry"}
+        if unknown:
+            raise ConfigError(f"auth_required_for: unknown entry types {sorted(unknown)}")
+        if min(self.rate_limit_write, self.rate_limit_read) < 0:
+            raise ConfigError("rate limits must be >= 0")
+        if self.rate_limit_write and self.rate_limit_write_burst < self.max_batch_entries:
+            raise ConfigError("rate_limit_write_burst must allow one full batch (max_batch_entries)")
+        if not (0 < self.header_timeout <= 3600 and 0 < self.read_timeout <= 3600):
+            raise ConfigError("header_timeout and read_timeout must be in (0, 3600] seconds")
         if self.log_format not in ("text", "json"):
             raise ConfigError("log_format must be 'text' or 'json'")
 

@@ -63,6 +63,12 @@ class Conflict(OAPError):
     status, code = 409, "conflict"
 
 
+class RequestTimeout(OAPError):
+    """The client did not deliver its request body in time (slow client)."""
+
+    status, code = 408, "timeout"
+
+
 class RateLimited(OAPError):
     status, code = 429, "rate_limited"
 

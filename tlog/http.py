@@ -7,6 +7,7 @@ anything else is logged and answered 500 without a traceback.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -17,13 +18,14 @@ import cbor2
 from aiohttp import web
 
 from .canonical import loads_cbor, loads_json
-from .errors import InvalidInput, OAPError, TooLarge, UnsupportedMediaType
+from .errors import InvalidInput, OAPError, RequestTimeout, TooLarge, UnsupportedMediaType
 
 log = logging.getLogger("oap.http")
 
 JSON_TYPES = ("application/oap+json", "application/json")
 CBOR_TYPES = ("application/oap+cbor", "application/cbor")
 _CODES = {400: "invalid_input", 401: "auth_required", 403: "policy_block", 404: "not_found", 405: "not_found",
+          408: "timeout",
           409: "conflict", 411: "invalid_input", 413: "invalid_input", 414: "invalid_input", 415: "invalid_input",
           429: "rate_limited", 431: "invalid_input", 503: "maintenance"}
 
@@ -50,6 +52,9 @@ def make_error_middleware(on_request: Callable[[web.Request, int, float], None] 
         except OAPError as e:
             status = e.status
             return error_response(e.status, e.code, e.message, **e.data)
+        except web.HTTPRequestEntityTooLarge:
+            status = 413
+            return error_response(413, "invalid_input", "request body too large")
         except web.HTTPException as e:
             status = e.status
             if e.status < 400:
@@ -69,16 +74,27 @@ def make_error_middleware(on_request: Callable[[web.Request, int, float], None] 
     return error_middleware
 
 
-async def read_body(request: web.Request, cap: int) -> bytes:
-    """The request body, refusing with 413 as soon as it exceeds `cap` bytes."""
+READ_TIMEOUT = 30.0
+READ_TIMEOUT_KEY = web.AppKey("read_timeout", float)
+
+
+async def read_body(request: web.Request, cap: int, timeout: float | None = None) -> bytes:
+    """The request body: 413 as soon as it exceeds `cap` bytes, 408 if it is slower
+    than `timeout` seconds (default: the app's "read_timeout" or 30 s)."""
     if request.content_length is not None and request.content_length > cap:
         raise TooLarge(f"request body over {cap} bytes")
+    if timeout is None:
+        timeout = request.app.get(READ_TIMEOUT_KEY, READ_TIMEOUT)
     chunks, total = [], 0
-    async for chunk in request.content.iter_chunked(65536):
-        total += len(chunk)
-        if total > cap:
-            raise TooLarge(f"request body over {cap} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.content.iter_chunked(65536):
+                total += len(chunk)
+                if total > cap:
+                    raise TooLarge(f"request body over {cap} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestTimeout(f"request body not received within {timeout:g} s") from None
     return b"".join(chunks)
 
 

@@ -27,4 +27,12 @@ class LogMetrics:
         self.requests = Counter(
             "oap_log_http_requests_total", "HTTP requests by route and status", ["route", "status"], registry=r
         )
+        self.cosign_seconds = Histogram(
+            "oap_log_witness_cosign_seconds", "Time to collect witness cosignatures for one checkpoint", registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.witness_results = Counter(
+            "oap_log_witness_cosignatures_total", "Checkpoint pushes by witness and result", ["witness", "result"],
+            registry=r,
+        )
         self.request_seconds = Histogram("oap_log_http_request_seconds", "HTTP request latency", ["route"], registry=r)

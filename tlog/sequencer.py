@@ -65,16 +65,55 @@ class Sequencer:
         self._full = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closing = False
+        self._retry: asyncio.Task | None = None
+        self._publish_lock = asyncio.Lock()
         self.state: LogState | None = None
+        self.published = False  # False until a checkpoint reached the publisher (witness quorum)
 
     async def _in_writer(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.writer, fn, *args)
 
     async def start(self) -> LogState:
         state = await self._in_writer(self.store.open, self.sign)
-        self.state = await self.publisher(state) if self.publisher else state
+        self.state = state
+        if self.publisher is None:
+            self.published = True
+        else:
+            try:
+                await self._publish(state)
+            except Unavailable as e:
+                log.warning("starting without a published checkpoint: %s", e.message)
+                self._schedule_republish()
         self._task = asyncio.create_task(self._run(), name="tlog-sequencer")
         return self.state
+
+    async def _publish(self, state: LogState) -> LogState:
+        """Run the publisher one call at a time; the served state never moves backwards."""
+        async with self._publish_lock:
+            if self.published and state.size <= self.state.size:
+                return self.state
+            out = await self.publisher(state)
+            self.state = out
+            self.published = True
+            return out
+
+    def _schedule_republish(self) -> None:
+        if self._retry is None or self._retry.done():
+            self._retry = asyncio.create_task(self._republish(), name="tlog-republish")
+
+    async def _republish(self) -> None:
+        """Retry publishing the latest durable checkpoint, with backoff, until it works."""
+        delay = 0.5
+        while not self._closing:
+            await asyncio.sleep(delay)
+            durable = self.store.state
+            if durable is None or (self.published and durable.size == self.state.size):
+                return
+            try:
+                await self._publish(durable)
+                return
+            except Unavailable:
+                delay = min(delay * 2, 30.0)
 
     async def close(self) -> None:
         """Stop accepting, finish what is queued, and close the store cleanly."""
@@ -83,6 +122,8 @@ class Sequencer:
         self._full.set()
         if self._task is not None:
             await self._task
+        if self._retry is not None:
+            self._retry.cancel()
         await self._in_writer(self.store.close)
         self.writer.shutdown(wait=True)
 
@@ -145,9 +186,13 @@ class Sequencer:
         try:
             result = await self._in_writer(self.store.commit_batch, [(p.leaf, p.data) for p in batch], self.sign)
             state = result.state
-            if self.publisher is not None and (self.state is None or state.size != self.state.size):
-                state = await self.publisher(state)
-        except Exception as e:  # the batch is not durable: every waiter gets a 503
+            if self.publisher is not None:  # returns the published (cosigned) state covering the batch
+                try:
+                    state = await self._publish(state)
+                except Unavailable:
+                    self._schedule_republish()
+                    raise
+        except Exception as e:  # not durable, or durable but not yet published: a 503 for every waiter
             log.error("batch of %d entries failed: %s", len(batch), e)
             err = e if isinstance(e, Unavailable) else Unavailable(f"the log could not persist the entry: {type(e).__name__}")
             for p in batch:
@@ -156,7 +201,8 @@ class Sequencer:
                     p.future.set_exception(err)
                     p.future.exception()  # mark retrieved: waiters may be gone
             return
-        self.state = state
+        if self.publisher is None:
+            self.state = state
         for p, idx, fresh in zip(batch, result.indices, result.fresh):
             self._inflight.pop(p.leaf, None)
             if not p.future.done():

@@ -22,8 +22,9 @@ from .checkpoint import Checkpoint
 from .config import ConfigError, LogConfig
 from .encoding import b64dec, b64enc
 from .entries import MAX_ENTRY_BYTES, canonical_entry, decode_entry
-from .errors import FormatError, InvalidInput, NotFound, TooLarge
-from .http import make_error_middleware, query_int, read_document, respond, wants_cbor
+from .errors import FormatError, InvalidInput, NotFound, TooLarge, Unavailable
+from .limits import RateLimiter, TokenAuth
+from .http import READ_TIMEOUT_KEY, make_error_middleware, query_int, read_document, respond, wants_cbor
 from .merkle import TreeView
 from .metrics import LogMetrics
 from .note import sign_note
@@ -31,6 +32,7 @@ from .proofbundle import ProofBundle
 from .sequencer import Added, Sequencer
 from .store import EntryReader, LogState, LogStore
 from .tiles import TILE_HEIGHT, TILE_WIDTH, parse_tile_path
+from .witnessing import WitnessSet, policy_text
 
 log = logging.getLogger("oap.tlog.server")
 
@@ -64,6 +66,21 @@ def load_or_create_key(data_dir: Path, origin: str) -> keys.Signer:
     return signer
 
 
+def _witness_set(config: LogConfig, signer: keys.Signer) -> WitnessSet | None:
+    """Witnesses from the config; also (re)writes data/log.policy for clients."""
+    if config.witness_policy is not None:
+        text = Path(config.witness_policy).read_text()
+        ws = WitnessSet.from_policy(text, timeout=config.witness_timeout)
+        client_policy = text if f"log {signer.vkey}" in text else f"log {signer.vkey}\n" + text
+    elif config.witnesses:
+        client_policy = policy_text(signer.vkey, config.witnesses, config.witness_quorum)
+        ws = WitnessSet.from_policy(client_policy, timeout=config.witness_timeout)
+    else:
+        return None
+    (config.data_dir / "log.policy").write_text(client_policy)
+    return ws
+
+
 def checkpoint_signer(signer: keys.Signer):
     def sign(size: int, root: bytes) -> str:
         return sign_note(Checkpoint(signer.name, size, root).to_text(), [signer])
@@ -81,6 +98,7 @@ class LogService:
     sequencer: Sequencer
     reader: EntryReader
     metrics: LogMetrics
+    witnesses: WitnessSet | None = None
 
     @classmethod
     async def open(cls, config: LogConfig) -> "LogService":
@@ -92,19 +110,35 @@ class LogService:
             metrics.batch_size.observe(n)
             metrics.batch_seconds.observe(seconds)
 
+        witnesses = _witness_set(config, signer)
+        publisher = None
+        if witnesses is not None:
+            async def publisher(state: LogState) -> LogState:
+                t0 = time.perf_counter()
+                try:
+                    published, outcomes = await witnesses.cosign(state)
+                finally:
+                    metrics.cosign_seconds.observe(time.perf_counter() - t0)
+                for o in outcomes:
+                    metrics.witness_results.labels(o.name, "ok" if o.signature else "failed").inc()
+                return published
+
         seq = Sequencer(
             store, checkpoint_signer(signer), max_batch=config.max_batch,
             batch_interval=config.batch_interval_ms / 1000, max_pending=config.max_pending, on_batch=on_batch,
+            publisher=publisher,
         )
         state = await seq.start()
         metrics.tree_size.set(state.size)
         reader = EntryReader(store.db_path)
         await reader.open()
-        return cls(config, signer, store, seq, reader, metrics)
+        return cls(config, signer, store, seq, reader, metrics, witnesses)
 
     async def close(self) -> None:
         await self.sequencer.close()
         await self.reader.close()
+        if self.witnesses is not None:
+            await self.witnesses.close()
 
     def view_at(self, size: int) -> TreeView:
         """The tree of an older committed size (right edge cached for a few sizes)."""
@@ -170,11 +204,34 @@ def build_app(svc: LogService) -> web.Application:
         m.requests.labels(route, str(status)).inc()
         m.request_seconds.labels(route).observe(seconds)
 
-    app = web.Application(middlewares=[make_error_middleware(on_request)], client_max_size=cfg.max_body)
+    limiter = RateLimiter(cfg.rate_limit_read, cfg.rate_limit_read_burst)
+    write_limiter = RateLimiter(cfg.rate_limit_write, cfg.rate_limit_write_burst)
+    auth = TokenAuth.from_file(cfg.auth_required_for, cfg.tokens_file)
+
+    def client_of(request: web.Request) -> str:
+        if cfg.trust_forwarded_for and "X-Forwarded-For" in request.headers:
+            return request.headers["X-Forwarded-For"].split(",")[0].strip()
+        return request.remote or "unknown"
+
+    @web.middleware
+    async def read_limits(request: web.Request, handler):
+        if request.method != "POST" or request.path.startswith("/v1/proof/"):
+            limiter.check(client_of(request), "read")
+        return await handler(request)
+
+    def authorize_write(request: web.Request, entries: list) -> None:
+        for t in sorted({e.get("type") for e in entries if isinstance(e, dict) and isinstance(e.get("type"), str)}):
+            auth.check(request.headers.get("Authorization"), t)
+        write_limiter.check(client_of(request), "write", cost=len(entries))
+
+    app = web.Application(middlewares=[make_error_middleware(on_request), read_limits], client_max_size=cfg.max_body)
+    app[READ_TIMEOUT_KEY] = cfg.read_timeout
 
     # --- tlog-tiles reads ------------------------------------------------------------
 
     async def checkpoint(request: web.Request) -> web.Response:
+        if not svc.sequencer.published:
+            raise Unavailable("no checkpoint has reached the witness quorum yet", retry_after=1)
         return web.Response(text=svc.state.note, content_type="text/plain", charset="utf-8",
                             headers={"Cache-Control": CHECKPOINT_CACHE})
 
@@ -199,6 +256,7 @@ def build_app(svc: LogService) -> web.Application:
     async def add_entry(request: web.Request) -> web.Response:
         t0 = time.perf_counter()
         doc = await read_document(request, cfg.max_entry_body)
+        authorize_write(request, [doc])
         entry = canonical_entry(doc)
         added = await svc.sequencer.add(entry)
         (m.entries if added.fresh else m.duplicates).inc()
@@ -217,6 +275,7 @@ def build_app(svc: LogService) -> web.Application:
             raise InvalidInput("entries must not be empty")
         if len(items) > cfg.max_batch_entries:
             raise TooLarge(f"at most {cfg.max_batch_entries} entries per batch")
+        authorize_write(request, items)
         canon = []
         for i, item in enumerate(items):
             try:

@@ -1,0 +1,198 @@
+"""Abuse limits of the log: rate limits, bearer-token auth per entry type, body and
+header timeouts, TLS. Real servers on 127.0.0.1."""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import ssl
+import time
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from tlog.config import ConfigError, LogConfig, load
+from tlog.ed25519 import generate_seed
+from tlog.entries import commitment_entry, receipt_entry
+from tlog.hashing import leaf_hash
+from tlog.limits import RateLimiter, TokenAuth, new_token
+from tlog.errors import AuthRequired, Forbidden, RateLimited
+from tlog.server import LogService, build_app
+
+SEED = generate_seed()
+
+
+async def start(tmp_path, **kw):
+    cfg = LogConfig(data_dir=tmp_path / "data", port=0, batch_interval_ms=5, **kw)
+    svc = await LogService.open(cfg)
+    server = TestServer(build_app(svc), host="127.0.0.1", port=0)
+    await server.start_server()
+    return svc, server, str(server.make_url("")).rstrip("/")
+
+
+def test_token_bucket_and_bounded_memory():
+    rl = RateLimiter(rate=10, burst=3, max_clients=100)
+    for _ in range(3):
+        rl.check("a", "write")
+    with pytest.raises(RateLimited) as e:
+        rl.check("a", "write")
+    assert e.value.data["retry_after"] >= 1
+    rl.check("b", "write")  # other clients have their own bucket
+    for i in range(1000):
+        rl.check(f"c{i}", "read")
+    assert len(rl._buckets) <= 100
+
+
+def test_token_auth_rules(tmp_path):
+    tok, digest = new_token()
+    tok2, digest2 = new_token()
+    f = tmp_path / "tokens"
+    f.write_text(f"# comment\n{digest} commitment alice\n{digest2} * ops\n")
+    auth = TokenAuth.from_file(["commitment", "registry"], f)
+    assert auth.check(None, "receipt") is None  # receipts need no token here
+    with pytest.raises(AuthRequired):
+        auth.check(None, "commitment")
+    with pytest.raises(AuthRequired):
+        auth.check("Bearer wrong", "commitment")
+    assert auth.check(f"Bearer {tok}", "commitment") == "alice"
+    with pytest.raises(Forbidden):
+        auth.check(f"Bearer {tok}", "registry")
+    assert auth.check(f"Bearer {tok2}", "registry") == "ops"
+    assert tok not in f.read_text()  # only digests are stored
+
+
+def test_config_refuses_conflicts(tmp_path):
+    with pytest.raises(ConfigError):
+        load(LogConfig, section="log", env_prefix="T_", auth_required_for="commitment")
+    with pytest.raises(ConfigError):
+        load(LogConfig, section="log", env_prefix="T_", tls_cert=str(tmp_path / "c"))
+    with pytest.raises(ConfigError):
+        load(LogConfig, section="log", env_prefix="T_", auth_required_for="bogus", tokens_file="x")
+    toml = tmp_path / "log.toml"
+    toml.write_text('[log]\nport = 9999\nunknown_setting = 1\n')
+    with pytest.raises(ConfigError):
+        load(LogConfig, section="log", env_prefix="T_", file=toml)
+
+
+async def test_write_rate_limit_429_with_retry_after(tmp_path):
+    svc, server, url = await start(tmp_path, rate_limit_write=5, rate_limit_write_burst=10, max_batch_entries=10,
+                                   max_pending=100)
+    try:
+        async with aiohttp.ClientSession() as s:
+            statuses = []
+            for i in range(14):
+                async with s.post(url + "/v1/entries", json=receipt_entry(leaf_hash(bytes([i])), SEED)) as r:
+                    statuses.append(r.status)
+                    if r.status == 429:
+                        assert int(r.headers["Retry-After"]) >= 1
+                        assert (await r.json())["error"] == "rate_limited"
+            assert statuses[:10] == [200] * 10 and 429 in statuses[10:]
+            async with s.get(url + "/checkpoint") as r:  # reads have their own budget
+                assert r.status == 200
+    finally:
+        await server.close()
+        await svc.close()
+
+
+async def test_bearer_token_required_per_entry_type(tmp_path):
+    tok, digest = new_token()
+    (tmp_path / "tokens").write_text(f"{digest} commitment\n")
+    svc, server, url = await start(tmp_path, auth_required_for=("commitment",), tokens_file=tmp_path / "tokens")
+    try:
+        async with aiohttp.ClientSession() as s:
+            c = commitment_entry(leaf_hash(b"x"))
+            async with s.post(url + "/v1/entries", json=c) as r:
+                assert r.status == 401 and (await r.json())["error"] == "auth_required"
+            async with s.post(url + "/v1/entries", json=c, headers={"Authorization": "Bearer nope"}) as r:
+                assert r.status == 401
+            async with s.post(url + "/v1/entries:batch", json={"entries": [c]},
+                              headers={"Authorization": f"Bearer {tok}"}) as r:
+                assert r.status == 200
+            async with s.post(url + "/v1/entries", json=receipt_entry(leaf_hash(b"r"), SEED)) as r:
+                assert r.status == 200  # receipts are open
+    finally:
+        await server.close()
+        await svc.close()
+
+
+async def test_slow_body_gets_408_and_slow_head_is_closed(tmp_path):
+    svc, server, url = await start(tmp_path, read_timeout=0.5)
+    try:
+        host, port = "127.0.0.1", server.port
+        r, w = await asyncio.open_connection(host, port)
+        w.write(b"POST /v1/entries HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n{")
+        await w.drain()
+        head = await asyncio.wait_for(r.read(4096), 5)
+        assert head.startswith(b"HTTP/1.1 408") and b'"timeout"' in head
+        w.close()
+    finally:
+        await server.close()
+        await svc.close()
+
+
+async def test_slow_request_head_is_cut_by_keepalive_timeout(tmp_path):
+    from aiohttp import web
+
+    cfg = LogConfig(data_dir=tmp_path / "data", port=0)
+    svc = await LogService.open(cfg)
+    runner = web.AppRunner(build_app(svc), keepalive_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"GET /checkpoint HTTP/1.1\r\n")
+        closed = False
+        for _ in range(20):  # trickle one header line every 0.25 s for up to 5 s
+            try:
+                w.write(b"X-Slow: 1\r\n")
+                await w.drain()
+            except ConnectionError:
+                closed = True
+                break
+            await asyncio.sleep(0.25)
+            if r.at_eof():
+                closed = True
+                break
+        assert closed, "a slowloris request head was never cut off"
+    finally:
+        await runner.cleanup()
+        await svc.close()
+
+
+def _self_signed(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                         serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
+    return tmp_path / "cert.pem", tmp_path / "key.pem"
+
+
+async def test_tls_serving(server, tmp_path):
+    cert, key = _self_signed(tmp_path)
+    srv = server("--tls-cert", str(cert), "--tls-key", str(key))
+    assert srv.url.startswith("https://")
+    ctx = ssl.create_default_context(cafile=str(cert))
+    async with aiohttp.ClientSession() as s:
+        async with s.get(srv.url + "/v1/info", ssl=ctx) as r:
+            assert r.status == 200 and (await r.json())["verifier_key"] == srv.vkey
+        with pytest.raises(aiohttp.ClientError):
+            async with s.get(srv.url.replace("https", "http") + "/v1/info") as r:
+                await r.read()
