@@ -193,7 +193,11 @@ class Sequencer:
                     self._schedule_republish()
                     raise
         except Exception as e:  # not durable, or durable but not yet published: a 503 for every waiter
-            log.error("batch of %d entries failed: %s", len(batch), e)
+            if isinstance(e, Unavailable):
+                log.warning("batch of %d entries is durable but not published: %s", len(batch), e.message)
+            else:
+                log.error("could not persist a batch of %d entries; writes answer 503 until this clears: %s: %s",
+                          len(batch), type(e).__name__, e)
             err = e if isinstance(e, Unavailable) else Unavailable(f"the log could not persist the entry: {type(e).__name__}")
             for p in batch:
                 self._inflight.pop(p.leaf, None)

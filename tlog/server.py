@@ -77,7 +77,10 @@ def _witness_set(config: LogConfig, signer: keys.Signer) -> WitnessSet | None:
         ws = WitnessSet.from_policy(client_policy, timeout=config.witness_timeout)
     else:
         return None
-    (config.data_dir / "log.policy").write_text(client_policy)
+    try:
+        (config.data_dir / "log.policy").write_text(client_policy)
+    except OSError as e:  # read-only data directory: clients keep the policy they have
+        log.warning("could not write %s: %s", config.data_dir / "log.policy", e)
     return ws
 
 

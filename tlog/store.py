@@ -11,6 +11,7 @@ use `EntryReader` on their own connection and see only committed rows.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from .errors import ForkError, NotFound
+from .errors import ForkError, NotFound, Unavailable
 from .hashfiles import HashFiles
 from .merkle import TreeView
 
@@ -65,6 +66,10 @@ class CorruptionError(RuntimeError):
     """The data directory contradicts itself; the log refuses to start."""
 
 
+def _read_only_fs(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+
+
 def connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -78,8 +83,16 @@ class LogStore:
         self.dir = Path(data_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.db_path = self.dir / "log.db"
-        self.conn = connect(self.db_path)
-        self.conn.executescript(SCHEMA)
+        self.read_only = not os.access(self.dir, os.W_OK) or _read_only_fs(self.dir)
+        if self.read_only:
+            # A read-only data directory (e.g. remounted ro after disk errors):
+            # serve what is committed, refuse writes with 503.
+            self.conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True,
+                                        isolation_level=None, check_same_thread=False)
+            log.error("data directory %s is read-only: serving reads, refusing writes", self.dir)
+        else:
+            self.conn = connect(self.db_path)
+            self.conn.executescript(SCHEMA)
         self.hashes = HashFiles(self.dir / "hashes")
         self.hash_sync_interval = hash_sync_interval
         self._last_hash_sync = time.monotonic()
@@ -93,6 +106,10 @@ class LogStore:
         if size != count:
             raise CorruptionError(f"entries are not contiguous: max index {size - 1}, {count} rows")
         synced = self.hashes.intact_size(min(int(self._meta("hashes_synced") or 0), size))
+        if self.read_only:
+            synced = self.hashes.intact_size(size)
+            if synced != size:
+                raise CorruptionError("the data directory is read-only and its hash files need repair")
         self._rebuild_hashes(synced, size)
         view = TreeView(size, self.hashes.read)
         latest = self.conn.execute("SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
@@ -112,6 +129,8 @@ class LogStore:
         return self.state
 
     def _rebuild_hashes(self, start: int, size: int) -> None:
+        if self.read_only:
+            return
         self.hashes.truncate(start)
         cur = start
         while cur < size:
@@ -132,6 +151,8 @@ class LogStore:
         index. On any failure the hash files are cut back and nothing is kept.
         """
         assert self.state is not None, "open() first"
+        if self.read_only:
+            raise Unavailable("the data directory is read-only; the log serves reads only")
         old = self.state.size
         known = self._lookup([lh for lh, _ in items])
         indices: list[int] = []
@@ -156,10 +177,40 @@ class LogStore:
             synced = self._maybe_sync_hashes()
             note = self._sign_and_record(size, view.root, sign, entries=new_rows, hashes_synced=synced and size)
         except BaseException:
-            self.hashes.truncate(old)
+            self._resync(old)
             raise
         self.state = LogState(size, view.root, note, view)
         return BatchResult(indices, fresh, self.state)
+
+    def _resync(self, old: int) -> None:
+        """After a failed batch, believe the disk, not the error.
+
+        A failed COMMIT (disk full, an fsync I/O error) may or may not have
+        landed; assuming a rollback could later reuse indices that are in
+        fact durable. So re-read the committed size: unchanged means cut the
+        hash files back; larger means the batch landed and the state moves on
+        (its waiters got an error and will find their entries by retrying).
+        """
+        try:
+            size = self.conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM entries").fetchone()[0]
+            if size == old:
+                self.hashes.truncate(old)
+                return
+            row = self.conn.execute("SELECT root, note FROM checkpoints WHERE size = ?", (size,)).fetchone()
+            self._rebuild_hashes(old, size)
+            view = TreeView(size, self.hashes.read)
+            if row is None or row[0] != view.root:
+                raise CorruptionError("a failed commit left entries without their checkpoint")
+            self.state = LogState(size, view.root, row[1], view)
+            log.warning("a batch reported failure but was committed; the log is at size %d", size)
+        except CorruptionError:
+            raise
+        except Exception as e:  # still failing (e.g. disk still full): keep the old state
+            log.error("could not re-read the store after a failed batch: %s", e)
+            try:
+                self.hashes.truncate(old)
+            except OSError:
+                pass
 
     def _sign_and_record(self, size: int, root: bytes, sign: Signer, *, entries, hashes_synced: int | None = None) -> str:
         """Fork guard, then sign, then commit entries + checkpoint in one transaction."""
@@ -182,7 +233,11 @@ class LogStore:
                 c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('hashes_synced', ?)", (hashes_synced,))
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            if c.in_transaction:
+                try:
+                    c.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
             raise
         return note
 
@@ -212,7 +267,7 @@ class LogStore:
 
     def close(self) -> None:
         """Clean shutdown: sync the hash files so the next open repairs nothing."""
-        if self.state is not None:
+        if self.state is not None and not self.read_only:
             self.hashes.sync()
             self._set_meta("hashes_synced", self.state.size)
         self.hashes.close()

@@ -1,0 +1,123 @@
+"""Faults beyond crashes, on a real filesystem: a full disk and a read-only data
+directory make writes fail with 503 (never 500) while reads keep working,
+nothing acknowledged is lost, and writes recover when the fault clears."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+
+import aiohttp
+import pytest
+
+from tlog.client import LogClient
+from tlog.ed25519 import generate_seed
+from tlog.entries import canonical_entry, receipt_entry
+from tlog.hashing import leaf_hash
+from tlog.verifier import TrustPolicy
+
+from .test_e2e import all_entries
+
+pytestmark = pytest.mark.slow
+SEED = generate_seed()
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def entry(i: int) -> dict:
+    return receipt_entry(leaf_hash(b"fault" + i.to_bytes(8, "big")), SEED)
+
+
+async def post(session, url, i):
+    async with session.post(url + "/v1/entries", json=entry(i)) as r:
+        return r.status, await r.json()
+
+
+async def reads_work(session, url):
+    for path in ("/checkpoint", "/v1/info", "/tile/0/000.p/1", "/v1/proof/inclusion?index=0", "/v1/entries/0"):
+        async with session.get(url + path) as r:
+            assert r.status == 200, path
+
+
+def fill(mnt) -> None:
+    with open(mnt / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+        try:
+            os.fsync(f.fileno())
+        except OSError:
+            pass
+
+
+async def test_full_disk_and_read_only_then_recovery(server, small_fs):
+    srv = server("--batch-interval-ms", "2", data=small_fs / "data")
+    acked: dict[int, int] = {}
+    async with aiohttp.ClientSession() as s:
+        for i in range(50):
+            st, body = await post(s, srv.url, i)
+            assert st == 200
+            acked[i] = body["index"]
+
+        # --- disk full ---
+        fill(small_fs)
+        statuses = []
+        for i in range(50, 3050):
+            st, body = await post(s, srv.url, i)
+            statuses.append(st)
+            assert st in (200, 503), body
+            if st == 200:
+                acked[i] = body["index"]
+            else:
+                assert body["error"] == "maintenance"
+                if statuses.count(503) >= 5:
+                    break
+        assert statuses.count(503) >= 5, "the disk never filled up"
+        await reads_work(s, srv.url)
+        (small_fs / "filler").unlink()
+        for i in range(5000, 5020):  # space is back: writes work again
+            st, body = await post(s, srv.url, i)
+            assert st == 200, body
+            acked[i] = body["index"]
+
+    srv.kill()
+    log_text = srv.proc.stdout.read()
+    assert "could not persist a batch" in log_text and "Traceback" not in log_text
+
+    # --- a read-only data directory (e.g. remounted ro after disk errors) ---
+    subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+    try:
+        ro = server(data=small_fs / "data")
+        async with aiohttp.ClientSession() as s:
+            st, body = await post(s, ro.url, 6000)
+            assert st == 503 and body["error"] == "maintenance" and "read-only" in body["message"]
+            await reads_work(s, ro.url)
+        ro.kill()
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)
+
+    srv2 = server(data=small_fs / "data")
+    async with aiohttp.ClientSession() as s:
+        for i in range(6001, 6011):  # writable again: writes work
+            st, body = await post(s, srv2.url, i)
+            assert st == 200, body
+            acked[i] = body["index"]
+    stored = await all_entries(srv2.url, max(acked.values()) + 1)
+    for i, idx in acked.items():
+        assert stored[idx] == canonical_entry(entry(i))
+    async with LogClient(srv2.url) as c:
+        cp = TrustPolicy.for_log(srv2.vkey).verify_checkpoint(await c.checkpoint()).checkpoint
+        assert await c.root_from_tiles(cp.size) == cp.root
