@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv clean
+.PHONY: run test venv clean crash
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,6 +19,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# 50 kill -9 cycles under load (a 5-cycle version runs in `make test`)
+crash: $(STAMP)
+	$(BIN)/python -m tests.crashharness --cycles 50
 
 clean:
 	rm -rf $(VENV) data

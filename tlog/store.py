@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +44,20 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value);
 """
 
 Signer = Callable[[int, bytes], str]
+
+# Crash points for the crash harness (tests/crashharness.py), off unless
+# OAP_TLOG_CRASH_POINTS="point,point:probability" is set: the process dies
+# with os._exit at that point, as kill -9 would, but at a chosen moment.
+_CRASH_POINTS: dict[str, float] = {}
+for _item in filter(None, os.environ.get("OAP_TLOG_CRASH_POINTS", "").split(",")):
+    _name, _, _p = _item.partition(":")
+    _CRASH_POINTS[_name] = float(_p or 1.0)
+
+
+def crash_point(name: str) -> None:
+    p = _CRASH_POINTS.get(name)
+    if p and random.random() < p:
+        os._exit(137)
 
 
 @dataclass(frozen=True)
@@ -173,6 +188,7 @@ class LogStore:
         size = old + len(new_rows)
         try:
             self.hashes.append(old, [r[1] for r in new_rows])
+            crash_point("after_hash_append")
             view = TreeView(size, self.hashes.read)
             synced = self._maybe_sync_hashes()
             note = self._sign_and_record(size, view.root, sign, entries=new_rows, hashes_synced=synced and size)
@@ -221,6 +237,7 @@ class LogStore:
         if top is not None and size < top:
             raise ForkError(f"refusing to sign size {size} below the signed size {top}")
         note = sign(size, root)
+        crash_point("after_sign")
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
@@ -231,7 +248,9 @@ class LogStore:
             )
             if hashes_synced:
                 c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('hashes_synced', ?)", (hashes_synced,))
+            crash_point("before_commit")
             c.execute("COMMIT")
+            crash_point("after_commit")
         except BaseException:
             if c.in_transaction:
                 try:
