@@ -5,6 +5,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -52,9 +53,22 @@ class ServerProcess:
             if m := re.match(r"url:\s+(\S+)", line):
                 self.url = m.group(1)
             if line.startswith("data:"):
+                self.lines = lines
+                threading.Thread(target=self._drain, daemon=True).start()
                 return self
         self.kill()
         raise RuntimeError("server did not start:\n" + "".join(lines))
+
+    def _drain(self) -> None:
+        """Keep reading the server's output so a full pipe never blocks it."""
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if len(self.lines) > 20000:
+                del self.lines[:10000]
+
+    @property
+    def log_text(self) -> str:
+        return "".join(self.lines)
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -64,9 +78,10 @@ class ServerProcess:
     def stop(self) -> int:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGINT)
-        out, _ = self.proc.communicate(timeout=30)
-        self.output = out
-        return self.proc.returncode
+        rc = self.proc.wait(timeout=30)
+        time.sleep(0.1)  # let the drain thread read the last lines
+        self.output = self.log_text
+        return rc
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,7 @@ def start_log(data: Path, env_extra: dict[str, str]) -> tuple[subprocess.Popen, 
         if m := re.match(r"url:\s+(\S+)", line):
             url = m.group(1)
         if line.startswith("data:"):
+            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # drain
             return proc, url, vkey
     proc.kill()
     raise RuntimeError("log did not start")

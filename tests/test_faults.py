@@ -94,7 +94,7 @@ async def test_full_disk_and_read_only_then_recovery(server, small_fs):
             acked[i] = body["index"]
 
     srv.kill()
-    log_text = srv.proc.stdout.read()
+    log_text = srv.log_text
     assert "could not persist a batch" in log_text and "Traceback" not in log_text
 
     # --- a read-only data directory (e.g. remounted ro after disk errors) ---

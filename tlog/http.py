@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import cbor2
@@ -76,6 +77,22 @@ def make_error_middleware(on_request: Callable[[web.Request, int, float], None] 
 
 READ_TIMEOUT = 30.0
 READ_TIMEOUT_KEY = web.AppKey("read_timeout", float)
+LARGE_BODY = 64 * 1024
+LARGE_BODIES_KEY = web.AppKey("large_bodies", asyncio.Semaphore)
+
+# CPU-heavy request work (parsing large bodies, checking thousands of
+# signatures) runs here, not on the event loop, so one large request cannot
+# stall every other client. PyNaCl and the JSON scanner release the GIL often.
+_cpu = ThreadPoolExecutor(max_workers=2, thread_name_prefix="oap-cpu")
+
+
+async def offload(fn, *args):
+    return await asyncio.get_running_loop().run_in_executor(_cpu, fn, *args)
+
+
+def large_body_limit(app: web.Application, concurrent: int = 4) -> None:
+    """At most `concurrent` bodies over 64 KiB are read and parsed at once (memory bound)."""
+    app[LARGE_BODIES_KEY] = asyncio.Semaphore(concurrent)
 
 
 async def read_body(request: web.Request, cap: int, timeout: float | None = None) -> bytes:
@@ -103,16 +120,28 @@ def _media(request: web.Request) -> str:
 
 
 async def read_document(request: web.Request, cap: int) -> object:
-    """Decode a JSON or CBOR body (by Content-Type) with strict parsers."""
+    """Decode a JSON or CBOR body (by Content-Type) with strict parsers.
+
+    Bodies over 64 KiB are read under the app's large-body semaphore and
+    parsed on the CPU pool.
+    """
     media = _media(request)
     if media not in JSON_TYPES + CBOR_TYPES:
         raise UnsupportedMediaType(
             f"Content-Type must be one of {', '.join(JSON_TYPES + CBOR_TYPES)}, not {media or 'none'!r}"
         )
+    parse = loads_cbor if media in CBOR_TYPES else loads_json
+    sem = request.app.get(LARGE_BODIES_KEY)
+    if sem is not None and cap > LARGE_BODY and (request.content_length or LARGE_BODY + 1) > LARGE_BODY:
+        async with sem:
+            body = await read_body(request, cap)
+            if not body:
+                raise InvalidInput("empty body")
+            return await offload(parse, body) if len(body) > LARGE_BODY else parse(body)
     body = await read_body(request, cap)
     if not body:
         raise InvalidInput("empty body")
-    return loads_cbor(body) if media in CBOR_TYPES else loads_json(body)
+    return parse(body)
 
 
 def wants_cbor(request: web.Request) -> bool:

@@ -12,19 +12,20 @@ from functools import lru_cache
 from dataclasses import dataclass
 from pathlib import Path
 
+import cbor2
 import numpy as np
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import keys
-from .batchproofs import inclusion_matrix, proofs_json
+from .batchproofs import b64_rows, cbor_map, inclusion_levels
 from .checkpoint import Checkpoint
 from .config import ConfigError, LogConfig
 from .encoding import b64dec, b64enc
 from .entries import MAX_ENTRY_BYTES, canonical_entry, decode_entry
 from .errors import FormatError, InvalidInput, NotFound, TooLarge, Unavailable
 from .limits import RateLimiter, TokenAuth
-from .http import READ_TIMEOUT_KEY, make_error_middleware, query_int, read_document, respond, wants_cbor
+from .http import READ_TIMEOUT_KEY, large_body_limit, make_error_middleware, offload, query_int, read_document, respond, wants_cbor
 from .merkle import TreeView
 from .metrics import LogMetrics
 from .note import sign_note
@@ -163,6 +164,16 @@ def _view_cache(hashes, size: int) -> TreeView:
     return TreeView(size, hashes.read)
 
 
+def _canonical_all(items: list) -> list[bytes]:
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(canonical_entry(item))
+        except InvalidInput as e:
+            raise type(e)(f"entries[{i}]: {e.message}", index=i) from None
+    return out
+
+
 def bundle_text(state: LogState, index: int, proof: list[bytes], entry: bytes | None) -> str:
     return ProofBundle(index=index, proof=tuple(proof), checkpoint=state.note, extra=entry).to_text()
 
@@ -202,10 +213,22 @@ def build_app(svc: LogService) -> web.Application:
     cfg = svc.config
     m = svc.metrics
 
+    counters: dict[tuple[str, int], object] = {}  # labelled children, looked up once (labels() is slow)
+    timers: dict[str, object] = {}
+
     def on_request(request: web.Request, status: int, seconds: float) -> None:
         route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
-        m.requests.labels(route, str(status)).inc()
-        m.request_seconds.labels(route).observe(seconds)
+        c = counters.get((route, status))
+        if c is None:
+            c = counters[(route, status)] = m.requests.labels(route, str(status))
+        c.inc()
+        t = timers.get(route)
+        if t is None:
+            t = timers[route] = m.request_seconds.labels(route)
+        t.observe(seconds)
+
+    # Tile paths repeat (clients walk the same tiles); parsing one costs more than serving it.
+    tile_ref = lru_cache(maxsize=16384)(parse_tile_path)
 
     limiter = RateLimiter(cfg.rate_limit_read, cfg.rate_limit_read_burst)
     write_limiter = RateLimiter(cfg.rate_limit_write, cfg.rate_limit_write_burst)
@@ -229,6 +252,7 @@ def build_app(svc: LogService) -> web.Application:
 
     app = web.Application(middlewares=[make_error_middleware(on_request), read_limits], client_max_size=cfg.max_body)
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
+    large_body_limit(app)
 
     # --- tlog-tiles reads ------------------------------------------------------------
 
@@ -239,7 +263,7 @@ def build_app(svc: LogService) -> web.Application:
                             headers={"Cache-Control": CHECKPOINT_CACHE})
 
     async def tile(request: web.Request) -> web.Response:
-        ref = parse_tile_path("tile/" + request.match_info["path"])
+        ref = tile_ref("tile/" + request.match_info["path"])
         state = svc.state
         if ref.level is None:
             start = ref.index * TILE_WIDTH
@@ -279,31 +303,34 @@ def build_app(svc: LogService) -> web.Application:
         if len(items) > cfg.max_batch_entries:
             raise TooLarge(f"at most {cfg.max_batch_entries} entries per batch")
         authorize_write(request, items)
-        canon = []
-        for i, item in enumerate(items):
-            try:
-                canon.append(canonical_entry(item))
-            except InvalidInput as e:
-                raise type(e)(f"entries[{i}]: {e.message}", index=i) from None
+        canon = await offload(_canonical_all, items) if len(items) > 16 else _canonical_all(items)
         added = await svc.sequencer.add_many(canon)
         state = max((a.state for a in added), key=lambda s: s.size)
         idx = np.fromiter((a.index for a in added), dtype=np.int64, count=len(added))
-        out, mask = inclusion_matrix(state.view, svc.store.hashes, idx)
+        batch = inclusion_levels(state.view, svc.store.hashes, idx)
         fresh = sum(a.fresh for a in added)
         m.entries.inc(fresh)
         m.duplicates.inc(len(added) - fresh)
         m.append_seconds.observe(time.perf_counter() - t0)
         m.tree_size.set(svc.state.size)
         m.proofs.labels("inclusion").inc(len(added))
-        results = [
-            {"index": a.index, "leaf_hash": b64enc(a.leaf_hash),
-             "inclusion_proof": [row.tobytes() for row in out[i][mask[i]]], "duplicate": not a.fresh}
-            for i, a in enumerate(added)
+        if wants_cbor(request):
+            results = [
+                {"index": a.index, "leaf_hash": a.leaf_hash, "inclusion_proof": p, "duplicate": not a.fresh}
+                for a, p in zip(added, batch.split(text=False))
+            ]
+            return respond(request, {"tree_size": state.size, "checkpoint": state.note, "results": results})
+        # JSON written directly: proofs and leaf hashes base64-encoded by numpy in one pass each.
+        leaves = np.frombuffer(b"".join(a.leaf_hash for a in added), dtype=np.uint8).reshape(-1, 32)
+        b64 = b64_rows(leaves).tobytes()
+        parts = [
+            b'{"index":%d,"leaf_hash":"%s","inclusion_proof":%s,"duplicate":%s}'
+            % (a.index, b64[44 * i : 44 * i + 44], p, b"false" if a.fresh else b"true")
+            for i, (a, p) in enumerate(zip(added, batch.json_items()))
         ]
-        if not wants_cbor(request):
-            for r in results:
-                r["inclusion_proof"] = [b64enc(h) for h in r["inclusion_proof"]]
-        return respond(request, {"tree_size": state.size, "checkpoint": state.note, "results": results})
+        head = json.dumps({"tree_size": state.size, "checkpoint": state.note}, separators=(",", ":"))
+        body = head[:-1].encode() + b',"results":[' + b",".join(parts) + b"]}"
+        return web.Response(body=body, content_type="application/json")
 
     # --- reads and proofs ---------------------------------------------------------------
 
@@ -341,7 +368,7 @@ def build_app(svc: LogService) -> web.Application:
         return respond(request, body)
 
     async def inclusion_batch(request: web.Request) -> web.StreamResponse:
-        doc = await read_document(request, cfg.max_body)
+        doc = await read_document(request, min(cfg.max_body, 64 + 24 * cfg.max_proof_batch))
         if not isinstance(doc, dict) or not set(doc) <= {"indices", "size"} or not isinstance(doc.get("indices"), list):
             raise InvalidInput('body must be {"indices": [int, ...], "size": optional int}')
         state = svc.state
@@ -358,17 +385,19 @@ def build_app(svc: LogService) -> web.Application:
             idx = np.array(indices, dtype=np.int64)
         except OverflowError:
             raise InvalidInput("index out of range") from None
-        out, mask = inclusion_matrix(view, svc.store.hashes, idx)
+        batch = inclusion_levels(view, svc.store.hashes, idx)
         m.proofs.labels("inclusion").inc(len(indices))
+        # Both encodings are written by numpy (tlog.batchproofs), byte for byte
+        # what `respond` would produce from the same document.
         if wants_cbor(request):
-            proofs = [[row.tobytes() for row in out[i][mask[i]]] for i in range(len(indices))]
-            return respond(request, {"tree_size": size, "checkpoint": state.note if size == state.size else None,
-                                     "proofs": proofs})
+            body = cbor_map({"tree_size": cbor2.dumps(size), "proofs": batch.cbor(),
+                             "checkpoint": cbor2.dumps(state.note if size == state.size else None)})
+            return web.Response(body=body, content_type="application/oap+cbor")
         head = {"tree_size": size}
         if size == state.size:
             head["checkpoint"] = state.note
         prefix = json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"proofs":'
-        return web.Response(body=prefix + proofs_json(out, mask) + b"}", content_type="application/json")
+        return web.Response(body=prefix + batch.json() + b"}", content_type="application/json")
 
     async def consistency(request: web.Request) -> web.Response:
         state = svc.state

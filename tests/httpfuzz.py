@@ -1,0 +1,252 @@
+"""HTTP fuzzer (issue 6): malformed, oversize, truncated and slow requests to
+every endpoint of a running service, while valid traffic is sent at the same
+time. Checks: no 5xx, the process stays up, its memory stays bounded, and the
+valid traffic is still served.
+
+`python -m tests.httpfuzz --requests 10000` (make fuzz) runs it against a
+log, a witness and a registry; the test suite runs a shorter version.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+from yarl import URL
+
+
+@dataclass
+class Endpoint:
+    method: str
+    path: str
+    seeds: list[bytes] = field(default_factory=list)  # valid-looking bodies to mutate
+    content_types: list[str] = field(default_factory=lambda: ["application/json"])
+
+
+@dataclass
+class FuzzReport:
+    sent: int = 0
+    statuses: dict[int, int] = field(default_factory=dict)
+    server_errors: list[str] = field(default_factory=list)
+    transport_errors: int = 0
+    valid_ok: int = 0
+    valid_failed: list[str] = field(default_factory=list)
+    rss_start_kb: int = 0
+    rss_peak_kb: int = 0
+    rss_end_kb: int = 0
+
+
+def rss_kb(pid: int) -> int:
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def mutate(rng: random.Random, body: bytes) -> bytes:
+    b = bytearray(body)
+    for _ in range(rng.randrange(1, 8)):
+        op = rng.randrange(7)
+        pos = rng.randrange(len(b) + 1)
+        if op == 0 and b:
+            del b[pos % len(b): pos % len(b) + rng.randrange(1, 16)]
+        elif op == 1:
+            b[pos:pos] = rng.randbytes(rng.randrange(1, 16))
+        elif op == 2 and b:
+            b[pos % len(b)] ^= 1 << rng.randrange(8)
+        elif op == 3:
+            b = b[:pos]
+        elif op == 4:
+            b[pos:pos] = rng.choice([b"\r\n", b"\n\n", b"\x00", b"\xff\xfe", b"\xe2\x80", b'"', b"{" * 50,
+                                     b"[" * 50, b"1e999", b"-0", b"\\u0000", b"\xc0\xaf"])
+        elif op == 5 and b:
+            seg = b[pos % len(b):pos % len(b) + 64]
+            b[pos:pos] = seg * rng.randrange(2, 20)
+        else:
+            b = b.replace(b"\n", b"\r\n") if rng.random() < 0.5 else b.replace(b"=", b"")
+    return bytes(b)
+
+
+def junk_path(rng: random.Random, path: str) -> str:
+    choices = ["%00", "%2e%2e/", "../", "//", "%ff", "x" * rng.randrange(1, 3000), "?a=" + "b" * 5000,
+               "?index=-1", "?index=99999999999999999999999", "?old=2&new=1", ";", "%", "\\", "\u2014"]
+    tail = "".join(rng.choice(choices) for _ in range(rng.randrange(1, 4)))
+    return path + tail if rng.random() < 0.7 else path.rsplit("/", 1)[0] + "/" + tail
+
+
+async def raw_request(host: str, port: int, data: bytes, *, slow: float = 0.0, timeout: float = 20.0) -> int | None:
+    """Send raw bytes (optionally trickled), return the status code or None if closed."""
+    try:
+        r, w = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+    except (OSError, asyncio.TimeoutError):
+        return None
+    try:
+        if slow:
+            for i in range(0, len(data), 7):
+                w.write(data[i:i + 7])
+                await w.drain()
+                await asyncio.sleep(slow)
+        else:
+            w.write(data)
+            await w.drain()
+        line = await asyncio.wait_for(r.readline(), timeout)
+        parts = line.split()
+        return int(parts[1]) if len(parts) >= 2 and parts[1].isdigit() else None
+    except (OSError, asyncio.TimeoutError, ValueError):
+        return None
+    finally:
+        w.close()
+
+
+async def fuzz(base_url: str, endpoints: list[Endpoint], *, requests: int, pid: int | None,
+               valid: Callable[[aiohttp.ClientSession, int], Awaitable[bool]] | None = None,
+               seed: int = 0, concurrency: int = 24, slow_fraction: float = 0.01) -> FuzzReport:
+    rng = random.Random(seed)
+    rep = FuzzReport()
+    url = URL(base_url)
+    host, port = url.host, url.port
+    if pid:
+        rep.rss_start_kb = rep.rss_peak_kb = rss_kb(pid)
+    queue = list(range(requests))
+    stop = asyncio.Event()
+
+    def record(status: int | None, what: str) -> None:
+        rep.sent += 1
+        if status is None:
+            rep.transport_errors += 1
+            return
+        rep.statuses[status] = rep.statuses.get(status, 0) + 1
+        if status >= 500:
+            rep.server_errors.append(f"{status} {what[:160]}")
+
+    async def one(session: aiohttp.ClientSession, i: int) -> None:
+        ep = endpoints[i % len(endpoints)]
+        kind = rng.random()
+        ctype = rng.choice(ep.content_types + ["text/plain", "", "application/json; charset=latin1"])
+        if kind < slow_fraction:  # slow: trickle a request head and part of a body
+            body = mutate(rng, rng.choice(ep.seeds)) if ep.seeds else b""
+            head = (f"{ep.method} {ep.path} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
+                    f"Content-Length: {len(body) + 100}\r\n\r\n").encode()
+            record(await raw_request(host, port, head + body, slow=0.05), f"slow {ep.path}")
+            return
+        if kind < 0.12:  # truncated: promise more body than is sent, then close
+            body = (rng.choice(ep.seeds) if ep.seeds else b"x")[: rng.randrange(0, 40)]
+            data = (f"{ep.method} {ep.path} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
+                    f"Content-Length: {len(body) + rng.randrange(1, 5000)}\r\nConnection: close\r\n\r\n").encode() + body
+            try:
+                r, w = await asyncio.open_connection(host, port)
+                w.write(data)
+                await w.drain()
+                w.close()
+            except OSError:
+                pass
+            rep.sent += 1
+            return
+        if kind < 0.2:  # malformed HTTP itself
+            data = rng.choice([
+                b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"GET " + b"/a" * 5000 + b" HTTP/1.1\r\n\r\n",
+                b"POST " + ep.path.encode() + b" HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+                b"POST " + ep.path.encode() + b" HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                b"GET " + ep.path.encode() + b" HTTP/1.1\r\n" + b"X-H: v\r\n" * 300 + b"\r\n",
+                b"GET " + ep.path.encode() + b" HTTP/1.1\r\nX: " + b"v" * 20000 + b"\r\n\r\n",
+                rng.randbytes(rng.randrange(1, 200)),
+            ])
+            record(await raw_request(host, port, data, timeout=10), "raw")
+            return
+        if kind < 0.27 and ep.method == "POST":  # oversize
+            body = b"[" + b"0," * rng.choice([100_000, 3_000_000, 10_000_000]) + b"0]"
+            headers = {"Content-Type": ep.content_types[0]}
+        elif ep.method == "POST":
+            body = mutate(rng, rng.choice(ep.seeds)) if ep.seeds else rng.randbytes(64)
+            headers = {"Content-Type": ctype} if ctype else {}
+        else:
+            body, headers = None, {}
+        path = junk_path(rng, ep.path) if ep.method == "GET" or rng.random() < 0.1 else ep.path
+        try:
+            async with session.request(ep.method, URL(base_url + path, encoded=True), data=body,
+                                       headers=headers) as resp:
+                await resp.read()
+                record(resp.status, f"{ep.method} {path} {body[:80] if body else b''!r}")
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError):
+            record(None, path)
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        while queue:
+            await one(session, queue.pop())
+
+    async def watch() -> None:
+        while not stop.is_set():
+            if pid:
+                rep.rss_peak_kb = max(rep.rss_peak_kb, rss_kb(pid))
+            await asyncio.sleep(0.2)
+
+    async def valid_traffic(session: aiohttp.ClientSession) -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                if await valid(session, n):
+                    rep.valid_ok += 1
+                else:
+                    rep.valid_failed.append(f"valid request {n} refused")
+            except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+                rep.valid_failed.append(f"valid request {n}: {type(e).__name__}")
+            await asyncio.sleep(0.02)
+
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as fz, aiohttp.ClientSession(timeout=timeout) as ok:
+        side = [asyncio.create_task(watch())]
+        if valid is not None:
+            side.append(asyncio.create_task(valid_traffic(ok)))
+        await asyncio.gather(*(worker(fz) for _ in range(concurrency)))
+        stop.set()
+        await asyncio.gather(*side)
+    if pid:
+        rep.rss_end_kb = rss_kb(pid)
+    return rep
+
+
+# --- the log's endpoints ---------------------------------------------------------------
+
+
+def log_endpoints() -> list[Endpoint]:
+    import json
+
+    import cbor2
+
+    from tlog.ed25519 import generate_seed
+    from tlog.entries import commitment_entry, receipt_entry
+    from tlog.hashing import leaf_hash
+
+    seed = generate_seed()
+    e1 = receipt_entry(leaf_hash(b"fuzz"), seed)
+    e2 = commitment_entry(leaf_hash(b"fuzz2"))
+    cts = ["application/json", "application/oap+json", "application/oap+cbor"]
+    return [
+        Endpoint("POST", "/v1/entries", [json.dumps(e1).encode(), json.dumps(e2).encode(), cbor2.dumps(e1)], cts),
+        Endpoint("POST", "/v1/entries:batch", [json.dumps({"entries": [e1, e2]}).encode()], cts),
+        Endpoint("POST", "/v1/proof/inclusion:batch", [b'{"indices":[0,1,2],"size":3}', b'{"indices":[0]}'], cts),
+        Endpoint("GET", "/checkpoint"), Endpoint("GET", "/tile/0/000"), Endpoint("GET", "/tile/entries/000.p/2"),
+        Endpoint("GET", "/v1/entries/0"), Endpoint("GET", "/v1/proof/inclusion?index=0"),
+        Endpoint("GET", "/v1/proof/consistency?old=1&new=2"), Endpoint("GET", "/v1/entries:lookup?leaf_hash="),
+        Endpoint("GET", "/v1/info"), Endpoint("GET", "/healthz"), Endpoint("GET", "/metrics"),
+    ]
+
+
+def log_valid_traffic(base_url: str):
+    from tlog.ed25519 import generate_seed
+    from tlog.entries import receipt_entry
+    from tlog.hashing import leaf_hash
+
+    seed = generate_seed()
+
+    async def valid(session: aiohttp.ClientSession, n: int) -> bool:
+        async with session.post(base_url + "/v1/entries", json=receipt_entry(leaf_hash(n.to_bytes(8, "big")), seed)) as r:
+            return r.status == 200
+
+    return valid
