@@ -237,8 +237,19 @@ def test_commitment_for() -> None:
 
 
 def test_conformance_entry_rules_are_applied() -> None:
+    # The log anchors receipts before peers witness them (they check inclusion
+    # first), so the witness count is the registry's rule, not the log's...
+    assert canon({"type": "conformance", "receipt": conformance_receipt("L5", 2)})
+    assert canon({"type": "conformance", "receipt": conformance_receipt("L4", 0)})
+    # ... but every witness signature present must verify.
+    r = conformance_receipt("L5", 2)
+    r["signatures"][-1]["value"] = r["signatures"][0]["value"]
+    with pytest.raises(InvalidInput, match="does not verify"):
+        canon({"type": "conformance", "receipt": r})
     with pytest.raises(InvalidInput, match="level L5 needs at least 3"):
-        canon({"type": "conformance", "receipt": conformance_receipt("L5", 2)})
+        from tlog.conformance import validate_conformance
+
+        validate_conformance(conformance_receipt("L5", 2), now=NOW)
     with pytest.raises(InvalidInput, match="expired"):
         canonical_entry({"type": "conformance", "receipt": conformance_receipt()}, now=NOW + timedelta(days=90))
     with pytest.raises(InvalidInput, match="unknown field\\(s\\): anchor"):

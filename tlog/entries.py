@@ -117,9 +117,15 @@ def _commitment(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
 
 
 def _conformance(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """Stored verbatim: the receipt's signatures cover its exact JCS form."""
+    """Stored verbatim: the receipt's signatures cover its exact JCS form.
+
+    The log anchors a receipt before its peers witness it (a witness checks
+    the receipt's inclusion before signing, §31), so an L4/L5 receipt may
+    carry fewer witness signatures than its level needs here; every signature
+    present must verify. The registry enforces the witness count.
+    """
     _fields(obj, "conformance", {"type", "receipt"})
-    validate_conformance(obj["receipt"], now=now)
+    validate_conformance(obj["receipt"], now=now, require_witnesses=False)
     return {"type": "conformance", "receipt": obj["receipt"]}
 
 

@@ -1,1 +1,1 @@
-"""OAP witness (see the witness issue); empty until it lands."""
+"""OAP witness: C2SP tlog-witness cosigner, feeder, conformance peer-witnessing (DESIGN §4)."""

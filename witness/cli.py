@@ -1,0 +1,198 @@
+"""`oap-witness`: run a C2SP tlog-witness node, make its keys, follow logs that do not push."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from tlog.config import ConfigError, load
+from tlog.errors import OAPError
+from tlog.logs import setup_logging
+
+from .config import WitnessConfig
+from .keyfiles import create_keys, did_of
+
+log = logging.getLogger("oap.witness")
+
+
+def _fail(msg: str, code: int = 1) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(code)
+
+
+def _config(config_file: Path | None, **flags) -> WitnessConfig:
+    try:
+        return load(WitnessConfig, section="witness", env_prefix="OAP_WITNESS_", file=config_file, **flags)
+    except ConfigError as e:
+        _fail(str(e), 2)
+        raise  # unreachable
+
+
+_config_option = click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                              help="TOML file ([witness] table, [[witness.logs]] entries).")
+_data_option = click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path),
+                            help="Data directory (keys, state database).")
+
+
+@click.group()
+@click.version_option(package_name="oap-tlog")
+def main() -> None:
+    """OAP witness: cosigns checkpoints of C2SP logs (tlog-witness) and peer-witnesses conformance receipts."""
+
+
+# --- serve -------------------------------------------------------------------------
+
+
+@main.command()
+@_config_option
+@_data_option
+@click.option("--host", default=None)
+@click.option("--port", type=int, default=None)
+@click.option("--name", default=None, help="Witness key name; fixed when the key is made.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
+def serve(config_file, data_dir, host, port, name, log_format) -> None:
+    """Serve POST /add-checkpoint, monitoring, metrics and peer-witnessing until Ctrl-C (or SIGTERM)."""
+    cfg = _config(config_file, data_dir=data_dir, host=host, port=port, name=name, log_format=log_format)
+    setup_logging(cfg.log_format)
+    try:
+        asyncio.run(_serve(cfg))
+    except (ConfigError, OAPError) as e:
+        _fail(str(e), 2)
+
+
+async def _serve(cfg: WitnessConfig) -> None:
+    from aiohttp import web
+
+    from .server import WitnessService, build_app
+
+    svc = WitnessService.open(cfg)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before "data:" is printed: callers may signal right after
+        loop.add_signal_handler(sig, stop.set)
+    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
+    await site.start()
+    port = runner.addresses[0][1] if runner.addresses else cfg.port
+    click.echo(f"name:         {svc.signer.name}")
+    click.echo(f"verifier key: {svc.signer.vkey}")
+    click.echo(f"identity:     {svc.peer.did}")
+    click.echo(f"logs:         {', '.join(log_.origin for log_ in cfg.logs) or 'none configured'}")
+    click.echo(f"url:          http://{cfg.host}:{port}")
+    click.echo(f"data:         {cfg.data_dir.resolve()}")
+    sys.stdout.flush()
+    await stop.wait()
+    await runner.cleanup()
+    svc.close()
+    click.echo("stopped cleanly")
+
+
+# --- keygen ------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--name", required=True, help="Witness key name, e.g. witness.example.org (no spaces, no '+').")
+@_data_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Cosigning key file to create (default: DATA/witness.key).")
+def keygen(name: str, data_dir: Path | None, out: Path | None) -> None:
+    """Make the witness keys (mode 0600, never overwritten); print only the verifier key.
+
+    Also makes identity.key beside it (the did:key for conformance peer-witnessing,
+    printed on stderr) unless it exists.
+    """
+    data = data_dir or WitnessConfig.data_dir
+    key_path = out or data / "witness.key"
+    try:
+        signer, seed = create_keys(key_path, key_path.parent / "identity.key", name)
+    except FileExistsError:
+        _fail(f"{key_path} exists; refusing to overwrite a key")
+    except OAPError as e:
+        _fail(e.message)
+    click.echo(signer.vkey)
+    click.echo(f"identity: {did_of(seed)}", err=True)
+
+
+# --- feed --------------------------------------------------------------------------
+
+
+@main.command()
+@_config_option
+@_data_option
+@click.option("--origin", "origins", multiple=True, help="Follow only this log (repeatable; default: every log with a url).")
+@click.option("--interval", type=click.FloatRange(0.1, 86400), default=30.0, show_default=True,
+              help="Seconds between polls.")
+@click.option("--once", is_flag=True, help="Poll each log once and exit (exit 1 if any was refused or failed).")
+@click.option("--rounds", type=click.IntRange(1), default=None, help="Stop after this many rounds.")
+@click.option("--publish-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also write each cosigned checkpoint to DIR/<hex sha256(origin)>/checkpoint.")
+def feed(config_file, data_dir, origins, interval, once, rounds, publish_dir) -> None:
+    """Follow logs that do not push: poll /checkpoint and tiles, prove consistency, cosign."""
+    cfg = _config(config_file, data_dir=data_dir)
+    setup_logging(cfg.log_format)
+    logs = [log_ for log_ in cfg.logs if log_.url and (not origins or log_.origin in origins)]
+    unknown = set(origins) - {log_.origin for log_ in cfg.logs if log_.url}
+    if unknown:
+        _fail(f"not a configured log with a url: {', '.join(sorted(unknown))}", 2)
+    if not logs:
+        _fail("no configured log has a url to poll", 2)
+    try:
+        ok = asyncio.run(_feed(cfg, logs, interval=interval, rounds=1 if once else rounds, publish_dir=publish_dir))
+    except (ConfigError, OAPError) as e:
+        _fail(str(e), 2)
+    sys.exit(0 if ok else 1)
+
+
+async def _feed(cfg: WitnessConfig, logs, *, interval: float, rounds: int | None, publish_dir: Path | None) -> bool:
+    from .core import Witness
+    from .feeder import Feeder
+    from .keyfiles import load_or_create_keys
+    from .state import WitnessState
+
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    signer, _ = load_or_create_keys(cfg)
+    state = WitnessState(cfg.state_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def show(results) -> None:
+        for r in results:
+            click.echo(f"{r.origin}: {r.action} size {r.size}" + (f" ({r.detail})" if r.detail else ""))
+        sys.stdout.flush()
+
+    try:
+        async with Feeder(Witness(signer, cfg.logs, state), logs, timeout=cfg.feed_timeout,
+                          publish_dir=publish_dir) as feeder:
+            return await feeder.run(interval=interval, rounds=rounds, stop=stop, on_round=show)
+    finally:
+        state.close()
+
+
+# --- status ------------------------------------------------------------------------
+
+
+@main.command()
+@_config_option
+@_data_option
+def status(config_file, data_dir) -> None:
+    """Latest cosigned size and root per log, from the state database."""
+    from tlog.encoding import b64enc
+
+    from .state import WitnessState
+
+    cfg = _config(config_file, data_dir=data_dir)
+    if not cfg.state_path.exists():
+        _fail(f"no state database at {cfg.state_path}")
+    state = WitnessState(cfg.state_path)
+    try:
+        for rec in state.all_sync():
+            click.echo(f"{rec.origin}\t{rec.size}\t{b64enc(rec.root)}\t{rec.cosigned_at}")
+    finally:
+        state.close()

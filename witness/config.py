@@ -1,0 +1,168 @@
+"""Witness configuration: one frozen dataclass, from TOML, env and flags (DESIGN §4).
+
+Loaded with `tlog.config.load(WitnessConfig, section="witness", ...)`; a file
+looks like this:
+
+    [witness]
+    data_dir = "/var/lib/oap-witness"
+    name = "witness.example.org"            # key name of the cosigning key
+    port = 8081
+    own_receipt = "/etc/oap-witness/conformance.json"
+    trusted_logs = ["log.example.org+1a2b3c4d+AU..."]   # for conformance inclusion
+
+    [[witness.logs]]                        # one table per log this witness cosigns
+    origin = "log.example.org"
+    vkey = "log.example.org+1a2b3c4d+AU..."
+    url = "https://log.example.org"          # optional: only `oap-witness feed` uses it
+
+`validate()` fails on bad or conflicting settings instead of adjusting them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tlog.checkpoint import MAX_ORIGIN_BYTES
+from tlog.config import ConfigError
+from tlog.errors import FormatError
+from tlog.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
+from tlog.policy import parse_policy
+
+OWN_LEVELS = ("L4", "L5", "none")
+"""`require_own_level`: the least level of the witness's own receipt (§31); "none" disables the check."""
+
+_LOG_FIELDS = frozenset({"origin", "vkey", "url"})
+
+
+@dataclass(frozen=True)
+class WitnessedLog:
+    """A log this witness cosigns: its origin, its note key, and (for the feeder) its URL.
+
+    The key name need not equal the origin (c2sp.md §2: sum.golang.org signs
+    origin "go.sum database tree"); Ed25519 (0x01) and ECDSA (0x02) log keys work.
+    """
+
+    origin: str
+    vkey: str
+    url: str | None = None
+
+    @property
+    def verifier(self) -> Verifier:
+        return parse_vkey(self.vkey)
+
+
+def _as_log(item: object, i: int) -> WitnessedLog:
+    if isinstance(item, WitnessedLog):
+        return item
+    if not isinstance(item, dict):
+        raise ConfigError(f"logs[{i}]: expected a table with origin, vkey and optional url")
+    unknown = sorted(set(item) - _LOG_FIELDS)
+    if unknown or not {"origin", "vkey"} <= set(item):
+        raise ConfigError(f"logs[{i}]: needs origin and vkey (and optional url); unknown: {unknown}")
+    if not all(isinstance(item[k], str) for k in item):
+        raise ConfigError(f"logs[{i}]: origin, vkey and url must be strings")
+    return WitnessedLog(item["origin"], item["vkey"], item.get("url") or None)
+
+
+@dataclass(frozen=True)
+class WitnessConfig:
+    data_dir: Path = Path("witness-data")
+    host: str = "127.0.0.1"
+    port: int = 8081
+    name: str = ""  # cosigning key name; empty = take it from an existing key file
+    key_file: Path | None = None  # default data_dir/witness.key
+    identity_key_file: Path | None = None  # did:key for conformance peer-witnessing; default data_dir/identity.key
+    logs: Sequence[WitnessedLog] = ()  # [[witness.logs]] origin, vkey, url
+    trusted_logs: tuple[str, ...] = ()  # log vkeys whose inclusion proofs count for conformance receipts
+    trust_policy: Path | None = None  # ... or a tlog-policy file (logs + witness quorum) instead
+    own_receipt: Path | None = None  # this witness's own conformance receipt (JSON)
+    require_own_level: str = "L4"
+    max_body: int = 64 * 1024  # add-checkpoint body cap
+    max_conformance_body: int = 1024 * 1024  # receipt + .tlog-proof bundle
+    feed_timeout: float = 10.0  # per HTTP request of the feeder
+    log_format: str = "text"
+
+    def __post_init__(self) -> None:
+        # TOML gives a list of tables; keep a tuple of WitnessedLog whatever came in.
+        logs = self.logs
+        if isinstance(logs, (str, bytes)) or not isinstance(logs, Sequence):
+            raise ConfigError("logs: expected [[witness.logs]] tables with origin, vkey, url")
+        object.__setattr__(self, "logs", tuple(_as_log(item, i) for i, item in enumerate(logs)))
+        if isinstance(self.trusted_logs, (list, tuple)):
+            object.__setattr__(self, "trusted_logs", tuple(self.trusted_logs))
+
+    @property
+    def key_path(self) -> Path:
+        return self.key_file if self.key_file is not None else self.data_dir / "witness.key"
+
+    @property
+    def identity_key_path(self) -> Path:
+        return self.identity_key_file if self.identity_key_file is not None else self.data_dir / "identity.key"
+
+    @property
+    def state_path(self) -> Path:
+        return self.data_dir / "witness.db"
+
+    def validate(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError("port must be 0..65535")
+        if self.name:
+            try:
+                check_key_name(self.name)
+            except FormatError as e:
+                raise ConfigError(f"name: {e.message}") from None
+        origins: set[str] = set()
+        for i, log in enumerate(self.logs):
+            if not log.origin or len(log.origin.encode("utf-8")) > MAX_ORIGIN_BYTES or "\n" in log.origin:
+                raise ConfigError(f"logs[{i}]: origin must be 1..{MAX_ORIGIN_BYTES} bytes on one line")
+            if log.origin in origins:
+                raise ConfigError(f"logs[{i}]: origin {log.origin!r} configured twice")
+            origins.add(log.origin)
+            try:
+                v = log.verifier
+            except FormatError as e:
+                raise ConfigError(f"logs[{i}] ({log.origin}): vkey: {e.message}") from None
+            if v.key_type not in (ED25519, ECDSA):
+                raise ConfigError(f"logs[{i}] ({log.origin}): a log key must be Ed25519 (0x01) or ECDSA (0x02)")
+            if log.url is not None and not log.url.startswith(("http://", "https://")):
+                raise ConfigError(f"logs[{i}] ({log.origin}): url must be http:// or https://")
+        for vkey in self.trusted_logs:
+            try:
+                parse_vkey(vkey)
+            except FormatError as e:
+                raise ConfigError(f"trusted_logs: {vkey!r}: {e.message}") from None
+        if self.trusted_logs and self.trust_policy is not None:
+            raise ConfigError("give trusted_logs or trust_policy for conformance inclusion checks, not both")
+        if self.trust_policy is not None:
+            try:
+                parse_policy(Path(self.trust_policy).read_bytes())
+            except OSError as e:
+                raise ConfigError(f"trust_policy: {e}") from None
+            except FormatError as e:
+                raise ConfigError(f"trust_policy: {e.message}") from None
+        if self.require_own_level not in OWN_LEVELS:
+            raise ConfigError(f"require_own_level must be one of {', '.join(OWN_LEVELS)}")
+        if not 1024 <= self.max_body <= 1 << 20:
+            raise ConfigError("max_body must be 1024..1048576 bytes (a signed note is at most 1 MiB)")
+        if not 4096 <= self.max_conformance_body <= 16 << 20:
+            raise ConfigError("max_conformance_body must be 4096..16777216 bytes")
+        if not 0.1 <= self.feed_timeout <= 300:
+            raise ConfigError("feed_timeout must be 0.1..300 seconds")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError("log_format must be 'text' or 'json'")
+
+    def trust_policy_text(self) -> str | None:
+        """tlog-policy text for conformance inclusion checks, or None when none is configured."""
+        if self.trust_policy is not None:
+            return Path(self.trust_policy).read_text()
+        if self.trusted_logs:
+            return "".join(f"log {v}\n" for v in self.trusted_logs) + "quorum none\n"
+        return None
+
+    def replace(self, **kw: Any) -> "WitnessConfig":
+        cfg = dataclasses.replace(self, **kw)
+        cfg.validate()
+        return cfg

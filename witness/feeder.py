@@ -1,0 +1,186 @@
+"""Feeder (pull) mode: follow a log that does not push (DESIGN §4, issue point 5).
+
+For each configured log with a `url`, a round is:
+
+1. GET <url>/checkpoint (bounded size) and verify the log's signature;
+2. if it is larger than the size this witness last cosigned, fetch the hash
+   tiles (tlog-tiles) needed for the new tree, recompute its root from them
+   (`tlog.tilereader.TileTree` + `tlog.merkle.TreeView`) and refuse tiles whose
+   root is not the checkpoint's — tile data is untrusted until then;
+3. build the consistency proof from the old size with the same view, and
+   hand it to the same `Witness.add_checkpoint` the HTTP server uses, so the
+   state CAS and every check of c2sp.md §4 apply (a fork is a 422, never a
+   cosignature).
+
+The cosigned checkpoint is published by storing it in the shared state
+database (served by `oap-witness serve` at /<hex sha256(origin)>/checkpoint)
+and, with `publish_dir`, as a static file at the same relative path.
+Every loop is bounded: HTTP timeouts, a tile budget per round, a retry budget
+on a concurrent update, and an optional number of rounds.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from tlog.errors import NotFound, OAPError, SignatureError, Unavailable, UnknownKeyError, VerificationError
+from tlog.note import MAX_NOTE_SIZE, open_note, parse_note
+from tlog.checkpoint import parse_checkpoint
+from tlog.tilereader import TileTree, view, with_tiles
+from tlog.tiles import TILE_WIDTH
+
+from .config import WitnessedLog
+from .core import AddCheckpoint, SizeConflict, Witness, origin_path
+
+log = logging.getLogger("oap.witness.feeder")
+
+MAX_TILE_BYTES = TILE_WIDTH * 32
+
+
+class FetchError(Unavailable):
+    """The log did not answer as a tlog-tiles log should (network, status, size); retried next round."""
+
+
+@dataclass(frozen=True)
+class FeedResult:
+    origin: str
+    action: str  # "cosigned", "unchanged", "behind", "refused", "error"
+    size: int
+    detail: str = ""
+
+
+class Feeder:
+    def __init__(self, witness: Witness, logs: Iterable[WitnessedLog], *, timeout: float = 10.0,
+                 publish_dir: Path | None = None, session: aiohttp.ClientSession | None = None) -> None:
+        self.witness = witness
+        self.logs = [log_ for log_ in logs if log_.url]
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self.publish_dir = publish_dir
+        self._session = session
+        self._own_session = session is None
+
+    async def __aenter__(self) -> "Feeder":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self.timeout)
+        return self._session
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _get(self, url: str, cap: int) -> bytes:
+        try:
+            async with self.session.get(url, allow_redirects=False) as resp:
+                if resp.status == 404:
+                    raise NotFound(f"{url}: 404")
+                if resp.status != 200:
+                    raise FetchError(f"{url}: HTTP {resp.status}")
+                data = await resp.content.read(cap + 1)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            raise FetchError(f"{url}: {type(e).__name__}: {e}") from None
+        if len(data) > cap:
+            raise FetchError(f"{url}: response larger than {cap} bytes")
+        return data
+
+    async def poll(self, wlog: WitnessedLog) -> FeedResult:
+        """One round for one log; never raises for what the log did (see FeedResult.action)."""
+        origin = wlog.origin
+        try:
+            return await self._poll(wlog)
+        except VerificationError as e:  # includes a fork: the log's new tree is not consistent
+            log.error("%s: refused to cosign: %s", origin, e.message)
+            return FeedResult(origin, "refused", 0, e.message)
+        except OAPError as e:
+            log.warning("%s: %s", origin, e.message)
+            return FeedResult(origin, "error", 0, e.message)
+
+    async def _poll(self, wlog: WitnessedLog) -> FeedResult:
+        base = wlog.url.rstrip("/")  # type: ignore[union-attr]
+        note = parse_note(await self._get(base + "/checkpoint", MAX_NOTE_SIZE))
+        cp = parse_checkpoint(note.text)
+        if cp.origin != wlog.origin:
+            raise VerificationError(f"log at {base} serves origin {cp.origin!r}, configured {wlog.origin!r}")
+        try:
+            open_note(note, [wlog.verifier])  # before spending tile fetches on it
+        except (UnknownKeyError, SignatureError):
+            raise VerificationError("checkpoint is not validly signed by the configured log key") from None
+
+        async def fetch(path: str) -> bytes:
+            return await self._get(f"{base}/{path}", MAX_TILE_BYTES)
+
+        for _ in range(3):  # a push through `serve` may move the state under us
+            rec = await self.witness.latest(wlog.origin)
+            old = rec.size if rec is not None else 0
+            if cp.size < old:
+                return FeedResult(wlog.origin, "behind", cp.size, f"log serves size {cp.size}, witness is at {old}")
+            if rec is not None and cp.size == old and cp.root == rec.root:
+                return FeedResult(wlog.origin, "unchanged", old)
+            if cp.size == old:
+                proof: list[bytes] = []  # same size, another root: the core refuses it (422)
+            else:
+                def compute(tree: TileTree) -> tuple[bytes, list[bytes]]:
+                    v = view(tree)
+                    return v.root, v.consistency_proof(old)
+
+                try:
+                    root, proof = await with_tiles(TileTree(cp.size), fetch, compute)
+                except (ValueError, RuntimeError) as e:  # wrong tile length, tile budget
+                    raise FetchError(f"bad tiles from {base}: {e}") from None
+                if root != cp.root:
+                    raise VerificationError(f"tiles from {base} do not hash to the checkpoint root")
+            try:
+                c = await self.witness.add_checkpoint(AddCheckpoint(old, tuple(proof), note, cp))
+            except SizeConflict:
+                continue
+            self._publish(c.origin, c.note)
+            log.info("%s: cosigned size %d", c.origin, c.size)
+            return FeedResult(c.origin, "cosigned", c.size)
+        raise FetchError("the witness state kept changing; will retry next round")
+
+    def _publish(self, origin: str, note: str) -> None:
+        if self.publish_dir is None:
+            return
+        path = self.publish_dir / origin_path(origin) / "checkpoint"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".checkpoint.{os.getpid()}.tmp")
+        tmp.write_text(note)
+        os.replace(tmp, path)  # readers see the old or the new file, never half of one
+
+    async def round(self) -> list[FeedResult]:
+        return list(await asyncio.gather(*(self.poll(w) for w in self.logs)))
+
+    async def run(self, *, interval: float, rounds: int | None = None, stop: asyncio.Event | None = None,
+                  on_round: Callable[[list[FeedResult]], None] | None = None) -> bool:
+        """Poll every `interval` seconds until `stop` is set or `rounds` are done.
+
+        Returns False if any poll was refused or failed (for `--once` exit codes).
+        """
+        ok, done = True, 0
+        stop = stop or asyncio.Event()
+        while not stop.is_set() and (rounds is None or done < rounds):
+            results = await self.round()
+            ok = ok and all(r.action in ("cosigned", "unchanged") for r in results)
+            if on_round is not None:
+                on_round(results)
+            done += 1
+            if rounds is not None and done >= rounds:
+                break
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=interval)
+            except asyncio.TimeoutError:
+                pass
+        return ok
