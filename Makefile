@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv clean crash
+.PHONY: run test venv clean crash fuzz bench bench-quick tools
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,12 +17,40 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/oap-log serve --data ./data
 
-test: $(STAMP)
+test: $(STAMP) tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# promtool (the Prometheus rules linter) from Debian's prometheus package, unpacked into
+# .venv/bin without installing the service. Best effort: where apt is not available the
+# alert-rule lint test says so and skips.
+tools: $(BIN)/promtool
+$(BIN)/promtool: | $(STAMP)
+	@d=$$(mktemp -d); ( cd $$d && command -v apt-get >/dev/null && \
+	  { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get download prometheus >/dev/null 2>&1; }; } && \
+	  dpkg-deb -x prometheus_*.deb x && cp x/usr/bin/promtool $(CURDIR)/$(BIN)/promtool ) \
+	  || echo "promtool not available: the alert-rule lint test will be skipped"; rm -rf $$d
 
 # 50 kill -9 cycles under load (a 5-cycle version runs in `make test`)
 crash: $(STAMP)
 	$(BIN)/python -m tests.crashharness --cycles 50
 
+# 10,000+ hostile HTTP requests to every service (a short version runs in `make test`)
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.httpfuzz --requests 10000
+
 clean:
 	rm -rf $(VENV) data
+
+# Benchmarks (issue 7): results in benchmarks/results/latest.json, table on stdout.
+# HTTP load uses wrk when it can be installed, else a Python load generator.
+WRK = command -v wrk >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+	{ apt-get install -y -q wrk || { apt-get update -q && apt-get install -y -q wrk; }; } >/dev/null 2>&1; } || \
+	echo "wrk not installable: the HTTP benchmarks use the Python load generator"
+
+bench: $(STAMP)
+	@$(WRK)
+	$(BIN)/python benchmarks/run.py
+
+bench-quick: $(STAMP)
+	@$(WRK)
+	$(BIN)/python benchmarks/run.py --quick

@@ -1,0 +1,50 @@
+"""Back up a running log, destroy it, restore, and continue consistently (ops runbook)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+
+import pytest
+from click.testing import CliRunner
+
+from tlog.cli import main
+from tlog.client import LogClient
+from tlog.ed25519 import generate_seed
+from tlog.entries import receipt_entry
+from tlog.hashing import leaf_hash
+from tlog.verifier import TrustPolicy
+from tlog.verify import verify_consistency
+
+pytestmark = pytest.mark.slow
+SEED = generate_seed()
+
+
+async def test_backup_destroy_restore_continue(server, tmp_path):
+    data = tmp_path / "data"
+    srv = server(data=data)
+    policy = TrustPolicy.for_log(srv.vkey)
+    async with LogClient(srv.url, policy=policy) as c:
+        anchored = await c.anchor_many([receipt_entry(leaf_hash(i.to_bytes(4, "big")), SEED) for i in range(300)])
+        at_backup = policy.verify_checkpoint(await c.checkpoint()).checkpoint
+        r = CliRunner().invoke(main, ["backup", "--data", str(data), "--out", str(tmp_path / "bk")])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["tree_size"] == 300
+    assert stat.S_IMODE(os.stat(tmp_path / "bk" / "log.key").st_mode) == 0o600
+    srv.kill()
+    shutil.rmtree(data)  # destroy
+    shutil.copytree(tmp_path / "bk", data)  # restore
+    srv2 = server(data=data)
+    assert srv2.vkey == srv.vkey
+    async with LogClient(srv2.url, policy=policy) as c:
+        restored = policy.verify_checkpoint(await c.checkpoint()).checkpoint
+        assert (restored.size, restored.root) == (at_backup.size, at_backup.root)
+        for a in anchored[:20]:
+            policy.verify_bundle(await c.bundle_for(a.index))
+        more = await c.anchor(receipt_entry(leaf_hash(b"after restore"), SEED))
+        assert more.index == 300
+        new = policy.verify_checkpoint(more.checkpoint).checkpoint
+        verify_consistency(at_backup.size, new.size, at_backup.root, new.root,
+                           await c.consistency(at_backup.size, new.size))
+        assert await c.root_from_tiles(new.size) == new.root

@@ -1,0 +1,196 @@
+"""The log side of witnessing (issue 4 point 4) against real witnesses on 127.0.0.1:
+quorum, a dead witness, a hanging one, one that answers garbage, 409 resync,
+and offline verification that enforces the policy's quorum."""
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from click.testing import CliRunner
+
+from tlog.cli import main as log_cli
+from tlog.client import LogClient
+from tlog.config import LogConfig
+from tlog.ed25519 import generate_seed
+from tlog.entries import receipt_entry
+from tlog.hashing import leaf_hash
+from tlog.keys import CosignatureSigner, write_private_key
+from tlog.note import parse_note
+from tlog.server import LogService, build_app, load_or_create_key
+from tlog.verifier import TrustPolicy
+from witness.config import WitnessConfig, WitnessedLog
+from witness.server import WitnessService, build_app as witness_app
+
+ORIGIN = "witnessed.test/log"
+SEED = generate_seed()
+
+
+def entry(i: int) -> dict:
+    return receipt_entry(leaf_hash(b"w" + i.to_bytes(8, "big")), SEED)
+
+
+class Witness:
+    def __init__(self, tmp: Path, name: str, log_vkey: str) -> None:
+        data = tmp / name
+        data.mkdir(parents=True)
+        write_private_key(data / "witness.key", CosignatureSigner(name, generate_seed()).to_skey())
+        self.cfg = WitnessConfig(data_dir=data, logs=(WitnessedLog(ORIGIN, log_vkey),), require_own_level="none")
+        self.name = name
+        self.server: TestServer | None = None
+        self.port = 0
+
+    async def start(self) -> "Witness":
+        self.svc = WitnessService.open(self.cfg)
+        self.vkey = self.svc.signer.vkey
+        self.server = TestServer(witness_app(self.svc), host="127.0.0.1", port=self.port)
+        await self.server.start_server()
+        self.port = self.server.port
+        return self
+
+    async def stop(self) -> None:
+        await self.server.close()
+        self.svc.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+async def hanging_server():
+    """Accepts connections and never answers."""
+    conns = []
+
+    async def handle(r, w):
+        conns.append(w)
+        await asyncio.sleep(3600)
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return srv, srv.sockets[0].getsockname()[1]
+
+
+async def garbage_server():
+    async def handle(request):
+        await request.read()
+        return web.Response(text="— nobody AAAA\nnot a cosignature at all\n")
+
+    app = web.Application()
+    app.router.add_post("/add-checkpoint", handle)
+    ts = TestServer(app, host="127.0.0.1", port=0)
+    await ts.start_server()
+    return ts
+
+
+async def open_log(tmp: Path, witnesses: list[tuple[str, str, str]], quorum: int, **kw):
+    cfg = LogConfig(data_dir=tmp / "log", port=0, origin=ORIGIN, batch_interval_ms=5, witnesses=tuple(witnesses),
+                    witness_quorum=quorum, **kw)
+    svc = await LogService.open(cfg)
+    server = TestServer(build_app(svc), host="127.0.0.1", port=0)
+    await server.start_server()
+    return svc, server, str(server.make_url("")).rstrip("/")
+
+
+def cosigners(note: str) -> set[str]:
+    return {s.name for s in parse_note(note).signatures[1:]}
+
+
+async def test_quorum_dead_witness_recovery_and_offline_quorum(tmp_path):
+    log_vkey = load_or_create_key(tmp_path / "log", ORIGIN).vkey
+    ws = [await Witness(tmp_path, f"w{i}.test", log_vkey).start() for i in (1, 2, 3)]
+    rows = [(w.name, w.vkey, w.url) for w in ws]
+    svc, server, url = await open_log(tmp_path, rows, 2, witness_timeout=5.0)
+    policy_text = (tmp_path / "log" / "log.policy").read_text()
+    assert "quorum local-witnesses" in policy_text and all(w.vkey in policy_text for w in ws)
+    policy = TrustPolicy.from_text(policy_text)
+    try:
+        async with LogClient(url, policy=policy) as c:
+            a = await c.anchor(entry(1))  # verified against the 2-of-3 quorum inside anchor()
+            assert cosigners(a.checkpoint) == {"w1.test", "w2.test", "w3.test"}
+            cp = await c.checkpoint()
+            assert len(cosigners(cp)) >= 2
+
+            # offline: the CLI enforces the quorum of the policy file
+            bundle = tmp_path / "a.tlog-proof"
+            bundle.write_text(a.bundle)
+            r = CliRunner().invoke(log_cli, ["verify", str(bundle), "--policy", str(tmp_path / "log" / "log.policy")])
+            assert r.exit_code == 0 and "witnesses: w1.test, w2.test, w3.test" in r.output
+            lines = a.bundle.splitlines(keepends=True)
+            stripped = tmp_path / "stripped.tlog-proof"
+            stripped.write_text("".join(l for l in lines if not (l.startswith("— w2") or l.startswith("— w3"))))
+            r = CliRunner().invoke(log_cli, ["verify", str(stripped), "--policy", str(tmp_path / "log" / "log.policy")])
+            assert r.exit_code == 1 and "quorum not met" in r.output
+
+            # one witness down: 2 of 3 still cosign
+            await ws[2].stop()
+            b = await c.anchor(entry(2))
+            assert cosigners(b.checkpoint) == {"w1.test", "w2.test"}
+
+            # two down: the entry is durable but not acknowledged; /checkpoint keeps the last quorum one
+            await ws[1].stop()
+            before = policy.verify_checkpoint(await c.checkpoint()).checkpoint.size
+            async with aiohttp.ClientSession() as s:
+                async with s.post(url + "/v1/entries", json=entry(3)) as r:
+                    assert r.status == 503 and (await r.json())["error"] == "maintenance"
+                    assert int(r.headers["Retry-After"]) >= 1
+            assert svc.store.state.size == before + 1  # durable
+            assert policy.verify_checkpoint(await c.checkpoint()).checkpoint.size == before
+
+            # a witness comes back: the log republishes by itself, the retry gets the same entry cosigned
+            await ws[1].start()
+            for _ in range(200):
+                if policy.verify_checkpoint(await c.checkpoint()).checkpoint.size == before + 1:
+                    break
+                await asyncio.sleep(0.05)
+            again = await c.anchor(entry(3))
+            assert again.duplicate and again.index == before
+            assert cosigners(again.checkpoint) >= {"w1.test", "w2.test"}
+    finally:
+        await server.close()
+        await svc.close()
+
+    # restart the log: it does not know the witnesses' sizes; 409 answers resync it
+    svc, server, url = await open_log(tmp_path, rows, 2)
+    try:
+        async with LogClient(url, policy=policy) as c:
+            d = await c.anchor(entry(4))
+            assert cosigners(d.checkpoint) >= {"w1.test", "w2.test"}
+    finally:
+        await server.close()
+        await svc.close()
+        for w in ws[:2]:
+            await w.stop()
+
+
+async def test_hanging_and_garbage_witnesses_do_not_stall_appends(tmp_path):
+    log_vkey = load_or_create_key(tmp_path / "log", ORIGIN).vkey
+    good = [await Witness(tmp_path, f"g{i}.test", log_vkey).start() for i in (1, 2)]
+    hang, hang_port = await hanging_server()
+    garbage = await garbage_server()
+    fake = CosignatureSigner("fake.test", generate_seed())
+    rows = [(w.name, w.vkey, w.url) for w in good] + [
+        ("hang.test", CosignatureSigner("hang.test", generate_seed()).vkey, f"http://127.0.0.1:{hang_port}"),
+        ("fake.test", fake.vkey, str(garbage.make_url("")).rstrip("/")),
+    ]
+    # The witness timeout is long; appends must not wait for it once the quorum is in.
+    svc, server, url = await open_log(tmp_path, rows, 2, witness_timeout=60.0)
+    try:
+        async with LogClient(url, policy=TrustPolicy.from_text((tmp_path / "log" / "log.policy").read_text())) as c:
+            for i in range(5):
+                a = await asyncio.wait_for(c.anchor(entry(100 + i)), 20)
+                assert cosigners(a.checkpoint) == {"g1.test", "g2.test"}
+        from prometheus_client import generate_latest
+
+        metrics = generate_latest(svc.metrics.registry).decode()
+        assert 'oap_log_witness_cosignatures_total{result="failed",witness="fake.test"}' in metrics
+        assert 'oap_log_witness_cosignatures_total{result="ok",witness="g1.test"}' in metrics
+    finally:
+        await server.close()
+        await svc.close()
+        hang.close()
+        await garbage.close()
+        for w in good:
+            await w.stop()
