@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# A log (8080) requiring 2 of 3 witnesses (8081-8083) and the registry (8090), data in ./data
 run: $(STAMP)
-	$(BIN)/oap-log serve --data ./data
+	$(BIN)/oap-localnet --data ./data
 
 test: $(STAMP) tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider
