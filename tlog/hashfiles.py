@@ -10,11 +10,23 @@ periodically and the synced size recorded in the database, and on start
 `repair()` recomputes everything above that size from the database. So a
 kill -9 or a torn tail never leaves a wrong hash behind.
 
-Readers gather with numpy from read-only memory maps that are remapped only
-when a read goes past the mapped length.
+Readers gather with `np.take` from read-only memory maps that are remapped
+only when a read goes past the mapped length.
+
+Memory: every page of a map that a read touches counts in the process's RSS
+as RssFile (clean page cache: shared, and reclaimed by the kernel under
+pressure, unlike RssAnon), and random proofs touch nearly every page of the
+low levels, so by default RSS grows towards the size of the hash files
+(~64 bytes per leaf). An operator who needs a small RSS sets
+OAP_TLOG_MAP_WINDOW_MB: a level larger than that is then read window by window,
+each window unmapped again (MADV_DONTNEED; the page cache keeps the pages)
+before the next, and single reads and tile ranges of such a level use pread,
+so mapped file pages stay under twice the window. The price is a minor fault
+per touched 64 KiB on every read (benchmarks/README.md has the numbers).
 """
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from collections.abc import Sequence
@@ -22,17 +34,33 @@ from pathlib import Path
 
 import numpy as np
 
-from .hashing import node_hash
+from .hashing import node_hashes
 
 MAX_LEVELS = 64
+MAP_WINDOW = int(os.environ.get("OAP_TLOG_MAP_WINDOW_MB", "0") or 0) << 20
+"""Bytes of one level that may stay mapped; 0: no limit (see the module docstring)."""
+
+
+class _Map:
+    """One read-only mapping of a level file and its (rows, 32) uint8 view."""
+
+    __slots__ = ("mm", "arr", "rows", "windowed")
+
+    def __init__(self, fd: int, rows: int) -> None:
+        self.mm = mmap.mmap(fd, rows * 32, access=mmap.ACCESS_READ)
+        self.arr = np.frombuffer(self.mm, dtype=np.uint8).reshape(rows, 32)
+        self.rows = rows
+        self.windowed = 0 < MAP_WINDOW < rows * 32
 
 
 class HashFiles:
     def __init__(self, directory: Path) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._fds: dict[int, int] = {}
-        self._maps: dict[int, np.ndarray] = {}
+        self._fds: dict[int, int] = {}  # the writer's, read-write
+        self._rfds: dict[int, int] = {}  # readers', read-only
+        self._fd_lock = threading.Lock()
+        self._maps: dict[int, _Map] = {}
         self._map_lock = threading.Lock()
 
     # --- files ---------------------------------------------------------------
@@ -43,14 +71,32 @@ class HashFiles:
     def _fd(self, level: int) -> int:
         fd = self._fds.get(level)
         if fd is None:
-            fd = os.open(self._path(level), os.O_RDWR | os.O_CREAT, 0o644)
-            self._fds[level] = fd
+            with self._fd_lock:
+                fd = self._fds.get(level)
+                if fd is None:
+                    fd = os.open(self._path(level), os.O_RDWR | os.O_CREAT, 0o644)
+                    self._fds[level] = fd
+        return fd
+
+    def _read_fd(self, level: int) -> int:
+        """A read-only descriptor (readers never create files: the directory may be read-only)."""
+        fd = self._rfds.get(level)
+        if fd is None:
+            with self._fd_lock:
+                fd = self._rfds.get(level)
+                if fd is None:
+                    try:
+                        fd = os.open(self._path(level), os.O_RDONLY)
+                    except FileNotFoundError:
+                        raise IndexError(f"level {level} has no nodes") from None
+                    self._rfds[level] = fd
         return fd
 
     def close(self) -> None:
-        for fd in self._fds.values():
+        for fd in [*self._fds.values(), *self._rfds.values()]:
             os.close(fd)
         self._fds.clear()
+        self._rfds.clear()
         self._maps.clear()
 
     def sync(self) -> None:
@@ -78,61 +124,137 @@ class HashFiles:
                 size = min(size, have << level)
         return size
 
+    def release(self) -> None:
+        """Unmap the pages of windowed levels (RSS only: the page cache keeps them)."""
+        for m in list(self._maps.values()):
+            if m.windowed:
+                m.mm.madvise(mmap.MADV_DONTNEED)
+
     # --- reads -----------------------------------------------------------------
 
-    def _array(self, level: int, need: int) -> np.ndarray:
-        """A (count, 32) uint8 view of level `level` holding at least `need` nodes."""
-        arr = self._maps.get(level)
-        if arr is not None and arr.shape[0] >= need:
-            return arr
+    def _map(self, level: int, need: int) -> _Map:
+        """The mapping of `level`, holding at least `need` nodes."""
+        m = self._maps.get(level)
+        if m is not None and m.rows >= need:
+            return m
         with self._map_lock:
-            arr = self._maps.get(level)
-            if arr is None or arr.shape[0] < need:
-                length = os.path.getsize(self._path(level)) // 32 * 32
-                if length // 32 < need:
-                    raise IndexError(f"level {level} has {length // 32} nodes, need {need}")
-                arr = np.memmap(self._path(level), dtype=np.uint8, mode="r", shape=(length // 32, 32))
-                self._maps[level] = arr
-        return arr
+            m = self._maps.get(level)
+            if m is None or m.rows < need:
+                fd = self._read_fd(level)
+                rows = os.fstat(fd).st_size // 32
+                if rows < need:
+                    raise IndexError(f"level {level} has {rows} nodes, need {need}")
+                m = _Map(fd, rows)
+                self._maps[level] = m
+        return m
 
     def read(self, level: int, index: int) -> bytes:
-        return self._array(level, index + 1)[index].tobytes()
+        """One node. Never remaps: a node past the mapped length is pread."""
+        m = self._maps.get(level)
+        if m is None:
+            try:
+                m = self._map(level, index + 1)
+            except IndexError:
+                m = None
+        if m is not None and index < m.rows and not m.windowed:
+            return m.mm[index * 32 : index * 32 + 32]
+        data = os.pread(self._read_fd(level), 32, index * 32)
+        if len(data) != 32:
+            raise IndexError(f"level {level} has no node {index}")
+        return data
 
-    def gather(self, level: int, indices: np.ndarray) -> np.ndarray:
-        """Rows `indices` of `level` as an (m, 32) array (one vectorized gather)."""
+    def gather(self, level: int, indices: np.ndarray, *, need: int | None = None) -> np.ndarray:
+        """Rows `indices` (all >= 0) of `level` as an (m, 32) array.
+
+        `need`, if given, is an upper bound of max(indices) + 1 the caller
+        already knows (it spares a pass over the indices).
+        """
         if indices.size == 0:
             return np.empty((0, 32), dtype=np.uint8)
-        return self._array(level, int(indices.max()) + 1)[indices]
+        m = self._map(level, int(indices.max()) + 1 if need is None else need)
+        if not m.windowed:
+            return np.take(m.arr, indices, axis=0, mode="clip")
+        return self._gather_windowed(m, indices)
+
+    def _gather_windowed(self, m: _Map, indices: np.ndarray) -> np.ndarray:
+        per = MAP_WINDOW // 32
+        order = np.argsort(indices)  # address order: one fault per touched 64 KiB
+        ordered = indices[order]
+        nwin = int(ordered[-1]) // per + 1
+        ends = np.searchsorted(ordered, np.arange(1, nwin + 1) * per)
+        out_sorted = np.empty((indices.size, 32), dtype=np.uint8)
+        lo = 0
+        for w in range(nwin):
+            hi = int(ends[w])
+            if hi == lo:
+                continue
+            np.take(m.arr, ordered[lo:hi], axis=0, out=out_sorted[lo:hi], mode="clip")
+            start = w * per * 32
+            m.mm.madvise(mmap.MADV_DONTNEED, start, min(MAP_WINDOW, m.rows * 32 - start))
+            lo = hi
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        return np.take(out_sorted, inverse, axis=0)
 
     def read_range(self, level: int, start: int, count: int) -> bytes:
         if count == 0:
             return b""
-        return self._array(level, start + count)[start : start + count].tobytes()
+        m = self._maps.get(level)
+        if m is not None and start + count <= m.rows and not m.windowed:
+            return m.mm[start * 32 : (start + count) * 32]
+        data = os.pread(self._read_fd(level), count * 32, start * 32)
+        if len(data) != count * 32:
+            raise IndexError(f"level {level} has fewer than {start + count} nodes")
+        return data
 
     # --- writes (single writer thread) -----------------------------------------
 
-    def append(self, old_size: int, leaves: Sequence[bytes]) -> None:
-        """Append leaf hashes for indices old_size.. and every node they complete."""
-        new_size = old_size + len(leaves)
-        level_nodes = list(leaves)
-        first = old_size  # index of level_nodes[0] at the current level
+    def append(self, old_size: int, leaves: Sequence[bytes] | np.ndarray) -> None:
+        """Append leaf hashes for indices old_size.. and every node they complete.
+
+        `leaves` is a sequence of 32-byte hashes or an (m, 32) uint8 array.
+        Each level is one pwrite, and each level's new nodes are hashed in one
+        `node_hashes` pass.
+        """
+        nodes = _as_rows(leaves)
+        new_size = old_size + nodes.shape[0]
+        first = old_size  # index of nodes[0] at the current level
         level = 0
-        while level_nodes:
-            os.pwrite(self._fd(level), b"".join(level_nodes), first * 32)
+        while nodes.shape[0]:
+            self._pwrite_all(level, nodes, first)
             level += 1
             lo, hi = old_size >> level, new_size >> level
             if lo == hi:
                 break
             # Children of nodes lo..hi-1 at the level below start at 2*lo; the
             # first may be an old node that is already on disk.
-            below = level_nodes
+            below = nodes
             if 2 * lo < first:  # 2*lo is first or first - 1
-                below = [self._pread(level - 1, 2 * lo)] + below
-            level_nodes = [node_hash(below[2 * i], below[2 * i + 1]) for i in range(hi - lo)]
+                prev = np.frombuffer(self._pread(level - 1, 2 * lo), dtype=np.uint8).reshape(1, 32)
+                below = np.concatenate([prev, nodes])
+            pairs = below[: 2 * (hi - lo)].reshape(hi - lo, 64)
+            nodes = node_hashes(pairs[:, :32], pairs[:, 32:])
             first = lo
+
+    def _pwrite_all(self, level: int, nodes: np.ndarray, first: int) -> None:
+        view = memoryview(np.ascontiguousarray(nodes)).cast("B")
+        fd, off = self._fd(level), first * 32
+        while view:
+            n = os.pwrite(fd, view, off)
+            view, off = view[n:], off + n
 
     def _pread(self, level: int, index: int) -> bytes:
         data = os.pread(self._fd(level), 32, index * 32)
         if len(data) != 32:
             raise IOError(f"hash file level {level} is short at index {index}")
         return data
+
+
+def _as_rows(leaves: Sequence[bytes] | np.ndarray) -> np.ndarray:
+    if isinstance(leaves, np.ndarray):
+        if leaves.dtype != np.uint8 or leaves.ndim != 2 or leaves.shape[1] != 32:
+            raise ValueError("leaf hashes must be an (m, 32) uint8 array")
+        return leaves
+    if any(len(h) != 32 for h in leaves):
+        raise ValueError("leaf hashes must be 32 bytes")
+    return np.frombuffer(b"".join(leaves), dtype=np.uint8).reshape(len(leaves), 32)

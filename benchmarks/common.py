@@ -1,0 +1,134 @@
+"""Shared helpers for the benchmarks: results, timing, machine facts, entries."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tlog.canonical import dcbor
+
+ORIGIN = "bench.oap.localhost/log"
+
+
+@dataclass
+class Result:
+    name: str
+    value: float | None
+    unit: str
+    params: dict[str, Any] = field(default_factory=dict)
+    baseline: dict[str, Any] | None = None  # {"name": ..., "value": ...}
+    target: float | None = None  # from issue 7; None: report only
+    target_op: str = ">="
+    skipped: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"value": self.value, "unit": self.unit, "params": self.params}
+        if self.baseline is not None:
+            out["baseline"] = self.baseline
+            if self.value and self.baseline.get("value"):
+                out["ratio"] = round(self.value / self.baseline["value"], 2)
+        if self.target is not None:
+            out["target"] = f"{self.target_op} {self.target:g}"
+            out["meets_target"] = self.meets()
+        if self.skipped:
+            out["skipped"] = self.skipped
+        return out
+
+    def meets(self) -> bool | None:
+        if self.value is None or self.target is None:
+            return None
+        return self.value >= self.target if self.target_op == ">=" else self.value <= self.target
+
+
+def best_of(fn, reps: int) -> tuple[float, list[float]]:
+    """Run fn() `reps` times; return (best seconds, all seconds)."""
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times), times
+
+
+def median(xs: list[float]) -> float:
+    return float(np.median(xs))
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    import ssl
+
+    import aiohttp
+
+    wrk = None
+    try:
+        wrk = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.split("\n")[0].strip() or None
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "mem_mb": mem,
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "aiohttp": aiohttp.__version__,
+        "openssl": ssl.OPENSSL_VERSION,
+        "wrk": wrk,
+    }
+
+
+# --- entries -----------------------------------------------------------------------
+
+_TEMPLATE = dcbor({"type": "commitment", "commitment": "sha256:" + "ab" * 32})
+_POS = _TEMPLATE.index(b"ab" * 32)
+_PRE, _POST = _TEMPLATE[:_POS], _TEMPLATE[_POS + 64 :]
+
+
+def entry_bytes(i: int, salt: int = 0) -> bytes:
+    """The canonical (dcbor) bytes of commitment entry number i: real log entries, ~100 bytes."""
+    return _PRE + b"%016x%048x" % (salt, i) + _POST
+
+
+def entry_json(i: int, salt: int) -> str:
+    """The JSON submission whose canonical form is entry_bytes(i, salt)."""
+    return '{"type":"commitment","commitment":"sha256:%016x%048x"}' % (salt, i)
+
+
+def cpu_seconds(pid: int) -> float:
+    """user+system CPU seconds of a process and its threads (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(parts[11]) + int(parts[12])) / ticks
+
+
+def proc_memory(pid: int) -> dict[str, int]:
+    """VmHWM (peak RSS), VmRSS, RssAnon, RssFile of a process, in MiB."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key = line.split(":")[0]
+            if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                out[key] = int(line.split()[1]) // 1024
+    return out

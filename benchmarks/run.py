@@ -1,0 +1,680 @@
+#!/usr/bin/env python3
+"""Benchmarks of issue 7: `python benchmarks/run.py [--quick] [--only a,b] [--fresh]`.
+
+Writes benchmarks/results/latest.json (and full.json or quick.json: the last
+complete run of that mode), each benchmark name -> {"value",
+"unit", "params", and where measured "baseline", "ratio"}; "_meta" holds the
+machine and the command) and prints a table. See benchmarks/README.md for
+what each number means, what limits it, and the profiles behind it.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import numpy as np  # noqa: E402
+from build import build_log  # noqa: E402
+from common import ORIGIN, Result, best_of, entry_bytes, entry_json, machine, median  # noqa: E402
+from httpload import (LUA_APPEND_SINGLE, LUA_BODIES, LUA_STATUS, LUA_TILES, BareServer, RegistryServer,  # noqa: E402
+                      Server, WitnessServer, get, have_wrk, post, run_pyload, run_wrk)
+
+from tlog import hashfiles as hashfiles_mod  # noqa: E402
+from tlog.batchproofs import consistency_levels, inclusion_levels, inclusion_matrix  # noqa: E402
+from tlog.batchverify import verify_inclusion_batch  # noqa: E402
+from tlog.hashing import leaf_hash, node_hash, node_hashes  # noqa: E402
+from tlog.merkle import TreeView  # noqa: E402
+from tlog.sequencer import Sequencer  # noqa: E402
+from tlog.server import checkpoint_signer, load_or_create_key  # noqa: E402
+from tlog.store import LogStore  # noqa: E402
+from tlog.verify import verify_consistency, verify_inclusion  # noqa: E402
+
+CACHE = HERE / ".cache"
+SINGLE_INTERVAL_MS = 10  # http_append_single: the server's batch interval (p99 target = this + 50 ms)
+RESULTS = HERE / "results"
+
+QUICK = dict(big_log2=20, pm_log2=18, batch=20_000, pm_subset=5_000, reps=3, append_entries=50_000,
+             http_seconds=3, batched_requests=40, single_total=30_000, witness_logs=40, witness_per_log=25)
+FULL = dict(big_log2=24, pm_log2=20, batch=100_000, pm_subset=100_000, reps=5, append_entries=300_000,
+            http_seconds=10, batched_requests=240, single_total=200_000, witness_logs=100, witness_per_log=100)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Bench:
+    def __init__(self, cfg: dict, fresh: bool) -> None:
+        self.cfg = cfg
+        self.fresh = fresh
+        self.results: dict[str, Result] = {}
+        self.rng = np.random.default_rng(7)
+        self._pm = None  # (tree size, pymerkle tree, indices, our proofs...) shared by two benchmarks
+
+    # --- helpers ---------------------------------------------------------------------
+
+    def big_log(self) -> tuple[Path, dict]:
+        k = self.cfg["big_log2"]
+        path = CACHE / f"log-{k}"
+        t = time.perf_counter()
+        info = build_log(path, k, fresh=self.fresh)
+        if not info["cached"]:
+            log(f"  built a persisted log of 2^{k} leaves in {time.perf_counter() - t:.0f} s")
+        return path, info
+
+    def open_store(self, path: Path) -> tuple[LogStore, callable]:
+        sign = checkpoint_signer(load_or_create_key(path, ORIGIN))
+        store = LogStore(path)
+        store.open(sign)
+        return store, sign
+
+    def add(self, r: Result) -> None:
+        self.results[r.name] = r
+
+    # --- in-process benchmarks -----------------------------------------------------------
+
+    def sha256_nodes(self) -> None:
+        n = 200_000
+        a, b = os.urandom(32), os.urandom(32)
+        def loop():
+            for _ in range(n):
+                node_hash(a, b)
+        t, _ = best_of(loop, 3)
+        left = self.rng.integers(0, 256, (n, 32), dtype=np.uint8)
+        right = self.rng.integers(0, 256, (n, 32), dtype=np.uint8)
+        tb, _ = best_of(lambda: node_hashes(left, right), 3)
+        self.add(Result("sha256_nodes", round(n / t), "hashes/s", {
+            "what": "RFC 9162 node hashes, hashlib (OpenSSL), one call per node in a Python loop",
+            "batched_node_hashes_per_s": round(n / tb), "nodes": n}))
+
+    def proofs_batched(self) -> None:
+        path, info = self.big_log()
+        n, bsz, reps = info["leaves"], self.cfg["batch"], self.cfg["reps"]
+        # Cold: evict the hash files from the page cache, then a fresh store (new maps).
+        evicted = _evict(path / "hashes")
+        store, _ = self.open_store(path)
+        view, hashes = store.state.view, store.hashes
+        idx = self.rng.integers(0, n, bsz)
+        t = time.perf_counter()
+        inclusion_levels(view, hashes, idx)
+        cold = time.perf_counter() - t
+        t = time.perf_counter()
+        inclusion_levels(view, hashes, self.rng.integers(0, n, bsz))
+        second = time.perf_counter() - t
+        batches = [self.rng.integers(0, n, bsz) for _ in range(reps)]
+        for x in batches:  # map every page once: "warm" is the steady state of a serving process
+            inclusion_levels(view, hashes, x)
+        times = []
+        for x in batches:
+            t = time.perf_counter()
+            pb = inclusion_levels(view, hashes, x)
+            times.append(time.perf_counter() - t)
+        warm = median(times)
+        # Spot check against the reference builder and verifier.
+        for i in random.Random(1).sample(range(bsz), 20):
+            ref = view.inclusion_proof(int(batches[-1][i]))
+            assert pb.as_bytes()[i] == ref
+            verify_inclusion(int(batches[-1][i]), n, hashes.read(0, int(batches[-1][i])), ref, view.root)
+        tm, _ = best_of(lambda: inclusion_matrix(view, hashes, batches[0]), 2)
+        tj, _ = best_of(lambda: pb.json(), 2)
+        tc, _ = best_of(lambda: pb.cbor(), 2)
+        store.close()
+        self.add(Result("proofs_batched", round(bsz / warm), "proofs/s", {
+            "tree_size": n, "batch": bsz, "warm_batches": reps, "warm_seconds_median": round(warm, 4),
+            "cold_proofs_per_s": round(bsz / cold), "cold_seconds": round(cold, 3), "cold_evicted_pages": evicted,
+            "second_batch_proofs_per_s": round(bsz / second),
+            "proof_major_matrix_per_s": round(bsz / tm), "json_encode_per_s": round(bsz / tj),
+            "cbor_encode_per_s": round(bsz / tc), "cores": 1,
+            "code": "tlog.batchproofs.inclusion_levels (what POST /v1/proof/inclusion:batch calls)"}, target=1e6))
+
+    def _pymerkle_setup(self):
+        if self._pm is not None:
+            return self._pm
+        from pymerkle import InmemoryTree
+
+        k = self.cfg["pm_log2"]
+        path = CACHE / f"log-{k}"
+        info = build_log(path, k, fresh=self.fresh)
+        n = info["leaves"]
+        t = time.perf_counter()
+        tree = InmemoryTree(algorithm="sha256")
+        for i in range(n):
+            tree.append_entry(entry_bytes(i))
+        log(f"  pymerkle InmemoryTree of 2^{k} entries built in {time.perf_counter() - t:.0f} s")
+        store, _ = self.open_store(path)
+        assert tree.get_root(n) == store.state.root, "pymerkle and tlog disagree on the root"
+        idx = self.rng.integers(0, n, self.cfg["batch"])
+        self._pm = (n, tree, idx, store)
+        return self._pm
+
+    def proofs_batched_vs_pymerkle(self) -> None:
+        n, tree, idx, store = self._pymerkle_setup()
+        view, hashes = store.state.view, store.hashes
+        inclusion_levels(view, hashes, idx)  # map pages once, as in a serving process
+        ours, _ = best_of(lambda: inclusion_levels(view, hashes, idx), 3)
+        sub = idx[: self.cfg["pm_subset"]]
+        t = time.perf_counter()
+        pm_proofs = [tree.prove_inclusion(int(i) + 1, n) for i in sub]
+        theirs = time.perf_counter() - t
+        pb = inclusion_levels(view, hashes, sub[:50])
+        for i, p in enumerate(pm_proofs[:50]):  # same proofs: pymerkle's path is leaf + ours
+            assert [bytes.fromhex(h) for h in p.serialize()["path"]][1:] == pb.as_bytes()[i]
+        self._pm_proofs = pm_proofs
+        ours_rate, theirs_rate = len(idx) / ours, len(sub) / theirs
+        self.add(Result("proofs_batched_vs_pymerkle", round(ours_rate), "proofs/s", {
+            "tree_size": n, "batch": len(idx), "pymerkle_proofs_timed": len(sub),
+            "pymerkle": "InmemoryTree.prove_inclusion(i + 1, n), one call per index"},
+            baseline={"name": "pymerkle InmemoryTree.prove_inclusion", "value": round(theirs_rate)}, target=100,
+        ))
+        self.results["proofs_batched_vs_pymerkle"].params["ratio_target"] = ">= 100"
+
+    def verify_batched(self) -> None:
+        from pymerkle import verify_inclusion as pm_verify
+
+        n, tree, idx, store = self._pymerkle_setup()
+        view, hashes = store.state.view, store.hashes
+        pb = inclusion_levels(view, hashes, idx)
+        rows, counts = pb.rows(), pb.counts()
+        leaves = hashes.gather(0, idx)
+        root = view.root
+        t_b, _ = best_of(lambda: verify_inclusion_batch(idx, n, leaves, (rows, counts), root), 3)
+        # The plain reference verifier, one proof at a time (on a subset).
+        sub = min(len(idx), 20_000)
+        proofs = pb.as_bytes()
+        lv = [leaves[i].tobytes() for i in range(sub)]
+        t = time.perf_counter()
+        for i in range(sub):
+            verify_inclusion(int(idx[i]), n, lv[i], proofs[i], root)
+        t_ref = time.perf_counter() - t
+        # pymerkle's verify_inclusion on its own proofs of the same indices.
+        pm_proofs = getattr(self, "_pm_proofs", None) or [tree.prove_inclusion(int(i) + 1, n)
+                                                          for i in idx[: self.cfg["pm_subset"]]]
+        t = time.perf_counter()
+        for i, p in enumerate(pm_proofs):
+            pm_verify(lv[i] if i < sub else leaves[i].tobytes(), root, p)
+        t_pm = time.perf_counter() - t
+        # End to end from .tlog-proof texts: parse each bundle, then one batch.
+        from tlog.proofbundle import ProofBundle, parse_proof_bundle
+
+        note = store.state.note
+        nb = min(len(idx), 20_000)
+        texts = [ProofBundle(index=int(idx[i]), proof=tuple(proofs[i]), checkpoint=note).to_text() for i in range(nb)]
+        t = time.perf_counter()
+        parsed = [parse_proof_bundle(x) for x in texts]
+        flat = [h for p in parsed for h in p.proof]
+        verify_inclusion_batch([p.index for p in parsed], n, leaves[:nb],
+                               (np.frombuffer(b"".join(flat), dtype=np.uint8).reshape(-1, 32),
+                                np.array([len(p.proof) for p in parsed])), root)
+        t_e2e = time.perf_counter() - t
+        self.add(Result("verify_batched", round(len(idx) / t_b), "proofs/s", {
+            "tree_size": n, "proofs": len(idx), "code": "tlog.batchverify.verify_inclusion_batch",
+            "reference_verify_inclusion_per_s": round(sub / t_ref),
+            "pymerkle_proofs_timed": len(pm_proofs),
+            "bundles_parse_and_verify_per_s": round(nb / t_e2e), "cores": 1},
+            baseline={"name": "pymerkle verify_inclusion", "value": round(len(pm_proofs) / t_pm)}, target=300_000))
+
+    def consistency_proofs(self) -> None:
+        path, info = self.big_log()
+        n, bsz = info["leaves"], self.cfg["batch"]
+        store, _ = self.open_store(path)
+        hashes = store.hashes
+        def pairs():
+            new = self.rng.integers(2, n + 1, bsz)
+            return (self.rng.random(bsz) * (new - 1)).astype(np.int64) + 1, new
+        olds, news = pairs()
+        consistency_levels(hashes, olds, news)
+        times = []
+        for _ in range(self.cfg["reps"]):
+            o, nw = pairs()
+            t = time.perf_counter()
+            pb = consistency_levels(hashes, o, nw)
+            times.append(time.perf_counter() - t)
+        got = pb.as_bytes()
+        for i in random.Random(2).sample(range(bsz), 10):  # spot check against the reference
+            v_new, v_old = TreeView(int(nw[i]), hashes.read), TreeView(int(o[i]), hashes.read)
+            assert got[i] == v_new.consistency_proof(int(o[i]))
+            verify_consistency(int(o[i]), int(nw[i]), v_old.root, v_new.root, got[i])
+        latest = np.full(bsz, n)
+        t_l, _ = best_of(lambda: consistency_levels(hashes, olds, latest), 3)
+        store.close()
+        self.add(Result("consistency_proofs", round(bsz / median(times)), "proofs/s", {
+            "tree_size": n, "batch": bsz, "pairs": "old uniform in 1..new-1, new uniform in 2..n",
+            "to_latest_per_s": round(bsz / t_l), "cores": 1,
+            "code": "tlog.batchproofs.consistency_levels"}, target=200_000))
+
+    def append_durable(self) -> None:
+        total = self.cfg["append_entries"]
+        d = Path(tempfile.mkdtemp(dir=CACHE, prefix="append-"))
+        try:
+            fsync_ms = _fdatasync_ms(d)
+            sign = checkpoint_signer(load_or_create_key(d, ORIGIN))
+            batches: list[tuple[int, float]] = []
+            store = LogStore(d)
+
+            async def main() -> float:
+                seq = Sequencer(store, sign, max_batch=1000, batch_interval=0.05,
+                                on_batch=lambda k, s: batches.append((k, s)))
+                await seq.start()
+                datas = [entry_bytes(i, salt=1) for i in range(total)]
+                chunks = [datas[i : i + 1000] for i in range(0, total, 1000)]
+                it = iter(chunks)
+
+                async def submitter() -> None:
+                    for c in it:
+                        await seq.add_many(c)
+
+                t = time.perf_counter()
+                await asyncio.gather(*(submitter() for _ in range(4)))
+                wall = time.perf_counter() - t
+                await seq.close()
+                return wall
+
+            wall = asyncio.run(main())
+            check = LogStore(d)
+            st = check.open(sign)
+            check.close()
+            assert st.size == total
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        commit = [s for _, s in batches]
+        self.add(Result("append_durable", round(total / wall), "entries/s", {
+            "entries": total, "batches": len(batches), "mean_batch": round(total / len(batches)),
+            "commit_ms_median": round(median(commit) * 1000, 2), "fdatasync_4k_ms": fsync_ms,
+            "submitters": 4, "durability": "SQLite WAL synchronous=FULL: one fsync per batch commit",
+            "code": "tlog.sequencer.Sequencer.add_many -> LogStore.commit_batch"}, target=80_000))
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    def http_appends(self) -> None:
+        for which in ("batched", "single"):
+            d = Path(tempfile.mkdtemp(dir=CACHE, prefix="http-append-"))
+            try:
+                if which == "batched":
+                    with Server(d) as srv:
+                        self._http_append_batched(srv)
+                else:
+                    with Server(d, "--batch-interval-ms", str(SINGLE_INTERVAL_MS)) as srv:
+                        self._http_append_single(srv)
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+
+    def _http_append_batched(self, srv: Server) -> None:
+        nreq = self.cfg["batched_requests"]
+        bodies = [("{\"entries\":[" + ",".join(entry_json(r * 1000 + i, 2) for i in range(1000)) + "]}").encode()
+                  for r in range(nreq)]
+        port = srv.port
+        load, first = run_pyload(srv, lambda i: post("/v1/entries:batch", bodies[i], port), connections=4,
+                                 total=nreq, seconds=120)
+        doc = json.loads(first)
+        _check_batch_response(doc, [entry_bytes(i, 2) for i in range(1000)])
+        self.add(Result("http_append_batched", round(load.requests * 1000 / load.seconds), "entries/s", {
+            "entries_per_request": 1000, "clients": 4, **load.describe(),
+            "server": "oap-log serve, defaults (max_batch 1024, batch_interval_ms 50)",
+            "check": "first response parsed; its proofs verified against its checkpoint"}, target=40_000))
+
+    def _append_single_load(self, srv: Server):
+        secs = self.cfg["http_seconds"]
+        if have_wrk():
+            return run_wrk(srv, LUA_APPEND_SINGLE, [str(random.randrange(1, 1 << 30))], connections=200,
+                           seconds=secs)
+        port = srv.port
+        salt = random.randrange(1 << 40)
+        return run_pyload(srv, lambda i: post("/v1/entries", entry_json(i, salt).encode(), port),
+                          connections=200, total=self.cfg["single_total"], seconds=secs)[0]
+
+    def _http_append_single(self, srv: Server) -> None:
+        load = self._append_single_load(srv)
+        with BareServer() as bare:
+            base = self._append_single_load(bare)
+        limit = SINGLE_INTERVAL_MS + 50
+        r = Result("http_append_single", round(load.rate), "entries/s", {
+            "clients": 200, **load.describe(), "batch_interval_ms": SINGLE_INTERVAL_MS,
+            "p99_target_ms": f"< {limit} (batch interval + 50 ms)",
+            "p99_meets_target": load.latencies_ms.get("p99_ms", 1e9) < limit,
+            "baseline_load": base.describe()},
+            baseline={"name": "bare aiohttp handler: parse JSON + SHA-256 (benchmarks/bare.py), same load",
+                      "value": round(base.rate)}, target=8000)
+        self.add(r)
+
+    def http_reads(self) -> None:
+        path, info = self.big_log()
+        n = info["leaves"]
+        with Server(path) as srv:
+            self._http_proofs(srv, n, "cbor")
+            self._http_proofs(srv, n, "json")
+            self._tile_reads(srv, n)
+            mem = srv.memory()
+        with Server(path, env={"OAP_TLOG_MAP_WINDOW_MB": "32"}) as srv:
+            bounded = self._http_proofs(srv, n, "cbor", record=False)
+            bmem = srv.memory()
+        hash_bytes = sum(p.stat().st_size for p in (path / "hashes").iterdir())
+        self.add(Result("memory", mem["VmHWM"], "MB", {
+            "what": "peak RSS (VmHWM) of oap-log serve after the proof and tile benchmarks", "tree_size": n,
+            "rss_anon_mb": mem["RssAnon"], "rss_file_mb": mem["RssFile"], "vm_rss_mb": mem["VmRSS"],
+            "hash_files_mb": hash_bytes >> 20,
+            "bounded_mode": "OAP_TLOG_MAP_WINDOW_MB=32",
+            "bounded_peak_rss_mb": bmem["VmHWM"], "bounded_rss_file_mb": bmem["RssFile"],
+            "bounded_rss_anon_mb": bmem["RssAnon"], "bounded_proofs_per_s": bounded},
+            target=300, target_op="<="))
+
+    def _http_proofs(self, srv: Server, n: int, enc: str, *, record: bool = True) -> float:
+        per = 10_000
+        files = []
+        tmp = Path(tempfile.mkdtemp(dir=CACHE, prefix="bodies-"))
+        try:
+            for k in range(8):
+                f = tmp / f"b{k}.json"
+                f.write_text(json.dumps({"indices": self.rng.integers(0, n, per).tolist()}))
+                files.append(str(f))
+            accept = "application/oap+cbor" if enc == "cbor" else "application/json"
+            _check_proof_response(srv, n, Path(files[0]), accept)
+            secs = self.cfg["http_seconds"]
+            if have_wrk():
+                load = run_wrk(srv, LUA_BODIES, ["/v1/proof/inclusion:batch", accept, *files], connections=2,
+                               seconds=secs, timeout_s=30)
+            else:
+                bodies = [Path(f).read_bytes() for f in files]
+                port = srv.port
+                load, _ = run_pyload(srv, lambda i: post("/v1/proof/inclusion:batch", bodies[i % 8], port,
+                                                         accept=accept),
+                                     connections=2, total=100_000, seconds=secs)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        rate = load.rate * per
+        if record:
+            name = "http_proofs_batched" if enc == "cbor" else "http_proofs_batched_json"
+            self.add(Result(name, round(rate), "proofs/s", {
+                "tree_size": n, "indices_per_request": per, "encoding": accept, "clients": 2,
+                **load.describe()}, target=300_000 if enc == "cbor" else None))
+        return round(rate)
+
+    def _tile_load(self, srv: Server, ntiles: int):
+        secs = self.cfg["http_seconds"]
+        if have_wrk():
+            return run_wrk(srv, LUA_TILES, [str(ntiles), str(random.randrange(1 << 20))], connections=64,
+                           seconds=secs)
+        from tlog.tiles import tile_path
+
+        port = srv.port
+        paths = [("/" + tile_path(0, random.randrange(ntiles))) for _ in range(4096)]
+        return run_pyload(srv, lambda i: get(paths[i % 4096], port), connections=64, total=400_000,
+                          seconds=secs)[0]
+
+    def _tile_reads(self, srv: Server, n: int) -> None:
+        load = self._tile_load(srv, n // 256)
+        with BareServer() as bare:
+            base = self._tile_load(bare, n // 256)
+        self.add(Result("tile_reads", round(load.rate), "requests/s", {
+            "tree_size": n, "tiles": "random full level-0 tiles (8 KiB)", "clients": 64, **load.describe(),
+            "baseline_load": base.describe()},
+            baseline={"name": "bare aiohttp handler answering 8 KiB (benchmarks/bare.py), same load",
+                      "value": round(base.rate)}, target=20_000))
+
+    def witness_cosign(self) -> None:
+        """Durable add-checkpoint requests from many logs at once against `oap-witness serve`."""
+        if not _have_module("witness.cli"):
+            self.add(Result("witness_cosign", None, "requests/s", {}, target=2000,
+                            skipped="not yet: needs issue 4 (witness service)"))
+            return
+        from tlog.checkpoint import Checkpoint
+        from tlog.encoding import b64enc
+        from tlog.keys import Signer
+        from tlog.merkle import build_levels
+        from tlog.note import sign_note
+
+        nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
+        d = Path(tempfile.mkdtemp(dir=CACHE, prefix="witness-"))
+        try:
+            logs = [Signer.generate(f"bench-log-{i}.example/log") for i in range(nlogs)]
+            toml = [f'[witness]\ndata_dir = "{d / "data"}"\nname = "bench-witness.example"\n']
+            for s in logs:
+                toml.append(f'[[witness.logs]]\norigin = "{s.name}"\nvkey = "{s.vkey}"\n')
+            (d / "witness.toml").write_text("\n".join(toml))
+            sequences = []
+            for li, signer in enumerate(logs):
+                levels = build_levels([leaf_hash(b"%d:%d" % (li, j)) for j in range(per_log)])
+                seq = []
+                for size in range(1, per_log + 1):
+                    view = TreeView(size, lambda k, j: levels[k][j])
+                    proof = view.consistency_proof(size - 1)
+                    note = sign_note(Checkpoint(signer.name, size, view.root).to_text(), [signer])
+                    body = (f"old {size - 1}\n" + "".join(b64enc(h) + "\n" for h in proof) + "\n" + note).encode()
+                    seq.append(post("/add-checkpoint", body, 0, content_type="text/plain"))
+                sequences.append(seq)
+            with WitnessServer(d / "witness.toml") as srv:  # (the requests' Host header says port 0: unused)
+                load, first = run_pyload(srv, None, connections=nlogs, total=0, seconds=120, sequences=sequences)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        assert first.startswith("\u2014 ".encode()), first[:200]  # a cosignature line
+        self.add(Result("witness_cosign", round(load.rate), "requests/s", {
+            "logs": nlogs, "checkpoints_per_log": per_log, **load.describe(),
+            "what": "POST /add-checkpoint, each log one connection sending its checkpoints in order "
+                    "(old = previous size, consistency proof, signed note); durable before the answer",
+            "check": "every answer 200 with a cosignature line (errors count 409/4xx/5xx)"}, target=2000))
+
+    def status_lookups(self) -> None:
+        """Signed revocation-status responses from `oap-registry serve` (anchoring in a real log)."""
+        if not _have_module("registry.cli"):
+            self.add(Result("status_lookups", None, "responses/s", {}, target=15_000,
+                            skipped="not yet: needs issue 5 (registry status service)"))
+            return
+        import urllib.request
+
+        d = Path(tempfile.mkdtemp(dir=CACHE, prefix="registry-"))
+        try:
+            with Server(d / "log") as log_srv, RegistryServer(d / "registry", log_srv.url) as reg:
+                deadline = time.monotonic() + 60
+                while True:  # ready = the first status epoch is signed and anchored
+                    try:
+                        with urllib.request.urlopen(reg.url + "/readyz", timeout=5) as r:
+                            if r.status == 200:
+                                break
+                    except OSError:
+                        pass
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("registry never became ready")
+                    time.sleep(0.2)
+                with urllib.request.urlopen(reg.url + "/v1/status/urn:oap:bench:1", timeout=10) as r:
+                    doc = json.loads(r.read())
+                assert doc["type"] == "oap-status-response" and doc["signature"], doc
+                if have_wrk():
+                    load = run_wrk(reg, LUA_STATUS, [str(random.randrange(1 << 20))], connections=64,
+                                   seconds=self.cfg["http_seconds"])
+                else:
+                    port = reg.port
+                    load, _ = run_pyload(reg, lambda i: get(f"/v1/status/urn:oap:bench:{random.randrange(10**9)}",
+                                                             port),
+                                         connections=64, total=400_000, seconds=self.cfg["http_seconds"])
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        self.add(Result("status_lookups", round(load.rate), "responses/s", {
+            "what": "GET /v1/status/<random id>: a signed oap-status-response (absence proof in the "
+                    "revocation tree) for the current epoch; ids never repeat, so no response cache hit",
+            "clients": 64, **load.describe(), "revoked_records": 0}, target=15_000))
+
+
+# --- checks and small helpers --------------------------------------------------------------
+
+def _have_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _evict(directory: Path) -> int:
+    """Drop a directory's files from the page cache (clean pages only; they are synced)."""
+    pages = 0
+    for p in directory.iterdir():
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            pages += os.fstat(fd).st_size // 4096
+        finally:
+            os.close(fd)
+    return pages
+
+
+def _fdatasync_ms(d: Path) -> float:
+    fd = os.open(d / "fsync-probe", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        times = []
+        for i in range(20):
+            os.pwrite(fd, os.urandom(4096), i * 4096)
+            t = time.perf_counter()
+            os.fdatasync(fd)
+            times.append(time.perf_counter() - t)
+    finally:
+        os.close(fd)
+        os.unlink(d / "fsync-probe")
+    return round(median(times) * 1000, 3)
+
+
+def _check_batch_response(doc: dict, entries: list[bytes]) -> None:
+    from tlog.checkpoint import parse_checkpoint
+    from tlog.encoding import b64dec
+
+    cp = parse_checkpoint(doc["checkpoint"].split("\n\n")[0] + "\n")
+    for i in (0, len(entries) // 2, len(entries) - 1):
+        r = doc["results"][i]
+        assert b64dec(r["leaf_hash"]) == leaf_hash(entries[i])
+        verify_inclusion(r["index"], cp.size, leaf_hash(entries[i]), [b64dec(h) for h in r["inclusion_proof"]],
+                         cp.root)
+
+
+def _check_proof_response(srv: Server, n: int, body_file: Path, accept: str) -> None:
+    """One request outside the timed run: decode it fully and verify some proofs."""
+    import urllib.request
+
+    import cbor2
+
+    from tlog.checkpoint import parse_checkpoint
+    from tlog.encoding import b64dec
+
+    body = body_file.read_bytes()
+    req = urllib.request.Request(srv.url + "/v1/proof/inclusion:batch", data=body, method="POST",
+                                 headers={"Content-Type": "application/json", "Accept": accept})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        raw = resp.read()
+    doc = cbor2.loads(raw) if "cbor" in accept else json.loads(raw)
+    cp = parse_checkpoint(doc["checkpoint"].split("\n\n")[0] + "\n")
+    indices = json.loads(body)["indices"]
+    sample = random.Random(3).sample(range(len(indices)), 5)
+    with urllib.request.urlopen(f"{srv.url}/tile/0/{_tile(indices[sample[0]] // 256)}", timeout=30) as resp:
+        tile = resp.read()
+    for i in sample[:1]:
+        proof = doc["proofs"][i]
+        proof = proof if "cbor" in accept else [b64dec(h) for h in proof]
+        leaf = tile[(indices[i] % 256) * 32 : (indices[i] % 256) * 32 + 32]
+        verify_inclusion(indices[i], cp.size, leaf, proof, cp.root)
+    assert cp.size == n and len(doc["proofs"]) == len(indices)
+
+
+def _tile(i: int) -> str:
+    from tlog.tiles import tile_path
+
+    return tile_path(0, i).split("/", 2)[2]
+
+
+# --- output --------------------------------------------------------------------------------
+
+def table(results: dict[str, Result]) -> str:
+    rows = [("benchmark", "value", "unit", "target", "ok", "baseline", "ratio", "notes")]
+    for r in results.values():
+        j = r.to_json()
+        ok = {True: "yes", False: "NO", None: "-"}[r.meets()]
+        base = f"{r.baseline['value']:,}" if r.baseline else ""
+        ratio = str(j.get("ratio", ""))
+        notes = r.skipped or _notes(r)
+        val = "skipped" if r.value is None else f"{r.value:,}"
+        tgt = f"{r.target_op} {r.target:,.0f}" if r.target is not None else ""
+        rows.append((r.name, val, r.unit, tgt, ok, base, ratio, notes))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]) - 1)]
+    out = []
+    for k, row in enumerate(rows):
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1])
+        if k == 0:
+            out.append("-" * (sum(widths) + 2 * len(widths) + 20))
+    return "\n".join(out)
+
+
+def _notes(r: Result) -> str:
+    p = r.params
+    keys = {"proofs_batched": ["cold_proofs_per_s", "tree_size"],
+            "proofs_batched_vs_pymerkle": ["tree_size"],
+            "verify_batched": ["bundles_parse_and_verify_per_s", "reference_verify_inclusion_per_s"],
+            "consistency_proofs": ["to_latest_per_s"],
+            "append_durable": ["commit_ms_median", "fdatasync_4k_ms"],
+            "http_append_single": ["p50_ms", "p99_ms", "server_cpu_util", "client_cpu_util"],
+            "http_append_batched": ["p50_ms", "server_cpu_util", "client_cpu_util"],
+            "http_proofs_batched": ["server_cpu_util", "client_cpu_util"],
+            "http_proofs_batched_json": ["server_cpu_util", "client_cpu_util"],
+            "tile_reads": ["p99_ms", "server_cpu_util", "client_cpu_util"],
+            "memory": ["rss_anon_mb", "rss_file_mb", "bounded_peak_rss_mb", "bounded_proofs_per_s"],
+            "witness_cosign": ["logs", "p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
+            "status_lookups": ["p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
+            "sha256_nodes": ["batched_node_hashes_per_s"]}.get(r.name, [])
+    return " ".join(f"{k}={p[k]:,}" if isinstance(p.get(k), (int, float)) and not isinstance(p.get(k), bool)
+                    else f"{k}={p.get(k)}" for k in keys if k in p)
+
+
+ORDER = ["sha256_nodes", "proofs_batched", "proofs_batched_vs_pymerkle", "verify_batched", "consistency_proofs",
+         "append_durable", "http_appends", "http_reads", "witness_cosign", "status_lookups"]
+GROUP = {"http_append_batched": "http_appends", "http_append_single": "http_appends",
+         "http_proofs_batched": "http_reads", "tile_reads": "http_reads", "memory": "http_reads"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="reduced sizes (under 2 minutes)")
+    ap.add_argument("--only", default="", help="comma-separated benchmark names")
+    ap.add_argument("--fresh", action="store_true", help="rebuild the cached persisted logs")
+    ap.add_argument("--out", default=str(RESULTS / "latest.json"))
+    args = ap.parse_args()
+    cfg = QUICK if args.quick else FULL
+    CACHE.mkdir(exist_ok=True)
+    RESULTS.mkdir(exist_ok=True)
+    wanted = [x.strip() for x in args.only.split(",") if x.strip()]
+    groups = [g for g in ORDER if not wanted or g in wanted or any(GROUP.get(w) == g for w in wanted)]
+    bench = Bench(cfg, args.fresh)
+    t0 = time.perf_counter()
+    log(f"mode: {'quick' if args.quick else 'full'}; load generator: "
+        f"{'wrk' if have_wrk() else 'python asyncio (wrk not installed)'}")
+    for g in groups:
+        t = time.perf_counter()
+        log(f"running {g} ...")
+        getattr(bench, g)()
+        log(f"  {g}: {time.perf_counter() - t:.1f} s")
+    if bench._pm is not None:
+        bench._pm[3].close()
+    meta = {"mode": "quick" if args.quick else "full", "command": " ".join(["benchmarks/run.py", *sys.argv[1:]]),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "seconds": round(time.perf_counter() - t0),
+            "machine": machine(), "config": cfg,
+            "map_window_mb": hashfiles_mod.MAP_WINDOW >> 20}
+    out = {"_meta": meta} | {name: r.to_json() for name, r in bench.results.items()}
+    text = json.dumps(out, indent=2) + "\n"
+    Path(args.out).write_text(text)
+    if not args.only and Path(args.out) == RESULTS / "latest.json":  # keep the last complete run of each mode
+        (RESULTS / f"{meta['mode']}.json").write_text(text)
+    m = meta["machine"]
+    print(f"\n{meta['mode']} run, {meta['seconds']} s, {m['nproc']} x {m['cpu']}, Python {m['python']}, "
+          f"numpy {m['numpy']}, load: {'wrk' if m['wrk'] else 'python asyncio'}\n")
+    print(table(bench.results))
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

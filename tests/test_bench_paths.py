@@ -1,0 +1,308 @@
+"""Every fast path of issue 7 against the plain reference on random trees.
+
+The references: the RFC 9162 recursion (`ref_inclusion`, `ref_consistency`,
+`mth`), `TreeView` over an in-memory tree, `tlog.verify`, pymerkle, json and
+cbor2. No timing here: the benchmarks measure speed, these tests pin down
+that the fast code computes the same bytes.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+import cbor2
+import numpy as np
+import pytest
+from pymerkle import InmemoryTree
+
+from tlog import hashfiles as hashfiles_mod
+from tlog import hashing
+from tlog.batchproofs import (ProofBatch, b64_rows, cbor_map, consistency_levels, inclusion_levels, inclusion_matrix,
+                              proofs_as_bytes, proofs_json)
+from tlog.batchverify import flatten_proofs, verify_inclusion_batch
+from tlog.errors import InclusionProofError, InvalidInput, VerificationError
+from tlog.hashfiles import HashFiles
+from tlog.hashing import EMPTY_ROOT, leaf_hash, leaf_hashes, node_hash, node_hashes
+from tlog.merkle import TreeView, build_levels, memory_view, mth, ref_consistency, ref_inclusion
+from tlog.verify import verify_consistency, verify_inclusion
+
+SIZES = [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 255, 256, 257, 511, 777, 1000, 1025]
+
+
+def leaves_for(n: int, seed: int = 0) -> list[bytes]:
+    rng = random.Random(seed * 7919 + n)
+    return [leaf_hash(rng.randbytes(rng.randrange(0, 24)) + i.to_bytes(4, "big")) for i in range(n)]
+
+
+def filled(tmp_path, leaves: list[bytes], seed: int = 0) -> HashFiles:
+    """Hash files filled by appends of random sizes (the writer's real pattern)."""
+    hf = HashFiles(tmp_path / f"h{seed}-{len(leaves)}")
+    rng = random.Random(seed)
+    i = 0
+    while i < len(leaves):
+        k = rng.choice([1, 2, 3, 5, 64, 255, 256, 257, 1000])
+        if rng.random() < 0.5:
+            hf.append(i, leaves[i : i + k])
+        else:
+            hf.append(i, np.frombuffer(b"".join(leaves[i : i + k]), dtype=np.uint8).reshape(-1, 32))
+        i += len(leaves[i : i + k])
+    return hf
+
+
+# --- hashing -------------------------------------------------------------------------
+
+
+def test_node_hashes_matches_node_hash(monkeypatch):
+    monkeypatch.setattr(hashing, "_CHUNK", 7)  # exercise the chunk boundaries
+    rng = np.random.default_rng(1)
+    for m in (0, 1, 6, 7, 8, 50):
+        left = rng.integers(0, 256, (m, 32), dtype=np.uint8)
+        right = rng.integers(0, 256, (m, 32), dtype=np.uint8)
+        got = node_hashes(left, right)
+        assert got.shape == (m, 32)
+        assert [r.tobytes() for r in got] == [node_hash(a.tobytes(), b.tobytes()) for a, b in zip(left, right)]
+    entries = [bytes([i]) * i for i in range(20)]
+    assert [r.tobytes() for r in leaf_hashes(entries)] == [leaf_hash(e) for e in entries]
+
+
+# --- hash files ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 255, 256, 257, 1000, 1500])
+def test_vectorized_append_writes_every_complete_node(tmp_path, n):
+    leaves = leaves_for(n)
+    hf = filled(tmp_path, leaves, seed=n)
+    levels = build_levels(leaves)
+    for k, nodes in enumerate(levels):
+        if not nodes:
+            break
+        assert hf.read_range(k, 0, len(nodes)) == b"".join(nodes)
+        j = random.Random(k).randrange(len(nodes))
+        assert hf.read(k, j) == nodes[j]
+        idx = np.array([random.Random(k + i).randrange(len(nodes)) for i in range(20)])
+        assert [r.tobytes() for r in hf.gather(k, idx)] == [nodes[i] for i in idx]
+    assert TreeView(n, hf.read).root == mth(leaves)
+    assert hf.intact_size(n) == n
+
+
+def test_windowed_reads_equal_mapped_reads(tmp_path, monkeypatch):
+    """OAP_TLOG_MAP_WINDOW_MB mode: windowed gathers, pread singles and ranges."""
+    n = 3000
+    leaves = leaves_for(n, 3)
+    plain = filled(tmp_path, leaves, seed=1)
+    monkeypatch.setattr(hashfiles_mod, "MAP_WINDOW", 4096)  # 128 nodes per window
+    windowed = HashFiles(plain.dir)
+    rng = np.random.default_rng(5)
+    for k in range(4):
+        rows = (n >> k)
+        idx = rng.integers(0, rows, 500)
+        assert np.array_equal(windowed.gather(k, idx), plain.gather(k, idx))
+        assert windowed._maps[k].windowed == (rows * 32 > 4096)
+        assert windowed.read(k, rows - 1) == plain.read(k, rows - 1)
+        assert windowed.read_range(k, 3, 200) == plain.read_range(k, 3, 200)
+    windowed.release()
+    view = TreeView(n, windowed.read)
+    idx = rng.integers(0, n, 300)
+    assert inclusion_levels(view, windowed, idx).as_bytes() == [view.inclusion_proof(int(i)) for i in idx]
+
+
+# --- batched inclusion proofs ------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_inclusion_levels_match_rfc_reference(tmp_path, n):
+    leaves = leaves_for(n)
+    hf = filled(tmp_path, leaves, seed=n)
+    rng = random.Random(n)
+    # Read the proofs at the full size and at an older size from the same files.
+    for size in {n, max(1, n - rng.randrange(0, n)), 1}:
+        view = TreeView(size, hf.read)
+        idx = [rng.randrange(size) for _ in range(30)] + [0, size - 1] + list(range(max(0, size - 5), size))
+        pb = inclusion_levels(view, hf, np.array(idx))
+        want = [ref_inclusion(i, leaves[:size]) for i in idx]
+        assert pb.as_bytes() == want
+        assert pb.split(text=False) == want
+        b64 = [[base64.b64encode(h).decode() for h in p] for p in want]
+        assert pb.split(text=True) == b64
+        assert json.loads(pb.json()) == b64
+        assert [json.loads(x) for x in pb.json_items()] == b64
+        assert pb.cbor() == cbor2.dumps(want, canonical=True)
+        out, mask = inclusion_matrix(view, hf, np.array(idx))
+        assert proofs_as_bytes(out, mask) == want
+        assert json.loads(proofs_json(out, mask)) == b64
+
+
+def test_inclusion_levels_against_pymerkle_and_verifier(tmp_path):
+    n = 700
+    rng = random.Random(11)
+    data = [rng.randbytes(rng.randrange(0, 40)) for _ in range(n)]
+    tree = InmemoryTree(algorithm="sha256")
+    for d in data:
+        tree.append_entry(d)
+    leaves = [leaf_hash(d) for d in data]
+    hf = filled(tmp_path, leaves, seed=2)
+    for size in (n, 513, 64, 3):
+        view = TreeView(size, hf.read)
+        assert view.root == tree.get_root(size)
+        idx = [rng.randrange(size) for _ in range(25)]
+        for i, proof in zip(idx, inclusion_levels(view, hf, np.array(idx)).as_bytes()):
+            theirs = [bytes.fromhex(h) for h in tree.prove_inclusion(i + 1, size).serialize()["path"]]
+            assert proof == theirs[1:]
+            verify_inclusion(i, size, leaves[i], proof, view.root)
+
+
+def test_inclusion_levels_rejects_bad_indices(tmp_path):
+    hf = filled(tmp_path, leaves_for(10))
+    view = TreeView(10, hf.read)
+    for bad in ([10], [-1], [[1, 2]]):
+        with pytest.raises(InvalidInput):
+            inclusion_levels(view, hf, np.array(bad))
+    assert inclusion_levels(view, hf, np.array([], dtype=np.int64)).as_bytes() == []
+
+
+def test_encoders_edge_cases():
+    empty = ProofBatch(np.empty((0, 3, 32), dtype=np.uint8), None)  # tree of size 1: every proof empty
+    assert json.loads(empty.json()) == [[], [], []]
+    assert empty.cbor() == cbor2.dumps([[], [], []], canonical=True)
+    assert empty.json_items() == [b"[]"] * 3
+    rng = np.random.default_rng(3)
+    for h in (2, 23, 24, 25, 30):  # CBOR array heads change at 24 items
+        nodes = rng.integers(0, 256, (h, 4, 32), dtype=np.uint8)
+        mask = np.ones((h, 4), dtype=bool)
+        mask[h - 1, 1] = False
+        pb = ProofBatch(nodes, mask)
+        assert cbor2.loads(pb.cbor()) == pb.as_bytes()
+        assert pb.cbor() == cbor2.dumps(pb.as_bytes(), canonical=True)
+    rows = rng.integers(0, 256, (50, 32), dtype=np.uint8)
+    assert [bytes(r) for r in b64_rows(rows)] == [base64.b64encode(r.tobytes()) for r in rows]
+
+
+def test_cbor_map_is_cbor2_canonical():
+    note = "origin\n5\nabc=\n\n— sig\n"
+    for doc in ({"tree_size": 5, "checkpoint": note, "proofs": [[b"x" * 32]]},
+                {"tree_size": 2**40, "checkpoint": None, "proofs": []},
+                {"b": 1, "aa": 2, "a": 3, "ccc": [1, 2]}):
+        got = cbor_map({k: cbor2.dumps(v, canonical=True) for k, v in doc.items()})
+        assert got == cbor2.dumps(doc, canonical=True)
+
+
+# --- batched consistency proofs -------------------------------------------------------
+
+
+def test_consistency_levels_match_reference(tmp_path):
+    n = 1100
+    leaves = leaves_for(n, 4)
+    hf = filled(tmp_path, leaves, seed=4)
+    rng = random.Random(4)
+    pairs = [(o, w) for w in range(0, 34) for o in range(0, w + 1)]
+    pairs += [(rng.randrange(0, w + 1), w) for w in (rng.randrange(1, n + 1) for _ in range(400))]
+    pairs += [(1, n), (n - 1, n), (n, n), (512, 1024), (511, 1025)]
+    pb = consistency_levels(hf, np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]))
+    for (old, new), proof in zip(pairs, pb.as_bytes()):
+        assert proof == TreeView(new, hf.read).consistency_proof(old), (old, new)
+        if new <= 300:
+            assert proof == ref_consistency(old, leaves[:new])
+        old_root = mth(leaves[:old]) if old else EMPTY_ROOT
+        verify_consistency(old, new, old_root, mth(leaves[:new]), proof)
+    with pytest.raises(InvalidInput):
+        consistency_levels(hf, np.array([5]), np.array([4]))
+
+
+# --- batched verification -----------------------------------------------------------
+
+
+def _batch(n: int, b: int, seed: int):
+    leaves = leaves_for(n, seed)
+    view = memory_view(leaves)
+    rng = random.Random(seed)
+    idx = [rng.randrange(n) for _ in range(b)]
+    if b > 3:
+        idx[1] = idx[0]  # the same leaf twice
+    return leaves, view, idx, [view.inclusion_proof(i) for i in idx]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_verify_batch_accepts_valid_proofs(n):
+    leaves, view, idx, proofs = _batch(n, 40, n)
+    verify_inclusion_batch(idx, n, [leaves[i] for i in idx], proofs, view.root)
+    rows, counts = flatten_proofs(proofs)
+    verify_inclusion_batch(np.array(idx), n, np.frombuffer(b"".join(leaves[i] for i in idx), dtype=np.uint8)
+                           .reshape(-1, 32), (rows, counts), view.root)
+
+
+def _reference_failures(idx, n, leaves, proofs, root) -> list[int]:
+    bad = []
+    for pos, (i, leaf, proof) in enumerate(zip(idx, leaves, proofs)):
+        try:
+            verify_inclusion(i, n, leaf, proof, root)
+        except VerificationError:
+            bad.append(pos)
+    return bad
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_verify_batch_rejects_exactly_what_the_reference_rejects(seed):
+    rng = random.Random(seed)
+    n = rng.choice([2, 3, 5, 16, 17, 100, 257, 1000])
+    leaves, view, idx, proofs = _batch(n, rng.randrange(1, 30), seed)
+    lv = [leaves[i] for i in idx]
+    root = view.root
+    proofs = [list(p) for p in proofs]
+    for _ in range(rng.randrange(1, 4)):
+        pos = rng.randrange(len(idx))
+        kind = rng.choice(["flip", "drop", "extra", "index", "leaf", "swap", "root", "size"])
+        if kind == "flip" and proofs[pos]:
+            k = rng.randrange(len(proofs[pos]))
+            proofs[pos][k] = bytes([proofs[pos][k][0] ^ 1]) + proofs[pos][k][1:]
+        elif kind == "drop" and proofs[pos]:
+            proofs[pos].pop()
+        elif kind == "extra":
+            proofs[pos].append(b"\x00" * 32)
+        elif kind == "index":
+            idx[pos] = (idx[pos] + 1) % n
+        elif kind == "leaf":
+            lv[pos] = leaf_hash(b"forged")
+        elif kind == "swap" and len(proofs[pos]) > 1:
+            proofs[pos][0], proofs[pos][1] = proofs[pos][1], proofs[pos][0]
+        elif kind == "root":
+            root = leaf_hash(b"other root")
+    want = _reference_failures(idx, n, lv, proofs, root)
+    if not want:
+        verify_inclusion_batch(idx, n, lv, proofs, root)
+        return
+    with pytest.raises(InclusionProofError) as e:
+        verify_inclusion_batch(idx, n, lv, proofs, root)
+    assert e.value.data["failed"] == want
+
+
+def test_verify_batch_conflicting_claims_and_bad_sizes():
+    leaves, view, idx, proofs = _batch(64, 10, 9)
+    idx = [5, 4]  # siblings: each proof's first hash is the other's leaf
+    proofs = [view.inclusion_proof(5), view.inclusion_proof(4)]
+    lv = [leaves[5], leaves[4]]
+    verify_inclusion_batch(idx, 64, lv, proofs, view.root)
+    lv2 = [leaves[5], leaf_hash(b"x")]  # proof 1's leaf contradicts proof 0's sibling claim
+    with pytest.raises(InclusionProofError) as e:
+        verify_inclusion_batch(idx, 64, lv2, proofs, view.root)
+    assert e.value.data["failed"] == [1]
+    with pytest.raises(InclusionProofError):
+        verify_inclusion_batch([64], 64, [leaves[0]], [view.inclusion_proof(0)], view.root)
+    with pytest.raises(InclusionProofError):
+        verify_inclusion_batch([0], 64, [leaves[0]], [[b"short"]], view.root)
+    verify_inclusion_batch([], 64, [], [], view.root)
+
+
+def test_readers_never_create_or_write_files(tmp_path):
+    """Reads use read-only descriptors: a read-only data directory still serves."""
+    leaves = leaves_for(20)
+    filled(tmp_path, leaves).close()
+    reader = HashFiles(tmp_path / "h0-20")
+    before = sorted(p.name for p in reader.dir.iterdir())
+    with pytest.raises(IndexError):
+        reader.read(9, 0)
+    with pytest.raises(IndexError):
+        reader.gather(9, np.array([0]))
+    assert reader.read(0, 19) == leaves[19]
+    assert sorted(p.name for p in reader.dir.iterdir()) == before
+    assert not reader._fds  # no read-write descriptor was opened
