@@ -23,6 +23,7 @@ import aiosqlite
 
 from .errors import ForkError, NotFound, Unavailable
 from .hashfiles import HashFiles
+from .leafindex import LeafIndex
 from .merkle import TreeView
 
 log = logging.getLogger("oap.tlog.store")
@@ -33,7 +34,6 @@ CREATE TABLE IF NOT EXISTS entries (
     leaf_hash BLOB NOT NULL,
     data BLOB NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS entries_by_leaf ON entries(leaf_hash);
 CREATE TABLE IF NOT EXISTS checkpoints (
     size INTEGER PRIMARY KEY,
     root BLOB NOT NULL,
@@ -90,7 +90,41 @@ def connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")  # fsync the WAL on every commit
     conn.execute("PRAGMA busy_timeout=5000")
+    conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: keeps the leaf-hash index's hot pages
+    # Checkpoints run on their own connection and thread (Checkpointer), so a
+    # batch commit costs one WAL append and one fsync, nothing more.
+    conn.execute("PRAGMA wal_autocheckpoint=0")
     return conn
+
+
+class Checkpointer:
+    """Copies the WAL back into the database in the background (PASSIVE: never
+    blocks the writer or readers), keeping the WAL bounded without putting a
+    checkpoint and its extra fsync inside a batch commit."""
+
+    def __init__(self, db_path: Path, interval: float = 1.0) -> None:
+        import threading
+
+        self.db_path, self.interval = db_path, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tlog-checkpoint", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(self.db_path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=5000")
+        try:
+            while not self._stop.wait(self.interval):
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error as e:  # disk full, read-only: retried next time
+                    log.warning("WAL checkpoint failed: %s", e)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
 
 
 class LogStore:
@@ -108,6 +142,8 @@ class LogStore:
         else:
             self.conn = connect(self.db_path)
             self.conn.executescript(SCHEMA)
+        self.checkpointer = None if self.read_only else Checkpointer(self.db_path)
+        self.leaves = LeafIndex(self.dir / "leafindex.db", read_only=self.read_only)
         self.hashes = HashFiles(self.dir / "hashes")
         self.hash_sync_interval = hash_sync_interval
         self._last_hash_sync = time.monotonic()
@@ -136,6 +172,7 @@ class LogStore:
             view = TreeView(size, self.hashes.read)
             if latest[1] != view.root:
                 raise CorruptionError("the entries do not hash to the latest signed root")
+        self.leaves.catch_up(self.conn, size)
         if latest is None:
             note = self._sign_and_record(size, view.root, sign, entries=())
         else:
@@ -196,6 +233,10 @@ class LogStore:
             self._resync(old)
             raise
         self.state = LogState(size, view.root, note, view)
+        try:
+            self.leaves.add(new_rows, size)
+        except sqlite3.Error as e:  # derived data: caught up from the entries on the next open
+            log.error("leaf index update failed (repaired on restart): %s", e)
         return BatchResult(indices, fresh, self.state)
 
     def _resync(self, old: int) -> None:
@@ -218,6 +259,7 @@ class LogStore:
             if row is None or row[0] != view.root:
                 raise CorruptionError("a failed commit left entries without their checkpoint")
             self.state = LogState(size, view.root, row[1], view)
+            self.leaves.catch_up(self.conn, size)
             log.warning("a batch reported failure but was committed; the log is at size %d", size)
         except CorruptionError:
             raise
@@ -269,13 +311,7 @@ class LogStore:
         return True
 
     def _lookup(self, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
-        out: dict[bytes, int] = {}
-        uniq = list(dict.fromkeys(leaf_hashes))
-        for i in range(0, len(uniq), 500):
-            chunk = uniq[i : i + 500]
-            q = "SELECT leaf_hash, idx FROM entries WHERE leaf_hash IN (%s)" % ",".join("?" * len(chunk))
-            out.update(self.conn.execute(q, chunk).fetchall())
-        return out
+        return self.leaves.lookup(leaf_hashes)
 
     def _meta(self, key: str):
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -286,10 +322,17 @@ class LogStore:
 
     def close(self) -> None:
         """Clean shutdown: sync the hash files so the next open repairs nothing."""
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         if self.state is not None and not self.read_only:
             self.hashes.sync()
             self._set_meta("hashes_synced", self.state.size)
+            try:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
         self.hashes.close()
+        self.leaves.close()
         self.conn.close()
 
 
@@ -299,14 +342,18 @@ class EntryReader:
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
         self.db: aiosqlite.Connection | None = None
+        self.leaves: aiosqlite.Connection | None = None
 
     async def open(self) -> None:
         self.db = await aiosqlite.connect(f"file:{self.db_path}?mode=ro", uri=True)
         await self.db.execute("PRAGMA busy_timeout=5000")
+        self.leaves = await aiosqlite.connect(f"file:{self.db_path.parent / 'leafindex.db'}?mode=ro", uri=True)
+        await self.leaves.execute("PRAGMA busy_timeout=5000")
 
     async def close(self) -> None:
-        if self.db is not None:
-            await self.db.close()
+        for c in (self.db, self.leaves):
+            if c is not None:
+                await c.close()
 
     async def entry(self, index: int, size: int) -> tuple[bytes, bytes]:
         if not 0 <= index < size:
@@ -327,7 +374,7 @@ class EntryReader:
         return [r[0] for r in rows]
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
-        async with self.db.execute("SELECT idx FROM entries WHERE leaf_hash = ?", (leaf_hash,)) as cur:
+        async with self.leaves.execute("SELECT idx FROM leaves WHERE leaf_hash = ?", (leaf_hash,)) as cur:
             row = await cur.fetchone()
         if row is None or row[0] >= size:
             raise NotFound("no entry with that leaf hash")
