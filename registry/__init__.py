@@ -1,1 +1,6 @@
-"""OAP registry (see the registry issue); empty until it lands."""
+"""OAP Registry (OAP-CORE-1.0 §22, §28.5, §31, §32.6; DESIGN §5-6): see registry/README.md.
+
+Pure: layout, records, sortedtree, statuslist, statusverify, anchoring (verifiers).
+Storage: store (dulwich), index, history. Services: writer, batcher, status,
+service, server, githttp, mirror. CLI: cli (`oap-registry`).
+"""

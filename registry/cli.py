@@ -1,0 +1,432 @@
+"""`oap-registry`: run a registry or mirror, sign and submit records, check status offline.
+
+Exit codes: 0 success; 1 verification failed or the mirror refused the
+upstream (evidence kept); 2 usage, configuration or network error.
+`status` also uses 0 good, 3 revoked, 4 unknown once the response verified.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from tlog import keys
+from tlog.config import ConfigError, load
+from tlog.errors import OAPError
+from tlog.logs import setup_logging
+from tlog.verifier import TrustPolicy
+
+from .config import RegistryConfig
+
+STATUS_EXIT = {"good": 0, "revoked": 3, "unknown": 4}
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(code)
+
+
+def _seed(path: Path) -> bytes:
+    try:
+        return keys.Signer.from_skey(keys.read_private_key(path))._seed
+    except (OSError, OAPError) as e:
+        _fail(f"{path}: {getattr(e, 'message', e)}")
+        raise
+
+
+def _trust(policy_file: Path | None, vkey: str | None) -> TrustPolicy | None:
+    try:
+        if policy_file is not None:
+            return TrustPolicy.from_text(policy_file.read_text())
+        if vkey:
+            return TrustPolicy.for_log(vkey)
+    except (OSError, OAPError) as e:
+        _fail(f"log trust: {getattr(e, 'message', e)}")
+    return None
+
+
+@click.group()
+@click.version_option(package_name="oap-tlog")
+def main() -> None:
+    """OAP Registry: add-only Git registry of conformance receipts and revocations."""
+
+
+# --- serve -------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="TOML file ([registry] table).")
+@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), help="Data directory.")
+@click.option("--host", default=None)
+@click.option("--port", type=int, default=None)
+@click.option("--name", default=None, help="Repository name, served as /<name>.git.")
+@click.option("--log-url", default=None, help="Log to anchor commits and status epochs in.")
+@click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="tlog-policy to check anchors against (default: the log key named at genesis).")
+@click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Registry key (default <data>/registry.key, created on first start).")
+@click.option("--public-url", default=None, help="Base URL used in status list credential ids.")
+@click.option("--upstream", default=None, help="Run as a read-only, verifying mirror of this registry.")
+@click.option("--registry-key", default=None, help="Mirror: pin the upstream registry key (did:key).")
+@click.option("--mirror-interval", type=float, default=None)
+@click.option("--epoch-seconds", type=int, default=None)
+@click.option("--batch-interval-ms", type=int, default=None)
+@click.option("--anchor-idle-seconds", type=float, default=None)
+@click.option("--bootstrap-witness", "bootstrap", multiple=True,
+              help="DID accepted as an L4/L5 witness without a receipt (genesis only; repeatable).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
+def serve(config_file, data_dir, host, port, name, log_url, log_policy, key_file, public_url, upstream,
+          registry_key, mirror_interval, epoch_seconds, batch_interval_ms, anchor_idle_seconds, bootstrap,
+          log_format) -> None:
+    """Run the registry (or a mirror) until Ctrl-C or SIGTERM."""
+    try:
+        cfg = load(RegistryConfig, section="registry", env_prefix="OAP_REGISTRY_", file=config_file,
+                   data_dir=data_dir, host=host, port=port, name=name, log_url=log_url, log_policy=log_policy,
+                   key_file=key_file, public_url=public_url, upstream=upstream, registry_key=registry_key,
+                   mirror_interval=mirror_interval, epoch_seconds=epoch_seconds,
+                   batch_interval_ms=batch_interval_ms, anchor_idle_seconds=anchor_idle_seconds,
+                   bootstrap_witnesses=",".join(bootstrap) if bootstrap else None, log_format=log_format)
+    except ConfigError as e:
+        _fail(str(e))
+    setup_logging(cfg.log_format)
+    try:
+        asyncio.run(_serve(cfg))
+    except (ConfigError, OAPError) as e:
+        _fail(getattr(e, "message", str(e)))
+
+
+async def _serve(cfg: RegistryConfig) -> None:
+    from aiohttp import web
+
+    from .server import build_app
+    from .service import RegistryService
+
+    svc = await RegistryService.open(cfg)
+    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
+    await site.start()
+    port = runner.addresses[0][1] if runner.addresses else cfg.port
+    head = svc.index.head
+    click.echo(f"registry key: {svc.registry}")
+    click.echo(f"mode:         {'mirror of ' + cfg.upstream if cfg.mirror else 'primary'}")
+    click.echo(f"url:          http://{cfg.host}:{port}")
+    click.echo(f"git:          http://{cfg.host}:{port}/{cfg.name}.git")
+    click.echo(f"head seq:     {head.seq if head else 'none'}")
+    click.echo(f"data:         {cfg.data_dir.resolve()}")
+    sys.stdout.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    logging.getLogger("oap.registry").info("stopping: finishing queued records")
+    await runner.shutdown()
+    await svc.close()
+    await runner.cleanup()
+    click.echo("stopped cleanly")
+
+
+# --- keys and records ------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Private key file to create (mode 0600, never overwritten).")
+def keygen(out: Path) -> None:
+    """Make an Ed25519 key for signing records; prints its did:key."""
+    from .client import did_of
+
+    signer = keys.Signer.generate("oap-registry")
+    try:
+        keys.write_private_key(out, signer.to_skey())
+    except FileExistsError:
+        _fail(f"{out} exists; refusing to overwrite a key")
+    did = did_of(signer._seed)
+    Path(str(out) + ".did").write_text(did + "\n")
+    click.echo(did)
+
+
+def _submit(url: str, record: dict, out: Path | None) -> None:
+    from .client import RegistryClient
+
+    async def go():
+        async with RegistryClient(url) as c:
+            return await c.submit(record)
+
+    try:
+        res = asyncio.run(go())
+    except OAPError as e:
+        _fail(e.message, 1)
+    if out is not None:
+        out.write_text(res["anchor"])
+    click.echo(json.dumps({k: v for k, v in res.items() if k not in ("anchor", "receipt_anchor")}))
+
+
+URL_OPT = click.option("--url", default="http://127.0.0.1:8090", show_default=True, envvar="OAP_REGISTRY_URL")
+ANCHOR_OUT = click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+                          help="Write the commit's .tlog-proof here.")
+
+
+@main.command()
+@click.argument("record", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@URL_OPT
+@ANCHOR_OUT
+def submit(record: Path, url: str, out: Path | None) -> None:
+    """Submit a prepared record (JSON): conformance, revocation, kill_switch, key_event."""
+    from tlog.canonical import loads_json
+
+    try:
+        doc = loads_json(record.read_bytes())
+    except OAPError as e:
+        _fail(f"{record}: {e.message}")
+    _submit(url, doc, out)  # type: ignore[arg-type]
+
+
+@main.command()
+@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Key of the subject or of a controller.")
+@click.option("--kind", type=click.Choice(["did", "vc", "key", "conformance"]), required=True)
+@click.option("--subject", default=None, help="What is revoked (default: the key's own did:key).")
+@click.option("--reason", default="unspecified", show_default=True)
+@click.option("--effective-at", default=None, help="RFC 3339 UTC time (default now; earlier for a compromise).")
+@click.option("--status-list-index", type=int, default=None, help="vc: the credential's statusListIndex.")
+@URL_OPT
+@ANCHOR_OUT
+def revoke(key_file, kind, subject, reason, effective_at, status_list_index, url, out) -> None:
+    """Sign and submit a revocation."""
+    from .client import did_of, make_revocation
+
+    seed = _seed(key_file)
+    try:
+        rec = make_revocation(seed, kind=kind, subject=subject or did_of(seed), reason=reason,
+                              effective_at=effective_at, status_list_index=status_list_index)
+    except OAPError as e:
+        _fail(e.message)
+    _submit(url, rec, out)
+
+
+@main.command("kill-switch")
+@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--principal", default=None, help="Principal DID (default: the key's did:key).")
+@click.option("--effective-at", default=None)
+@URL_OPT
+@ANCHOR_OUT
+def kill_switch(key_file, principal, effective_at, url, out) -> None:
+    """Revoke every token, grant and webhook subscription of a principal (§22.3)."""
+    from .client import make_kill_switch
+
+    _submit(url, make_kill_switch(_seed(key_file), principal=principal, effective_at=effective_at), out)
+
+
+@main.command("key-event")
+@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--subject", required=True, help="The DID gaining a controller.")
+@click.option("--controller", required=True, help="did:key of the new controller.")
+@click.option("--event", type=click.Choice(["add_controller", "rotate"]), default="add_controller")
+@URL_OPT
+@ANCHOR_OUT
+def key_event(key_file, subject, controller, event, url, out) -> None:
+    """Make another key a controller of a subject (rotation, recovery)."""
+    from .client import make_key_event
+
+    _submit(url, make_key_event(_seed(key_file), subject=subject, key=controller, event=event), out)
+
+
+# --- status --------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("target")
+@click.option("--offline", is_flag=True, help="TARGET is a saved response file; no network.")
+@click.option("--registry-key", default=None, help="did:key of the registry (required offline).")
+@click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--log-vkey", default=None, help="Log verifier key, instead of --log-policy.")
+@click.option("--issuer", default=None, help="For a credential id: the issuer DID.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Save the fetched response here.")
+@click.option("--allow-stale", is_flag=True, help="Accept a response past its next_update.")
+@URL_OPT
+def status(target, offline, registry_key, log_policy, log_vkey, issuer, out, allow_stale, url) -> None:
+    """Fetch (or, with --offline, read) a status response and verify it.
+
+    Exit 0 good, 3 revoked, 4 unknown; 1 if the response does not verify.
+    """
+    from .statusverify import verify_status
+
+    policy = _trust(log_policy, log_vkey)
+    if offline:
+        if not registry_key:
+            _fail("--offline needs --registry-key (the did:key the registry signs with)")
+        try:
+            resp = json.loads(Path(target).read_text())
+        except (OSError, ValueError) as e:
+            _fail(f"{target}: {e}")
+    else:
+        from .client import RegistryClient
+
+        async def go():
+            async with RegistryClient(url) as c:
+                r = await c.status(target, issuer)
+                return r, (await c.info())["status_service"]
+
+        try:
+            resp, served_key = asyncio.run(go())
+        except OAPError as e:
+            _fail(e.message)
+        if not registry_key:
+            click.echo(f"warning: trusting the key the server names ({served_key}); pin it with --registry-key",
+                       err=True)
+            registry_key = served_key
+        if out is not None:
+            out.write_text(json.dumps(resp, indent=2) + "\n")
+    try:
+        v = verify_status(resp, registry=registry_key, policy=policy, allow_stale=allow_stale)
+    except OAPError as e:
+        click.echo(f"INVALID: {e.message}")
+        sys.exit(1)
+    line = f"{v.status.upper()}  {v.id}  (epoch {v.epoch}, this_update {resp['this_update']}, " \
+           f"next_update {resp['next_update']}, log anchors {'verified' if v.log_checked else 'not checked'})"
+    click.echo(line)
+    if v.status == "revoked":
+        click.echo(f"  revoked at {resp['revocation']['revoked_at']} reason {v.reason} "
+                   f"by {v.record.get('issued_by', v.record.get('subject')) if v.record else '?'}")
+    sys.exit(STATUS_EXIT[v.status])
+
+
+# --- mirror, rebuild, verify ----------------------------------------------------------------
+
+
+def _mirror_once(data: Path, upstream: str, registry_key, policy, metrics_file, quiet) -> int:
+    from .index import Index
+    from .mirror import Mirror, UpstreamError
+    from .service import lock_data_dir
+    from .store import RegistryRepo
+
+    data.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = lock_data_dir(data)
+    except ConfigError as e:
+        _fail(str(e))
+    repo = RegistryRepo(data / "registry.git")
+
+    def progress(total: int):
+        return click.progressbar(length=total, label="verifying commits", file=sys.stderr,
+                                 hidden=quiet or total == 0)
+
+    try:
+        m = Mirror(data, upstream, repo=repo, index=Index(), registry=registry_key, policy=policy,
+                   progress=progress)
+        m.load()
+        result = m.sync()
+        if m.tofu_log and not quiet:
+            click.echo("warning: log key taken from the registry's own registry.json; pin it with --log-policy",
+                       err=True)
+    except UpstreamError as e:
+        _fail(e.message)
+        raise
+    finally:
+        repo.close()
+        os.close(fd)
+    if metrics_file is not None:
+        from prometheus_client import write_to_textfile
+
+        write_to_textfile(str(metrics_file), m.metrics.registry)
+    if result.refused:
+        click.echo(f"REFUSED ({result.reason}): {result.message}", err=True)
+        click.echo(f"evidence: {result.details['quarantine_ref']}, report {result.report}", err=True)
+        return 1
+    head = m.index.head
+    click.echo(f"OK: {result.message}; head seq {head.seq if head else 'none'} {result.after or ''}".rstrip())
+    return 0
+
+
+TRUST_OPTS = [
+    click.option("--registry-key", default=None, help="Pin the registry key (did:key); default: from registry.json."),
+    click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                 help="tlog-policy for the anchors' log (default: the log key named in registry.json)."),
+    click.option("--log-vkey", default=None, help="Log verifier key, instead of --log-policy."),
+]
+
+
+def _trust_opts(fn):
+    for opt in reversed(TRUST_OPTS):
+        fn = opt(fn)
+    return fn
+
+
+@main.command()
+@click.option("--upstream", required=True, help="Registry to follow, e.g. http://127.0.0.1:8090")
+@click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@_trust_opts
+@click.option("--metrics-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write Prometheus metrics here (node_exporter textfile format).")
+@click.option("--quiet", is_flag=True)
+def mirror(upstream, data_dir, registry_key, log_policy, log_vkey, metrics_file, quiet) -> None:
+    """Fetch and verify new upstream commits; advance only if all verify (exit 1 if refused)."""
+    sys.exit(_mirror_once(data_dir, upstream, registry_key, _trust(log_policy, log_vkey), metrics_file, quiet))
+
+
+@main.command()
+@click.option("--from", "source", required=True, help="Any registry or mirror URL.")
+@click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@_trust_opts
+@click.option("--quiet", is_flag=True)
+def rebuild(source, data_dir, registry_key, log_policy, log_vkey, quiet) -> None:
+    """Rebuild a registry from any mirror into an empty data directory, verifying all of it."""
+    if data_dir.exists() and any(data_dir.iterdir()):
+        _fail(f"{data_dir} is not empty")
+    code = _mirror_once(data_dir, source, registry_key, _trust(log_policy, log_vkey), None, quiet)
+    if code == 0:
+        click.echo(f"serve it with: oap-registry serve --data {data_dir} --key <the registry's key> --log-url <log>"
+                   f"  (or read-only: --upstream {source})")
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("repo_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@_trust_opts
+@click.option("--head-anchor", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The head commit's .tlog-proof (GET /v1/anchors/<seq>).")
+@click.option("--url", default=None, help="Fetch the head commit's .tlog-proof from this registry or mirror.")
+def verify(repo_dir, registry_key, log_policy, log_vkey, head_anchor, url) -> None:
+    """Check a whole registry history (a bare repo or a `git clone`) against the log, offline."""
+    from .history import Replayer, replay
+    from .index import Index
+    from .store import MAIN, RegistryRepo
+
+    gitdir = repo_dir / ".git" if (repo_dir / ".git").is_dir() else repo_dir
+    if not (gitdir / "HEAD").exists():
+        _fail(f"{repo_dir} is not a Git repository")
+    repo = RegistryRepo(gitdir)
+    index = Index()
+    r = Replayer(repo, index, strict=True, registry=registry_key, policy=_trust(log_policy, log_vkey))
+    try:
+        head = repo.ref(MAIN)
+        n = len(repo.chain(head, None)) if head else 0
+        with click.progressbar(length=n, label="verifying commits", file=sys.stderr, hidden=n < 2) as bar:
+            replay(repo, index, head, r, progress=bar.update)
+        if head_anchor is not None:
+            r.verify_head_anchor(head_anchor.read_text())
+        elif url and index.head is not None:
+            from .mirror import fetch_url
+
+            r.verify_head_anchor(fetch_url(f"{url.rstrip('/')}/v1/anchors/{index.head.seq}"))
+            head_anchor = url
+    except OAPError as e:
+        click.echo(f"FAIL: {e.message}")
+        sys.exit(1)
+    finally:
+        repo.close()
+    h = index.head
+    click.echo(f"OK: {n} commit(s), {len(index.records)} record(s), registry {r.registry}; anchors of commits "
+               f"0..{h.seq - 1 if h else -1} verified in the log"
+               + (f", head {h.seq} too" if head_anchor else f"; head {h.seq if h else '-'} unchecked (--head-anchor)"))
+    if r.tofu_log:
+        click.echo("warning: log key taken from registry.json; pin it with --log-policy", err=True)

@@ -1,0 +1,100 @@
+"""Building signed records and talking to a registry (CLI, scripts, tests)."""
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from tlog.did import did_key_from_public
+from tlog.ed25519 import public_from_seed
+from tlog.errors import NotFound, OAPError
+
+from .records import format_utc, sign_record
+
+
+def _now() -> str:
+    return format_utc(datetime.now(timezone.utc).replace(microsecond=0))
+
+
+def did_of(seed: bytes) -> str:
+    return did_key_from_public(public_from_seed(seed))
+
+
+def make_revocation(seed: bytes, *, kind: str, subject: str, reason: str = "unspecified",
+                    effective_at: str | None = None, status_list_index: int | None = None,
+                    status_list: int | None = None, record_id: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": "revocation", "id": record_id or f"urn:oap:revocation:{uuid.uuid4()}",
+                            "kind": kind, "subject": subject, "reason": reason,
+                            "effective_at": effective_at or _now(), "issued_at": _now()}
+    if status_list_index is not None:
+        body["status_list_index"] = status_list_index
+    if status_list is not None:
+        body["status_list"] = status_list
+    return sign_record(body, seed)
+
+
+def make_kill_switch(seed: bytes, *, principal: str | None = None, effective_at: str | None = None,
+                     reason: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": "kill_switch", "id": f"urn:oap:kill-switch:{uuid.uuid4()}",
+                            "principal": principal or did_of(seed), "effective_at": effective_at or _now(),
+                            "issued_at": _now()}
+    if reason:
+        body["reason"] = reason
+    return sign_record(body, seed)
+
+
+def make_key_event(seed: bytes, *, subject: str, key: str, event: str = "add_controller",
+                   effective_at: str | None = None) -> dict[str, Any]:
+    return sign_record({"type": "key_event", "id": f"urn:oap:key-event:{uuid.uuid4()}", "subject": subject,
+                        "event": event, "key": key, "effective_at": effective_at or _now(),
+                        "issued_at": _now()}, seed)
+
+
+class RegistryError(OAPError):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code = status, code
+
+
+class RegistryClient:
+    def __init__(self, url: str, *, timeout: float = 60.0) -> None:
+        self.url = url.rstrip("/")
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+
+    async def __aenter__(self) -> "RegistryClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self._session.close()
+
+    async def _call(self, method: str, path: str, body: Any = None, params: dict | None = None) -> Any:
+        kw: dict[str, Any] = {"params": params}
+        if body is not None:
+            kw["data"] = json.dumps(body).encode()
+            kw["headers"] = {"Content-Type": "application/oap+json"}
+        async with self._session.request(method, self.url + path, **kw) as resp:
+            data = await resp.read()
+            if resp.status != 200:
+                try:
+                    err = json.loads(data)
+                    code, msg = err.get("error", "unknown"), err.get("message", "")
+                except ValueError:
+                    code, msg = "unknown", data[:200].decode("utf-8", "replace")
+                if resp.status == 404:
+                    raise NotFound(msg)
+                raise RegistryError(resp.status, code, msg)
+            return json.loads(data) if resp.content_type.endswith("json") else data.decode()
+
+    async def submit(self, record: dict[str, Any]) -> dict[str, Any]:
+        return await self._call("POST", "/v1/records", record)
+
+    async def status(self, status_id: str, issuer: str | None = None) -> dict[str, Any]:
+        return await self._call("GET", "/v1/status/" + quote(status_id, safe=":"),
+                                params={"issuer": issuer} if issuer else None)
+
+    async def info(self) -> dict[str, Any]:
+        return await self._call("GET", "/v1/info")

@@ -1,0 +1,102 @@
+"""Registry configuration: one frozen dataclass, loaded like the log's (`tlog.config.load`).
+
+Precedence: defaults < TOML (`[registry]` table) < env `OAP_REGISTRY_<FIELD>` <
+flags. `validate()` refuses bad or conflicting settings rather than adjusting them.
+
+Example `registry.toml`:
+
+    [registry]
+    data_dir = "registry-data"
+    host = "127.0.0.1"
+    port = 8090
+    name = "registry"                     # served as /registry.git
+    log_url = "http://127.0.0.1:8080"     # where commits and status epochs are anchored
+    log_policy = "log.policy"             # optional tlog-policy (log key, witnesses, quorum)
+    public_url = "https://registry.example"
+    epoch_seconds = 300
+    bootstrap_witnesses = "did:key:z6Mk...,did:key:z6Mk..."   # genesis only
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tlog.config import ConfigError
+
+from .records import is_did
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    data_dir: Path = Path("registry-data")
+    host: str = "127.0.0.1"
+    port: int = 8090
+    name: str = "registry"
+    log_url: str = ""
+    log_policy: Path | None = None
+    log_wait_seconds: float = 30.0  # at start, wait this long for the log to answer
+    key_file: Path | None = None  # default: <data_dir>/registry.key, created on first start
+    public_url: str = ""  # base of status list credential ids; default: the Host the request came to
+    upstream: str = ""  # mirror mode: the registry to follow (read-only here)
+    registry_key: str = ""  # mirror mode: pin the upstream registry key (did:key)
+    mirror_interval: float = 30.0
+    max_batch: int = 512
+    batch_interval_ms: int = 50
+    anchor_idle_seconds: float = 5.0
+    epoch_seconds: int = 300
+    min_epoch_interval: float = 1.0
+    max_body: int = 1024 * 1024
+    max_git_body: int = 16 * 1024 * 1024
+    max_packs: int = 64  # compact the repository when batches have left more packs than this
+    bootstrap_witnesses: str = ""
+    log_format: str = "text"
+
+    @property
+    def bootstrap(self) -> tuple[str, ...]:
+        return tuple(w.strip() for w in self.bootstrap_witnesses.split(",") if w.strip())
+
+    @property
+    def mirror(self) -> bool:
+        return bool(self.upstream)
+
+    def validate(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError("port must be 0..65535")
+        if not self.name or not all(c.isalnum() or c in "-_." for c in self.name) or self.name.startswith("."):
+            raise ConfigError("name must be letters, digits, '-', '_' or '.'")
+        if not self.mirror and not self.log_url:
+            raise ConfigError("log_url is required: every registry commit is anchored in a log")
+        if self.mirror and not self.upstream.startswith(("http://", "https://")):
+            raise ConfigError("upstream must be an http(s) URL")
+        if self.log_url and not self.log_url.startswith(("http://", "https://")):
+            raise ConfigError("log_url must be an http(s) URL")
+        if self.registry_key and not self.registry_key.startswith("did:key:"):
+            raise ConfigError("registry_key must be a did:key")
+        if not 1 <= self.max_batch <= 10_000:
+            raise ConfigError("max_batch must be 1..10000")
+        if not 0 <= self.batch_interval_ms <= 60_000:
+            raise ConfigError("batch_interval_ms must be 0..60000")
+        if not 1 <= self.epoch_seconds <= 7 * 86400:
+            raise ConfigError("epoch_seconds must be 1..604800")
+        if not 0 <= self.min_epoch_interval <= self.epoch_seconds:
+            raise ConfigError("min_epoch_interval must be 0..epoch_seconds")
+        if self.log_wait_seconds < 0:
+            raise ConfigError("log_wait_seconds must not be negative")
+        if self.anchor_idle_seconds <= 0 or self.mirror_interval <= 0:
+            raise ConfigError("anchor_idle_seconds and mirror_interval must be positive")
+        if self.max_packs < 1:
+            raise ConfigError("max_packs must be at least 1")
+        if self.max_body < 64 * 1024 or self.max_git_body < 64 * 1024:
+            raise ConfigError("max_body and max_git_body must be at least 64 KiB")
+        bad = [w for w in self.bootstrap if not is_did(w)]
+        if bad:
+            raise ConfigError(f"bootstrap_witnesses: not a DID: {bad[0]}")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError("log_format must be 'text' or 'json'")
+
+    def replace(self, **kw: Any) -> "RegistryConfig":
+        cfg = dataclasses.replace(self, **kw)
+        cfg.validate()
+        return cfg

@@ -1,0 +1,200 @@
+"""Replaying registry history commit by commit, with or without full verification.
+
+`Replayer.apply(commit)` adds one commit (the next `seq`) to an `Index`. In
+strict mode — mirrors, rebuilds and `oap-registry verify` — it checks what
+DESIGN §6 promises about every commit, in this order:
+
+1. linear history: one parent (none for commit 0), commit times never go
+   backwards and are not in the future;
+2. add-only: compared with its parent the commit only adds plain files; it
+   never modifies or deletes one (`RegistryRepo.added`);
+3. layout: every added path is a registry path and is listed in the commit
+   message, in the order the registry validated it;
+4. commit 0 holds exactly `registry.json` (registry key, log key, bootstrap
+   witnesses); the registry key must match the one pinned by the caller;
+5. commit n >= 1 holds the log anchor of commit n-1, and it verifies: a
+   `registry` entry for exactly that commit and tree, signed by the registry
+   key, included in a checkpoint of the pinned log (`anchoring`);
+6. every record passes `records.check_record` and `records.check_rules`
+   against the registry as it was, with `now` = the commit time — the same
+   checks the registry ran when it accepted the record;
+7. kill switch records come with their receipt's log anchor.
+
+Non-strict mode (a registry loading its own repository) parses records and
+checks their signatures only. Failures raise `HistoryError` carrying the commit.
+"""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tlog.canonical import loads_json
+from tlog.conformance import MAX_CLOCK_SKEW
+from tlog.errors import OAPError, VerificationError
+from tlog.verifier import TrustPolicy
+
+from .anchoring import Genesis, parse_genesis, verify_commit_anchor, verify_receipt_anchor
+from .index import CommitInfo, Index, Layered
+from .layout import GENESIS, anchor_path, classify, receipt_proof_path
+from .records import Record, check_record, check_rules
+from .store import RegistryRepo, message_paths
+
+
+class HistoryError(VerificationError):
+    """A commit breaks a registry rule; `reason` is a short machine-readable word."""
+
+    def __init__(self, message: str, *, reason: str, commit: str, seq: int) -> None:
+        super().__init__(message, reason=reason, commit=commit, seq=seq)
+        self.reason, self.commit, self.seq = reason, commit, seq
+
+
+def _utc(ts: int) -> datetime:
+    return datetime.fromtimestamp(ts, timezone.utc)
+
+
+class Replayer:
+    def __init__(self, repo: RegistryRepo, index: Index, *, strict: bool, registry: str | None = None,
+                 policy: TrustPolicy | None = None, anchors_dir: Path | None = None) -> None:
+        self.repo, self.index, self.strict = repo, index, strict
+        self.registry = registry  # pinned registry key (did:key); None: take it from registry.json
+        self.policy = policy
+        self.anchors_dir = anchors_dir
+        self.genesis: Genesis | None = None
+        self.tofu_log = False  # True when the log key came from registry.json itself
+
+    def _fail(self, reason: str, message: str, cid: str, seq: int) -> HistoryError:
+        return HistoryError(f"commit {seq} ({cid[:12]}): {message}", reason=reason, commit=cid, seq=seq)
+
+    def apply(self, cid: str) -> list[Record]:
+        seq = len(self.index.commits)
+        try:
+            return self._apply(cid, seq)
+        except HistoryError:
+            raise
+        except OAPError as e:
+            reason = "rewrite" if e.data.get("rewritten") else "bad_record"
+            raise self._fail(reason, e.message, cid, seq) from None
+
+    def _apply(self, cid: str, seq: int) -> list[Record]:
+        c = self.repo.commit(cid)
+        prev = self.index.head
+        parents = [p.decode() for p in c.parents]
+        if parents != ([prev.commit] if prev else []):
+            raise self._fail("not_linear", f"parents {parents} do not continue the history", cid, seq)
+        tree = c.tree.decode()
+        if self.strict:
+            if prev is not None and c.commit_time < prev.time:
+                raise self._fail("bad_time", "commit time goes backwards", cid, seq)
+            if c.commit_time > time.time() + MAX_CLOCK_SKEW.total_seconds():
+                raise self._fail("bad_time", "commit time is in the future", cid, seq)
+        try:
+            added = self.repo.added(prev.tree if prev else None, tree)
+        except OAPError as e:
+            raise self._fail("not_add_only", e.message, cid, seq) from None
+        files = {a.path: a.blob for a in added}
+        listed = message_paths(c.message)
+        if self.strict and (sorted(listed) != sorted(files) or len(set(listed)) != len(listed)):
+            raise self._fail("bad_layout", "commit message does not list exactly the added paths", cid, seq)
+        order = listed if sorted(listed) == sorted(files) else sorted(files)
+        infos = {}
+        for path in order:
+            try:
+                infos[path] = classify(path)
+            except OAPError as e:
+                raise self._fail("bad_layout", e.message, cid, seq) from None
+        if seq == 0:
+            self._genesis(files, cid)
+        elif GENESIS in files:
+            raise self._fail("bad_layout", "registry.json may only be added by commit 0", cid, seq)
+        anchors = [p for p in order if infos[p].what == "anchor"]
+        if seq > 0 and self.strict and [infos[p].seq for p in anchors] != [seq - 1]:
+            raise self._fail("missing_anchor", f"must add exactly the anchor of commit {seq - 1}", cid, seq)
+        for p in anchors:
+            a_seq = infos[p].seq
+            bundle = self.repo.blob(files[p])
+            if self.strict:
+                target = self.index.commits[a_seq] if a_seq is not None and a_seq < seq else None
+                if target is None:
+                    raise self._fail("bad_anchor", f"{p} anchors a commit that is not before it", cid, seq)
+                verify_commit_anchor(bundle, commit=target.commit, tree=target.tree, seq=a_seq,
+                                     registry=self.registry or "", policy=self.policy)
+            self.index.anchors_in_tree.add(a_seq)  # type: ignore[arg-type]
+            self._keep_anchor(a_seq, bundle)  # type: ignore[arg-type]
+        now = _utc(c.commit_time)
+        batch = Index()
+        state = Layered(self.index, batch)
+        records: list[Record] = []
+        for p in order:
+            if infos[p].what != "record":
+                continue
+            data = self.repo.blob(files[p])
+            rec = check_record(loads_json(data), now=now if self.strict else None)
+            if rec.content != data or rec.path != p:
+                raise self._fail("bad_record", f"{p}: not the canonical bytes or path of record {rec.id}", cid, seq)
+            if self.strict and not check_rules(rec, state, now):
+                raise self._fail("bad_record", f"{p}: record already present", cid, seq)
+            if rec.type == "kill_switch":
+                proof = receipt_proof_path(p)
+                if proof not in files:
+                    raise self._fail("missing_anchor", f"{p}: kill switch without its receipt anchor", cid, seq)
+                if self.strict:
+                    verify_receipt_anchor(self.repo.blob(files[proof]), receipt_hash=rec.hash, receipt_id=rec.id,
+                                          registry=self.registry or "", policy=self.policy)
+            batch.add(rec, seq)
+            records.append(rec)
+        stray = [p for p in order if infos[p].what == "receipt_proof"
+                 and p[: -len(".tlog-proof")] + ".json" not in files]
+        if stray:
+            raise self._fail("bad_layout", f"receipt proof without its record: {stray[0]}", cid, seq)
+        for rec in records:
+            self.index.add(rec, seq)
+        self.index.add_commit(CommitInfo(seq, cid, tree, c.commit_time))
+        return records
+
+    def _genesis(self, files: dict[str, str], cid: str) -> None:
+        if set(files) != {GENESIS}:
+            raise self._fail("bad_layout", "commit 0 must add exactly registry.json", cid, 0)
+        g = parse_genesis(self.repo.blob(files[GENESIS]))
+        if self.registry is not None and g.registry != self.registry:
+            raise self._fail("wrong_registry", f"registry key is {g.registry}, expected {self.registry}", cid, 0)
+        self.registry = g.registry
+        self.genesis = g
+        self.index.bootstrap_witnesses = frozenset(g.bootstrap_witnesses)
+        if self.strict and self.policy is None:
+            self.policy = TrustPolicy.for_log(g.log_vkey)
+            self.tofu_log = True
+
+    def verify_head_anchor(self, bundle: str | bytes) -> None:
+        head = self.index.head
+        if head is None:
+            raise VerificationError("empty registry has no head to anchor")
+        verify_commit_anchor(bundle, commit=head.commit, tree=head.tree, seq=head.seq,
+                             registry=self.registry or "", policy=self.policy)
+        self._keep_anchor(head.seq, bundle.encode() if isinstance(bundle, str) else bundle)
+
+    def _keep_anchor(self, seq: int, bundle: bytes) -> None:
+        """Every anchor is also kept as a file, so services serve them without reading Git.
+
+        Replaced when verifying: a sync that was refused may have left the anchor
+        of a commit at this seq that never became part of `main`."""
+        if self.anchors_dir is None:
+            return
+        path = self.anchors_dir / Path(anchor_path(seq)).name
+        if not self.strict and path.exists():
+            return  # a registry loading its own history: the file is the one it wrote
+        self.anchors_dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(bundle)
+        tmp.replace(path)
+
+
+def replay(repo: RegistryRepo, index: Index, head: str | None, replayer: Replayer, progress=None) -> None:
+    """Apply every commit from the index's head (exclusive) to `head`."""
+    if head is None:
+        return
+    start = index.head.commit if index.head else None
+    for cid in repo.chain(head, start):
+        replayer.apply(cid)
+        if progress is not None:
+            progress(1)

@@ -1,0 +1,158 @@
+"""The registry's state in memory: every record by path, id and subject.
+
+Built from the Git history at start (and by mirrors while they verify), then
+updated per commit. It implements `records.RegistryState`; `Layered` stacks the
+records of a batch being validated on top of the committed index, so the
+committed index never shows a record before its commit is anchored and the
+ref has moved.
+"""
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import chain
+
+from .records import Record
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    seq: int
+    commit: str  # 40 hex
+    tree: str
+    time: int  # commit time, Unix seconds (the `now` its records were checked at)
+
+
+class Index:
+    def __init__(self, bootstrap_witnesses: Iterable[str] = ()) -> None:
+        self.bootstrap_witnesses = frozenset(bootstrap_witnesses)
+        self.records: dict[str, Record] = {}
+        self.seq_of: dict[str, int] = {}
+        self.by_id: dict[str, str] = {}
+        self.order: list[str] = []  # record paths in commit order (stable: the registry is add-only)
+        self.known: set[str] = set()
+        self.commits: list[CommitInfo] = []
+        self.anchors_in_tree: set[int] = set()
+        self._receipts: dict[str, list[Record]] = defaultdict(list)
+        self._revocations: dict[str, list[Record]] = defaultdict(list)
+        self._key_events: dict[str, list[Record]] = defaultdict(list)
+        self._about: dict[str, list[str]] = defaultdict(list)  # DID or id -> record paths
+        self.per_commit: dict[int, int] = defaultdict(int)  # seq -> records it added
+        self._lock = threading.Lock()  # `add` may run in a mirror's sync thread while the loop reads
+
+    # --- RegistryState -------------------------------------------------------------
+
+    def content(self, path: str) -> bytes | None:
+        rec = self.records.get(path)
+        return rec.content if rec is not None else None
+
+    def conformance(self, receipt_id: str) -> Record | None:
+        path = self.by_id.get(receipt_id)
+        rec = self.records.get(path) if path else None
+        return rec if rec is not None and rec.type == "conformance" else None
+
+    def receipts_of(self, did: str) -> list[Record]:
+        return self._receipts.get(did, [])
+
+    def revocations_of(self, status_key: str) -> list[Record]:
+        return self._revocations.get(status_key, [])
+
+    def key_events_of(self, subject: str) -> list[Record]:
+        return self._key_events.get(subject, [])
+
+    # --- updates ---------------------------------------------------------------------
+
+    def add(self, rec: Record, seq: int) -> None:
+        with self._lock:
+            self._add(rec, seq)
+
+    def snapshot_known(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self.known)
+
+    def _add(self, rec: Record, seq: int) -> None:
+        if rec.path in self.records:
+            return
+        self.records[rec.path] = rec
+        self.seq_of[rec.path] = seq
+        self.per_commit[seq] += 1
+        self.by_id[rec.id] = rec.path
+        self.order.append(rec.path)
+        if rec.type == "conformance":
+            self._receipts[rec.subject].append(rec)
+            self.known.update((rec.id, rec.subject, *rec.witnesses))
+        elif rec.type == "key_event":
+            self._key_events[rec.subject].append(rec)
+            self.known.update((rec.subject, rec.key or "", rec.issued_by))
+        else:
+            for key in rec.status_keys():
+                self._revocations[key].append(rec)
+            self.known.update((*rec.status_keys(), rec.issued_by, rec.subject))
+        for who in {rec.id, rec.subject, rec.issued_by, rec.key, *rec.witnesses} - {None}:
+            self._about[who].append(rec.path)  # type: ignore[index]
+
+    def add_commit(self, info: CommitInfo) -> None:
+        if info.seq != len(self.commits):
+            raise ValueError(f"commit seq {info.seq} does not follow {len(self.commits) - 1}")
+        self.commits.append(info)
+
+    def copy(self) -> "Index":
+        """An independent copy: a mirror verifies new commits into a copy and swaps
+        it in only when every commit passed, so readers never see unverified records."""
+        with self._lock:
+            out = Index(self.bootstrap_witnesses)
+            out.records, out.seq_of, out.by_id = dict(self.records), dict(self.seq_of), dict(self.by_id)
+            out.order, out.known, out.commits = list(self.order), set(self.known), list(self.commits)
+            out.anchors_in_tree = set(self.anchors_in_tree)
+            out.per_commit.update(self.per_commit)
+            for mine, theirs in ((out._receipts, self._receipts), (out._revocations, self._revocations),
+                                 (out._key_events, self._key_events), (out._about, self._about)):
+                mine.update({k: list(v) for k, v in theirs.items()})
+            return out
+
+    # --- queries ---------------------------------------------------------------------
+
+    @property
+    def head(self) -> CommitInfo | None:
+        return self.commits[-1] if self.commits else None
+
+    def head_unproven(self) -> bool:
+        """The head adds content (genesis or records) and its anchor is not yet in the tree.
+
+        Anchor-only commits are not followed by another anchor-only commit, or
+        an idle registry would commit forever."""
+        head = self.head
+        return head is not None and head.seq not in self.anchors_in_tree and \
+            (head.seq == 0 or self.per_commit.get(head.seq, 0) > 0)
+
+    def about(self, who: str) -> list[Record]:
+        return [self.records[p] for p in self._about.get(who, [])]
+
+    def all_records(self) -> Iterator[Record]:
+        return (self.records[p] for p in self.order)
+
+
+class Layered:
+    """A batch (`top`) over the committed index (`base`), read as one registry."""
+
+    def __init__(self, base: Index, top: Index) -> None:
+        self.base, self.top = base, top
+        self.bootstrap_witnesses = base.bootstrap_witnesses
+
+    def content(self, path: str) -> bytes | None:
+        got = self.top.content(path)
+        return got if got is not None else self.base.content(path)
+
+    def conformance(self, receipt_id: str) -> Record | None:
+        return self.top.conformance(receipt_id) or self.base.conformance(receipt_id)
+
+    def receipts_of(self, did: str) -> Iterable[Record]:
+        return chain(self.base.receipts_of(did), self.top.receipts_of(did))
+
+    def revocations_of(self, status_key: str) -> Iterable[Record]:
+        return chain(self.base.revocations_of(status_key), self.top.revocations_of(status_key))
+
+    def key_events_of(self, subject: str) -> Iterable[Record]:
+        return chain(self.base.key_events_of(subject), self.top.key_events_of(subject))

@@ -1,0 +1,107 @@
+"""Where things live in the registry's Git tree (DESIGN §6). Pure path maths, no I/O.
+
+    registry.json                                  genesis: registry key, log, bootstrap witnesses (commit 0 only)
+    conformance/ab/cd/<sha256(id)>.json            conformance receipts (OAP-CORE-1.0 §31)
+    revocations/<kind>/ab/cd/<sha256(id)>.json     revocations, kind in did|vc|key|conformance (§22.1, §28.5)
+    killswitch/ab/cd/<sha256(id)>.json             kill switch invocations (§22.3)
+    killswitch/ab/cd/<sha256(id)>.tlog-proof       ... and the log anchor of that invocation as a receipt
+    keys/ab/cd/<sha256(id)>.json                   key events (controllers, rotation; §5.3)
+    anchors/<seq // 1000>/<seq>.tlog-proof         log anchor of registry commit <seq>, added by commit seq+1
+
+Paths are sharded by the SHA-256 of the record id so that no directory grows
+past 256 entries per level and a record's place is computable from its id
+alone. A path is a pure function of (type, kind, id): the same id can never be
+stored twice, and a record can never move. Files are the RFC 8785 (JCS) bytes
+of the record, so `sha256(file)` is the record's hash.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tlog.errors import InvalidInput
+from tlog.hashing import sha256
+
+GENESIS = "registry.json"
+REVOCATION_KINDS = ("did", "vc", "key", "conformance")
+ANCHORS = "anchors"
+_DIRS = {"conformance": "conformance", "kill_switch": "killswitch", "key_event": "keys"}
+
+_HEX64 = r"[0-9a-f]{64}"
+_RECORD_RE = re.compile(
+    rf"(?P<dir>conformance|killswitch|keys|revocations/(?P<kind>did|vc|key|conformance))"
+    rf"/(?P<a>[0-9a-f]{{2}})/(?P<b>[0-9a-f]{{2}})/(?P<h>{_HEX64})(?P<ext>\.json|\.tlog-proof)"
+)
+_ANCHOR_RE = re.compile(r"anchors/(0|[1-9][0-9]{0,15})/(0|[1-9][0-9]{0,15})\.tlog-proof")
+
+
+def id_hash(record_id: str) -> str:
+    return sha256(record_id.encode("utf-8")).hex()
+
+
+def _shard(h: str) -> str:
+    return f"{h[:2]}/{h[2:4]}/{h}"
+
+
+def record_path(rtype: str, record_id: str, kind: str | None = None) -> str:
+    """The one path of a record: a function of its type, revocation kind and id."""
+    h = id_hash(record_id)
+    if rtype == "revocation":
+        if kind not in REVOCATION_KINDS:
+            raise InvalidInput(f"revocation kind must be one of {', '.join(REVOCATION_KINDS)}")
+        return f"revocations/{kind}/{_shard(h)}.json"
+    if rtype not in _DIRS:
+        raise InvalidInput(f"unknown record type {rtype!r}")
+    return f"{_DIRS[rtype]}/{_shard(h)}.json"
+
+
+def receipt_proof_path(record_path_: str) -> str:
+    """Kill switch invocations carry their receipt's .tlog-proof beside them."""
+    if not record_path_.startswith("killswitch/") or not record_path_.endswith(".json"):
+        raise ValueError("only kill switch records have a receipt proof")
+    return record_path_[: -len(".json")] + ".tlog-proof"
+
+
+def anchor_path(seq: int) -> str:
+    if seq < 0:
+        raise ValueError("negative seq")
+    return f"{ANCHORS}/{seq // 1000}/{seq}.tlog-proof"
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    """What a path in the tree is: `what` in record|receipt_proof|anchor|genesis."""
+
+    what: str
+    rtype: str | None = None
+    kind: str | None = None
+    hash: str | None = None
+    seq: int | None = None
+
+
+_TYPE_OF_DIR = {"conformance": "conformance", "killswitch": "kill_switch", "keys": "key_event"}
+
+
+def classify(path: str) -> PathInfo:
+    """Parse a tree path; InvalidInput for anything the layout does not allow."""
+    if path == GENESIS:
+        return PathInfo("genesis")
+    m = _ANCHOR_RE.fullmatch(path)
+    if m:
+        seq = int(m.group(2))
+        if int(m.group(1)) != seq // 1000:
+            raise InvalidInput(f"{path}: anchor in the wrong shard")
+        return PathInfo("anchor", seq=seq)
+    m = _RECORD_RE.fullmatch(path)
+    if m is None:
+        raise InvalidInput(f"{path}: not a path of the registry layout")
+    h = m.group("h")
+    if m.group("a") != h[:2] or m.group("b") != h[2:4]:
+        raise InvalidInput(f"{path}: record in the wrong shard")
+    d = m.group("dir")
+    rtype = "revocation" if d.startswith("revocations/") else _TYPE_OF_DIR[d]
+    if m.group("ext") == ".tlog-proof":
+        if rtype != "kill_switch":
+            raise InvalidInput(f"{path}: only kill switch records have a receipt proof")
+        return PathInfo("receipt_proof", rtype, None, h)
+    return PathInfo("record", rtype, m.group("kind"), h)

@@ -1,0 +1,411 @@
+"""Registry records: schemas, signatures and the rules that need registry state.
+
+Four record types (DESIGN §5, OAP-CORE-1.0 §22, §28.5, §31, §5.3):
+
+- `conformance`: a conformance receipt, checked by `tlog.conformance`, plus
+  the §31 witness rule only a registry can check: every L4/L5 witness must
+  itself hold a valid L4/L5 receipt *in this registry* (or be one of the
+  bootstrap witnesses named in the registry's genesis file; without those the
+  first L4 receipt could never be witnessed).
+- `revocation`: `kind` did|vc|key|conformance, `subject`, `reason`,
+  `effective_at`, signed by the subject's key or a controller of it.
+- `kill_switch`: a principal revokes every subscription token, OAuth grant,
+  trust token and webhook subscription it has granted (§22.3).
+- `key_event`: `add_controller` / `rotate`: a key becomes a controller of a
+  subject DID (§5.3 rotation and recovery); controllers may then sign
+  revocations and kill switches for the subject.
+
+Every record except a conformance receipt carries `issued_by` (an Ed25519
+did:key) and `signature`: standard base64 of Ed25519 over the RFC 8785 form of
+the record without `signature` — the convention of `tlog.entries` registry
+entries and `tlog.conformance`. The stored file is `jcs(record)`.
+
+Checks are split in two so that a mirror replaying history runs exactly the
+checks the registry ran: `check_record(body, now)` needs only the record,
+`check_rules(rec, state, now)` needs the registry as it was when the record was
+committed (`RegistryState`). `now` is the commit time, so replay gives the same
+answer years later. Errors: InvalidInput (400) for schema and signatures,
+Forbidden (403) when the signer has no authority, Conflict (409) for an id
+already used by a different record.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Protocol
+
+from tlog import ed25519
+from tlog.canonical import check_json_value, jcs
+from tlog.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, parse_utc, validate_conformance
+from tlog.did import did_key_from_public, public_from_did_key
+from tlog.encoding import b64dec, b64enc
+from tlog.errors import Conflict, FormatError, Forbidden, InvalidInput, SignatureError
+from tlog.hashing import sha256
+
+from .layout import REVOCATION_KINDS, record_path
+
+RECORD_TYPES = ("conformance", "revocation", "kill_switch", "key_event")
+REASONS = frozenset({
+    "unspecified", "key_compromise", "superseded", "cessation_of_operation",
+    "privilege_withdrawn", "affiliation_changed", "loss_of_key", "policy_violation",
+})
+"""Revocation reasons, after RFC 5280 §5.3.1 CRLReason, in OAP's snake_case."""
+KEY_EVENTS = frozenset({"add_controller", "rotate"})
+KILL_SWITCH_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")
+"""What a kill switch revokes (§22.3); each is a status id `<principal>#<class>`."""
+HIGH_LEVELS = frozenset({"L4", "L5"})
+STATUS_LIST_BITS = 131072
+"""W3C Bitstring Status List v1.0 minimum list length (16 KiB)."""
+MAX_STATUS_LISTS = 65536
+MAX_FUTURE = timedelta(days=366)
+"""A revocation, kill switch or key event may be scheduled at most a year ahead."""
+
+ID_PREFIXES = {"revocation": "urn:oap:revocation:", "kill_switch": "urn:oap:kill-switch:",
+               "key_event": "urn:oap:key-event:", "conformance": "urn:oap:conformance:"}
+_URN = re.compile(r"urn:oap:[\x21-\x7e]{1,240}")
+_DID = re.compile(r"did:[a-z0-9]+:(?:[A-Za-z0-9._\-]|%[0-9A-Fa-f]{2})+(?::(?:[A-Za-z0-9._\-]|%[0-9A-Fa-f]{2})*)*")
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[\x21-\x7e]+")
+_MAX_DID = 256
+_MAX_URI = 512
+
+_COMMON = {"type", "id", "effective_at", "issued_at", "issued_by", "signature"}
+_FIELDS: dict[str, tuple[set[str], set[str]]] = {
+    "revocation": (_COMMON | {"kind", "subject", "reason"}, {"status_list", "status_list_index"}),
+    "kill_switch": (_COMMON | {"principal"}, {"reason"}),
+    "key_event": (_COMMON | {"subject", "event", "key"}, set()),
+}
+
+
+def format_utc(dt: datetime) -> str:
+    """RFC 3339 UTC with "Z", the one spelling `tlog.conformance.parse_utc` accepts."""
+    dt = dt.astimezone(timezone.utc)
+    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    if dt.microsecond:
+        text += f".{dt.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def _time(value: object, where: str) -> datetime:
+    try:
+        return parse_utc(value, where)
+    except InvalidInput:
+        raise InvalidInput(f"{where} must be an RFC 3339 UTC time like 2026-01-02T03:04:05Z") from None
+
+
+def is_did(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= _MAX_DID and _DID.fullmatch(text) is not None
+
+
+@dataclass(frozen=True)
+class Record:
+    """A record whose schema and signatures have been checked."""
+
+    type: str
+    id: str
+    body: dict[str, Any] = field(repr=False)
+    content: bytes = field(repr=False)  # jcs(body): the bytes stored in Git
+    path: str
+    subject: str  # conformance: the implementation; revocation/key event: subject; kill switch: principal
+    issued_by: str
+    effective_at: datetime  # conformance: issued_at
+    kind: str | None = None
+    expires_at: datetime | None = None
+    level: str | None = None
+    witnesses: tuple[str, ...] = ()
+    key: str | None = None  # key events: the new controller
+    issuer_list: tuple[int, int] | None = None  # vc revocations: (status_list, status_list_index)
+
+    @property
+    def hash(self) -> bytes:
+        return sha256(self.content)
+
+    def status_keys(self) -> tuple[str, ...]:
+        """The status ids this record revokes (see `registry.status`)."""
+        if self.type == "revocation":
+            if self.kind == "vc":
+                return (vc_status_key(self.subject, self.issued_by),)
+            return (self.subject,)
+        if self.type == "kill_switch":
+            return tuple(f"{self.subject}#{c}" for c in KILL_SWITCH_CLASSES)
+        if self.type == "conformance":
+            return (self.id,)
+        return ()
+
+
+def vc_status_key(vc_id: str, issuer: str) -> str:
+    """VC status is scoped by issuer, as OCSP scopes a serial by its issuer key:
+    nobody but the issuer can revoke the credentials an issuer issued."""
+    return f"vc {issuer} {vc_id}"
+
+
+# --- parsing and signatures ------------------------------------------------------
+
+
+def parse_submission(doc: object) -> dict[str, Any]:
+    """A submitted document -> the record body to store.
+
+    Conformance receipts are submitted as `{"type": "conformance", "receipt":
+    {...}}` (the log's entry shape) and stored bare, because their signatures
+    cover the receipt exactly; other records carry their own `type`.
+    """
+    if not isinstance(doc, dict):
+        raise InvalidInput("record must be an object")
+    check_json_value(doc)
+    rtype = doc.get("type")
+    if rtype == "conformance":
+        if set(doc) != {"type", "receipt"}:
+            raise InvalidInput('a conformance submission is {"type": "conformance", "receipt": {...}}')
+        if not isinstance(doc["receipt"], dict):
+            raise InvalidInput("receipt must be an object")
+        return doc["receipt"]
+    if rtype not in RECORD_TYPES:
+        raise InvalidInput(f"type must be one of: {', '.join(RECORD_TYPES)}")
+    return doc
+
+
+def signing_bytes(body: dict[str, Any]) -> bytes:
+    return jcs({k: v for k, v in body.items() if k != "signature"})
+
+
+def sign_record(unsigned: dict[str, Any], seed: bytes) -> dict[str, Any]:
+    """Sign a revocation, kill switch or key event; `issued_by` becomes the did:key of `seed`."""
+    body = {k: v for k, v in unsigned.items() if k != "signature"}
+    body["issued_by"] = did_key_from_public(ed25519.public_from_seed(seed))
+    body["signature"] = b64enc(ed25519.sign(seed, signing_bytes(body)))
+    return body
+
+
+def _verify_signature(body: dict[str, Any], what: str) -> None:
+    try:
+        key = public_from_did_key(body["issued_by"])
+    except InvalidInput as e:
+        raise InvalidInput(f"{what}: issued_by: {e}") from None
+    sig = body["signature"]
+    try:
+        raw = b64dec(sig, what="signature") if isinstance(sig, str) else b""
+    except FormatError as e:
+        raise InvalidInput(f"{what}: {e}") from None
+    if len(raw) != 64:
+        raise InvalidInput(f"{what}: signature must be base64 of a 64-byte Ed25519 signature")
+    try:
+        ed25519.verify(key, signing_bytes(body), raw)
+    except SignatureError:
+        raise InvalidInput(f"{what}: signature by {body['issued_by']} does not verify") from None
+
+
+def _fields(body: dict[str, Any], rtype: str) -> None:
+    required, optional = _FIELDS[rtype]
+    missing = sorted(required - body.keys())
+    if missing:
+        raise InvalidInput(f"{rtype}: missing field(s): {', '.join(missing)}")
+    unknown = sorted(body.keys() - required - optional)
+    if unknown:
+        raise InvalidInput(f"{rtype}: unknown field(s): {', '.join(unknown)}")
+
+
+def _record_id(body: dict[str, Any], rtype: str) -> str:
+    rid = body["id"]
+    prefix = ID_PREFIXES[rtype]
+    if not isinstance(rid, str) or not rid.startswith(prefix) or len(rid) == len(prefix) or not _URN.fullmatch(rid):
+        raise InvalidInput(f"{rtype}: id must be '{prefix}<id>' (printable ASCII, at most 248 characters)")
+    return rid
+
+
+def _did(value: object, where: str) -> str:
+    if not is_did(value):
+        raise InvalidInput(f"{where} must be a DID (did:<method>:<id>, at most {_MAX_DID} characters)")
+    return value  # type: ignore[return-value]
+
+
+def _did_key(value: object, where: str) -> str:
+    try:
+        public_from_did_key(value)
+    except InvalidInput as e:
+        raise InvalidInput(f"{where}: {e}") from None
+    return value  # type: ignore[return-value]
+
+
+def _small_int(value: object, where: str, limit: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+        raise InvalidInput(f"{where} must be an integer from 0 to {limit - 1}")
+    return value
+
+
+def check_record(body: object, *, now: datetime | None) -> Record:
+    """Schema, signatures and (when `now` is given) the time window of one record.
+
+    `now=None` skips the time window (loading a registry's own history, where
+    each record was checked at its commit time); conformance receipts are then
+    checked as of their own `issued_at`.
+    """
+    if not isinstance(body, dict):
+        raise InvalidInput("record must be an object")
+    check_json_value(body)
+    rtype = body["type"] if "type" in body else "conformance"  # receipts are stored bare
+    if rtype == "conformance":
+        return _conformance(body, now)
+    if rtype not in _FIELDS:
+        raise InvalidInput(f"type must be one of: {', '.join(RECORD_TYPES)}")
+    _fields(body, rtype)
+    rid = _record_id(body, rtype)
+    issued_at = _time(body["issued_at"], f"{rtype}: issued_at")
+    effective = _time(body["effective_at"], f"{rtype}: effective_at")
+    issued_by = _did_key(body["issued_by"], f"{rtype}: issued_by")
+    extra: dict[str, Any] = {}
+    if rtype == "revocation":
+        kind = body["kind"]
+        if kind not in REVOCATION_KINDS:
+            raise InvalidInput(f"revocation: kind must be one of {', '.join(REVOCATION_KINDS)}")
+        subject = _revocation_subject(body, kind)
+        if body["reason"] not in REASONS:
+            raise InvalidInput(f"revocation: reason must be one of {', '.join(sorted(REASONS))}")
+        extra["kind"] = kind
+        if kind == "vc":
+            if "status_list_index" not in body:
+                raise InvalidInput("revocation: a vc revocation needs status_list_index (W3C Bitstring Status List)")
+            extra["issuer_list"] = (_small_int(body.get("status_list", 0), "revocation: status_list", MAX_STATUS_LISTS),
+                                    _small_int(body["status_list_index"], "revocation: status_list_index",
+                                               STATUS_LIST_BITS))
+        elif "status_list" in body or "status_list_index" in body:
+            raise InvalidInput("revocation: status_list fields belong to vc revocations only")
+    elif rtype == "kill_switch":
+        subject = _did(body["principal"], "kill_switch: principal")
+        reason = body.get("reason", "")
+        if not isinstance(reason, str) or len(reason) > 256:
+            raise InvalidInput("kill_switch: reason must be a string of at most 256 characters")
+    else:
+        subject = _did(body["subject"], "key_event: subject")
+        if body["event"] not in KEY_EVENTS:
+            raise InvalidInput(f"key_event: event must be one of {', '.join(sorted(KEY_EVENTS))}")
+        extra["key"] = _did_key(body["key"], "key_event: key")
+        if extra["key"] == subject:
+            raise InvalidInput("key_event: a subject is already its own controller")
+    if now is not None:
+        if issued_at > now + MAX_CLOCK_SKEW:
+            raise InvalidInput(f"{rtype}: issued_at is in the future")
+        if effective > now + MAX_FUTURE:
+            raise InvalidInput(f"{rtype}: effective_at is more than a year ahead")
+    _verify_signature(body, rtype)
+    return Record(rtype, rid, body, jcs(body), record_path(rtype, rid, extra.get("kind")), subject, issued_by,
+                  effective, **extra)
+
+
+def _revocation_subject(body: dict[str, Any], kind: str) -> str:
+    subject = body["subject"]
+    if kind == "key":
+        return _did_key(subject, "revocation: subject of a key revocation")
+    if kind == "did":
+        return _did(subject, "revocation: subject of a did revocation")
+    if kind == "conformance":
+        prefix = ID_PREFIXES["conformance"]
+        if not isinstance(subject, str) or not subject.startswith(prefix) or not _URN.fullmatch(subject):
+            raise InvalidInput(f"revocation: subject of a conformance revocation must be a '{prefix}' id")
+        return subject
+    # vc: any URI but the namespaces of the other kinds, so a credential revocation
+    # can never touch a DID, key, conformance receipt or kill switch status.
+    if not isinstance(subject, str) or len(subject) > _MAX_URI or not _URI.fullmatch(subject):
+        raise InvalidInput(f"revocation: subject of a vc revocation must be the credential id (a URI, "
+                           f"at most {_MAX_URI} characters)")
+    if subject.startswith(("did:", "urn:oap:")):
+        raise InvalidInput("revocation: a vc subject must be a credential id, not a DID or urn:oap: id")
+    return subject
+
+
+def _conformance(body: dict[str, Any], now: datetime | None) -> Record:
+    issued = body.get("issued_at")
+    at = now if now is not None else _time(issued, "conformance receipt: issued_at")
+    c = validate_conformance(body, now=at)
+    return Record("conformance", c.id, body, jcs(body), record_path("conformance", c.id), c.subject, c.subject,
+                  c.issued_at, expires_at=c.expires_at, level=c.level, witnesses=c.witnesses)
+
+
+# --- rules that need the registry ---------------------------------------------------
+
+
+class RegistryState(Protocol):
+    """What the rules read from a registry; `registry.index.Index` implements it."""
+
+    bootstrap_witnesses: frozenset[str]
+
+    def content(self, path: str) -> bytes | None: ...
+    def conformance(self, receipt_id: str) -> Record | None: ...
+    def receipts_of(self, did: str) -> Iterable[Record]: ...
+    def revocations_of(self, status_key: str) -> Iterable[Record]: ...
+    def key_events_of(self, subject: str) -> Iterable[Record]: ...
+
+
+def revoked_at(state: RegistryState, key: str, at: datetime) -> datetime | None:
+    """Earliest effective time of a revocation of status id `key` that is in force at `at`."""
+    times = [r.effective_at for r in state.revocations_of(key) if r.effective_at <= at]
+    return min(times) if times else None
+
+
+def controllers(state: RegistryState, subject: str, at: datetime) -> set[str]:
+    """Keys that may speak for `subject` at `at`: itself (a did:key) and every key
+    a key event made its controller, minus keys revoked by then."""
+    out = {subject} if subject.startswith("did:key:") else set()
+    out |= {e.key for e in state.key_events_of(subject) if e.effective_at <= at and e.key}
+    return {k for k in out if revoked_at(state, k, at) is None}
+
+
+def holds_high_level(state: RegistryState, did: str, at: datetime) -> bool:
+    """§31: `did` holds a valid (unexpired, unrevoked) L4 or L5 receipt at `at`."""
+    if revoked_at(state, did, at) is not None:
+        return False
+    return any(
+        r.level in HIGH_LEVELS and r.effective_at <= at + MAX_CLOCK_SKEW and r.expires_at is not None
+        and at < r.expires_at and revoked_at(state, r.id, at) is None
+        for r in state.receipts_of(did)
+    )
+
+
+def check_rules(rec: Record, state: RegistryState, now: datetime) -> bool:
+    """Rules against the registry at commit time `now`. Returns False when the
+    identical record is already stored (an idempotent re-submission)."""
+    existing = state.content(rec.path)
+    if existing is not None:
+        if existing == rec.content:
+            return False
+        raise Conflict(f"{rec.id} already names a different record; records are add-only, publish a new one",
+                       path=rec.path)
+    if rec.type == "conformance":
+        _witness_rule(rec, state, now)
+        if revoked_at(state, rec.subject, now) is not None:
+            raise Forbidden(f"conformance receipt: subject {rec.subject} is revoked")
+        return True
+    self_revocation = rec.type == "revocation" and rec.kind in ("did", "key") and rec.issued_by == rec.subject
+    if not self_revocation and revoked_at(state, rec.issued_by, now) is not None:
+        raise Forbidden(f"{rec.type}: signer {rec.issued_by} is revoked")
+    if rec.type == "revocation" and rec.kind == "vc":
+        return True  # the signer is the credential's issuer; status is scoped to it (vc_status_key)
+    owner = rec.subject
+    if rec.type == "revocation" and rec.kind == "conformance":
+        receipt = state.conformance(rec.subject)
+        if receipt is None:
+            raise InvalidInput(f"revocation: conformance receipt {rec.subject} is not in this registry")
+        owner = receipt.subject
+    if rec.issued_by not in controllers(state, owner, now) and not self_revocation:
+        raise Forbidden(f"{rec.type}: {rec.issued_by} is neither {owner} nor a controller of it")
+    if rec.type == "key_event" and revoked_at(state, rec.key or "", now) is not None:
+        raise Forbidden(f"key_event: key {rec.key} is revoked")
+    return True
+
+
+def _witness_rule(rec: Record, state: RegistryState, now: datetime) -> None:
+    need = MIN_WITNESSES.get(rec.level or "", 0)
+    if not need:
+        return
+    ok = [w for w in rec.witnesses if w in state.bootstrap_witnesses or holds_high_level(state, w, now)]
+    if len(ok) < need:
+        missing = [w for w in rec.witnesses if w not in ok]
+        raise Forbidden(
+            f"conformance receipt: level {rec.level} needs {need} witness(es) holding a valid L4/L5 receipt in "
+            f"this registry; qualified: {len(ok)}; without one: {', '.join(missing) or 'none'}"
+        )
+
+
+def validate_submission(doc: object, state: RegistryState, now: datetime) -> tuple[Record, bool]:
+    """Everything a submission must pass: (record, is_new)."""
+    rec = check_record(parse_submission(doc), now=now)
+    return rec, check_rules(rec, state, now)

@@ -1,0 +1,212 @@
+"""The registry's HTTP API (aiohttp): thin handlers over `RegistryService`.
+
+Writes (primary only):
+  POST /v1/records                     a record (JSON or CBOR) -> committed + anchored
+Reads (primary and mirrors):
+  GET  /v1/records?type=&subject=&offset=&limit=   records in commit order
+  GET  /v1/records/<id>                one record, where and when it was committed
+  GET  /v1/subjects/<DID or id>        every record naming it
+  GET  /v1/files/<path>                raw bytes of a file in the registry tree
+  GET  /v1/anchors/<seq>               .tlog-proof of registry commit <seq>
+  GET  /v1/info
+  GET  /v1/status/<id>[?issuer=<DID>]  signed OCSP-style status (see registry.status)
+  GET  /v1/status-lists/<issuer>[/<n>] W3C BitstringStatusListCredential
+  GET  /<name>.git/...                 read-only Git smart HTTP (registry.githttp)
+  GET  /healthz, /readyz, /metrics
+Errors become `{"error": <App. B code>, "message": ...}` in `tlog.http` only.
+"""
+from __future__ import annotations
+
+import email.utils
+import logging
+from datetime import datetime, timezone
+
+import cbor2
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError
+from tlog.http import make_error_middleware, query_int, read_document, respond, wants_cbor
+
+from .githttp import GitReadOnly
+from .layout import classify
+from .records import is_did, vc_status_key
+from .service import RegistryService
+from .status import Produced
+
+log = logging.getLogger("oap.registry.server")
+IMMUTABLE = "public, max-age=31536000, immutable"
+MAX_ID = 1024
+
+
+def _record_json(svc: RegistryService, path: str) -> dict:
+    rec = svc.index.records[path]
+    seq = svc.index.seq_of[path]
+    return {"type": rec.type, "id": rec.id, "path": path, "seq": seq, "commit": svc.index.commits[seq].commit,
+            "record": rec.body}
+
+
+def _status_key(raw: str, issuer: str | None) -> str:
+    if not raw or len(raw) > MAX_ID or any(c.isspace() or ord(c) < 0x20 for c in raw):
+        raise InvalidInput(f"status id must be 1..{MAX_ID} printable characters without spaces")
+    if issuer is None:
+        return raw
+    if not is_did(issuer):
+        raise InvalidInput("issuer must be the DID of the credential's issuer")
+    return vc_status_key(raw, issuer)
+
+
+def _cached(request: web.Request, p: Produced, next_update: datetime, this_update: datetime) -> web.StreamResponse:
+    """ETag + Cache-Control whose max-age never reaches past next_update (OCSP-style caching)."""
+    now = datetime.now(timezone.utc)
+    max_age = max(0, int((next_update - now).total_seconds()))
+    headers = {
+        "ETag": p.etag,
+        "Cache-Control": f"public, max-age={max_age}, no-transform",
+        "Expires": email.utils.format_datetime(next_update, usegmt=True),
+        "Last-Modified": email.utils.format_datetime(this_update, usegmt=True),
+    }
+    if p.etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
+        return web.Response(status=304, headers=headers)
+    if wants_cbor(request):
+        return web.Response(body=cbor2.dumps(p.body, canonical=True), content_type="application/oap+cbor",
+                            headers={**headers, "ETag": p.etag[:-1] + '-cbor"'})
+    return web.Response(body=p.json, content_type="application/json", headers=headers)
+
+
+def build_app(svc: RegistryService) -> web.Application:
+    cfg = svc.config
+    m = svc.metrics
+
+    def on_request(request: web.Request, status: int, seconds: float) -> None:
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource else "unmatched"
+        m.requests.labels(route, str(status)).inc()
+        m.request_seconds.labels(route).observe(seconds)
+
+    app = web.Application(middlewares=[make_error_middleware(on_request)], client_max_size=cfg.max_git_body)
+
+    async def submit(request: web.Request) -> web.Response:
+        if svc.batcher is None:
+            raise Forbidden("this is a read-only mirror; submit records to the primary registry")
+        try:
+            doc = await read_document(request, cfg.max_body)
+            acc = await svc.batcher.submit(doc)
+        except OAPError as e:
+            m.rejected.labels(e.code).inc()
+            raise
+        body = {"type": acc.record.type, "id": acc.record.id, "path": acc.record.path, "seq": acc.seq,
+                "commit": acc.commit, "duplicate": not acc.fresh, "anchor": acc.anchor}
+        if acc.receipt_anchor is not None:
+            body["receipt_anchor"] = acc.receipt_anchor
+        return respond(request, body)
+
+    async def list_records(request: web.Request) -> web.Response:
+        rtype, subject = request.query.get("type"), request.query.get("subject")
+        offset = query_int(request, "offset", default=0)
+        limit = min(query_int(request, "limit", default=100, minimum=1), 1000)
+        index = svc.index
+        paths = [r.path for r in index.about(subject)] if subject else index.order
+        if rtype:
+            paths = [p for p in paths if index.records[p].type == rtype]
+        page = paths[offset:offset + limit]
+        out = [{"type": index.records[p].type, "id": index.records[p].id, "path": p, "seq": index.seq_of[p]}
+               for p in page]
+        nxt = offset + len(page) if offset + len(page) < len(paths) else None
+        return respond(request, {"records": out, "total": len(paths), "next_offset": nxt})
+
+    async def get_record(request: web.Request) -> web.Response:
+        rid = request.match_info["id"]
+        path = svc.index.by_id.get(rid)
+        if path is None:
+            raise NotFound(f"no record with id {rid}")
+        return respond(request, _record_json(svc, path), headers={"Cache-Control": IMMUTABLE})
+
+    async def about(request: web.Request) -> web.Response:
+        who = request.match_info["who"]
+        recs = svc.index.about(who)
+        if not recs:
+            raise NotFound(f"no record names {who}")
+        return respond(request, {"subject": who, "records": [_record_json(svc, r.path) for r in recs]})
+
+    async def get_file(request: web.Request) -> web.Response:
+        path = request.match_info["path"]
+        try:
+            classify(path)
+        except InvalidInput:
+            raise NotFound(f"{path} is not a registry path") from None
+        rec = svc.index.records.get(path)
+        if rec is not None:
+            data = rec.content
+        else:
+            head = svc.index.head
+            data = await svc._thread(svc.repo.read, head.tree, path) if head else None
+            if data is None:
+                raise NotFound(f"{path} is not in the registry")
+        ctype = "application/json" if path.endswith(".json") else "text/plain"
+        return web.Response(body=data, content_type=ctype, headers={"Cache-Control": IMMUTABLE})
+
+    async def get_anchor(request: web.Request) -> web.Response:
+        raw = request.match_info["seq"]
+        if not raw.isdigit() or len(raw) > 15 or (len(raw) > 1 and raw[0] == "0"):
+            raise InvalidInput("seq must be a non-negative decimal integer")
+        text = svc.anchor_text(int(raw))
+        return web.Response(text=text, content_type="text/plain", headers={"Cache-Control": IMMUTABLE})
+
+    async def info(request: web.Request) -> web.Response:
+        return respond(request, svc.info())
+
+    async def status(request: web.Request) -> web.StreamResponse:
+        key = _status_key(request.match_info["id"], request.query.get("issuer"))
+        epoch, p = await svc.status(key)
+        return _cached(request, p, epoch.next_update, epoch.this_update)
+
+    async def status_list(request: web.Request) -> web.StreamResponse:
+        issuer = request.match_info["issuer"]
+        number = request.match_info.get("n", "0")
+        if not is_did(issuer):
+            raise InvalidInput("status lists are per issuer DID: /v1/status-lists/<issuer DID>/<n>")
+        if not number.isdigit() or len(number) > 5 or int(number) >= 65536:
+            raise InvalidInput("list number must be 0..65535")
+        base = svc.config.public_url or f"{request.scheme}://{request.host}"
+        url = f"{base}/v1/status-lists/{issuer}/{int(number)}"
+        epoch, p = svc.status_list(issuer, int(number), url)
+        return _cached(request, p, epoch.next_update, epoch.this_update)
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(request: web.Request) -> web.Response:
+        problems = []
+        if svc.index.head is None:
+            problems.append("no history")
+        if svc.writer is not None and svc.writer.broken:
+            problems.append(svc.writer.broken)
+        if svc.batcher is not None and not svc.batcher.running:
+            problems.append("batcher stopped")
+        if svc.producer is not None and svc.epoch is None:
+            problems.append("no status epoch yet")
+        body = {"status": "ok" if not problems else "not ready", "problems": problems,
+                "seq": svc.index.head.seq if svc.index.head else None}
+        return web.json_response(body, status=200 if not problems else 503)
+
+    async def metrics(request: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest(m.registry))
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    app.router.add_post("/v1/records", submit)
+    app.router.add_get("/v1/records", list_records)
+    app.router.add_get("/v1/records/{id:.+}", get_record)
+    app.router.add_get("/v1/subjects/{who:.+}", about)
+    app.router.add_get("/v1/files/{path:.+}", get_file)
+    app.router.add_get("/v1/anchors/{seq}", get_anchor)
+    app.router.add_get("/v1/info", info)
+    app.router.add_get("/v1/status/{id:.+}", status)
+    app.router.add_get("/v1/status-lists/{issuer}", status_list)
+    app.router.add_get("/v1/status-lists/{issuer}/{n}", status_list)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    GitReadOnly(svc.repo.path, max_body=cfg.max_git_body, gate=svc.gate).routes(app, cfg.name)
+    return app

@@ -1,0 +1,351 @@
+"""A running registry (primary or mirror): open, serve reads, produce status epochs, close.
+
+Primary: owns the repository, accepts records (`Batcher` -> `RegistryWriter`),
+anchors every commit in the log. Mirror (`upstream` set): follows an upstream
+registry with `Mirror.sync` every `mirror_interval` seconds, read-only.
+Either runs the OCSP-style status service when it has a key and a log to
+anchor its epochs in (a mirror signs with its own key: anyone may run a
+Revocation Service, OAP-CORE-1.0 §22.1).
+"""
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from tlog import keys
+from tlog.client import LogClient
+from tlog.config import ConfigError
+from tlog.did import did_key_from_public
+from tlog.errors import NotFound, Unavailable
+from tlog.hashing import sha256
+from tlog.verifier import TrustPolicy
+
+from .anchoring import Anchorer, Genesis, genesis_bytes
+from .batcher import Batcher
+from .config import RegistryConfig
+from .history import Replayer, replay
+from .index import CommitInfo, Index
+from .metrics import RegistryMetrics
+from .mirror import Mirror
+from .records import Record
+from .status import Epoch, Produced, StatusProducer
+from .statuslist import status_list_credential
+from .store import MAIN, ReadGate, RegistryRepo
+from .writer import RegistryWriter, write_durably
+
+log = logging.getLogger("oap.registry")
+KEY_NAME = "oap-registry"
+
+
+def load_or_create_key(path: Path) -> bytes:
+    """The registry's Ed25519 key (tlog signer-key format, 0600), created on first use."""
+    if not path.exists():
+        signer = keys.Signer.generate(KEY_NAME)
+        keys.write_private_key(path, signer.to_skey())
+        log.info("generated a new registry key in %s", path)
+    signer = keys.Signer.from_skey(keys.read_private_key(path))
+    did = did_key_from_public(signer.public)
+    did_path = path.with_suffix(".did")
+    if not did_path.exists():
+        did_path.write_text(did + "\n")
+    return signer._seed  # the record helpers sign with the raw seed, as tlog.cli does
+
+
+def lock_data_dir(data_dir: Path) -> int:
+    """One process per data directory: the writer assumes it alone moves the refs."""
+    fd = os.open(data_dir / "registry.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"{data_dir} is in use by another registry process") from None
+    return fd
+
+
+@dataclass
+class RegistryService:
+    config: RegistryConfig
+    repo: RegistryRepo
+    index: Index
+    metrics: RegistryMetrics
+    executor: ThreadPoolExecutor
+    lock_fd: int
+    seed: bytes | None = None
+    registry: str = ""  # the registry key (did:key) whose history this is
+    genesis: Genesis | None = None
+    anchorer: Anchorer | None = None  # primary: commits + epochs; mirror: epochs only
+    writer: RegistryWriter | None = None
+    batcher: Batcher | None = None
+    mirror: Mirror | None = None
+    producer: StatusProducer | None = None
+    epoch: Epoch | None = None
+    gate: ReadGate = field(default_factory=ReadGate)
+    _tasks: list[asyncio.Task] = field(default_factory=list)
+    _dirty: asyncio.Event = field(default_factory=asyncio.Event)
+    _closing: bool = False
+
+    @property
+    def data_dir(self) -> Path:
+        return self.config.data_dir
+
+    async def _thread(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    # --- open / close ------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, config: RegistryConfig) -> "RegistryService":
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        fd = lock_data_dir(config.data_dir)
+        repo = RegistryRepo(config.data_dir / "registry.git")
+        svc = cls(config, repo, Index(), RegistryMetrics(), ThreadPoolExecutor(1, thread_name_prefix="registry"), fd)
+        try:
+            if config.mirror:
+                await svc._open_mirror()
+            else:
+                await svc._open_primary()
+            if svc.seed is not None and svc.anchorer is not None:
+                svc.producer = StatusProducer(svc.seed, svc.repo, svc.index, svc.data_dir / "anchors")
+                svc._tasks.append(asyncio.create_task(svc._epochs(), name="registry-epochs"))
+        except BaseException:
+            await svc.close()
+            raise
+        return svc
+
+    def _policy(self) -> TrustPolicy | None:
+        path = self.config.log_policy
+        return TrustPolicy.from_text(Path(path).read_text()) if path else None
+
+    async def _open_primary(self) -> None:
+        cfg = self.config
+        self.seed = load_or_create_key(cfg.key_file or cfg.data_dir / "registry.key")
+        me = did_key_from_public(keys.Signer(KEY_NAME, self.seed).public)
+        replayer = Replayer(self.repo, self.index, strict=False, anchors_dir=self.data_dir / "anchors")
+        await self._thread(replay, self.repo, self.index, self.repo.ref(MAIN), replayer)
+        policy = self._policy()
+        info = await self._log_info()
+        if replayer.genesis is None:
+            policy = policy or TrustPolicy.for_log(info["verifier_key"])
+            genesis = genesis_bytes(me, cfg.name, info["origin"], info["verifier_key"], cfg.bootstrap,
+                                    datetime.now(timezone.utc))
+        else:
+            genesis = None
+            if replayer.genesis.registry != me:
+                raise ConfigError(f"this repository is registry {replayer.genesis.registry}; the key given is {me}. "
+                                  "Use that registry's key, or serve it read-only with --upstream")
+            if info["verifier_key"] != replayer.genesis.log_vkey and self.config.log_policy is None:
+                raise ConfigError(f"the log at {cfg.log_url} has key {info['verifier_key']}, but this registry "
+                                  f"anchors in {replayer.genesis.log_vkey}")
+            policy = policy or TrustPolicy.for_log(replayer.genesis.log_vkey)
+        self.anchorer = Anchorer(cfg.log_url, self.seed, policy)
+        self.registry = me
+        self.writer = RegistryWriter(self.repo, self.index, self.anchorer, self.data_dir, self.executor, replayer)
+        self.writer.on_commit = self._on_commit
+        self.writer.gate, self.writer.max_packs = self.gate, cfg.max_packs
+        if genesis is not None:
+            await self.writer.create_genesis(genesis)
+        await self.writer.recover()
+        self.genesis = replayer.genesis
+        self.metrics.head_seq.set(self.index.head.seq if self.index.head else 0)
+        self.batcher = Batcher(self.writer, max_batch=cfg.max_batch, batch_interval=cfg.batch_interval_ms / 1000,
+                               idle=cfg.anchor_idle_seconds)
+        self.batcher.start()
+
+    async def _log_info(self) -> dict[str, Any]:
+        """The log's origin and key, waiting up to `log_wait_seconds` for it to come up
+        (a local network may start the log and the registry together)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.log_wait_seconds
+        async with LogClient(self.config.log_url, timeout=10) as client:
+            while True:
+                try:
+                    return await client.info()
+                except (OSError, asyncio.TimeoutError, aiohttp.ClientError) as e:
+                    if loop.time() >= deadline:
+                        raise ConfigError(f"the log at {self.config.log_url} is not reachable: {e}") from None
+                    await asyncio.sleep(0.5)
+
+    async def _open_mirror(self) -> None:
+        cfg = self.config
+        self.mirror = Mirror(self.data_dir, cfg.upstream, repo=self.repo, index=self.index,
+                             registry=cfg.registry_key or None, policy=self._policy(), metrics=self.metrics)
+        await self._thread(self.mirror.load)
+        self.registry = self.mirror.registry or ""
+        if cfg.log_url:
+            self.seed = load_or_create_key(cfg.key_file or cfg.data_dir / "registry.key")
+            self.anchorer = Anchorer(cfg.log_url, self.seed, None)
+        self._tasks.append(asyncio.create_task(self._follow(), name="registry-mirror"))
+
+    async def close(self) -> None:
+        self._closing = True
+        self._dirty.set()
+        if self.batcher is not None:
+            await self.batcher.close()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self.anchorer is not None:
+            await self.anchorer.close()
+        self.executor.shutdown(wait=True)
+        self.repo.close()
+        os.close(self.lock_fd)
+
+    # --- mirror loop --------------------------------------------------------------------
+
+    async def sync_once(self):
+        assert self.mirror is not None
+        result = await self._thread(self.mirror.sync)
+        if await self._thread(self.repo.pack_count) > self.config.max_packs:
+            async with self.gate.write():
+                await self._thread(self.repo.compact)
+        if not result.refused:
+            self.index = self.mirror.index
+            self.registry = self.mirror.registry or ""
+            if self.producer is not None:
+                self.producer.index = self.index
+            if result.verified:
+                self._dirty.set()
+        return result
+
+    async def _follow(self) -> None:
+        while not self._closing:
+            try:
+                result = await self.sync_once()
+                if result.refused:
+                    log.error("mirror refused the upstream: %s (report %s)", result.message, result.report)
+            except Exception as e:  # the upstream being down is not fatal
+                log.warning("mirror sync failed: %s", e)
+            await asyncio.sleep(self.config.mirror_interval)
+
+    # --- status epochs ------------------------------------------------------------------
+
+    def _on_commit(self, info: CommitInfo, records: list[Record]) -> None:
+        self.metrics.commits.inc()
+        self.metrics.head_seq.set(info.seq)
+        self.metrics.batch_size.observe(len(records))
+        for rec in records:
+            self.metrics.records.labels(rec.type).inc()
+        if records:
+            self._dirty.set()
+
+    @property
+    def _epoch_file(self) -> Path:
+        return self.data_dir / "status-epoch.json"
+
+    async def new_epoch(self) -> Epoch:
+        assert self.producer is not None and self.anchorer is not None
+        last = json.loads(self._epoch_file.read_text())["epoch"] if self._epoch_file.exists() else 0
+        at = datetime.now(timezone.utc).replace(microsecond=0)
+        epoch = self.producer.prepare(last + 1, at, timedelta(seconds=self.config.epoch_seconds))
+        epoch.anchor = await self.anchorer.anchor_statement(epoch.statement_hash, epoch.statement_id)
+        await self._thread(self.producer.preproduce, epoch)
+        write_durably(self._epoch_file, json.dumps({"epoch": epoch.number}).encode())
+        self.epoch = epoch
+        self.metrics.epoch.set(epoch.number)
+        self.metrics.revoked.set(epoch.tree.size)
+        return epoch
+
+    async def _epochs(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_build = 0.0
+        while not self._closing:
+            if self.index.head is None:
+                await asyncio.sleep(0.5)
+                continue
+            wait = max(0.0, self.config.min_epoch_interval - (loop.time() - last_build))
+            if wait:
+                await asyncio.sleep(wait)
+            self._dirty.clear()
+            try:
+                epoch = await self.new_epoch()
+            except Exception as e:
+                log.warning("status epoch failed (keeping the previous one): %s", e)
+                await asyncio.sleep(1.0)
+                continue
+            last_build = loop.time()
+            validity = (epoch.next_update - epoch.this_update).total_seconds()
+            full = validity >= self.config.epoch_seconds
+            refresh = epoch.this_update + timedelta(seconds=validity * (0.75 if full else 1.0))
+            timeout = max(0.0, (refresh - datetime.now(timezone.utc)).total_seconds())
+            try:
+                await asyncio.wait_for(self._dirty.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    async def status(self, key: str) -> tuple[Epoch, Produced]:
+        producer = self.producer
+        if producer is None:
+            raise NotFound("this registry runs no status service (it needs a key and --log-url)")
+        epoch = self.epoch
+        if epoch is None:
+            raise Unavailable("no status epoch has been produced yet; retry shortly", retry_after=1)
+        got = producer.cached(epoch, key)
+        if got is None:
+            if key in epoch.revoked:
+                got = await self._thread(producer.produce_revoked, epoch, key)
+            else:
+                got = producer.produce(epoch, key)
+            producer.remember(epoch, key, got)
+        self.metrics.status_responses.labels(got.body["status"]).inc()
+        return epoch, got
+
+    def status_list(self, issuer: str, number: int, url: str) -> tuple[Epoch, Produced]:
+        if self.producer is None or self.seed is None:
+            raise NotFound("this registry runs no status service")
+        epoch = self.epoch
+        if epoch is None:
+            raise Unavailable("no status epoch has been produced yet; retry shortly", retry_after=1)
+        cache_key = (issuer, number, url)
+        got = epoch.list_cache.get(cache_key)
+        if got is None:
+            ttl_ms = max(1000, int((epoch.next_update - epoch.this_update).total_seconds() * 1000))
+            cred = status_list_credential(url=url, registry=self.producer.registry, seed=self.seed,
+                                          indices=epoch.lists.get((issuer, number), []),
+                                          this_update=epoch.this_update, next_update=epoch.next_update, ttl_ms=ttl_ms)
+            data = json.dumps(cred, separators=(",", ":"), sort_keys=True).encode()
+            got = Produced(cred, data, '"' + sha256(data).hex()[:32] + '"')
+            if len(epoch.list_cache) < 10_000:
+                epoch.list_cache[cache_key] = got
+        return epoch, got
+
+    # --- reads ------------------------------------------------------------------------
+
+    def anchor_text(self, seq: int) -> str:
+        head = self.index.head
+        if head is None or not 0 <= seq <= head.seq:
+            raise NotFound(f"no commit with seq {seq}")
+        path = self.data_dir / "anchors" / f"{seq}.tlog-proof"
+        try:
+            return path.read_text()
+        except FileNotFoundError:
+            raise NotFound(f"the anchor of commit {seq} is not available yet") from None
+
+    def info(self) -> dict[str, Any]:
+        head = self.index.head
+        g = self.genesis or (self.mirror.genesis if self.mirror else None)
+        out: dict[str, Any] = {
+            "name": self.config.name, "registry": self.registry, "mode": "mirror" if self.mirror else "primary",
+            "head": {"seq": head.seq, "commit": head.commit, "tree": head.tree} if head else None,
+            "records": len(self.index.records), "git": f"/{self.config.name}.git",
+            "status_service": self.producer.registry if self.producer else None,
+            "epoch": self.epoch.number if self.epoch else None,
+        }
+        if g is not None:
+            out["log"] = {"origin": g.log_origin, "vkey": g.log_vkey}
+        if self.mirror is not None:
+            out["upstream"] = self.mirror.upstream
+        return out

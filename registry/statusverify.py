@@ -1,0 +1,281 @@
+"""Offline verification of a saved status response (`oap-registry status --offline`).
+
+Needs the registry's key (did:key) and, to check the log anchors too, the log's
+trust policy; no network. Checks, in order:
+
+1. the response is signed by the registry key;
+2. the embedded epoch statement is signed by the same key and has the same
+   `this_update` / `next_update`;
+3. the epoch statement is anchored in the log (a `receipt` entry of its hash,
+   signed by the registry) — inclusion checked when a policy is given;
+4. `good` / `unknown`: the bracketing leaves prove the id is not in the
+   sorted tree of revoked ids whose root and size the epoch statement signs;
+   `revoked`: the id's leaf is in that tree, names the record's hash, the
+   record's own signatures verify, the Git path leads from the anchored commit
+   tree to exactly the record's bytes, and that commit's `.tlog-proof` anchors
+   it in the log (and, for a kill switch, the receipt anchor);
+5. the response is fresh: `this_update <= now < next_update`.
+
+This module deliberately shares no code with `registry.status` or
+`registry.sortedtree`, which build what it checks; it uses the tlog verifiers.
+Failures raise `StatusVerificationError` naming the check.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from tlog import ed25519
+from tlog.canonical import jcs, loads_json
+from tlog.conformance import MAX_CLOCK_SKEW, parse_utc
+from tlog.did import public_from_did_key
+from tlog.encoding import b64dec
+from tlog.errors import OAPError, VerificationError
+from tlog.hashing import HASH_SIZE, format_sha256, leaf_hash, parse_sha256, sha256
+from tlog.verifier import TrustPolicy
+from tlog.verify import verify_inclusion
+
+from .anchoring import verify_commit_anchor, verify_receipt_anchor
+from .records import KILL_SWITCH_CLASSES, check_record, vc_status_key
+
+STATUSES = ("good", "revoked", "unknown")
+
+
+class StatusVerificationError(VerificationError):
+    pass
+
+
+@dataclass(frozen=True)
+class VerifiedStatus:
+    id: str
+    status: str
+    this_update: datetime
+    next_update: datetime
+    epoch: int
+    log_checked: bool
+    revoked_at: datetime | None = None
+    reason: str | None = None
+    record: dict[str, Any] | None = None
+
+
+def _fail(msg: str) -> StatusVerificationError:
+    return StatusVerificationError(msg)
+
+
+def _check_signed(obj: dict[str, Any], public: bytes, what: str) -> None:
+    sig = obj.get("signature")
+    try:
+        raw = b64dec(sig, what="signature") if isinstance(sig, str) else b""
+        ed25519.verify(public, jcs({k: v for k, v in obj.items() if k != "signature"}), raw)
+    except OAPError:
+        raise _fail(f"{what} is not signed by the registry key") from None
+
+
+def _time(value: object, what: str) -> datetime:
+    try:
+        return parse_utc(value, what)
+    except OAPError:
+        raise _fail(f"{what} is not an RFC 3339 UTC time") from None
+
+
+def verify_status(resp: object, *, registry: str, policy: TrustPolicy | None = None,
+                  now: datetime | None = None, allow_stale: bool = False) -> VerifiedStatus:
+    if not isinstance(resp, dict):
+        raise _fail("status response must be a JSON object")
+    try:
+        public = public_from_did_key(registry)
+    except OAPError as e:
+        raise _fail(f"registry key: {e.message}") from None
+    _check_signed(resp, public, "status response")
+    need = {"type", "id", "status", "this_update", "next_update", "epoch", "epoch_anchor", "proof", "signature"}
+    if resp.get("status") == "revoked":
+        need.add("revocation")
+    if set(resp) != need or resp["type"] != "oap-status-response" or resp["status"] not in STATUSES:
+        raise _fail("not an oap-status-response")
+    key = resp["id"]
+    if not isinstance(key, str) or not key:
+        raise _fail("id must be a non-empty string")
+
+    st = resp["epoch"]
+    if not isinstance(st, dict) or st.get("type") != "oap-status-epoch":
+        raise _fail("epoch statement missing")
+    _check_signed(st, public, "epoch statement")
+    if st.get("registry") != registry:
+        raise _fail("epoch statement names another registry")
+    if (st.get("this_update"), st.get("next_update")) != (resp["this_update"], resp["next_update"]):
+        raise _fail("response times differ from the epoch statement")
+    this_update = _time(resp["this_update"], "this_update")
+    next_update = _time(resp["next_update"], "next_update")
+    number, size = st.get("epoch"), st.get("revoked_size")
+    if type(number) is not int or type(size) is not int or size < 0:
+        raise _fail("epoch statement: epoch and revoked_size must be integers")
+    try:
+        root = parse_sha256(st.get("revoked_root"), "revoked_root")
+    except OAPError as e:
+        raise _fail(e.message) from None
+    try:
+        verify_receipt_anchor(resp["epoch_anchor"], receipt_hash=sha256(jcs(st)),
+                              receipt_id=f"urn:oap:status-epoch:{number}", registry=registry, policy=policy)
+    except OAPError as e:
+        raise _fail(f"epoch anchor: {e.message}") from None
+
+    out: dict[str, Any] = {}
+    if resp["status"] == "revoked":
+        out = _check_revoked(resp, key, size, root, registry, policy)
+    else:
+        verify_absence(resp["proof"], key, size, root)
+
+    now = now or datetime.now(timezone.utc)
+    if this_update > now + MAX_CLOCK_SKEW:
+        raise _fail("response is from the future (this_update after now)")
+    if now >= next_update and not allow_stale:
+        raise _fail(f"response is stale: next_update {resp['next_update']} has passed")
+    return VerifiedStatus(key, resp["status"], this_update, next_update, number, policy is not None, **out)
+
+
+# --- sorted Merkle tree proofs (RFC 9162 inclusion via tlog.verify) -----------------
+
+
+def _leaf(item: object, size: int, root: bytes, what: str) -> dict[str, Any]:
+    if not isinstance(item, dict) or set(item) != {"index", "leaf", "inclusion_proof"}:
+        raise _fail(f"{what}: must be {{index, leaf, inclusion_proof}}")
+    index, proof = item["index"], item["inclusion_proof"]
+    if type(index) is not int or not isinstance(proof, list):
+        raise _fail(f"{what}: malformed")
+    try:
+        data = b64dec(item["leaf"], what="leaf")
+        hashes = [b64dec(h, what="proof hash") for h in proof]
+        leaf = loads_json(data)
+    except OAPError as e:
+        raise _fail(f"{what}: {e.message}") from None
+    if not isinstance(leaf, dict) or jcs(leaf) != data or set(leaf) != {"id", "reason", "record", "revoked_at"} \
+            or not isinstance(leaf["id"], str):
+        raise _fail(f"{what}: leaf is not a canonical revoked-id leaf")
+    if any(len(h) != HASH_SIZE for h in hashes):
+        raise _fail(f"{what}: proof hashes must be 32 bytes")
+    try:
+        verify_inclusion(index, size, leaf_hash(data), hashes, root)
+    except OAPError as e:
+        raise _fail(f"{what}: {e.message}") from None
+    return {**leaf, "_index": index}
+
+
+def verify_absence(proof: object, key: str, size: int, root: bytes) -> None:
+    if not isinstance(proof, dict) or proof.get("type") != "sorted-merkle-absence" \
+            or set(proof) != {"type", "left", "right"}:
+        raise _fail("good/unknown responses need a sorted-merkle-absence proof")
+    k = key.encode("utf-8")
+    left = _leaf(proof["left"], size, root, "left leaf") if proof["left"] is not None else None
+    right = _leaf(proof["right"], size, root, "right leaf") if proof["right"] is not None else None
+    if left is None and right is None:
+        if size != 0 or root != hashlib.sha256(b"").digest():
+            raise _fail("no bracketing leaves, but the revoked tree is not empty")
+        return
+    if left is not None and not left["id"].encode("utf-8") < k:
+        raise _fail("left leaf does not sort before the id")
+    if right is not None and not k < right["id"].encode("utf-8"):
+        raise _fail("right leaf does not sort after the id")
+    if left is None and right["_index"] != 0:
+        raise _fail("id sorts before the first leaf, but the right leaf is not leaf 0")
+    if right is None and left["_index"] != size - 1:
+        raise _fail("id sorts after the last leaf, but the left leaf is not the last")
+    if left is not None and right is not None and right["_index"] != left["_index"] + 1:
+        raise _fail("bracketing leaves are not adjacent")
+
+
+# --- revoked: record, Git path, anchors ------------------------------------------------
+
+
+def _check_revoked(resp: dict[str, Any], key: str, size: int, root: bytes, registry: str,
+                   policy: TrustPolicy | None) -> dict[str, Any]:
+    proof = resp["proof"]
+    if not isinstance(proof, dict) or proof.get("type") != "sorted-merkle-membership":
+        raise _fail("a revoked response needs a sorted-merkle-membership proof")
+    leaf = _leaf({k: v for k, v in proof.items() if k != "type"}, size, root, "revoked leaf")
+    if leaf["id"] != key:
+        raise _fail("the leaf proven is not this id's")
+    rv = resp["revocation"]
+    fields = {"revoked_at", "reason", "record", "path", "seq", "commit", "tree", "git_path", "anchor"}
+    if not isinstance(rv, dict) or not fields <= set(rv) or not set(rv) <= fields | {"receipt_anchor"}:
+        raise _fail("revocation block malformed")
+    record = rv["record"]
+    try:
+        rec = check_record(record, now=None)
+    except OAPError as e:
+        raise _fail(f"revocation record: {e.message}") from None
+    content = jcs(record)
+    if leaf["record"] != format_sha256(sha256(content)) or leaf["revoked_at"] != rv["revoked_at"] \
+            or leaf["reason"] != rv["reason"] or rv["path"] != rec.path:
+        raise _fail("the leaf does not commit to this record")
+    revoked_at = _time(rv["revoked_at"], "revoked_at")
+    _record_revokes(rec, key, rv["reason"], revoked_at)
+    _verify_git_path(rv["tree"], rec.path, rv["git_path"], content)
+    if type(rv["seq"]) is not int or not isinstance(rv["commit"], str) or not isinstance(rv["tree"], str):
+        raise _fail("revocation: seq, commit, tree malformed")
+    try:
+        verify_commit_anchor(rv["anchor"], commit=rv["commit"], tree=rv["tree"], seq=rv["seq"],
+                             registry=registry, policy=policy)
+        if rec.type == "kill_switch":
+            verify_receipt_anchor(rv.get("receipt_anchor", ""), receipt_hash=sha256(content), receipt_id=rec.id,
+                                  registry=registry, policy=policy)
+    except OAPError as e:
+        raise _fail(e.message) from None
+    return {"revoked_at": revoked_at, "reason": rv["reason"], "record": record}
+
+
+def _record_revokes(rec, key: str, reason: str, revoked_at: datetime) -> None:
+    """The record must be one that revokes `key`, at the time and for the reason claimed."""
+    if rec.type == "revocation":
+        want = vc_status_key(rec.subject, rec.issued_by) if rec.kind == "vc" else rec.subject
+        ok = key == want and reason == rec.body["reason"] and revoked_at == rec.effective_at
+    elif rec.type == "kill_switch":
+        ok = key in {f"{rec.subject}#{c}" for c in KILL_SWITCH_CLASSES} and reason == "kill_switch" \
+            and revoked_at == rec.effective_at
+    elif rec.type == "conformance":
+        ok = key == rec.id and reason == "expired" and revoked_at == rec.expires_at
+    else:
+        ok = False
+    if not ok:
+        raise _fail("the record does not revoke this id at that time for that reason")
+
+
+def _git_sha(kind: bytes, data: bytes) -> str:
+    return hashlib.sha1(kind + b" " + str(len(data)).encode() + b"\0" + data).hexdigest()
+
+
+def _tree_entries(raw: bytes) -> dict[bytes, tuple[bytes, str]]:
+    out: dict[bytes, tuple[bytes, str]] = {}
+    pos = 0
+    while pos < len(raw):
+        sp = raw.find(b" ", pos)
+        nul = raw.find(b"\0", sp + 1)
+        if sp < 0 or nul < 0 or nul + 21 > len(raw):
+            raise _fail("malformed Git tree object in the path proof")
+        out[raw[sp + 1:nul]] = (raw[pos:sp], raw[nul + 1:nul + 21].hex())
+        pos = nul + 21
+    return out
+
+
+def _verify_git_path(tree: str, path: str, raw_trees: object, content: bytes) -> None:
+    """Walk Git tree objects from `tree` to the blob at `path`; the blob must be `content`."""
+    parts = path.encode("utf-8").split(b"/")
+    if not isinstance(raw_trees, list) or len(raw_trees) != len(parts):
+        raise _fail("Git path proof has the wrong length")
+    expected = tree
+    for i, (item, part) in enumerate(zip(raw_trees, parts)):
+        try:
+            raw = b64dec(item, what="tree object")
+        except OAPError as e:
+            raise _fail(e.message) from None
+        if _git_sha(b"tree", raw) != expected:
+            raise _fail(f"Git path proof: tree object {i} does not hash to {expected}")
+        entry = _tree_entries(raw).get(part)
+        if entry is None:
+            raise _fail(f"Git path proof: {part.decode()} is not in tree {expected}")
+        mode, expected = entry
+        if mode != (b"100644" if i == len(parts) - 1 else b"40000"):
+            raise _fail(f"Git path proof: {part.decode()} has mode {mode.decode()}")
+    if _git_sha(b"blob", content) != expected:
+        raise _fail("Git path proof: the blob is not the record")

@@ -1,0 +1,256 @@
+"""The registry writer: validate a batch, commit it, anchor it, then publish it.
+
+One writer owns `refs/heads/main` (a lock file in the data directory keeps a
+second process out). A batch goes through these steps, and a submission is
+acknowledged only after the last one:
+
+1. validate every record in arrival order against the committed registry
+   plus the batch so far (`records.validate_submission`, `now` = the commit
+   time, exactly what a mirror will re-check);
+2. anchor kill switch invocations in the log as receipts;
+3. write one commit adding the records (+ the previous head's anchor) — Git
+   objects only, no ref moves yet;
+4. write `pending.json` (fsync), then anchor the commit in the log;
+5. move `refs/heads/main` by compare-and-swap, drop `pending.json`.
+
+Crash safety: after a crash between 4 and 5 the next start (or batch)
+re-anchors the *same* commit — Ed25519 is deterministic, so the log sees the
+identical entry and returns its index — and publishes it. The registry never
+anchors two different commits with one seq. A failed CAS means someone moved
+the ref behind the writer's back; the writer then refuses all writes (503)
+until an operator looks, rather than guess which history is right.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tlog.errors import Conflict, OAPError, Unavailable
+
+from .anchoring import Anchorer
+from .history import Replayer
+from .index import CommitInfo, Index, Layered
+from .layout import GENESIS, anchor_path, receipt_proof_path
+from .records import Record, validate_submission
+from .store import MAIN, ReadGate, RegistryRepo
+
+log = logging.getLogger("oap.registry.writer")
+
+
+@dataclass(frozen=True)
+class Accepted:
+    record: Record
+    fresh: bool  # False: the identical record was already there
+    seq: int
+    commit: str
+    anchor: str  # .tlog-proof of the commit (or "" for an old duplicate: see GET /v1/anchors/<seq>)
+    receipt_anchor: str | None = None  # kill switch: the receipt's .tlog-proof
+
+
+@dataclass
+class Item:
+    doc: object
+    future: asyncio.Future
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RegistryWriter:
+    def __init__(self, repo: RegistryRepo, index: Index, anchorer: Anchorer, data_dir: Path,
+                 executor: ThreadPoolExecutor, replayer: Replayer) -> None:
+        self.repo, self.index, self.anchorer = repo, index, anchorer
+        self.data_dir = data_dir
+        self.anchors_dir = data_dir / "anchors"
+        self.anchors_dir.mkdir(parents=True, exist_ok=True)
+        self.executor = executor
+        self.replayer = replayer
+        self.broken: str | None = None
+        self.before_publish: Callable[[], Awaitable[None]] | None = None  # test hook: stall before the CAS
+        self.on_commit: Callable[[CommitInfo, list[Record]], None] | None = None
+        self.gate: ReadGate | None = None  # set by the service: compaction keeps Git readers out
+        self.max_packs = 64
+
+    async def _thread(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    @property
+    def pending_path(self) -> Path:
+        return self.data_dir / "pending.json"
+
+    def anchor_file(self, seq: int) -> Path:
+        return self.anchors_dir / Path(anchor_path(seq)).name
+
+    def anchor_text(self, seq: int) -> str | None:
+        try:
+            return self.anchor_file(seq).read_text()
+        except FileNotFoundError:
+            return None
+
+    def _keep_anchor(self, seq: int, bundle: str) -> None:
+        write_durably(self.anchor_file(seq), bundle.encode())
+
+    # --- recovery -----------------------------------------------------------------
+
+    async def recover(self) -> None:
+        """Finish a commit that was anchored but not published; make sure the head has its anchor."""
+        if self.pending_path.exists():
+            p = json.loads(self.pending_path.read_text())
+            head = self.repo.ref(MAIN)
+            if head == p["parent"] and self.repo.has(p["commit"]):
+                log.warning("publishing commit %s (seq %d) left pending by an interrupted batch", p["commit"], p["seq"])
+                bundle = await self.anchorer.anchor_commit(p["commit"], p["tree"], p["seq"])
+                self._keep_anchor(p["seq"], bundle)
+                await self._thread(self.repo.cas, MAIN, p["parent"], p["commit"])
+                records = await self._thread(self.replayer.apply, p["commit"])
+                if self.on_commit is not None:
+                    self.on_commit(self.index.commits[-1], records)
+            elif head != p["commit"]:
+                log.error("dropping pending commit %s: main is at %s, not its parent", p["commit"], head)
+            self.pending_path.unlink()
+        head = self.index.head
+        if head is not None and self.anchor_text(head.seq) is None:
+            self._keep_anchor(head.seq, await self.anchorer.anchor_commit(head.commit, head.tree, head.seq))
+
+    async def create_genesis(self, content: bytes) -> None:
+        """Commit 0: `registry.json` only, anchored like every other commit."""
+        when = int(time.time())
+        cid, tree, _ = await self._thread(self.repo.build_commit, None, [(GENESIS, content)], "registry: genesis",
+                                          when)
+        write_durably(self.pending_path, json.dumps({"seq": 0, "commit": cid, "tree": tree, "parent": None}).encode())
+        self._keep_anchor(0, await self.anchorer.anchor_commit(cid, tree, 0))
+        await self._thread(self.repo.cas, MAIN, None, cid)
+        self.pending_path.unlink()
+        await self._thread(self.replayer.apply, cid)
+        if self.on_commit is not None:
+            self.on_commit(self.index.commits[-1], [])
+
+    # --- one batch ------------------------------------------------------------------
+
+    async def commit_batch(self, items: list[Item], *, anchor_only: bool = False) -> None:
+        """Validate, commit, anchor and publish `items`; settle every future."""
+        try:
+            if self.broken:
+                raise Unavailable(self.broken)
+            await self.recover()
+            await self._commit(items, anchor_only)
+            await self.maybe_compact()
+        except OAPError as e:
+            self._fail_all(items, e)
+        except Exception as e:  # network errors, disk errors: nothing was published
+            log.exception("registry batch failed")
+            self._fail_all(items, Unavailable(f"the registry could not commit: {type(e).__name__}", retry_after=1))
+
+    async def maybe_compact(self) -> None:
+        """One pack per batch adds up; fold them into one past `max_packs`."""
+        if self.gate is None or await self._thread(self.repo.pack_count) <= self.max_packs:
+            return
+        async with self.gate.write():
+            n = await self._thread(self.repo.compact)
+        log.info("compacted the repository into one pack (%d objects)", n)
+
+    @staticmethod
+    def _fail_all(items: list[Item], err: OAPError) -> None:
+        for it in items:
+            if not it.future.done():
+                it.future.set_exception(err)
+                it.future.exception()  # the waiter may be gone
+
+    async def _commit(self, items: list[Item], anchor_only: bool) -> None:
+        when = int(time.time())
+        now = datetime.fromtimestamp(when, timezone.utc)
+        head = self.index.head
+        batch = Index()
+        state = Layered(self.index, batch)
+        accepted: list[tuple[Item, Record, bool]] = []
+        for it in items:
+            try:
+                rec, fresh = validate_submission(it.doc, state, now)
+            except OAPError as e:
+                self._fail_all([it], e)
+                continue
+            if fresh:
+                batch.add(rec, -1)
+            accepted.append((it, rec, fresh))
+        fresh_recs = [rec for _, rec, fresh in accepted if fresh]
+        if not fresh_recs and not anchor_only:
+            for it, rec, _ in accepted:  # all duplicates of published records
+                await self._resolve_duplicate(it, rec)
+            return
+        files: list[tuple[str, bytes]] = []
+        if head is not None and head.seq not in self.index.anchors_in_tree:
+            text = self.anchor_text(head.seq)
+            if text is None:
+                raise Unavailable("the anchor of the head commit is missing; restart to re-anchor it")
+            files.append((anchor_path(head.seq), text.encode()))
+        kills = [rec for rec in fresh_recs if rec.type == "kill_switch"]
+        receipts: dict[str, str] = {}
+        if kills:
+            bundles = await self.anchorer.anchor_receipts([(r.hash, r.id) for r in kills])
+            receipts = {r.path: b for r, b in zip(kills, bundles)}
+        for rec in fresh_recs:
+            files.append((rec.path, rec.content))
+            if rec.path in receipts:
+                files.append((receipt_proof_path(rec.path), receipts[rec.path].encode()))
+        seq = head.seq + 1 if head else 0
+        summary = f"registry: seq {seq}, {len(fresh_recs)} record(s)" if fresh_recs else f"registry: seq {seq}, anchors"
+        parent = head.commit if head else None
+        cid, tree, changed = await self._thread(self.repo.build_commit, parent, files, summary, when)
+        if not changed:
+            raise Conflict("the batch adds nothing new")
+        write_durably(self.pending_path, json.dumps(
+            {"seq": seq, "commit": cid, "tree": tree, "parent": parent}).encode())
+        bundle = await self.anchorer.anchor_commit(cid, tree, seq)
+        self._keep_anchor(seq, bundle)
+        if self.before_publish is not None:
+            await self.before_publish()
+        try:
+            await self._thread(self.repo.cas, MAIN, parent, cid)
+        except Conflict:
+            self.broken = ("refs/heads/main was moved outside the registry writer; writes are stopped "
+                           "until an operator checks the repository")
+            self.pending_path.unlink(missing_ok=True)
+            log.error("%s (commit %s seq %d was anchored but not published)", self.broken, cid, seq)
+            raise
+        self.pending_path.unlink()
+        if head is not None:
+            self.index.anchors_in_tree.add(head.seq)
+        for rec in fresh_recs:
+            self.index.add(rec, seq)
+        info = CommitInfo(seq, cid, tree, when)
+        self.index.add_commit(info)
+        if self.on_commit is not None:
+            self.on_commit(info, fresh_recs)
+        for it, rec, fresh in accepted:
+            if fresh or self.index.seq_of.get(rec.path) == seq:
+                it.future.set_result(Accepted(rec, fresh, seq, cid, bundle, receipts.get(rec.path)))
+            else:
+                await self._resolve_duplicate(it, rec)
+
+    async def _resolve_duplicate(self, it: Item, rec: Record) -> None:
+        seq = self.index.seq_of[rec.path]
+        receipt = None
+        if rec.type == "kill_switch":
+            data = await self._thread(self.repo.read, self.index.commits[seq].tree, receipt_proof_path(rec.path))
+            receipt = data.decode() if data else None
+        it.future.set_result(Accepted(rec, False, seq, self.index.commits[seq].commit,
+                                      self.anchor_text(seq) or "", receipt))
