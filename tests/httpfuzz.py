@@ -250,3 +250,117 @@ def log_valid_traffic(base_url: str):
             return r.status == 200
 
     return valid
+
+
+# --- the witness's and the registry's endpoints ---------------------------------------------
+
+
+def witness_endpoints(log_vkey_note: str) -> list[Endpoint]:
+    """`log_vkey_note`: a real signed checkpoint of the witnessed log (a valid seed body)."""
+    import hashlib
+    import json
+
+    from tlog.checkpoint import parse_checkpoint
+    from tlog.note import parse_note
+
+    origin = parse_checkpoint(parse_note(log_vkey_note).text).origin
+    body = ("old 0\n\n" + log_vkey_note).encode()
+    conf = json.dumps({"receipt": {"id": "urn:oap:conformance:x", "level": "L4"},
+                       "bundle": "c2sp.org/tlog-proof@v1\nindex 0\n\n" + log_vkey_note}).encode()
+    return [
+        Endpoint("POST", "/add-checkpoint", [body, ("old 1\nAAAA\n\n" + log_vkey_note).encode()], ["text/plain"]),
+        Endpoint("POST", "/v1/conformance/witness", [conf], ["application/json"]),
+        Endpoint("GET", f"/{hashlib.sha256(origin.encode()).hexdigest()}/checkpoint"),
+        Endpoint("GET", "/v1/info"), Endpoint("GET", "/healthz"), Endpoint("GET", "/metrics"),
+    ]
+
+
+def registry_endpoints() -> list[Endpoint]:
+    import json
+
+    import cbor2
+
+    from tlog.did import did_key_from_public
+    from tlog.ed25519 import generate_seed, public_from_seed
+
+    d = did_key_from_public(public_from_seed(generate_seed()))
+    rev = {"type": "revocation", "id": "urn:oap:revocation:fz", "kind": "key", "subject": d, "reason": "x",
+           "effective_at": "2026-11-20T09:00:00Z", "issued_at": "2026-11-20T09:00:00Z", "issued_by": d,
+           "signature": "A" * 86 + "=="}
+    cts = ["application/json", "application/oap+json", "application/oap+cbor"]
+    return [
+        Endpoint("POST", "/v1/records", [json.dumps(rev).encode(), cbor2.dumps(rev)], cts),
+        Endpoint("POST", "/registry.git/git-upload-pack", [b"0032want 0000000000000000000000000000000000000000\n0000"],
+                 ["application/x-git-upload-pack-request"]),
+        Endpoint("POST", "/registry.git/git-receive-pack", [b"0000"], ["application/x-git-receive-pack-request"]),
+        Endpoint("GET", "/registry.git/info/refs?service=git-upload-pack"),
+        Endpoint("GET", "/v1/records?type=revocation&limit=5"), Endpoint("GET", "/v1/records/urn:oap:revocation:fz"),
+        Endpoint("GET", f"/v1/subjects/{d}"), Endpoint("GET", "/v1/files/registry.json"),
+        Endpoint("GET", "/v1/anchors/1"), Endpoint("GET", f"/v1/status/{d}"),
+        Endpoint("GET", f"/v1/status-lists/{d}"), Endpoint("GET", "/v1/info"), Endpoint("GET", "/metrics"),
+    ]
+
+
+def getter(base_url: str, path: str):
+    async def valid(session: aiohttp.ClientSession, n: int) -> bool:
+        async with session.get(base_url + path) as r:
+            await r.read()
+            return r.status == 200
+
+    return valid
+
+
+async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
+    """Fuzz a log, a witness and a registry (real processes), each with `requests` requests."""
+    from pathlib import Path
+
+    from .services import log_service, registry_service, witness_service
+
+    workdir = Path(workdir)
+    log = log_service(workdir / "log", "--rate-limit-write", "0", "--rate-limit-read", "0").start()
+    w = witness_service(workdir / "w", log.vkey).start()
+    reg = registry_service(workdir / "reg", log.url).start()
+    out = {}
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(log.url + "/checkpoint") as r:
+                note = await r.text()
+        plans = [("log", log, log_endpoints(), log_valid_traffic(log.url)),
+                 ("witness", w, witness_endpoints(note), getter(w.url, "/healthz")),
+                 ("registry", reg, registry_endpoints(), getter(reg.url, "/v1/info"))]
+        for name, svc, endpoints, valid in plans:
+            rep = await fuzz(svc.url, endpoints, requests=requests, pid=svc.pid, valid=valid, seed=seed)
+            out[name] = {"sent": rep.sent, "statuses": dict(sorted(rep.statuses.items())),
+                         "server_errors": rep.server_errors[:20], "alive": svc.alive(),
+                         "valid_ok": rep.valid_ok, "valid_failed": rep.valid_failed[:20],
+                         "rss_start_mb": rep.rss_start_kb // 1024, "rss_peak_mb": rep.rss_peak_kb // 1024,
+                         "rss_end_mb": rep.rss_end_kb // 1024}
+    finally:
+        for svc in (reg, w, log):
+            svc.kill()
+    return out
+
+
+def passed(report: dict) -> bool:
+    return all(not r["server_errors"] and r["alive"] and r["valid_ok"] > 0 and not r["valid_failed"]
+               and r["rss_peak_mb"] - r["rss_start_mb"] < 400 for r in report.values())
+
+
+def main() -> None:
+    import argparse
+    import json
+    import sys
+    import tempfile
+
+    ap = argparse.ArgumentParser(description="Fuzz the log, a witness and the registry over HTTP.")
+    ap.add_argument("--requests", type=int, default=10_000, help="requests per service")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        report = asyncio.run(fuzz_all(d, args.requests, args.seed))
+    print(json.dumps(report, indent=2))
+    sys.exit(0 if passed(report) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,8 @@
-"""A short HTTP fuzz run against a real log process (make fuzz sends 10,000+ per service)."""
+"""Short HTTP fuzz runs against real log, witness and registry processes
+(`make fuzz` sends 10,000 per service)."""
 import pytest
 
-from .httpfuzz import fuzz, log_endpoints, log_valid_traffic
+from .httpfuzz import fuzz, fuzz_all, log_endpoints, log_valid_traffic, passed
 
 pytestmark = pytest.mark.slow
 
@@ -16,3 +17,13 @@ async def test_log_survives_hostile_http(server):
     assert rep.valid_ok > 0 and rep.valid_failed == []
     assert sum(n for s, n in rep.statuses.items() if 400 <= s < 500) > 500
     assert rep.rss_peak_kb - rep.rss_start_kb < 300_000, "memory grew without bound"
+
+
+async def test_every_service_survives_hostile_http(tmp_path):
+    report = await fuzz_all(tmp_path, requests=500, seed=7)
+    for name, r in report.items():
+        assert r["sent"] == 500, name
+        assert r["server_errors"] == [], (name, r["server_errors"])
+        assert r["alive"] and r["valid_ok"] > 0 and r["valid_failed"] == [], (name, r)
+        assert sum(n for s, n in r["statuses"].items() if 400 <= s < 500) > 100, (name, r["statuses"])
+    assert passed(report)
