@@ -31,9 +31,11 @@ $(BIN)/promtool: | $(STAMP)
 	  dpkg-deb -x prometheus_*.deb x && cp x/usr/bin/promtool $(CURDIR)/$(BIN)/promtool ) \
 	  || echo "promtool not available: the alert-rule lint test will be skipped"; rm -rf $$d
 
-# 50 kill -9 cycles under load (a 5-cycle version runs in `make test`)
+# 50 kill -9 cycles on the log+witness+registry network, then 50 on the log alone with crash
+# points inside batches (5-cycle versions run in `make test`)
 crash: $(STAMP)
 	$(BIN)/python -m tests.crashharness --cycles 50
+	$(BIN)/python -m tests.crashharness --cycles 50 --log-only
 
 # 10,000+ hostile HTTP requests to every service (a short version runs in `make test`)
 fuzz: $(STAMP)

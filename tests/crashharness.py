@@ -10,8 +10,14 @@ checkpoints seen (in responses or from /checkpoint) share a size with
 different roots; every one of them is consistent with the final checkpoint;
 the final root equals the root recomputed from the served tiles.
 
-Run: `python -m tests.crashharness --cycles 50` (make crash); the test suite
-runs 5 cycles.
+`run_network` does the same to a whole network: a witness, a log that
+pushes to it, and the registry anchored in the log, killing one of them each
+cycle; it also proves that the witness never cosigned two roots for one size
+or went backwards across a kill, and that every acknowledged registry record
+is in a history that `oap-registry verify` checks against the log.
+
+Run: `python -m tests.crashharness --cycles 50` (make crash: the network);
+the test suite runs 5 cycles of each.
 """
 from __future__ import annotations
 
@@ -209,12 +215,199 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cycles", type=int, default=50)
     ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--log-only", action="store_true", help="only the log (crash points inside batches)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        report = asyncio.run(run(args.cycles, Path(d), args.seed, progress=True))
+        if args.log_only:
+            report = asyncio.run(run(args.cycles, Path(d), args.seed, progress=True))
+            good = ok(report)
+        else:
+            report = asyncio.run(run_network(args.cycles, Path(d), args.seed, progress=True))
+            good = network_ok(report)
     report["seed"] = args.seed
     print(json.dumps(report, indent=2))
-    sys.exit(0 if ok(report) else 1)
+    sys.exit(0 if good else 1)
+
+
+
+# --- the whole network: log + witness + registry -------------------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool = False) -> dict:
+    """kill -9 the log, the witness or the registry at random, under load on all three."""
+    import hashlib
+
+    from registry.client import did_of, make_revocation
+    from tlog.keys import parse_vkey, cosigner_verifier
+    from tlog.server import load_or_create_key
+    from tlog.witnessing import policy_text
+
+    from .services import ORIGIN, Service, registry_service
+
+    rng = random.Random(seed)
+    log_dir, w_dir, r_dir = workdir / "log", workdir / "witness", workdir / "registry"
+    log_vkey = load_or_create_key(log_dir, ORIGIN).vkey
+    log_port, w_port = free_port(), free_port()
+    log_url, w_url = f"http://127.0.0.1:{log_port}", f"http://127.0.0.1:{w_port}"
+    w_dir.mkdir(parents=True)
+    (w_dir / "witness.toml").write_text(
+        f'[witness]\nname = "crash-witness.test"\nport = {w_port}\n\n[[witness.logs]]\norigin = "{ORIGIN}"\n'
+        f'vkey = "{log_vkey}"\n')
+    witness = Service("witness", [str(BIN / "oap-witness"), "serve", "--config", str(w_dir / "witness.toml"),
+                                  "--data", str(w_dir)]).start()
+    w_vkey = witness.vkey
+    w_verifier = cosigner_verifier(parse_vkey(w_vkey))
+    policy_file = workdir / "witnesses.policy"
+    policy_file.write_text(policy_text(log_vkey, [("w", w_vkey, w_url)], 0))
+
+    def log_svc(env: dict[str, str]) -> Service:
+        return Service("log", [str(BIN / "oap-log"), "serve", "--data", str(log_dir), "--port", str(log_port),
+                               "--origin", ORIGIN, "--batch-interval-ms", "5", "--witness-policy", str(policy_file),
+                               "--rate-limit-write", "0", "--rate-limit-read", "0"], {**os.environ, **env})
+
+    log = log_svc({}).start()
+    reg = registry_service(r_dir, log_url, "--batch-interval-ms", "20").start()
+    obs = Observed()
+    cosigned: dict[int, bytes] = {}  # what the witness cosigned: size -> root
+    witness_forks: list[str] = []
+    went_backwards: list[str] = []
+    max_cosigned = [0]
+    reg_acked: set[str] = set()
+    counter = [0]
+    modes: list[str] = []
+    mon_path = f"/{hashlib.sha256(ORIGIN.encode()).hexdigest()}/checkpoint"
+
+    def saw_cosigs(note_text: str) -> None:
+        note = parse_note(note_text)
+        cp = parse_checkpoint(note.text)
+        for s in note.signatures:
+            if s.name == w_verifier.name and s.key_id == w_verifier.key_id:
+                w_verifier.verify(note.text.encode(), s.blob)
+                if cosigned.setdefault(cp.size, cp.root) != cp.root:
+                    witness_forks.append(f"size {cp.size}")
+                max_cosigned[0] = max(max_cosigned[0], cp.size)
+
+    async def registry_load(url: str, stop: asyncio.Event) -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as s:
+            async def one():
+                while not stop.is_set():
+                    k = generate_seed()
+                    rec = make_revocation(k, kind="key", subject=did_of(k), reason="key_compromise")
+                    try:
+                        async with s.post(url + "/v1/records", json=rec) as r:
+                            if r.status == 200:
+                                reg_acked.add(rec["id"])
+                    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                        await asyncio.sleep(0.02)
+            await asyncio.gather(*(one() for _ in range(3)))
+
+    async def witness_poll(stop: asyncio.Event) -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as s:
+            while not stop.is_set():
+                try:
+                    async with s.get(w_url + mon_path) as r:
+                        if r.status == 200:
+                            saw_cosigs(await r.text())
+                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                    pass
+                await asyncio.sleep(0.05)
+
+    t0 = time.monotonic()
+    try:
+        for cycle in range(cycles):
+            victim = rng.choice(["log", "log", "witness", "registry"])
+            mode = "sigkill"
+            if victim == "log" and rng.random() < 0.5:
+                mode = rng.choice(CRASH_POINTS)
+                log.kill()
+                log = log_svc({"OAP_TLOG_CRASH_POINTS": f"{mode}:0.05"}).start()
+            stop = asyncio.Event()
+            tasks = [asyncio.create_task(load(log.url, obs, counter, stop, workers=8)),
+                     asyncio.create_task(registry_load(reg.url, stop)),
+                     asyncio.create_task(witness_poll(stop))]
+            limit = time.monotonic() + rng.uniform(0.3, 1.2)
+            target = {"log": log, "witness": witness, "registry": reg}[victim]
+            while time.monotonic() < limit and target.alive():
+                await asyncio.sleep(0.01)
+            died_by_itself = not target.alive()
+            target.kill()
+            stop.set()
+            await asyncio.gather(*tasks)
+            if victim == "witness":
+                before = max_cosigned[0]
+                witness.start()
+                async with aiohttp.ClientSession() as s:
+                    async with s.get(w_url + mon_path) as r:
+                        after = parse_checkpoint(parse_note(await r.text()).text).size if r.status == 200 else 0
+                if after < before:
+                    went_backwards.append(f"cycle {cycle}: cosigned {before} before the kill, state {after} after")
+            elif victim == "log":
+                log = log_svc({}).start()
+            else:
+                reg.start()
+            modes.append(f"{victim}:{mode if died_by_itself or mode == 'sigkill' else 'sigkill'}")
+            if progress:
+                print(f"cycle {cycle + 1}/{cycles}: {modes[-1]}, log {len(obs.acked)} acked, "
+                      f"registry {len(reg_acked)} acked, witness cosigned up to {max_cosigned[0]}", flush=True)
+        # --- final checks on clean processes ---------------------------------------------------
+        log.kill()
+        log = log_svc({}).start()
+        policy = TrustPolicy.for_log(log_vkey)
+        async with LogClient(log.url) as client:
+            final_note = await client.checkpoint()
+            saw_cosigs(final_note)
+            final = policy.verify_checkpoint(final_note).checkpoint
+            stored = await fetch_entries(log.url, final.size)
+            lost = [n for n, idx in obs.acked.items() if idx >= final.size or stored[idx] != canonical_entry(entry(n))]
+            inconsistent = []
+            for size, root in sorted({**obs.checkpoints, **cosigned}.items()):
+                try:
+                    verify_consistency(size, final.size, root, final.root, await client.consistency(size, final.size))
+                except Exception:
+                    inconsistent.append(size)
+            tiles_ok = await client.root_from_tiles(final.size) == final.root
+        reg.kill()
+        reg.start()
+        missing_records = []
+        async with aiohttp.ClientSession() as s:
+            for rid in sorted(reg_acked):
+                async with s.get(reg.url + "/v1/records/" + rid) as r:
+                    if r.status != 200:
+                        missing_records.append(rid)
+        clone = workdir / "clone"
+        git = subprocess.run(["git", "clone", "-q", reg.url + "/registry.git", str(clone)], capture_output=True,
+                             text=True, timeout=120)
+        verify = subprocess.run([str(BIN / "oap-registry"), "verify", str(clone), "--url", reg.url,
+                                 "--log-vkey", log_vkey], capture_output=True, text=True, timeout=300)
+        registry_ok = git.returncode == 0 and verify.returncode == 0
+    finally:
+        for svc in (reg, log, witness):
+            svc.kill()
+    return {
+        "cycles": cycles, "victims": {m: modes.count(m) for m in sorted(set(modes))},
+        "log_acknowledged": len(obs.acked), "final_size": final.size, "checkpoints_seen": len(obs.checkpoints),
+        "lost_or_moved": lost, "forks": obs.forks, "inconsistent_checkpoints": inconsistent,
+        "tiles_match_root": tiles_ok, "witness_cosigned_sizes": len(cosigned), "witness_forks": witness_forks,
+        "witness_went_backwards": went_backwards, "registry_acknowledged": len(reg_acked),
+        "registry_missing": missing_records, "registry_history_verified": registry_ok,
+        "registry_verify_output": (verify.stdout + verify.stderr)[-500:] if not registry_ok else "",
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+
+
+def network_ok(r: dict) -> bool:
+    return (not r["lost_or_moved"] and not r["forks"] and not r["inconsistent_checkpoints"] and r["tiles_match_root"]
+            and not r["witness_forks"] and not r["witness_went_backwards"] and not r["registry_missing"]
+            and r["registry_history_verified"] and r["log_acknowledged"] > 0 and r["registry_acknowledged"] > 0
+            and r["witness_cosigned_sizes"] > 0)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,24 @@
-"""Short crash harness run (5 kill -9 cycles); `make crash` runs 50."""
+"""Short crash-harness runs (5 kill -9 cycles each); `make crash` runs 50 on the network."""
 import pytest
 
-from .crashharness import ok, run
+from .crashharness import network_ok, ok, run, run_network
 
 pytestmark = pytest.mark.slow
 
 
-async def test_crash_cycles_lose_nothing(tmp_path):
+async def test_log_crash_cycles_lose_nothing(tmp_path):
     report = await run(cycles=5, workdir=tmp_path, seed=5)
     assert report["acknowledged"] > 0 and report["checkpoints_seen"] > 0
     assert report["lost_or_moved"] == [] and report["forks"] == []
     assert report["inconsistent_checkpoints"] == [] and report["tiles_match_root"]
     assert ok(report)
+
+
+async def test_network_crash_cycles(tmp_path):
+    report = await run_network(cycles=5, workdir=tmp_path, seed=3)
+    assert report["log_acknowledged"] > 0 and report["registry_acknowledged"] > 0
+    assert report["witness_cosigned_sizes"] > 0
+    assert report["lost_or_moved"] == [] and report["forks"] == [] and report["inconsistent_checkpoints"] == []
+    assert report["witness_forks"] == [] and report["witness_went_backwards"] == []
+    assert report["registry_missing"] == [] and report["registry_history_verified"], report["registry_verify_output"]
+    assert network_ok(report)
