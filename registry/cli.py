@@ -14,6 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
+import aiohttp
 import click
 
 from tlog import keys
@@ -165,6 +166,8 @@ def _submit(url: str, record: dict, out: Path | None) -> None:
         res = asyncio.run(go())
     except OAPError as e:
         _fail(e.message, 1)
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        _fail(f"cannot reach the registry at {url}: {e}", 2)
     if out is not None:
         out.write_text(res["anchor"])
     click.echo(json.dumps({k: v for k, v in res.items() if k not in ("anchor", "receipt_anchor")}))
@@ -280,6 +283,8 @@ def status(target, offline, registry_key, log_policy, log_vkey, issuer, out, all
             resp, served_key = asyncio.run(go())
         except OAPError as e:
             _fail(e.message)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            _fail(f"cannot reach the registry at {url}: {e}", 2)
         if not registry_key:
             click.echo(f"warning: trusting the key the server names ({served_key}); pin it with --registry-key",
                        err=True)
