@@ -95,7 +95,7 @@ class WitnessServer(Server):
 
     def command(self) -> list[str]:
         return [str(BIN / "oap-witness"), "serve", "--config", str(self.config), "--host", "127.0.0.1",
-                "--port", "0"]
+                "--port", "0", "--rate-limit", "0"]  # all load comes from one address
 
 
 class RegistryServer(Server):
@@ -107,7 +107,7 @@ class RegistryServer(Server):
 
     def command(self) -> list[str]:
         return [str(BIN / "oap-registry"), "serve", "--data", str(self.data), "--host", "127.0.0.1", "--port", "0",
-                "--log-url", self.log_url]
+                "--log-url", self.log_url, "--rate-limit", "0"]
 
 
 class BareServer(Server):

@@ -83,9 +83,10 @@ def main() -> None:
 @click.option("--bootstrap-witness", "bootstrap", multiple=True,
               help="DID accepted as an L4/L5 witness without a receipt (genesis only; repeatable).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
+@click.option("--rate-limit", type=float, default=None, help="Requests/s per client (0: off).")
 def serve(config_file, data_dir, host, port, name, log_url, log_policy, key_file, public_url, upstream,
           registry_key, mirror_interval, epoch_seconds, batch_interval_ms, anchor_idle_seconds, bootstrap,
-          log_format) -> None:
+          log_format, rate_limit) -> None:
     """Run the registry (or a mirror) until Ctrl-C or SIGTERM."""
     try:
         cfg = load(RegistryConfig, section="registry", env_prefix="OAP_REGISTRY_", file=config_file,
@@ -93,7 +94,8 @@ def serve(config_file, data_dir, host, port, name, log_url, log_policy, key_file
                    key_file=key_file, public_url=public_url, upstream=upstream, registry_key=registry_key,
                    mirror_interval=mirror_interval, epoch_seconds=epoch_seconds,
                    batch_interval_ms=batch_interval_ms, anchor_idle_seconds=anchor_idle_seconds,
-                   bootstrap_witnesses=",".join(bootstrap) if bootstrap else None, log_format=log_format)
+                   bootstrap_witnesses=",".join(bootstrap) if bootstrap else None, log_format=log_format,
+                   rate_limit=rate_limit)
     except ConfigError as e:
         _fail(str(e))
     setup_logging(cfg.log_format)
@@ -110,7 +112,7 @@ async def _serve(cfg: RegistryConfig) -> None:
     from .service import RegistryService
 
     svc = await RegistryService.open(cfg)
-    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False)
+    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False, keepalive_timeout=cfg.header_timeout)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
     await site.start()

@@ -52,6 +52,11 @@ class RegistryConfig:
     max_packs: int = 64  # compact the repository when batches have left more packs than this
     bootstrap_witnesses: str = ""
     log_format: str = "text"
+    rate_limit: float = 200.0  # requests per second per client (0: off); 429 + Retry-After
+    rate_limit_burst: float = 400.0
+    trust_forwarded_for: bool = False  # take the client address from X-Forwarded-For (behind a proxy)
+    header_timeout: float = 15.0  # request head (and keep-alive idle) limit, seconds
+    read_timeout: float = 30.0  # request body limit, seconds
 
     @property
     def bootstrap(self) -> tuple[str, ...]:
@@ -62,6 +67,10 @@ class RegistryConfig:
         return bool(self.upstream)
 
     def validate(self) -> None:
+        if self.rate_limit < 0 or self.rate_limit_burst < 1:
+            raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")
+        if not (0 < self.header_timeout <= 3600 and 0 < self.read_timeout <= 3600):
+            raise ConfigError("header_timeout and read_timeout must be in (0, 3600] seconds")
         if not 0 <= self.port <= 65535:
             raise ConfigError("port must be 0..65535")
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name) or self.name.startswith("."):

@@ -26,7 +26,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError
-from tlog.http import make_error_middleware, query_int, read_document, respond, wants_cbor
+from tlog.http import (READ_TIMEOUT_KEY, make_error_middleware, rate_limit_middleware,
+                       query_int, read_document, respond, wants_cbor)
+from tlog.limits import RateLimiter
 
 from .githttp import GitReadOnly
 from .layout import classify
@@ -84,7 +86,9 @@ def build_app(svc: RegistryService) -> web.Application:
         m.requests.labels(route, str(status)).inc()
         m.request_seconds.labels(route).observe(seconds)
 
-    app = web.Application(middlewares=[make_error_middleware(on_request)], client_max_size=cfg.max_git_body)
+    app = web.Application(middlewares=[make_error_middleware(on_request), rate_limit_middleware(
+        RateLimiter(cfg.rate_limit, cfg.rate_limit_burst), trust_forwarded_for=cfg.trust_forwarded_for)], client_max_size=cfg.max_git_body)
+    app[READ_TIMEOUT_KEY] = cfg.read_timeout
 
     async def submit(request: web.Request) -> web.Response:
         if svc.batcher is None:

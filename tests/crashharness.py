@@ -262,7 +262,7 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
         f'[witness]\nname = "crash-witness.test"\nport = {w_port}\n\n[[witness.logs]]\norigin = "{ORIGIN}"\n'
         f'vkey = "{log_vkey}"\n')
     witness = Service("witness", [str(BIN / "oap-witness"), "serve", "--config", str(w_dir / "witness.toml"),
-                                  "--data", str(w_dir)]).start()
+                                  "--data", str(w_dir), "--rate-limit", "0"]).start()
     w_vkey = witness.vkey
     w_verifier = cosigner_verifier(parse_vkey(w_vkey))
     policy_file = workdir / "witnesses.policy"
@@ -274,7 +274,7 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
                                "--rate-limit-write", "0", "--rate-limit-read", "0"], {**os.environ, **env})
 
     log = log_svc({}).start()
-    reg = registry_service(r_dir, log_url, "--batch-interval-ms", "20").start()
+    reg = registry_service(r_dir, log_url, "--batch-interval-ms", "20", "--rate-limit", "0").start()
     obs = Observed()
     cosigned: dict[int, bytes] = {}  # what the witness cosigned: size -> root
     witness_forks: list[str] = []

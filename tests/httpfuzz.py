@@ -318,8 +318,8 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
 
     workdir = Path(workdir)
     log = log_service(workdir / "log", "--rate-limit-write", "0", "--rate-limit-read", "0").start()
-    w = witness_service(workdir / "w", log.vkey).start()
-    reg = registry_service(workdir / "reg", log.url).start()
+    w = witness_service(workdir / "w", log.vkey, "--rate-limit", "0").start()
+    reg = registry_service(workdir / "reg", log.url, "--rate-limit", "0").start()
     out = {}
     try:
         async with aiohttp.ClientSession() as s:

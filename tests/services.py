@@ -71,12 +71,12 @@ def log_service(data: Path, *extra: str, env: dict | None = None) -> Service:
                            *extra], env)
 
 
-def witness_service(data: Path, log_vkey: str, *, name: str = "witness.test", log_url: str = "") -> Service:
+def witness_service(data: Path, log_vkey: str, *extra: str, name: str = "witness.test", log_url: str = "") -> Service:
     data.mkdir(parents=True, exist_ok=True)
     cfg = data / "witness.toml"
     cfg.write_text(f'[witness]\nname = "{name}"\nport = 0\n\n[[witness.logs]]\norigin = "{ORIGIN}"\n'
                    f'vkey = "{log_vkey}"\n' + (f'url = "{log_url}"\n' if log_url else ""))
-    return Service("witness", [str(BIN / "oap-witness"), "serve", "--config", str(cfg), "--data", str(data)])
+    return Service("witness", [str(BIN / "oap-witness"), "serve", "--config", str(cfg), "--data", str(data), *extra])
 
 
 def registry_service(data: Path, log_url: str, *extra: str) -> Service:

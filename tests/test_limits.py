@@ -196,3 +196,30 @@ async def test_tls_serving(server, tmp_path):
         with pytest.raises(aiohttp.ClientError):
             async with s.get(srv.url.replace("https", "http") + "/v1/info") as r:
                 await r.read()
+
+
+async def test_witness_and_registry_rate_limit_429(tmp_path):
+    """The witness and the registry share the log's per-client limiter middleware."""
+    from witness.config import WitnessConfig
+    from witness.server import WitnessService, build_app as witness_app
+
+    svc = WitnessService.open(WitnessConfig(data_dir=tmp_path / "w", name="w.test", rate_limit=2,
+                                            rate_limit_burst=3))
+    server = TestServer(witness_app(svc), host="127.0.0.1", port=0)
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as s:
+            statuses = []
+            for _ in range(6):
+                async with s.get(str(server.make_url("/healthz"))) as r:
+                    statuses.append(r.status)
+                    if r.status == 429:
+                        assert r.headers["Retry-After"] and (await r.json())["error"] == "rate_limited"
+        assert statuses[:3] == [200, 200, 200] and 429 in statuses[3:]
+    finally:
+        await server.close()
+        svc.close()
+    from registry.config import RegistryConfig
+
+    with pytest.raises(ConfigError):
+        RegistryConfig(data_dir=tmp_path / "r", log_url="http://127.0.0.1:9", rate_limit=-1).validate()

@@ -39,7 +39,8 @@ class Witness:
         data = tmp / name
         data.mkdir(parents=True)
         write_private_key(data / "witness.key", CosignatureSigner(name, generate_seed()).to_skey())
-        self.cfg = WitnessConfig(data_dir=data, logs=(WitnessedLog(ORIGIN, log_vkey),), require_own_level="none")
+        self.cfg = WitnessConfig(data_dir=data, logs=(WitnessedLog(ORIGIN, log_vkey),), require_own_level="none",
+                                 rate_limit=0)
         self.name = name
         self.server: TestServer | None = None
         self.port = 0

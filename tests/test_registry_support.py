@@ -104,7 +104,7 @@ class Running:
 
 async def start_registry(data: Path, log: ServerProcess, **overrides) -> Running:
     settings = dict(data_dir=data, log_url=log.url, port=0, epoch_seconds=60, anchor_idle_seconds=30,
-                    batch_interval_ms=20, min_epoch_interval=0.0)
+                    batch_interval_ms=20, min_epoch_interval=0.0, rate_limit=0)
     settings.update(overrides)
     cfg = RegistryConfig(**settings)
     cfg.validate()

@@ -112,6 +112,7 @@ def witness_config(tmp: Path, logs: list[WitnessedLog], *, seed: bytes = V8_SEED
     key = tmp / "witness.key"
     if not key.exists():
         write_private_key(key, CosignatureSigner(name, seed).to_skey())
+    kw.setdefault("rate_limit", 0)  # the tests send their load from one address
     return WitnessConfig(data_dir=tmp, logs=tuple(logs), **kw)
 
 
@@ -143,6 +144,7 @@ BIN = Path(sys.executable).parent
 
 def write_config(path: Path, data: Path, logs: list[WitnessedLog], *, name: str = "w.test", **extra) -> Path:
     lines = ["[witness]", f'data_dir = "{data}"', f'name = "{name}"']
+    extra.setdefault("rate_limit", 0)  # the tests send their load from one address
     for k, v in extra.items():
         lines.append(f"{k} = {json.dumps(v)}")
     for log in logs:

@@ -33,6 +33,27 @@ _CODES = {400: "invalid_input", 401: "auth_required", 403: "policy_block", 404: 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def client_address(request: web.Request, trust_forwarded_for: bool = False) -> str:
+    """The client a rate limit applies to: the peer address, or the first
+    X-Forwarded-For hop when the service is configured to sit behind a proxy."""
+    if trust_forwarded_for and "X-Forwarded-For" in request.headers:
+        return request.headers["X-Forwarded-For"].split(",")[0].strip()
+    return request.remote or "unknown"
+
+
+def rate_limit_middleware(limiter, *, trust_forwarded_for: bool = False,
+                          applies: Callable[[web.Request], bool] = lambda request: True):
+    """Per-client token bucket for the requests `applies` selects (429 + Retry-After)."""
+
+    @web.middleware
+    async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if applies(request):
+            limiter.check(client_address(request, trust_forwarded_for), "request")
+        return await handler(request)
+
+    return limit
+
+
 def error_response(status: int, code: str, message: str, **extra: Any) -> web.Response:
     body = {"error": code, "message": message, **extra}
     resp = web.json_response(body, status=status)

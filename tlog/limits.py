@@ -41,7 +41,8 @@ class RateLimiter:
         if tokens < cost:
             self._buckets[key] = (tokens, now)
             wait = math.ceil((cost - tokens) / self.rate)
-            raise RateLimited(f"rate limit: {self.rate:g} {kind} requests/s per client", retry_after=max(1, wait))
+            unit = "entries written" if kind == "write" else "requests"
+            raise RateLimited(f"rate limit: {self.rate:g} {unit} per second per client", retry_after=max(1, wait))
         self._buckets[key] = (tokens - cost, now)
         while len(self._buckets) > self.max_clients:
             self._buckets.popitem(last=False)

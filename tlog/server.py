@@ -24,8 +24,9 @@ from .config import ConfigError, LogConfig
 from .encoding import b64dec, b64enc
 from .entries import MAX_ENTRY_BYTES, canonical_entry, decode_entry
 from .errors import FormatError, InvalidInput, NotFound, TooLarge, Unavailable
+from .http import (READ_TIMEOUT_KEY, client_address, large_body_limit, make_error_middleware, offload, query_int,
+                   rate_limit_middleware, read_document, respond, wants_cbor)
 from .limits import RateLimiter, TokenAuth
-from .http import READ_TIMEOUT_KEY, large_body_limit, make_error_middleware, offload, query_int, read_document, respond, wants_cbor
 from .merkle import TreeView
 from .metrics import LogMetrics
 from .note import sign_note
@@ -234,21 +235,15 @@ def build_app(svc: LogService) -> web.Application:
     write_limiter = RateLimiter(cfg.rate_limit_write, cfg.rate_limit_write_burst)
     auth = TokenAuth.from_file(cfg.auth_required_for, cfg.tokens_file)
 
-    def client_of(request: web.Request) -> str:
-        if cfg.trust_forwarded_for and "X-Forwarded-For" in request.headers:
-            return request.headers["X-Forwarded-For"].split(",")[0].strip()
-        return request.remote or "unknown"
-
-    @web.middleware
-    async def read_limits(request: web.Request, handler):
-        if request.method != "POST" or request.path.startswith("/v1/proof/"):
-            limiter.check(client_of(request), "read")
-        return await handler(request)
+    read_limits = rate_limit_middleware(
+        limiter, trust_forwarded_for=cfg.trust_forwarded_for,
+        applies=lambda r: r.method != "POST" or r.path.startswith("/v1/proof/"),  # writes: per entry, below
+    )
 
     def authorize_write(request: web.Request, entries: list) -> None:
         for t in sorted({e.get("type") for e in entries if isinstance(e, dict) and isinstance(e.get("type"), str)}):
             auth.check(request.headers.get("Authorization"), t)
-        write_limiter.check(client_of(request), "write", cost=len(entries))
+        write_limiter.check(client_address(request, cfg.trust_forwarded_for), "write", cost=len(entries))
 
     app = web.Application(middlewares=[make_error_middleware(on_request), read_limits], client_max_size=cfg.max_body)
     app[READ_TIMEOUT_KEY] = cfg.read_timeout

@@ -54,9 +54,11 @@ def main() -> None:
 @click.option("--port", type=int, default=None)
 @click.option("--name", default=None, help="Witness key name; fixed when the key is made.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
-def serve(config_file, data_dir, host, port, name, log_format) -> None:
+@click.option("--rate-limit", type=float, default=None, help="Requests/s per client (0: off).")
+def serve(config_file, data_dir, host, port, name, log_format, rate_limit) -> None:
     """Serve POST /add-checkpoint, monitoring, metrics and peer-witnessing until Ctrl-C (or SIGTERM)."""
-    cfg = _config(config_file, data_dir=data_dir, host=host, port=port, name=name, log_format=log_format)
+    cfg = _config(config_file, data_dir=data_dir, host=host, port=port, name=name, log_format=log_format,
+                  rate_limit=rate_limit)
     setup_logging(cfg.log_format)
     try:
         asyncio.run(_serve(cfg))
@@ -74,7 +76,7 @@ async def _serve(cfg: WitnessConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # before "data:" is printed: callers may signal right after
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False)
+    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False, keepalive_timeout=cfg.header_timeout)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
     await site.start()

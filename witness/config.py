@@ -84,6 +84,11 @@ class WitnessConfig:
     max_conformance_body: int = 1024 * 1024  # receipt + .tlog-proof bundle
     feed_timeout: float = 10.0  # per HTTP request of the feeder
     log_format: str = "text"
+    rate_limit: float = 200.0  # requests per second per client (0: off); 429 + Retry-After
+    rate_limit_burst: float = 400.0
+    trust_forwarded_for: bool = False  # take the client address from X-Forwarded-For (behind a proxy)
+    header_timeout: float = 15.0  # request head (and keep-alive idle) limit, seconds
+    read_timeout: float = 30.0  # request body limit, seconds
 
     def __post_init__(self) -> None:
         # TOML gives a list of tables; keep a tuple of WitnessedLog whatever came in.
@@ -107,6 +112,10 @@ class WitnessConfig:
         return self.data_dir / "witness.db"
 
     def validate(self) -> None:
+        if self.rate_limit < 0 or self.rate_limit_burst < 1:
+            raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")
+        if not (0 < self.header_timeout <= 3600 and 0 < self.read_timeout <= 3600):
+            raise ConfigError("header_timeout and read_timeout must be in (0, 3600] seconds")
         if not 0 <= self.port <= 65535:
             raise ConfigError("port must be 0..65535")
         if self.name:

@@ -22,7 +22,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tlog.errors import NotFound, OAPError
-from tlog.http import make_error_middleware, read_body, read_document, respond
+from tlog.http import (READ_TIMEOUT_KEY, make_error_middleware, rate_limit_middleware,
+                       read_body, read_document, respond)
+from tlog.limits import RateLimiter
 from tlog.keys import CosignatureSigner
 
 from .config import WitnessConfig
@@ -82,8 +84,10 @@ def build_app(svc: WitnessService) -> web.Application:
         resource = request.match_info.route.resource
         m.requests.labels(resource.canonical if resource else "unmatched", str(status)).inc()
 
-    app = web.Application(middlewares=[make_error_middleware(on_request)],
+    app = web.Application(middlewares=[make_error_middleware(on_request), rate_limit_middleware(
+        RateLimiter(cfg.rate_limit, cfg.rate_limit_burst), trust_forwarded_for=cfg.trust_forwarded_for)],
                           client_max_size=max(cfg.max_body, cfg.max_conformance_body))
+    app[READ_TIMEOUT_KEY] = cfg.read_timeout
 
     async def add_checkpoint(request: web.Request) -> web.Response:
         t0 = time.perf_counter()
