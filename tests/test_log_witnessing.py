@@ -195,3 +195,48 @@ async def test_hanging_and_garbage_witnesses_do_not_stall_appends(tmp_path):
         await garbage.close()
         for w in good:
             await w.stop()
+
+
+async def test_restored_log_halts_instead_of_forking(tmp_path):
+    """Review finding: a witness that has cosigned a larger tree of this log than the
+    log holds (an old backup restored) must stop the log signing, not just be skipped."""
+    import shutil
+
+    log_vkey = load_or_create_key(tmp_path / "log", ORIGIN).vkey
+    w = await Witness(tmp_path, "h1.test", log_vkey).start()
+    rows = [(w.name, w.vkey, w.url)]
+    svc, server, url = await open_log(tmp_path, rows, 1)
+    try:
+        async with LogClient(url) as c:
+            await c.anchor(entry(1))
+        shutil.copy(tmp_path / "log" / "log.db", tmp_path / "old.db")  # an old "backup" at size 1
+        async with LogClient(url) as c:
+            for i in range(2, 6):
+                await c.anchor(entry(i))
+    finally:
+        await server.close()
+        await svc.close()
+    for f in (tmp_path / "log").glob("log.db*"):
+        f.unlink()
+    shutil.copy(tmp_path / "old.db", tmp_path / "log" / "log.db")
+    svc, server, url = await open_log(tmp_path, rows, 1)  # the restored log: size 1, the witness saw 5
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(url + "/v1/entries", json=entry(99)) as r:
+                assert r.status == 503
+            async with s.post(url + "/v1/entries", json=entry(100)) as r:
+                body = await r.json()
+                assert r.status == 503 and "restored from an old backup" in body["message"]
+            async with s.get(url + "/v1/info") as r:
+                info = await r.json()
+            assert info["halted"] and info["published"] is False and "tree_size" not in info
+            assert "has cosigned size 5" in info["halted_reason"]
+            async with s.get(url + "/checkpoint") as r:
+                assert r.status == 503  # the unwitnessed restored tree is not served
+            async with s.get(url + "/v1/proof/inclusion", params={"index": "0"}) as r:
+                assert r.status == 503
+        assert svc.sequencer.halted is not None
+    finally:
+        await server.close()
+        await svc.close()
+        await w.stop()

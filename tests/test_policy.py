@@ -103,9 +103,13 @@ def test_quorum_none_and_missing() -> None:
     p = _policy("group g all w1 w2\n", "none")
     assert p.quorum is None
     assert p.quorum_met(set()) and p.quorum_met({"w1"})
-    missing = parse_policy(f"log {LOG}\nwitness a {RAIN}\n")
-    assert missing.quorum is None and missing.quorum_met(set())
-    assert missing.to_text().endswith("quorum none\n")
+    # Witnesses without a quorum line are refused: silence must not mean "none".
+    with pytest.raises(FormatError, match="no quorum line"):
+        parse_policy(f"log {LOG}\nwitness a {RAIN}\n")
+    explicit = parse_policy(f"log {LOG}\nwitness a {RAIN}\nquorum none\n")
+    assert explicit.quorum is None and explicit.quorum_met(set())
+    missing = parse_policy(f"log {LOG}\n")  # no witnesses: no quorum line needed
+    assert missing.quorum is None and missing.to_text().endswith("quorum none\n")
     assert parse_policy("quorum none\n") == Policy((), {}, {}, None)
 
 

@@ -186,3 +186,30 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
     assert third.leaves.lookup([leaf_hash(data[0]), leaf_hash(data[699])]) == {
         leaf_hash(data[0]): 0, leaf_hash(data[699]): 699}
     third.close()
+
+
+def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path, monkeypatch):
+    """Review finding: a failed index update followed by a successful one must not
+    leave a permanent gap (resubmitting would then get a second index)."""
+    import sqlite3
+
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    store.commit_batch([(leaf_hash(b"a"), b"a")], SIGN)
+    real_add = store.leaves.add
+
+    def failing_add(*a, **k):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store.leaves, "add", failing_add)
+    assert store.commit_batch([(leaf_hash(b"b"), b"b")], SIGN).indices == [1]  # durable; index update lost
+    monkeypatch.setattr(store.leaves, "add", real_add)
+    store.commit_batch([(leaf_hash(b"c"), b"c")], SIGN)
+    r = store.commit_batch([(leaf_hash(b"b"), b"b")], SIGN)
+    assert r.indices == [1] and r.fresh == [False]  # same entry, same index
+    assert store.leaves.lookup([leaf_hash(b"b")]) == {leaf_hash(b"b"): 1}
+    store.close()
+    again = LogStore(tmp_path)
+    again.open(SIGN)
+    assert again.leaves.lookup([leaf_hash(b"b"), leaf_hash(b"c")]) == {leaf_hash(b"b"): 1, leaf_hash(b"c"): 2}
+    again.close()

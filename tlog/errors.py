@@ -79,6 +79,15 @@ class Unavailable(OAPError):
     status, code = 503, "maintenance"
 
 
+class NotPublished(Unavailable):
+    """Entries are durable but their checkpoint has not reached the witness quorum."""
+
+
+class LogHalted(Unavailable):
+    """The log stopped accepting writes: a witness has seen more of this log than it
+    holds (a restore from an old backup?). Signing on would fork the log."""
+
+
 class ForkError(OAPError):
     """The log was asked to sign a second, different root for a size it signed before.
 

@@ -92,13 +92,24 @@ class LeafIndex:
             out.update(self.conn.execute(q, chunk).fetchall())
         return out
 
-    def add(self, rows: Iterable[tuple[int, bytes, object]], size: int) -> None:
-        """Index rows (idx, leaf_hash, ...) already committed to the main database."""
+    def add(self, rows: Sequence[tuple[int, bytes, object]], old: int, size: int) -> bool:
+        """Index rows (idx, leaf_hash, ...) for [old, size), already committed to the main database.
+
+        `indexed_size` moves only from `old`: if an earlier update was lost,
+        the index stays marked behind (returns False) and `catch_up` fills the
+        gap, instead of a later update papering over it.
+        """
         self.conn.execute("BEGIN")
-        self.conn.executemany("INSERT OR IGNORE INTO leaves (leaf_hash, idx) VALUES (?, ?)",
-                              [(r[1], r[0]) for r in rows])
-        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('indexed_size', ?)", (size,))
-        self.conn.execute("COMMIT")
+        try:
+            self.conn.executemany("INSERT OR IGNORE INTO leaves (leaf_hash, idx) VALUES (?, ?)",
+                                  [(r[1], r[0]) for r in rows])
+            cur = self.conn.execute("UPDATE meta SET value = ? WHERE key = 'indexed_size' AND value = ?", (size, old))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        return cur.rowcount == 1
 
     def close(self) -> None:
         self.conn.close()

@@ -261,4 +261,7 @@ def parse_policy(text: str | bytes) -> Policy:
                 raise FormatError(f"unknown keyword {kw!r}")
         except FormatError as e:
             raise FormatError(f"policy line {lineno}: {e.message}", line=lineno) from None
+    if (witnesses or groups) and not quorum_seen:
+        # A forgotten quorum line must not silently mean "no witnesses needed".
+        raise FormatError("policy names witnesses but has no quorum line (write 'quorum none' to require none)")
     return Policy(tuple(logs), witnesses, groups, quorum)

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from .errors import Unavailable
+from .errors import LogHalted, NotPublished, Unavailable
 from .hashing import leaf_hash
 from .store import LogState, LogStore, Signer
 
@@ -69,6 +69,7 @@ class Sequencer:
         self._publish_lock = asyncio.Lock()
         self.state: LogState | None = None
         self.published = False  # False until a checkpoint reached the publisher (witness quorum)
+        self.halted: LogHalted | None = None  # set for good when signing on would fork the log
 
     async def _in_writer(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.writer, fn, *args)
@@ -81,6 +82,8 @@ class Sequencer:
         else:
             try:
                 await self._publish(state)
+            except LogHalted:
+                pass  # logged by _publish; writes stay refused
             except Unavailable as e:
                 log.warning("starting without a published checkpoint: %s", e.message)
                 self._schedule_republish()
@@ -92,7 +95,13 @@ class Sequencer:
         async with self._publish_lock:
             if self.published and state.size <= self.state.size:
                 return self.state
-            out = await self.publisher(state)
+            try:
+                out = await self.publisher(state)
+            except LogHalted as e:
+                if self.halted is None:
+                    log.critical("HALTED: %s", e.message)
+                self.halted = e
+                raise
             self.state = out
             self.published = True
             return out
@@ -104,7 +113,7 @@ class Sequencer:
     async def _republish(self) -> None:
         """Retry publishing the latest durable checkpoint, with backoff, until it works."""
         delay = 0.5
-        while not self._closing:
+        while not self._closing and self.halted is None:
             await asyncio.sleep(delay)
             durable = self.store.state
             if durable is None or (self.published and durable.size == self.state.size):
@@ -132,6 +141,8 @@ class Sequencer:
     def _enqueue(self, data: bytes) -> asyncio.Future:
         if self._closing:
             raise Unavailable("the log is shutting down")
+        if self.halted is not None:
+            raise self.halted
         lh = leaf_hash(data)
         fut = self._inflight.get(lh)
         if fut is not None:
@@ -189,12 +200,16 @@ class Sequencer:
             if self.publisher is not None:  # returns the published (cosigned) state covering the batch
                 try:
                     state = await self._publish(state)
+                except LogHalted:
+                    raise
                 except Unavailable:
                     self._schedule_republish()
                     raise
         except Exception as e:  # not durable, or durable but not yet published: a 503 for every waiter
-            if isinstance(e, Unavailable):
+            if isinstance(e, NotPublished):
                 log.warning("batch of %d entries is durable but not published: %s", len(batch), e.message)
+            elif isinstance(e, Unavailable):
+                log.error("batch of %d entries refused: %s", len(batch), e.message)
             else:
                 log.error("could not persist a batch of %d entries; writes answer 503 until this clears: %s: %s",
                           len(batch), type(e).__name__, e)

@@ -23,7 +23,7 @@ from .checkpoint import Checkpoint
 from .config import ConfigError, LogConfig
 from .encoding import b64dec, b64enc
 from .entries import MAX_ENTRY_BYTES, canonical_entry, decode_entry
-from .errors import FormatError, InvalidInput, NotFound, TooLarge, Unavailable
+from .errors import FormatError, InvalidInput, NotFound, NotPublished, TooLarge
 from .http import (READ_TIMEOUT_KEY, client_address, large_body_limit, make_error_middleware, offload, query_int,
                    rate_limit_middleware, read_document, respond, wants_cbor)
 from .limits import RateLimiter, TokenAuth
@@ -251,15 +251,19 @@ def build_app(svc: LogService) -> web.Application:
 
     # --- tlog-tiles reads ------------------------------------------------------------
 
-    async def checkpoint(request: web.Request) -> web.Response:
+    def served() -> LogState:
+        """The published state; nothing of an unwitnessed tree is served before its quorum."""
         if not svc.sequencer.published:
-            raise Unavailable("no checkpoint has reached the witness quorum yet", retry_after=1)
-        return web.Response(text=svc.state.note, content_type="text/plain", charset="utf-8",
+            raise NotPublished("no checkpoint has reached the witness quorum yet", retry_after=1)
+        return svc.state
+
+    async def checkpoint(request: web.Request) -> web.Response:
+        return web.Response(text=served().note, content_type="text/plain", charset="utf-8",
                             headers={"Cache-Control": CHECKPOINT_CACHE})
 
     async def tile(request: web.Request) -> web.Response:
         ref = tile_ref("tile/" + request.match_info["path"])
-        state = svc.state
+        state = served()
         if ref.level is None:
             start = ref.index * TILE_WIDTH
             if start + ref.width > state.size:
@@ -333,19 +337,19 @@ def build_app(svc: LogService) -> web.Application:
         raw = request.match_info["index"]
         if not raw.isdigit() or len(raw) > 19 or (len(raw) > 1 and raw[0] == "0"):
             raise InvalidInput("index must be a non-negative decimal integer")
-        state = svc.state
+        state = served()
         lh, data = await svc.reader.entry(int(raw), state.size)
         body = {"index": int(raw), "leaf_hash": b64enc(lh), "entry": decode_entry(data), "entry_cbor": b64enc(data)}
         return respond(request, body, headers={"Cache-Control": IMMUTABLE})
 
     async def lookup(request: web.Request) -> web.Response:
         lh = _leaf_param(request.query.get("leaf_hash", ""))
-        state = svc.state
+        state = served()
         idx = await svc.reader.index_of(lh, state.size)
         return respond(request, {"index": idx, "leaf_hash": b64enc(lh)})
 
     async def inclusion(request: web.Request) -> web.Response:
-        state = svc.state
+        state = served()
         size = query_int(request, "size", default=state.size)
         if size > state.size or size == 0:
             raise InvalidInput(f"size must be in 1..{state.size}")
@@ -366,7 +370,7 @@ def build_app(svc: LogService) -> web.Application:
         doc = await read_document(request, min(cfg.max_body, 64 + 24 * cfg.max_proof_batch))
         if not isinstance(doc, dict) or not set(doc) <= {"indices", "size"} or not isinstance(doc.get("indices"), list):
             raise InvalidInput('body must be {"indices": [int, ...], "size": optional int}')
-        state = svc.state
+        state = served()
         size = doc.get("size", state.size)
         if type(size) is not int or not 1 <= size <= state.size:
             raise InvalidInput(f"size must be an integer in 1..{state.size}")
@@ -395,7 +399,7 @@ def build_app(svc: LogService) -> web.Application:
         return web.Response(body=prefix + batch.json() + b"}", content_type="application/json")
 
     async def consistency(request: web.Request) -> web.Response:
-        state = svc.state
+        state = served()
         new = query_int(request, "new", default=state.size)
         old = query_int(request, "old")
         if new > state.size:
@@ -408,16 +412,21 @@ def build_app(svc: LogService) -> web.Application:
                                  "consistency_proof": [b64enc(h) for h in view.consistency_proof(old)]})
 
     async def info(request: web.Request) -> web.Response:
-        state = svc.state
-        return respond(request, {"origin": svc.origin, "verifier_key": svc.signer.vkey, "tree_size": state.size,
-                                 "root_hash": b64enc(state.root), "checkpoint": state.note,
-                                 "max_entry_bytes": MAX_ENTRY_BYTES})
+        body = {"origin": svc.origin, "verifier_key": svc.signer.vkey, "max_entry_bytes": MAX_ENTRY_BYTES,
+                "published": svc.sequencer.published, "halted": svc.sequencer.halted is not None}
+        if svc.sequencer.published:
+            state = svc.state
+            body.update(tree_size=state.size, root_hash=b64enc(state.root), checkpoint=state.note)
+        if svc.sequencer.halted is not None:
+            body["halted_reason"] = svc.sequencer.halted.message
+        return respond(request, body)
 
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
     async def readyz(request: web.Request) -> web.Response:
-        ok = svc.sequencer._task is not None and not svc.sequencer._task.done()
+        seq = svc.sequencer
+        ok = seq._task is not None and not seq._task.done() and seq.published and seq.halted is None
         return web.json_response({"status": "ok" if ok else "not ready", "tree_size": svc.state.size},
                                  status=200 if ok else 503)
 

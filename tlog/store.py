@@ -144,6 +144,7 @@ class LogStore:
             self.conn.executescript(SCHEMA)
         self.checkpointer = None if self.read_only else Checkpointer(self.db_path)
         self.leaves = LeafIndex(self.dir / "leafindex.db", read_only=self.read_only)
+        self._leaves_behind = False
         self.hashes = HashFiles(self.dir / "hashes")
         self.hash_sync_interval = hash_sync_interval
         self._last_hash_sync = time.monotonic()
@@ -206,6 +207,9 @@ class LogStore:
         if self.read_only:
             raise Unavailable("the data directory is read-only; the log serves reads only")
         old = self.state.size
+        if self._leaves_behind:  # an index update was lost: fill the gap before deduplicating
+            self.leaves.catch_up(self.conn, old)
+            self._leaves_behind = False
         known = self._lookup([lh for lh, _ in items])
         indices: list[int] = []
         fresh: list[bool] = []
@@ -234,9 +238,10 @@ class LogStore:
             raise
         self.state = LogState(size, view.root, note, view)
         try:
-            self.leaves.add(new_rows, size)
-        except sqlite3.Error as e:  # derived data: caught up from the entries on the next open
-            log.error("leaf index update failed (repaired on restart): %s", e)
+            self._leaves_behind = not self.leaves.add(new_rows, old, size)
+        except sqlite3.Error as e:  # derived data: caught up from the entries before the next batch
+            log.error("leaf index update failed (repaired before the next batch): %s", e)
+            self._leaves_behind = True
         return BatchResult(indices, fresh, self.state)
 
     def _resync(self, old: int) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 import aiohttp
 
 from .encoding import b64enc
-from .errors import FormatError, SignatureError, Unavailable
+from .errors import FormatError, LogHalted, NotPublished, SignatureError
 from .keys import Verifier, cosigner_verifier, parse_vkey
 from .note import NoteSignature, add_signatures, parse_note, parse_signature_lines
 from .policy import Policy, parse_policy
@@ -49,6 +49,7 @@ class WitnessOutcome:
     signature: NoteSignature | None
     error: str | None = None
     seconds: float = 0.0
+    beyond: int | None = None  # the witness has cosigned this larger size of our log
 
 
 @dataclass
@@ -119,10 +120,13 @@ class WitnessSet:
                 except ValueError:
                     return self._failed(w, t0, f"409 with a malformed size {text[:40]!r}")
                 if their > state.size:
-                    # It has cosigned a larger tree of ours than we hold: a fork or lost data.
+                    # It has cosigned a larger tree of ours than we hold: lost data (an old
+                    # backup restored?) or a fork. Never sign past this point.
                     log.error("witness %s has seen size %d of this log, larger than our %d", w.name, their,
                               state.size)
-                    return self._failed(w, t0, f"witness is at size {their}, beyond the log")
+                    out = self._failed(w, t0, f"witness is at size {their}, beyond the log")
+                    out.beyond = their
+                    return out
                 w.size = their
                 resynced += 1
                 continue
@@ -183,13 +187,21 @@ class WitnessSet:
                 tasks[t].size = None
         for t in pending:
             outcomes.append(WitnessOutcome(tasks[t].name, None, "no answer before the deadline", self.timeout))
+        beyond = [o for o in outcomes if o.beyond is not None]
+        if beyond:
+            o = beyond[0]
+            raise LogHalted(
+                f"witness {o.name} has cosigned size {o.beyond} of this log but the log holds {state.size} "
+                "entries (restored from an old backup?); writes are refused until an operator intervenes "
+                "(see ops/runbooks/backup-restore.md)"
+            )
         cosigned = [o for o in outcomes if o.signature is not None]
         names = {o.name for o in cosigned}
         for o in outcomes:
             if o.error:
                 log.warning("witness %s did not cosign size %d: %s", o.name, state.size, o.error)
         if self.requires_quorum and not self.policy.quorum_met(names):
-            raise Unavailable(
+            raise NotPublished(
                 f"checkpoint {state.size} has cosignatures from {sorted(names) or 'no witness'}; "
                 "the witness quorum is not met yet (the entries are durable; retry shortly)",
                 retry_after=1,
