@@ -29,6 +29,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tlog.fileio import write_atomic
 from tlog.canonical import loads_json
 from tlog.conformance import MAX_CLOCK_SKEW
 from tlog.errors import OAPError, VerificationError
@@ -184,9 +185,7 @@ class Replayer:
         if not self.strict and path.exists():
             return  # a registry loading its own history: the file is the one it wrote
         self.anchors_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(bundle)
-        tmp.replace(path)
+        write_atomic(path, bundle)  # served as immutable: must never be torn or empty
 
 
 def replay(repo: RegistryRepo, index: Index, head: str | None, replayer: Replayer, progress=None) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tlog.fileio import write_atomic
 from tlog.errors import Conflict, OAPError, Unavailable
 
 from .anchoring import Anchorer
@@ -61,18 +61,7 @@ class Item:
     future: asyncio.Future
 
 
-def write_durably(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+write_durably = write_atomic  # the project's one durable-write helper (tlog.fileio)
 
 
 class RegistryWriter:
@@ -125,7 +114,13 @@ class RegistryWriter:
                 if self.on_commit is not None:
                     self.on_commit(self.index.commits[-1], records)
             elif head != p["commit"]:
-                log.error("dropping pending commit %s: main is at %s, not its parent", p["commit"], head)
+                # The pending commit may already be anchored under this seq; anchoring another
+                # commit with the same seq would give the log two commits for one seq. Stop.
+                self.broken = (f"pending commit {p['commit']} (seq {p['seq']}) cannot be published: main is at "
+                               f"{head}, not its parent, or the commit is missing; writes are stopped until an "
+                               "operator checks the log's anchors (see ops/runbooks/registry-recovery.md)")
+                log.error("%s", self.broken)
+                return
             self.pending_path.unlink()
         head = self.index.head
         if head is not None and self.anchor_text(head.seq) is None:

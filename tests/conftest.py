@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess

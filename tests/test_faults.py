@@ -3,10 +3,8 @@ directory make writes fail with 503 (never 500) while reads keep working,
 nothing acknowledged is lost, and writes recover when the fault clears."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import uuid
 
 import aiohttp
 import pytest

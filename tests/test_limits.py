@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import json
 import ssl
-import time
 
 import aiohttp
 import pytest

@@ -4,11 +4,9 @@ and offline verification that enforces the policy's quorum."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import aiohttp
-import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from click.testing import CliRunner

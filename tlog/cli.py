@@ -16,6 +16,7 @@ from .canonical import loads_json
 from .config import ConfigError, LogConfig, load
 from .entries import commitment_entry, commitment_for, decode_entry, receipt_entry, receipt_hash
 from .errors import OAPError
+from .fileio import fsync_dir, write_atomic
 from .hashing import format_sha256, parse_sha256
 from .logs import setup_logging
 
@@ -168,9 +169,7 @@ def backup(data_dir: Path, out: Path) -> None:
     for name in ("log.key", "log.vkey", "log.policy"):
         if (data_dir / name).exists():
             shutil.copy2(data_dir / name, out / name)  # copy2 keeps the 0600 mode of the key
-    fd = os.open(out, os.O_RDONLY)
-    os.fsync(fd)
-    os.close(fd)
+    fsync_dir(out)
     click.echo(json.dumps({"backup": str(out), "tree_size": size}))
 
 
@@ -235,12 +234,7 @@ def add(receipt, hash_, commitment, entry_file, key, url, out) -> None:
 
 
 def keys_write_secret(path: Path, obj: dict) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
+    write_atomic(path, json.dumps(obj, indent=2) + "\n", mode=0o600, exclusive=True)
 
 
 @main.command()

@@ -16,13 +16,13 @@ from typing import Any
 
 import aiohttp
 
-from .encoding import b64dec, b64enc
+from .encoding import b64dec
 from .entries import canonical_entry
 from .errors import NotFound, OAPError, VerificationError
 from .hashing import leaf_hash
 from .proofbundle import ProofBundle
 from .tilereader import TileTree, view, with_tiles
-from .verifier import TrustPolicy, VerifiedEntry
+from .verifier import TrustPolicy
 
 
 class ServerError(OAPError):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 log = logging.getLogger("oap.tlog.leafindex")

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 
+from tlog.fileio import write_atomic
 from tlog.errors import NotFound, OAPError, SignatureError, Unavailable, UnknownKeyError, VerificationError
 from tlog.note import MAX_NOTE_SIZE, open_note, parse_note
 from tlog.checkpoint import parse_checkpoint
@@ -156,9 +156,7 @@ class Feeder:
             return
         path = self.publish_dir / origin_path(origin) / "checkpoint"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".checkpoint.{os.getpid()}.tmp")
-        tmp.write_text(note)
-        os.replace(tmp, path)  # readers see the old or the new file, never half of one
+        write_atomic(path, note)  # readers see the old or the new file, never half of one
 
     async def round(self) -> list[FeedResult]:
         return list(await asyncio.gather(*(self.poll(w) for w in self.logs)))

@@ -1,0 +1,43 @@
+"""Durable file writes: the one way the project writes a file that must survive a crash.
+
+A temporary file is written and fsynced, renamed into place (or linked, when
+the file must not already exist), and the directory is fsynced, so after a
+crash the path holds either nothing (or the old content) or all of the new
+content, never a torn or empty file.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644,
+                 exclusive: bool = False) -> None:
+    """Write `data` to `path` durably. `exclusive`: fail with FileExistsError if it exists."""
+    path = Path(path)
+    raw = data.encode() if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)  # whatever the umask
+        if exclusive:
+            os.link(tmp, path)  # atomic, and refuses to replace an existing file
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
