@@ -25,6 +25,8 @@ from tlog.http import read_body
 
 from .store import ReadGate
 
+PACKS_AT_ONCE = 2  # concurrent upload-pack responses (each is built in memory)
+
 NO_CACHE = {"Cache-Control": "no-cache, max-age=0, must-revalidate", "Expires": "Fri, 01 Jan 1980 00:00:00 GMT",
             "Pragma": "no-cache"}
 PUSH_REFUSED = ("this registry is read-only over Git: records are submitted through POST /v1/records, "
@@ -68,12 +70,21 @@ class GitReadOnly:
 
     async def upload_pack(self, request: web.Request) -> web.Response:
         body = await read_body(request, self.max_body)
-        async with self.gate.read():
+        # Each pack is built in memory: at most PACKS_AT_ONCE at a time keeps memory
+        # bounded however many clients clone at once (the others wait their turn).
+        async with self._packs, self.gate.read():
             out = await asyncio.to_thread(self._run, body, advertise=False)
         return web.Response(body=out, headers={**NO_CACHE, "Content-Type": "application/x-git-upload-pack-result"})
 
     async def receive_pack(self, request: web.Request) -> web.Response:
         raise Forbidden(PUSH_REFUSED)
+
+    @property
+    def _packs(self) -> asyncio.Semaphore:
+        sem = getattr(self, "_packs_sem", None)
+        if sem is None:
+            sem = self._packs_sem = asyncio.Semaphore(PACKS_AT_ONCE)
+        return sem
 
     def routes(self, app: web.Application, name: str) -> None:
         base = f"/{name}.git"
