@@ -12,6 +12,8 @@ as strings (the conformance rules count *distinct* witness DIDs, §31).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import base58
 
 from .encoding import b64dec
@@ -58,9 +60,18 @@ def public_from_did_key(did: object) -> bytes:
 def parse_signer(text: object) -> bytes:
     """A signer as OAP entries name it -> 32-byte Ed25519 public key.
 
+    Cached: busy submitters sign many entries with one key, and base58
+    decoding showed in profiles of the append path. Failures are not cached.
+
     Accepts "did:key:z6Mk..." or a raw key "ed25519:<standard base64 of 32
     bytes>" (DESIGN §3.1: "signatures and keys base64 or did:key").
     """
+    if isinstance(text, str) and len(text) <= 128:
+        return _parse_signer_cached(text)
+    return _parse_signer(text)
+
+
+def _parse_signer(text: object) -> bytes:
     if isinstance(text, str) and text.startswith(RAW_KEY_PREFIX):
         try:
             pub = b64dec(text[len(RAW_KEY_PREFIX) :], what="ed25519 key")
@@ -72,3 +83,8 @@ def parse_signer(text: object) -> bytes:
     if isinstance(text, str) and text.startswith("did:"):
         return public_from_did_key(text)
     raise InvalidInput("signer must be a did:key or 'ed25519:<base64 key>'")
+
+
+@lru_cache(maxsize=4096)
+def _parse_signer_cached(text: str) -> bytes:
+    return _parse_signer(text)
