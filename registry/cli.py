@@ -84,9 +84,11 @@ def main() -> None:
               help="DID accepted as an L4/L5 witness without a receipt (genesis only; repeatable).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
 @click.option("--rate-limit", type=float, default=None, help="Requests/s per client (0: off).")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
 def serve(config_file, data_dir, host, port, name, log_url, log_policy, key_file, public_url, upstream,
           registry_key, mirror_interval, epoch_seconds, batch_interval_ms, anchor_idle_seconds, bootstrap,
-          log_format, rate_limit) -> None:
+          log_format, rate_limit, tls_cert, tls_key) -> None:
     """Run the registry (or a mirror) until Ctrl-C or SIGTERM."""
     try:
         cfg = load(RegistryConfig, section="registry", env_prefix="OAP_REGISTRY_", file=config_file,
@@ -95,7 +97,7 @@ def serve(config_file, data_dir, host, port, name, log_url, log_policy, key_file
                    mirror_interval=mirror_interval, epoch_seconds=epoch_seconds,
                    batch_interval_ms=batch_interval_ms, anchor_idle_seconds=anchor_idle_seconds,
                    bootstrap_witnesses=",".join(bootstrap) if bootstrap else None, log_format=log_format,
-                   rate_limit=rate_limit)
+                   rate_limit=rate_limit, tls_cert=tls_cert, tls_key=tls_key)
     except ConfigError as e:
         _fail(str(e))
     setup_logging(cfg.log_format)
@@ -108,20 +110,24 @@ def serve(config_file, data_dir, host, port, name, log_url, log_policy, key_file
 async def _serve(cfg: RegistryConfig) -> None:
     from aiohttp import web
 
+    from tlog.http import server_ssl_context
+
     from .server import build_app
     from .service import RegistryService
 
     svc = await RegistryService.open(cfg)
     runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False, keepalive_timeout=cfg.header_timeout)
     await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
+    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True,
+                       ssl_context=server_ssl_context(cfg.tls_cert, cfg.tls_key))
     await site.start()
     port = runner.addresses[0][1] if runner.addresses else cfg.port
     head = svc.index.head
     click.echo(f"registry key: {svc.registry}")
     click.echo(f"mode:         {'mirror of ' + cfg.upstream if cfg.mirror else 'primary'}")
-    click.echo(f"url:          http://{cfg.host}:{port}")
-    click.echo(f"git:          http://{cfg.host}:{port}/{cfg.name}.git")
+    scheme = "https" if cfg.tls_cert else "http"
+    click.echo(f"url:          {scheme}://{cfg.host}:{port}")
+    click.echo(f"git:          {scheme}://{cfg.host}:{port}/{cfg.name}.git")
     click.echo(f"head seq:     {head.seq if head else 'none'}")
     click.echo(f"data:         {cfg.data_dir.resolve()}")
     sys.stdout.flush()

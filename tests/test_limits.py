@@ -221,3 +221,23 @@ async def test_witness_and_registry_rate_limit_429(tmp_path):
 
     with pytest.raises(ConfigError):
         RegistryConfig(data_dir=tmp_path / "r", log_url="http://127.0.0.1:9", rate_limit=-1).validate()
+
+
+async def test_tls_on_witness_and_registry(tmp_path):
+    """All three services take tls_cert/tls_key (the log's TLS test is above)."""
+    from .services import log_service, registry_service, witness_service
+
+    cert, key = _self_signed(tmp_path)
+    log = log_service(tmp_path / "log").start()
+    w = witness_service(tmp_path / "w", log.vkey, "--tls-cert", str(cert), "--tls-key", str(key)).start()
+    reg = registry_service(tmp_path / "reg", log.url, "--tls-cert", str(cert), "--tls-key", str(key)).start()
+    try:
+        assert w.url.startswith("https://") and reg.url.startswith("https://")
+        ctx = ssl.create_default_context(cafile=str(cert))
+        async with aiohttp.ClientSession() as s:
+            for url in (w.url + "/healthz", reg.url + "/v1/info"):
+                async with s.get(url, ssl=ctx) as r:
+                    assert r.status == 200
+    finally:
+        for svc in (reg, w, log):
+            svc.kill()

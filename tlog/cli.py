@@ -76,19 +76,14 @@ def serve(config_file, data_dir, host, port, origin, batch_interval_ms, max_batc
 async def _serve(cfg: LogConfig) -> None:
     from aiohttp import web
 
+    from .http import server_ssl_context
     from .server import LogService, build_app
 
     svc = await LogService.open(cfg)
     runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False,
                            keepalive_timeout=cfg.header_timeout)
     await runner.setup()
-    ssl_ctx = None
-    if cfg.tls_cert is not None:
-        import ssl
-
-        ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ssl_ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ssl_ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+    ssl_ctx = server_ssl_context(cfg.tls_cert, cfg.tls_key)
     site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True, ssl_context=ssl_ctx)
     await site.start()
     port = runner.addresses[0][1] if runner.addresses else cfg.port

@@ -33,6 +33,18 @@ _CODES = {400: "invalid_input", 401: "auth_required", 403: "policy_block", 404: 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def server_ssl_context(cert, key):
+    """TLS for a service (None without a certificate): TLS 1.2 or newer."""
+    if cert is None:
+        return None
+    import ssl
+
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
 def client_address(request: web.Request, trust_forwarded_for: bool = False) -> str:
     """The client a rate limit applies to: the peer address, or the first
     X-Forwarded-For hop when the service is configured to sit behind a proxy."""

@@ -55,10 +55,12 @@ def main() -> None:
 @click.option("--name", default=None, help="Witness key name; fixed when the key is made.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
 @click.option("--rate-limit", type=float, default=None, help="Requests/s per client (0: off).")
-def serve(config_file, data_dir, host, port, name, log_format, rate_limit) -> None:
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+def serve(config_file, data_dir, host, port, name, log_format, rate_limit, tls_cert, tls_key) -> None:
     """Serve POST /add-checkpoint, monitoring, metrics and peer-witnessing until Ctrl-C (or SIGTERM)."""
     cfg = _config(config_file, data_dir=data_dir, host=host, port=port, name=name, log_format=log_format,
-                  rate_limit=rate_limit)
+                  rate_limit=rate_limit, tls_cert=tls_cert, tls_key=tls_key)
     setup_logging(cfg.log_format)
     try:
         asyncio.run(_serve(cfg))
@@ -69,6 +71,8 @@ def serve(config_file, data_dir, host, port, name, log_format, rate_limit) -> No
 async def _serve(cfg: WitnessConfig) -> None:
     from aiohttp import web
 
+    from tlog.http import server_ssl_context
+
     from .server import WitnessService, build_app
 
     svc = WitnessService.open(cfg)
@@ -78,14 +82,16 @@ async def _serve(cfg: WitnessConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False, keepalive_timeout=cfg.header_timeout)
     await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
+    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True,
+                       ssl_context=server_ssl_context(cfg.tls_cert, cfg.tls_key))
     await site.start()
     port = runner.addresses[0][1] if runner.addresses else cfg.port
     click.echo(f"name:         {svc.signer.name}")
     click.echo(f"verifier key: {svc.signer.vkey}")
     click.echo(f"identity:     {svc.peer.did}")
     click.echo(f"logs:         {', '.join(log_.origin for log_ in cfg.logs) or 'none configured'}")
-    click.echo(f"url:          http://{cfg.host}:{port}")
+    scheme = "https" if cfg.tls_cert else "http"
+    click.echo(f"url:          {scheme}://{cfg.host}:{port}")
     click.echo(f"data:         {cfg.data_dir.resolve()}")
     sys.stdout.flush()
     await stop.wait()

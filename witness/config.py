@@ -89,6 +89,8 @@ class WitnessConfig:
     trust_forwarded_for: bool = False  # take the client address from X-Forwarded-For (behind a proxy)
     header_timeout: float = 15.0  # request head (and keep-alive idle) limit, seconds
     read_timeout: float = 30.0  # request body limit, seconds
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
 
     def __post_init__(self) -> None:
         # TOML gives a list of tables; keep a tuple of WitnessedLog whatever came in.
@@ -112,6 +114,8 @@ class WitnessConfig:
         return self.data_dir / "witness.db"
 
     def validate(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("tls_cert and tls_key go together")
         if self.rate_limit < 0 or self.rate_limit_burst < 1:
             raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")
         if not (0 < self.header_timeout <= 3600 and 0 < self.read_timeout <= 3600):
