@@ -3,6 +3,7 @@ directory make writes fail with 503 (never 500) while reads keep working,
 nothing acknowledged is lost, and writes recover when the fault clears."""
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 
@@ -119,3 +120,51 @@ async def test_full_disk_and_read_only_then_recovery(server, small_fs):
     async with LogClient(srv2.url) as c:
         cp = TrustPolicy.for_log(srv2.vkey).verify_checkpoint(await c.checkpoint()).checkpoint
         assert await c.root_from_tiles(cp.size) == cp.root
+
+
+async def test_witness_and_registry_on_a_full_disk(small_fs, tmp_path):
+    """The witness's state and the registry's repository on a full disk: 503 with
+    a reason (never 500), reads keep working, writes recover when space returns."""
+    from registry.client import did_of, make_revocation
+
+    from .services import log_service, registry_service, witness_service
+
+    log = log_service(tmp_path / "log", "--batch-interval-ms", "5").start()
+    w = witness_service(small_fs / "w", log.vkey).start()
+    reg = registry_service(small_fs / "reg", log.url).start()
+
+    def revocation() -> dict:
+        k = generate_seed()
+        return make_revocation(k, kind="key", subject=did_of(k))
+
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(log.url + "/checkpoint") as r:
+                body = ("old 0\n\n" + await r.text()).encode()
+            fill(small_fs)
+            async with s.post(w.url + "/add-checkpoint", data=body) as r:
+                assert r.status == 503 and "could not persist" in await r.text()
+            statuses = []
+            for _ in range(5):
+                async with s.post(reg.url + "/v1/records", json=revocation()) as r:
+                    statuses.append(r.status)
+                    if r.status != 200:
+                        assert (await r.json())["error"] == "maintenance"
+            assert 503 in statuses and all(st in (200, 503) for st in statuses)
+            async with s.get(reg.url + "/v1/info") as r:
+                assert r.status == 200
+            async with s.get(w.url + "/healthz") as r:
+                assert r.status == 200
+            (small_fs / "filler").unlink()
+            async with s.post(w.url + "/add-checkpoint", data=body) as r:
+                assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
+            for _ in range(50):  # the registry's writer retries on its own schedule
+                async with s.post(reg.url + "/v1/records", json=revocation()) as r:
+                    if r.status == 200:
+                        break
+                await asyncio.sleep(0.2)
+            assert r.status == 200
+        assert w.alive() and reg.alive()
+    finally:
+        for svc in (reg, w, log):
+            svc.kill()

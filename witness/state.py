@@ -19,13 +19,14 @@ verified, right before the swap, so a test can interleave two requests.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tlog.errors import ForkError
+from tlog.errors import ForkError, Unavailable
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -48,6 +49,8 @@ MAX_SIZE = 2**63 - 1
 """SQLite integers are signed 64-bit; no real log comes near this."""
 
 Stall = Callable[[str], Awaitable[None]]
+
+log = logging.getLogger("oap.witness.state")
 
 
 @dataclass(frozen=True)
@@ -156,12 +159,22 @@ class WitnessState:
     # --- async wrappers (the event loop never waits on fsync) -------------------------
 
     async def get(self, origin: str) -> Record | None:
-        return await asyncio.to_thread(self.get_sync, origin)
+        return await _storage(asyncio.to_thread(self.get_sync, origin))
 
     async def all(self) -> list[Record]:
-        return await asyncio.to_thread(self.all_sync)
+        return await _storage(asyncio.to_thread(self.all_sync))
 
     async def compare_and_swap(self, expected: Record | None, new: Record) -> bool:
         if self.stall is not None:
             await self.stall(new.origin)
-        return await asyncio.to_thread(self.swap_sync, expected, new)
+        return await _storage(asyncio.to_thread(self.swap_sync, expected, new))
+
+
+async def _storage(call):
+    """A full disk or read-only state directory answers 503, never 500. Safe even if a
+    failed COMMIT did land: no cosignature was returned, and the log resyncs via 409."""
+    try:
+        return await call
+    except sqlite3.Error as e:
+        log.error("could not read or persist the witness state (answering 503 until this clears): %s", e)
+        raise Unavailable(f"the witness could not persist its state: {e}", retry_after=1) from None
