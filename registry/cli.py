@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -108,39 +106,22 @@ def serve(config_file, data_dir, host, port, name, log_url, log_policy, key_file
 
 
 async def _serve(cfg: RegistryConfig) -> None:
-    from aiohttp import web
-
-    from tlog.http import server_ssl_context
+    from tlog.http import serve_until_signal
 
     from .server import build_app
     from .service import RegistryService
 
     svc = await RegistryService.open(cfg)
-    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False, keepalive_timeout=cfg.header_timeout)
-    await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True,
-                       ssl_context=server_ssl_context(cfg.tls_cert, cfg.tls_key))
-    await site.start()
-    port = runner.addresses[0][1] if runner.addresses else cfg.port
     head = svc.index.head
-    click.echo(f"registry key: {svc.registry}")
-    click.echo(f"mode:         {'mirror of ' + cfg.upstream if cfg.mirror else 'primary'}")
-    scheme = "https" if cfg.tls_cert else "http"
-    click.echo(f"url:          {scheme}://{cfg.host}:{port}")
-    click.echo(f"git:          {scheme}://{cfg.host}:{port}/{cfg.name}.git")
-    click.echo(f"head seq:     {head.seq if head else 'none'}")
-    click.echo(f"data:         {cfg.data_dir.resolve()}")
-    sys.stdout.flush()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    logging.getLogger("oap.registry").info("stopping: finishing queued records")
-    await runner.shutdown()
-    await svc.close()
-    await runner.cleanup()
-    click.echo("stopped cleanly")
+    await serve_until_signal(
+        build_app(svc), host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
+        tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, drain=svc.close,
+        banner=lambda url: [f"registry key: {svc.registry}",
+                            f"mode:         {'mirror of ' + cfg.upstream if cfg.mirror else 'primary'}",
+                            f"url:          {url}", f"git:          {url}/{cfg.name}.git",
+                            f"head seq:     {head.seq if head else 'none'}",
+                            f"data:         {cfg.data_dir.resolve()}"],
+    )
 
 
 # --- keys and records ------------------------------------------------------------------

@@ -44,9 +44,10 @@ from tlog.ed25519 import generate_seed
 from tlog.entries import canonical_entry, receipt_entry
 from tlog.hashing import leaf_hash
 from tlog.note import parse_note
-from tlog.tiles import TILE_WIDTH, entries_path
 from tlog.verifier import TrustPolicy
 from tlog.verify import verify_consistency
+
+from .services import fetch_entries
 
 BIN = Path(sys.executable).parent
 CRASH_POINTS = ["after_hash_append", "after_sign", "before_commit", "after_commit"]
@@ -136,20 +137,6 @@ async def load(url: str, obs: Observed, counter: list[int], stop: asyncio.Event,
                 await asyncio.sleep(0.02)
 
         await asyncio.gather(*(single() for _ in range(workers)), batch(), batch(), poll())
-
-
-async def fetch_entries(url: str, size: int) -> list[bytes]:
-    out: list[bytes] = []
-    async with aiohttp.ClientSession() as s:
-        for n in range((size + TILE_WIDTH - 1) // TILE_WIDTH):
-            async with s.get(f"{url}/{entries_path(n, min(TILE_WIDTH, size - n * TILE_WIDTH))}") as r:
-                raw = await r.read()
-            pos = 0
-            while pos < len(raw):
-                k = int.from_bytes(raw[pos:pos + 2], "big")
-                out.append(raw[pos + 2:pos + 2 + k])
-                pos += 2 + k
-    return out
 
 
 async def run(cycles: int, workdir: Path, seed: int = 0, progress: bool = False) -> dict:

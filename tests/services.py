@@ -48,6 +48,10 @@ class Service:
                 del self.lines[:10000]
 
     @property
+    def log_text(self) -> str:
+        return "".join(self.lines)
+
+    @property
     def pid(self) -> int:
         return self.proc.pid
 
@@ -82,3 +86,23 @@ def witness_service(data: Path, log_vkey: str, *extra: str, name: str = "witness
 def registry_service(data: Path, log_url: str, *extra: str) -> Service:
     return Service("registry", [str(BIN / "oap-registry"), "serve", "--data", str(data), "--port", "0",
                                 "--log-url", log_url, *extra])
+
+
+async def fetch_entries(url: str, size: int) -> list[bytes]:
+    """Every entry of a log of `size`, read through its entry bundles alone (tlog-tiles)."""
+    import aiohttp
+
+    from tlog.tiles import TILE_WIDTH, entries_path
+
+    out: list[bytes] = []
+    async with aiohttp.ClientSession() as session:
+        for n in range((size + TILE_WIDTH - 1) // TILE_WIDTH):
+            async with session.get(f"{url}/{entries_path(n, min(TILE_WIDTH, size - n * TILE_WIDTH))}") as r:
+                assert r.status == 200, f"entry bundle {n}: HTTP {r.status}"
+                raw = await r.read()
+            pos = 0
+            while pos < len(raw):
+                k = int.from_bytes(raw[pos:pos + 2], "big")
+                out.append(raw[pos + 2:pos + 2 + k])
+                pos += 2 + k
+    return out

@@ -19,9 +19,10 @@ from tlog.ed25519 import generate_seed
 from tlog.entries import canonical_entry, commitment_entry, receipt_entry
 from tlog.hashing import leaf_hash
 from tlog.note import parse_note
-from tlog.tiles import TILE_WIDTH, entries_path
 from tlog.verifier import TrustPolicy
 from tlog.verify import verify_consistency
+
+from .services import fetch_entries
 
 pytestmark = pytest.mark.slow
 SEED = generate_seed()
@@ -51,20 +52,7 @@ async def anchor_all(url: str, items: list[int], workers: int, acked: dict, stop
         await asyncio.gather(*(worker() for _ in range(workers)))
 
 
-async def all_entries(url: str, size: int) -> list[bytes]:
-    out: list[bytes] = []
-    async with aiohttp.ClientSession() as session:
-        for n in range((size + TILE_WIDTH - 1) // TILE_WIDTH):
-            width = min(TILE_WIDTH, size - n * TILE_WIDTH)
-            async with session.get(f"{url}/{entries_path(n, width)}") as r:
-                assert r.status == 200
-                raw = await r.read()
-            pos = 0
-            while pos < len(raw):
-                k = int.from_bytes(raw[pos:pos + 2], "big")
-                out.append(raw[pos + 2:pos + 2 + k])
-                pos += 2 + k
-    return out
+all_entries = fetch_entries  # every entry, read through the entry bundles alone
 
 
 def checkpoints_of(acked: dict) -> dict[int, bytes]:

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -74,36 +72,17 @@ def serve(config_file, data_dir, host, port, origin, batch_interval_ms, max_batc
 
 
 async def _serve(cfg: LogConfig) -> None:
-    from aiohttp import web
-
-    from .http import server_ssl_context
+    from .http import serve_until_signal
     from .server import LogService, build_app
 
     svc = await LogService.open(cfg)
-    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False,
-                           keepalive_timeout=cfg.header_timeout)
-    await runner.setup()
-    ssl_ctx = server_ssl_context(cfg.tls_cert, cfg.tls_key)
-    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True, ssl_context=ssl_ctx)
-    await site.start()
-    port = runner.addresses[0][1] if runner.addresses else cfg.port
-    scheme = "https" if ssl_ctx else "http"
-    click.echo(f"origin:       {svc.origin}")
-    click.echo(f"verifier key: {svc.signer.vkey}")
-    click.echo(f"url:          {scheme}://{cfg.host}:{port}")
-    click.echo(f"tree size:    {svc.state.size}")
-    click.echo(f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})", nl=True)
-    sys.stdout.flush()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    logging.getLogger("oap.tlog").info("stopping: finishing queued entries")
-    await runner.shutdown()
-    await svc.close()
-    await runner.cleanup()
-    click.echo("stopped cleanly")
+    await serve_until_signal(
+        build_app(svc), host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
+        tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, drain=svc.close,
+        banner=lambda url: [f"origin:       {svc.origin}", f"verifier key: {svc.signer.vkey}", f"url:          {url}",
+                            f"tree size:    {svc.state.size}",
+                            f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})"],
+    )
 
 
 # --- keys --------------------------------------------------------------------------

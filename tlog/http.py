@@ -33,6 +33,44 @@ _CODES = {400: "invalid_input", 401: "auth_required", 403: "policy_block", 404: 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+async def serve_until_signal(app: web.Application, *, host: str, port: int, header_timeout: float,
+                             tls_cert=None, tls_key=None, banner: Callable[[str], list[str]],
+                             drain: Callable[[], Awaitable[None]] | None = None,
+                             close: Callable[[], object] | None = None) -> None:
+    """Run a service until SIGINT/SIGTERM: the one serve loop of all three services.
+
+    Prints `banner(url)` once listening (the last line starts with "data:",
+    which scripts and tests wait for). On a signal: stop accepting, `drain`
+    (finish queued work while in-flight requests complete), wait for the
+    handlers, then `close`.
+    """
+    import signal
+    import sys
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before the banner: callers may signal right after it
+        loop.add_signal_handler(sig, stop.set)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=header_timeout)
+    await runner.setup()
+    ctx = server_ssl_context(tls_cert, tls_key)
+    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ctx)
+    await site.start()
+    bound = runner.addresses[0][1] if runner.addresses else port
+    for line in banner(f"{'https' if ctx else 'http'}://{host}:{bound}"):
+        print(line)
+    sys.stdout.flush()
+    await stop.wait()
+    log.info("stopping: finishing queued work")
+    await runner.shutdown()
+    if drain is not None:
+        await drain()
+    await runner.cleanup()
+    if close is not None:
+        close()
+    print("stopped cleanly", flush=True)
+
+
 def server_ssl_context(cert, key):
     """TLS for a service (None without a certificate): TLS 1.2 or newer."""
     if cert is None:

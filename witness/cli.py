@@ -69,35 +69,19 @@ def serve(config_file, data_dir, host, port, name, log_format, rate_limit, tls_c
 
 
 async def _serve(cfg: WitnessConfig) -> None:
-    from aiohttp import web
-
-    from tlog.http import server_ssl_context
+    from tlog.http import serve_until_signal
 
     from .server import WitnessService, build_app
 
     svc = WitnessService.open(cfg)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # before "data:" is printed: callers may signal right after
-        loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(build_app(svc), access_log=None, handle_signals=False, keepalive_timeout=cfg.header_timeout)
-    await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True,
-                       ssl_context=server_ssl_context(cfg.tls_cert, cfg.tls_key))
-    await site.start()
-    port = runner.addresses[0][1] if runner.addresses else cfg.port
-    click.echo(f"name:         {svc.signer.name}")
-    click.echo(f"verifier key: {svc.signer.vkey}")
-    click.echo(f"identity:     {svc.peer.did}")
-    click.echo(f"logs:         {', '.join(log_.origin for log_ in cfg.logs) or 'none configured'}")
-    scheme = "https" if cfg.tls_cert else "http"
-    click.echo(f"url:          {scheme}://{cfg.host}:{port}")
-    click.echo(f"data:         {cfg.data_dir.resolve()}")
-    sys.stdout.flush()
-    await stop.wait()
-    await runner.cleanup()
-    svc.close()
-    click.echo("stopped cleanly")
+    await serve_until_signal(
+        build_app(svc), host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
+        tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, close=svc.close,
+        banner=lambda url: [f"name:         {svc.signer.name}", f"verifier key: {svc.signer.vkey}",
+                            f"identity:     {svc.peer.did}",
+                            f"logs:         {', '.join(log_.origin for log_ in cfg.logs) or 'none configured'}",
+                            f"url:          {url}", f"data:         {cfg.data_dir.resolve()}"],
+    )
 
 
 # --- keygen ------------------------------------------------------------------------
