@@ -63,7 +63,11 @@ def load_or_create_key(path: Path) -> bytes:
 
 def lock_data_dir(data_dir: Path) -> int:
     """One process per data directory: the writer assumes it alone moves the refs."""
-    fd = os.open(data_dir / "registry.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(data_dir / "registry.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise ConfigError(f"cannot use {data_dir} ({e.strerror}); a read-only registry can still be served "
+                          "by mirrors (oap-registry serve --upstream) or read with git clone") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

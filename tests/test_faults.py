@@ -96,17 +96,22 @@ async def test_full_disk_and_read_only_then_recovery(server, small_fs):
     log_text = srv.log_text
     assert "could not persist a batch" in log_text and "Traceback" not in log_text
 
-    # --- a read-only data directory (e.g. remounted ro after disk errors) ---
-    subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
-    try:
-        ro = server(data=small_fs / "data")
-        async with aiohttp.ClientSession() as s:
-            st, body = await post(s, ro.url, 6000)
-            assert st == 503 and body["error"] == "maintenance" and "read-only" in body["message"]
-            await reads_work(s, ro.url)
-        ro.kill()
-    finally:
-        subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)
+    # --- a read-only data directory (e.g. remounted ro after disk errors), after a
+    # crash (WAL files present) and after a clean stop (no WAL files) ---
+    for how in ("after kill -9", "after a clean stop"):
+        subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+        try:
+            ro = server(data=small_fs / "data")
+            async with aiohttp.ClientSession() as s:
+                st, body = await post(s, ro.url, 6000)
+                assert st == 503 and body["error"] == "maintenance" and "read-only" in body["message"], how
+                await reads_work(s, ro.url)
+            ro.kill()
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)
+        if how == "after kill -9":
+            clean = server(data=small_fs / "data")
+            assert clean.stop() == 0
 
     srv2 = server(data=small_fs / "data")
     async with aiohttp.ClientSession() as s:
@@ -165,6 +170,57 @@ async def test_witness_and_registry_on_a_full_disk(small_fs, tmp_path):
                 await asyncio.sleep(0.2)
             assert r.status == 200
         assert w.alive() and reg.alive()
+    finally:
+        for svc in (reg, w, log):
+            svc.kill()
+
+
+async def test_witness_on_a_read_only_state_directory(small_fs, tmp_path):
+    """Started on a read-only directory, the witness serves its monitoring reads
+    and answers add-checkpoint with 503, never 500; the registry refuses to start
+    with a one-line reason (its repository needs a lock and a writer)."""
+    import hashlib
+
+    from tlog.client import LogClient
+
+    from .services import log_service, registry_service, witness_service
+
+    log = log_service(tmp_path / "log", "--batch-interval-ms", "5").start()
+    w = witness_service(small_fs / "w", log.vkey).start()
+    reg = registry_service(small_fs / "reg", log.url).start()
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(log.url + "/checkpoint") as r:
+                first = await r.text()
+            async with s.post(w.url + "/add-checkpoint", data=("old 0\n\n" + first).encode()) as r:
+                assert r.status == 200
+        from tlog.checkpoint import parse_checkpoint
+        from tlog.encoding import b64enc
+        from tlog.note import parse_note
+
+        old = parse_checkpoint(parse_note(first).text).size
+        async with LogClient(log.url) as c:
+            await c.anchor(entry(1))
+            await c.anchor(entry(2))
+            second = await c.checkpoint()
+            new = parse_checkpoint(parse_note(second).text).size
+            proof = await c.consistency(old, new)
+        body = f"old {old}\n" + "".join(b64enc(p) + "\n" for p in proof) + "\n" + second
+        assert w.stop() == 0 and reg.stop() == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+        try:
+            w.start()
+            mon = f"/{hashlib.sha256(b'oap.localhost/log').hexdigest()}/checkpoint"
+            async with aiohttp.ClientSession() as s:
+                async with s.get(w.url + mon) as r:
+                    assert r.status == 200 and (await r.text()).startswith(f"oap.localhost/log\n{old}\n")
+                async with s.post(w.url + "/add-checkpoint", data=body.encode()) as r:
+                    assert r.status == 503 and "could not persist" in await r.text()
+            with pytest.raises(RuntimeError, match="Read-only file system"):
+                reg.start(timeout=20)
+        finally:
+            w.kill()
+            subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)
     finally:
         for svc in (reg, w, log):
             svc.kill()

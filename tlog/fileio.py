@@ -41,3 +41,15 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def read_only_sqlite_uri(path: str | os.PathLike[str]) -> str:
+    """URI to open a WAL-mode SQLite database in a read-only directory.
+
+    With a -wal file present (after a crash) SQLite must read it, so plain
+    mode=ro; without one (after a clean stop) a read-only open needs
+    immutable=1, which is right here: nothing can write the file.
+    """
+    path = Path(path)
+    wal = Path(str(path) + "-wal")
+    return f"file:{path}?mode=ro" + ("" if wal.exists() and wal.stat().st_size else "&immutable=1")

@@ -19,6 +19,8 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
+from .fileio import read_only_sqlite_uri
+
 log = logging.getLogger("oap.tlog.leafindex")
 
 SCHEMA = """
@@ -39,7 +41,7 @@ class LeafIndex:
         self.path = path
         self.read_only = read_only
         if read_only:
-            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
+            self.conn = sqlite3.connect(read_only_sqlite_uri(path), uri=True, isolation_level=None,
                                         check_same_thread=False)
         else:
             self.conn = self._open()

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import aiosqlite
 
+from .fileio import read_only_sqlite_uri
 from .errors import ForkError, NotFound, Unavailable
 from .hashfiles import HashFiles
 from .leafindex import LeafIndex
@@ -136,7 +137,7 @@ class LogStore:
         if self.read_only:
             # A read-only data directory (e.g. remounted ro after disk errors):
             # serve what is committed, refuse writes with 503.
-            self.conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True,
+            self.conn = sqlite3.connect(read_only_sqlite_uri(self.db_path), uri=True,
                                         isolation_level=None, check_same_thread=False)
             log.error("data directory %s is read-only: serving reads, refusing writes", self.dir)
         else:
@@ -344,15 +345,20 @@ class LogStore:
 class EntryReader:
     """Read side on its own aiosqlite connection (WAL readers never block the writer)."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, *, read_only_dir: bool = False) -> None:
         self.db_path = db_path
+        self.read_only_dir = read_only_dir
         self.db: aiosqlite.Connection | None = None
         self.leaves: aiosqlite.Connection | None = None
 
+    def _uri(self, path: Path) -> str:
+        # With a live writer, plain mode=ro; in a read-only directory nothing writes (see fileio).
+        return read_only_sqlite_uri(path) if self.read_only_dir else f"file:{path}?mode=ro"
+
     async def open(self) -> None:
-        self.db = await aiosqlite.connect(f"file:{self.db_path}?mode=ro", uri=True)
+        self.db = await aiosqlite.connect(self._uri(self.db_path), uri=True)
         await self.db.execute("PRAGMA busy_timeout=5000")
-        self.leaves = await aiosqlite.connect(f"file:{self.db_path.parent / 'leafindex.db'}?mode=ro", uri=True)
+        self.leaves = await aiosqlite.connect(self._uri(self.db_path.parent / "leafindex.db"), uri=True)
         await self.leaves.execute("PRAGMA busy_timeout=5000")
 
     async def close(self) -> None:

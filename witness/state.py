@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tlog.fileio import read_only_sqlite_uri
 from tlog.errors import ForkError, Unavailable
 
 SCHEMA = """
@@ -75,6 +77,16 @@ class WitnessState:
         self.path = Path(path)
         self.stall = stall
         self._lock = threading.Lock()
+        parent = self.path.parent
+        self.read_only = self.path.exists() and (not os.access(parent, os.W_OK)
+                                                 or bool(os.statvfs(parent).f_flag & os.ST_RDONLY))
+        if self.read_only:
+            # A read-only state directory (e.g. remounted ro after disk errors): serve the
+            # monitoring reads; every cosign attempt fails its write and answers 503.
+            self._db = sqlite3.connect(read_only_sqlite_uri(self.path), uri=True, timeout=busy_timeout,
+                                       isolation_level=None, check_same_thread=False)
+            log.error("witness state %s is read-only: serving reads, answering 503 to add-checkpoint", self.path)
+            return
         self._db = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
