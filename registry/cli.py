@@ -33,7 +33,7 @@ def _fail(msg: str, code: int = 2) -> None:
 
 def _seed(path: Path) -> bytes:
     try:
-        return keys.Signer.from_skey(keys.read_private_key(path))._seed
+        return keys.read_seed(path)
     except (OSError, OAPError) as e:
         _fail(f"{path}: {getattr(e, 'message', e)}")
         raise
@@ -139,7 +139,7 @@ def keygen(out: Path) -> None:
         keys.write_private_key(out, signer.to_skey())
     except FileExistsError:
         _fail(f"{out} exists; refusing to overwrite a key")
-    did = did_of(signer._seed)
+    did = did_of(signer.export_seed())
     Path(str(out) + ".did").write_text(did + "\n")
     click.echo(did)
 

@@ -58,7 +58,7 @@ def load_or_create_key(path: Path) -> bytes:
     did_path = path.with_suffix(".did")
     if not did_path.exists():
         did_path.write_text(did + "\n")
-    return signer._seed  # the record helpers sign with the raw seed, as tlog.cli does
+    return signer.export_seed()  # the record helpers sign with the raw seed, as tlog.cli does
 
 
 def lock_data_dir(data_dir: Path) -> int:

@@ -148,8 +148,7 @@ def backup(data_dir: Path, out: Path) -> None:
 
 
 def _seed_from(path: Path) -> bytes:
-    signer = keys.Signer.from_skey(keys.read_private_key(path))
-    return signer._seed  # the entry helpers sign with the raw seed
+    return keys.read_seed(path)  # the entry helpers sign with the raw seed
 
 
 # --- add / prove / info ------------------------------------------------------------

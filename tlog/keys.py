@@ -247,6 +247,11 @@ class _Ed25519Key:
         hex8 = key_id(self.name, ED25519, self.public).hex()
         return f"PRIVATE+KEY+{self.name}+{hex8}+{b64enc(bytes([ED25519]) + self._seed)}"
 
+    def export_seed(self) -> bytes:
+        """The raw 32-byte seed, for the entry and record builders that sign with it
+        (tlog.entries, registry.records). Never log or return it."""
+        return self._seed
+
     @property
     def verifier(self) -> Verifier:
         return Verifier(self.name, self.key_id, self.key_type, self.public)
@@ -356,3 +361,8 @@ def read_private_key(path: str | os.PathLike[str]) -> str:
     except UnicodeDecodeError:
         raise FormatError("private key file is not UTF-8") from None
     return text.rstrip("\r\n")
+
+
+def read_seed(path: str | os.PathLike[str]) -> bytes:
+    """The seed of an Ed25519 key file (mode checked by read_private_key)."""
+    return Signer.from_skey(read_private_key(path)).export_seed()

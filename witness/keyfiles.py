@@ -17,7 +17,7 @@ from pathlib import Path
 from tlog import ed25519
 from tlog.config import ConfigError
 from tlog.did import did_key_from_public
-from tlog.keys import CosignatureSigner, Signer, read_private_key, write_private_key
+from tlog.keys import read_seed, CosignatureSigner, Signer, read_private_key, write_private_key
 
 from .config import WitnessConfig
 
@@ -47,7 +47,7 @@ def create_keys(key_path: Path, identity_path: Path, name: str) -> tuple[Cosigna
 def read_identity(path: Path) -> bytes:
     # Signer keeps the seed private; the conformance helpers sign with the raw seed
     # (the same access `tlog.cli` uses for receipt entries).
-    return Signer.from_skey(read_private_key(path))._seed
+    return read_seed(path)
 
 
 def did_of(seed: bytes) -> str:
