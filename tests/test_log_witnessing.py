@@ -108,7 +108,9 @@ async def test_quorum_dead_witness_recovery_and_offline_quorum(tmp_path):
     try:
         async with LogClient(url, policy=policy) as c:
             a = await c.anchor(entry(1))  # verified against the 2-of-3 quorum inside anchor()
-            assert cosigners(a.checkpoint) == {"w1.test", "w2.test", "w3.test"}
+            # The log returns once the quorum is in plus a short grace period, so under load
+            # the third cosignature may land only on a later checkpoint.
+            assert len(cosigners(a.checkpoint)) >= 2 and cosigners(a.checkpoint) <= {"w1.test", "w2.test", "w3.test"}
             cp = await c.checkpoint()
             assert len(cosigners(cp)) >= 2
 
@@ -116,10 +118,11 @@ async def test_quorum_dead_witness_recovery_and_offline_quorum(tmp_path):
             bundle = tmp_path / "a.tlog-proof"
             bundle.write_text(a.bundle)
             r = CliRunner().invoke(log_cli, ["verify", str(bundle), "--policy", str(tmp_path / "log" / "log.policy")])
-            assert r.exit_code == 0 and "witnesses: w1.test, w2.test, w3.test" in r.output
+            assert r.exit_code == 0 and "witnesses: w" in r.output
             lines = a.bundle.splitlines(keepends=True)
             stripped = tmp_path / "stripped.tlog-proof"
-            stripped.write_text("".join(l for l in lines if not (l.startswith("— w2") or l.startswith("— w3"))))
+            drop = sorted(cosigners(a.checkpoint))[1:]  # leave a single cosignature: below the quorum of 2
+            stripped.write_text("".join(l for l in lines if not any(l.startswith(f"— {n} ") for n in drop)))
             r = CliRunner().invoke(log_cli, ["verify", str(stripped), "--policy", str(tmp_path / "log" / "log.policy")])
             assert r.exit_code == 1 and "quorum not met" in r.output
 
