@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from tlog.batching import BatchQueue
 from tlog.errors import Unavailable
 
 from .writer import Accepted, Item, RegistryWriter
@@ -24,9 +25,7 @@ class Batcher:
                  idle: float = 5.0, max_pending: int = 100_000) -> None:
         self.writer = writer
         self.max_batch, self.batch_interval, self.idle, self.max_pending = max_batch, batch_interval, idle, max_pending
-        self._queue: list[Item] = []
-        self._arrived = asyncio.Event()
-        self._full = asyncio.Event()
+        self._queue: BatchQueue[Item] = BatchQueue(max_batch, batch_interval)
         self._task: asyncio.Task | None = None
         self._closing = False
 
@@ -35,8 +34,7 @@ class Batcher:
 
     async def close(self) -> None:
         self._closing = True
-        self._arrived.set()
-        self._full.set()
+        self._queue.close()
         if self._task is not None:
             await self._task
 
@@ -50,36 +48,12 @@ class Batcher:
         if len(self._queue) >= self.max_pending:
             raise Unavailable("the registry is at capacity; retry shortly", retry_after=1)
         fut = asyncio.get_running_loop().create_future()
-        self._queue.append(Item(doc, fut))
-        self._arrived.set()
-        if len(self._queue) >= self.max_batch:
-            self._full.set()
+        self._queue.put([Item(doc, fut)])
         return await asyncio.shield(fut)
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            if not self._queue:
-                if self._closing:
-                    return
-                self._arrived.clear()
-                try:
-                    await asyncio.wait_for(self._arrived.wait(), self.idle)
-                except asyncio.TimeoutError:
-                    if self.writer.index.head_unproven() and not self.writer.broken:
-                        await self.writer.commit_batch([], anchor_only=True)
-                continue
-            deadline = loop.time() + self.batch_interval
-            while len(self._queue) < self.max_batch and not self._closing:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                self._full.clear()
-                try:
-                    await asyncio.wait_for(self._full.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
-            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
-            if len(self._queue) < self.max_batch:
-                self._full.clear()
-            await self.writer.commit_batch(batch)
+        while (batch := await self._queue.next_batch(self.idle)) is not None:
+            if batch:
+                await self.writer.commit_batch(batch)
+            elif self.writer.index.head_unproven() and not self.writer.broken:
+                await self.writer.commit_batch([], anchor_only=True)  # idle: anchor the head

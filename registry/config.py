@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tlog.config import ConfigError
+from tlog.config import ConfigError, check_http_limits
 
 from .records import is_did
 
@@ -69,12 +69,7 @@ class RegistryConfig:
         return bool(self.upstream)
 
     def validate(self) -> None:
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ConfigError("tls_cert and tls_key go together")
-        if self.rate_limit < 0 or self.rate_limit_burst < 1:
-            raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")
-        if not (0 < self.header_timeout <= 3600 and 0 < self.read_timeout <= 3600):
-            raise ConfigError("header_timeout and read_timeout must be in (0, 3600] seconds")
+        check_http_limits(self)
         if not 0 <= self.port <= 65535:
             raise ConfigError("port must be 0..65535")
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name) or self.name.startswith("."):

@@ -99,6 +99,17 @@ def load(cls: type[T], *, section: str, env_prefix: str, file: Path | None = Non
     return cfg
 
 
+def check_http_limits(cfg: Any) -> None:
+    """The HTTP settings every service has: TLS pair, slow-client timeouts, rate limit."""
+    if (cfg.tls_cert is None) != (cfg.tls_key is None):
+        raise ConfigError("tls_cert and tls_key go together")
+    if not (0 < cfg.header_timeout <= 3600 and 0 < cfg.read_timeout <= 3600):
+        raise ConfigError("header_timeout and read_timeout must be in (0, 3600] seconds")
+    rate = getattr(cfg, "rate_limit", None)
+    if rate is not None and (rate < 0 or cfg.rate_limit_burst < 1):
+        raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")
+
+
 @dataclass(frozen=True)
 class LogConfig:
     data_dir: Path = Path("data")
@@ -155,8 +166,7 @@ class LogConfig:
             raise ConfigError("every witness needs a url the log can push to")
         if not 0.05 <= self.witness_timeout <= 120:
             raise ConfigError("witness_timeout must be 0.05..120 seconds")
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ConfigError("tls_cert and tls_key go together")
+        check_http_limits(self)
         if self.auth_required_for and self.tokens_file is None:
             raise ConfigError("auth_required_for needs a tokens_file")
         unknown = set(self.auth_required_for) - {"*", "receipt", "commitment", "conformance", "registry"}
@@ -166,8 +176,6 @@ class LogConfig:
             raise ConfigError("rate limits must be >= 0")
         if self.rate_limit_write and self.rate_limit_write_burst < self.max_batch_entries:
             raise ConfigError("rate_limit_write_burst must allow one full batch (max_batch_entries)")
-        if not (0 < self.header_timeout <= 3600 and 0 < self.read_timeout <= 3600):
-            raise ConfigError("header_timeout and read_timeout must be in (0, 3600] seconds")
         if self.log_format not in ("text", "json"):
             raise ConfigError("log_format must be 'text' or 'json'")
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from .batching import BatchQueue
 from .errors import LogHalted, NotPublished, Unavailable
 from .hashing import leaf_hash
 from .store import LogState, LogStore, Signer
@@ -73,9 +74,7 @@ class Sequencer:
         self.publisher = publisher
         self.on_batch = on_batch
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog-writer")
-        self._queue: list[_Pending] = []
-        self._arrived = asyncio.Event()
-        self._full = asyncio.Event()
+        self._queue: BatchQueue[_Pending] = BatchQueue(max_batch, batch_interval)
         self._task: asyncio.Task | None = None
         self._closing = False
         self._retry: asyncio.Task | None = None
@@ -140,8 +139,7 @@ class Sequencer:
     async def close(self) -> None:
         """Stop accepting, finish what is queued, and close the store cleanly."""
         self._closing = True
-        self._arrived.set()
-        self._full.set()
+        self._queue.close()
         if self._task is not None:
             await self._task
         if self._retry is not None:
@@ -159,10 +157,7 @@ class Sequencer:
         if len(self._queue) + len(datas) > self.max_pending:
             raise Unavailable("the log is at capacity; retry shortly", retry_after=1)
         group = _Group(asyncio.get_running_loop().create_future(), len(datas))
-        self._queue.extend(_Pending(leaf_hash(d), d, group, i) for i, d in enumerate(datas))
-        self._arrived.set()
-        if len(self._queue) >= self.max_batch:
-            self._full.set()
+        self._queue.put(_Pending(leaf_hash(d), d, group, i) for i, d in enumerate(datas))
         return group.future
 
     async def add(self, data: bytes) -> Added:
@@ -177,27 +172,7 @@ class Sequencer:
     # --- the loop ------------------------------------------------------------------
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            if not self._queue:
-                if self._closing:
-                    return
-                self._arrived.clear()
-                await self._arrived.wait()
-                continue
-            deadline = loop.time() + self.batch_interval
-            while len(self._queue) < self.max_batch and not self._closing:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                self._full.clear()
-                try:
-                    await asyncio.wait_for(self._full.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
-            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
-            if len(self._queue) < self.max_batch:
-                self._full.clear()
+        while (batch := await self._queue.next_batch()) is not None:
             await self._commit(batch)
 
     async def _commit(self, batch: list[_Pending]) -> None:
