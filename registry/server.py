@@ -25,7 +25,7 @@ import cbor2
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError
+from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
 from tlog.http import (READ_TIMEOUT_KEY, make_error_middleware, rate_limit_middleware,
                        query_int, read_document, respond, wants_cbor)
 from tlog.limits import RateLimiter
@@ -91,6 +91,9 @@ def build_app(svc: RegistryService) -> web.Application:
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
 
     async def submit(request: web.Request) -> web.Response:
+        if svc.read_only:
+            raise Unavailable("the registry's data directory is read-only; it serves its history but accepts "
+                              "no records until this clears", retry_after=60)
         if svc.batcher is None:
             raise Forbidden("this is a read-only mirror; submit records to the primary registry")
         try:

@@ -61,6 +61,10 @@ def load_or_create_key(path: Path) -> bytes:
     return signer.export_seed()  # the record helpers sign with the raw seed, as tlog.cli does
 
 
+def _read_only_dir(path: Path) -> bool:
+    return not os.access(path, os.W_OK) or bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+
+
 def lock_data_dir(data_dir: Path) -> int:
     """One process per data directory: the writer assumes it alone moves the refs."""
     try:
@@ -83,8 +87,9 @@ class RegistryService:
     index: Index
     metrics: RegistryMetrics
     executor: ThreadPoolExecutor
-    lock_fd: int
+    lock_fd: int | None
     seed: bytes | None = None
+    read_only: bool = False  # a read-only data directory: history served, writes answer 503
     registry: str = ""  # the registry key (did:key) whose history this is
     genesis: Genesis | None = None
     anchorer: Anchorer | None = None  # primary: commits + epochs; mirror: epochs only
@@ -110,10 +115,15 @@ class RegistryService:
     @classmethod
     async def open(cls, config: RegistryConfig) -> "RegistryService":
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        fd = lock_data_dir(config.data_dir)
+        read_only = _read_only_dir(config.data_dir) and (config.data_dir / "registry.git" / "HEAD").exists()
+        fd = None if read_only else lock_data_dir(config.data_dir)
         repo = RegistryRepo(config.data_dir / "registry.git")
-        svc = cls(config, repo, Index(), RegistryMetrics(), ThreadPoolExecutor(1, thread_name_prefix="registry"), fd)
+        svc = cls(config, repo, Index(), RegistryMetrics(), ThreadPoolExecutor(1, thread_name_prefix="registry"), fd,
+                  read_only=read_only)
         try:
+            if read_only:
+                await svc._open_read_only()
+                return svc
             if config.mirror:
                 await svc._open_mirror()
             else:
@@ -125,6 +135,16 @@ class RegistryService:
             await svc.close()
             raise
         return svc
+
+    async def _open_read_only(self) -> None:
+        """Serve the committed history (records, files, git clone) from a read-only
+        directory, e.g. a disk remounted ro after errors; submissions answer 503."""
+        replayer = Replayer(self.repo, self.index, strict=False, anchors_dir=None)
+        await self._thread(replay, self.repo, self.index, self.repo.ref(MAIN), replayer)
+        self.genesis = replayer.genesis
+        self.registry = replayer.genesis.registry if replayer.genesis else ""
+        self.metrics.head_seq.set(self.index.head.seq if self.index.head else 0)
+        log.error("data directory %s is read-only: serving the registry's history, refusing writes", self.data_dir)
 
     def _policy(self) -> TrustPolicy | None:
         path = self.config.log_policy
@@ -206,7 +226,8 @@ class RegistryService:
             await self.anchorer.close()
         self.executor.shutdown(wait=True)
         self.repo.close()
-        os.close(self.lock_fd)
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
 
     # --- mirror loop --------------------------------------------------------------------
 

@@ -175,10 +175,10 @@ async def test_witness_and_registry_on_a_full_disk(small_fs, tmp_path):
             svc.kill()
 
 
-async def test_witness_on_a_read_only_state_directory(small_fs, tmp_path):
-    """Started on a read-only directory, the witness serves its monitoring reads
-    and answers add-checkpoint with 503, never 500; the registry refuses to start
-    with a one-line reason (its repository needs a lock and a writer)."""
+async def test_witness_and_registry_on_a_read_only_directory(small_fs, tmp_path):
+    """Started on a read-only directory, the witness serves its monitoring reads and
+    answers add-checkpoint with 503, never 500; the registry serves its history
+    (records, files, git clone) and answers submissions with 503."""
     import hashlib
 
     from tlog.client import LogClient
@@ -216,10 +216,23 @@ async def test_witness_on_a_read_only_state_directory(small_fs, tmp_path):
                     assert r.status == 200 and (await r.text()).startswith(f"oap.localhost/log\n{old}\n")
                 async with s.post(w.url + "/add-checkpoint", data=body.encode()) as r:
                     assert r.status == 503 and "could not persist" in await r.text()
-            with pytest.raises(RuntimeError, match="Read-only file system"):
-                reg.start(timeout=20)
+            reg.start(timeout=30)
+            from registry.client import did_of, make_revocation
+
+            k = generate_seed()
+            async with aiohttp.ClientSession() as s:
+                async with s.get(reg.url + "/v1/records", params={"limit": "5"}) as r:
+                    assert r.status == 200
+                async with s.get(reg.url + "/v1/files/registry.json") as r:
+                    assert r.status == 200
+                async with s.post(reg.url + "/v1/records", json=make_revocation(k, kind="key", subject=did_of(k))) as r:
+                    assert r.status == 503 and "read-only" in (await r.json())["message"]
+            clone = subprocess.run(["git", "clone", "-q", reg.url + "/registry.git", str(tmp_path / "clone")],
+                                   capture_output=True, text=True, timeout=60)
+            assert clone.returncode == 0, clone.stderr
         finally:
             w.kill()
+            reg.kill()
             subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)
     finally:
         for svc in (reg, w, log):
