@@ -313,6 +313,9 @@ class RegistryService:
 
     async def status(self, key: str) -> tuple[Epoch, Produced]:
         producer = self.producer
+        if producer is None and self.read_only:
+            raise Unavailable("the data directory is read-only: no status epoch can be signed and anchored "
+                              "until this clears; ask a mirror", retry_after=60)
         if producer is None:
             raise NotFound("this registry runs no status service (it needs a key and --log-url)")
         epoch = self.epoch

@@ -227,6 +227,8 @@ async def test_witness_and_registry_on_a_read_only_directory(small_fs, tmp_path)
                     assert r.status == 200
                 async with s.post(reg.url + "/v1/records", json=make_revocation(k, kind="key", subject=did_of(k))) as r:
                     assert r.status == 503 and "read-only" in (await r.json())["message"]
+                async with s.get(reg.url + "/v1/status/" + did_of(k)) as r:
+                    assert r.status == 503 and "read-only" in (await r.json())["message"]
             clone = subprocess.run(["git", "clone", "-q", reg.url + "/registry.git", str(tmp_path / "clone")],
                                    capture_output=True, text=True, timeout=60)
             assert clone.returncode == 0, clone.stderr
