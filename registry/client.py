@@ -9,9 +9,9 @@ from urllib.parse import quote
 
 import aiohttp
 
+from tlog.client import ServerError, oap_request
 from tlog.did import did_key_from_public
 from tlog.ed25519 import public_from_seed
-from tlog.errors import NotFound, OAPError
 
 from .records import format_utc, sign_record
 
@@ -54,10 +54,7 @@ def make_key_event(seed: bytes, *, subject: str, key: str, event: str = "add_con
                         "issued_at": _now()}, seed)
 
 
-class RegistryError(OAPError):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"{status} {code}: {message}")
-        self.status, self.code = status, code
+RegistryError = ServerError  # a refusal from the registry: status, OAP code, message
 
 
 class RegistryClient:
@@ -72,22 +69,8 @@ class RegistryClient:
         await self._session.close()
 
     async def _call(self, method: str, path: str, body: Any = None, params: dict | None = None) -> Any:
-        kw: dict[str, Any] = {"params": params}
-        if body is not None:
-            kw["data"] = json.dumps(body).encode()
-            kw["headers"] = {"Content-Type": "application/oap+json"}
-        async with self._session.request(method, self.url + path, **kw) as resp:
-            data = await resp.read()
-            if resp.status != 200:
-                try:
-                    err = json.loads(data)
-                    code, msg = err.get("error", "unknown"), err.get("message", "")
-                except ValueError:
-                    code, msg = "unknown", data[:200].decode("utf-8", "replace")
-                if resp.status == 404:
-                    raise NotFound(msg)
-                raise RegistryError(resp.status, code, msg)
-            return json.loads(data) if resp.content_type.endswith("json") else data.decode()
+        data, content_type = await oap_request(self._session, method, self.url + path, body=body, params=params)
+        return json.loads(data) if content_type.endswith("json") else data.decode()
 
     async def submit(self, record: dict[str, Any]) -> dict[str, Any]:
         return await self._call("POST", "/v1/records", record)

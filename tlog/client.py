@@ -33,6 +33,29 @@ class ServerError(OAPError):
         self.status, self.code = status, code
 
 
+async def oap_request(session: aiohttp.ClientSession, method: str, url: str, *, body: Any = None,
+                      params: dict | None = None) -> tuple[bytes, str]:
+    """One request to an OAP service (log, witness, registry): a JSON body out, the raw
+    body and content type back; a non-200 answer becomes NotFound or ServerError with
+    the service's OAP error code and message."""
+    kw: dict[str, Any] = {"params": params}
+    if body is not None:
+        kw["data"] = json.dumps(body, separators=(",", ":")).encode()
+        kw["headers"] = {"Content-Type": "application/oap+json"}
+    async with session.request(method, url, **kw) as resp:
+        data = await resp.read()
+        if resp.status != 200:
+            try:
+                err = json.loads(data)
+                code, msg = err.get("error", "unknown"), err.get("message", "")
+            except (ValueError, AttributeError):
+                code, msg = "unknown", data[:200].decode("utf-8", "replace")
+            if resp.status == 404:
+                raise NotFound(msg)
+            raise ServerError(resp.status, code, msg)
+        return data, resp.content_type
+
+
 @dataclass(frozen=True)
 class Anchored:
     index: int
@@ -70,22 +93,8 @@ class LogClient:
             self._session = None
 
     async def _request(self, method: str, path: str, *, body: Any = None, params=None, raw: bool = False):
-        kw: dict[str, Any] = {"params": params}
-        if body is not None:
-            kw["data"] = json.dumps(body, separators=(",", ":")).encode()
-            kw["headers"] = {"Content-Type": "application/oap+json"}
-        async with self.session.request(method, self.url + path, **kw) as resp:
-            data = await resp.read()
-            if resp.status != 200:
-                try:
-                    err = json.loads(data)
-                    code, msg = err.get("error", "unknown"), err.get("message", "")
-                except ValueError:
-                    code, msg = "unknown", data[:200].decode("utf-8", "replace")
-                if resp.status == 404:
-                    raise NotFound(msg)
-                raise ServerError(resp.status, code, msg)
-            return data if raw else json.loads(data)
+        data, _ = await oap_request(self.session, method, self.url + path, body=body, params=params)
+        return data if raw else json.loads(data)
 
     # --- writes ----------------------------------------------------------------------
 
