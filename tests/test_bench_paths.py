@@ -53,24 +53,70 @@ def filled(tmp_path, leaves: list[bytes], seed: int = 0) -> HashFiles:
 # --- hashing -------------------------------------------------------------------------
 
 
-def test_node_hashes_matches_node_hash(monkeypatch):
+@pytest.fixture(params=["native", "hashlib"])
+def hash_impl(request, monkeypatch):
+    """Run a test through the C batch hashing and again through hashlib alone."""
+    if request.param == "hashlib":
+        monkeypatch.setattr(hashing, "_native", None)
+    elif not hashing.NATIVE:
+        pytest.skip("tlog._sha256 is not built here")
+    return request.param
+
+
+def test_node_hashes_matches_node_hash(monkeypatch, hash_impl):
     monkeypatch.setattr(hashing, "_CHUNK", 7)  # exercise the chunk boundaries
     rng = np.random.default_rng(1)
-    for m in (0, 1, 6, 7, 8, 50):
+    for m in (0, 1, 6, 7, 8, 50, 1000):
         left = rng.integers(0, 256, (m, 32), dtype=np.uint8)
         right = rng.integers(0, 256, (m, 32), dtype=np.uint8)
+        want = [node_hash(a.tobytes(), b.tobytes()) for a, b in zip(left, right)]
         got = node_hashes(left, right)
         assert got.shape == (m, 32)
-        assert [r.tobytes() for r in got] == [node_hash(a.tobytes(), b.tobytes()) for a, b in zip(left, right)]
-    entries = [bytes([i]) * i for i in range(20)]
+        assert [r.tobytes() for r in got] == want
+        pairs = np.concatenate([left, right], axis=1)
+        assert [r.tobytes() for r in hashing.node_hashes_of_pairs(pairs)] == want
+        # a strided (non-contiguous) view of the same pairs
+        wide = np.zeros((m, 128), dtype=np.uint8)
+        wide[:, :64] = pairs
+        assert [r.tobytes() for r in hashing.node_hashes_of_pairs(wide[:, :64])] == want
+    entries = [bytes([i % 256]) * i for i in range(300)]
     assert [r.tobytes() for r in leaf_hashes(entries)] == [leaf_hash(e) for e in entries]
+    assert leaf_hashes([]).shape == (0, 32)
+
+
+def test_native_hashing_is_built_where_it_can_be():
+    """`make` builds tlog._sha256 wherever gcc and OpenSSL's headers exist; a silent
+    fallback to hashlib would cost 4x on every batch path."""
+    import shutil
+    from pathlib import Path
+
+    if not (shutil.which("gcc") and Path("/usr/include/openssl/sha.h").exists()):
+        pytest.skip("no C compiler or OpenSSL headers: hashlib fallback expected")
+    assert hashing.NATIVE
+
+
+def test_native_hashing_rejects_bad_buffers():
+    if not hashing.NATIVE:
+        pytest.skip("tlog._sha256 is not built here")
+    from tlog import _sha256
+
+    with pytest.raises(ValueError):
+        _sha256.node_hashes_into(bytes(65), bytearray(32))
+    with pytest.raises(ValueError):
+        _sha256.node_hashes_into(bytes(64), bytearray(64))
+    with pytest.raises(TypeError):
+        _sha256.node_hashes_into(bytes(64), bytes(32))  # not writable
+    with pytest.raises(TypeError):
+        _sha256.leaf_hashes([b"ok", "not bytes"])
+    with pytest.raises(TypeError):
+        _sha256.leaf_hashes(5)
 
 
 # --- hash files ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 255, 256, 257, 1000, 1500])
-def test_vectorized_append_writes_every_complete_node(tmp_path, n):
+def test_vectorized_append_writes_every_complete_node(tmp_path, n, hash_impl):
     leaves = leaves_for(n)
     hf = filled(tmp_path, leaves, seed=n)
     levels = build_levels(leaves)
@@ -190,7 +236,7 @@ def test_cbor_map_is_cbor2_canonical():
 # --- batched consistency proofs -------------------------------------------------------
 
 
-def test_consistency_levels_match_reference(tmp_path):
+def test_consistency_levels_match_reference(tmp_path, hash_impl):
     n = 1100
     leaves = leaves_for(n, 4)
     hf = filled(tmp_path, leaves, seed=4)
@@ -223,7 +269,7 @@ def _batch(n: int, b: int, seed: int):
 
 
 @pytest.mark.parametrize("n", SIZES)
-def test_verify_batch_accepts_valid_proofs(n):
+def test_verify_batch_accepts_valid_proofs(n, hash_impl):
     leaves, view, idx, proofs = _batch(n, 40, n)
     verify_inclusion_batch(idx, n, [leaves[i] for i in idx], proofs, view.root)
     rows, counts = flatten_proofs(proofs)
@@ -242,7 +288,7 @@ def _reference_failures(idx, n, leaves, proofs, root) -> list[int]:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_verify_batch_rejects_exactly_what_the_reference_rejects(seed):
+def test_verify_batch_rejects_exactly_what_the_reference_rejects(seed, hash_impl):
     rng = random.Random(seed)
     n = rng.choice([2, 3, 5, 16, 17, 100, 257, 1000])
     leaves, view, idx, proofs = _batch(n, rng.randrange(1, 30), seed)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .hashing import node_hashes
+from .hashing import node_hashes_of_pairs
 
 MAX_LEVELS = 64
 MAP_WINDOW = int(os.environ.get("OAP_TLOG_MAP_WINDOW_MB", "0") or 0) << 20
@@ -232,8 +232,8 @@ class HashFiles:
             if 2 * lo < first:  # 2*lo is first or first - 1
                 prev = np.frombuffer(self._pread(level - 1, 2 * lo), dtype=np.uint8).reshape(1, 32)
                 below = np.concatenate([prev, nodes])
-            pairs = below[: 2 * (hi - lo)].reshape(hi - lo, 64)
-            nodes = node_hashes(pairs[:, :32], pairs[:, 32:])
+            pairs = np.ascontiguousarray(below[: 2 * (hi - lo)]).reshape(hi - lo, 64)
+            nodes = node_hashes_of_pairs(pairs)
             first = lo
 
     def _pwrite_all(self, level: int, nodes: np.ndarray, first: int) -> None:
