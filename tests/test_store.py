@@ -166,21 +166,29 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
     store.close()
     # A crash between the main commit and the index update leaves the index behind;
     # a reboot (power loss) may leave it corrupt. Both are repaired on open.
-    import sqlite3
+    from tlog import leafindex
 
-    idx = sqlite3.connect(tmp_path / "leafindex.db", isolation_level=None)
-    idx.execute("DELETE FROM leaves WHERE idx >= 500")
-    idx.execute("UPDATE meta SET value = 500 WHERE key = 'indexed_size'")
-    idx.close()
+    def rewrite(indexed: int | None = None, boot: bytes | None = None, wipe_from: int = 0) -> None:
+        path = tmp_path / "leafindex.bin"
+        raw = bytearray(path.read_bytes())
+        f = list(leafindex._HDR.unpack_from(raw, 0))
+        if indexed is not None:
+            f[2] = indexed
+        if boot is not None:
+            f[6] = boot
+        f[5] = 0  # not closed cleanly
+        leafindex._HDR.pack_into(raw, 0, *f)
+        slots = np.frombuffer(raw, dtype=leafindex.SLOT, offset=leafindex.HEADER)
+        slots[slots["idx"] > wipe_from] = 0  # idx is stored + 1
+        path.write_bytes(bytes(raw))
+
+    rewrite(indexed=500, wipe_from=500)
     again = LogStore(tmp_path)
     again.open(SIGN)
     r = again.commit_batch([(leaf_hash(d), d) for d in data[600:610]], SIGN)
     assert r.indices == list(range(600, 610)) and r.fresh == [False] * 10
     again.close()
-    idx = sqlite3.connect(tmp_path / "leafindex.db", isolation_level=None)
-    idx.execute("UPDATE meta SET value = 'another-boot' WHERE key = 'boot_id'")
-    idx.execute("DELETE FROM leaves")
-    idx.close()
+    rewrite(boot=b"another-boot", wipe_from=0)
     third = LogStore(tmp_path)
     third.open(SIGN)
     assert third.leaves.lookup([leaf_hash(data[0]), leaf_hash(data[699])]) == {
@@ -191,15 +199,13 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
 def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path, monkeypatch):
     """Review finding: a failed index update followed by a successful one must not
     leave a permanent gap (resubmitting would then get a second index)."""
-    import sqlite3
-
     store = LogStore(tmp_path)
     store.open(SIGN)
     store.commit_batch([(leaf_hash(b"a"), b"a")], SIGN)
     real_add = store.leaves.add
 
     def failing_add(*a, **k):
-        raise sqlite3.OperationalError("disk I/O error")
+        raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(store.leaves, "add", failing_add)
     assert store.commit_batch([(leaf_hash(b"b"), b"b")], SIGN).indices == [1]  # durable; index update lost

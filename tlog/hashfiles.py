@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .hashing import node_hashes_of_pairs
+from .hashing import hash_rows, node_hashes_of_pairs
 
 MAX_LEVELS = 64
 MAP_WINDOW = int(os.environ.get("OAP_TLOG_MAP_WINDOW_MB", "0") or 0) << 20
@@ -216,7 +216,7 @@ class HashFiles:
         Each level is one pwrite, and each level's new nodes are hashed in one
         `node_hashes` pass.
         """
-        nodes = _as_rows(leaves)
+        nodes = hash_rows(leaves)
         new_size = old_size + nodes.shape[0]
         first = old_size  # index of nodes[0] at the current level
         level = 0
@@ -248,13 +248,3 @@ class HashFiles:
         if len(data) != 32:
             raise IOError(f"hash file level {level} is short at index {index}")
         return data
-
-
-def _as_rows(leaves: Sequence[bytes] | np.ndarray) -> np.ndarray:
-    if isinstance(leaves, np.ndarray):
-        if leaves.dtype != np.uint8 or leaves.ndim != 2 or leaves.shape[1] != 32:
-            raise ValueError("leaf hashes must be an (m, 32) uint8 array")
-        return leaves
-    if any(len(h) != 32 for h in leaves):
-        raise ValueError("leaf hashes must be 32 bytes")
-    return np.frombuffer(b"".join(leaves), dtype=np.uint8).reshape(len(leaves), 32)

@@ -6,6 +6,7 @@ root of the empty tree is SHA-256(""). OAP hash strings are "sha256:<64 hex>".
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -84,6 +85,17 @@ def node_hashes_hashlib(left: np.ndarray, right: np.ndarray) -> np.ndarray:
         digests = b"".join([_sha256(r).digest() for r in rows])
         out[lo:hi] = np.frombuffer(digests, dtype=np.uint8).reshape(hi - lo, HASH_SIZE)
     return out
+
+
+def hash_rows(hashes: Sequence[bytes] | np.ndarray) -> np.ndarray:
+    """32-byte hashes as an (m, 32) uint8 array (an array of that shape passes through)."""
+    if isinstance(hashes, np.ndarray):
+        if hashes.dtype != np.uint8 or hashes.ndim != 2 or hashes.shape[1] != HASH_SIZE:
+            raise ValueError("hashes must be an (m, 32) uint8 array")
+        return hashes
+    if hashes and set(map(len, hashes)) != {HASH_SIZE}:
+        raise ValueError("hashes must be 32 bytes each")
+    return np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(len(hashes), HASH_SIZE)
 
 
 def leaf_hashes(entries: list[bytes]) -> np.ndarray:

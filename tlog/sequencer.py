@@ -13,11 +13,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .batching import BatchQueue
 from .errors import LogHalted, NotPublished, Unavailable
-from .hashing import leaf_hash
+from .hashing import leaf_hash, leaf_hashes
 from .store import LogState, LogStore, Signer
 
 log = logging.getLogger("oap.tlog.sequencer")
@@ -25,8 +25,7 @@ log = logging.getLogger("oap.tlog.sequencer")
 Publisher = Callable[[LogState], Awaitable[LogState]]
 
 
-@dataclass(frozen=True)
-class Added:
+class Added(NamedTuple):  # a tuple: one is made per appended entry, on the event loop
     index: int
     leaf_hash: bytes
     fresh: bool
@@ -47,11 +46,9 @@ class _Group:
         self.future, self.results, self.left = future, [None] * n, n
 
 
-class _Pending:
-    __slots__ = ("leaf", "data", "group", "pos")
-
-    def __init__(self, leaf: bytes, data: bytes, group: _Group, pos: int) -> None:
-        self.leaf, self.data, self.group, self.pos = leaf, data, group, pos
+# A queued entry: (leaf hash, data, its group, its position in the group). A tuple, because
+# the event loop makes one per entry while the writer thread competes for the GIL.
+_Pending = tuple[bytes, bytes, _Group, int]
 
 
 class Sequencer:
@@ -157,7 +154,11 @@ class Sequencer:
         if len(self._queue) + len(datas) > self.max_pending:
             raise Unavailable("the log is at capacity; retry shortly", retry_after=1)
         group = _Group(asyncio.get_running_loop().create_future(), len(datas))
-        self._queue.put(_Pending(leaf_hash(d), d, group, i) for i, d in enumerate(datas))
+        if len(datas) == 1:
+            self._queue.put([(leaf_hash(datas[0]), datas[0], group, 0)])
+        else:
+            digests = leaf_hashes(datas).tobytes()
+            self._queue.put([(digests[32 * i : 32 * i + 32], d, group, i) for i, d in enumerate(datas)])
         return group.future
 
     async def add(self, data: bytes) -> Added:
@@ -178,7 +179,7 @@ class Sequencer:
     async def _commit(self, batch: list[_Pending]) -> None:
         t0 = time.perf_counter()
         try:
-            result = await self._in_writer(self.store.commit_batch, [(p.leaf, p.data) for p in batch], self.sign)
+            result = await self._in_writer(self.store.commit_batch, [(p[0], p[1]) for p in batch], self.sign)
             state = result.state
             if self.publisher is not None:  # returns the published (cosigned) state covering the batch
                 try:
@@ -198,16 +199,15 @@ class Sequencer:
                           len(batch), type(e).__name__, e)
             err = e if isinstance(e, Unavailable) else Unavailable(f"the log could not persist the entry: {type(e).__name__}")
             for p in batch:
-                fut = p.group.future
+                fut = p[2].future
                 if not fut.done():
                     fut.set_exception(err)
                     fut.exception()  # mark retrieved: waiters may be gone
             return
         if self.publisher is None:
             self.state = state
-        for p, idx, fresh in zip(batch, result.indices, result.fresh):
-            g = p.group
-            g.results[p.pos] = Added(idx, p.leaf, fresh, state)
+        for (leaf, _, g, pos), idx, fresh in zip(batch, result.indices, result.fresh):
+            g.results[pos] = Added(idx, leaf, fresh, state)
             g.left -= 1
             if g.left == 0 and not g.future.done():
                 g.future.set_result(g.results)

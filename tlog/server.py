@@ -135,7 +135,7 @@ class LogService:
         )
         state = await seq.start()
         metrics.tree_size.set(state.size)
-        reader = EntryReader(store.db_path, read_only_dir=store.read_only)
+        reader = EntryReader(store.db_path, store.leaves, read_only_dir=store.read_only)
         await reader.open()
         return cls(config, signer, store, seq, reader, metrics, witnesses)
 

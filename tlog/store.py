@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiosqlite
+import numpy as np
 
 from .fileio import read_only_sqlite_uri
 from .errors import ForkError, NotFound, Unavailable
 from .hashfiles import HashFiles
+from .hashing import hash_rows
 from .leafindex import LeafIndex
 from .merkle import TreeView
 
@@ -144,9 +146,10 @@ class LogStore:
             self.conn = connect(self.db_path)
             self.conn.executescript(SCHEMA)
         self.checkpointer = None if self.read_only else Checkpointer(self.db_path)
-        self.leaves = LeafIndex(self.dir / "leafindex.db", read_only=self.read_only)
-        self._leaves_behind = False
         self.hashes = HashFiles(self.dir / "hashes")
+        self.leaves = LeafIndex(self.dir / "leafindex.bin", read_only=self.read_only,
+                                leaf_at=lambda ix: self.hashes.gather(0, ix), leaves=self._leaf_range)
+        self._leaves_behind = False
         self.hash_sync_interval = hash_sync_interval
         self._last_hash_sync = time.monotonic()
         self.state: LogState | None = None
@@ -174,7 +177,7 @@ class LogStore:
             view = TreeView(size, self.hashes.read)
             if latest[1] != view.root:
                 raise CorruptionError("the entries do not hash to the latest signed root")
-        self.leaves.catch_up(self.conn, size)
+        self.leaves.catch_up(size)
         if latest is None:
             note = self._sign_and_record(size, view.root, sign, entries=())
         else:
@@ -209,27 +212,34 @@ class LogStore:
             raise Unavailable("the data directory is read-only; the log serves reads only")
         old = self.state.size
         if self._leaves_behind:  # an index update was lost: fill the gap before deduplicating
-            self.leaves.catch_up(self.conn, old)
+            self.leaves.catch_up(old)
             self._leaves_behind = False
-        known = self._lookup([lh for lh, _ in items])
-        indices: list[int] = []
-        fresh: list[bool] = []
-        new_rows: list[tuple[int, bytes, bytes]] = []
-        for lh, data in items:
-            if lh in known:
-                indices.append(known[lh])
-                fresh.append(False)
-                continue
-            idx = old + len(new_rows)
-            known[lh] = idx
-            new_rows.append((idx, lh, data))
-            indices.append(idx)
-            fresh.append(True)
+        leaves = [it[0] for it in items]
+        known = self._lookup(leaves)
+        if not known and len(set(leaves)) == len(leaves):  # the common case: all new, all distinct
+            n = len(items)
+            new_rows = list(zip(range(old, old + n), leaves, [it[1] for it in items]))
+            indices, fresh = list(range(old, old + n)), [True] * n
+            new_leaves = leaves
+        else:
+            indices, fresh, new_rows = [], [], []
+            for lh, data in items:
+                if lh in known:
+                    indices.append(known[lh])
+                    fresh.append(False)
+                    continue
+                idx = old + len(new_rows)
+                known[lh] = idx
+                new_rows.append((idx, lh, data))
+                indices.append(idx)
+                fresh.append(True)
+            new_leaves = [r[1] for r in new_rows]
         if not new_rows:
             return BatchResult(indices, fresh, self.state)
         size = old + len(new_rows)
         try:
-            self.hashes.append(old, [r[1] for r in new_rows])
+            leaf_rows = hash_rows(new_leaves)
+            self.hashes.append(old, leaf_rows)
             crash_point("after_hash_append")
             view = TreeView(size, self.hashes.read)
             synced = self._maybe_sync_hashes()
@@ -239,8 +249,8 @@ class LogStore:
             raise
         self.state = LogState(size, view.root, note, view)
         try:
-            self._leaves_behind = not self.leaves.add(new_rows, old, size)
-        except sqlite3.Error as e:  # derived data: caught up from the entries before the next batch
+            self._leaves_behind = not self.leaves.add(leaf_rows, old, size)
+        except (OSError, ValueError) as e:  # derived data: caught up from the hash files before the next batch
             log.error("leaf index update failed (repaired before the next batch): %s", e)
             self._leaves_behind = True
         return BatchResult(indices, fresh, self.state)
@@ -265,7 +275,7 @@ class LogStore:
             if row is None or row[0] != view.root:
                 raise CorruptionError("a failed commit left entries without their checkpoint")
             self.state = LogState(size, view.root, row[1], view)
-            self.leaves.catch_up(self.conn, size)
+            self.leaves.catch_up(size)
             log.warning("a batch reported failure but was committed; the log is at size %d", size)
         except CorruptionError:
             raise
@@ -319,6 +329,9 @@ class LogStore:
     def _lookup(self, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
         return self.leaves.lookup(leaf_hashes)
 
+    def _leaf_range(self, start: int, count: int) -> np.ndarray:
+        return np.frombuffer(self.hashes.read_range(0, start, count), dtype=np.uint8).reshape(count, 32)
+
     def _meta(self, key: str):
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
@@ -345,11 +358,11 @@ class LogStore:
 class EntryReader:
     """Read side on its own aiosqlite connection (WAL readers never block the writer)."""
 
-    def __init__(self, db_path: Path, *, read_only_dir: bool = False) -> None:
+    def __init__(self, db_path: Path, leaves: LeafIndex, *, read_only_dir: bool = False) -> None:
         self.db_path = db_path
         self.read_only_dir = read_only_dir
         self.db: aiosqlite.Connection | None = None
-        self.leaves: aiosqlite.Connection | None = None
+        self.leaves = leaves  # the writer's own index: lock-free reads (see LeafIndex)
 
     def _uri(self, path: Path) -> str:
         # With a live writer, plain mode=ro; in a read-only directory nothing writes (see fileio).
@@ -358,13 +371,10 @@ class EntryReader:
     async def open(self) -> None:
         self.db = await aiosqlite.connect(self._uri(self.db_path), uri=True)
         await self.db.execute("PRAGMA busy_timeout=5000")
-        self.leaves = await aiosqlite.connect(self._uri(self.db_path.parent / "leafindex.db"), uri=True)
-        await self.leaves.execute("PRAGMA busy_timeout=5000")
 
     async def close(self) -> None:
-        for c in (self.db, self.leaves):
-            if c is not None:
-                await c.close()
+        if self.db is not None:
+            await self.db.close()
 
     async def entry(self, index: int, size: int) -> tuple[bytes, bytes]:
         if not 0 <= index < size:
@@ -385,8 +395,7 @@ class EntryReader:
         return [r[0] for r in rows]
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
-        async with self.leaves.execute("SELECT idx FROM leaves WHERE leaf_hash = ?", (leaf_hash,)) as cur:
-            row = await cur.fetchone()
-        if row is None or row[0] >= size:
+        idx = self.leaves.index_of(leaf_hash, size)
+        if idx is None:
             raise NotFound("no entry with that leaf hash")
-        return row[0]
+        return idx
