@@ -439,3 +439,97 @@ def test_parse_sha256_rejects_whitespace_that_fromhex_would_skip():
     for bad in ("sha256:" + "ab" * 31 + "  ", "sha256:" + "ab" * 31 + " a", "sha256:" + "ab" * 31 + "\n\n"):
         with pytest.raises(InvalidInput):
             parse_sha256(bad)
+
+
+# --- the fast paths of check_json_value / loads_json against a plain reference -----------
+
+
+def _reference_ok(obj: object, depth_left: int = 64) -> bool:
+    """The data-model check written the slow, obvious way."""
+    if obj is None or isinstance(obj, bool):
+        return True
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return True
+        except UnicodeEncodeError:
+            return False
+    if isinstance(obj, int):
+        return INT_MIN <= obj <= INT_MAX
+    if isinstance(obj, (dict, list)):
+        if depth_left <= 0:
+            return False
+        if isinstance(obj, dict):
+            return all(isinstance(k, str) and _reference_ok(k) and _reference_ok(v, depth_left - 1)
+                       for k, v in obj.items())
+        return all(_reference_ok(v, depth_left - 1) for v in obj)
+    return False
+
+
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=INT_MIN - 2, max_value=INT_MAX + 2),
+    st.sampled_from([INT_MIN, INT_MAX, INT_MIN - 1, INT_MAX + 1, 2**70]),
+    st.text(max_size=4), st.sampled_from(["\ud800", "ok\udfff"]), st.floats(allow_nan=False), st.binary(max_size=2),
+)
+_values = st.recursive(_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=6), st.lists(st.integers(min_value=INT_MIN - 1, max_value=INT_MAX + 1), max_size=6),
+    st.lists(st.sampled_from(["a", "b", "\ud800"]), max_size=5),
+    st.dictionaries(st.sampled_from(["a", "b", "c", "\udc00"]), inner, max_size=4)), max_leaves=30)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_values, st.integers(min_value=1, max_value=5))
+def test_check_json_value_accepts_exactly_what_the_reference_accepts(value, depth):
+    want = _reference_ok(value, depth)
+    try:
+        check_json_value(value, max_depth=depth)
+        got = True
+    except InvalidInput:
+        got = False
+    assert got == want
+
+
+def test_fast_paths_name_the_bad_element():
+    with pytest.raises(InvalidInput, match=r"\$\.xs: integer out of"):
+        check_json_value({"xs": [1, 2, INT_MAX + 1]})
+    with pytest.raises(InvalidInput, match=r"\$\.xs\[2\]: text is not valid Unicode"):
+        check_json_value({"xs": ["a", "b", "\ud800"]})
+    with pytest.raises(InvalidInput, match=r"\$\.n: integer out of"):
+        check_json_value({"n": INT_MIN - 1})
+    with pytest.raises(InvalidInput, match=r"\$\.s: text is not valid Unicode"):
+        check_json_value({"s": "\udfff"})
+    with pytest.raises(InvalidInput, match="floating-point"):
+        check_json_value([1, 2, 3.0])
+    check_json_value([True, 1, False])  # bools are not ints here, and are allowed
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(['[', ']', '{', '}', '"', '\\', 'a', ',', ':', '1']), max_size=120))
+def test_depth_prescan_matches_a_character_loop(chars):
+    from tlog.canonical import _check_json_depth
+
+    text = "".join(chars)
+    depth = best = 0
+    in_str = esc = False
+    for ch in text:  # the reference: a plain scanner
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    for limit in (1, 2, 3, 5):
+        try:
+            _check_json_depth(text, limit)
+            ok = True
+        except InvalidInput:
+            ok = False
+        assert ok == (best <= limit or text.count("[") + text.count("{") <= limit)

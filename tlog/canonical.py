@@ -28,6 +28,7 @@ import re
 from typing import Any, NoReturn
 
 import cbor2
+import numpy as np
 import rfc8785
 
 from .errors import InvalidInput
@@ -42,7 +43,6 @@ INT_MAX = 2**63 - 1
 implementation we interoperate with handles. (JCS-signed objects are further
 limited by RFC 8785 to ±(2**53 - 1); `jcs` reports that as InvalidInput.)"""
 
-_MAX_INT_DIGITS = 20  # len(str(INT_MIN)); longer JSON integers are out of range anyway
 
 
 # --- the data model ------------------------------------------------------------
@@ -61,6 +61,8 @@ def check_json_value(obj: object, *, max_depth: int = DEFAULT_MAX_DEPTH) -> None
 
 
 def _check(obj: object, depth_left: int, path: str) -> None:
+    # Paths are formatted only for the error message; lists of plain ints or
+    # strings (index batches, string arrays) are checked by C-level passes.
     if obj is None or isinstance(obj, bool):
         return
     if isinstance(obj, str):
@@ -78,8 +80,25 @@ def _check(obj: object, depth_left: int, path: str) -> None:
                 if not isinstance(key, str):
                     raise InvalidInput(f"{path}: map keys must be text strings")
                 _check_text(key, path)
+                if value is None or type(value) in _PLAIN_SCALARS:
+                    if type(value) is int and not INT_MIN <= value <= INT_MAX:
+                        raise InvalidInput(f"{path}.{key}: integer out of the signed 64-bit range")
+                    if type(value) is str:
+                        _check_text(value, f"{path}.{key}")
+                    continue
                 _check(value, depth_left - 1, f"{path}.{key}")
-        else:
+        elif obj:
+            kinds = set(map(type, obj))
+            if kinds == {int}:
+                if min(obj) < INT_MIN or max(obj) > INT_MAX:
+                    raise InvalidInput(f"{path}: integer out of the signed 64-bit range")
+                return
+            if kinds == {str}:
+                try:
+                    "".join(obj).encode("utf-8")
+                    return
+                except UnicodeEncodeError:
+                    pass  # find and name the bad one below
             for i, value in enumerate(obj):
                 _check(value, depth_left - 1, f"{path}[{i}]")
         return
@@ -90,6 +109,9 @@ def _check(obj: object, depth_left: int, path: str) -> None:
     if isinstance(obj, cbor2.CBORTag):
         raise InvalidInput(f"{path}: CBOR tags are not allowed")
     raise InvalidInput(f"{path}: values of type {type(obj).__name__} are not allowed")
+
+
+_PLAIN_SCALARS = (str, int, bool)  # exact types: subclasses take the full path
 
 
 def _check_text(text: str, path: str) -> None:
@@ -147,13 +169,6 @@ def _reject_constant(text: str) -> NoReturn:
     raise InvalidInput(f"{text} is not valid JSON")
 
 
-def _parse_int(text: str) -> int:
-    # Bounding the digits before int() avoids quadratic conversion of huge literals.
-    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
-        raise InvalidInput("integer out of the signed 64-bit range")
-    return int(text)
-
-
 def _object_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -163,29 +178,28 @@ def _object_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-# A string token (its closing quote optional, so an unterminated string is
-# consumed once instead of being rescanned from every later quote: linear time)
-# or a bracket, captured.
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"?|([\[\]{}])', re.DOTALL)
+# A JSON string, its closing quote optional (an unterminated string is consumed
+# once, not rescanned from every later quote), written as an unrolled loop so the
+# regex engine runs through string bodies without backtracking: linear time.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 
 
 def _check_json_depth(text: str, max_depth: int) -> None:
     """Refuse nesting deeper than `max_depth` before the recursive parser sees it.
 
     json.loads recurses per level; on hostile input it would hit RecursionError
-    deep in the stack. Counting brackets outside strings first is linear.
+    deep in the stack. A body with at most `max_depth` opening brackets cannot
+    nest deeper (the common case: one count per bracket kind); otherwise the
+    strings are cut out and the depth is a running sum over the brackets left.
     """
-    depth = 0
-    for match in _JSON_TOKEN.finditer(text):
-        bracket = match.group(1)
-        if bracket is None:
-            continue
-        if bracket in "[{":
-            depth += 1
-            if depth > max_depth:
-                raise InvalidInput(f"JSON nested deeper than {max_depth} levels")
-        else:
-            depth -= 1
+    if text.count("[") + text.count("{") <= max_depth:
+        return
+    brackets = _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text)).encode("ascii")
+    b = np.frombuffer(brackets, dtype=np.uint8)
+    step = np.where((b == 0x5B) | (b == 0x7B), 1, -1).astype(np.int32)
+    if b.size and int(np.cumsum(step).max()) > max_depth:
+        raise InvalidInput(f"JSON nested deeper than {max_depth} levels")
 
 
 def loads_json(body: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
@@ -207,13 +221,16 @@ def loads_json(body: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
         value = json.loads(
             text,
             parse_float=_reject_float,
-            parse_int=_parse_int,
+            # Integers are parsed in C; Python's int_max_str_digits (4300) bounds the cost of a
+            # huge literal, and check_json_value below refuses anything outside 64 bits.
             parse_constant=_reject_constant,
             object_pairs_hook=_object_no_duplicates,
         )
     except InvalidInput:
         raise
     except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+        if "integer string conversion" in str(e):  # past int_max_str_digits: far past 64 bits
+            raise InvalidInput("integer out of the signed 64-bit range") from None
         raise InvalidInput(f"malformed JSON: {e}") from None
     check_json_value(value, max_depth=max_depth)
     return value

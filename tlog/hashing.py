@@ -6,6 +6,7 @@ root of the empty tree is SHA-256(""). OAP hash strings are "sha256:<64 hex>".
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -121,9 +122,10 @@ def format_sha256(digest: bytes) -> str:
 
 def parse_sha256(text: object, field: str = "hash") -> bytes:
     """"sha256:<64 hex>" -> 32 bytes; anything else is invalid input."""
-    if not isinstance(text, str) or not text.startswith("sha256:") or len(text) != 71:
+    if (not isinstance(text, str) or len(text) != 71 or not text.startswith("sha256:")
+            or not _HEX64.fullmatch(text, 7)):  # not fromhex alone: it would skip spaces
         raise InvalidInput(f"{field} must be 'sha256:' followed by 64 hex digits")
-    hexpart = text[7:]
-    if any(c not in "0123456789abcdefABCDEF" for c in hexpart):  # fromhex would skip spaces
-        raise InvalidInput(f"{field} must be 'sha256:' followed by 64 hex digits")
-    return bytes.fromhex(hexpart)
+    return bytes.fromhex(text[7:])
+
+
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
