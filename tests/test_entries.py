@@ -465,3 +465,31 @@ def test_mutated_entries_raise_only_invalid_input(name: str, data: st.DataObject
         canon(loads_cbor(cbor2.dumps(entry)))
     except InvalidInput:
         pass
+
+
+_hexish = st.text(alphabet="0123456789abcdefABCDEFg \n", min_size=62, max_size=66)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(
+    st.builds(lambda h: {"type": "commitment", "commitment": "sha256:" + h}, _hexish),
+    st.builds(lambda h, k: {"type": "commitment", "commitment": "sha256:" + h, k: 1}, _hexish, st.sampled_from(["x", "type"])),
+    st.builds(lambda v: {"type": "commitment", "commitment": v},
+              st.one_of(st.integers(), st.none(), st.text(max_size=80), st.binary(max_size=4))),
+    st.builds(lambda h: {"commitment": "sha256:" + h}, _hexish),
+))
+def test_commitment_fast_path_equals_the_general_path(doc):
+    """The concatenating encoder for commitments gives dcbor's bytes, and leaves
+    every malformed submission to the general path (and its error message)."""
+    import tlog.entries as E
+
+    fast = E._commitment_bytes(doc)
+    try:
+        general = E.dcbor(E._VALIDATORS["commitment"](doc, datetime.now(timezone.utc))) \
+            if doc.get("type") == "commitment" else None
+    except InvalidInput:
+        general = None
+    if fast is not None:
+        assert fast == general == canonical_entry(doc)
+    else:
+        assert general is None  # whatever the fast path leaves, the general path refuses

@@ -29,7 +29,7 @@ from .conformance import validate_conformance
 from .did import did_key_from_public, parse_signer
 from .encoding import b64dec, b64enc
 from .errors import FormatError, InvalidInput, SignatureError, TooLarge
-from .hashing import format_sha256, parse_sha256, sha256
+from .hashing import format_sha256, is_sha256_text, parse_sha256, sha256
 
 MAX_ENTRY_BYTES = 65535
 """tlog-tiles entry bundles prefix each entry with a 16-bit length."""
@@ -153,6 +153,25 @@ _VALIDATORS: dict[str, Callable[[dict[str, Any], datetime], dict[str, Any]]] = {
 }
 
 
+# The bulk entry type, Privileged Mode commitments, has one fixed shape: its dCBOR
+# is a constant prefix and the 71-byte "sha256:<lowercase hex>" text. Encoding it
+# by concatenation skips the generic validator and encoder (~12 us of a 15 us
+# entry). The prefix comes from `dcbor` itself; tests compare the two on every form.
+_COMMITMENT_TEMPLATE = dcbor({"type": "commitment", "commitment": "sha256:" + "0" * 64})
+_COMMITMENT_PREFIX = _COMMITMENT_TEMPLATE[:-64]
+
+
+def _commitment_bytes(obj: dict) -> bytes | None:
+    """dCBOR of a well-formed commitment submission, or None for the general path
+    (which also produces the error message for a malformed one)."""
+    if len(obj) != 2 or obj.get("type") != "commitment":
+        return None
+    c = obj.get("commitment")
+    if not is_sha256_text(c):
+        return None
+    return _COMMITMENT_PREFIX + c[7:].lower().encode("ascii")
+
+
 # --- public API ----------------------------------------------------------------
 
 
@@ -166,6 +185,9 @@ def canonical_entry(obj: object, *, now: datetime | None = None) -> bytes:
     """
     if not isinstance(obj, dict):
         raise InvalidInput("entry must be an object")
+    fast = _commitment_bytes(obj)
+    if fast is not None:
+        return fast
     check_json_value(obj)
     kind = obj.get("type")
     validator = _VALIDATORS.get(kind) if isinstance(kind, str) else None

@@ -122,10 +122,14 @@ def format_sha256(digest: bytes) -> str:
 
 def parse_sha256(text: object, field: str = "hash") -> bytes:
     """"sha256:<64 hex>" -> 32 bytes; anything else is invalid input."""
-    if (not isinstance(text, str) or len(text) != 71 or not text.startswith("sha256:")
-            or not _HEX64.fullmatch(text, 7)):  # not fromhex alone: it would skip spaces
+    if not is_sha256_text(text):  # not fromhex alone: it would skip spaces
         raise InvalidInput(f"{field} must be 'sha256:' followed by 64 hex digits")
     return bytes.fromhex(text[7:])
 
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def is_sha256_text(text: object) -> bool:
+    """True for "sha256:" followed by exactly 64 ASCII hex digits (either case)."""
+    return type(text) is str and len(text) == 71 and text.startswith("sha256:") and _HEX64.fullmatch(text, 7) is not None
