@@ -220,6 +220,15 @@ def test_encoders_edge_cases():
         pb = ProofBatch(nodes, mask)
         assert cbor2.loads(pb.cbor()) == pb.as_bytes()
         assert pb.cbor() == cbor2.dumps(pb.as_bytes(), canonical=True)
+    for h in (1, 5, 23, 24, 25):  # no mask; a mask dropping the same level everywhere; random masks
+        nodes = rng.integers(0, 256, (h, 7, 32), dtype=np.uint8)
+        same = np.ones((h, 7), dtype=bool)
+        same[h // 2] = False
+        for mask in (None, same, rng.random((h, 7)) < 0.7, np.zeros((h, 7), dtype=bool)):
+            pb = ProofBatch(nodes, mask)
+            want = [[nodes[k, j].tobytes() for k in range(h) if mask is None or mask[k, j]] for j in range(7)]
+            assert pb.as_bytes() == want
+            assert pb.cbor() == cbor2.dumps(want, canonical=True)
     rows = rng.integers(0, 256, (50, 32), dtype=np.uint8)
     assert [bytes(r) for r in b64_rows(rows)] == [base64.b64encode(r.tobytes()) for r in rows]
 

@@ -97,7 +97,47 @@ class ProofBatch:
         return [doc[a:b] for a, b in zip(starts.tolist(), stops.tolist())]
 
     def cbor(self) -> bytes:
-        return _cbor_from_rows(self.rows(), self.counts())
+        """Deterministic CBOR array of arrays of 32-byte byte strings, as cbor2 writes it.
+
+        Written straight from the level-major nodes into one (B, 2 + 34H)
+        buffer: row b is proof b's array head (right-aligned in two bytes:
+        counts below 24 take one), then its present hashes as 0x58 0x20 <32
+        bytes> items, packed left. When every proof has the same length the
+        rows are one contiguous slice; otherwise each row's used prefix is
+        joined (one memoryview slice per proof).
+        """
+        h, b = self.nodes.shape[:2]
+        head = cbor_head(4, b)
+        if b == 0:
+            return head
+        counts = self.counts()
+        if h > 255:
+            raise ValueError("proof too long")
+        width = 2 + 34 * h
+        out = np.empty((b, width), dtype=np.uint8)
+        items = out[:, 2:].reshape(b, h, 34)
+        items[:, :, 0] = 0x58
+        items[:, :, 1] = 32
+        slots = items[:, :, 2:].view("V32")[:, :, 0]  # (B, H) 32-byte items
+        src = self.nodes.view("V32")[:, :, 0]  # (H, B)
+        if self.mask is None:
+            slots[...] = src.T
+        else:
+            present = self.mask.T  # (B, H), proof-major
+            pj, pk = np.nonzero(present)
+            rank = np.cumsum(present, axis=1) - 1
+            slots[pj, rank[pj, pk]] = src[pk, pj]
+        small = counts < 24
+        out[:, 0] = np.where(small, 0, 0x98)
+        out[:, 1] = np.where(small, 0x80 | np.minimum(counts, 23), counts)
+        first = int(counts[0])
+        if (counts == first).all():
+            start = 1 if first < 24 else 0
+            return head + out[:, start : 2 + 34 * first].tobytes()
+        flat = memoryview(out.reshape(-1))
+        starts = np.arange(b, dtype=np.int64) * width + small
+        stops = np.arange(b, dtype=np.int64) * width + 2 + 34 * counts
+        return head + b"".join([flat[a:z] for a, z in zip(starts.tolist(), stops.tolist())])
 
 
 def inclusion_levels(view: TreeView, hashes: HashFiles, indices: np.ndarray) -> ProofBatch:
@@ -300,34 +340,6 @@ def cbor_map(items: dict[str, bytes]) -> bytes:
 def _cbor_text(s: str) -> bytes:
     raw = s.encode("utf-8")
     return cbor_head(3, len(raw)) + raw
-
-
-_CBOR_HEADS = [cbor_head(4, c) for c in range(256)]
-
-
-def _cbor_from_rows(flat: np.ndarray, counts: np.ndarray) -> bytes:
-    """Deterministic CBOR array of arrays of 32-byte byte strings.
-
-    Each hash is the 34-byte item 0x58 0x20 <32 bytes>, written for all rows
-    by numpy; each proof is then its array head plus a slice of that buffer
-    (one join, which beats a numpy compaction of the variable-width heads).
-    """
-    b = counts.shape[0]
-    head = cbor_head(4, b)
-    if b == 0:
-        return head
-    if int(counts.max()) > 255:
-        raise ValueError("proof too long")
-    m = flat.shape[0]
-    rec = np.empty((m, 34), dtype=np.uint8)
-    rec[:, 0] = 0x58
-    rec[:, 1] = 32
-    rec[:, 2:] = flat
-    buf = rec.tobytes()
-    ends = (np.cumsum(counts) * 34).tolist()
-    starts = [0, *ends[:-1]]
-    heads = _CBOR_HEADS
-    return head + b"".join([heads[c] + buf[a:z] for c, a, z in zip(counts.tolist(), starts, ends)])
 
 
 def proofs_json(out: np.ndarray, mask: np.ndarray) -> bytes:
