@@ -533,3 +533,28 @@ def test_depth_prescan_matches_a_character_loop(chars):
         except InvalidInput:
             ok = False
         assert ok == (best <= limit or text.count("[") + text.count("{") <= limit)
+
+
+_jcs_any = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**54), max_value=2**54),
+              st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6),
+              st.sampled_from(["\ud800", "\u2028", "\x7f", "\x00\x1f\"\\/", "\U0001f600", "\uffff"])),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.dictionaries(st.one_of(st.text(max_size=4), st.sampled_from(["\U0001f600", "\ufb01", "é", "a"])),
+                        inner, max_size=5)),
+    max_leaves=25)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_jcs_any)
+def test_jcs_fast_path_is_byte_identical_to_rfc8785(value):
+    import rfc8785
+
+    try:
+        want = rfc8785.dumps(value)
+    except Exception:
+        with pytest.raises(InvalidInput):
+            jcs(value)
+        return
+    assert jcs(value) == want

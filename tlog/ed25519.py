@@ -5,6 +5,7 @@ Verification raises `SignatureError`; it never returns a bool.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 
 from nacl.exceptions import BadSignatureError, CryptoError
 from nacl.signing import SigningKey, VerifyKey
@@ -20,8 +21,13 @@ def public_from_seed(seed: bytes) -> bytes:
     return bytes(SigningKey(seed).verify_key)
 
 
+# Deriving the key pair from a seed is a scalar multiplication, as costly as the
+# signature itself; services that sign per request reuse the derived key.
+_signing_key = lru_cache(maxsize=16)(SigningKey)
+
+
 def sign(seed: bytes, message: bytes) -> bytes:
-    return SigningKey(seed).sign(message).signature
+    return _signing_key(bytes(seed)).sign(message).signature
 
 
 class Signer:
