@@ -200,10 +200,15 @@ class Witness:
             raise VerificationError("a size-0 checkpoint must have the root SHA-256(\"\")")
         log_sigs = tuple(v.signature for v in verified)
         for _ in range(CAS_ATTEMPTS):
-            rec = await self.state.get(cp.origin)
-            known = rec.size if rec is not None else 0
-            if req.old != known:
-                raise SizeConflict(known)
+            # The state's in-memory hint; a mismatch is re-checked against the database
+            # (which another process may have moved) before answering 409, and a match
+            # is decided by the compare-and-swap, which refreshes the hint if it fails.
+            rec = self.state.cached(cp.origin)
+            if req.old != (rec.size if rec is not None else 0):
+                rec = await self.state.get(cp.origin)
+                known = rec.size if rec is not None else 0
+                if req.old != known:
+                    raise SizeConflict(known)
             old_root = rec.root if rec is not None else EMPTY_ROOT
             verify_consistency(req.old, cp.size, old_root, cp.root, req.proof)  # 422 on failure
             ts = int(self.clock())
