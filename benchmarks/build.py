@@ -2,15 +2,15 @@
 
 The result is an ordinary data directory that `oap-log serve --data DIR
 --origin ORIGIN` opens: the log key (tlog.server.load_or_create_key),
-SQLite with the real schema (tlog.store.SCHEMA), every entry and leaf hash,
+SQLite with the real schema (tlog.store.SCHEMA) holding every entry in runs,
 the per-level hash files written by tlog.hashfiles.HashFiles.append, and one
 checkpoint signed by the log key over the root. Two shortcuts, both only
-about speed: rows are bulk-inserted (synchronous=OFF, the leaf-hash index
-built after the rows instead of during), and a child process generates and
-hashes entries and writes the hash files while the parent inserts rows. At
-the end tlog.store.LogStore.open re-opens the directory the way the server
-does, which checks the row count against the signed checkpoint and the root
-of the hash files against the signed root.
+about speed: rows are bulk-inserted (synchronous=OFF), and a child process
+generates and hashes entries and writes the hash files while the parent
+inserts rows. At the end tlog.store.LogStore.open re-opens the directory the
+way the server does: it checks the runs against the signed checkpoint and the
+root of the hash files against the signed root, and builds the leaf-hash
+index (tlog.leafindex) from the hash files.
 
 Entries are real commitment entries (~100 bytes of deterministic CBOR).
 A finished directory is cached (bench-tree.json records what it holds).
@@ -30,9 +30,9 @@ from tlog.hashfiles import HashFiles
 from tlog.hashing import leaf_hashes
 from tlog.merkle import TreeView
 from tlog.server import checkpoint_signer, load_or_create_key
-from tlog.store import SCHEMA, LogStore
+from tlog.store import SCHEMA, LogStore, entry_runs
 
-VERSION = 1
+VERSION = 2  # 2: entries stored in runs (tlog.store.RUN_ENTRIES)
 CHUNK = 1 << 18
 
 
@@ -66,23 +66,20 @@ def build_log(data_dir: Path, log2: int, *, fresh: bool = False) -> dict:
     conn.execute("PRAGMA journal_mode=OFF")  # bulk load; WAL (what the server uses) at the end
     conn.execute("PRAGMA synchronous=OFF")
     conn.execute("PRAGMA cache_size=-262144")
-    conn.executescript("\n".join(line for line in SCHEMA.splitlines() if "INDEX" not in line))
+    conn.executescript(SCHEMA)
     q: mp.Queue = mp.get_context("fork").Queue(maxsize=4)
     child = mp.get_context("fork").Process(target=_hasher, args=(str(data_dir / "hashes"), n, q))
     child.start()
     conn.execute("BEGIN")
     while (item := q.get()) is not None:
         start, datas, lh = item
-        leaves = [lh[i * 32 : i * 32 + 32] for i in range(len(datas))]
-        conn.executemany("INSERT INTO entries (idx, leaf_hash, data) VALUES (?, ?, ?)",
-                         zip(range(start, start + len(datas)), leaves, datas))
+        conn.executemany("INSERT INTO runs (first, count, data) VALUES (?, ?, ?)",
+                         entry_runs([(start + i, None, d) for i, d in enumerate(datas)]))
     conn.execute("COMMIT")
     child.join()
     if child.exitcode != 0:
         raise RuntimeError("hash file builder failed")
     t_rows = time.perf_counter() - t0
-    conn.executescript(SCHEMA)  # the leaf-hash index, now in one sorted pass
-    t_index = time.perf_counter() - t0 - t_rows
     hashes = HashFiles(data_dir / "hashes")
     view = TreeView(n, hashes.read)
     note = sign(n, view.root)
@@ -92,9 +89,10 @@ def build_log(data_dir: Path, log2: int, *, fresh: bool = False) -> dict:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.close()
     hashes.close()
-    store = LogStore(data_dir)  # the server's own open: row count, signed root, hash files
+    store = LogStore(data_dir)  # the server's own open: runs, signed root, hash files, leaf index
     state = store.open(sign)
     store.close()
+    t_index = time.perf_counter() - t0 - t_rows
     if state.size != n or state.root != view.root:
         raise RuntimeError("the built log does not re-open to its signed root")
     info = {"version": VERSION, "leaves": n, "root": view.root.hex(), "vkey": signer.vkey,

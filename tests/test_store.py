@@ -115,7 +115,7 @@ def test_fork_guard_refuses_second_root_and_keeps_nothing(tmp_path):
     with pytest.raises(ForkError):
         store.commit_batch([(leaf_hash(b"b"), b"b")], SIGN)
     assert store.state.size == 1
-    assert store.conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 1
+    assert store.conn.execute("SELECT SUM(count) FROM runs").fetchone()[0] == 1
     assert os.path.getsize(tmp_path / "hashes" / "level-00") == 32  # cut back
     store.close()
 
@@ -124,7 +124,7 @@ def test_refuses_inconsistent_database(tmp_path):
     store = LogStore(tmp_path)
     store.open(SIGN)
     store.commit_batch([(leaf_hash(b"a"), b"a"), (leaf_hash(b"b"), b"b")], SIGN)
-    store.conn.execute("UPDATE entries SET data = 'evil', leaf_hash = ? WHERE idx = 1", (leaf_hash(b"evil"),))
+    store.conn.execute("UPDATE runs SET data = ? WHERE first = 0", (b"\x00\x01a\x00\x04evil",))
     store.close()
     for f in (tmp_path / "hashes").iterdir():  # force a rebuild from the tampered database
         f.unlink()
@@ -219,3 +219,53 @@ def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path, monkeypatch
     again.open(SIGN)
     assert again.leaves.lookup([leaf_hash(b"b"), leaf_hash(b"c")]) == {leaf_hash(b"b"): 1, leaf_hash(b"c"): 2}
     again.close()
+
+
+def test_entries_table_of_an_older_log_moves_into_runs(tmp_path):
+    """A data directory written with one row per entry opens as the same log."""
+    import sqlite3
+
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    data = entries(700, seed=11)
+    commit_all(store, data, random.Random(11))
+    root = store.state.root
+    store.close()
+    db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    rows = []
+    for first, count, blob in db.execute("SELECT first, count, data FROM runs ORDER BY first"):
+        pos = 0
+        for i in range(count):
+            k = int.from_bytes(blob[pos:pos + 2], "big")
+            rows.append((first + i, leaf_hash(blob[pos + 2:pos + 2 + k]), blob[pos + 2:pos + 2 + k]))
+            pos += 2 + k
+    assert [r[2] for r in rows] == data
+    db.execute("DROP TABLE runs")
+    db.execute("CREATE TABLE entries (idx INTEGER PRIMARY KEY, leaf_hash BLOB NOT NULL, data BLOB NOT NULL)")
+    db.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows)
+    db.close()
+    again = LogStore(tmp_path)
+    st = again.open(SIGN)
+    assert st.size == 700 and st.root == root
+    from tlog.store import read_entries
+
+    assert read_entries(again.conn, 0, 700) == data
+    assert read_entries(again.conn, 255, 3) == data[255:258]
+    assert again.conn.execute("SELECT name FROM sqlite_master WHERE name = 'entries'").fetchone() is None
+    r = again.commit_batch([(leaf_hash(d), d) for d in data[10:12]], SIGN)
+    assert r.indices == [10, 11] and r.fresh == [False, False]
+    again.close()
+
+
+def test_runs_with_a_gap_refuse_to_open(tmp_path):
+    import sqlite3
+
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    commit_all(store, entries(600, seed=12), random.Random(12))
+    store.close()
+    db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    db.execute("DELETE FROM runs WHERE first = (SELECT first FROM runs ORDER BY first LIMIT 1 OFFSET 1)")
+    db.close()
+    with pytest.raises(CorruptionError):
+        LogStore(tmp_path).open(SIGN)

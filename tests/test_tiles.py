@@ -230,3 +230,17 @@ def test_parse_only_format_error_and_canonical(path: str) -> None:
     except FormatError:
         return
     assert ref.path == path  # anything accepted is the one canonical spelling
+
+
+def test_entry_bundles_round_trip_and_refuse_truncation():
+    from tlog.errors import FormatError
+    from tlog.tiles import encode_entry_bundle, parse_entry_bundle
+
+    entries = [b"", b"a", bytes(range(256)) * 3, b"\x00" * 65535]
+    raw = encode_entry_bundle(entries)
+    assert raw[:5] == b"\x00\x00\x00\x01a"
+    assert parse_entry_bundle(raw) == entries
+    assert parse_entry_bundle(raw, 2) == entries[:2]
+    for cut in (1, 4, len(raw) - 1):
+        with pytest.raises(FormatError):
+            parse_entry_bundle(raw[:cut])

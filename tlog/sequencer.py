@@ -13,11 +13,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from .batching import BatchQueue
 from .errors import LogHalted, NotPublished, Unavailable
-from .hashing import leaf_hash, leaf_hashes
 from .store import LogState, LogStore, Signer
 
 log = logging.getLogger("oap.tlog.sequencer")
@@ -32,23 +33,43 @@ class Added(NamedTuple):  # a tuple: one is made per appended entry, on the even
     state: LogState  # the published checkpoint that covers this entry
 
 
+@dataclass(frozen=True)
+class AddedBatch:
+    """The outcome of `add_many`: per entry, its index, leaf hash and whether it is new;
+    `state` is the published checkpoint that covers all of them (the latest of the
+    batches they were committed in). Lists, not one object per entry: a batch request
+    has thousands of entries and the event loop handles every one."""
+
+    indices: list[int]
+    leaf_hashes: list[bytes]
+    fresh: list[bool]
+    state: LogState
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> Added:
+        return Added(self.indices[i], self.leaf_hashes[i], self.fresh[i], self.state)
+
+
 class _Group:
     """One submission (one entry or a whole batch request): one future for all of it.
 
-    A future per entry cost three event-loop callbacks per entry and showed in
-    profiles; the store deduplicates within and across batches, so no per-entry
-    bookkeeping is needed here.
+    The queue holds only entry bytes; a group is the span of `n` consecutive queued
+    entries, and a committed batch hands each group its slice of the batch's result
+    lists: no per-entry object or callback on the event loop.
     """
 
-    __slots__ = ("future", "results", "left")
+    __slots__ = ("future", "n", "indices", "leaves", "fresh", "state", "filled", "left")
 
     def __init__(self, future: asyncio.Future, n: int) -> None:
-        self.future, self.results, self.left = future, [None] * n, n
-
-
-# A queued entry: (leaf hash, data, its group, its position in the group). A tuple, because
-# the event loop makes one per entry while the writer thread competes for the GIL.
-_Pending = tuple[bytes, bytes, _Group, int]
+        self.future, self.n = future, n
+        self.indices: list = [0] * n
+        self.leaves: list = [b""] * n
+        self.fresh: list = [False] * n
+        self.state: LogState | None = None
+        self.filled = 0  # entries of this group already committed
+        self.left = n  # entries of this group not yet taken into a batch
 
 
 class Sequencer:
@@ -71,7 +92,8 @@ class Sequencer:
         self.publisher = publisher
         self.on_batch = on_batch
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog-writer")
-        self._queue: BatchQueue[_Pending] = BatchQueue(max_batch, batch_interval)
+        self._queue: BatchQueue[bytes] = BatchQueue(max_batch, batch_interval)
+        self._spans: deque[_Group] = deque()  # the groups of the queued entries, in queue order
         self._task: asyncio.Task | None = None
         self._closing = False
         self._retry: asyncio.Task | None = None
@@ -154,21 +176,16 @@ class Sequencer:
         if len(self._queue) + len(datas) > self.max_pending:
             raise Unavailable("the log is at capacity; retry shortly", retry_after=1)
         group = _Group(asyncio.get_running_loop().create_future(), len(datas))
-        if len(datas) == 1:
-            self._queue.put([(leaf_hash(datas[0]), datas[0], group, 0)])
-        else:
-            digests = leaf_hashes(datas).tobytes()
-            self._queue.put([(digests[32 * i : 32 * i + 32], d, group, i) for i, d in enumerate(datas)])
+        self._queue.put(datas)
+        self._spans.append(group)
         return group.future
 
     async def add(self, data: bytes) -> Added:
         return (await asyncio.shield(self._enqueue([data])))[0]
 
-    async def add_many(self, datas: Sequence[bytes]) -> list[Added]:
+    async def add_many(self, datas: Sequence[bytes]) -> AddedBatch:
         """All or nothing for the caller: resolves when every entry is durable (and published)."""
-        if not datas:
-            return []
-        return list(await asyncio.shield(self._enqueue(datas)))
+        return await asyncio.shield(self._enqueue(datas)) if datas else AddedBatch([], [], [], self.state)
 
     # --- the loop ------------------------------------------------------------------
 
@@ -176,10 +193,24 @@ class Sequencer:
         while (batch := await self._queue.next_batch()) is not None:
             await self._commit(batch)
 
-    async def _commit(self, batch: list[_Pending]) -> None:
+    def _take_spans(self, n: int) -> list[tuple[_Group, int, int]]:
+        """The groups the next `n` queued entries belong to: (group, first position, count)."""
+        spans = []
+        while n:
+            g = self._spans[0]
+            k = min(n, g.left)
+            spans.append((g, g.n - g.left, k))
+            g.left -= k
+            n -= k
+            if g.left == 0:
+                self._spans.popleft()
+        return spans
+
+    async def _commit(self, batch: list[bytes]) -> None:
         t0 = time.perf_counter()
+        spans = self._take_spans(len(batch))
         try:
-            result = await self._in_writer(self.store.commit_batch, [(p[0], p[1]) for p in batch], self.sign)
+            result = await self._in_writer(self.store.commit_entries, batch, self.sign)
             state = result.state
             if self.publisher is not None:  # returns the published (cosigned) state covering the batch
                 try:
@@ -198,18 +229,22 @@ class Sequencer:
                 log.error("could not persist a batch of %d entries; writes answer 503 until this clears: %s: %s",
                           len(batch), type(e).__name__, e)
             err = e if isinstance(e, Unavailable) else Unavailable(f"the log could not persist the entry: {type(e).__name__}")
-            for p in batch:
-                fut = p[2].future
-                if not fut.done():
-                    fut.set_exception(err)
-                    fut.exception()  # mark retrieved: waiters may be gone
+            for g, _, _ in spans:
+                if not g.future.done():
+                    g.future.set_exception(err)
+                    g.future.exception()  # mark retrieved: waiters may be gone
             return
         if self.publisher is None:
             self.state = state
-        for (leaf, _, g, pos), idx, fresh in zip(batch, result.indices, result.fresh):
-            g.results[pos] = Added(idx, leaf, fresh, state)
-            g.left -= 1
-            if g.left == 0 and not g.future.done():
-                g.future.set_result(g.results)
+        at = 0
+        for g, pos, k in spans:
+            g.indices[pos : pos + k] = result.indices[at : at + k]
+            g.leaves[pos : pos + k] = result.leaves[at : at + k]
+            g.fresh[pos : pos + k] = result.fresh[at : at + k]
+            g.state = state
+            g.filled += k
+            at += k
+            if g.filled == g.n and not g.future.done():
+                g.future.set_result(AddedBatch(g.indices, g.leaves, g.fresh, state))
         if self.on_batch is not None:
             self.on_batch(len(batch), time.perf_counter() - t0)

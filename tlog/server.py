@@ -304,10 +304,9 @@ def build_app(svc: LogService) -> web.Application:
         authorize_write(request, items)
         canon = await offload(_canonical_all, items) if len(items) > 16 else _canonical_all(items)
         added = await svc.sequencer.add_many(canon)
-        state = max((a.state for a in added), key=lambda s: s.size)
-        idx = np.fromiter((a.index for a in added), dtype=np.int64, count=len(added))
-        batch = inclusion_levels(state.view, svc.store.hashes, idx)
-        fresh = sum(a.fresh for a in added)
+        state = added.state
+        batch = inclusion_levels(state.view, svc.store.hashes, np.array(added.indices, dtype=np.int64))
+        fresh = sum(added.fresh)
         m.entries.inc(fresh)
         m.duplicates.inc(len(added) - fresh)
         m.append_seconds.observe(time.perf_counter() - t0)
@@ -315,17 +314,17 @@ def build_app(svc: LogService) -> web.Application:
         m.proofs.labels("inclusion").inc(len(added))
         if wants_cbor(request):
             results = [
-                {"index": a.index, "leaf_hash": a.leaf_hash, "inclusion_proof": p, "duplicate": not a.fresh}
-                for a, p in zip(added, batch.split(text=False))
+                {"index": i, "leaf_hash": lh, "inclusion_proof": p, "duplicate": not f}
+                for i, lh, f, p in zip(added.indices, added.leaf_hashes, added.fresh, batch.split(text=False))
             ]
             return respond(request, {"tree_size": state.size, "checkpoint": state.note, "results": results})
         # JSON written directly: proofs and leaf hashes base64-encoded by numpy in one pass each.
-        leaves = np.frombuffer(b"".join(a.leaf_hash for a in added), dtype=np.uint8).reshape(-1, 32)
+        leaves = np.frombuffer(b"".join(added.leaf_hashes), dtype=np.uint8).reshape(-1, 32)
         b64 = b64_rows(leaves).tobytes()
         parts = [
             b'{"index":%d,"leaf_hash":"%s","inclusion_proof":%s,"duplicate":%s}'
-            % (a.index, b64[44 * i : 44 * i + 44], p, b"false" if a.fresh else b"true")
-            for i, (a, p) in enumerate(zip(added, batch.json_items()))
+            % (i, b64[44 * k : 44 * k + 44], p, b"false" if f else b"true")
+            for k, (i, f, p) in enumerate(zip(added.indices, added.fresh, batch.json_items()))
         ]
         head = json.dumps({"tree_size": state.size, "checkpoint": state.note}, separators=(",", ":"))
         body = head[:-1].encode() + b',"results":[' + b",".join(parts) + b"]}"

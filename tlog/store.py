@@ -25,16 +25,24 @@ import numpy as np
 from .fileio import read_only_sqlite_uri
 from .errors import ForkError, NotFound, Unavailable
 from .hashfiles import HashFiles
-from .hashing import hash_rows
+from .hashing import hash_rows, leaf_hash, leaf_hashes
 from .leafindex import LeafIndex
 from .merkle import TreeView
+from .tiles import encode_entry_bundle, parse_entry_bundle
 
 log = logging.getLogger("oap.tlog.store")
 
+# Entries are stored in runs: one row holds up to RUN_ENTRIES consecutive entries as a
+# tlog-tiles entry bundle (16-bit length, bytes; 16-bit lengths suffice: entries are at
+# most 65,535 bytes). A row per entry cost more to insert (~3.5 us of binding and
+# B-tree work each) than everything else in a durable append together. Leaf hashes
+# are not stored: they are SHA-256 of the bytes, recomputed in C when needed.
+RUN_ENTRIES = 256
+
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS entries (
-    idx INTEGER PRIMARY KEY,
-    leaf_hash BLOB NOT NULL,
+CREATE TABLE IF NOT EXISTS runs (
+    first INTEGER PRIMARY KEY,
+    count INTEGER NOT NULL CHECK (count BETWEEN 1 AND 256),
     data BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -78,6 +86,7 @@ class BatchResult:
     indices: list[int]  # per submitted item, in order
     fresh: list[bool]  # False where the entry was already in the log
     state: LogState
+    leaves: list[bytes]  # per submitted item, its leaf hash
 
 
 class CorruptionError(RuntimeError):
@@ -158,9 +167,12 @@ class LogStore:
 
     def open(self, sign: Signer) -> LogState:
         """Recover to the committed size, repair hash files, sign size 0 if new."""
-        size, count = self.conn.execute("SELECT COALESCE(MAX(idx) + 1, 0), COUNT(*) FROM entries").fetchone()
-        if size != count:
-            raise CorruptionError(f"entries are not contiguous: max index {size - 1}, {count} rows")
+        if not self.read_only:
+            self._migrate_entries_table()
+        elif self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone() is None:
+            raise CorruptionError("this data directory predates entry runs and is read-only: "
+                                  "start the log once on a writable copy to upgrade it")
+        size = self._committed_size(check=True)
         synced = self.hashes.intact_size(min(int(self._meta("hashes_synced") or 0), size))
         if self.read_only:
             synced = self.hashes.intact_size(size)
@@ -185,21 +197,60 @@ class LogStore:
         self.state = LogState(size, view.root, note, view)
         return self.state
 
+    def _committed_size(self, *, check: bool = False) -> int:
+        """Entries in the database; with `check`, refuse runs that leave a gap or overlap."""
+        if not check:
+            return self.conn.execute("SELECT COALESCE(MAX(first + count), 0) FROM runs").fetchone()[0]
+        end = 0
+        for first, count in self.conn.execute("SELECT first, count FROM runs ORDER BY first"):
+            if first != end:
+                raise CorruptionError(f"entries are not contiguous: a run starts at {first}, expected {end}")
+            end = first + count
+        return end
+
+    def _migrate_entries_table(self) -> None:
+        """Move a data directory written before runs existed (one row per entry) into runs,
+        in one transaction: the old table is dropped only with its rows moved."""
+        c = self.conn
+        if c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'").fetchone() is None:
+            return
+        log.warning("moving entries into runs (one-time upgrade of %s)", self.db_path)
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            start = 0
+            cur = c.execute("SELECT idx, data FROM entries ORDER BY idx")
+            while rows := cur.fetchmany(65536):
+                if rows[0][0] != start or rows[-1][0] != start + len(rows) - 1:
+                    raise CorruptionError(f"entries are not contiguous near index {start}")
+                c.executemany("INSERT INTO runs (first, count, data) VALUES (?, ?, ?)",
+                              entry_runs([(r[0], None, r[1]) for r in rows]))
+                start += len(rows)
+            c.execute("DROP TABLE entries")
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+
     def _rebuild_hashes(self, start: int, size: int) -> None:
         if self.read_only:
             return
         self.hashes.truncate(start)
         cur = start
         while cur < size:
-            rows = self.conn.execute(
-                "SELECT leaf_hash FROM entries WHERE idx >= ? ORDER BY idx LIMIT 65536", (cur,)
-            ).fetchall()
-            self.hashes.append(cur, [r[0] for r in rows])
-            cur += len(rows)
+            datas = read_entries(self.conn, cur, min(65536, size - cur))
+            self.hashes.append(cur, leaf_hashes(datas))
+            cur += len(datas)
         self.hashes.sync()
         self._set_meta("hashes_synced", size)
 
     # --- the write path (writer thread only) -------------------------------------
+
+    def commit_entries(self, datas: Sequence[bytes], sign: Signer) -> BatchResult:
+        """`commit_batch` for entry bytes: their leaf hashes are computed here, in the
+        writer thread, in one C call (the event loop never touches them one by one)."""
+        digests = leaf_hashes(datas).tobytes()
+        return self._commit([digests[i : i + 32] for i in range(0, len(digests), 32)], datas, sign)
 
     def commit_batch(self, items: Sequence[tuple[bytes, bytes]], sign: Signer) -> BatchResult:
         """Append (leaf_hash, data) items not already present, sign, commit: one fsync.
@@ -207,6 +258,9 @@ class LogStore:
         Items repeated in the batch or already in the log get their existing
         index. On any failure the hash files are cut back and nothing is kept.
         """
+        return self._commit([it[0] for it in items], [it[1] for it in items], sign)
+
+    def _commit(self, leaves: list[bytes], datas: Sequence[bytes], sign: Signer) -> BatchResult:
         assert self.state is not None, "open() first"
         if self.read_only:
             raise Unavailable("the data directory is read-only; the log serves reads only")
@@ -214,16 +268,15 @@ class LogStore:
         if self._leaves_behind:  # an index update was lost: fill the gap before deduplicating
             self.leaves.catch_up(old)
             self._leaves_behind = False
-        leaves = [it[0] for it in items]
         known = self._lookup(leaves)
         if not known and len(set(leaves)) == len(leaves):  # the common case: all new, all distinct
-            n = len(items)
-            new_rows = list(zip(range(old, old + n), leaves, [it[1] for it in items]))
+            n = len(leaves)
+            new_rows = list(zip(range(old, old + n), leaves, datas))
             indices, fresh = list(range(old, old + n)), [True] * n
             new_leaves = leaves
         else:
             indices, fresh, new_rows = [], [], []
-            for lh, data in items:
+            for lh, data in zip(leaves, datas):
                 if lh in known:
                     indices.append(known[lh])
                     fresh.append(False)
@@ -235,7 +288,7 @@ class LogStore:
                 fresh.append(True)
             new_leaves = [r[1] for r in new_rows]
         if not new_rows:
-            return BatchResult(indices, fresh, self.state)
+            return BatchResult(indices, fresh, self.state, leaves)
         size = old + len(new_rows)
         try:
             leaf_rows = hash_rows(new_leaves)
@@ -253,7 +306,7 @@ class LogStore:
         except (OSError, ValueError) as e:  # derived data: caught up from the hash files before the next batch
             log.error("leaf index update failed (repaired before the next batch): %s", e)
             self._leaves_behind = True
-        return BatchResult(indices, fresh, self.state)
+        return BatchResult(indices, fresh, self.state, leaves)
 
     def _resync(self, old: int) -> None:
         """After a failed batch, believe the disk, not the error.
@@ -265,7 +318,7 @@ class LogStore:
         (its waiters got an error and will find their entries by retrying).
         """
         try:
-            size = self.conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM entries").fetchone()[0]
+            size = self._committed_size()
             if size == old:
                 self.hashes.truncate(old)
                 return
@@ -299,7 +352,7 @@ class LogStore:
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            c.executemany("INSERT INTO entries (idx, leaf_hash, data) VALUES (?, ?, ?)", entries)
+            c.executemany("INSERT INTO runs (first, count, data) VALUES (?, ?, ?)", entry_runs(entries))
             c.execute(
                 "INSERT OR IGNORE INTO checkpoints (size, root, note, signed_at) VALUES (?, ?, ?, ?)",
                 (size, root, note, time.time()),
@@ -355,6 +408,38 @@ class LogStore:
         self.conn.close()
 
 
+def entry_runs(rows: Sequence[tuple[int, object, bytes]]) -> list[tuple[int, int, bytes]]:
+    """Rows (index, _, data) of consecutive entries -> (first, count, bundle) runs, cut at
+    multiples of RUN_ENTRIES so a tile's entry bundle spans at most two runs."""
+    out = []
+    i, n = 0, len(rows)
+    while i < n:
+        first = rows[i][0]
+        k = min(n - i, RUN_ENTRIES - first % RUN_ENTRIES)
+        out.append((first, k, encode_entry_bundle([r[2] for r in rows[i : i + k]])))
+        i += k
+    return out
+
+
+def read_entries(conn: sqlite3.Connection, start: int, count: int) -> list[bytes]:
+    """Entries start..start+count-1 from the runs table (fewer if the log is shorter)."""
+    lo = start - start % RUN_ENTRIES  # runs never cross a multiple of RUN_ENTRIES
+    rows = conn.execute("SELECT first, count, data FROM runs WHERE first >= ? AND first < ? ORDER BY first",
+                        (lo, start + count)).fetchall()
+    return _slice_runs(rows, start, count)
+
+
+def _slice_runs(rows: list, start: int, count: int) -> list[bytes]:
+    out: list[bytes] = []
+    end = start + count
+    for first, n, data in rows:
+        if first + n <= start:
+            continue
+        entries = parse_entry_bundle(data, min(n, end - first))
+        out.extend(entries[max(0, start - first):])
+    return out
+
+
 class EntryReader:
     """Read side on its own aiosqlite connection (WAL readers never block the writer)."""
 
@@ -379,20 +464,23 @@ class EntryReader:
     async def entry(self, index: int, size: int) -> tuple[bytes, bytes]:
         if not 0 <= index < size:
             raise NotFound(f"no entry {index} in a tree of size {size}")
-        async with self.db.execute("SELECT leaf_hash, data FROM entries WHERE idx = ?", (index,)) as cur:
-            row = await cur.fetchone()
-        if row is None:
+        got = await self.entries_upto(index, 1)
+        if not got:
             raise NotFound(f"no entry {index}")
-        return row[0], row[1]
+        return leaf_hash(got[0]), got[0]
 
     async def entries(self, start: int, count: int) -> list[bytes]:
-        async with self.db.execute(
-            "SELECT data FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx", (start, start + count)
-        ) as cur:
-            rows = await cur.fetchall()
-        if len(rows) != count:
+        got = await self.entries_upto(start, count)
+        if len(got) != count:
             raise NotFound("entries not available")
-        return [r[0] for r in rows]
+        return got
+
+    async def entries_upto(self, start: int, count: int) -> list[bytes]:
+        lo = start - start % RUN_ENTRIES  # runs never cross a multiple of RUN_ENTRIES
+        async with self.db.execute("SELECT first, count, data FROM runs WHERE first >= ? AND first < ? ORDER BY first",
+                                   (lo, start + count)) as cur:
+            rows = await cur.fetchall()
+        return _slice_runs(rows, start, count)
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
         idx = self.leaves.index_of(leaf_hash, size)

@@ -194,3 +194,24 @@ def tile_for_hash(level_binary: int, index: int) -> tuple[int, int, int]:
     if index < 0:
         raise ValueError("hash index must be non-negative")
     return level_binary // TILE_HEIGHT, index // TILE_WIDTH, index % TILE_WIDTH
+
+
+def encode_entry_bundle(entries: list[bytes]) -> bytes:
+    """tlog-tiles entry bundle: each entry as a 16-bit big-endian length and its bytes."""
+    return b"".join([len(e).to_bytes(2, "big") + e for e in entries])
+
+
+def parse_entry_bundle(data: bytes, limit: int | None = None) -> list[bytes]:
+    """The entries of an entry bundle (the first `limit` of them, if given);
+    FormatError on a truncated bundle."""
+    out: list[bytes] = []
+    pos, end = 0, len(data)
+    while pos < end and (limit is None or len(out) < limit):
+        if pos + 2 > end:
+            raise FormatError("entry bundle is truncated")
+        k = (data[pos] << 8) | data[pos + 1]
+        if pos + 2 + k > end:
+            raise FormatError("entry bundle is truncated")
+        out.append(data[pos + 2 : pos + 2 + k])
+        pos += 2 + k
+    return out
