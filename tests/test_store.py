@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tlog.batchproofs import inclusion_matrix, proofs_as_bytes
-from tlog.errors import ForkError
+from tlog.errors import ForkError, NotFound
 from tlog.hashing import leaf_hash
 from tlog.merkle import memory_view
 from tlog.sequencer import Sequencer
@@ -269,3 +269,27 @@ def test_runs_with_a_gap_refuse_to_open(tmp_path):
     db.close()
     with pytest.raises(CorruptionError):
         LogStore(tmp_path).open(SIGN)
+
+
+async def test_entry_reader_bundles_from_runs(tmp_path):
+    """Entry bundles straight from stored runs (exact cover) or re-encoded (partial)."""
+    from tlog.store import EntryReader
+    from tlog.tiles import encode_entry_bundle
+
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    data = entries(600, seed=13)
+    store.commit_batch([(leaf_hash(d), d) for d in data[:300]], SIGN)  # runs [0,256) [256,300)
+    for i in range(300, 600, 7):  # then small runs
+        store.commit_batch([(leaf_hash(d), d) for d in data[i : i + 7]], SIGN)
+    reader = EntryReader(store.db_path, store.leaves)
+    await reader.open()
+    try:
+        for start, count in ((0, 256), (256, 256), (256, 44), (256, 10), (300, 7), (301, 5), (512, 88), (590, 10)):
+            assert await reader.bundle(start, count) == encode_entry_bundle(data[start : start + count])
+        with pytest.raises(NotFound):
+            await reader.bundle(512, 89)
+        assert await reader.entry(299, 600) == (leaf_hash(data[299]), data[299])
+    finally:
+        await reader.close()
+        store.close()

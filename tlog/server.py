@@ -268,8 +268,7 @@ def build_app(svc: LogService) -> web.Application:
             start = ref.index * TILE_WIDTH
             if start + ref.width > state.size:
                 raise NotFound("entry bundle not available for the current tree size")
-            entries = await svc.reader.entries(start, ref.width)
-            body = b"".join(len(e).to_bytes(2, "big") + e for e in entries)
+            body = await svc.reader.bundle(start, ref.width)
         else:
             level = ref.level * TILE_HEIGHT
             if level >= 64 or ref.index * TILE_WIDTH + ref.width > state.size >> level:

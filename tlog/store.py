@@ -469,18 +469,26 @@ class EntryReader:
             raise NotFound(f"no entry {index}")
         return leaf_hash(got[0]), got[0]
 
-    async def entries(self, start: int, count: int) -> list[bytes]:
-        got = await self.entries_upto(start, count)
+    async def bundle(self, start: int, count: int) -> bytes:
+        """Entries start..start+count-1 as a tlog-tiles entry bundle: the stored runs
+        themselves when they cover exactly that range (the usual case for a full tile)."""
+        rows = await self._runs(start, count)
+        if rows and rows[0][0] == start and sum(r[1] for r in rows) == count \
+                and all(a[0] + a[1] == b[0] for a, b in zip(rows, rows[1:])):
+            return b"".join(r[2] for r in rows)
+        got = _slice_runs(rows, start, count)
         if len(got) != count:
             raise NotFound("entries not available")
-        return got
+        return encode_entry_bundle(got)
 
-    async def entries_upto(self, start: int, count: int) -> list[bytes]:
+    async def _runs(self, start: int, count: int) -> list:
         lo = start - start % RUN_ENTRIES  # runs never cross a multiple of RUN_ENTRIES
         async with self.db.execute("SELECT first, count, data FROM runs WHERE first >= ? AND first < ? ORDER BY first",
                                    (lo, start + count)) as cur:
-            rows = await cur.fetchall()
-        return _slice_runs(rows, start, count)
+            return await cur.fetchall()
+
+    async def entries_upto(self, start: int, count: int) -> list[bytes]:
+        return _slice_runs(await self._runs(start, count), start, count)
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
         idx = self.leaves.index_of(leaf_hash, size)
