@@ -24,8 +24,7 @@ service would have to turn into a 500.
 from __future__ import annotations
 
 import json
-import re
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Union
 
 import cbor2
 import numpy as np
@@ -60,9 +59,20 @@ def check_json_value(obj: object, *, max_depth: int = DEFAULT_MAX_DEPTH) -> None
     _check(obj, max_depth, "$")
 
 
-def _check(obj: object, depth_left: int, path: str) -> None:
-    # Paths are formatted only for the error message; lists of plain ints or
-    # strings (index batches, string arrays) are checked by C-level passes.
+Path = Union[str, tuple]  # "$", or (parent path, key or index): formatted only for a message
+
+
+def _where(path: Path) -> str:
+    parts = []
+    while isinstance(path, tuple):
+        path, k = path
+        parts.append(f"[{k}]" if isinstance(k, int) else f".{k}")
+    return path + "".join(reversed(parts))
+
+
+def _check(obj: object, depth_left: int, path: Path) -> None:
+    # Paths are built as tuples and formatted only for the error message; lists of
+    # plain ints or strings (index batches, string arrays) are checked by C-level passes.
     if obj is None or isinstance(obj, bool):
         return
     if isinstance(obj, str):
@@ -70,28 +80,28 @@ def _check(obj: object, depth_left: int, path: str) -> None:
         return
     if isinstance(obj, int):
         if not INT_MIN <= obj <= INT_MAX:
-            raise InvalidInput(f"{path}: integer out of the signed 64-bit range")
+            raise InvalidInput(f"{_where(path)}: integer out of the signed 64-bit range")
         return
     if isinstance(obj, (dict, list)):
         if depth_left <= 0:
-            raise InvalidInput(f"{path}: nested too deeply")
+            raise InvalidInput(f"{_where(path)}: nested deeper than allowed")
         if isinstance(obj, dict):
             for key, value in obj.items():
                 if not isinstance(key, str):
-                    raise InvalidInput(f"{path}: map keys must be text strings")
+                    raise InvalidInput(f"{_where(path)}: map keys must be text strings")
                 _check_text(key, path)
                 if value is None or type(value) in _PLAIN_SCALARS:
                     if type(value) is int and not INT_MIN <= value <= INT_MAX:
-                        raise InvalidInput(f"{path}.{key}: integer out of the signed 64-bit range")
+                        raise InvalidInput(f"{_where((path, key))}: integer out of the signed 64-bit range")
                     if type(value) is str:
-                        _check_text(value, f"{path}.{key}")
+                        _check_text(value, (path, key))
                     continue
-                _check(value, depth_left - 1, f"{path}.{key}")
+                _check(value, depth_left - 1, (path, key))
         elif obj:
             kinds = set(map(type, obj))
             if kinds == {int}:
                 if min(obj) < INT_MIN or max(obj) > INT_MAX:
-                    raise InvalidInput(f"{path}: integer out of the signed 64-bit range")
+                    raise InvalidInput(f"{_where(path)}: integer out of the signed 64-bit range")
                 return
             if kinds == {str}:
                 try:
@@ -100,25 +110,26 @@ def _check(obj: object, depth_left: int, path: str) -> None:
                 except UnicodeEncodeError:
                     pass  # find and name the bad one below
             for i, value in enumerate(obj):
-                _check(value, depth_left - 1, f"{path}[{i}]")
+                _check(value, depth_left - 1, (path, i))
         return
+    where = _where(path)
     if isinstance(obj, float):
-        raise InvalidInput(f"{path}: floating-point numbers are not allowed")
+        raise InvalidInput(f"{where}: floating-point numbers are not allowed")
     if isinstance(obj, (bytes, bytearray, memoryview)):
-        raise InvalidInput(f"{path}: byte strings are not allowed")
+        raise InvalidInput(f"{where}: byte strings are not allowed")
     if isinstance(obj, cbor2.CBORTag):
-        raise InvalidInput(f"{path}: CBOR tags are not allowed")
-    raise InvalidInput(f"{path}: values of type {type(obj).__name__} are not allowed")
+        raise InvalidInput(f"{where}: CBOR tags are not allowed")
+    raise InvalidInput(f"{where}: values of type {type(obj).__name__} are not allowed")
 
 
 _PLAIN_SCALARS = (str, int, bool)  # exact types: subclasses take the full path
 
 
-def _check_text(text: str, path: str) -> None:
+def _check_text(text: str, path: Path) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidInput(f"{path}: text is not valid Unicode (lone surrogate)") from None
+        raise InvalidInput(f"{_where(path)}: text is not valid Unicode (lone surrogate)") from None
 
 
 # --- encoders ------------------------------------------------------------------
@@ -217,37 +228,14 @@ def _object_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-# A JSON string, its closing quote optional (an unterminated string is consumed
-# once, not rescanned from every later quote), written as an unrolled loop so the
-# regex engine runs through string bodies without backtracking: linear time.
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-
-
-def _check_json_depth(text: str, max_depth: int) -> None:
-    """Refuse nesting deeper than `max_depth` before the recursive parser sees it.
-
-    json.loads recurses per level; on hostile input it would hit RecursionError
-    deep in the stack. A body with at most `max_depth` opening brackets cannot
-    nest deeper (the common case: one count per bracket kind); otherwise the
-    strings are cut out and the depth is a running sum over the brackets left.
-    """
-    if text.count("[") + text.count("{") <= max_depth:
-        return
-    brackets = _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text)).encode("ascii")
-    b = np.frombuffer(brackets, dtype=np.uint8)
-    step = np.where((b == 0x5B) | (b == 0x7B), 1, -1).astype(np.int32)
-    if b.size and int(np.cumsum(step).max()) > max_depth:
-        raise InvalidInput(f"JSON nested deeper than {max_depth} levels")
-
-
 def loads_json(body: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
     """Parse an `application/oap+json` body strictly; raise only InvalidInput.
 
     Refused: non-UTF-8 bytes (no UTF-16/32 sniffing, no BOM), duplicate object
     keys (RFC 8259 leaves their meaning open, so two parsers could disagree on
     what was signed), NaN/Infinity, any number with a fraction or exponent, and
-    nesting deeper than `max_depth`. The result is checked by `check_json_value`.
+    nesting deeper than `max_depth` (checked on the parsed value: brackets inside strings
+    do not count). The result is checked by `check_json_value`.
     """
     if not isinstance(body, (bytes, bytearray, memoryview)):
         raise InvalidInput("JSON body must be bytes")
@@ -255,7 +243,6 @@ def loads_json(body: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
         text = bytes(body).decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput("JSON body is not valid UTF-8") from None
-    _check_json_depth(text, max_depth)
     try:
         value = json.loads(
             text,
@@ -267,7 +254,12 @@ def loads_json(body: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
         )
     except InvalidInput:
         raise
-    except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+    except RecursionError:
+        # The C scanner counts its nesting against the recursion limit (~1,000 levels, a
+        # few hundred KiB of C stack even on a worker thread's) and stops there; anything
+        # deeper than max_depth but shallower is refused by check_json_value below.
+        raise InvalidInput(f"JSON nested deeper than {max_depth} levels") from None
+    except ValueError as e:  # JSONDecodeError is a ValueError
         if "integer string conversion" in str(e):  # past int_max_str_digits: far past 64 bits
             raise InvalidInput("integer out of the signed 64-bit range") from None
         raise InvalidInput(f"malformed JSON: {e}") from None
