@@ -14,10 +14,9 @@ the whole document with a few numpy operations, never a Python loop per hash.
 """
 from __future__ import annotations
 
-import base64
-
 import numpy as np
 
+from .encoding import b64encode_bytes
 from .errors import InvalidInput
 from .hashfiles import HashFiles
 from .hashing import node_hashes
@@ -283,7 +282,7 @@ def b64_rows(flat: np.ndarray) -> np.ndarray:
     m = flat.shape[0]
     padded = np.zeros((m, 33), dtype=np.uint8)
     padded[:, :32] = flat
-    enc = np.frombuffer(base64.b64encode(padded.tobytes()), dtype=np.uint8).reshape(m, 44).copy()
+    enc = np.frombuffer(b64encode_bytes(padded.tobytes()), dtype=np.uint8).reshape(m, 44).copy()
     enc[:, 43] = ord("=")
     return enc
 

@@ -3,17 +3,33 @@
 C2SP formats use standard base64 with padding; a decoder that accepts
 whitespace or missing padding would let two different texts mean the same
 bytes, so decoding here is strict (and round-trips exactly).
+
+The codec is pybase64 (SIMD; the same alphabet, padding and validate=True
+semantics as the standard library's, checked by tests): proof batches are
+megabytes of base64, and binascii encodes at ~0.3 GB/s here, pybase64 at ~14.
 """
 from __future__ import annotations
 
-import base64
 import binascii
+
+import pybase64
 
 from .errors import FormatError
 
 
 def b64enc(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return pybase64.b64encode(data).decode("ascii")
+
+
+def b64encode_bytes(data: bytes) -> bytes:
+    """Standard padded base64 as bytes (for writers that assemble documents in bytes)."""
+    return pybase64.b64encode(data)
+
+
+def b64decode_noncanonical(raw: bytes) -> bytes:
+    """Standard base64, nothing outside the alphabet (binascii.Error otherwise), but
+    non-zero trailing bits tolerated, as Go's base64.StdEncoding does."""
+    return pybase64.b64decode(raw, validate=True)
 
 
 def b64dec(text: str | bytes, *, what: str = "base64") -> bytes:
@@ -28,10 +44,10 @@ def b64dec(text: str | bytes, *, what: str = "base64") -> bytes:
     if len(raw) % 4:
         raise FormatError(f"{what}: bad base64 length")
     try:
-        out = base64.b64decode(raw, validate=True)
+        out = pybase64.b64decode(raw, validate=True)
     except (binascii.Error, ValueError):
         raise FormatError(f"{what}: invalid base64") from None
-    if base64.b64encode(out) != raw:
+    if pybase64.b64encode(out) != raw:
         raise FormatError(f"{what}: non-canonical base64")
     return out
 

@@ -7,13 +7,12 @@ a trusted key's signature verifies, so `parse_note` only checks the shape and
 """
 from __future__ import annotations
 
-import base64
 import binascii
 import re
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Protocol, Sequence
 
-from .encoding import b64enc
+from .encoding import b64decode_noncanonical, b64enc
 from .errors import FormatError, UnknownKeyError
 from .keys import Verifier, check_key_name
 
@@ -113,7 +112,7 @@ def _b64dec_signature(b64: str) -> bytes:
     if len(raw) % 4:
         raise FormatError("note signature: bad base64 length")
     try:
-        return base64.b64decode(raw, validate=True)
+        return b64decode_noncanonical(raw)
     except (binascii.Error, ValueError):
         raise FormatError("note signature is not base64") from None
 
