@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test venv clean crash fuzz bench bench-quick tools
 
-$(STAMP): pyproject.toml setup.py tlog/_sha256.c
+$(STAMP): pyproject.toml setup.py tlog/_native.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

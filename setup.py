@@ -1,4 +1,4 @@
-"""The one compiled part: tlog._sha256, batched node hashing through OpenSSL.
+"""The one compiled part: tlog._native (batched SHA-256 through OpenSSL, pread gathers).
 
 Optional by design: where there is no C compiler or no OpenSSL headers the build
 skips it and tlog.hashing uses hashlib (same results, about 4x slower in bulk).
@@ -8,8 +8,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "tlog._sha256",
-            sources=["tlog/_sha256.c"],
+            "tlog._native",
+            sources=["tlog/_native.c"],
             libraries=["crypto"],
             extra_compile_args=["-O2", "-Wno-deprecated-declarations"],
             optional=True,

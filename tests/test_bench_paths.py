@@ -59,7 +59,7 @@ def hash_impl(request, monkeypatch):
     if request.param == "hashlib":
         monkeypatch.setattr(hashing, "_native", None)
     elif not hashing.NATIVE:
-        pytest.skip("tlog._sha256 is not built here")
+        pytest.skip("tlog._native is not built here")
     return request.param
 
 
@@ -85,7 +85,7 @@ def test_node_hashes_matches_node_hash(monkeypatch, hash_impl):
 
 
 def test_native_hashing_is_built_where_it_can_be():
-    """`make` builds tlog._sha256 wherever gcc and OpenSSL's headers exist; a silent
+    """`make` builds tlog._native wherever gcc and OpenSSL's headers exist; a silent
     fallback to hashlib would cost 4x on every batch path."""
     import shutil
     from pathlib import Path
@@ -97,19 +97,19 @@ def test_native_hashing_is_built_where_it_can_be():
 
 def test_native_hashing_rejects_bad_buffers():
     if not hashing.NATIVE:
-        pytest.skip("tlog._sha256 is not built here")
-    from tlog import _sha256
+        pytest.skip("tlog._native is not built here")
+    from tlog import _native
 
     with pytest.raises(ValueError):
-        _sha256.node_hashes_into(bytes(65), bytearray(32))
+        _native.node_hashes_into(bytes(65), bytearray(32))
     with pytest.raises(ValueError):
-        _sha256.node_hashes_into(bytes(64), bytearray(64))
+        _native.node_hashes_into(bytes(64), bytearray(64))
     with pytest.raises(TypeError):
-        _sha256.node_hashes_into(bytes(64), bytes(32))  # not writable
+        _native.node_hashes_into(bytes(64), bytes(32))  # not writable
     with pytest.raises(TypeError):
-        _sha256.leaf_hashes([b"ok", "not bytes"])
+        _native.leaf_hashes([b"ok", "not bytes"])
     with pytest.raises(TypeError):
-        _sha256.leaf_hashes(5)
+        _native.leaf_hashes(5)
 
 
 # --- hash files ----------------------------------------------------------------------
@@ -132,8 +132,9 @@ def test_vectorized_append_writes_every_complete_node(tmp_path, n, hash_impl):
     assert hf.intact_size(n) == n
 
 
-def test_windowed_reads_equal_mapped_reads(tmp_path, monkeypatch):
-    """OAP_TLOG_MAP_WINDOW_MB mode: windowed gathers, pread singles and ranges."""
+def test_windowed_reads_equal_mapped_reads(tmp_path, monkeypatch, hash_impl):
+    """OAP_TLOG_MAP_WINDOW_MB mode: pread gathers in C (native) or windowed gathers
+    (hashlib: no extension), pread singles and ranges."""
     n = 3000
     leaves = leaves_for(n, 3)
     plain = filled(tmp_path, leaves, seed=1)
@@ -151,6 +152,9 @@ def test_windowed_reads_equal_mapped_reads(tmp_path, monkeypatch):
     view = TreeView(n, windowed.read)
     idx = rng.integers(0, n, 300)
     assert inclusion_levels(view, windowed, idx).as_bytes() == [view.inclusion_proof(int(i)) for i in idx]
+    if hash_impl == "native":
+        with pytest.raises(IndexError):
+            windowed.gather(0, np.array([0, n + 5]))  # past the end of the file
 
 
 # --- batched inclusion proofs ------------------------------------------------------

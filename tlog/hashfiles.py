@@ -18,11 +18,13 @@ as RssFile (clean page cache: shared, and reclaimed by the kernel under
 pressure, unlike RssAnon), and random proofs touch nearly every page of the
 low levels, so by default RSS grows towards the size of the hash files
 (~64 bytes per leaf). An operator who needs a small RSS sets
-OAP_TLOG_MAP_WINDOW_MB: a level larger than that is then read window by window,
-each window unmapped again (MADV_DONTNEED; the page cache keeps the pages)
-before the next, and single reads and tile ranges of such a level use pread,
-so mapped file pages stay under twice the window. The price is a minor fault
-per touched 64 KiB on every read (benchmarks/README.md has the numbers).
+OAP_TLOG_MAP_WINDOW_MB: a level larger than that is then never read through
+its map: gathers are one pread per node in C (tlog._native, GIL released;
+without it, window by window, each window unmapped again with MADV_DONTNEED
+before the next), and single reads and tile ranges use pread, so mapped file
+pages stay under the window. The price is a system call (or, windowed, a
+minor fault per touched 64 KiB) per node read (benchmarks/README.md has the
+numbers).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import hashing
 from .hashing import hash_rows, node_hashes_of_pairs
 
 MAX_LEVELS = 64
@@ -174,6 +177,11 @@ class HashFiles:
         m = self._map(level, int(indices.max()) + 1 if need is None else need)
         if not m.windowed:
             return np.take(m.arr, indices, axis=0, mode="clip")
+        native = hashing._native
+        if native is not None:
+            out = np.empty((indices.size, 32), dtype=np.uint8)
+            native.gather_pread(self._read_fd(level), np.ascontiguousarray(indices, dtype=np.int64), out)
+            return out
         return self._gather_windowed(m, indices)
 
     def _gather_windowed(self, m: _Map, indices: np.ndarray) -> np.ndarray:

@@ -33,7 +33,7 @@ def node_hash(left: bytes, right: bytes) -> bytes:
 _CHUNK = 1 << 16  # rows per hashing pass: bounds the temporary Python objects
 
 try:  # the optional C loop (setup.py); without it every batch goes through hashlib
-    from . import _sha256 as _native
+    from . import _native
 except ImportError:  # pragma: no cover - exercised where the extension is not built
     _native = None
 
@@ -45,7 +45,7 @@ def node_hashes(left: np.ndarray, right: np.ndarray) -> np.ndarray:
 
     hashlib has no batch API and costs ~0.5 us per call from Python, four times the
     SHA-NI work of a node; the batch paths hash millions of nodes, so they go
-    through `tlog._sha256` (OpenSSL's SHA-256 in one C loop, GIL released) when it
+    through `tlog._native` (OpenSSL's SHA-256 in one C loop, GIL released) when it
     is built, and through hashlib row by row otherwise. Both give the same bytes;
     tests compare them.
     """
