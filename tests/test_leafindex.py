@@ -167,3 +167,29 @@ def test_positions_are_keyed_per_file(tmp_path):
     b = leafindex._positions(tags, 2, (1 << 16) - 1)
     assert (a != b).mean() > 0.99
     assert a.min() >= 0 and a.max() < 1 << 16
+
+
+def _mapped_kb(path) -> int:
+    """Resident kB of this process's mappings of `path` (from /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        if line[0] in "0123456789abcdef" and "-" in line.split()[0]:
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.parametrize("bounded", [False, True])
+def test_bounded_mode_keeps_the_table_out_of_rss(tmp_path, bounded):
+    leaves = Leaves()
+    idx = make(tmp_path, leaves, bounded=bounded)
+    for _ in range(5):
+        assert append(idx, leaves, [os.urandom(32) for _ in range(4000)])
+    path = tmp_path / "leafindex.bin"
+    if bounded:
+        assert _mapped_kb(path) == 0
+    else:
+        assert _mapped_kb(path) > 100  # thousands of random slots touched
+    assert idx.lookup(leaves.hashes[:50]) == {h: i for i, h in enumerate(leaves.hashes[:50])}
+    idx.close()

@@ -171,6 +171,12 @@ class _Table:
             idx.append(s[keep, 1])
         return np.concatenate(tags), np.concatenate(idx)
 
+    def release(self) -> None:
+        """Unmap every page of the table from this process (RSS only: a shared file
+        mapping's pages, dirty ones included, stay in the page cache)."""
+        if self.mm is not None:
+            self.mm.madvise(mmap.MADV_DONTNEED)
+
     def count(self) -> int:
         return int(sum(int(np.count_nonzero(self.slots[lo : lo + _REBUILD_CHUNK, 1]))
                        for lo in range(0, self.capacity, _REBUILD_CHUNK)))
@@ -186,8 +192,12 @@ class LeafIndex:
     """
 
     def __init__(self, path: Path, *, read_only: bool = False, leaf_at: LeafReader,
-                 leaves: LeafRange) -> None:
+                 leaves: LeafRange, bounded: bool = False) -> None:
         self.path = Path(path)
+        # bounded: unmap the table's pages after every batch (the log's bounded-memory
+        # mode): each batch then faults its ~2 pages per entry in again, but the
+        # table never adds its size to the process's RSS.
+        self.bounded = bounded
         self.read_only = read_only
         self.leaf_at = leaf_at
         self.leaves = leaves
@@ -265,6 +275,7 @@ class LeafIndex:
             for lo in range(self.indexed_size, size, _REBUILD_CHUNK):
                 hi = min(size, lo + _REBUILD_CHUNK)
                 self.count += self._table.insert(self.leaves(lo, hi - lo), np.arange(lo, hi, dtype=np.int64))
+            self._table.release()  # a rebuild touches every page: do not keep them all mapped
             self.indexed_size = size
             self._write_header(clean=False)
 
@@ -295,7 +306,10 @@ class LeafIndex:
             self._reset(size)
             return
         self.indexed_size = indexed
-        self.count = table.count() if count is None else count  # not closed cleanly: count the slots
+        if count is None:  # not closed cleanly: count the slots, then unmap what that touched
+            count = table.count()
+            table.release()
+        self.count = count
         self._write_header(clean=False)
 
     def _reset(self, size: int) -> None:
@@ -314,6 +328,7 @@ class LeafIndex:
             return
         capacity = _capacity_for(self.count + more)
         tags, idx = t.occupied()
+        t.release()
         if self.read_only:
             new_fd, new = None, _anon_table(capacity)
         else:
@@ -341,6 +356,8 @@ class LeafIndex:
             raise ValueError("one leaf hash per entry of [old, size) is needed")
         self._grow_for(keys.shape[0])
         self.count += self._table.insert(keys, np.arange(old, size, dtype=np.int64))
+        if self.bounded:
+            self._table.release()
         self.indexed_size = size
         self._write_header(clean=False)  # ~2 us: keeps the tail to re-read after a crash short
         return True

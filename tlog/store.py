@@ -24,6 +24,7 @@ import numpy as np
 
 from .fileio import read_only_sqlite_uri
 from .errors import ForkError, NotFound, Unavailable
+from . import hashfiles
 from .hashfiles import HashFiles
 from .hashing import hash_rows, leaf_hash, leaf_hashes
 from .leafindex import LeafIndex
@@ -157,7 +158,8 @@ class LogStore:
         self.checkpointer = None if self.read_only else Checkpointer(self.db_path)
         self.hashes = HashFiles(self.dir / "hashes")
         self.leaves = LeafIndex(self.dir / "leafindex.bin", read_only=self.read_only,
-                                leaf_at=lambda ix: self.hashes.gather(0, ix), leaves=self._leaf_range)
+                                leaf_at=lambda ix: self.hashes.gather(0, ix), leaves=self._leaf_range,
+                                bounded=hashfiles.MAP_WINDOW > 0)
         self._leaves_behind = False
         self.hash_sync_interval = hash_sync_interval
         self._last_hash_sync = time.monotonic()
