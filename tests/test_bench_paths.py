@@ -237,6 +237,22 @@ def test_encoders_edge_cases():
     assert [bytes(r) for r in b64_rows(rows)] == [base64.b64encode(r.tobytes()) for r in rows]
 
 
+def test_cbor_document_equals_cbor_map_of_the_parts():
+    from tlog.batchproofs import cbor_map_parts
+
+    rng = np.random.default_rng(9)
+    for h, mask in ((20, None), (24, None), (5, rng.random((5, 9)) < 0.6), (3, np.zeros((3, 9), dtype=bool))):
+        pb = ProofBatch(rng.integers(0, 256, (h, 9, 32), dtype=np.uint8), mask)
+        for note in ("a checkpoint\n", None):
+            items = {"tree_size": cbor2.dumps(77), "checkpoint": cbor2.dumps(note)}
+            prefix, suffix = cbor_map_parts(items, "proofs")
+            doc = pb.cbor_document(prefix, suffix)
+            assert doc.tobytes() == cbor_map({**items, "proofs": pb.cbor()})
+            assert cbor2.loads(doc.tobytes()) == {"tree_size": 77, "checkpoint": note, "proofs": pb.as_bytes()}
+    empty = ProofBatch(np.empty((4, 0, 32), dtype=np.uint8), None)
+    assert empty.cbor_document(b"x", b"y").tobytes() == b"x\x80y"
+
+
 def test_cbor_map_is_cbor2_canonical():
     note = "origin\n5\nabc=\n\n— sig\n"
     for doc in ({"tree_size": 5, "checkpoint": note, "proofs": [[b"x" * 32]]},

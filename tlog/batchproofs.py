@@ -96,28 +96,65 @@ class ProofBatch:
         return [doc[a:b] for a, b in zip(starts.tolist(), stops.tolist())]
 
     def cbor(self) -> bytes:
-        """Deterministic CBOR array of arrays of 32-byte byte strings, as cbor2 writes it.
+        """Deterministic CBOR array of arrays of 32-byte byte strings, as cbor2 writes it."""
+        return self.cbor_document().tobytes()
 
-        Written straight from the level-major nodes into one (B, 2 + 34H)
-        buffer: row b is proof b's array head (right-aligned in two bytes:
-        counts below 24 take one), then its present hashes as 0x58 0x20 <32
-        bytes> items, packed left. When every proof has the same length the
-        rows are one contiguous slice; otherwise each row's used prefix is
-        joined (one memoryview slice per proof).
+    def cbor_document(self, prefix: bytes = b"", suffix: bytes = b"") -> np.ndarray:
+        """prefix + `cbor()` + suffix as one flat uint8 array, written in place.
+
+        A response is this array and nothing else: the server hands its buffer to
+        aiohttp, so a 7 MB proof document is not copied again to be framed (see
+        `cbor_map_parts`). When every proof has the same length (the usual case)
+        each proof is a fixed-width row: its array head (one byte below 24 items,
+        else two), then its hashes as 0x58 0x20 <32 bytes> items, filled by one
+        32-byte-item transposing copy from the level-major nodes (masked proofs
+        packed left by rank). Otherwise the rows are built at the widest length
+        and each proof's used part is joined (one memoryview slice per proof).
         """
         h, b = self.nodes.shape[:2]
         head = cbor_head(4, b)
         if b == 0:
-            return head
-        counts = self.counts()
+            return np.frombuffer(prefix + head + suffix, dtype=np.uint8)
         if h > 255:
             raise ValueError("proof too long")
+        counts = self.counts()
+        first = int(counts[0])
+        if (counts == first).all():
+            hw = 1 if first < 24 else 2
+            width = hw + 34 * first
+            start = len(prefix) + len(head)
+            buf = np.empty(start + b * width + len(suffix), dtype=np.uint8)
+            buf[: len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
+            buf[len(prefix) : start] = np.frombuffer(head, dtype=np.uint8)
+            if suffix:
+                buf[start + b * width :] = np.frombuffer(suffix, dtype=np.uint8)
+            rows = buf[start : start + b * width].reshape(b, width)
+            if hw == 1:
+                rows[:, 0] = 0x80 | first
+            else:
+                rows[:, 0], rows[:, 1] = 0x98, first
+            self._fill_items(rows[:, hw:], first)
+            return buf
         width = 2 + 34 * h
         out = np.empty((b, width), dtype=np.uint8)
-        items = out[:, 2:].reshape(b, h, 34)
+        self._fill_items(out[:, 2:], h)
+        small = counts < 24
+        out[:, 0] = np.where(small, 0, 0x98)
+        out[:, 1] = np.where(small, 0x80 | np.minimum(counts, 23), counts)
+        flat = memoryview(out.reshape(-1))
+        starts = np.arange(b, dtype=np.int64) * width + small
+        stops = np.arange(b, dtype=np.int64) * width + 2 + 34 * counts
+        return np.frombuffer(b"".join([prefix, head, *[flat[a:z] for a, z in zip(starts.tolist(), stops.tolist())],
+                                       suffix]), dtype=np.uint8)
+
+    def _fill_items(self, region: np.ndarray, slots_per_row: int) -> None:
+        """Write each proof's present hashes, packed left, as CBOR byte-string items into
+        the (B, 34 * slots_per_row) `region` (slots past a proof's count are left as is)."""
+        h, b = self.nodes.shape[:2]
+        items = region.reshape(b, slots_per_row, 34)
         items[:, :, 0] = 0x58
         items[:, :, 1] = 32
-        slots = items[:, :, 2:].view("V32")[:, :, 0]  # (B, H) 32-byte items
+        slots = items[:, :, 2:].view("V32")[:, :, 0]  # (B, slots) 32-byte items
         src = self.nodes.view("V32")[:, :, 0]  # (H, B)
         if self.mask is None:
             slots[...] = src.T
@@ -126,17 +163,6 @@ class ProofBatch:
             pj, pk = np.nonzero(present)
             rank = np.cumsum(present, axis=1) - 1
             slots[pj, rank[pj, pk]] = src[pk, pj]
-        small = counts < 24
-        out[:, 0] = np.where(small, 0, 0x98)
-        out[:, 1] = np.where(small, 0x80 | np.minimum(counts, 23), counts)
-        first = int(counts[0])
-        if (counts == first).all():
-            start = 1 if first < 24 else 0
-            return head + out[:, start : 2 + 34 * first].tobytes()
-        flat = memoryview(out.reshape(-1))
-        starts = np.arange(b, dtype=np.int64) * width + small
-        stops = np.arange(b, dtype=np.int64) * width + 2 + 34 * counts
-        return head + b"".join([flat[a:z] for a, z in zip(starts.tolist(), stops.tolist())])
 
 
 def inclusion_levels(view: TreeView, hashes: HashFiles, indices: np.ndarray) -> ProofBatch:
@@ -334,6 +360,21 @@ def cbor_map(items: dict[str, bytes]) -> bytes:
     """
     keys = sorted(((_cbor_text(k), v) for k, v in items.items()), key=lambda kv: (len(kv[0]), kv[0]))
     return cbor_head(5, len(keys)) + b"".join(k + v for k, v in keys)
+
+
+def cbor_map_parts(items: dict[str, bytes], hole: str) -> tuple[bytes, bytes]:
+    """`cbor_map(items)` split around the value of key `hole` (which `items` omits):
+    the bytes before that value and the bytes after it."""
+    keys = sorted(((_cbor_text(k), k, v) for k, v in {**items, hole: b""}.items()),
+                  key=lambda kv: (len(kv[0]), kv[0]))
+    before, after, seen = [cbor_head(5, len(keys))], [], False
+    for enc, k, v in keys:
+        if k == hole:
+            before.append(enc)
+            seen = True
+        else:
+            (after if seen else before).append(enc + v)
+    return b"".join(before), b"".join(after)
 
 
 def _cbor_text(s: str) -> bytes:

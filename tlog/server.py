@@ -18,7 +18,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import keys
-from .batchproofs import b64_rows, cbor_map, inclusion_levels
+from .batchproofs import b64_rows, cbor_map_parts, inclusion_levels
 from .checkpoint import Checkpoint
 from .config import ConfigError, LogConfig
 from .encoding import b64dec, b64enc
@@ -387,9 +387,11 @@ def build_app(svc: LogService) -> web.Application:
         # Both encodings are written by numpy (tlog.batchproofs), byte for byte
         # what `respond` would produce from the same document.
         if wants_cbor(request):
-            body = cbor_map({"tree_size": cbor2.dumps(size), "proofs": batch.cbor(),
-                             "checkpoint": cbor2.dumps(state.note if size == state.size else None)})
-            return web.Response(body=body, content_type="application/oap+cbor")
+            prefix, suffix = cbor_map_parts({"tree_size": cbor2.dumps(size),
+                                             "checkpoint": cbor2.dumps(state.note if size == state.size else None)},
+                                            "proofs")
+            body = batch.cbor_document(prefix, suffix)  # the whole document, written once
+            return web.Response(body=memoryview(body), content_type="application/oap+cbor")
         head = {"tree_size": size}
         if size == state.size:
             head["checkpoint"] = state.note
