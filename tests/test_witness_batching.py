@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 
 import pytest
 
@@ -328,3 +329,36 @@ async def test_a_database_error_fails_the_group_on_the_async_path(tmp_path):
         assert st.all_sync() == recs and [st.cached(o) for o in "abc"] == recs
     finally:
         st.close()
+
+
+async def test_reads_filling_the_default_pool_cannot_block_a_commit(tmp_path):
+    """Review finding: the COMMIT that releases the state lock ran on the default
+    thread pool, where reads (monitoring GETs) wait for that lock; with every worker
+    taken by such a read, nothing could ever proceed. Deterministic interleaving: the
+    default pool's workers all exist and are idle, then reads and a swap land in one
+    loop iteration."""
+    import os as _os
+
+    from witness.state import Record, WitnessState
+
+    loop = asyncio.get_running_loop()
+    workers = min(32, (_os.cpu_count() or 1) + 4)
+    await asyncio.gather(*[loop.run_in_executor(None, lambda: None) for _ in range(workers)])
+    await asyncio.gather(*[asyncio.to_thread(time.sleep, 0.05) for _ in range(workers)])
+    st = WitnessState(tmp_path / "w.db")
+    rec = Record("example.com/log", 1, b"\x11" * 32, "note\n", 1)
+
+    async def reader():
+        await asyncio.sleep(0)
+        return await st.get("example.com/log")
+
+    tasks = [asyncio.create_task(reader()) for _ in range(workers)]
+    tasks.append(asyncio.create_task(st.compare_and_swap(None, rec)))
+    try:
+        done = await asyncio.wait_for(asyncio.gather(*tasks), 20)
+    finally:
+        if not all(t.done() for t in tasks):
+            st._lock.release()  # let the stuck threads finish so the test process can exit
+    assert done[-1] is True
+    assert st.get_sync("example.com/log") == rec
+    st.close()

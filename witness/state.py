@@ -39,6 +39,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,7 @@ class WitnessState:
         self._cache: dict[str, Record | None] = {}
         self._queue: list[tuple[Record | None, Record, asyncio.Future]] = []
         self._flusher: asyncio.Task | None = None
+        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="witness-commit")
         parent = self.path.parent
         self.read_only = self.path.exists() and (not os.access(parent, os.W_OK)
                                                  or bool(os.statvfs(parent).f_flag & os.ST_RDONLY))
@@ -120,6 +122,7 @@ class WitnessState:
             self._cache[rec.origin] = rec
 
     def close(self) -> None:
+        self._committer.shutdown(wait=True)
         with self._lock:
             self._db.close()
 
@@ -366,7 +369,10 @@ class WitnessState:
             return await loop.run_in_executor(None, self.swap_group_sync, swaps)
         try:
             out = self._statements(swaps)
-            committed = loop.run_in_executor(None, self._commit_and_unlock)  # from here the worker unlocks
+            # From here the committer thread holds the lock and releases it. Its own thread:
+            # reads wait for the lock on the default pool, and if they filled every worker
+            # of a shared pool the COMMIT that releases the lock could never start.
+            committed = loop.run_in_executor(self._committer, self._commit_and_unlock)
         except BaseException:
             self._rollback_and_unlock()
             raise
