@@ -10,7 +10,6 @@ Revocation Service, OAP-CORE-1.0 §22.1).
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from tlog.client import LogClient
 from tlog.config import ConfigError
 from tlog.did import did_key_from_public
 from tlog.errors import NotFound, Unavailable
+from tlog.fileio import lock_dir
 from tlog.hashing import sha256
 from tlog.verifier import TrustPolicy
 
@@ -68,16 +68,10 @@ def _read_only_dir(path: Path) -> bool:
 def lock_data_dir(data_dir: Path) -> int:
     """One process per data directory: the writer assumes it alone moves the refs."""
     try:
-        fd = os.open(data_dir / "registry.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        return lock_dir(data_dir, "registry.lock", "registry")
     except OSError as e:
         raise ConfigError(f"cannot use {data_dir} ({e.strerror}); a read-only registry can still be served "
                           "by mirrors (oap-registry serve --upstream) or read with git clone") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise ConfigError(f"{data_dir} is in use by another registry process") from None
-    return fd
 
 
 @dataclass

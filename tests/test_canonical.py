@@ -515,6 +515,9 @@ def test_deep_nesting_is_refused_without_exhausting_the_stack():
         except InvalidInput as e:
             results.append(e.message)
 
+    import tlog.http  # noqa: F401  (sets the stack size of the threads that parse large bodies)
+
+    assert threading.stack_size() >= 8 << 20
     for depth in (65, 900, 5000, 1_000_000):
         body = b"[" * depth + b"]" * depth
         t = threading.Thread(target=parse, args=(body,))  # the CPU pool parses on worker threads

@@ -87,6 +87,7 @@ def test_hash_files_repaired_from_database(tmp_path, damage):
     root = store.state.root
     store.hashes.close()
     store.conn.close()
+    os.close(store._lock_fd)  # a crash: the process's flock goes with it
     level0 = tmp_path / "hashes" / "level-00"
     raw = level0.read_bytes()
     if damage == "truncate":
@@ -293,3 +294,67 @@ async def test_entry_reader_bundles_from_runs(tmp_path):
     finally:
         await reader.close()
         store.close()
+
+
+def test_landed_batch_with_a_failing_index_update_keeps_hashes_and_state_together(tmp_path):
+    """Review finding: a batch whose COMMIT landed but reported an error moved the
+    state forward; if the leaf index then failed too (ENOSPC growing it), the hash
+    files were cut back under that state and the next batch signed a wrong root."""
+    import errno
+
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    data = [i.to_bytes(4, "big") for i in range(100_000)]
+    store.commit_entries(data[:30_000], SIGN)  # the index grows past 32k entries next
+    real_record, real_create = store._sign_and_record, store.leaves._create_file
+
+    def landed_then_failed(*a, **kw):
+        real_record(*a, **kw)
+        raise OSError(errno.EIO, "disk I/O error reported by COMMIT")
+
+    def full_disk(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    store._sign_and_record, store.leaves._create_file = landed_then_failed, full_disk
+    with pytest.raises(OSError):
+        store.commit_entries(data[30_000:39_000], SIGN)
+    store._sign_and_record, store.leaves._create_file = real_record, real_create
+    assert store.state.size == 39_000
+    assert (tmp_path / "hashes" / "level-00").stat().st_size == 39_000 * 32
+    store.commit_entries(data[39_000:], SIGN)
+    assert store.state.root == memory_view([leaf_hash(x) for x in data]).root
+    r = store.commit_entries(data[30_000:30_010], SIGN)  # the index caught up: same indices
+    assert r.indices == list(range(30_000, 30_010)) and r.fresh == [False] * 10
+    store.close()
+
+
+def test_a_damaged_run_is_corruption_not_a_hang(tmp_path):
+    import shutil
+    import sqlite3
+
+    from tlog.tiles import encode_entry_bundle
+
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    store.commit_entries([b"e%d" % i for i in range(10)], SIGN)
+    store.close()
+    db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    db.execute("UPDATE runs SET data = ? WHERE first = 0", (encode_entry_bundle([b"e%d" % i for i in range(9)]),))
+    db.execute("DELETE FROM meta WHERE key = 'hashes_synced'")
+    db.close()
+    shutil.rmtree(tmp_path / "hashes")
+    with pytest.raises(CorruptionError, match="damaged"):
+        LogStore(tmp_path).open(SIGN)
+
+
+def test_one_writer_per_data_directory(tmp_path):
+    from tlog.config import ConfigError
+
+    store = LogStore(tmp_path)
+    store.open(SIGN)
+    with pytest.raises(ConfigError, match="in use by another log process"):
+        LogStore(tmp_path)
+    store.close()
+    again = LogStore(tmp_path)  # released by close()
+    again.open(SIGN)
+    again.close()

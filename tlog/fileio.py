@@ -53,3 +53,20 @@ def read_only_sqlite_uri(path: str | os.PathLike[str]) -> str:
     path = Path(path)
     wal = Path(str(path) + "-wal")
     return f"file:{path}?mode=ro" + ("" if wal.exists() and wal.stat().st_size else "&immutable=1")
+
+
+def lock_dir(path: Path, lock_name: str, holder: str) -> int:
+    """One process per data directory: an exclusive flock on `path/lock_name`, held
+    until the returned descriptor is closed (or the process dies). ConfigError if
+    another process holds it; OSError if the lock file cannot be created."""
+    import fcntl
+
+    from .config import ConfigError
+
+    fd = os.open(path / lock_name, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"{path} is in use by another {holder} process") from None
+    return fd

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -154,6 +155,11 @@ LARGE_BODIES_KEY = web.AppKey("large_bodies", asyncio.Semaphore)
 # CPU-heavy request work (parsing large bodies, checking thousands of
 # signatures) runs here, not on the event loop, so one large request cannot
 # stall every other client. PyNaCl and the JSON scanner release the GIL often.
+# The C JSON scanner recurses up to the recursion limit (~1,000 levels) before it
+# refuses a body, and large bodies are parsed on these worker threads: give new
+# threads glibc's usual 8 MiB stack everywhere (musl's default 128 KiB overflows first).
+if threading.stack_size() < 8 << 20:  # 0: the platform default, unknown here
+    threading.stack_size(8 << 20)
 _cpu = ThreadPoolExecutor(max_workers=2, thread_name_prefix="oap-cpu")
 
 

@@ -98,7 +98,7 @@ class _Table:
             if cand.any():
                 ci = np.flatnonzero(cand)
                 idx = s[ci, 1].astype(np.int64) - 1
-                ok = idx < limit
+                ok = (idx >= 0) & (idx < limit)  # a damaged slot may hold anything
                 good = np.zeros(ci.size, dtype=bool)
                 if ok.any():
                     good[ok] = (leaf_at(idx[ok]) == rows[active[ci[ok]]]).all(axis=1)

@@ -22,8 +22,8 @@ from pathlib import Path
 import aiosqlite
 import numpy as np
 
-from .fileio import read_only_sqlite_uri
-from .errors import ForkError, NotFound, Unavailable
+from .fileio import lock_dir, read_only_sqlite_uri
+from .errors import FormatError, ForkError, NotFound, Unavailable
 from . import hashfiles
 from .hashfiles import HashFiles
 from .hashing import hash_rows, leaf_hash, leaf_hashes
@@ -146,6 +146,7 @@ class LogStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.db_path = self.dir / "log.db"
         self.read_only = not os.access(self.dir, os.W_OK) or _read_only_fs(self.dir)
+        self._lock_fd: int | None = None
         if self.read_only:
             # A read-only data directory (e.g. remounted ro after disk errors):
             # serve what is committed, refuse writes with 503.
@@ -153,6 +154,9 @@ class LogStore:
                                         isolation_level=None, check_same_thread=False)
             log.error("data directory %s is read-only: serving reads, refusing writes", self.dir)
         else:
+            # One writer per data directory: a second one would reset the mapped leaf
+            # index under the first and interleave appends. Released by close().
+            self._lock_fd = lock_dir(self.dir, "log.lock", "log")
             self.conn = connect(self.db_path)
             self.conn.executescript(SCHEMA)
         self.checkpointer = None if self.read_only else Checkpointer(self.db_path)
@@ -241,6 +245,8 @@ class LogStore:
         cur = start
         while cur < size:
             datas = read_entries(self.conn, cur, min(65536, size - cur))
+            if not datas:
+                raise CorruptionError(f"no entries at {cur} below the committed size {size}")
             self.hashes.append(cur, leaf_hashes(datas))
             cur += len(datas)
         self.hashes.sync()
@@ -330,16 +336,22 @@ class LogStore:
             if row is None or row[0] != view.root:
                 raise CorruptionError("a failed commit left entries without their checkpoint")
             self.state = LogState(size, view.root, row[1], view)
-            self.leaves.catch_up(size)
             log.warning("a batch reported failure but was committed; the log is at size %d", size)
         except CorruptionError:
             raise
         except Exception as e:  # still failing (e.g. disk still full): keep the old state
             log.error("could not re-read the store after a failed batch: %s", e)
-            try:
-                self.hashes.truncate(old)
-            except OSError:
-                pass
+            if self.state.size == old:  # never cut the hash files below the state that is served
+                try:
+                    self.hashes.truncate(old)
+                except OSError:
+                    pass
+            return
+        try:  # derived data: a failure here (ENOSPC growing the index) is caught up later
+            self.leaves.catch_up(self.state.size)
+        except (OSError, ValueError) as e:
+            log.error("leaf index update failed (repaired before the next batch): %s", e)
+            self._leaves_behind = True
 
     def _sign_and_record(self, size: int, root: bytes, sign: Signer, *, entries, hashes_synced: int | None = None) -> str:
         """Fork guard, then sign, then commit entries + checkpoint in one transaction."""
@@ -408,6 +420,9 @@ class LogStore:
         self.hashes.close()
         self.leaves.close()
         self.conn.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
 
 def entry_runs(rows: Sequence[tuple[int, object, bytes]]) -> list[tuple[int, int, bytes]]:
@@ -437,7 +452,13 @@ def _slice_runs(rows: list, start: int, count: int) -> list[bytes]:
     for first, n, data in rows:
         if first + n <= start:
             continue
-        entries = parse_entry_bundle(data, min(n, end - first))
+        want = min(n, end - first)
+        try:
+            entries = parse_entry_bundle(data, want)
+        except FormatError:
+            entries = []
+        if len(entries) != want:
+            raise CorruptionError(f"the run of entries at {first} is damaged")
         out.extend(entries[max(0, start - first):])
     return out
 
