@@ -72,11 +72,13 @@ def start_log(data: Path, env_extra: dict[str, str]) -> tuple[subprocess.Popen, 
                              "--batch-interval-ms", "5", "--rate-limit-write", "0", "--rate-limit-read", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     url = vkey = ""
+    seen: list[str] = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
-            raise RuntimeError("log exited during start")
+            raise RuntimeError("log exited during start:\n" + "".join(seen[-30:]))
+        seen.append(line)
         if m := re.match(r"verifier key: (\S+)", line):
             vkey = m.group(1)
         if m := re.match(r"url:\s+(\S+)", line):
