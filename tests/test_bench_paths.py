@@ -57,8 +57,8 @@ def filled(tmp_path, leaves: list[bytes], seed: int = 0) -> HashFiles:
 def hash_impl(request, monkeypatch):
     """Run a test through the C batch hashing and again through hashlib alone."""
     if request.param == "hashlib":
-        monkeypatch.setattr(hashing, "_native", None)
-    elif not hashing.NATIVE:
+        monkeypatch.setattr(hashing, "native", None)
+    elif hashing.native is None:
         pytest.skip("tlog._native is not built here")
     return request.param
 
@@ -92,11 +92,11 @@ def test_native_hashing_is_built_where_it_can_be():
 
     if not (shutil.which("gcc") and Path("/usr/include/openssl/sha.h").exists()):
         pytest.skip("no C compiler or OpenSSL headers: hashlib fallback expected")
-    assert hashing.NATIVE
+    assert hashing.native is not None
 
 
 def test_native_hashing_rejects_bad_buffers():
-    if not hashing.NATIVE:
+    if hashing.native is None:
         pytest.skip("tlog._native is not built here")
     from tlog import _native
 

@@ -27,7 +27,6 @@ import json
 from typing import Any, NoReturn, Union
 
 import cbor2
-import numpy as np
 import rfc8785
 
 from .errors import InvalidInput
@@ -41,7 +40,6 @@ INT_MAX = 2**63 - 1
 """Integers must fit a signed 64-bit integer, the range every CBOR and JSON
 implementation we interoperate with handles. (JCS-signed objects are further
 limited by RFC 8785 to ±(2**53 - 1); `jcs` reports that as InvalidInput.)"""
-
 
 
 # --- the data model ------------------------------------------------------------

@@ -7,8 +7,11 @@ content, never a torn or empty file.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
+
+from .config import ConfigError
 
 
 def fsync_dir(path: Path) -> None:
@@ -59,10 +62,6 @@ def lock_dir(path: Path, lock_name: str, holder: str) -> int:
     """One process per data directory: an exclusive flock on `path/lock_name`, held
     until the returned descriptor is closed (or the process dies). ConfigError if
     another process holds it; OSError if the lock file cannot be created."""
-    import fcntl
-
-    from .config import ConfigError
-
     fd = os.open(path / lock_name, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

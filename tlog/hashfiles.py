@@ -177,7 +177,7 @@ class HashFiles:
         m = self._map(level, int(indices.max()) + 1 if need is None else need)
         if not m.windowed:
             return np.take(m.arr, indices, axis=0, mode="clip")
-        native = hashing._native
+        native = hashing.native
         if native is not None:
             out = np.empty((indices.size, 32), dtype=np.uint8)
             native.gather_pread(self._read_fd(level), np.ascontiguousarray(indices, dtype=np.int64), out)

@@ -32,12 +32,10 @@ def node_hash(left: bytes, right: bytes) -> bytes:
 
 _CHUNK = 1 << 16  # rows per hashing pass: bounds the temporary Python objects
 
-try:  # the optional C loop (setup.py); without it every batch goes through hashlib
-    from . import _native
+try:  # the optional C extension (setup.py), or None: then every batch goes through hashlib
+    from . import _native as native
 except ImportError:  # pragma: no cover - exercised where the extension is not built
-    _native = None
-
-NATIVE = _native is not None
+    native = None
 
 
 def node_hashes(left: np.ndarray, right: np.ndarray) -> np.ndarray:
@@ -52,22 +50,20 @@ def node_hashes(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     m = left.shape[0]
     if right.shape[0] != m:
         raise ValueError("left and right must have the same number of rows")
-    if _native is None:
+    if native is None:
         return node_hashes_hashlib(left, right)
     pairs = np.empty((m, 2 * HASH_SIZE), dtype=np.uint8)
     pairs[:, :HASH_SIZE] = left
     pairs[:, HASH_SIZE:] = right
-    out = np.empty((m, HASH_SIZE), dtype=np.uint8)
-    _native.node_hashes_into(pairs, out)
-    return out
+    return node_hashes_of_pairs(pairs)
 
 
 def node_hashes_of_pairs(pairs: np.ndarray) -> np.ndarray:
     """node_hashes for an (m, 64) C-contiguous array of left||right rows, without a copy."""
-    if _native is None or not pairs.flags.c_contiguous:
+    if native is None or not pairs.flags.c_contiguous:
         return node_hashes(pairs[:, :HASH_SIZE], pairs[:, HASH_SIZE:])
     out = np.empty((pairs.shape[0], HASH_SIZE), dtype=np.uint8)
-    _native.node_hashes_into(pairs, out)
+    native.node_hashes_into(pairs, out)
     return out
 
 
@@ -101,8 +97,8 @@ def hash_rows(hashes: Sequence[bytes] | np.ndarray) -> np.ndarray:
 
 def leaf_hashes(entries: list[bytes]) -> np.ndarray:
     """Leaf hashes of many entries as an (m, 32) array."""
-    if _native is not None:
-        digests = _native.leaf_hashes(entries)
+    if native is not None:
+        digests = native.leaf_hashes(entries)
     else:
         digests = leaf_hashes_hashlib(entries)
     return np.frombuffer(digests, dtype=np.uint8).reshape(len(entries), HASH_SIZE)

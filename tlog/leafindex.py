@@ -108,13 +108,12 @@ class _Table:
             pos[active] = (pos[active] + 1) & self.mask
         return out
 
-    def insert(self, rows: np.ndarray, idx: np.ndarray) -> int:
-        """Insert (leaf hash, index) pairs whose leaf hashes are not in the table; returns how
-        many slots were filled (a pair already present with the same index is skipped)."""
-        m = rows.shape[0]
+    def insert(self, tags: np.ndarray, idx: np.ndarray) -> int:
+        """Insert (tag, index) pairs of leaf hashes not in the table; returns how many slots
+        were filled (a pair already present with the same index is skipped)."""
+        m = tags.shape[0]
         if m == 0:
             return 0
-        tags = _tags(rows)
         want = idx.astype(np.uint64) + np.uint64(1)
         pos = _positions(tags, self.key, self.mask)
         active = np.arange(m)
@@ -205,7 +204,7 @@ class LeafIndex:
         self.count = 0
         self._table: _Table | None = None
         self._fd: int | None = None
-        self._boot = boot_id().encode()
+        self._boot = boot_id()  # read once: the boot this process runs in
 
     # --- file ---------------------------------------------------------------------
 
@@ -229,9 +228,8 @@ class LeafIndex:
             os.close(fd)
             log.warning("leaf index %s is unusable (%s); rebuilding it", path, e)
             return None
-        slots = np.frombuffer(mm, dtype="<u8", count=2 * capacity, offset=HEADER).reshape(capacity, 2)
-        return fd, _Table(capacity, key, slots, mm), (indexed, count if clean else None,
-                                                    boot.rstrip(b"\0").decode("ascii", "replace"))
+        return fd, _Table(capacity, key, _slots(mm, capacity), mm), (indexed, count if clean else None,
+                                                                   boot.rstrip(b"\0").decode("ascii", "replace"))
 
     def _create_file(self, path: Path, capacity: int) -> tuple[int, _Table]:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -243,17 +241,17 @@ class LeafIndex:
             os.close(fd)
             path.unlink(missing_ok=True)
             raise
-        key = int.from_bytes(os.urandom(8), "little")
-        os.pwrite(fd, _HDR.pack(MAGIC, capacity, 0, 0, key, 0, boot_id().encode()), 0)
         mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        return fd, _Table(capacity, key, np.frombuffer(mm, dtype="<u8", count=2 * capacity, offset=HEADER).reshape(capacity, 2), mm)
+        table = _Table(capacity, int.from_bytes(os.urandom(8), "little"), _slots(mm, capacity), mm)
+        self._pack_header(fd, table, indexed=0, count=0, clean=False)
+        return fd, table
+
+    def _pack_header(self, fd: int, t: _Table, *, indexed: int, count: int, clean: bool) -> None:
+        os.pwrite(fd, _HDR.pack(MAGIC, t.capacity, indexed, count, t.key, int(clean), self._boot.encode()), 0)
 
     def _write_header(self, clean: bool) -> None:
-        t = self._table
-        if self._fd is None or t is None:
-            return
-        os.pwrite(self._fd, _HDR.pack(MAGIC, t.capacity, self.indexed_size, self.count, t.key, int(clean),
-                                      self._boot), 0)
+        if self._fd is not None and self._table is not None:
+            self._pack_header(self._fd, self._table, indexed=self.indexed_size, count=self.count, clean=clean)
 
     def _set_table(self, fd: int | None, table: _Table) -> None:
         old = self._fd
@@ -274,7 +272,7 @@ class LeafIndex:
             self._grow_for(size - self.indexed_size)
             for lo in range(self.indexed_size, size, _REBUILD_CHUNK):
                 hi = min(size, lo + _REBUILD_CHUNK)
-                self.count += self._table.insert(self.leaves(lo, hi - lo), np.arange(lo, hi, dtype=np.int64))
+                self.count += self._table.insert(_tags(self.leaves(lo, hi - lo)), np.arange(lo, hi, dtype=np.int64))
             self._table.release()  # a rebuild touches every page: do not keep them all mapped
             self.indexed_size = size
             self._write_header(clean=False)
@@ -282,7 +280,7 @@ class LeafIndex:
     def _open(self, size: int) -> None:
         if self.read_only:
             got = self._map_file(self.path, writable=False)
-            if got is not None and got[2][0] == size and got[2][2] == boot_id():
+            if got is not None and got[2][0] == size and got[2][2] == self._boot:
                 fd, table, _ = got
                 self._set_table(fd, table)
                 self.indexed_size = size
@@ -301,7 +299,7 @@ class LeafIndex:
             return
         fd, table, (indexed, count, boot) = got
         self._set_table(fd, table)
-        if boot != boot_id():
+        if boot != self._boot:
             log.warning("the machine restarted since the leaf index was written; rebuilding it")
             self._reset(size)
             return
@@ -336,7 +334,7 @@ class LeafIndex:
             new_fd, new = self._create_file(tmp, capacity)
         self.count = _reinsert(new, tags, idx)
         if not self.read_only:
-            os.pwrite(new_fd, _HDR.pack(MAGIC, capacity, self.indexed_size, self.count, new.key, 0, self._boot), 0)
+            self._pack_header(new_fd, new, indexed=self.indexed_size, count=self.count, clean=False)
             os.replace(tmp, self.path)
         self._set_table(new_fd, new)
 
@@ -355,7 +353,7 @@ class LeafIndex:
         if keys.shape[0] != size - old:
             raise ValueError("one leaf hash per entry of [old, size) is needed")
         self._grow_for(keys.shape[0])
-        self.count += self._table.insert(keys, np.arange(old, size, dtype=np.int64))
+        self.count += self._table.insert(_tags(keys), np.arange(old, size, dtype=np.int64))
         if self.bounded:
             self._table.release()
         self.indexed_size = size
@@ -393,6 +391,11 @@ class LeafIndex:
             self._fd = None
 
 
+def _slots(mm: mmap.mmap, capacity: int) -> np.ndarray:
+    """The slots of a mapped table file as an (capacity, 2) uint64 array: tag, index + 1."""
+    return np.frombuffer(mm, dtype="<u8", count=2 * capacity, offset=HEADER).reshape(capacity, 2)
+
+
 def _capacity_for(n: int) -> int:
     cap = MIN_CAPACITY
     while cap < 2 * n:
@@ -406,10 +409,5 @@ def _anon_table(capacity: int) -> _Table:
 
 def _reinsert(table: _Table, tags: np.ndarray, idx1: np.ndarray) -> int:
     """Move (tag, index + 1) pairs into a fresh table (no full-hash checks needed: all distinct)."""
-    filled = 0
-    for lo in range(0, tags.size, _REBUILD_CHUNK):
-        t, i = tags[lo : lo + _REBUILD_CHUNK], idx1[lo : lo + _REBUILD_CHUNK]
-        rows = np.zeros((t.size, 32), dtype=np.uint8)
-        rows[:, :8] = t.view(np.uint8).reshape(-1, 8)
-        filled += table.insert(rows, i.astype(np.int64) - 1)
-    return filled
+    return sum(table.insert(tags[lo : lo + _REBUILD_CHUNK], idx1[lo : lo + _REBUILD_CHUNK].astype(np.int64) - 1)
+               for lo in range(0, tags.size, _REBUILD_CHUNK))

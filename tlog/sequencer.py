@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -60,14 +60,13 @@ class _Group:
     lists: no per-entry object or callback on the event loop.
     """
 
-    __slots__ = ("future", "n", "indices", "leaves", "fresh", "state", "filled", "left")
+    __slots__ = ("future", "n", "indices", "leaves", "fresh", "filled", "left")
 
     def __init__(self, future: asyncio.Future, n: int) -> None:
         self.future, self.n = future, n
         self.indices: list = [0] * n
         self.leaves: list = [b""] * n
         self.fresh: list = [False] * n
-        self.state: LogState | None = None
         self.filled = 0  # entries of this group already committed
         self.left = n  # entries of this group not yet taken into a batch
 
@@ -241,7 +240,6 @@ class Sequencer:
             g.indices[pos : pos + k] = result.indices[at : at + k]
             g.leaves[pos : pos + k] = result.leaves[at : at + k]
             g.fresh[pos : pos + k] = result.fresh[at : at + k]
-            g.state = state
             g.filled += k
             at += k
             if g.filled == g.n and not g.future.done():

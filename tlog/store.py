@@ -257,8 +257,9 @@ class LogStore:
     def commit_entries(self, datas: Sequence[bytes], sign: Signer) -> BatchResult:
         """`commit_batch` for entry bytes: their leaf hashes are computed here, in the
         writer thread, in one C call (the event loop never touches them one by one)."""
-        digests = leaf_hashes(datas).tobytes()
-        return self._commit([digests[i : i + 32] for i in range(0, len(digests), 32)], datas, sign)
+        rows = leaf_hashes(datas)
+        digests = rows.tobytes()
+        return self._commit([digests[i : i + 32] for i in range(0, len(digests), 32)], datas, sign, rows=rows)
 
     def commit_batch(self, items: Sequence[tuple[bytes, bytes]], sign: Signer) -> BatchResult:
         """Append (leaf_hash, data) items not already present, sign, commit: one fsync.
@@ -268,7 +269,9 @@ class LogStore:
         """
         return self._commit([it[0] for it in items], [it[1] for it in items], sign)
 
-    def _commit(self, leaves: list[bytes], datas: Sequence[bytes], sign: Signer) -> BatchResult:
+    def _commit(self, leaves: list[bytes], datas: Sequence[bytes], sign: Signer, *,
+                rows: np.ndarray | None = None) -> BatchResult:
+        """`rows`, if given, is `leaves` as an (m, 32) array (spares joining them again)."""
         assert self.state is not None, "open() first"
         if self.read_only:
             raise Unavailable("the data directory is read-only; the log serves reads only")
@@ -281,7 +284,7 @@ class LogStore:
             n = len(leaves)
             new_rows = list(zip(range(old, old + n), leaves, datas))
             indices, fresh = list(range(old, old + n)), [True] * n
-            new_leaves = leaves
+            new_leaves = leaves if rows is None else rows
         else:
             indices, fresh, new_rows = [], [], []
             for lh, data in zip(leaves, datas):
@@ -438,12 +441,18 @@ def entry_runs(rows: Sequence[tuple[int, object, bytes]]) -> list[tuple[int, int
     return out
 
 
+# The runs that hold entries start..start+count-1: runs never cross a multiple of
+# RUN_ENTRIES, so the first of them starts at or after start rounded down to one.
+_RUNS_SQL = "SELECT first, count, data FROM runs WHERE first >= ? AND first < ? ORDER BY first"
+
+
+def _runs_args(start: int, count: int) -> tuple[int, int]:
+    return start - start % RUN_ENTRIES, start + count
+
+
 def read_entries(conn: sqlite3.Connection, start: int, count: int) -> list[bytes]:
     """Entries start..start+count-1 from the runs table (fewer if the log is shorter)."""
-    lo = start - start % RUN_ENTRIES  # runs never cross a multiple of RUN_ENTRIES
-    rows = conn.execute("SELECT first, count, data FROM runs WHERE first >= ? AND first < ? ORDER BY first",
-                        (lo, start + count)).fetchall()
-    return _slice_runs(rows, start, count)
+    return _slice_runs(conn.execute(_RUNS_SQL, _runs_args(start, count)).fetchall(), start, count)
 
 
 def _slice_runs(rows: list, start: int, count: int) -> list[bytes]:
@@ -487,7 +496,7 @@ class EntryReader:
     async def entry(self, index: int, size: int) -> tuple[bytes, bytes]:
         if not 0 <= index < size:
             raise NotFound(f"no entry {index} in a tree of size {size}")
-        got = await self.entries_upto(index, 1)
+        got = _slice_runs(await self._runs(index, 1), index, 1)
         if not got:
             raise NotFound(f"no entry {index}")
         return leaf_hash(got[0]), got[0]
@@ -505,13 +514,8 @@ class EntryReader:
         return encode_entry_bundle(got)
 
     async def _runs(self, start: int, count: int) -> list:
-        lo = start - start % RUN_ENTRIES  # runs never cross a multiple of RUN_ENTRIES
-        async with self.db.execute("SELECT first, count, data FROM runs WHERE first >= ? AND first < ? ORDER BY first",
-                                   (lo, start + count)) as cur:
+        async with self.db.execute(_RUNS_SQL, _runs_args(start, count)) as cur:
             return await cur.fetchall()
-
-    async def entries_upto(self, start: int, count: int) -> list[bytes]:
-        return _slice_runs(await self._runs(start, count), start, count)
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
         idx = self.leaves.index_of(leaf_hash, size)

@@ -144,10 +144,8 @@ class WitnessState:
     # --- synchronous core (any thread) ----------------------------------------------
 
     def _row(self, origin: str) -> Record | None:
-        row = self._db.execute(
-            "SELECT origin, size, root, note, cosigned_at FROM checkpoints WHERE origin = ?", (origin,)
-        ).fetchone()
-        return Record(row[0], row[1], bytes(row[2]), row[3], row[4]) if row else None
+        row = self._db.execute(f"SELECT {_COLUMNS} FROM checkpoints WHERE origin = ?", (origin,)).fetchone()
+        return _record(row) if row else None
 
     def get_sync(self, origin: str) -> Record | None:
         with self._lock:
@@ -155,10 +153,8 @@ class WitnessState:
 
     def all_sync(self) -> list[Record]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT origin, size, root, note, cosigned_at FROM checkpoints ORDER BY origin"
-            ).fetchall()
-        return [Record(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows]
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM checkpoints ORDER BY origin").fetchall()
+        return [_record(r) for r in rows]
 
     def history_sync(self, origin: str) -> list[tuple[int, bytes]]:
         """Every (size, root) ever cosigned for `origin`, by size (audit, tests)."""
@@ -397,6 +393,13 @@ class WitnessState:
             raise
         finally:
             self._lock.release()
+
+
+_COLUMNS = "origin, size, root, note, cosigned_at"
+
+
+def _record(row: tuple) -> Record:
+    return Record(row[0], row[1], bytes(row[2]), row[3], row[4])
 
 
 def _unavailable(e: sqlite3.Error) -> Unavailable:
