@@ -20,13 +20,15 @@ from __future__ import annotations
 import email.utils
 import logging
 from datetime import datetime, timezone
+from functools import lru_cache
 
 import cbor2
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
-from tlog.http import (READ_TIMEOUT_KEY, make_error_middleware, rate_limit_middleware,
+from tlog.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply, admit_by
+from tlog.http import (READ_TIMEOUT_KEY, accepts_cbor, make_error_middleware, rate_limit_middleware,
                        query_int, read_document, respond, wants_cbor)
 from tlog.limits import RateLimiter
 
@@ -58,22 +60,30 @@ def _status_key(raw: str, issuer: str | None) -> str:
     return vc_status_key(raw, issuer)
 
 
-def _cached(request: web.Request, p: Produced, next_update: datetime, this_update: datetime) -> web.StreamResponse:
+@lru_cache(maxsize=64)
+def _http_date(when: datetime) -> str:
+    return email.utils.format_datetime(when, usegmt=True)
+
+
+def _cache_headers(p: Produced, next_update: datetime, this_update: datetime) -> tuple[tuple[str, str], ...]:
     """ETag + Cache-Control whose max-age never reaches past next_update (OCSP-style caching)."""
-    now = datetime.now(timezone.utc)
-    max_age = max(0, int((next_update - now).total_seconds()))
-    headers = {
-        "ETag": p.etag,
-        "Cache-Control": f"public, max-age={max_age}, no-transform",
-        "Expires": email.utils.format_datetime(next_update, usegmt=True),
-        "Last-Modified": email.utils.format_datetime(this_update, usegmt=True),
-    }
+    max_age = max(0, int((next_update - datetime.now(timezone.utc)).total_seconds()))
+    return (("ETag", p.etag), ("Cache-Control", f"public, max-age={max_age}, no-transform"),
+            ("Expires", _http_date(next_update)), ("Last-Modified", _http_date(this_update)))
+
+
+def _produced_reply(p: Produced, cache: tuple[tuple[str, str], ...], cbor: bool) -> Reply:
+    if cbor:
+        return Reply(cbor2.dumps(p.body, canonical=True),
+                     (("Content-Type", "application/oap+cbor"), ("ETag", p.etag[:-1] + '-cbor"'), *cache[1:]))
+    return Reply(p.json, (("Content-Type", "application/json"), *cache))
+
+
+def _cached(request: web.Request, p: Produced, next_update: datetime, this_update: datetime) -> web.StreamResponse:
+    cache = _cache_headers(p, next_update, this_update)
     if p.etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
-        return web.Response(status=304, headers=headers)
-    if wants_cbor(request):
-        return web.Response(body=cbor2.dumps(p.body, canonical=True), content_type="application/oap+cbor",
-                            headers={**headers, "ETag": p.etag[:-1] + '-cbor"'})
-    return web.Response(body=p.json, content_type="application/json", headers=headers)
+        return web.Response(status=304, headers=dict(cache))
+    return _produced_reply(p, cache, wants_cbor(request)).response()
 
 
 def build_app(svc: RegistryService) -> web.Application:
@@ -82,12 +92,15 @@ def build_app(svc: RegistryService) -> web.Application:
 
     def on_request(request: web.Request, status: int, seconds: float) -> None:
         resource = request.match_info.route.resource
-        route = resource.canonical if resource else "unmatched"
+        record(resource.canonical if resource else "unmatched", status, seconds)
+
+    def record(route: str, status: int, seconds: float) -> None:
         m.requests.labels(route, str(status)).inc()
         m.request_seconds.labels(route).observe(seconds)
 
+    limiter = RateLimiter(cfg.rate_limit, cfg.rate_limit_burst)
     app = web.Application(middlewares=[make_error_middleware(on_request), rate_limit_middleware(
-        RateLimiter(cfg.rate_limit, cfg.rate_limit_burst), trust_forwarded_for=cfg.trust_forwarded_for)], client_max_size=cfg.max_git_body)
+        limiter, trust_forwarded_for=cfg.trust_forwarded_for)], client_max_size=cfg.max_git_body)
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
 
     async def submit(request: web.Request) -> web.Response:
@@ -162,6 +175,17 @@ def build_app(svc: RegistryService) -> web.Application:
 
     async def info(request: web.Request) -> web.Response:
         return respond(request, svc.info())
+
+    def status_reply(raw: str, accept: str) -> Reply | None:
+        """The fast path's status answer (tlog.fastpath): no query, no conditional request."""
+        now = svc.status_now(_status_key(raw, None))
+        if now is None:
+            return None
+        epoch, p = now
+        return _produced_reply(p, _cache_headers(p, epoch.next_update, epoch.this_update), accepts_cbor(accept))
+
+    app[FAST_ROUTES_KEY] = FastRoutes({"/v1/status/": ("/v1/status/{id}", status_reply)}, admit=admit_by(limiter),
+                                      record=record, trust_forwarded_for=cfg.trust_forwarded_for)
 
     async def status(request: web.Request) -> web.StreamResponse:
         key = _status_key(request.match_info["id"], request.query.get("issuer"))

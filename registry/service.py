@@ -305,7 +305,9 @@ class RegistryService:
             except asyncio.TimeoutError:
                 pass
 
-    async def status(self, key: str) -> tuple[Epoch, Produced]:
+    def status_now(self, key: str) -> tuple[Epoch, Produced] | None:
+        """The answer for `key` without leaving the event loop; None when it needs Git
+        (a `revoked` answer not produced yet: see `status`)."""
         producer = self.producer
         if producer is None and self.read_only:
             raise Unavailable("the data directory is read-only: no status epoch can be signed and anchored "
@@ -318,10 +320,19 @@ class RegistryService:
         got = producer.cached(epoch, key)
         if got is None:
             if key in epoch.revoked:
-                got = await self._thread(producer.produce_revoked, epoch, key)
-            else:
-                got = producer.produce(epoch, key)
+                return None
+            got = producer.produce(epoch, key)
             producer.remember(epoch, key, got)
+        self.metrics.status_responses.labels(got.body["status"]).inc()
+        return epoch, got
+
+    async def status(self, key: str) -> tuple[Epoch, Produced]:
+        now = self.status_now(key)
+        if now is not None:
+            return now
+        producer, epoch = self.producer, self.epoch  # status_now checked both, with no await since
+        got = await self._thread(producer.produce_revoked, epoch, key)
+        producer.remember(epoch, key, got)
         self.metrics.status_responses.labels(got.body["status"]).inc()
         return epoch, got
 

@@ -278,6 +278,36 @@ async def test_status_good_unknown_revoked_signed_cacheable_and_verifiable(reg):
     assert st == 400 and body["error"] == "invalid_input"
 
 
+async def test_status_answers_are_the_same_on_the_fast_path_and_through_aiohttp(reg):
+    """`GET /v1/status/<id>` is answered before aiohttp (tlog.fastpath) unless the request has
+    a query, a conditional or any other header outside the fast path's allowlist."""
+    from tlog.fastpath import FAST_ROUTES_KEY
+
+    routes = reg.runner.app[FAST_ROUTES_KEY]
+    a, b = generate_seed(), generate_seed()
+    assert (await reg.post(conformance_doc(receipt(a))))[0] == 200
+    status, body = await reg.post(make_revocation(b, kind="key", subject=did(b), reason="key_compromise",
+                                                  effective_at=utc(now_utc() - timedelta(hours=1))))
+    await wait_epoch_after(reg, body["seq"])
+    reg.svc.epoch.responses.pop(did(b))  # revoked, not produced yet: Git is read off the loop, by aiohttp
+    keep = ("Content-Type", "ETag", "Expires", "Last-Modified", "Content-Length")
+    # (id, Accept, answered fast): a revoked id not produced yet goes to aiohttp once, then is cached
+    for key, accept, fast_expected in [(did(a), "*/*", 1), (did(generate_seed()), "*/*", 1),
+                                       (did(a), "application/oap+cbor", 1), (did(b), "*/*", 0),
+                                       (did(b), "*/*", 1), ("urn:oap:x:" + "y" * 900, "*/*", 1)]:
+        before = routes.answered
+        fast = await reg.get("/v1/status/" + key, headers={"Accept": accept})
+        fast_hit = routes.answered - before
+        slow = await reg.get("/v1/status/" + key, headers={"Accept": accept, "X-Via": "aiohttp"})
+        assert routes.answered - before == fast_hit
+        assert fast[0] == slow[0] == 200 and fast[1] == slow[1]
+        assert {h: fast[2][h] for h in keep} == {h: slow[2][h] for h in keep}
+        assert fast[2]["Cache-Control"].startswith("public, max-age=")
+        assert fast_hit == fast_expected, key
+        if fast[2]["Content-Type"] == "application/json":
+            assert verify_status(fast[1], registry=reg.svc.registry, policy=reg.policy).status == fast[1]["status"]
+
+
 async def test_kill_switch_revokes_every_token_class_from_its_effective_time(reg):
     p = generate_seed()
     soon = utc(now_utc() + timedelta(seconds=2))

@@ -26,6 +26,7 @@ from registry.service import RegistryService
 from tlog.conformance import sign_conformance, witness_signature
 from tlog.did import did_key_from_public
 from tlog.ed25519 import public_from_seed
+from tlog.http import start_app
 from tlog.verifier import TrustPolicy
 
 from .conftest import ServerProcess
@@ -109,10 +110,7 @@ async def start_registry(data: Path, log: ServerProcess, **overrides) -> Running
     cfg = RegistryConfig(**settings)
     cfg.validate()
     svc = await RegistryService.open(cfg)
-    runner = web.AppRunner(build_app(svc), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    runner = await start_app(build_app(svc), "127.0.0.1", 0)
     return Running(svc, runner, f"http://127.0.0.1:{runner.addresses[0][1]}", log)
 
 

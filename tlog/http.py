@@ -21,6 +21,7 @@ from aiohttp import web
 
 from .canonical import loads_cbor, loads_json
 from .errors import InvalidInput, OAPError, RequestTimeout, TooLarge, UnsupportedMediaType
+from .fastpath import FAST_ROUTES_KEY, FastSite
 
 log = logging.getLogger("oap.http")
 
@@ -52,11 +53,8 @@ async def serve_until_signal(app: web.Application, *, host: str, port: int, head
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # before the banner: callers may signal right after it
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=header_timeout)
-    await runner.setup()
     ctx = server_ssl_context(tls_cert, tls_key)
-    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ctx)
-    await site.start()
+    runner = await start_app(app, host, port, header_timeout=header_timeout, ssl_context=ctx)
     bound = runner.addresses[0][1] if runner.addresses else port
     for line in banner(f"{'https' if ctx else 'http'}://{host}:{bound}"):
         print(line)
@@ -70,6 +68,17 @@ async def serve_until_signal(app: web.Application, *, host: str, port: int, head
     if close is not None:
         close()
     print("stopped cleanly", flush=True)
+
+
+async def start_app(app: web.Application, host: str, port: int, *, header_timeout: float = 15.0,
+                    ssl_context=None) -> web.AppRunner:
+    """Listen with `app` (and its fast routes, `tlog.fastpath`, if it has any); returns the runner."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=header_timeout)
+    await runner.setup()
+    site = FastSite(runner, host, port, routes=app.get(FAST_ROUTES_KEY), timeout=header_timeout,
+                    reuse_address=True, ssl_context=ssl_context)
+    await site.start()
+    return runner
 
 
 def server_ssl_context(cert, key):
@@ -222,7 +231,10 @@ async def read_document(request: web.Request, cap: int) -> object:
 
 
 def wants_cbor(request: web.Request) -> bool:
-    accept = request.headers.get("Accept", "")
+    return accepts_cbor(request.headers.get("Accept", ""))
+
+
+def accepts_cbor(accept: str) -> bool:
     return any(t in accept for t in CBOR_TYPES)
 
 

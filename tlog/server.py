@@ -24,6 +24,7 @@ from .config import ConfigError, LogConfig
 from .encoding import b64dec, b64enc
 from .entries import MAX_ENTRY_BYTES, canonical_entry, decode_entry
 from .errors import FormatError, InvalidInput, NotFound, NotPublished, TooLarge
+from .fastpath import FAST_ROUTES_KEY, FastRoutes, Reply, admit_by
 from .http import (READ_TIMEOUT_KEY, client_address, large_body_limit, make_error_middleware, offload, query_int,
                    rate_limit_middleware, read_document, respond, wants_cbor)
 from .limits import RateLimiter, TokenAuth
@@ -40,6 +41,8 @@ log = logging.getLogger("oap.tlog.server")
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 CHECKPOINT_CACHE = "public, max-age=1, must-revalidate"
+CHECKPOINT_HEADERS = (("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", CHECKPOINT_CACHE))
+TILE_HEADERS = (("Content-Type", "application/octet-stream"), ("Cache-Control", IMMUTABLE))
 
 
 def load_or_create_key(data_dir: Path, origin: str) -> keys.Signer:
@@ -218,7 +221,10 @@ def build_app(svc: LogService) -> web.Application:
     timers: dict[str, object] = {}
 
     def on_request(request: web.Request, status: int, seconds: float) -> None:
-        route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
+        record(request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched",
+               status, seconds)
+
+    def record(route: str, status: int, seconds: float) -> None:
         c = counters.get((route, status))
         if c is None:
             c = counters[(route, status)] = m.requests.labels(route, str(status))
@@ -257,24 +263,39 @@ def build_app(svc: LogService) -> web.Application:
             raise NotPublished("no checkpoint has reached the witness quorum yet", retry_after=1)
         return svc.state
 
+    # The reads clients poll in bulk are answered by these Reply functions, on the
+    # fast path (tlog.fastpath) or, for anything unusual, by the aiohttp handlers.
+
+    def checkpoint_reply(rest: str = "", accept: str = "") -> Reply:
+        return Reply(served().note.encode(), CHECKPOINT_HEADERS)
+
+    def hash_tile_reply(path: str, accept: str = "") -> Reply | None:
+        """A hash tile (None for an entry bundle: it is read from SQLite, off the loop)."""
+        ref = tile_ref("tile/" + path)
+        if ref.level is None:
+            return None
+        level = ref.level * TILE_HEIGHT
+        if level >= 64 or ref.index * TILE_WIDTH + ref.width > served().size >> level:
+            raise NotFound("tile not available for the current tree size")
+        return Reply(svc.store.hashes.read_range(level, ref.index * TILE_WIDTH, ref.width), TILE_HEADERS)
+
     async def checkpoint(request: web.Request) -> web.Response:
-        return web.Response(text=served().note, content_type="text/plain", charset="utf-8",
-                            headers={"Cache-Control": CHECKPOINT_CACHE})
+        return checkpoint_reply().response()
 
     async def tile(request: web.Request) -> web.Response:
-        ref = tile_ref("tile/" + request.match_info["path"])
-        state = served()
-        if ref.level is None:
+        path = request.match_info["path"]
+        reply = hash_tile_reply(path)
+        if reply is None:
+            ref = tile_ref("tile/" + path)
             start = ref.index * TILE_WIDTH
-            if start + ref.width > state.size:
+            if start + ref.width > served().size:
                 raise NotFound("entry bundle not available for the current tree size")
-            body = await svc.reader.bundle(start, ref.width)
-        else:
-            level = ref.level * TILE_HEIGHT
-            if level >= 64 or ref.index * TILE_WIDTH + ref.width > state.size >> level:
-                raise NotFound("tile not available for the current tree size")
-            body = svc.store.hashes.read_range(level, ref.index * TILE_WIDTH, ref.width)
-        return web.Response(body=body, content_type="application/octet-stream", headers={"Cache-Control": IMMUTABLE})
+            reply = Reply(await svc.reader.bundle(start, ref.width), TILE_HEADERS)
+        return reply.response()
+
+    app[FAST_ROUTES_KEY] = FastRoutes(
+        {"/checkpoint": ("/checkpoint", checkpoint_reply), "/tile/": ("/tile/{path}", hash_tile_reply)},
+        admit=admit_by(limiter), record=record, trust_forwarded_for=cfg.trust_forwarded_for)
 
     # --- OAP writes -------------------------------------------------------------------
 

@@ -1,0 +1,275 @@
+"""The fast path for hot GETs (tlog.fastpath) against aiohttp itself.
+
+A log is served on two ports from one app: one `FastSite` with the log's fast
+routes, one plain aiohttp site. The same raw bytes sent to both must come back
+as the same responses (status, headers but Date, body), whatever the request:
+fast answers are checked against aiohttp's, and every request the fast path
+does not take must reach aiohttp intact (pipelined, split, with a body, odd).
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tlog.config import LogConfig
+from tlog.entries import canonical_entry
+from tlog.fastpath import FAST_ROUTES_KEY, MAX_HEAD, FastSite
+from tlog.hashing import leaf_hash
+from tlog.http import start_app
+from tlog.server import LogService, build_app
+from tlog.tiles import tile_path
+
+N = 600  # two full level-0 tiles and a partial one
+
+
+def entry(i: int) -> bytes:
+    return canonical_entry({"type": "commitment", "commitment": "sha256:" + leaf_hash(i.to_bytes(8, "big")).hex()})
+
+
+class Pair:
+    def __init__(self, svc, runner, fast_port: int, plain_port: int) -> None:
+        self.svc, self.runner, self.fast, self.plain = svc, runner, fast_port, plain_port
+        self.routes = runner.app[FAST_ROUTES_KEY]
+
+
+async def open_pair(tmp_path, **cfg) -> Pair:
+    settings_ = dict(data_dir=tmp_path / "data", port=0, batch_interval_ms=2, rate_limit_read=0, rate_limit_write=0)
+    settings_.update(cfg)
+    svc = await LogService.open(LogConfig(**settings_))
+    await svc.sequencer.add_many([entry(i) for i in range(N)])
+    runner = await start_app(build_app(svc), "127.0.0.1", 0, header_timeout=cfg.get("header_timeout", 15.0))
+    plain = FastSite(runner, "127.0.0.1", 0, routes=None, timeout=15.0)
+    await plain.start()
+    ports = [a[1] for a in runner.addresses]
+    return Pair(svc, runner, ports[0], ports[1])
+
+
+@pytest.fixture
+async def pair(tmp_path):
+    p = await open_pair(tmp_path)
+    yield p
+    await p.runner.cleanup()
+    await p.svc.close()
+
+
+async def exchange(port: int, data: bytes | list[bytes], *, pause: float = 0.0, timeout: float = 10.0) -> bytes:
+    """Send `data` (pieces `pause` s apart), then read until the server closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for piece in [data] if isinstance(data, bytes) else data:
+            writer.write(piece)
+            await writer.drain()
+            if pause:
+                await asyncio.sleep(pause)
+        return await asyncio.wait_for(reader.read(-1), timeout)
+    finally:
+        writer.close()
+
+
+CLOSE = b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"  # not a fast route: aiohttp closes after it
+
+
+def responses(stream: bytes, head_only: tuple[int, ...] = ()) -> list[tuple[bytes, tuple, bytes]]:
+    """(status line, sorted headers without Date, body) per response; bodies by Content-Length."""
+    out, pos = [], 0
+    while pos < len(stream):
+        end = stream.index(b"\r\n\r\n", pos)
+        lines = stream[pos:end].split(b"\r\n")
+        headers = [tuple(line.split(b": ", 1)) for line in lines[1:]]
+        length = int(dict((k.lower(), v) for k, v in headers).get(b"content-length", b"0"))
+        if len(out) in head_only:
+            length = 0
+        body = stream[end + 4:end + 4 + length]
+        assert len(body) == length, "truncated response"
+        out.append((lines[0], tuple(sorted(h for h in headers if h[0].lower() != b"date")), body))
+        pos = end + 4 + length
+    return out
+
+
+async def same(p: Pair, data: bytes, head_only: tuple[int, ...] = ()) -> list:
+    fast = responses(await exchange(p.fast, data), head_only)
+    plain = responses(await exchange(p.plain, data), head_only)
+    assert fast == plain
+    return fast
+
+
+def get(path: str, *headers: str) -> bytes:
+    return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(h + "\r\n" for h in headers) + "\r\n").encode()
+
+
+async def test_fast_answers_are_aiohttp_answers_byte_for_byte(pair):
+    size = pair.svc.state.size
+    paths = ["/checkpoint", "/" + tile_path(0, 0), "/" + tile_path(0, 1), "/" + tile_path(0, 2, size % 256),
+             "/" + tile_path(1, 0, size >> 8), "/" + tile_path(0, 0, 17)]
+    before = pair.routes.answered
+    got = await same(pair, b"".join(get(path) for path in paths) + CLOSE)
+    assert pair.routes.answered - before == len(paths)  # all of them fast, on one connection
+    assert [r[0] for r in got] == [b"HTTP/1.1 200 OK"] * (len(paths) + 1)
+    assert got[0][2] == pair.svc.state.note.encode()
+    levels = pair.svc.store.hashes
+    assert got[1][2] == levels.read_range(0, 0, 256) and got[3][2] == levels.read_range(0, 512, size % 256)
+    headers = dict(got[1][1])
+    assert headers[b"Cache-Control"] == b"public, max-age=31536000, immutable"
+    assert headers[b"Content-Type"] == b"application/octet-stream" and headers[b"Content-Length"] == b"8192"
+    # the same answers with a header the fast path leaves to aiohttp
+    slow = await same(pair, b"".join(get(path, "X-Anything: 1") for path in paths) + CLOSE)
+    assert slow == got
+
+
+@pytest.mark.parametrize("request_", [
+    get("/" + tile_path(0, 9)),  # beyond the tree: 404 from aiohttp
+    get("/tile/0/x001/002"),  # non-canonical tile path: 400
+    get("/tile/entries/000"),  # entry bundle: read off the loop, by aiohttp
+    get("/tile/0/%30%30%30"),  # percent-escapes are aiohttp's to decode
+    get("/tile/0/./000"), get("/tile//0/000"), get("/tile/0/000?x=1"), get("/checkpoint/"),
+    get("/checkpoint", "Host: again"),  # a second Host
+    get("/checkpoint", "If-None-Match: \"x\""), get("/checkpoint", "Range: bytes=0-3"),
+    get("/checkpoint", "Connection: keep-alive, x"), get("/checkpoint", "Transfer-Encoding: chunked"),
+    get("/checkpoint", "Content-Length: 5")[:-2] + b"\r\nhello",
+    b"GET /checkpoint HTTP/1.0\r\n\r\n", b"GET /checkpoint HTTP/1.1\r\n\r\n",  # no Host
+    b"GET  /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n", b"get /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /checkpoint HTTP/1.1\r\nHost : x\r\n\r\n", b"GET /checkpoint HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n",
+    b"GET /checkpoint HTTP/1.1\r\nHost: \x01\r\n\r\n", b"GET /checkpoint HTTP/1.1\nHost: x\n\n",
+    b"POST /checkpoint HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+    b"\r\nGET /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n", b"FOO\r\n\r\n",
+])
+async def test_requests_the_fast_path_leaves_reach_aiohttp_intact(pair, request_):
+    before = pair.routes.answered
+    got = await same(pair, request_ + CLOSE)
+    assert pair.routes.answered == before  # nothing of these is answered fast
+    assert all(not r[0].startswith(b"HTTP/1.1 5") for r in got)
+
+
+async def test_a_fast_connection_goes_on_in_aiohttp_after_a_write_and_a_head(pair):
+    body = b'{"type":"commitment","commitment":"sha256:' + b"ab" * 32 + b'"}'
+    post = (b"POST /v1/entries HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)) + body
+    stream = get("/checkpoint") + get("/" + tile_path(0, 0)) + post + get("/" + tile_path(0, 1)) + CLOSE
+    before, handed = pair.routes.answered, pair.routes.handed_off
+    got = responses(await exchange(pair.fast, stream))
+    assert pair.routes.answered - before == 2 and pair.routes.handed_off - handed == 1
+    assert [r[0] for r in got] == [b"HTTP/1.1 200 OK"] * 5
+    assert b'"index":600' in got[2][2]
+    assert got[3][2] == pair.svc.store.hashes.read_range(0, 256, 256)
+    head = responses(await exchange(pair.fast, b"HEAD /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n" + CLOSE), (0,))
+    assert head[0][0] == b"HTTP/1.1 200 OK" and head[0][2] == b""
+
+
+async def test_heads_split_anywhere_are_answered_the_same(pair):
+    stream = get("/" + tile_path(0, 1)) + get("/checkpoint", "Accept: */*", "User-Agent: t") + CLOSE
+    whole = responses(await exchange(pair.fast, stream))
+    pieces = [stream[i:i + 7] for i in range(0, len(stream), 7)]
+    assert responses(await exchange(pair.fast, pieces, pause=0.002)) == whole
+    assert len(whole) == 3 and whole[0][2] == pair.svc.store.hashes.read_range(0, 256, 256)
+
+
+async def test_connection_close_oversize_heads_and_idle_timeouts(tmp_path):
+    p = await open_pair(tmp_path, header_timeout=1.0)
+    try:
+        got = responses(await exchange(p.fast, get("/checkpoint", "Connection: close") + get("/checkpoint")))
+        assert len(got) == 1 and (b"Connection", b"close") in got[0][1]  # nothing after close is read
+        big = get("/checkpoint", "User-Agent: " + "a" * (MAX_HEAD + 10))
+        assert responses(await exchange(p.fast, big))[0][0].split(b" ")[1].startswith(b"4")  # from aiohttp
+        # an idle keep-alive connection and a head that never ends are both closed by the timeout
+        for data in (get("/checkpoint"), b"GET /checkpoint HTTP/1.1\r\nHost: x\r\n"):
+            out = await exchange(p.fast, data, timeout=8)
+            assert out.count(b"HTTP/1.1 200") == (1 if data.endswith(b"\r\n\r\n") else 0)
+    finally:
+        await p.runner.cleanup()
+        await p.svc.close()
+
+
+async def test_rate_limits_and_metrics_count_fast_answers(tmp_path):
+    p = await open_pair(tmp_path, rate_limit_read=0.001, rate_limit_read_burst=3)
+    try:
+        got = responses(await exchange(p.fast, get("/checkpoint") * 5 + CLOSE))
+        assert [r[0][:12] for r in got[:5]] == [b"HTTP/1.1 200"] * 3 + [b"HTTP/1.1 429"] * 2
+        assert dict(got[3][1])[b"Retry-After"] and b'"rate_limited"' in got[3][2]
+        assert p.routes.answered == 3
+    finally:
+        await p.runner.cleanup()
+        await p.svc.close()
+    p = await open_pair(tmp_path / "m")
+    try:
+        await exchange(p.fast, get("/" + tile_path(0, 0)) * 4 + get("/checkpoint") + CLOSE)
+        text = responses(await exchange(p.plain, get("/metrics") + CLOSE))[0][2].decode()
+        count = re.search(r'oap_log_http_requests_total\{route="/tile/\{path\}",status="200"\} (\S+)', text)
+        assert count and float(count.group(1)) == 4.0
+    finally:
+        await p.runner.cleanup()
+        await p.svc.close()
+
+
+async def test_shutdown_closes_idle_fast_connections(tmp_path):
+    p = await open_pair(tmp_path)
+    reader, writer = await asyncio.open_connection("127.0.0.1", p.fast)
+    writer.write(get("/checkpoint"))
+    await writer.drain()
+    first = await reader.readuntil(b"\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 200")
+    await asyncio.wait_for(p.runner.cleanup(), 10)
+    await p.svc.close()
+    rest = await asyncio.wait_for(reader.read(-1), 5)  # the body, then the close
+    assert rest == p.svc.state.note.encode()
+    writer.close()
+
+
+_FAST_HEADERS = ["Accept: */*", "User-Agent: y", "Accept-Language: en", "DNT: 1", "Referer: /x", "Accept:",
+                 "Accept: application/oap+cbor", "User-Agent: x/1", "Connection: keep-alive", "Accept-Encoding: gzip",
+                 "X-Forwarded-For: 10.0.0.1", "Cache-Control: no-cache", "Accept:   spaced  ", "Pragma: no-cache"]
+HEADER_LINES = st.sampled_from(_FAST_HEADERS * 3 + [
+    "Connection: close", "Connection: Upgrade", "If-None-Match: *", "Content-Length: 0", "Cookie: a=b",
+    "Host: second", "Bad Header: x", "X: \x7f", "Expect: 100-continue",
+])
+TARGETS = st.sampled_from([
+    "/checkpoint", "/checkpoint", "/" + tile_path(0, 1), "/" + tile_path(0, 1), "/" + tile_path(0, 2, 88), "/" + tile_path(0, 0), "/" + tile_path(0, 2, 88), "/" + tile_path(0, 2, 89),
+    "/" + tile_path(1, 0, 2), "/" + tile_path(2, 0, 1), "/tile/0/0", "/tile/0/000.p/0", "/tile/entries/000",
+    "/tile/", "/tile/0/%30%30%30", "/tile/0/../0/000", "/checkpoint?x", "/v1/info", "/nope", "*", "",
+])
+
+
+# Weighted so that about half the requests are ones the fast path answers.
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(requests=st.lists(st.tuples(st.sampled_from(["GET"] * 8 + ["POST", "PUT"]), TARGETS,
+                                   st.sampled_from(["HTTP/1.1"] * 8 + ["HTTP/1.0"]),
+                                   st.lists(HEADER_LINES, max_size=3), st.sampled_from([True] * 8 + [False])),
+                         min_size=1, max_size=4))
+async def test_any_request_sequence_gets_what_aiohttp_alone_gives(pair, requests):
+    """One request at a time, each after the last answer, as a client that does not pipeline
+    (pipelining is above: aiohttp drops the answers to good requests parsed in the same read
+    as a bad one, which the fast path, answering before aiohttp parses, does not)."""
+    sequence = []
+    for method, target, version, headers, host in requests:
+        lines = [f"{method} {target} {version}"] + (["Host: 127.0.0.1"] if host else []) + headers
+        sequence.append(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    assert await converse(pair.fast, sequence) == await converse(pair.plain, sequence)
+
+
+async def converse(port: int, sequence: list[bytes]) -> list:
+    """Send each request once the previous answer is in; the answers until the server closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    out = []
+    try:
+        for data in sequence + [CLOSE]:
+            writer.write(data)
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            except asyncio.IncompleteReadError:
+                break
+            length = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
+            body = await asyncio.wait_for(reader.readexactly(length), 10)
+            out.extend(responses(head + body))
+    finally:
+        writer.close()
+    return out
+
+def test_reply_headers_are_formatted_once_per_header_set():
+    from tlog.fastpath import Reply, _header_bytes
+
+    r = Reply(b"x", (("Content-Type", "a/b"), ("ETag", '"1"')))
+    assert _header_bytes(r.headers) == b'Content-Type: a/b\r\nETag: "1"\r\n'
+    assert _header_bytes(r.headers) is _header_bytes((("Content-Type", "a/b"), ("ETag", '"1"')))

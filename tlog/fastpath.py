@@ -1,0 +1,361 @@
+"""Hot GETs answered before aiohttp sees them.
+
+On a small machine aiohttp spends ~100 us of Python on every request: its
+request object, router, middlewares and response machinery. A tile or a
+pre-signed status response takes a few microseconds to find, so for the
+read-mostly routes that clients poll in bulk (`/checkpoint`, `/tile/...`,
+`/v1/status/...`) the framework is almost the whole cost, and it caps a
+server at a fraction of what the same core does with a plain asyncio
+protocol (benchmarks/README.md).
+
+`FastProtocol` is the first protocol of every connection. It reads request
+heads itself and answers only the requests it fully understands: `GET`,
+HTTP/1.1, a plain path (no percent-escape, dot segment, empty segment or
+query), only headers from a short allowlist, no body, on a route a service
+registered. Anything else hands the connection, with every byte not yet
+answered, to aiohttp's own protocol for the rest of its life, so aiohttp still
+parses everything unusual, and errors, 304s and every other status keep their
+one code path (`tlog.http`). The fast path writes only 200 answers, built
+by the same `Reply` functions the aiohttp handlers call, so both paths send
+the same bytes (tests/test_fastpath.py compares them header by header).
+A handler that cannot answer synchronously, or raises, returns the request
+to aiohttp the same way.
+
+The per-client rate limit and the request metrics apply to fast answers as
+they do in the middlewares.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from typing import NamedTuple
+
+from aiohttp import web
+from aiohttp.http import SERVER_SOFTWARE
+from aiohttp.tcp_helpers import tcp_nodelay
+
+from .errors import OAPError
+
+MAX_HEAD = 8190
+"""A longer head goes to aiohttp, which refuses it (its own line limit is 8190)."""
+
+# Headers that do not change the answer of a fast route (Accept is passed to the
+# handler). Any other header (a body, conditionals, ranges, upgrades, auth...)
+# sends the request to aiohttp.
+_ALLOWED = frozenset({
+    b"host", b"user-agent", b"accept", b"accept-encoding", b"accept-language", b"connection",
+    b"cache-control", b"pragma", b"x-forwarded-for", b"referer", b"dnt",
+})
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(rb"[\t\x20-\x7e]*")
+_PATH = re.compile(rb"/[!$&'()*+,\-.0-9:;=@A-Z_a-z~/]*")  # pchar minus '%', and no '?' or '#'
+_BAD_SEGMENT = re.compile(rb"//|/\.\.?(?:/|$)")
+
+
+class Reply(NamedTuple):
+    """A 200 answer: the body and its headers (Content-Type, Cache-Control, ...)."""
+
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+
+    def response(self) -> web.Response:
+        """The same answer for the aiohttp path."""
+        return web.Response(body=self.body, headers=dict(self.headers))
+
+
+Handler = Callable[[str, str], "Reply | None"]
+"""(path after the route's prefix, Accept header) -> Reply, or None for aiohttp."""
+
+
+@dataclass
+class FastRoutes:
+    """What a service answers on the fast path.
+
+    `routes` maps a path prefix (or, ending without '/', an exact path) to the
+    route's aiohttp name for metrics (e.g. "/tile/{path}") and its handler.
+    `admit(client)` is the rate limit (False: let aiohttp answer 429), and
+    `record(route, status, seconds)` the request metrics.
+    """
+
+    routes: dict[str, tuple[str, Handler]]
+    admit: Callable[[str], bool] = lambda client: True
+    record: Callable[[str, int, float], None] = lambda route, status, seconds: None
+    trust_forwarded_for: bool = False
+    answered: int = 0  # requests answered here, and connections handed to aiohttp (tests, debugging)
+    handed_off: int = 0
+    _exact: dict[bytes, tuple[str, str, Handler]] = field(default_factory=dict, init=False, repr=False)
+    _prefixes: list[tuple[bytes, str, Handler]] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for path, (name, fn) in self.routes.items():
+            if path.endswith("/"):
+                self._prefixes.append((path.encode(), name, fn))
+            else:
+                self._exact[path.encode()] = (path, name, fn)
+
+    def match(self, path: bytes) -> tuple[str, str, Handler] | None:
+        """(route name, rest of the path, handler) for a request path."""
+        hit = self._exact.get(path)
+        if hit is not None:
+            return hit[1], "", hit[2]
+        for prefix, name, fn in self._prefixes:
+            if path.startswith(prefix) and len(path) > len(prefix):
+                return name, path[len(prefix):].decode("ascii"), fn
+        return None
+
+
+def admit_by(limiter) -> Callable[[str], bool]:
+    """`FastRoutes.admit` from a `tlog.limits.RateLimiter` (its "request" bucket, as the middleware)."""
+
+    def admit(client: str) -> bool:
+        try:
+            limiter.check(client, "request")
+        except OAPError:
+            return False
+        return True
+
+    return admit
+
+
+_date_cache: list = [0, b""]
+
+
+def _date() -> bytes:
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache[0], _date_cache[1] = now, formatdate(now, usegmt=True).encode()
+    return _date_cache[1]
+
+
+_header_cache: dict[tuple[tuple[str, str], ...], bytes] = {}
+
+
+def _header_bytes(headers: tuple[tuple[str, str], ...]) -> bytes:
+    got = _header_cache.get(headers)
+    if got is None:
+        got = "".join(f"{k}: {v}\r\n" for k, v in headers).encode("latin-1")
+        if len(_header_cache) > 4096:
+            _header_cache.clear()
+        _header_cache[headers] = got
+    return got
+
+
+_SERVER = f"Server: {SERVER_SOFTWARE}\r\n".encode()
+
+
+class FastProtocol(asyncio.Protocol):
+    """One connection: fast answers until the first request for aiohttp (see module doc)."""
+
+    def __init__(self, aiohttp_server: web.Server, routes: FastRoutes, conns: set, timeout: float) -> None:
+        self._aiohttp = aiohttp_server
+        self._routes = routes
+        self._conns = conns
+        self._timeout = timeout
+        self._transport: asyncio.Transport | None = None
+        self._buf = b""
+        self._peer = "unknown"
+        self._last = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._reading_paused = False
+        self._block: bytes | None = None  # the last header block seen, and what it says
+        self._meta: tuple[str, str, bool] | None = None
+        self._loop = asyncio.get_running_loop()
+
+    # --- asyncio.Protocol ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        tcp_nodelay(transport, True)  # type: ignore[arg-type]
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, (tuple, list)) and peer:
+            self._peer = str(peer[0])
+        self._conns.add(self)
+        self._last = self._loop.time()
+        self._timer = self._loop.call_at(self._last + self._timeout, self._expire)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._drop()
+
+    def pause_writing(self) -> None:
+        if self._transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._transport is not None and self._reading_paused:
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        buf = self._buf + data if self._buf else data
+        pos = 0
+        while True:
+            end = buf.find(b"\r\n\r\n", pos)
+            if end < 0:
+                break
+            if end - pos > MAX_HEAD:
+                return self._handoff(buf[pos:])
+            t0 = time.perf_counter()
+            answered = self._answer(buf[pos:end], t0)
+            if answered is None:
+                return self._handoff(buf[pos:])
+            transport.write(answered[0])
+            pos = end + 4
+            self._last = self._loop.time()
+            if answered[1]:  # Connection: close
+                transport.close()
+                self._drop()
+                return
+        self._buf = buf[pos:]
+        if len(self._buf) > MAX_HEAD:
+            self._handoff(self._buf)
+
+    def eof_received(self) -> bool:
+        return False  # close our side too; an unfinished head is dropped, as aiohttp would
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _answer(self, head: bytes, t0: float) -> tuple[bytes, bool] | None:
+        """The whole response for one request head, and whether to close; None for aiohttp."""
+        line, _, block = head.partition(b"\r\n")
+        parts = line.split(b" ")
+        if len(parts) != 3 or parts[0] != b"GET" or parts[2] != b"HTTP/1.1":
+            return None
+        path = parts[1]
+        if not _PATH.fullmatch(path) or _BAD_SEGMENT.search(path):
+            return None
+        hit = self._routes.match(path)
+        if hit is None:
+            return None
+        if block != self._block:  # clients repeat their headers on every request of a connection
+            self._block, self._meta = block, self._headers(block)
+        if self._meta is None:
+            return None
+        accept, client, close = self._meta
+        if not self._routes.admit(client):
+            return None
+        route, rest, fn = hit
+        try:
+            reply = fn(rest, accept)
+        except OAPError:
+            return None
+        if reply is None:
+            return None
+        body = reply.body
+        out = b"".join((
+            b"HTTP/1.1 200 OK\r\n", _header_bytes(reply.headers),
+            b"Content-Length: ", str(len(body)).encode(), b"\r\nDate: ", _date(), b"\r\n", _SERVER,
+            b"Connection: close\r\n\r\n" if close else b"\r\n", body,
+        ))
+        self._routes.answered += 1
+        self._routes.record(route, 200, time.perf_counter() - t0)
+        return out, close
+
+    def _headers(self, block: bytes) -> tuple[str, str, bool] | None:
+        """(Accept, rate-limit client, Connection: close) from a header block; None for aiohttp."""
+        accept, forwarded, close = "", None, False
+        seen = set()
+        for line in block.split(b"\r\n") if block else ():
+            name, colon, value = line.partition(b":")
+            lname = name.lower()
+            if not colon or lname not in _ALLOWED or lname in seen or not _TOKEN.fullmatch(name) \
+                    or not _VALUE.fullmatch(value):
+                return None
+            seen.add(lname)
+            value = value.strip(b" \t")
+            if lname == b"accept":
+                accept = value.decode("ascii")
+            elif lname == b"connection":
+                v = value.lower()
+                if v == b"close":
+                    close = True
+                elif v != b"keep-alive":
+                    return None
+            elif lname == b"x-forwarded-for":
+                forwarded = value
+        if b"host" not in seen:
+            return None
+        client = self._peer
+        if forwarded is not None and self._routes.trust_forwarded_for:
+            client = forwarded.split(b",")[0].strip().decode("ascii")
+        return accept, client, close
+
+    def _handoff(self, rest: bytes) -> None:
+        """Give the connection, and `rest` (unanswered bytes), to aiohttp for good."""
+        transport = self._transport
+        self._drop()
+        if transport is None or transport.is_closing():
+            return
+        self._routes.handed_off += 1
+        proto = self._aiohttp()
+        transport.set_protocol(proto)
+        proto.connection_made(transport)
+        if self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+        if rest:
+            proto.data_received(rest)
+
+    def _expire(self) -> None:
+        """Close a connection idle (or stuck in a head) for the header timeout."""
+        self._timer = None
+        if self._transport is None:
+            return
+        due = self._last + self._timeout
+        if self._loop.time() >= due:
+            self.close()
+        else:
+            self._timer = self._loop.call_at(due, self._expire)
+
+    def _drop(self) -> None:
+        self._transport = None
+        self._buf = b""
+        self._conns.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def close(self) -> None:
+        transport = self._transport
+        self._drop()
+        if transport is not None:
+            transport.close()
+
+
+FAST_ROUTES_KEY = web.AppKey("fast_routes", FastRoutes)
+
+
+class FastSite(web.TCPSite):
+    """A TCPSite whose connections start on `FastProtocol` (a plain TCPSite without routes)."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, *, routes: FastRoutes | None,
+                 timeout: float, **kwargs) -> None:
+        super().__init__(runner, host, port, **kwargs)
+        self._fast, self._fast_timeout = routes, timeout
+        self._fast_conns: set[FastProtocol] = set()
+
+    async def start(self) -> None:
+        if self._fast is None:
+            return await super().start()
+        await web.BaseSite.start(self)
+        aio = self._runner.server
+        assert aio is not None
+        routes, conns, timeout = self._fast, self._fast_conns, self._fast_timeout
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: FastProtocol(aio, routes, conns, timeout), self._host, self._port,
+            ssl=self._ssl_context, backlog=self._backlog, reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port)
+        sockets = self._server.sockets
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+    async def stop(self) -> None:
+        for conn in list(self._fast_conns):  # idle keep-alive connections: nothing is in flight on them
+            conn.close()
+        await super().stop()
