@@ -196,9 +196,16 @@ end
 """
 
 LUA_STATUS = _LUA_COMMON + r"""
-init = function(args) math.randomseed(tonumber(args[1]) + tid) end
+local population = 1000000000
+local sequential = false
+local counter = 0
+init = function(args)
+  math.randomseed(tonumber(args[1]) + tid); population = tonumber(args[2]); sequential = args[3] == "seq"
+end
 request = function()
-  return wrk.format("GET", "/v1/status/urn:oap:bench:" .. math.random(1, 1000000000))
+  counter = counter + 1
+  local id = sequential and ((counter - 1) % population + 1) or math.random(1, population)
+  return wrk.format("GET", "/v1/status/urn:oap:bench:" .. id)
 end
 """
 

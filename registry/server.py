@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import email.utils
 import logging
-from datetime import datetime, timezone
+import re
+import time
+from datetime import datetime
 from functools import lru_cache
 
 import cbor2
@@ -50,8 +52,11 @@ def _record_json(svc: RegistryService, path: str) -> dict:
             "record": rec.body}
 
 
+_STATUS_ID = re.compile(r"[^\s\x00-\x1f]{1,%d}" % MAX_ID)  # \s is str.isspace()
+
+
 def _status_key(raw: str, issuer: str | None) -> str:
-    if not raw or len(raw) > MAX_ID or any(c.isspace() or ord(c) < 0x20 for c in raw):
+    if not _STATUS_ID.fullmatch(raw):
         raise InvalidInput(f"status id must be 1..{MAX_ID} printable characters without spaces")
     if issuer is None:
         return raw
@@ -65,9 +70,14 @@ def _http_date(when: datetime) -> str:
     return email.utils.format_datetime(when, usegmt=True)
 
 
+@lru_cache(maxsize=64)
+def _timestamp(when: datetime) -> float:
+    return when.timestamp()
+
+
 def _cache_headers(p: Produced, next_update: datetime, this_update: datetime) -> tuple[tuple[str, str], ...]:
     """ETag + Cache-Control whose max-age never reaches past next_update (OCSP-style caching)."""
-    max_age = max(0, int((next_update - datetime.now(timezone.utc)).total_seconds()))
+    max_age = max(0, int(_timestamp(next_update) - time.time()))
     return (("ETag", p.etag), ("Cache-Control", f"public, max-age={max_age}, no-transform"),
             ("Expires", _http_date(next_update)), ("Last-Modified", _http_date(this_update)))
 
@@ -94,9 +104,14 @@ def build_app(svc: RegistryService) -> web.Application:
         resource = request.match_info.route.resource
         record(resource.canonical if resource else "unmatched", status, seconds)
 
+    children: dict = {}  # labelled metrics, looked up once (labels() is slow)
+
     def record(route: str, status: int, seconds: float) -> None:
-        m.requests.labels(route, str(status)).inc()
-        m.request_seconds.labels(route).observe(seconds)
+        c = children.get((route, status))
+        if c is None:
+            c = children[(route, status)] = (m.requests.labels(route, str(status)), m.request_seconds.labels(route))
+        c[0].inc()
+        c[1].observe(seconds)
 
     limiter = RateLimiter(cfg.rate_limit, cfg.rate_limit_burst)
     app = web.Application(middlewares=[make_error_middleware(on_request), rate_limit_middleware(

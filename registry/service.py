@@ -95,6 +95,7 @@ class RegistryService:
     gate: ReadGate = field(default_factory=ReadGate)
     _tasks: list[asyncio.Task] = field(default_factory=list)
     _dirty: asyncio.Event = field(default_factory=asyncio.Event)
+    _status_counters: dict = field(default_factory=dict)  # labelled children, looked up once
     _closing: bool = False
 
     @property
@@ -323,8 +324,14 @@ class RegistryService:
                 return None
             got = producer.produce(epoch, key)
             producer.remember(epoch, key, got)
-        self.metrics.status_responses.labels(got.body["status"]).inc()
+        self._count_status(got.body["status"])
         return epoch, got
+
+    def _count_status(self, status: str) -> None:
+        child = self._status_counters.get(status)
+        if child is None:
+            child = self._status_counters[status] = self.metrics.status_responses.labels(status)
+        child.inc()
 
     async def status(self, key: str) -> tuple[Epoch, Produced]:
         now = self.status_now(key)
@@ -333,7 +340,7 @@ class RegistryService:
         producer, epoch = self.producer, self.epoch  # status_now checked both, with no await since
         got = await self._thread(producer.produce_revoked, epoch, key)
         producer.remember(epoch, key, got)
-        self.metrics.status_responses.labels(got.body["status"]).inc()
+        self._count_status(got.body["status"])
         return epoch, got
 
     def status_list(self, issuer: str, number: int, url: str) -> tuple[Epoch, Produced]:

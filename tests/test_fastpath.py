@@ -258,6 +258,9 @@ async def converse(port: int, sequence: list[bytes]) -> list:
             writer.write(data)
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                while head.startswith(b"HTTP/1.1 1"):  # 100 Continue: the answer follows
+                    out.append(head)
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             except asyncio.IncompleteReadError:
                 break
             length = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
