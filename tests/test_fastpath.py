@@ -167,6 +167,24 @@ async def test_heads_split_anywhere_are_answered_the_same(pair):
     assert len(whole) == 3 and whole[0][2] == pair.svc.store.hashes.read_range(0, 256, 256)
 
 
+@pytest.mark.parametrize("garbage", [b"\x16\x03\x01\x02\x00\x01", b"GARBAGE", b"GET /x HTTP/1.0\r\nHost: x\r\n",
+                                     b"POST /v1/entries HTTP/1.1\r\n"])
+async def test_unfinished_heads_that_cannot_be_fast_go_to_aiohttp_at_once(pair, garbage):
+    """Random bytes, a TLS hello or another method are aiohttp's to refuse now, not at the
+    header timeout (15 s here, longer than this read waits)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", pair.fast)
+    try:
+        writer.write(garbage)
+        await writer.drain()
+        if garbage.endswith(b"\r\n"):
+            writer.write(b"Content-Length: 2\r\n\r\n{}")  # complete it: aiohttp answers
+        line = await asyncio.wait_for(reader.readline(), 5)
+        assert line.split(b" ")[1][:1] in (b"2", b"4"), line
+    finally:
+        writer.close()
+    assert pair.routes.handed_off == 1 and pair.routes.answered == 0
+
+
 async def test_connection_close_oversize_heads_and_idle_timeouts(tmp_path):
     p = await open_pair(tmp_path, header_timeout=1.0)
     try:

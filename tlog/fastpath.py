@@ -147,6 +147,14 @@ def _header_bytes(headers: tuple[tuple[str, str], ...]) -> bytes:
 _SERVER = f"Server: {SERVER_SOFTWARE}\r\n".encode()
 
 
+def _could_be_fast(partial: bytes) -> bool:
+    """Whether an unfinished head may still become a request the fast path answers."""
+    if not partial.startswith(b"GET /"[:len(partial)]):
+        return False
+    line, crlf, _ = partial.partition(b"\r\n")
+    return not crlf or line.endswith(b" HTTP/1.1")
+
+
 class FastProtocol(asyncio.Protocol):
     """One connection: fast answers until the first request for aiohttp (see module doc)."""
 
@@ -213,9 +221,9 @@ class FastProtocol(asyncio.Protocol):
                 transport.close()
                 self._drop()
                 return
-        self._buf = buf[pos:]
-        if len(self._buf) > MAX_HEAD:
-            self._handoff(self._buf)
+        rest = self._buf = buf[pos:]
+        if rest and (len(rest) > MAX_HEAD or not _could_be_fast(rest)):
+            self._handoff(rest)  # aiohttp answers garbage at once, where waiting for a head would stall
 
     def eof_received(self) -> bool:
         return False  # close our side too; an unfinished head is dropped, as aiohttp would
