@@ -9,8 +9,11 @@ does not take must reach aiohttp intact (pipelined, split, with a body, odd).
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import re
 
+import cbor2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -144,14 +147,14 @@ async def test_requests_the_fast_path_leaves_reach_aiohttp_intact(pair, request_
     assert all(not r[0].startswith(b"HTTP/1.1 5") for r in got)
 
 
-async def test_a_fast_connection_goes_on_in_aiohttp_after_a_write_and_a_head(pair):
+async def test_a_connection_goes_on_after_a_fast_write_and_in_aiohttp_after_a_head(pair):
     body = b'{"type":"commitment","commitment":"sha256:' + b"ab" * 32 + b'"}'
     post = (b"POST /v1/entries HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % len(body)) + body
     stream = get("/checkpoint") + get("/" + tile_path(0, 0)) + post + get("/" + tile_path(0, 1)) + CLOSE
     before, handed = pair.routes.answered, pair.routes.handed_off
     got = responses(await exchange(pair.fast, stream))
-    assert pair.routes.answered - before == 2 and pair.routes.handed_off - handed == 1
+    assert pair.routes.answered - before == 4 and pair.routes.handed_off - handed == 1  # at /healthz
     assert [r[0] for r in got] == [b"HTTP/1.1 200 OK"] * 5
     assert b'"index":600' in got[2][2]
     assert got[3][2] == pair.svc.store.hashes.read_range(0, 256, 256)
@@ -239,6 +242,96 @@ async def test_shutdown_closes_idle_fast_connections(tmp_path):
 _FAST_HEADERS = ["Accept: */*", "User-Agent: y", "Accept-Language: en", "DNT: 1", "Referer: /x", "Accept:",
                  "Accept: application/oap+cbor", "User-Agent: x/1", "Connection: keep-alive", "Accept-Encoding: gzip",
                  "X-Forwarded-For: 10.0.0.1", "Cache-Control: no-cache", "Accept:   spaced  ", "Pragma: no-cache"]
+def post(body: bytes, *headers: str, ctype: str = "application/json", path: str = "/v1/entries") -> bytes:
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+    return (head + "".join(h + "\r\n" for h in headers) + "\r\n").encode() + body
+
+
+def commitment(i: int) -> bytes:
+    return b'{"type":"commitment","commitment":"sha256:%s"}' % leaf_hash(b"post %d" % i).hex().encode()
+
+
+async def test_single_appends_on_the_fast_path_answer_in_order_and_as_aiohttp_does(pair):
+    size = pair.svc.state.size
+    before = pair.routes.answered
+    stream = post(commitment(1)) + post(commitment(2)) + get("/checkpoint") + post(commitment(3)) + CLOSE
+    got = responses(await exchange(pair.fast, stream))
+    assert pair.routes.answered - before == 4 and [r[0] for r in got] == [b"HTTP/1.1 200 OK"] * 5
+    docs = [json.loads(got[k][2]) for k in (0, 1, 3)]
+    for doc, i in zip(docs, (1, 2, 3)):  # each answer is its own request's
+        e = canonical_entry(json.loads(commitment(i)))
+        assert base64.b64decode(doc["leaf_hash"]) == leaf_hash(e) and not doc["duplicate"]
+    assert sorted(d["index"] for d in docs) == [size, size + 1, size + 2]
+    # the same entry again, to each site: the same duplicate answer, JSON and CBOR
+    for accept in ("*/*", "application/oap+cbor"):
+        again = post(commitment(2), f"Accept: {accept}")
+        assert await same(pair, again + CLOSE) == await same(pair, again + CLOSE)
+        assert json.loads(got[1][2])["index"] == (
+            cbor2.loads(responses(await exchange(pair.fast, again + CLOSE))[0][2])["index"] if "cbor" in accept
+            else json.loads(responses(await exchange(pair.fast, again + CLOSE))[0][2])["index"])
+    # a body that arrives in pieces, after its head
+    whole = post(commitment(4))
+    cut = whole.index(b"\r\n\r\n") + 4
+    before = pair.routes.answered
+    out = responses(await exchange(pair.fast, [whole[:cut], whole[cut:cut + 5], whole[cut + 5:] + CLOSE], pause=0.02))
+    assert pair.routes.answered - before == 1 and json.loads(out[0][2])["index"] == size + 3
+
+
+BAD = b'{"type":"nope"}'  # a body aiohttp refuses too: nothing may be appended by any of these
+
+
+@pytest.mark.parametrize("request_", [
+    post(b"{"), post(b""), post(b'{"type":"commitment"}'), post(BAD), post(commitment(9), ctype="text/plain"),
+    post(b"[" + b"0," * 40_000 + b"0]"),  # over max_entry_body: 413
+    post(BAD, path="/v1/entries:batch"), post(BAD, path="/v1/entries?x=1"), post(BAD, path="/v1/entries/"),
+    post(BAD, "Transfer-Encoding: chunked"), post(BAD, "Expect: 100-continue"), post(BAD, "Content-Length: 3"),
+])
+async def test_bad_or_unusual_posts_get_what_aiohttp_gives_and_append_nothing(pair, request_):
+    size, before = pair.svc.state.size, pair.routes.answered
+    fast = responses(await exchange(pair.fast, request_ + CLOSE))
+    plain = responses(await exchange(pair.plain, request_ + CLOSE))
+    assert fast == plain and fast[0][0].split(b" ")[1][:1] in (b"1", b"4")
+    assert pair.routes.answered == before and pair.svc.state.size == size
+
+
+async def test_a_body_shorter_than_its_length_is_not_answered(pair):
+    size = pair.svc.state.size
+    for port in (pair.fast, pair.plain):  # both wait for the rest (until a timeout far beyond this one)
+        with pytest.raises(asyncio.TimeoutError):
+            await exchange(port, post(commitment(9))[:-3], timeout=1.5)
+    assert pair.svc.state.size == size and pair.routes.answered == 0
+
+
+async def test_a_failure_after_the_body_is_answered_as_the_error_middleware_does(pair):
+    from tlog.errors import LogHalted
+
+    pair.svc.sequencer.halted = LogHalted("test: the log refuses writes")
+    before = pair.routes.answered
+    got = await same(pair, post(commitment(5)) + CLOSE)
+    assert pair.routes.answered - before == 1  # answered fast: the failure came from the sequencer
+    assert got[0][0].startswith(b"HTTP/1.1 5") and json.loads(got[0][2])["message"] == "test: the log refuses writes"
+
+
+async def test_write_auth_and_limits_apply_to_fast_appends(tmp_path):
+    from tlog.limits import new_token
+
+    token, line = new_token()
+    (tmp_path / "tokens").write_text(line + " commitment\n")
+    p = await open_pair(tmp_path, auth_required_for=("commitment",), tokens_file=tmp_path / "tokens",
+                        rate_limit_write=0.001, rate_limit_write_burst=2)
+    try:
+        answers = []
+        for i, auth in enumerate(["", f"Authorization: Bearer {token}", "Authorization: Bearer nope",
+                                  f"Authorization: Bearer {token}", f"Authorization: Bearer {token}"]):
+            got = responses(await exchange(p.fast, post(commitment(20 + i), *([auth] if auth else [])) + CLOSE))
+            answers.append(int(got[0][0].split(b" ")[1]))
+        assert answers == [401, 200, 401, 200, 429]  # two tokens of the write limit, spent once each
+        assert p.routes.answered == 2
+    finally:
+        await p.runner.cleanup()
+        await p.svc.close()
+
+
 HEADER_LINES = st.sampled_from(_FAST_HEADERS * 3 + [
     "Connection: close", "Connection: Upgrade", "If-None-Match: *", "Content-Length: 0", "Cookie: a=b",
     "Host: second", "Bad Header: x", "X: \x7f", "Expect: 100-continue",
@@ -247,6 +340,7 @@ TARGETS = st.sampled_from([
     "/checkpoint", "/checkpoint", "/" + tile_path(0, 1), "/" + tile_path(0, 1), "/" + tile_path(0, 2, 88), "/" + tile_path(0, 0), "/" + tile_path(0, 2, 88), "/" + tile_path(0, 2, 89),
     "/" + tile_path(1, 0, 2), "/" + tile_path(2, 0, 1), "/tile/0/0", "/tile/0/000.p/0", "/tile/entries/000",
     "/tile/", "/tile/0/%30%30%30", "/tile/0/../0/000", "/checkpoint?x", "/v1/info", "/nope", "*", "",
+    "/v1/entries", "/v1/entries", "/v1/entries",
 ])
 
 
@@ -254,16 +348,22 @@ TARGETS = st.sampled_from([
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(requests=st.lists(st.tuples(st.sampled_from(["GET"] * 8 + ["POST", "PUT"]), TARGETS,
                                    st.sampled_from(["HTTP/1.1"] * 8 + ["HTTP/1.0"]),
-                                   st.lists(HEADER_LINES, max_size=3), st.sampled_from([True] * 8 + [False])),
+                                   st.lists(HEADER_LINES, max_size=3), st.sampled_from([True] * 8 + [False]),
+                                   st.sampled_from([BAD, b"{", b"", b'{"type":"commitment","commitment":"x"}']),
+                                   st.sampled_from(["application/json", "application/oap+cbor", "text/plain", None])),
                          min_size=1, max_size=4))
 async def test_any_request_sequence_gets_what_aiohttp_alone_gives(pair, requests):
     """One request at a time, each after the last answer, as a client that does not pipeline
     (pipelining is above: aiohttp drops the answers to good requests parsed in the same read
     as a bad one, which the fast path, answering before aiohttp parses, does not)."""
     sequence = []
-    for method, target, version, headers, host in requests:
+    for method, target, version, headers, host, body, ctype in requests:
         lines = [f"{method} {target} {version}"] + (["Host: 127.0.0.1"] if host else []) + headers
-        sequence.append(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        if method == "POST":  # bodies no service accepts: each site must refuse them the same way
+            lines += [f"Content-Length: {len(body)}"] + ([f"Content-Type: {ctype}"] if ctype else [])
+        else:
+            body = b""
+        sequence.append(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
     assert await converse(pair.fast, sequence) == await converse(pair.plain, sequence)
 
 

@@ -358,3 +358,31 @@ def test_one_writer_per_data_directory(tmp_path):
     again = LogStore(tmp_path)  # released by close()
     again.open(SIGN)
     again.close()
+
+
+async def test_a_batch_closes_interval_after_its_first_item_even_if_it_queued_during_a_commit(monkeypatch):
+    """Items that queued while the writer was busy have waited already: the next batch is
+    cut at once, not a whole interval after the writer comes back (the loop clock is faked)."""
+    import asyncio
+
+    from tlog.batching import BatchQueue
+
+    loop = asyncio.get_running_loop()
+    now = [1000.0]
+    monkeypatch.setattr(loop, "time", lambda: now[0])
+    q: BatchQueue[int] = BatchQueue(max_batch=100, interval=0.010)
+    q.put([1, 2])
+    now[0] += 0.050  # a commit that took 50 ms; meanwhile more arrived
+    q.put([3])
+    task = asyncio.ensure_future(q.next_batch())
+    for _ in range(3):
+        await asyncio.sleep(0)  # no timer can fire: the clock stands still
+    assert task.done() and task.result() == [1, 2, 3]
+    q.put([4])  # a fresh batch waits its interval from its own first item
+    task = asyncio.ensure_future(q.next_batch())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not task.done()
+    now[0] += 0.011
+    q.close()
+    assert await asyncio.wait_for(task, 5) == [4]

@@ -20,11 +20,14 @@ class BatchQueue(Generic[T]):
         self.closing = False
         self._arrived = asyncio.Event()
         self._full = asyncio.Event()
+        self._first_at = 0.0  # loop time the oldest queued item arrived
 
     def __len__(self) -> int:
         return len(self.items)
 
     def put(self, items: Iterable[T]) -> None:
+        if not self.items:
+            self._first_at = asyncio.get_running_loop().time()
         self.items.extend(items)
         self._arrived.set()
         if len(self.items) >= self.max_batch:
@@ -47,7 +50,9 @@ class BatchQueue(Generic[T]):
                 await asyncio.wait_for(self._arrived.wait(), idle)
             except asyncio.TimeoutError:
                 return []
-        deadline = loop.time() + self.interval
+        # From the first item's arrival, not from now: items that queued while the
+        # last batch was being committed have waited already.
+        deadline = self._first_at + self.interval
         while len(self.items) < self.max_batch and not self.closing:
             remaining = deadline - loop.time()
             if remaining <= 0:

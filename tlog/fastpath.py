@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import NamedTuple
@@ -49,6 +50,7 @@ MAX_HEAD = 8190
 _ALLOWED = frozenset({
     b"host", b"user-agent", b"accept", b"accept-encoding", b"accept-language", b"connection",
     b"cache-control", b"pragma", b"x-forwarded-for", b"referer", b"dnt",
+    b"content-type", b"content-length", b"authorization",  # POST only
 })
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _VALUE = re.compile(rb"[\t\x20-\x7e]*")
@@ -70,18 +72,37 @@ class Reply(NamedTuple):
 Handler = Callable[[str, str], "Reply | None"]
 """(path after the route's prefix, Accept header) -> Reply, or None for aiohttp."""
 
+PostHandler = Callable[[bytes, "Request"], Awaitable["Reply"]]
+"""(body, request) -> the answer to come. Raising (synchronously) gives the request to
+aiohttp, so it must not have side effects before its last check; the awaitable's
+errors are answered like the error middleware answers them."""
+
+
+class Request(NamedTuple):
+    """What the fast path read of a request's headers."""
+
+    accept: str
+    client: str
+    close: bool
+    content_type: str | None
+    content_length: int | None
+    authorization: str | None
+
 
 @dataclass
 class FastRoutes:
     """What a service answers on the fast path.
 
     `routes` maps a path prefix (or, ending without '/', an exact path) to the
-    route's aiohttp name for metrics (e.g. "/tile/{path}") and its handler.
+    route's aiohttp name for metrics (e.g. "/tile/{path}") and its handler;
+    `posts` maps exact paths of small POSTs (a body of at most the cap, sent
+    with Content-Length) to theirs.
     `admit(client)` is the rate limit (False: let aiohttp answer 429), and
     `record(route, status, seconds)` the request metrics.
     """
 
     routes: dict[str, tuple[str, Handler]]
+    posts: dict[str, tuple[str, PostHandler, int]] = field(default_factory=dict)  # path: (name, handler, body cap)
     admit: Callable[[str], bool] = lambda client: True
     record: Callable[[str, int, float], None] = lambda route, status, seconds: None
     trust_forwarded_for: bool = False
@@ -91,6 +112,7 @@ class FastRoutes:
     _prefixes: list[tuple[bytes, str, Handler]] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.max_post = max((cap for _, _, cap in self.posts.values()), default=0)
         for path, (name, fn) in self.routes.items():
             if path.endswith("/"):
                 self._prefixes.append((path.encode(), name, fn))
@@ -149,7 +171,7 @@ _SERVER = f"Server: {SERVER_SOFTWARE}\r\n".encode()
 
 def _could_be_fast(partial: bytes) -> bool:
     """Whether an unfinished head may still become a request the fast path answers."""
-    if not partial.startswith(b"GET /"[:len(partial)]):
+    if not (partial.startswith(b"GET /"[:len(partial)]) or partial.startswith(b"POST /"[:len(partial)])):
         return False
     line, crlf, _ = partial.partition(b"\r\n")
     return not crlf or line.endswith(b" HTTP/1.1")
@@ -168,9 +190,10 @@ class FastProtocol(asyncio.Protocol):
         self._peer = "unknown"
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
-        self._reading_paused = False
+        self._reading_paused = False  # by the transport's flow control
+        self._busy: asyncio.Future | None = None  # a POST being answered: nothing else is read meanwhile
         self._block: bytes | None = None  # the last header block seen, and what it says
-        self._meta: tuple[str, str, bool] | None = None
+        self._meta: Request | None = None
         self._loop = asyncio.get_running_loop()
 
     # --- asyncio.Protocol ---------------------------------------------------------------
@@ -189,14 +212,19 @@ class FastProtocol(asyncio.Protocol):
         self._drop()
 
     def pause_writing(self) -> None:
-        if self._transport is not None and not self._reading_paused:
-            self._reading_paused = True
-            self._transport.pause_reading()
+        self._reading_paused = True
+        self._reading()
 
     def resume_writing(self) -> None:
-        if self._transport is not None and self._reading_paused:
-            self._reading_paused = False
-            self._transport.resume_reading()
+        self._reading_paused = False
+        self._reading()
+
+    def _reading(self) -> None:
+        if self._transport is not None:
+            if self._reading_paused or self._busy is not None:
+                self._transport.pause_reading()
+            else:
+                self._transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         transport = self._transport
@@ -204,14 +232,23 @@ class FastProtocol(asyncio.Protocol):
             return
         buf = self._buf + data if self._buf else data
         pos = 0
-        while True:
+        while self._busy is None:
             end = buf.find(b"\r\n\r\n", pos)
             if end < 0:
                 break
             if end - pos > MAX_HEAD:
                 return self._handoff(buf[pos:])
             t0 = time.perf_counter()
-            answered = self._answer(buf[pos:end], t0)
+            head = buf[pos:end]
+            if head.startswith(b"POST "):
+                taken = self._post(head, buf, end + 4, t0)
+                if taken is None:
+                    return self._handoff(buf[pos:])
+                if taken == 0:  # the body is not all here yet
+                    break
+                pos = end + 4 + taken - 1
+                continue
+            answered = self._answer(head, t0)
             if answered is None:
                 return self._handoff(buf[pos:])
             transport.write(answered[0])
@@ -222,7 +259,7 @@ class FastProtocol(asyncio.Protocol):
                 self._drop()
                 return
         rest = self._buf = buf[pos:]
-        if rest and (len(rest) > MAX_HEAD or not _could_be_fast(rest)):
+        if rest and self._busy is None and (len(rest) > MAX_HEAD + self._routes.max_post or not _could_be_fast(rest)):
             self._handoff(rest)  # aiohttp answers garbage at once, where waiting for a head would stall
 
     def eof_received(self) -> bool:
@@ -242,13 +279,11 @@ class FastProtocol(asyncio.Protocol):
         hit = self._routes.match(path)
         if hit is None:
             return None
-        if block != self._block:  # clients repeat their headers on every request of a connection
-            self._block, self._meta = block, self._headers(block)
-        if self._meta is None:
+        meta = self._request(block)
+        if meta is None or meta.content_type is not None or meta.content_length is not None \
+                or meta.authorization is not None or not self._routes.admit(meta.client):
             return None
-        accept, client, close = self._meta
-        if not self._routes.admit(client):
-            return None
+        accept, close = meta.accept, meta.close
         route, rest, fn = hit
         try:
             reply = fn(rest, accept)
@@ -266,9 +301,70 @@ class FastProtocol(asyncio.Protocol):
         self._routes.record(route, 200, time.perf_counter() - t0)
         return out, close
 
-    def _headers(self, block: bytes) -> tuple[str, str, bool] | None:
-        """(Accept, rate-limit client, Connection: close) from a header block; None for aiohttp."""
+    def _request(self, block: bytes) -> Request | None:
+        if block != self._block:  # clients repeat their headers on every request of a connection
+            self._block, self._meta = block, self._headers(block)
+        return self._meta
+
+    def _post(self, head: bytes, buf: bytes, start: int, t0: float) -> int | None:
+        """Start answering a POST whose head is `head` and whose body starts at buf[start].
+
+        None: for aiohttp; 0: wait for the rest of the body; else the body's length + 1.
+        """
+        line, _, block = head.partition(b"\r\n")
+        parts = line.split(b" ")
+        if len(parts) != 3 or parts[2] != b"HTTP/1.1":
+            return None
+        hit = self._routes.posts.get(parts[1].decode("latin-1"))
+        meta = self._request(block)
+        if hit is None or meta is None or meta.content_length is None or meta.content_length > hit[2]:
+            return None
+        if len(buf) - start < meta.content_length:
+            return 0
+        name, handler, _ = hit
+        try:
+            pending = handler(buf[start:start + meta.content_length], meta)
+        except OAPError:
+            return None
+        self._routes.answered += 1
+        self._busy = asyncio.ensure_future(pending)
+        self._busy.add_done_callback(lambda task: self._posted(task, name, t0, meta.close))
+        self._reading()
+        return meta.content_length + 1
+
+    def _posted(self, task: asyncio.Future, route: str, t0: float, close: bool) -> None:
+        self._busy = None
+        try:
+            status, reply = 200, task.result()
+        except asyncio.CancelledError:
+            self.close()
+            return
+        except Exception as e:  # answered as the error middleware answers
+            from .http import error_reply
+
+            status, reply = error_reply(e)
+        self._routes.record(route, status, time.perf_counter() - t0)
+        transport = self._transport
+        if transport is None:  # the client left; what it sent is durable all the same
+            return
+        transport.write(b"".join((
+            b"HTTP/1.1 %d %s\r\n" % (status, HTTPStatus(status).phrase.encode()), _header_bytes(reply.headers),
+            b"Content-Length: ", str(len(reply.body)).encode(), b"\r\nDate: ", _date(), b"\r\n", _SERVER,
+            b"Connection: close\r\n\r\n" if close else b"\r\n", reply.body,
+        )))
+        self._last = self._loop.time()
+        if close:
+            transport.close()
+            self._drop()
+            return
+        self._reading()
+        if self._buf:
+            self.data_received(b"")
+
+    def _headers(self, block: bytes) -> Request | None:
+        """What a header block says; None for aiohttp."""
         accept, forwarded, close = "", None, False
+        ctype = length = auth = None
         seen = set()
         for line in block.split(b"\r\n") if block else ():
             name, colon, value = line.partition(b":")
@@ -288,12 +384,20 @@ class FastProtocol(asyncio.Protocol):
                     return None
             elif lname == b"x-forwarded-for":
                 forwarded = value
+            elif lname == b"content-type":
+                ctype = value.decode("ascii")
+            elif lname == b"content-length":
+                if not value.isdigit() or len(value) > 9:
+                    return None
+                length = int(value)
+            elif lname == b"authorization":
+                auth = value.decode("ascii")
         if b"host" not in seen:
             return None
         client = self._peer
         if forwarded is not None and self._routes.trust_forwarded_for:
             client = forwarded.split(b",")[0].strip().decode("ascii")
-        return accept, client, close
+        return Request(accept, client, close, ctype, length, auth)
 
     def _handoff(self, rest: bytes) -> None:
         """Give the connection, and `rest` (unanswered bytes), to aiohttp for good."""
@@ -317,8 +421,13 @@ class FastProtocol(asyncio.Protocol):
         if self._transport is None:
             return
         due = self._last + self._timeout
-        if self._loop.time() >= due:
-            self.close()
+        if self._busy is not None:  # answering: the answer's write restarts the clock
+            self._timer = self._loop.call_at(self._loop.time() + self._timeout, self._expire)
+        elif self._loop.time() >= due:
+            if self._buf:  # an unfinished request: aiohttp's timeouts and answers (408) apply
+                self._handoff(self._buf)
+            else:
+                self.close()
         else:
             self._timer = self._loop.call_at(due, self._expire)
 

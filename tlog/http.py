@@ -21,7 +21,7 @@ from aiohttp import web
 
 from .canonical import loads_cbor, loads_json
 from .errors import InvalidInput, OAPError, RequestTimeout, TooLarge, UnsupportedMediaType
-from .fastpath import FAST_ROUTES_KEY, FastSite
+from .fastpath import FAST_ROUTES_KEY, FastSite, Reply
 
 log = logging.getLogger("oap.http")
 
@@ -122,6 +122,16 @@ def error_response(status: int, code: str, message: str, **extra: Any) -> web.Re
     return resp
 
 
+def error_reply(exc: BaseException) -> tuple[int, Reply]:
+    """The answer the error middleware gives for `exc`, for the fast path's POSTs."""
+    if isinstance(exc, OAPError):
+        resp = error_response(exc.status, exc.code, exc.message, **exc.data)
+    else:
+        log.error("unhandled error on the fast path", exc_info=exc)
+        resp = error_response(500, "internal_error", "internal error")
+    return resp.status, Reply(resp.body, tuple(resp.headers.items()))
+
+
 def make_error_middleware(on_request: Callable[[web.Request, int, float], None] | None = None):
     @web.middleware
     async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -211,12 +221,7 @@ async def read_document(request: web.Request, cap: int) -> object:
     Bodies over 64 KiB are read under the app's large-body semaphore and
     parsed on the CPU pool.
     """
-    media = _media(request)
-    if media not in JSON_TYPES + CBOR_TYPES:
-        raise UnsupportedMediaType(
-            f"Content-Type must be one of {', '.join(JSON_TYPES + CBOR_TYPES)}, not {media or 'none'!r}"
-        )
-    parse = loads_cbor if media in CBOR_TYPES else loads_json
+    parse = _parser(_media(request))
     sem = request.app.get(LARGE_BODIES_KEY)
     if sem is not None and cap > LARGE_BODY and (request.content_length or LARGE_BODY + 1) > LARGE_BODY:
         async with sem:
@@ -230,6 +235,29 @@ async def read_document(request: web.Request, cap: int) -> object:
     return parse(body)
 
 
+def _parser(media: str):
+    if media not in JSON_TYPES + CBOR_TYPES:
+        raise UnsupportedMediaType(
+            f"Content-Type must be one of {', '.join(JSON_TYPES + CBOR_TYPES)}, not {media or 'none'!r}"
+        )
+    return loads_cbor if media in CBOR_TYPES else loads_json
+
+
+def decode_document(body: bytes, content_type: str) -> object:
+    """`read_document` for a body already in hand (the fast path's small POSTs)."""
+    parse = _parser(content_type.split(";")[0].strip().lower())
+    if not body:
+        raise InvalidInput("empty body")
+    return parse(body)
+
+
+def encode_document(obj: Any, cbor: bool) -> tuple[bytes, str]:
+    """(body, Content-Type): JSON by default, deterministic CBOR on request."""
+    if cbor:
+        return cbor2.dumps(obj, canonical=True), "application/oap+cbor"
+    return json.dumps(obj, separators=(",", ":")).encode(), "application/json"
+
+
 def wants_cbor(request: web.Request) -> bool:
     return accepts_cbor(request.headers.get("Accept", ""))
 
@@ -240,11 +268,8 @@ def accepts_cbor(accept: str) -> bool:
 
 def respond(request: web.Request, obj: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """JSON by default; CBOR when the client asks for application/oap+cbor."""
-    if wants_cbor(request):
-        return web.Response(body=cbor2.dumps(obj, canonical=True), status=status,
-                            content_type="application/oap+cbor", headers=headers)
-    return web.Response(body=json.dumps(obj, separators=(",", ":")).encode(), status=status,
-                        content_type="application/json", headers=headers)
+    body, ctype = encode_document(obj, wants_cbor(request))
+    return web.Response(body=body, status=status, content_type=ctype, headers=headers)
 
 
 def query_int(request: web.Request, name: str, *, default: int | None = None, minimum: int = 0) -> int:

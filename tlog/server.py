@@ -25,8 +25,10 @@ from .encoding import b64dec, b64enc
 from .entries import MAX_ENTRY_BYTES, canonical_entry, decode_entry
 from .errors import FormatError, InvalidInput, NotFound, NotPublished, TooLarge
 from .fastpath import FAST_ROUTES_KEY, FastRoutes, Reply, admit_by
-from .http import (READ_TIMEOUT_KEY, client_address, large_body_limit, make_error_middleware, offload, query_int,
-                   rate_limit_middleware, read_document, respond, wants_cbor)
+from .fastpath import Request as FastRequest
+from .http import (READ_TIMEOUT_KEY, accepts_cbor, client_address, decode_document, encode_document,
+                   large_body_limit, make_error_middleware, offload, query_int, rate_limit_middleware, read_document,
+                   respond, wants_cbor)
 from .limits import RateLimiter, TokenAuth
 from .merkle import TreeView
 from .metrics import LogMetrics
@@ -247,9 +249,12 @@ def build_app(svc: LogService) -> web.Application:
     )
 
     def authorize_write(request: web.Request, entries: list) -> None:
+        authorize(request.headers.get("Authorization"), client_address(request, cfg.trust_forwarded_for), entries)
+
+    def authorize(authorization: str | None, client: str, entries: list) -> None:
         for t in sorted({e.get("type") for e in entries if isinstance(e, dict) and isinstance(e.get("type"), str)}):
-            auth.check(request.headers.get("Authorization"), t)
-        write_limiter.check(client_address(request, cfg.trust_forwarded_for), "write", cost=len(entries))
+            auth.check(authorization, t)
+        write_limiter.check(client, "write", cost=len(entries))
 
     app = web.Application(middlewares=[make_error_middleware(on_request), read_limits], client_max_size=cfg.max_body)
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
@@ -293,23 +298,39 @@ def build_app(svc: LogService) -> web.Application:
             reply = Reply(await svc.reader.bundle(start, ref.width), TILE_HEADERS)
         return reply.response()
 
-    app[FAST_ROUTES_KEY] = FastRoutes(
-        {"/checkpoint": ("/checkpoint", checkpoint_reply), "/tile/": ("/tile/{path}", hash_tile_reply)},
-        admit=admit_by(limiter), record=record, trust_forwarded_for=cfg.trust_forwarded_for)
-
     # --- OAP writes -------------------------------------------------------------------
+
+    inclusion_proofs = m.proofs.labels("inclusion")
+
+    async def append_reply(entry: bytes, cbor: bool, t0: float) -> Reply:
+        """Append one entry; its answer once it is durable (and published)."""
+        added = await svc.sequencer.add(entry)
+        (m.entries if added.fresh else m.duplicates).inc()
+        m.append_seconds.observe(time.perf_counter() - t0)
+        m.tree_size.set(svc.state.size)
+        inclusion_proofs.inc()
+        body, ctype = encode_document(_added_json(svc, added, entry, with_bundle=True), cbor)
+        return Reply(body, (("Content-Type", ctype),))
+
+    def add_entry_fast(body: bytes, req: FastRequest):
+        """POST /v1/entries on the fast path: every check before the first side effect."""
+        t0 = time.perf_counter()
+        doc = decode_document(body, req.content_type or "")
+        entry = canonical_entry(doc)
+        authorize(req.authorization, req.client, [doc])  # last: it takes a token from the write limit
+        return append_reply(entry, accepts_cbor(req.accept), t0)
 
     async def add_entry(request: web.Request) -> web.Response:
         t0 = time.perf_counter()
         doc = await read_document(request, cfg.max_entry_body)
         authorize_write(request, [doc])
         entry = canonical_entry(doc)
-        added = await svc.sequencer.add(entry)
-        (m.entries if added.fresh else m.duplicates).inc()
-        m.append_seconds.observe(time.perf_counter() - t0)
-        m.tree_size.set(svc.state.size)
-        m.proofs.labels("inclusion").inc()
-        return respond(request, _added_json(svc, added, entry, with_bundle=True))
+        return (await append_reply(entry, wants_cbor(request), t0)).response()
+
+    app[FAST_ROUTES_KEY] = FastRoutes(
+        {"/checkpoint": ("/checkpoint", checkpoint_reply), "/tile/": ("/tile/{path}", hash_tile_reply)},
+        posts={"/v1/entries": ("/v1/entries", add_entry_fast, cfg.max_entry_body)},
+        admit=admit_by(limiter), record=record, trust_forwarded_for=cfg.trust_forwarded_for)
 
     async def add_batch(request: web.Request) -> web.Response:
         t0 = time.perf_counter()
