@@ -29,7 +29,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
-from tlog.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply, admit_by
+from tlog.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
 from tlog.http import (READ_TIMEOUT_KEY, accepts_cbor, make_error_middleware, rate_limit_middleware,
                        query_int, read_document, respond, wants_cbor)
 from tlog.limits import RateLimiter
@@ -199,7 +199,7 @@ def build_app(svc: RegistryService) -> web.Application:
         epoch, p = now
         return _produced_reply(p, _cache_headers(p, epoch.next_update, epoch.this_update), accepts_cbor(accept))
 
-    app[FAST_ROUTES_KEY] = FastRoutes({"/v1/status/": ("/v1/status/{id}", status_reply)}, admit=admit_by(limiter),
+    app[FAST_ROUTES_KEY] = FastRoutes({"/v1/status/": ("/v1/status/{id}", status_reply)}, limiter=limiter,
                                       record=record, trust_forwarded_for=cfg.trust_forwarded_for)
 
     async def status(request: web.Request) -> web.StreamResponse:

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import json
 import re
+import socket
 
 import cbor2
 import pytest
@@ -394,3 +395,104 @@ def test_reply_headers_are_formatted_once_per_header_set():
     r = Reply(b"x", (("Content-Type", "a/b"), ("ETag", '"1"')))
     assert _header_bytes(r.headers) == b'Content-Type: a/b\r\nETag: "1"\r\n'
     assert _header_bytes(r.headers) is _header_bytes((("Content-Type", "a/b"), ("ETag", '"1"')))
+
+
+# --- found by an independent review: flow control, timers, rate limits, shutdown ----------------
+
+def _fast_conn_buffer(p: Pair) -> int:
+    sizes = [0]
+    for site in p.runner.sites:
+        for c in getattr(site, "_fast_conns", ()):
+            if c._transport is not None:
+                sizes.append(c._transport.get_write_buffer_size())
+    for h in p.runner.server._connections:
+        if h.transport is not None:
+            sizes.append(h.transport.get_write_buffer_size())
+    return max(sizes)
+
+
+async def _send_without_reading(port: int, data: bytes, settle: float = 1.0):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.setblocking(False)
+    await asyncio.get_running_loop().sock_sendall(s, data)
+    await asyncio.sleep(settle)  # let the server answer what it will
+    return s
+
+
+async def test_pipelined_answers_wait_for_a_client_that_does_not_read(tmp_path):
+    """The fast path stops answering while the transport's write buffer is over its high-water
+    mark, as aiohttp does; a hand-off in that state tells aiohttp writing is paused."""
+    loop = asyncio.get_running_loop()
+    errors = []
+    loop.set_exception_handler(lambda _, ctx: errors.append(ctx))
+    p = await open_pair(tmp_path)
+    try:
+        fast = get("/" + tile_path(0, 0)) * 1000  # ~8 MB of answers: more than the kernel's buffers
+        s = await _send_without_reading(p.fast, fast + get("/" + tile_path(0, 0), "X-Anything: 1") * 300 + CLOSE)
+        assert _fast_conn_buffer(p) < 1_000_000  # without flow control: ~8 MB
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)  # now read it all, quickly
+        got = b""
+        while chunk := await asyncio.wait_for(loop.sock_recv(s, 1 << 20), 10):
+            got += chunk
+        s.close()
+        assert got.count(b"HTTP/1.1 200 OK") == 1301 and not errors  # every answer, then aiohttp's close
+    finally:
+        loop.set_exception_handler(None)
+        await p.runner.cleanup()
+        await p.svc.close()
+
+
+async def test_the_idle_timer_drops_a_client_that_stopped_reading(tmp_path):
+    p = await open_pair(tmp_path, header_timeout=1.0)
+    try:
+        site = next(s for s in p.runner.sites if getattr(s, "_fast", None))
+        s = await _send_without_reading(p.fast, get("/" + tile_path(0, 0)) * 2000, settle=0.1)
+        conn = next(iter(site._fast_conns))
+        transport = conn._transport
+        for _ in range(60):
+            if transport.get_write_buffer_size() == 0:
+                break
+            await asyncio.sleep(0.1)
+        s.close()
+        assert transport.get_write_buffer_size() == 0 and conn not in site._fast_conns
+    finally:
+        await p.runner.cleanup()
+        await p.svc.close()
+
+
+async def test_requests_the_fast_path_declines_are_charged_to_the_rate_limit_once(tmp_path):
+    for burst, requests in ((2, [get("/tile/entries/000")] * 2), (1, [get("/" + tile_path(0, 9))])):
+        codes = {}
+        for name in ("fast", "plain"):
+            p = await open_pair(tmp_path / f"{name}{burst}", rate_limit_read=0.001, rate_limit_read_burst=burst)
+            try:
+                port = p.fast if name == "fast" else p.plain
+                codes[name] = [int(r[0].split(b" ")[1]) for r in responses(await exchange(port, b"".join(requests) + CLOSE))]
+            finally:
+                await p.runner.cleanup()
+                await p.svc.close()
+        assert codes["fast"] == codes["plain"] and codes["fast"][0] in (200, 404)
+
+
+async def test_shutdown_answers_appends_in_flight(tmp_path):
+    p = await open_pair(tmp_path, batch_interval_ms=1000)
+    size = p.svc.state.size
+    reader, writer = await asyncio.open_connection("127.0.0.1", p.fast)
+    writer.write(post(commitment(77)))
+    await writer.drain()
+    await asyncio.sleep(0.2)  # in the queue, waiting for its batch
+    await p.runner.cleanup()  # what serve_until_signal does after draining the sequencer
+    data = await asyncio.wait_for(reader.read(-1), 10)
+    writer.close()
+    await p.svc.close()
+    assert data.startswith(b"HTTP/1.1 200 OK") and p.svc.state.size == size + 1
+    assert json.loads(data.split(b"\r\n\r\n", 1)[1])["index"] == size
+
+
+async def test_a_head_trickled_byte_by_byte_goes_to_aiohttp(pair):
+    whole = get("/checkpoint", "User-Agent: " + "t" * 60) + CLOSE
+    got = responses(await exchange(pair.fast, [whole[i:i + 1] for i in range(len(whole))], pause=0.002))
+    assert [r[0] for r in got] == [b"HTTP/1.1 200 OK"] * 2 and got[0][2] == pair.svc.state.note.encode()
+    assert pair.routes.handed_off == 1 and pair.routes.answered == 0

@@ -39,10 +39,11 @@ from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.tcp_helpers import tcp_nodelay
 
-from .errors import OAPError
 
 MAX_HEAD = 8190
 """A longer head goes to aiohttp, which refuses it (its own line limit is 8190)."""
+MAX_PARTIAL_READS = 32
+"""Reads of one unfinished request before it goes to aiohttp (each read copies the buffer)."""
 
 # Headers that do not change the answer of a fast route (Accept is passed to the
 # handler). Any other header (a body, conditionals, ranges, upgrades, auth...)
@@ -96,14 +97,14 @@ class FastRoutes:
     `routes` maps a path prefix (or, ending without '/', an exact path) to the
     route's aiohttp name for metrics (e.g. "/tile/{path}") and its handler;
     `posts` maps exact paths of small POSTs (a body of at most the cap, sent
-    with Content-Length) to theirs.
-    `admit(client)` is the rate limit (False: let aiohttp answer 429), and
-    `record(route, status, seconds)` the request metrics.
+    with Content-Length) to theirs. A GET takes a token from `limiter` only
+    when it is answered here (aiohttp's middleware charges the others, once),
+    and `record(route, status, seconds)` is the request metrics.
     """
 
     routes: dict[str, tuple[str, Handler]]
     posts: dict[str, tuple[str, PostHandler, int]] = field(default_factory=dict)  # path: (name, handler, body cap)
-    admit: Callable[[str], bool] = lambda client: True
+    limiter: object | None = None  # a tlog.limits.RateLimiter: its "request" bucket, as the middleware
     record: Callable[[str, int, float], None] = lambda route, status, seconds: None
     trust_forwarded_for: bool = False
     answered: int = 0  # requests answered here, and connections handed to aiohttp (tests, debugging)
@@ -128,19 +129,6 @@ class FastRoutes:
             if path.startswith(prefix) and len(path) > len(prefix):
                 return name, path[len(prefix):].decode("ascii"), fn
         return None
-
-
-def admit_by(limiter) -> Callable[[str], bool]:
-    """`FastRoutes.admit` from a `tlog.limits.RateLimiter` (its "request" bucket, as the middleware)."""
-
-    def admit(client: str) -> bool:
-        try:
-            limiter.check(client, "request")
-        except OAPError:
-            return False
-        return True
-
-    return admit
 
 
 _date_cache: list = [0, b""]
@@ -192,6 +180,7 @@ class FastProtocol(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._reading_paused = False  # by the transport's flow control
         self._busy: asyncio.Future | None = None  # a POST being answered: nothing else is read meanwhile
+        self._reads = 0  # reads since the last request was complete
         self._block: bytes | None = None  # the last header block seen, and what it says
         self._meta: Request | None = None
         self._loop = asyncio.get_running_loop()
@@ -218,6 +207,8 @@ class FastProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._reading_paused = False
         self._reading()
+        if self._buf and self._busy is None and self._transport is not None:
+            self.data_received(b"")  # requests read before the pause, not answered yet
 
     def _reading(self) -> None:
         if self._transport is not None:
@@ -231,8 +222,12 @@ class FastProtocol(asyncio.Protocol):
         if transport is None:
             return
         buf = self._buf + data if self._buf else data
+        if data:
+            self._reads += 1
+            if self._reads > MAX_PARTIAL_READS:  # trickled: aiohttp's parser is incremental, ours copies
+                return self._handoff(buf)
         pos = 0
-        while self._busy is None:
+        while self._busy is None and not self._reading_paused:  # answers wait while the client does not read
             end = buf.find(b"\r\n\r\n", pos)
             if end < 0:
                 break
@@ -247,6 +242,7 @@ class FastProtocol(asyncio.Protocol):
                 if taken == 0:  # the body is not all here yet
                     break
                 pos = end + 4 + taken - 1
+                self._reads = 0
                 continue
             answered = self._answer(head, t0)
             if answered is None:
@@ -254,12 +250,13 @@ class FastProtocol(asyncio.Protocol):
             transport.write(answered[0])
             pos = end + 4
             self._last = self._loop.time()
+            self._reads = 0
             if answered[1]:  # Connection: close
                 transport.close()
                 self._drop()
                 return
         rest = self._buf = buf[pos:]
-        if rest and self._busy is None and (len(rest) > MAX_HEAD + self._routes.max_post or not _could_be_fast(rest)):
+        if rest and self._busy is None and not self._reading_paused and (len(rest) > MAX_HEAD + self._routes.max_post or not _could_be_fast(rest)):
             self._handoff(rest)  # aiohttp answers garbage at once, where waiting for a head would stall
 
     def eof_received(self) -> bool:
@@ -280,16 +277,19 @@ class FastProtocol(asyncio.Protocol):
         if hit is None:
             return None
         meta = self._request(block)
+        limiter = self._routes.limiter
         if meta is None or meta.content_type is not None or meta.content_length is not None \
-                or meta.authorization is not None or not self._routes.admit(meta.client):
+                or meta.authorization is not None or (limiter is not None and not limiter.allows(meta.client, "request")):
             return None
         accept, close = meta.accept, meta.close
         route, rest, fn = hit
         try:
             reply = fn(rest, accept)
-        except OAPError:
-            return None
-        if reply is None:
+            if reply is None:
+                return None
+            if limiter is not None:
+                limiter.check(meta.client, "request")
+        except Exception:  # refused, or a bug: aiohttp runs it again and answers (a 4xx, or its 500)
             return None
         body = reply.body
         out = b"".join((
@@ -324,7 +324,7 @@ class FastProtocol(asyncio.Protocol):
         name, handler, _ = hit
         try:
             pending = handler(buf[start:start + meta.content_length], meta)
-        except OAPError:
+        except Exception:  # refused (or a bug): aiohttp runs it again and answers
             return None
         self._routes.answered += 1
         self._busy = asyncio.ensure_future(pending)
@@ -409,9 +409,10 @@ class FastProtocol(asyncio.Protocol):
         proto = self._aiohttp()
         transport.set_protocol(proto)
         proto.connection_made(transport)
-        if self._reading_paused:
+        transport.resume_reading()  # aiohttp reads on; it stops answering while writing is paused
+        if self._reading_paused:  # the transport will call its resume_writing when the buffer drains
             self._reading_paused = False
-            transport.resume_reading()
+            proto.pause_writing()
         if rest:
             proto.data_received(rest)
 
@@ -424,7 +425,9 @@ class FastProtocol(asyncio.Protocol):
         if self._busy is not None:  # answering: the answer's write restarts the clock
             self._timer = self._loop.call_at(self._loop.time() + self._timeout, self._expire)
         elif self._loop.time() >= due:
-            if self._buf:  # an unfinished request: aiohttp's timeouts and answers (408) apply
+            if self._transport.get_write_buffer_size():  # the client stopped reading its answers
+                self.abort()
+            elif self._buf:  # an unfinished request: aiohttp's timeouts and answers (408) apply
                 self._handoff(self._buf)
             else:
                 self.close()
@@ -444,6 +447,16 @@ class FastProtocol(asyncio.Protocol):
         self._drop()
         if transport is not None:
             transport.close()
+
+    def abort(self) -> None:
+        transport = self._transport
+        self._drop()
+        if transport is not None:
+            transport.abort()
+
+    @property
+    def busy(self) -> asyncio.Future | None:
+        return self._busy
 
 
 FAST_ROUTES_KEY = web.AppKey("fast_routes", FastRoutes)
@@ -472,7 +485,17 @@ class FastSite(web.TCPSite):
         sockets = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
 
-    async def stop(self) -> None:
-        for conn in list(self._fast_conns):  # idle keep-alive connections: nothing is in flight on them
-            conn.close()
+    async def stop(self, answer_within: float = 60.0) -> None:
+        """Stop listening; answer the POSTs in flight (as aiohttp finishes its handlers), then close."""
+        if self._server is not None:
+            self._server.close()
+        pending = [c.busy for c in self._fast_conns if c.busy is not None]
+        if pending:
+            await asyncio.wait(pending, timeout=answer_within)
+            await asyncio.sleep(0)  # their done-callbacks write the answers
+        for conn in list(self._fast_conns):
+            if conn.busy is None:
+                conn.close()
+            else:
+                conn.abort()
         await super().stop()

@@ -30,6 +30,15 @@ class RateLimiter:
         self.max_clients = max_clients
         self._buckets: OrderedDict[tuple[str, str], tuple[float, float]] = OrderedDict()
 
+    def allows(self, client: str, kind: str, cost: float = 1.0) -> bool:
+        """Whether `check` would pass now, taking nothing (the fast path asks first, and
+        takes the token only for a request it answers)."""
+        if self.rate <= 0:
+            return True
+        now = time.monotonic()
+        tokens, last = self._buckets.get((client, kind), (self.burst, now))
+        return min(self.burst, tokens + (now - last) * self.rate) >= cost
+
     def check(self, client: str, kind: str, cost: float = 1.0) -> None:
         """Take `cost` tokens or raise RateLimited with the seconds to wait."""
         if self.rate <= 0:

@@ -24,7 +24,7 @@ from .config import ConfigError, LogConfig
 from .encoding import b64dec, b64enc
 from .entries import MAX_ENTRY_BYTES, canonical_entry, decode_entry
 from .errors import FormatError, InvalidInput, NotFound, NotPublished, TooLarge
-from .fastpath import FAST_ROUTES_KEY, FastRoutes, Reply, admit_by
+from .fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
 from .fastpath import Request as FastRequest
 from .http import (READ_TIMEOUT_KEY, accepts_cbor, client_address, decode_document, encode_document,
                    large_body_limit, make_error_middleware, offload, query_int, rate_limit_middleware, read_document,
@@ -330,7 +330,7 @@ def build_app(svc: LogService) -> web.Application:
     app[FAST_ROUTES_KEY] = FastRoutes(
         {"/checkpoint": ("/checkpoint", checkpoint_reply), "/tile/": ("/tile/{path}", hash_tile_reply)},
         posts={"/v1/entries": ("/v1/entries", add_entry_fast, cfg.max_entry_body)},
-        admit=admit_by(limiter), record=record, trust_forwarded_for=cfg.trust_forwarded_for)
+        limiter=limiter, record=record, trust_forwarded_for=cfg.trust_forwarded_for)
 
     async def add_batch(request: web.Request) -> web.Response:
         t0 = time.perf_counter()
