@@ -30,7 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
 from tlog.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
-from tlog.http import (READ_TIMEOUT_KEY, accepts_cbor, make_error_middleware, rate_limit_middleware,
+from tlog.http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, make_error_middleware, rate_limit_middleware,
                        query_int, read_document, respond, wants_cbor)
 from tlog.limits import RateLimiter
 
@@ -100,21 +100,9 @@ def build_app(svc: RegistryService) -> web.Application:
     cfg = svc.config
     m = svc.metrics
 
-    def on_request(request: web.Request, status: int, seconds: float) -> None:
-        resource = request.match_info.route.resource
-        record(resource.canonical if resource else "unmatched", status, seconds)
-
-    children: dict = {}  # labelled metrics, looked up once (labels() is slow)
-
-    def record(route: str, status: int, seconds: float) -> None:
-        c = children.get((route, status))
-        if c is None:
-            c = children[(route, status)] = (m.requests.labels(route, str(status)), m.request_seconds.labels(route))
-        c[0].inc()
-        c[1].observe(seconds)
-
+    request_metrics = RequestMetrics(m.requests, m.request_seconds)
     limiter = RateLimiter(cfg.rate_limit, cfg.rate_limit_burst)
-    app = web.Application(middlewares=[make_error_middleware(on_request), rate_limit_middleware(
+    app = web.Application(middlewares=[make_error_middleware(request_metrics.on_request), rate_limit_middleware(
         limiter, trust_forwarded_for=cfg.trust_forwarded_for)], client_max_size=cfg.max_git_body)
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
 
@@ -200,7 +188,7 @@ def build_app(svc: RegistryService) -> web.Application:
         return _produced_reply(p, _cache_headers(p, epoch.next_update, epoch.this_update), accepts_cbor(accept))
 
     app[FAST_ROUTES_KEY] = FastRoutes({"/v1/status/": ("/v1/status/{id}", status_reply)}, limiter=limiter,
-                                      record=record, trust_forwarded_for=cfg.trust_forwarded_for)
+                                      record=request_metrics.record, trust_forwarded_for=cfg.trust_forwarded_for)
 
     async def status(request: web.Request) -> web.StreamResponse:
         key = _status_key(request.match_info["id"], request.query.get("issuer"))

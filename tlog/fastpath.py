@@ -1,28 +1,30 @@
-"""Hot GETs answered before aiohttp sees them.
+"""Hot requests answered before aiohttp sees them.
 
 On a small machine aiohttp spends ~100 us of Python on every request: its
 request object, router, middlewares and response machinery. A tile or a
 pre-signed status response takes a few microseconds to find, so for the
-read-mostly routes that clients poll in bulk (`/checkpoint`, `/tile/...`,
-`/v1/status/...`) the framework is almost the whole cost, and it caps a
-server at a fraction of what the same core does with a plain asyncio
-protocol (benchmarks/README.md).
+routes clients hit in bulk (`/checkpoint`, `/tile/...`, `/v1/status/...`,
+single appends) the framework is almost the whole cost, and it caps a server
+at a fraction of what the same core does with a plain asyncio protocol
+(benchmarks/README.md).
 
 `FastProtocol` is the first protocol of every connection. It reads request
-heads itself and answers only the requests it fully understands: `GET`,
-HTTP/1.1, a plain path (no percent-escape, dot segment, empty segment or
-query), only headers from a short allowlist, no body, on a route a service
-registered. Anything else hands the connection, with every byte not yet
-answered, to aiohttp's own protocol for the rest of its life, so aiohttp still
-parses everything unusual, and errors, 304s and every other status keep their
-one code path (`tlog.http`). The fast path writes only 200 answers, built
-by the same `Reply` functions the aiohttp handlers call, so both paths send
-the same bytes (tests/test_fastpath.py compares them header by header).
-A handler that cannot answer synchronously, or raises, returns the request
-to aiohttp the same way.
+heads itself and answers only the requests it fully understands: HTTP/1.1,
+a `GET` of a plain path (no percent-escape, dot segment, empty segment or
+query) or a `POST` whose body is in hand (Content-Length, within the route's
+cap), only headers from a short allowlist, on a route a service registered.
+Anything else hands the connection, with every byte not yet answered, to
+aiohttp's own protocol for the rest of its life, so aiohttp still parses
+everything unusual and refusals keep their one code path (`tlog.http`): a
+handler that refuses a request, cannot answer it synchronously, or raises,
+returns it to aiohttp untouched. Answers are built by the same functions the
+aiohttp handlers call, so both paths send the same bytes
+(tests/test_fastpath.py compares them header by header); a POST that fails
+after it was accepted (the log is full or halted) is answered through the
+error middleware's own mapping (`tlog.http.error_reply`).
 
-The per-client rate limit and the request metrics apply to fast answers as
-they do in the middlewares.
+The per-client rate limits and the request metrics apply to fast answers as
+they do in the middlewares, and write backpressure as in aiohttp.
 """
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ _BAD_SEGMENT = re.compile(rb"//|/\.\.?(?:/|$)")
 
 
 class Reply(NamedTuple):
-    """A 200 answer: the body and its headers (Content-Type, Cache-Control, ...)."""
+    """An answer's body and headers (Content-Type, Cache-Control, ...); 200 unless said otherwise."""
 
     body: bytes
     headers: tuple[tuple[str, str], ...]
@@ -109,7 +111,7 @@ class FastRoutes:
     trust_forwarded_for: bool = False
     answered: int = 0  # requests answered here, and connections handed to aiohttp (tests, debugging)
     handed_off: int = 0
-    _exact: dict[bytes, tuple[str, str, Handler]] = field(default_factory=dict, init=False, repr=False)
+    _exact: dict[bytes, tuple[str, Handler]] = field(default_factory=dict, init=False, repr=False)
     _prefixes: list[tuple[bytes, str, Handler]] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -118,13 +120,13 @@ class FastRoutes:
             if path.endswith("/"):
                 self._prefixes.append((path.encode(), name, fn))
             else:
-                self._exact[path.encode()] = (path, name, fn)
+                self._exact[path.encode()] = (name, fn)
 
     def match(self, path: bytes) -> tuple[str, str, Handler] | None:
         """(route name, rest of the path, handler) for a request path."""
         hit = self._exact.get(path)
         if hit is not None:
-            return hit[1], "", hit[2]
+            return hit[0], "", hit[1]
         for prefix, name, fn in self._prefixes:
             if path.startswith(prefix) and len(path) > len(prefix):
                 return name, path[len(prefix):].decode("ascii"), fn
@@ -155,6 +157,16 @@ def _header_bytes(headers: tuple[tuple[str, str], ...]) -> bytes:
 
 
 _SERVER = f"Server: {SERVER_SOFTWARE}\r\n".encode()
+
+
+def _response(status: int, reply: Reply, close: bool) -> bytes:
+    """The bytes of an answer, with the headers aiohttp adds (Content-Length, Date, Server)."""
+    phrase = b"OK" if status == 200 else HTTPStatus(status).phrase.encode()
+    return b"".join((
+        b"HTTP/1.1 %d %s\r\n" % (status, phrase),
+        _header_bytes(reply.headers), b"Content-Length: ", str(len(reply.body)).encode(), b"\r\nDate: ", _date(),
+        b"\r\n", _SERVER, b"Connection: close\r\n\r\n" if close else b"\r\n", reply.body,
+    ))
 
 
 def _could_be_fast(partial: bytes) -> bool:
@@ -256,7 +268,8 @@ class FastProtocol(asyncio.Protocol):
                 self._drop()
                 return
         rest = self._buf = buf[pos:]
-        if rest and self._busy is None and not self._reading_paused and (len(rest) > MAX_HEAD + self._routes.max_post or not _could_be_fast(rest)):
+        if rest and self._busy is None and not self._reading_paused \
+                and (len(rest) > MAX_HEAD + self._routes.max_post or not _could_be_fast(rest)):
             self._handoff(rest)  # aiohttp answers garbage at once, where waiting for a head would stall
 
     def eof_received(self) -> bool:
@@ -279,8 +292,10 @@ class FastProtocol(asyncio.Protocol):
         meta = self._request(block)
         limiter = self._routes.limiter
         if meta is None or meta.content_type is not None or meta.content_length is not None \
-                or meta.authorization is not None or (limiter is not None and not limiter.allows(meta.client, "request")):
+                or meta.authorization is not None:
             return None
+        if limiter is not None and not limiter.allows(meta.client, "request"):
+            return None  # aiohttp answers the 429
         accept, close = meta.accept, meta.close
         route, rest, fn = hit
         try:
@@ -291,15 +306,9 @@ class FastProtocol(asyncio.Protocol):
                 limiter.check(meta.client, "request")
         except Exception:  # refused, or a bug: aiohttp runs it again and answers (a 4xx, or its 500)
             return None
-        body = reply.body
-        out = b"".join((
-            b"HTTP/1.1 200 OK\r\n", _header_bytes(reply.headers),
-            b"Content-Length: ", str(len(body)).encode(), b"\r\nDate: ", _date(), b"\r\n", _SERVER,
-            b"Connection: close\r\n\r\n" if close else b"\r\n", body,
-        ))
         self._routes.answered += 1
         self._routes.record(route, 200, time.perf_counter() - t0)
-        return out, close
+        return _response(200, reply, close), close
 
     def _request(self, block: bytes) -> Request | None:
         if block != self._block:  # clients repeat their headers on every request of a connection
@@ -347,11 +356,7 @@ class FastProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None:  # the client left; what it sent is durable all the same
             return
-        transport.write(b"".join((
-            b"HTTP/1.1 %d %s\r\n" % (status, HTTPStatus(status).phrase.encode()), _header_bytes(reply.headers),
-            b"Content-Length: ", str(len(reply.body)).encode(), b"\r\nDate: ", _date(), b"\r\n", _SERVER,
-            b"Connection: close\r\n\r\n" if close else b"\r\n", reply.body,
-        )))
+        transport.write(_response(status, reply, close))
         self._last = self._loop.time()
         if close:
             transport.close()

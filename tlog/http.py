@@ -132,6 +132,27 @@ def error_reply(exc: BaseException) -> tuple[int, Reply]:
     return resp.status, Reply(resp.body, tuple(resp.headers.items()))
 
 
+class RequestMetrics:
+    """Per-route request counts and seconds for the error middleware (`on_request`) and the
+    fast path (`record`); labelled children are looked up once, since labels() is slow."""
+
+    def __init__(self, requests, seconds) -> None:
+        self._requests, self._seconds = requests, seconds
+        self._children: dict[tuple[str, int], tuple] = {}
+
+    def record(self, route: str, status: int, seconds: float) -> None:
+        c = self._children.get((route, status))
+        if c is None:
+            c = self._children[(route, status)] = (self._requests.labels(route, str(status)),
+                                                   self._seconds.labels(route))
+        c[0].inc()
+        c[1].observe(seconds)
+
+    def on_request(self, request: web.Request, status: int, seconds: float) -> None:
+        resource = request.match_info.route.resource
+        self.record(resource.canonical if resource else "unmatched", status, seconds)
+
+
 def make_error_middleware(on_request: Callable[[web.Request, int, float], None] | None = None):
     @web.middleware
     async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -211,8 +232,8 @@ async def read_body(request: web.Request, cap: int, timeout: float | None = None
     return b"".join(chunks)
 
 
-def _media(request: web.Request) -> str:
-    return request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+def _media(content_type: str) -> str:
+    return content_type.split(";")[0].strip().lower()
 
 
 async def read_document(request: web.Request, cap: int) -> object:
@@ -221,7 +242,7 @@ async def read_document(request: web.Request, cap: int) -> object:
     Bodies over 64 KiB are read under the app's large-body semaphore and
     parsed on the CPU pool.
     """
-    parse = _parser(_media(request))
+    parse = _parser(_media(request.headers.get("Content-Type", "")))
     sem = request.app.get(LARGE_BODIES_KEY)
     if sem is not None and cap > LARGE_BODY and (request.content_length or LARGE_BODY + 1) > LARGE_BODY:
         async with sem:
@@ -245,7 +266,7 @@ def _parser(media: str):
 
 def decode_document(body: bytes, content_type: str) -> object:
     """`read_document` for a body already in hand (the fast path's small POSTs)."""
-    parse = _parser(content_type.split(";")[0].strip().lower())
+    parse = _parser(_media(content_type))
     if not body:
         raise InvalidInput("empty body")
     return parse(body)

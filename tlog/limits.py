@@ -35,9 +35,12 @@ class RateLimiter:
         takes the token only for a request it answers)."""
         if self.rate <= 0:
             return True
-        now = time.monotonic()
-        tokens, last = self._buckets.get((client, kind), (self.burst, now))
-        return min(self.burst, tokens + (now - last) * self.rate) >= cost
+        return self._level((client, kind), time.monotonic()) >= cost
+
+    def _level(self, key: tuple[str, str], now: float) -> float:
+        """The tokens in a bucket now (full for a client not seen yet)."""
+        tokens, last = self._buckets.get(key, (self.burst, now))
+        return min(self.burst, tokens + (now - last) * self.rate)
 
     def check(self, client: str, kind: str, cost: float = 1.0) -> None:
         """Take `cost` tokens or raise RateLimited with the seconds to wait."""
@@ -45,8 +48,8 @@ class RateLimiter:
             return
         now = time.monotonic()
         key = (client, kind)
-        tokens, last = self._buckets.pop(key, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - last) * self.rate)
+        tokens = self._level(key, now)
+        self._buckets.pop(key, None)  # re-inserted below: the most recently seen clients are kept
         if tokens < cost:
             self._buckets[key] = (tokens, now)
             wait = math.ceil((cost - tokens) / self.rate)

@@ -26,7 +26,7 @@ from .entries import MAX_ENTRY_BYTES, canonical_entry, decode_entry
 from .errors import FormatError, InvalidInput, NotFound, NotPublished, TooLarge
 from .fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
 from .fastpath import Request as FastRequest
-from .http import (READ_TIMEOUT_KEY, accepts_cbor, client_address, decode_document, encode_document,
+from .http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, client_address, decode_document, encode_document,
                    large_body_limit, make_error_middleware, offload, query_int, rate_limit_middleware, read_document,
                    respond, wants_cbor)
 from .limits import RateLimiter, TokenAuth
@@ -219,22 +219,7 @@ def build_app(svc: LogService) -> web.Application:
     cfg = svc.config
     m = svc.metrics
 
-    counters: dict[tuple[str, int], object] = {}  # labelled children, looked up once (labels() is slow)
-    timers: dict[str, object] = {}
-
-    def on_request(request: web.Request, status: int, seconds: float) -> None:
-        record(request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched",
-               status, seconds)
-
-    def record(route: str, status: int, seconds: float) -> None:
-        c = counters.get((route, status))
-        if c is None:
-            c = counters[(route, status)] = m.requests.labels(route, str(status))
-        c.inc()
-        t = timers.get(route)
-        if t is None:
-            t = timers[route] = m.request_seconds.labels(route)
-        t.observe(seconds)
+    request_metrics = RequestMetrics(m.requests, m.request_seconds)
 
     # Tile paths repeat (clients walk the same tiles); parsing one costs more than serving it.
     tile_ref = lru_cache(maxsize=16384)(parse_tile_path)
@@ -256,7 +241,8 @@ def build_app(svc: LogService) -> web.Application:
             auth.check(authorization, t)
         write_limiter.check(client, "write", cost=len(entries))
 
-    app = web.Application(middlewares=[make_error_middleware(on_request), read_limits], client_max_size=cfg.max_body)
+    app = web.Application(middlewares=[make_error_middleware(request_metrics.on_request), read_limits],
+                          client_max_size=cfg.max_body)
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
     large_body_limit(app)
 
@@ -330,7 +316,7 @@ def build_app(svc: LogService) -> web.Application:
     app[FAST_ROUTES_KEY] = FastRoutes(
         {"/checkpoint": ("/checkpoint", checkpoint_reply), "/tile/": ("/tile/{path}", hash_tile_reply)},
         posts={"/v1/entries": ("/v1/entries", add_entry_fast, cfg.max_entry_body)},
-        limiter=limiter, record=record, trust_forwarded_for=cfg.trust_forwarded_for)
+        limiter=limiter, record=request_metrics.record, trust_forwarded_for=cfg.trust_forwarded_for)
 
     async def add_batch(request: web.Request) -> web.Response:
         t0 = time.perf_counter()
