@@ -22,3 +22,23 @@ async def test_network_crash_cycles(tmp_path):
     assert report["witness_forks"] == [] and report["witness_went_backwards"] == []
     assert report["registry_missing"] == [] and report["registry_history_verified"], report["registry_verify_output"]
     assert network_ok(report)
+
+
+def test_a_crash_during_the_first_start_is_a_crash_cycle_and_the_next_start_recovers(tmp_path):
+    """A new log commits (signs its empty tree) while starting, so an armed crash point can
+    fire before it serves: the harness counts that as a crash, not a failure to start."""
+    import signal
+    import urllib.request
+
+    from .crashharness import DiedDuringStart, start_log
+
+    with pytest.raises(DiedDuringStart) as died:
+        start_log(tmp_path / "log", {"OAP_TLOG_CRASH_POINTS": "before_commit:1"})
+    assert died.value.returncode == 137
+    proc, url, _ = start_log(tmp_path / "log", {})
+    try:
+        with urllib.request.urlopen(url + "/checkpoint", timeout=10) as r:
+            assert r.read().decode().split("\n")[1] == "0"  # the empty tree, signed on this start
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
