@@ -494,3 +494,19 @@ async def test_a_head_trickled_byte_by_byte_goes_to_aiohttp(pair):
     got = responses(await exchange(pair.fast, [whole[i:i + 1] for i in range(len(whole))], pause=0.002))
     assert [r[0] for r in got] == [b"HTTP/1.1 200 OK"] * 2 and got[0][2] == pair.svc.state.note.encode()
     assert pair.routes.handed_off == 1 and pair.routes.answered == 0
+
+
+async def test_a_client_that_half_closes_after_its_post_still_gets_the_answer(pair):
+    """shutdown(SHUT_WR) right after the request: the EOF arrives while the entry is being
+    committed; the answer is written, then the connection closes. (aiohttp closes at the EOF
+    and the answer is lost, though the entry is durable: here the two differ on purpose.)"""
+    for port, i in ((pair.fast, 40),):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(post(commitment(i)))
+        await writer.drain()
+        writer.write_eof()
+        got = responses(await asyncio.wait_for(reader.read(-1), 10))
+        writer.close()
+        assert len(got) == 1 and got[0][0] == b"HTTP/1.1 200 OK"
+        assert json.loads(got[0][2])["leaf_hash"] == base64.b64encode(
+            leaf_hash(canonical_entry(json.loads(commitment(i))))).decode()

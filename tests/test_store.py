@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 
 import numpy as np
 import pytest
@@ -386,3 +387,80 @@ async def test_a_batch_closes_interval_after_its_first_item_even_if_it_queued_du
     now[0] += 0.011
     q.close()
     assert await asyncio.wait_for(task, 5) == [4]
+
+
+async def test_a_submission_larger_than_a_batch_spans_batches_in_order(tmp_path):
+    """add_many of 150 entries with max_batch 64, singles queued before and after it: the
+    big group is filled across three batches, the singles each land in one."""
+    store = LogStore(tmp_path)
+    seen: list[int] = []
+    seq = Sequencer(store, SIGN, max_batch=64, batch_interval=0.01, on_batch=lambda n, s: seen.append(n))
+    await seq.start()
+    before, big, after = entries(10, seed=21), entries(150, seed=22), entries(10, seed=23)
+    got = await asyncio.gather(*(seq.add(d) for d in before), seq.add_many(big), *(seq.add(d) for d in after))
+    singles_before, many, singles_after = got[:10], got[10], got[11:]
+    assert [a.index for a in singles_before] == list(range(10))
+    assert many.indices == list(range(10, 160)) and all(many.fresh)
+    assert many.leaf_hashes == [leaf_hash(d) for d in big]
+    assert [a.index for a in singles_after] == list(range(160, 170))
+    assert len(seen) >= 3 and max(seen) <= 64
+    assert {a.state.size for a in singles_before} == {64}  # the first batch: 10 singles + 54 of the group
+    assert many.state.size == 170  # covered by the batch that took its last entries
+    await seq.close()
+
+
+def _wal_db(path):
+    import sqlite3
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE t (x BLOB)")
+    for _ in range(64):
+        conn.execute("INSERT INTO t VALUES (?)", (os.urandom(16384),))  # 1 MiB, all in the WAL
+    return conn
+
+
+def _wait_for(cond, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def test_checkpointer_runs_when_the_log_goes_quiet(tmp_path):
+    from tlog.store import Checkpointer
+
+    db = tmp_path / "q.db"
+    conn = _wal_db(db)
+    commits = [0]
+    cp = Checkpointer(db, lambda: commits[0], interval=0.05, max_age=1000)
+    try:
+        time.sleep(0.2)
+        assert db.stat().st_size < 1 << 20  # no commit since it started: nothing to do
+        commits[0] = 1
+        assert _wait_for(lambda: db.stat().st_size > 1 << 20, 30)  # quiet after a commit: copied back
+    finally:
+        cp.stop()
+        conn.close()
+
+
+def test_checkpointer_under_steady_writes_waits_for_max_age(tmp_path):
+    from tlog.store import Checkpointer
+
+    db = tmp_path / "b.db"
+    conn = _wal_db(db)
+    ticks = iter(range(1, 1 << 30))
+    busy = lambda: next(ticks)  # noqa: E731 - a commit between every two looks: never quiet
+    cp = Checkpointer(db, busy, interval=0.02, max_age=1000)
+    time.sleep(0.5)
+    cp.stop()
+    assert db.stat().st_size < 1 << 20  # 25 looks, never quiet, max_age far: nothing copied yet
+    cp = Checkpointer(db, busy, interval=0.02, max_age=0.2)
+    try:
+        assert _wait_for(lambda: db.stat().st_size > 1 << 20, 30)
+    finally:
+        cp.stop()
+        conn.close()

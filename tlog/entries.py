@@ -172,6 +172,18 @@ def _commitment_bytes(obj: dict) -> bytes | None:
     return _COMMITMENT_PREFIX + c[7:].lower().encode("ascii")
 
 
+# The common submission as clients write it, compact JSON with the keys in this order;
+# anything else (spacing, key order, escapes, other fields) takes the general path.
+_COMMITMENT_JSON = re.compile(rb'\{"type":"commitment","commitment":"sha256:([0-9a-fA-F]{64})"\}')
+
+
+def commitment_json_entry(body: bytes) -> bytes | None:
+    """`canonical_entry(loads_json(body))` for a body that is exactly a compact commitment
+    submission, without parsing it; None for any other body."""
+    m = _COMMITMENT_JSON.fullmatch(body)
+    return None if m is None else _COMMITMENT_PREFIX + m.group(1).lower()
+
+
 # --- public API ----------------------------------------------------------------
 
 

@@ -195,6 +195,7 @@ class FastProtocol(asyncio.Protocol):
         self._reads = 0  # reads since the last request was complete
         self._block: bytes | None = None  # the last header block seen, and what it says
         self._meta: Request | None = None
+        self._eof = False  # the client closed its side while a POST was being answered
         self._loop = asyncio.get_running_loop()
 
     # --- asyncio.Protocol ---------------------------------------------------------------
@@ -223,8 +224,10 @@ class FastProtocol(asyncio.Protocol):
             self.data_received(b"")  # requests read before the pause, not answered yet
 
     def _reading(self) -> None:
+        # While a POST is answered, reading stops only once the client sends more: most
+        # clients wait for the answer, and a pause costs two epoll calls per request.
         if self._transport is not None:
-            if self._reading_paused or self._busy is not None:
+            if self._reading_paused or (self._busy is not None and self._buf):
                 self._transport.pause_reading()
             else:
                 self._transport.resume_reading()
@@ -268,11 +271,16 @@ class FastProtocol(asyncio.Protocol):
                 self._drop()
                 return
         rest = self._buf = buf[pos:]
-        if rest and self._busy is None and not self._reading_paused \
+        if rest and self._busy is not None:
+            self._transport.pause_reading()  # what the client sends next waits for the answer
+        elif rest and not self._reading_paused \
                 and (len(rest) > MAX_HEAD + self._routes.max_post or not _could_be_fast(rest)):
             self._handoff(rest)  # aiohttp answers garbage at once, where waiting for a head would stall
 
     def eof_received(self) -> bool:
+        if self._busy is not None:  # half-closed after a POST: its answer is still written
+            self._eof = True
+            return True
         return False  # close our side too; an unfinished head is dropped, as aiohttp would
 
     # --- internals ----------------------------------------------------------------------
@@ -338,7 +346,6 @@ class FastProtocol(asyncio.Protocol):
         self._routes.answered += 1
         self._busy = asyncio.ensure_future(pending)
         self._busy.add_done_callback(lambda task: self._posted(task, name, t0, meta.close))
-        self._reading()
         return meta.content_length + 1
 
     def _posted(self, task: asyncio.Future, route: str, t0: float, close: bool) -> None:
@@ -358,7 +365,7 @@ class FastProtocol(asyncio.Protocol):
             return
         transport.write(_response(status, reply, close))
         self._last = self._loop.time()
-        if close:
+        if close or self._eof:
             transport.close()
             self._drop()
             return

@@ -22,19 +22,19 @@ from .batchproofs import b64_rows, cbor_map_parts, inclusion_levels
 from .checkpoint import Checkpoint
 from .config import ConfigError, LogConfig
 from .encoding import b64dec, b64enc
-from .entries import MAX_ENTRY_BYTES, canonical_entry, decode_entry
+from .appends import SingleAppends
+from .entries import MAX_ENTRY_BYTES, canonical_entry, commitment_json_entry, decode_entry
 from .errors import FormatError, InvalidInput, NotFound, NotPublished, TooLarge
 from .fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
 from .fastpath import Request as FastRequest
-from .http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, client_address, decode_document, encode_document,
+from .http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, client_address, decode_document, is_json,
                    large_body_limit, make_error_middleware, offload, query_int, rate_limit_middleware, read_document,
                    respond, wants_cbor)
 from .limits import RateLimiter, TokenAuth
 from .merkle import TreeView
 from .metrics import LogMetrics
 from .note import sign_note
-from .proofbundle import ProofBundle
-from .sequencer import Added, Sequencer
+from .sequencer import Sequencer
 from .store import EntryReader, LogState, LogStore
 from .tiles import TILE_HEIGHT, TILE_WIDTH, parse_tile_path
 from .witnessing import WitnessSet, policy_text
@@ -45,6 +45,7 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 CHECKPOINT_CACHE = "public, max-age=1, must-revalidate"
 CHECKPOINT_HEADERS = (("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", CHECKPOINT_CACHE))
 TILE_HEADERS = (("Content-Type", "application/octet-stream"), ("Cache-Control", IMMUTABLE))
+_COMMITMENT_DOC = {"type": "commitment"}  # what `authorize` looks at in a commitment submission
 
 
 def load_or_create_key(data_dir: Path, origin: str) -> keys.Signer:
@@ -180,25 +181,6 @@ def _canonical_all(items: list) -> list[bytes]:
     return out
 
 
-def bundle_text(state: LogState, index: int, proof: list[bytes], entry: bytes | None) -> str:
-    return ProofBundle(index=index, proof=tuple(proof), checkpoint=state.note, extra=entry).to_text()
-
-
-def _added_json(svc: LogService, a: Added, entry: bytes, *, with_bundle: bool) -> dict:
-    proof = a.state.view.inclusion_proof(a.index)
-    out = {
-        "index": a.index,
-        "leaf_hash": b64enc(a.leaf_hash),
-        "inclusion_proof": [b64enc(h) for h in proof],
-        "duplicate": not a.fresh,
-    }
-    if with_bundle:
-        out["tree_size"] = a.state.size
-        out["checkpoint"] = a.state.note
-        out["bundle"] = bundle_text(a.state, a.index, proof, entry)
-    return out
-
-
 def _leaf_param(text: str) -> bytes:
     """A leaf hash given as 64 hex digits or standard/url-safe base64."""
     if len(text) == 64:
@@ -286,32 +268,26 @@ def build_app(svc: LogService) -> web.Application:
 
     # --- OAP writes -------------------------------------------------------------------
 
-    inclusion_proofs = m.proofs.labels("inclusion")
-
-    async def append_reply(entry: bytes, cbor: bool, t0: float) -> Reply:
-        """Append one entry; its answer once it is durable (and published)."""
-        added = await svc.sequencer.add(entry)
-        (m.entries if added.fresh else m.duplicates).inc()
-        m.append_seconds.observe(time.perf_counter() - t0)
-        m.tree_size.set(svc.state.size)
-        inclusion_proofs.inc()
-        body, ctype = encode_document(_added_json(svc, added, entry, with_bundle=True), cbor)
-        return Reply(body, (("Content-Type", ctype),))
+    appends = SingleAppends(svc.sequencer, svc.store.hashes, m)
 
     def add_entry_fast(body: bytes, req: FastRequest):
         """POST /v1/entries on the fast path: every check before the first side effect."""
         t0 = time.perf_counter()
-        doc = decode_document(body, req.content_type or "")
-        entry = canonical_entry(doc)
+        entry = commitment_json_entry(body) if is_json(req.content_type) else None
+        if entry is not None:  # the common submission, recognised without parsing it
+            doc = _COMMITMENT_DOC
+        else:
+            doc = decode_document(body, req.content_type or "")
+            entry = canonical_entry(doc)
         authorize(req.authorization, req.client, [doc])  # last: it takes a token from the write limit
-        return append_reply(entry, accepts_cbor(req.accept), t0)
+        return appends.submit(entry, accepts_cbor(req.accept), t0)
 
     async def add_entry(request: web.Request) -> web.Response:
         t0 = time.perf_counter()
         doc = await read_document(request, cfg.max_entry_body)
         authorize_write(request, [doc])
         entry = canonical_entry(doc)
-        return (await append_reply(entry, wants_cbor(request), t0)).response()
+        return (await appends.submit(entry, wants_cbor(request), t0)).response()
 
     app[FAST_ROUTES_KEY] = FastRoutes(
         {"/checkpoint": ("/checkpoint", checkpoint_reply), "/tile/": ("/tile/{path}", hash_tile_reply)},

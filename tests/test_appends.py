@@ -1,0 +1,129 @@
+"""Single-append answers built per batch (tlog.appends) against the plain document.
+
+Every answer `SingleAppends` renders must be byte-identical to
+`encode_document(added_document(...))` with the proof from the RFC 9162
+reference (`TreeView.inclusion_proof`), checked again by the RFC verifier, on trees of random
+sizes, with duplicates, first entries, and both encodings.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+import cbor2
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tlog.appends import SingleAppends, added_document
+from tlog.config import LogConfig
+from tlog.entries import canonical_entry, commitment_json_entry
+from tlog.canonical import loads_json
+from tlog.errors import Unavailable
+from tlog.hashing import leaf_hash
+from tlog.http import encode_document
+from tlog.proofbundle import parse_proof_bundle
+from tlog.server import LogService
+from tlog.verify import verify_inclusion
+
+
+def commitment(i: int, salt: int = 0) -> bytes:
+    return canonical_entry({"type": "commitment", "commitment": "sha256:%064x" % (salt << 64 | i)})
+
+
+async def open_log(tmp_path, interval_ms: int = 5) -> LogService:
+    cfg = LogConfig(data_dir=tmp_path / "data", port=0, batch_interval_ms=interval_ms)
+    return await LogService.open(cfg)
+
+
+def reference(svc: LogService, reply_state_size: int, index: int, entry: bytes, fresh: bool, cbor: bool) -> bytes:
+    state = svc.state
+    assert state.size == reply_state_size
+    proof = state.view.inclusion_proof(index)
+    body, _ = encode_document(added_document(state, index, leaf_hash(entry), fresh, proof, entry), cbor)
+    return body
+
+
+async def _append_rounds(svc: LogService, rounds: list[list[tuple[int, bool]]]) -> None:
+    appends = SingleAppends(svc.sequencer, svc.store.hashes, svc.metrics)
+    seen: set[int] = set()
+    for batch in rounds:
+        entries = [(commitment(i), cbor) for i, cbor in batch]
+        futures = [appends.submit(e, cbor, 0.0) for e, cbor in entries]
+        replies = await asyncio.gather(*futures)
+        for (i, cbor), (e, _), reply in zip(batch, entries, replies):
+            doc = cbor2.loads(reply.body) if cbor else json.loads(reply.body)
+            fresh = i not in seen  # entries commit in submission order: the first of equal ones is new
+            seen.add(i)
+            assert doc["duplicate"] is (not fresh)
+            assert reply.body == reference(svc, doc["tree_size"], doc["index"], e, fresh, cbor)
+            assert dict(reply.headers)["Content-Type"] == ("application/oap+cbor" if cbor else "application/json")
+            bundle = parse_proof_bundle(doc["bundle"])
+            assert bundle.extra == e and bundle.index == doc["index"]
+            verify_inclusion(doc["index"], svc.state.size, leaf_hash(e), list(bundle.proof), svc.state.root)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.booleans()), min_size=1, max_size=30),
+                min_size=1, max_size=5))
+def test_batch_answers_match_the_plain_document(tmp_path_factory, rounds):
+    async def main():
+        svc = await open_log(tmp_path_factory.mktemp("log"))
+        try:
+            await _append_rounds(svc, rounds)
+        finally:
+            await svc.close()
+
+    asyncio.run(main())
+
+
+async def test_first_entry_and_a_larger_tree(tmp_path):
+    """Tree size 1 (an empty proof, no proof lines in the bundle) and then a few hundred more."""
+    svc = await open_log(tmp_path)
+    try:
+        await _append_rounds(svc, [[(0, False)], [(i, i % 7 == 0) for i in range(1, 300)], [(5, False)]])
+    finally:
+        await svc.close()
+
+
+async def test_refused_batch_fails_every_answer(tmp_path):
+    svc = await open_log(tmp_path)
+    appends = SingleAppends(svc.sequencer, svc.store.hashes, svc.metrics)
+    await svc.sequencer.close()
+    with pytest.raises(Unavailable):
+        await appends.submit(commitment(1), False, 0.0)
+    await svc.reader.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=32, max_size=32), st.sampled_from(["lower", "upper", "mixed"]))
+def test_commitment_json_entry_equals_the_general_path(digest, case):
+    hexd = digest.hex()
+    hexd = {"lower": hexd, "upper": hexd.upper(), "mixed": "".join(
+        c.upper() if k % 2 else c for k, c in enumerate(hexd))}[case]
+    body = b'{"type":"commitment","commitment":"sha256:%s"}' % hexd.encode()
+    assert commitment_json_entry(body) == canonical_entry(loads_json(body))
+
+
+@pytest.mark.parametrize("body", [
+    b'{"type": "commitment","commitment":"sha256:' + b"0" * 64 + b'"}',  # spacing
+    b'{"commitment":"sha256:' + b"0" * 64 + b'","type":"commitment"}',  # key order
+    b'{"type":"commitment","commitment":"sha256:' + b"0" * 63 + b'"}',  # short
+    b'{"type":"commitment","commitment":"sha256:' + b"0" * 64 + b'"}\n',  # trailing byte
+    b'{"type":"commitment","commitment":"sha256:' + b"0" * 64 + b'","x":1}',  # another field
+    b'{"type":"commitment","commitment":"sha256:' + b"g" * 64 + b'"}',  # not hex
+    b'{"type":"commitment","commitment":"sha256:' + b"0" * 64 + b'","type":"commitment"}',  # duplicate key
+])
+def test_commitment_json_entry_leaves_other_bodies_to_the_parser(body):
+    assert commitment_json_entry(body) is None
+
+
+def test_random_bodies_agree_with_the_parser():
+    rng = random.Random(7)
+    for _ in range(500):
+        body = bytearray(b'{"type":"commitment","commitment":"sha256:' + b"%064x" % rng.getrandbits(256) + b'"}')
+        body[rng.randrange(len(body))] = rng.randrange(256)
+        fast = commitment_json_entry(bytes(body))
+        if fast is not None:
+            assert fast == canonical_entry(loads_json(bytes(body)))
