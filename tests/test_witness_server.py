@@ -125,3 +125,47 @@ async def test_concurrent_conflicting_requests_never_fork_or_go_backwards(tmp_pa
     assert max(by_size) == final.size
     assert [s for s, _ in history] == sorted(by_size)  # persisted in increasing size, one row each
     assert all(final_tree.root(s) == r for s, r in history)
+
+
+async def test_add_checkpoint_on_the_fast_path_answers_as_aiohttp_does(tmp_path):
+    """Two witnesses with one key and one clock, one as `oap-witness serve` runs it (the fast
+    path) and one on aiohttp alone, get the same requests on one connection each: every
+    answer (cosignature, 409 with the size, 400, 404, 413) is the same bytes but the Date."""
+    from aiohttp import web
+
+    from tlog.fastpath import FAST_ROUTES_KEY, FastSite
+    from tlog.http import start_app
+    from witness.server import WitnessService, build_app
+
+    from .test_fastpath import exchange, responses
+
+    log, other = MemLog().grow(12), MemLog(origin="other.example/log").grow(3)
+    logs = [WitnessedLog(log.origin, log.vkey)]
+    bodies = [log.body(0, 4), log.body(4, 9), log.body(0, 9), log.body(4, 12), b"garbage\n\n",
+              other.body(0, 3), log.body(9, 12), b"x" * 70_000, log.body(9, 12)]
+    stream = b"".join(b"POST /add-checkpoint HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
+                      % len(b) + b for b in bodies)
+    stream += b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    answers = []
+    for fast in (True, False):
+        cfg = witness_config(tmp_path / ("fast" if fast else "plain"), logs)
+        svc = WitnessService.open(cfg, clock=lambda: 1_700_000_000.0)
+        app = build_app(svc)
+        if fast:
+            runner = await start_app(app, "127.0.0.1", 0)
+        else:
+            runner = web.AppRunner(app)
+            await runner.setup()
+            await FastSite(runner, "127.0.0.1", 0, routes=None, timeout=15.0).start()
+        try:
+            answers.append(responses(await exchange(runner.addresses[0][1], stream)))
+        finally:
+            await runner.cleanup()
+            svc.close()
+        if fast:
+            assert app[FAST_ROUTES_KEY].answered == 7  # then the oversized body went to aiohttp
+    fast, plain = answers
+    assert fast == plain
+    assert [int(r[0].split()[1]) for r in fast] == [200, 200, 409, 409, 400, 404, 200, 413, 409, 200]
+    assert fast[2][2] == b"9\n" and dict(fast[2][1])[b"Content-Type"] == b"text/x.tlog.size"
+    assert fast[0][2].startswith("\u2014 ".encode())

@@ -17,6 +17,7 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 
 from tlog.checkpoint import Checkpoint
+from tlog.http import start_app
 from tlog.keys import CosignatureSigner, Signer, write_private_key
 from tlog.merkle import memory_view
 from tlog.note import sign_note
@@ -117,18 +118,26 @@ def witness_config(tmp: Path, logs: list[WitnessedLog], *, seed: bytes = V8_SEED
 
 
 @contextlib.asynccontextmanager
-async def running_witness(cfg: WitnessConfig, **open_kw):
-    """WitnessService + a real TestServer on 127.0.0.1 + a client session."""
+async def running_witness(cfg: WitnessConfig, *, fast: bool = True, **open_kw):
+    """WitnessService + a real server on 127.0.0.1 + a client session.
+
+    As `oap-witness serve` runs it (`tlog.http.start_app`: add-checkpoint on the fast
+    path), or with `fast=False` aiohttp alone (a TestServer)."""
     cfg.validate()
     svc = WitnessService.open(cfg, **open_kw)
-    server = TestServer(build_app(svc), host="127.0.0.1")
-    await server.start_server()
     session = aiohttp.ClientSession()
+    if fast:
+        runner = await start_app(build_app(svc), "127.0.0.1", 0)
+        url, stop = f"http://127.0.0.1:{runner.addresses[0][1]}", runner.cleanup
+    else:
+        server = TestServer(build_app(svc), host="127.0.0.1")
+        await server.start_server()
+        url, stop = str(server.make_url("")).rstrip("/"), server.close
     try:
-        yield svc, str(server.make_url("")).rstrip("/"), session
+        yield svc, url, session
     finally:
         await session.close()
-        await server.close()
+        await stop()
         svc.close()
 
 

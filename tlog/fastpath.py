@@ -66,10 +66,11 @@ class Reply(NamedTuple):
 
     body: bytes
     headers: tuple[tuple[str, str], ...]
+    status: int = 200
 
     def response(self) -> web.Response:
         """The same answer for the aiohttp path."""
-        return web.Response(body=self.body, headers=dict(self.headers))
+        return web.Response(body=self.body, headers=dict(self.headers), status=self.status)
 
 
 Handler = Callable[[str, str], "Reply | None"]
@@ -351,7 +352,8 @@ class FastProtocol(asyncio.Protocol):
     def _posted(self, task: asyncio.Future, route: str, t0: float, close: bool) -> None:
         self._busy = None
         try:
-            status, reply = 200, task.result()
+            reply = task.result()
+            status = reply.status
         except asyncio.CancelledError:
             self.close()
             return

@@ -156,17 +156,20 @@ class RequestMetrics:
     """Per-route request counts and seconds for the error middleware (`on_request`) and the
     fast path (`record`); labelled children are looked up once, since labels() is slow."""
 
-    def __init__(self, requests, seconds) -> None:
+    def __init__(self, requests, seconds=None) -> None:
+        """`requests` a Counter by (route, status); `seconds`, optional, a Histogram by route."""
         self._requests, self._seconds = requests, seconds
         self._children: dict[tuple[str, int], tuple] = {}
 
     def record(self, route: str, status: int, seconds: float) -> None:
         c = self._children.get((route, status))
         if c is None:
-            c = self._children[(route, status)] = (self._requests.labels(route, str(status)),
-                                                   self._seconds.labels(route))
+            c = self._children[(route, status)] = (
+                self._requests.labels(route, str(status)),
+                self._seconds.labels(route) if self._seconds is not None else None)
         c[0].inc()
-        c[1].observe(seconds)
+        if c[1] is not None:
+            c[1].observe(seconds)
 
     def on_request(self, request: web.Request, status: int, seconds: float) -> None:
         resource = request.match_info.route.resource

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from tlog.errors import NotFound, OAPError, TooLarge
-from tlog.http import (READ_TIMEOUT_KEY, make_error_middleware, rate_limit_middleware,
+from tlog.errors import NotFound, OAPError, RateLimited, TooLarge
+from tlog.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
+from tlog.fastpath import Request as FastRequest
+from tlog.http import (READ_TIMEOUT_KEY, RequestMetrics, make_error_middleware, rate_limit_middleware,
                        read_body, read_document, respond)
 from tlog.limits import RateLimiter
 from tlog.keys import CosignatureSigner
@@ -40,11 +42,14 @@ MONITORING_CACHE = "public, max-age=1, must-revalidate"
 TLOG_SIZE = "text/x.tlog.size"
 
 
-def protocol_error(e: OAPError) -> web.Response:
+TEXT_HEADERS = (("Content-Type", "text/plain; charset=utf-8"),)
+
+
+def protocol_error(e: OAPError) -> Reply:
     """tlog-witness error answer: 409 carries the witness's size, the rest a text reason."""
     if isinstance(e, SizeConflict):
-        return web.Response(status=409, body=f"{e.known_size}\n".encode(), content_type=TLOG_SIZE)
-    return web.Response(status=e.status, text=e.message.replace("\n", " ") + "\n", content_type="text/plain")
+        return Reply(f"{e.known_size}\n".encode(), (("Content-Type", TLOG_SIZE),), 409)
+    return Reply((e.message.replace("\n", " ") + "\n").encode(), TEXT_HEADERS, e.status)
 
 
 @dataclass
@@ -80,14 +85,12 @@ def build_app(svc: WitnessService) -> web.Application:
     cfg, m = svc.config, svc.metrics
     by_path = {origin_path(log.origin): log.origin for log in cfg.logs}
 
-    def on_request(request: web.Request, status: int, seconds: float) -> None:
-        resource = request.match_info.route.resource
-        m.requests.labels(resource.canonical if resource else "unmatched", str(status)).inc()
-
-    middlewares = [make_error_middleware(on_request)]
+    requests = RequestMetrics(m.requests)  # by route and status, here and on the fast path
+    middlewares = [make_error_middleware(requests.on_request)]
+    limiter = None
     if cfg.rate_limit > 0:  # (0: off, and then not even a pass-through layer per request)
-        middlewares.append(rate_limit_middleware(RateLimiter(cfg.rate_limit, cfg.rate_limit_burst),
-                                                 trust_forwarded_for=cfg.trust_forwarded_for))
+        limiter = RateLimiter(cfg.rate_limit, cfg.rate_limit_burst)
+        middlewares.append(rate_limit_middleware(limiter, trust_forwarded_for=cfg.trust_forwarded_for))
     app = web.Application(middlewares=middlewares, client_max_size=max(cfg.max_body, cfg.max_conformance_body))
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
 
@@ -96,15 +99,9 @@ def build_app(svc: WitnessService) -> web.Application:
     ok_count = m.add_checkpoint.labels("200")
     per_log: dict[str, tuple] = {}
 
-    async def add_checkpoint(request: web.Request) -> web.Response:
-        t0 = time.perf_counter()
+    async def cosign(body: bytes, t0: float) -> Reply:
+        """The answer to one add-checkpoint body (fast path and aiohttp alike)."""
         try:
-            if request.content.is_eof():  # received in full with the head: nothing to wait for
-                body = request.content.read_nowait()
-                if len(body) > cfg.max_body:
-                    raise TooLarge(f"request body over {cfg.max_body} bytes")
-            else:
-                body = await read_body(request, cfg.max_body)
             c = await svc.witness.submit(body, max_body=cfg.max_body)
         except OAPError as e:
             m.add_checkpoint.labels(str(e.status)).inc()
@@ -119,7 +116,29 @@ def build_app(svc: WitnessService) -> web.Application:
         cosignatures, log_size = series
         cosignatures.inc()
         log_size.set(c.size)
-        return web.Response(text=c.body, content_type="text/plain", charset="utf-8")
+        return Reply(c.body.encode(), TEXT_HEADERS)
+
+    async def add_checkpoint(request: web.Request) -> web.Response:
+        t0 = time.perf_counter()
+        try:
+            if request.content.is_eof():  # received in full with the head: nothing to wait for
+                body = request.content.read_nowait()
+                if len(body) > cfg.max_body:
+                    raise TooLarge(f"request body over {cfg.max_body} bytes")
+            else:
+                body = await read_body(request, cfg.max_body)
+        except OAPError as e:
+            m.add_checkpoint.labels(str(e.status)).inc()
+            return protocol_error(e).response()
+        return (await cosign(body, t0)).response()
+
+    def add_checkpoint_fast(body: bytes, req: FastRequest) -> Awaitable[Reply]:
+        """POST /add-checkpoint on the fast path (tlog.fastpath): every log's hot request."""
+        if limiter is not None:
+            if not limiter.allows(req.client, "request"):
+                raise RateLimited("rate limited")  # aiohttp's middleware answers the 429
+            limiter.check(req.client, "request")
+        return cosign(body, time.perf_counter())
 
     async def monitoring(request: web.Request) -> web.Response:
         origin = by_path.get(request.match_info["hash"])
@@ -160,6 +179,9 @@ def build_app(svc: WitnessService) -> web.Application:
         return resp
 
     app.router.add_post("/add-checkpoint", add_checkpoint)
+    app[FAST_ROUTES_KEY] = FastRoutes(
+        {}, posts={"/add-checkpoint": ("/add-checkpoint", add_checkpoint_fast, cfg.max_body)},
+        limiter=limiter, record=requests.record, trust_forwarded_for=cfg.trust_forwarded_for)
     app.router.add_get("/{hash:[0-9a-f]{64}}/checkpoint", monitoring)
     app.router.add_post("/v1/conformance/witness", conformance_witness)
     app.router.add_get("/v1/info", info)
