@@ -114,6 +114,7 @@ class FastRoutes:
     handed_off: int = 0
     _exact: dict[bytes, tuple[str, Handler]] = field(default_factory=dict, init=False, repr=False)
     _prefixes: list[tuple[bytes, str, Handler]] = field(default_factory=list, init=False, repr=False)
+    _lines: dict[bytes, tuple[str, str, Handler] | None] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.max_post = max((cap for _, _, cap in self.posts.values()), default=0)
@@ -122,6 +123,25 @@ class FastRoutes:
                 self._prefixes.append((path.encode(), name, fn))
             else:
                 self._exact[path.encode()] = (name, fn)
+
+    def request_line(self, line: bytes) -> tuple[str, str, Handler] | None:
+        """`match` for a whole GET request line; None unless it is plain and routed here.
+
+        Clients walk the same tiles and poll the same checkpoint: the answer for a line
+        is kept (up to 16,384 lines), which spares the checks below on most requests.
+        """
+        hit = self._lines.get(line, _MISS)
+        if hit is _MISS:
+            hit = None
+            parts = line.split(b" ")
+            if len(parts) == 3 and parts[0] == b"GET" and parts[2] == b"HTTP/1.1":
+                path = parts[1]
+                if _PATH.fullmatch(path) and not _BAD_SEGMENT.search(path):
+                    hit = self.match(path)
+            if len(self._lines) >= 16384:
+                self._lines.clear()
+            self._lines[line] = hit
+        return hit
 
     def match(self, path: bytes) -> tuple[str, str, Handler] | None:
         """(route name, rest of the path, handler) for a request path."""
@@ -134,6 +154,7 @@ class FastRoutes:
         return None
 
 
+_MISS = object()
 _date_cache: list = [0, b""]
 
 
@@ -289,13 +310,7 @@ class FastProtocol(asyncio.Protocol):
     def _answer(self, head: bytes, t0: float) -> tuple[bytes, bool] | None:
         """The whole response for one request head, and whether to close; None for aiohttp."""
         line, _, block = head.partition(b"\r\n")
-        parts = line.split(b" ")
-        if len(parts) != 3 or parts[0] != b"GET" or parts[2] != b"HTTP/1.1":
-            return None
-        path = parts[1]
-        if not _PATH.fullmatch(path) or _BAD_SEGMENT.search(path):
-            return None
-        hit = self._routes.match(path)
+        hit = self._routes.request_line(line)
         if hit is None:
             return None
         meta = self._request(block)
