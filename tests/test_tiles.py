@@ -244,3 +244,16 @@ def test_entry_bundles_round_trip_and_refuse_truncation():
     for cut in (1, 4, len(raw) - 1):
         with pytest.raises(FormatError):
             parse_entry_bundle(raw[:cut])
+
+
+@settings(max_examples=300)
+@given(st.integers(0, 63), st.integers(0, 2**63 - 1), st.integers(1, 256), st.integers(1, 3))
+def test_leading_zero_groups_are_refused_by_the_pattern(level: int, index: int, width: int, extra: int) -> None:
+    """The canonical check is in the pattern (no round trip per parse): a path with extra
+    all-zero groups in front names the same tile and must be refused."""
+    path = tile_path(level, index, width)
+    assert parse_tile_path(path).path == path
+    head, _, rest = path.partition(f"/{level}/")
+    padded = f"{head}/{level}/" + "x000/" * extra + rest
+    with pytest.raises(FormatError):
+        parse_tile_path(padded)
