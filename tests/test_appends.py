@@ -127,3 +127,24 @@ def test_random_bodies_agree_with_the_parser():
         fast = commitment_json_entry(bytes(body))
         if fast is not None:
             assert fast == canonical_entry(loads_json(bytes(body)))
+
+
+async def test_waiters_get_an_error_when_building_the_answers_fails(tmp_path, monkeypatch):
+    """Found in review: an exception while rendering a batch's answers (EIO reading a hash
+    file) left every waiter pending forever; each now gets the error (a 500)."""
+    import tlog.appends as appends_mod
+
+    svc = await open_log(tmp_path)
+    try:
+        def boom(*a, **k):
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(appends_mod, "inclusion_levels", boom)
+        appends = SingleAppends(svc.sequencer, svc.store.hashes, svc.metrics)
+        futs = [appends.submit(commitment(i), False, 0.0) for i in range(3)]
+        done, pending = await asyncio.wait(futs, timeout=10)
+        assert not pending
+        assert all(isinstance(f.exception(), OSError) for f in done)
+        assert svc.state.size == 3  # durable all the same: a retry finds them as duplicates
+    finally:
+        await svc.close()

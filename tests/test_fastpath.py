@@ -510,3 +510,15 @@ async def test_a_client_that_half_closes_after_its_post_still_gets_the_answer(pa
         assert len(got) == 1 and got[0][0] == b"HTTP/1.1 200 OK"
         assert json.loads(got[0][2])["leaf_hash"] == base64.b64encode(
             leaf_hash(canonical_entry(json.loads(commitment(i))))).decode()
+
+
+async def test_long_request_lines_are_not_kept(pair):
+    """Found in review: every distinct GET line was kept (up to 16,384), whatever its
+    length; 8 KB junk lines could pin ~250 MB. Only lines of canonical-path length are."""
+    for i in range(20):
+        line = b"GET /tile/0/%s%04d HTTP/1.1" % (b"a" * 8000, i)
+        await exchange(pair.fast, line + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert pair.routes.handed_off >= 20
+    assert all(len(k) <= 300 for k in pair.routes._lines)
+    await exchange(pair.fast, get("/" + tile_path(0, 1)) + CLOSE)
+    assert ("GET /" + tile_path(0, 1) + " HTTP/1.1").encode() in pair.routes._lines  # short lines are

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any
 
@@ -29,6 +30,8 @@ from .metrics import LogMetrics
 from .proofbundle import HEADER, ProofBundle
 from .sequencer import AddedBatch, Sequencer
 from .store import LogState
+
+log = logging.getLogger("oap.tlog.appends")
 
 _JSON = (("Content-Type", "application/json"),)
 _HEADER_JSON = json.dumps(HEADER)[1:-1]
@@ -96,7 +99,14 @@ class SingleAppends:
             state = added.result().state
             groups.setdefault(id(state), (state, []))[1].append(item)
         for state, items in groups.values():
-            self._answer(state, items)
+            try:
+                self._answer(state, items)
+            except Exception as e:  # e.g. EIO reading a hash file: durable, but no proof to give
+                log.error("could not build the answers of %d appended entries: %s: %s", len(items),
+                          type(e).__name__, e)
+                for item in items:
+                    if not item[4].done():
+                        item[4].set_exception(e)  # answered 500; the entries are durable all the same
 
     def _answer(self, state: LogState, items: list) -> None:
         results: list[AddedBatch] = [item[0].result() for item in items]

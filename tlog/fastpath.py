@@ -138,9 +138,10 @@ class FastRoutes:
                 path = parts[1]
                 if _PATH.fullmatch(path) and not _BAD_SEGMENT.search(path):
                     hit = self.match(path)
-            if len(self._lines) >= 16384:
-                self._lines.clear()
-            self._lines[line] = hit
+            if len(line) <= _MAX_KEPT_LINE:  # a client must not pin long lines (heads reach 8 KiB)
+                if len(self._lines) >= 16384:
+                    self._lines.clear()
+                self._lines[line] = hit
         return hit
 
     def match(self, path: bytes) -> tuple[str, str, Handler] | None:
@@ -155,6 +156,7 @@ class FastRoutes:
 
 
 _MISS = object()
+_MAX_KEPT_LINE = 300  # bytes; a canonical tile path is at most 256 characters
 _date_cache: list = [0, b""]
 
 
@@ -300,7 +302,10 @@ class FastProtocol(asyncio.Protocol):
             self._handoff(rest)  # aiohttp answers garbage at once, where waiting for a head would stall
 
     def eof_received(self) -> bool:
-        if self._busy is not None:  # half-closed after a POST: its answer is still written
+        # Half-closed after a POST: its answer is still written. (Not over TLS, where asyncio
+        # ignores True, closes anyway and logs a warning per connection.)
+        if self._busy is not None and self._transport is not None \
+                and self._transport.get_extra_info("sslcontext") is None:
             self._eof = True
             return True
         return False  # close our side too; an unfinished head is dropped, as aiohttp would
@@ -331,8 +336,8 @@ class FastProtocol(asyncio.Protocol):
         except Exception:  # refused, or a bug: aiohttp runs it again and answers (a 4xx, or its 500)
             return None
         self._routes.answered += 1
-        self._routes.record(route, 200, time.perf_counter() - t0)
-        return _response(200, reply, close), close
+        self._routes.record(route, reply.status, time.perf_counter() - t0)
+        return _response(reply.status, reply, close), close
 
     def _request(self, block: bytes) -> Request | None:
         if block != self._block:  # clients repeat their headers on every request of a connection

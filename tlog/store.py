@@ -117,8 +117,8 @@ class Checkpointer:
     blocks the writer or readers), keeping the WAL bounded without putting a
     checkpoint inside a batch commit.
 
-    It runs when the log goes quiet (no commit during the last `interval`), or
-    after `max_age` seconds of steady writes. A checkpoint's fsync of the database
+    It runs while the log is quiet (no batch commit during the last `interval`),
+    and every `max_age` seconds of steady writes. A checkpoint's fsync of the database
     file shares the disk with the commits' WAL fsyncs: run every second under load
     it made one commit in twenty several times slower (measured with
     `benchmarks/run.py --only http_appends`). The WAL stays bounded by `max_age` of
@@ -137,17 +137,21 @@ class Checkpointer:
     def _run(self) -> None:
         conn = sqlite3.connect(self.db_path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=5000")
-        seen = done = self.commits()  # commits seen at the last look, and at the last checkpoint
-        last = time.monotonic()
+        seen = self.commits()  # batch commits at the last look
+        last = time.monotonic()  # the last checkpoint under load
         try:
             while not self._stop.wait(self.interval):
                 now, n = time.monotonic(), self.commits()
                 quiet, seen = n == seen, n
-                if n == done or not (quiet or now - last >= self.max_age):
-                    continue
+                if not quiet:
+                    if now - last < self.max_age:
+                        continue
+                    last = now
+                # Quiet: every look (a no-op once the WAL is copied back), so that writes other
+                # than batch commits (a migration, meta updates) and checkpoints a reader cut
+                # short are finished too.
                 try:
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                    done, last = n, now
                 except sqlite3.Error as e:  # disk full, read-only: retried next time
                     log.warning("WAL checkpoint failed: %s", e)
         finally:
