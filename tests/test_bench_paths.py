@@ -157,6 +157,35 @@ def test_windowed_reads_equal_mapped_reads(tmp_path, monkeypatch, hash_impl):
             windowed.gather(0, np.array([0, n + 5]))  # past the end of the file
 
 
+@pytest.mark.parametrize("n", [129, 200, 1000, 1023, 1029, 3001])
+def test_bounded_mode_low_levels_from_leaf_blocks(tmp_path, monkeypatch, hash_impl, n):
+    """Bounded mode takes the siblings at levels 0-2 from one read of the 8 leaves under
+    each index (hashing levels 1-2 from them) when that block is all in the tree, and
+    reads the others node by node: every proof, at the full size and at older sizes
+    (blocks cut by the size), equals the RFC 9162 recursion."""
+    from tlog import batchproofs
+
+    leaves = leaves_for(n, 11)
+    plain = filled(tmp_path, leaves, seed=2)
+    monkeypatch.setattr(hashfiles_mod, "MAP_WINDOW", 4096)  # levels over 128 nodes: pread (or windows)
+    windowed = HashFiles(plain.dir)
+    calls = []
+    real = windowed.gather_blocks
+    monkeypatch.setattr(windowed, "gather_blocks", lambda *a, **k: calls.append(a[1].size) or real(*a, **k))
+    rng = random.Random(n)
+    for size in sorted({n, max(1, n - rng.randrange(0, 12)), n // 2 + 3, 17, 16, 15, 9, 8, 7, 1}):
+        if size > n:
+            continue
+        view = TreeView(size, windowed.read)
+        idx = sorted({rng.randrange(size) for _ in range(40)} | {0, size - 1} | set(range(max(0, size - 9), size)))
+        got = inclusion_levels(view, windowed, np.array(idx)).as_bytes()
+        assert got == [ref_inclusion(i, leaves[:size]) for i in idx]
+    assert sum(calls) > 0  # the block path was taken
+    blocks = windowed.gather_blocks(0, np.array([0, n // 8 - 1]), 8, need=n)
+    assert blocks.tobytes() == b"".join(leaves[:8]) + b"".join(leaves[(n // 8 - 1) * 8:(n // 8) * 8])
+    assert batchproofs.LOW == 3
+
+
 # --- batched inclusion proofs ------------------------------------------------------
 
 

@@ -6,8 +6,9 @@
  *   itself; the batch paths (hash-file appends, batched verification,
  *   consistency proofs) hash millions of nodes, so they loop here, through
  *   OpenSSL's own SHA-256 (the same code hashlib uses), with the GIL released.
- * - gather_pread for tlog.hashfiles' bounded-memory mode: 32-byte node reads
- *   at scattered offsets, one pread each, GIL released, nothing mapped.
+ * - gather_pread for tlog.hashfiles' bounded-memory mode: 32-byte node reads (or
+ *   blocks of consecutive nodes) at scattered offsets, one pread each, GIL released,
+ *   nothing mapped.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -84,12 +85,13 @@ gather_pread(PyObject *self, PyObject *args)
 {
     int fd;
     Py_buffer idx, out;
-    if (!PyArg_ParseTuple(args, "iy*w*", &fd, &idx, &out))
+    Py_ssize_t row = HASH;  /* bytes per index: a node, or a block of consecutive nodes */
+    if (!PyArg_ParseTuple(args, "iy*w*|n", &fd, &idx, &out, &row))
         return NULL;
-    if (idx.len % 8 != 0 || out.len != idx.len / 8 * HASH) {
+    if (row <= 0 || row > (1 << 20) || idx.len % 8 != 0 || out.len != idx.len / 8 * row) {
         PyBuffer_Release(&idx);
         PyBuffer_Release(&out);
-        PyErr_SetString(PyExc_ValueError, "indices must be int64 and out 32 bytes per index");
+        PyErr_SetString(PyExc_ValueError, "indices must be int64 and out `row` bytes per index");
         return NULL;
     }
     Py_ssize_t m = idx.len / 8;
@@ -101,8 +103,8 @@ gather_pread(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < m; i++) {
         if (ix[i] < 0) { bad = i; break; }
         ssize_t got = 0;
-        while (got < HASH) {
-            ssize_t r = pread(fd, dst + i * HASH + got, HASH - got, (off_t)ix[i] * HASH + got);
+        while (got < row) {
+            ssize_t r = pread(fd, dst + i * row + got, row - got, (off_t)ix[i] * row + got);
             if (r < 0 && errno == EINTR)
                 continue;
             if (r <= 0) { err = r < 0 ? errno : 0; bad = i; break; }
@@ -132,7 +134,7 @@ static PyMethodDef methods[] = {
     {"leaf_hashes", leaf_hashes, METH_O,
      "leaf_hashes(entries) -> bytes: the concatenated SHA-256(0x00 || entry) of each entry."},
     {"gather_pread", gather_pread, METH_VARARGS,
-     "gather_pread(fd, indices, out): out[i] = the 32 bytes at offset 32 * indices[i] of fd."},
+     "gather_pread(fd, indices, out, row=32): out[i] = the `row` bytes at offset row * indices[i] of fd."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,7 +19,7 @@ import numpy as np
 from .encoding import b64encode_bytes
 from .errors import InvalidInput
 from .hashfiles import HashFiles
-from .hashing import node_hashes
+from .hashing import node_hashes, node_hashes_of_pairs
 from .merkle import TreeView, height
 
 
@@ -180,26 +180,62 @@ def inclusion_levels(view: TreeView, hashes: HashFiles, indices: np.ndarray) -> 
     if lo < 0 or hi >= n:
         raise InvalidInput(f"every index must be in 0..{n - 1} for tree size {n}")
     mask: np.ndarray | None = None
+    # Bounded memory (level 0 read with pread): the siblings at levels 0..LOW-1 of an
+    # index whose whole aligned block of 2^LOW leaves is in the tree come from one read
+    # of that block, levels 1..LOW-1 hashed from it, instead of one pread per level.
+    inb = low = None
+    if h > LOW and hashes.preads(0, n):
+        q = idx >> LOW
+        inb = ((q + 1) << LOW) <= n
+        if inb.any():
+            low = _low_siblings(hashes.gather_blocks(0, q[inb], 1 << LOW, need=n), idx[inb])
+        else:
+            inb = None
     p = idx.copy()  # p = idx >> k
     for k in range(h):
         if k:
             np.right_shift(p, 1, out=p)
         s = p ^ 1
         full = n >> k  # nodes at level k that are complete
+        from_blocks = low is not None and k < LOW
         if ((hi >> k) | 1) < full:  # every sibling is a stored complete node
-            nodes[k] = hashes.gather(k, s, need=full)
+            if from_blocks:
+                nodes[k, inb] = low[k]
+                if not inb.all():
+                    nodes[k, ~inb] = hashes.gather(k, s[~inb], need=full)
+            else:
+                nodes[k] = hashes.gather(k, s, need=full)
             continue
         if mask is None:
             mask = np.ones((h, b), dtype=bool)
         complete = s < full
         exists = s <= (n - 1) >> k
         mask[k] = exists
+        partial = exists & ~complete
+        if from_blocks:  # inside a block that is all in the tree: complete, present
+            nodes[k, inb] = low[k]
+            complete &= ~inb
         if complete.any():
             nodes[k, complete] = hashes.gather(k, s[complete], need=full)
-        partial = exists & ~complete
         if partial.any():
             nodes[k, partial] = np.frombuffer(view.edge[k], dtype=np.uint8)
     return ProofBatch(nodes, mask)
+
+
+LOW = 3  # levels taken from one read of 2^LOW leaves in bounded mode (8 leaves: 256 bytes)
+
+
+def _low_siblings(blocks: np.ndarray, idx: np.ndarray) -> list[np.ndarray]:
+    """The siblings at levels 0..LOW-1 of each index, from the (m, 2^LOW, 32) leaves of
+    its aligned block: level k's sibling is node ((i >> k) ^ 1) of the block's level k."""
+    m = blocks.shape[0]
+    rows = np.arange(m)
+    out, level = [], blocks
+    for k in range(LOW):
+        out.append(level[rows, ((idx >> k) & ((1 << (LOW - k)) - 1)) ^ 1])
+        if k + 1 < LOW:
+            level = node_hashes_of_pairs(np.ascontiguousarray(level).reshape(-1, 64)).reshape(m, -1, 32)
+    return out
 
 
 def consistency_levels(hashes: HashFiles, olds: np.ndarray, news: np.ndarray) -> ProofBatch:

@@ -184,6 +184,23 @@ class HashFiles:
             return out
         return self._gather_windowed(m, indices)
 
+    def preads(self, level: int, need: int) -> bool:
+        """Whether reads of `level` (holding at least `need` nodes) bypass its map (bounded mode)."""
+        return self._map(level, need).windowed
+
+    def gather_blocks(self, level: int, blocks: np.ndarray, width: int, *, need: int) -> np.ndarray:
+        """Nodes [b * width, (b + 1) * width) of `level` for each b in `blocks`, as an
+        (m, width, 32) array: one read per block (in bounded mode one pread, where
+        `gather` would make `width`). Every block must end by `need` <= the level's rows."""
+        m = self._map(level, need)
+        native = hashing.native
+        if m.windowed and native is not None:
+            out = np.empty((blocks.size, width, 32), dtype=np.uint8)
+            native.gather_pread(self._read_fd(level), np.ascontiguousarray(blocks, dtype=np.int64), out, width * 32)
+            return out
+        flat = (blocks[:, None] * width + np.arange(width)).reshape(-1)
+        return self.gather(level, flat, need=need).reshape(blocks.size, width, 32)
+
     def _gather_windowed(self, m: _Map, indices: np.ndarray) -> np.ndarray:
         per = MAP_WINDOW // 32
         order = np.argsort(indices)  # address order: one fault per touched 64 KiB
