@@ -15,6 +15,7 @@
 #include <openssl/sha.h>
 #include <unistd.h>
 #include <errno.h>
+#include <limits.h>
 
 #define HASH 32
 
@@ -101,7 +102,7 @@ gather_pread(PyObject *self, PyObject *args)
     int err = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < m; i++) {
-        if (ix[i] < 0) { bad = i; break; }
+        if (ix[i] < 0 || ix[i] > (LLONG_MAX - row) / row) { bad = i; break; }  /* no offset overflow */
         ssize_t got = 0;
         while (got < row) {
             ssize_t r = pread(fd, dst + i * row + got, row - got, (off_t)ix[i] * row + got);

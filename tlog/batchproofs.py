@@ -19,6 +19,7 @@ import numpy as np
 from .encoding import b64encode_bytes
 from .errors import InvalidInput
 from .hashfiles import HashFiles
+from . import hashing
 from .hashing import node_hashes, node_hashes_of_pairs
 from .merkle import TreeView, height
 
@@ -184,7 +185,7 @@ def inclusion_levels(view: TreeView, hashes: HashFiles, indices: np.ndarray) -> 
     # index whose whole aligned block of 2^LOW leaves is in the tree come from one read
     # of that block, levels 1..LOW-1 hashed from it, instead of one pread per level.
     inb = low = None
-    if h > LOW and hashes.preads(0, n):
+    if h > LOW and hashing.native is not None and hashes.preads(0, n):  # (hashlib: no gain)
         q = idx >> LOW
         inb = ((q + 1) << LOW) <= n
         if inb.any():

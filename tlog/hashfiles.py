@@ -192,6 +192,8 @@ class HashFiles:
         """Nodes [b * width, (b + 1) * width) of `level` for each b in `blocks`, as an
         (m, width, 32) array: one read per block (in bounded mode one pread, where
         `gather` would make `width`). Every block must end by `need` <= the level's rows."""
+        if blocks.size and (int(blocks.min()) < 0 or (int(blocks.max()) + 1) * width > need):
+            raise IndexError(f"a block of {width} nodes past {need} nodes of level {level}")
         m = self._map(level, need)
         native = hashing.native
         if m.windowed and native is not None:
