@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import hashing
 from .encoding import b64encode_bytes
 from .errors import InvalidInput
 from .hashfiles import HashFiles
-from . import hashing
 from .hashing import node_hashes, node_hashes_of_pairs
 from .merkle import TreeView, height
 
@@ -228,7 +228,8 @@ LOW = 3  # levels taken from one read of 2^LOW leaves in bounded mode (8 leaves:
 
 def _low_siblings(blocks: np.ndarray, idx: np.ndarray) -> list[np.ndarray]:
     """The siblings at levels 0..LOW-1 of each index, from the (m, 2^LOW, 32) leaves of
-    its aligned block: level k's sibling is node ((i >> k) ^ 1) of the block's level k."""
+    its aligned block: level k's sibling is node ((i >> k) ^ 1) of level k, i.e. node
+    (((i >> k) mod 2^(LOW-k)) ^ 1) of the block's level k."""
     m = blocks.shape[0]
     rows = np.arange(m)
     out, level = [], blocks

@@ -75,10 +75,11 @@ def tune_for_serving() -> None:
     """Interpreter settings for a long-running service, once it is set up.
 
     - `gc.freeze()`: everything built at start (modules, the app, caches) leaves the
-      cyclic collector's view (so a reference cycle among those is never collected:
-      start-up objects live as long as the process anyway). Each full collection otherwise walked all of it while the
+      cyclic collector's view. Each full collection otherwise walked all of it while the
       loop stood still: single appends had a p99 of 63-70 ms, 31-44 ms with it
-      (`benchmarks/run.py --only http_appends`, A/B on the same machine).
+      (`benchmarks/run.py --only http_appends`, A/B on the same machine). The cost: a
+      reference cycle among those objects is never collected (they live as long as
+      the process anyway).
     - A 0.5 ms switch interval: a writer thread (the log's sequencer, the witness's and
       registry's batch commits) needs the GIL back after every fsync and SQLite call;
       with the event loop busy it waited up to 5 ms (the default) each time.

@@ -181,7 +181,7 @@ class LogStore:
             self._lock_fd = lock_dir(self.dir, "log.lock", "log")
             self.conn = connect(self.db_path)
             self.conn.executescript(SCHEMA)
-        self.commits = 0  # transactions committed by this process (the checkpointer watches it)
+        self.commits = 0  # batch commits by this process: the checkpointer's measure of load
         self.checkpointer = None if self.read_only else Checkpointer(self.db_path, lambda: self.commits)
         self.hashes = HashFiles(self.dir / "hashes")
         self.leaves = LeafIndex(self.dir / "leafindex.bin", read_only=self.read_only,
