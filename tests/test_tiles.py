@@ -14,6 +14,7 @@ from tlog.tiles import (
     entries_for_size,
     entries_path,
     parse_tile_path,
+    tile_coords,
     partial_width,
     tile_for_hash,
     tile_path,
@@ -88,6 +89,8 @@ MORE_BAD = [
 def test_parse_rejects(path: str) -> None:
     with pytest.raises(FormatError):
         parse_tile_path(path)
+    with pytest.raises(FormatError):  # the server's parser (a tuple, no TileRef)
+        tile_coords(path)
 
 
 def test_parse_rejects_non_str() -> None:
@@ -201,6 +204,7 @@ def test_partial_width_formula(size: int, level: int) -> None:
 def test_tile_path_round_trip(level: int, index: int, width: int) -> None:
     path = tile_path(level, index, width)
     assert parse_tile_path(path) == TileRef(level, index, width)
+    assert tile_coords(path) == (level, index, width)
     assert path.endswith(f".p/{width}") == (width < 256)
     assert parse_tile_path(entries_path(index, width)) == TileRef(None, index, width)
 

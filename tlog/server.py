@@ -36,7 +36,7 @@ from .metrics import LogMetrics
 from .note import sign_note
 from .sequencer import Sequencer
 from .store import EntryReader, LogState, LogStore
-from .tiles import TILE_HEIGHT, TILE_WIDTH, parse_tile_path
+from .tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
 from .witnessing import WitnessSet, policy_text
 
 log = logging.getLogger("oap.tlog.server")
@@ -203,9 +203,6 @@ def build_app(svc: LogService) -> web.Application:
 
     request_metrics = RequestMetrics(m.requests, m.request_seconds)
 
-    # Tile paths repeat (clients walk the same tiles); parsing one costs more than serving it.
-    tile_ref = lru_cache(maxsize=16384)(parse_tile_path)
-
     limiter = RateLimiter(cfg.rate_limit_read, cfg.rate_limit_read_burst)
     write_limiter = RateLimiter(cfg.rate_limit_write, cfg.rate_limit_write_burst)
     auth = TokenAuth.from_file(cfg.auth_required_for, cfg.tokens_file)
@@ -230,6 +227,9 @@ def build_app(svc: LogService) -> web.Application:
 
     # --- tlog-tiles reads ------------------------------------------------------------
 
+    # Clients walk the same tiles: parsing a path costs more than serving it from the cache.
+    tile_at = lru_cache(maxsize=16384)(tile_coords)
+
     def served() -> LogState:
         """The published state; nothing of an unwitnessed tree is served before its quorum."""
         if not svc.sequencer.published:
@@ -244,13 +244,13 @@ def build_app(svc: LogService) -> web.Application:
 
     def hash_tile_reply(path: str, accept: str = "") -> Reply | None:
         """A hash tile (None for an entry bundle: it is read from SQLite, off the loop)."""
-        ref = tile_ref("tile/" + path)
-        if ref.level is None:
+        level, index, width = tile_at("tile/" + path)
+        if level is None:
             return None
-        level = ref.level * TILE_HEIGHT
-        if level >= 64 or ref.index * TILE_WIDTH + ref.width > served().size >> level:
+        level *= TILE_HEIGHT
+        if level >= 64 or index * TILE_WIDTH + width > served().size >> level:
             raise NotFound("tile not available for the current tree size")
-        return Reply(svc.store.hashes.read_range(level, ref.index * TILE_WIDTH, ref.width), TILE_HEADERS)
+        return Reply(svc.store.hashes.read_range(level, index * TILE_WIDTH, width), TILE_HEADERS)
 
     async def checkpoint(request: web.Request) -> web.Response:
         return checkpoint_reply().response()
@@ -259,11 +259,11 @@ def build_app(svc: LogService) -> web.Application:
         path = request.match_info["path"]
         reply = hash_tile_reply(path)
         if reply is None:
-            ref = tile_ref("tile/" + path)
-            start = ref.index * TILE_WIDTH
-            if start + ref.width > served().size:
+            _, index, width = tile_at("tile/" + path)
+            start = index * TILE_WIDTH
+            if start + width > served().size:
                 raise NotFound("entry bundle not available for the current tree size")
-            reply = Reply(await svc.reader.bundle(start, ref.width), TILE_HEADERS)
+            reply = Reply(await svc.reader.bundle(start, width), TILE_HEADERS)
         return reply.response()
 
     # --- OAP writes -------------------------------------------------------------------
