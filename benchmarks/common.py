@@ -123,6 +123,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(parts[11]) + int(parts[12])) / ticks
 
 
+def child_pids(pid: int) -> list[int]:
+    """The live child processes of `pid` (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
 def proc_memory(pid: int) -> dict[str, int]:
     """VmHWM (peak RSS), VmRSS, RssAnon, RssFile of a process, in MiB."""
     out = {}

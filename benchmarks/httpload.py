@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import ORIGIN, cpu_seconds, proc_memory
+from common import ORIGIN, child_pids, cpu_seconds, proc_memory
 
 BIN = Path(sys.executable).parent
 
@@ -80,7 +80,14 @@ class Server:
         return self.proc.pid
 
     def cpu(self) -> float:
-        return cpu_seconds(self.pid)
+        """CPU seconds of the server and of its child processes (the log's read workers)."""
+        total = cpu_seconds(self.pid)
+        for child in child_pids(self.pid):
+            try:
+                total += cpu_seconds(child)
+            except OSError:  # exited meanwhile
+                pass
+        return total
 
     def memory(self) -> dict[str, int]:
         return proc_memory(self.pid)

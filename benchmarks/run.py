@@ -49,6 +49,9 @@ SINGLE_INTERVAL_MS = 5
 # memory: the bounded mode's window. Levels larger than this are read with pread; with 2^24
 # leaves, 64 MiB keeps levels 3 and up mapped (128 MiB) and reads levels 0-2 with pread.
 BOUNDED_WINDOW_MB = 64
+# tile_reads: extra processes answering tiles (`read_workers`, tlog.readworkers). The load
+# generator takes ~0.5 of this machine's 2 cores, so one worker uses the rest.
+READ_WORKERS = 1
 STATUS_POPULATION = 10_000  # status_lookups: ids asked (the epoch caches up to 20,000 answers)
 RESULTS = HERE / "results"
 
@@ -367,8 +370,10 @@ class Bench:
         with Server(path) as srv:
             self._http_proofs(srv, n, "cbor")
             self._http_proofs(srv, n, "json")
-            self._tile_reads(srv, n)
+            one = self._tile_load(srv, n // 256)  # the default: one process
             mem = srv.memory()
+        with Server(path, "--read-workers", str(READ_WORKERS)) as srv:
+            self._tile_reads(srv, n, one)
         with Server(path, env={"OAP_TLOG_MAP_WINDOW_MB": str(BOUNDED_WINDOW_MB)}) as srv:
             bounded = self._http_proofs(srv, n, "cbor", record=False)
             bmem = srv.memory()
@@ -413,8 +418,8 @@ class Bench:
                 **load.describe()}, target=300_000 if enc == "cbor" else None))
         return round(rate)
 
-    def _tile_load(self, srv: Server, ntiles: int):
-        secs = self.cfg["http_seconds"]
+    def _tile_load(self, srv: Server, ntiles: int, seconds: float | None = None):
+        secs = seconds or self.cfg["http_seconds"]
         if have_wrk():
             return run_wrk(srv, LUA_TILES, [str(ntiles), str(random.randrange(1 << 20))], connections=64,
                            seconds=secs)
@@ -425,12 +430,15 @@ class Bench:
         return run_pyload(srv, lambda i: get(paths[i % 4096], port), connections=64, total=400_000,
                           seconds=secs)[0]
 
-    def _tile_reads(self, srv: Server, n: int) -> None:
+    def _tile_reads(self, srv: Server, n: int, one_process) -> None:
+        self._tile_load(srv, n // 256, seconds=2)  # warm-up: the worker's page tables and parse caches
         load = self._tile_load(srv, n // 256)
         with BareServer() as bare:
             base = self._tile_load(bare, n // 256)
         self.add(Result("tile_reads", round(load.rate), "requests/s", {
             "tree_size": n, "tiles": "random full level-0 tiles (8 KiB)", "clients": 64, **load.describe(),
+            "server": f"oap-log serve --read-workers {READ_WORKERS} (server_cpu_util: the log and its worker)",
+            "one_process": round(one_process.rate), "one_process_load": one_process.describe(),
             "baseline_load": base.describe()},
             baseline={"name": "bare aiohttp handler answering 8 KiB (benchmarks/bare.py), same load",
                       "value": round(base.rate)}, target=20_000))

@@ -53,15 +53,18 @@ def main() -> None:
 @click.option("--auth-required-for", default=None, help="Entry types needing a bearer token, e.g. commitment,registry or *.")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--read-workers", type=int, default=None,
+              help="Extra processes answering tile and checkpoint reads on the same port (plain HTTP only).")
 def serve(config_file, data_dir, host, port, origin, batch_interval_ms, max_batch, log_format, witness_policy,
-          rate_limit_write, rate_limit_read, tokens_file, auth_required_for, tls_cert, tls_key) -> None:
+          rate_limit_write, rate_limit_read, tokens_file, auth_required_for, tls_cert, tls_key, read_workers) -> None:
     """Run the log server until Ctrl-C (or SIGTERM)."""
     try:
         cfg = load(LogConfig, section="log", env_prefix="OAP_LOG_", file=config_file, data_dir=data_dir,
                    host=host, port=port, origin=origin, batch_interval_ms=batch_interval_ms,
                    max_batch=max_batch, log_format=log_format, witness_policy=witness_policy,
                    rate_limit_write=rate_limit_write, rate_limit_read=rate_limit_read, tokens_file=tokens_file,
-                   auth_required_for=auth_required_for, tls_cert=tls_cert, tls_key=tls_key)
+                   auth_required_for=auth_required_for, tls_cert=tls_cert, tls_key=tls_key,
+                   read_workers=read_workers)
     except ConfigError as e:
         _fail(str(e), 2)
     setup_logging(cfg.log_format)
@@ -76,9 +79,15 @@ async def _serve(cfg: LogConfig) -> None:
     from .server import LogService, build_app
 
     svc = await LogService.open(cfg)
+    workers = None
+    if cfg.read_workers:
+        from .http import RequestMetrics
+        from .readworkers import ReadWorkers
+
+        workers = ReadWorkers(cfg, svc.sequencer, RequestMetrics(svc.metrics.requests, svc.metrics.request_seconds).record)
     await serve_until_signal(
         build_app(svc), host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
-        tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, drain=svc.close,
+        tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, drain=svc.close, helpers=workers,
         banner=lambda url: [f"origin:       {svc.origin}", f"verifier key: {svc.signer.vkey}", f"url:          {url}",
                             f"tree size:    {svc.state.size}",
                             f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})"],

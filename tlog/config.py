@@ -140,10 +140,16 @@ class LogConfig:
     tls_key: Path | None = None
     header_timeout: float = 15.0  # request head (and keep-alive idle) limit, seconds
     read_timeout: float = 30.0  # request body limit, seconds
+    read_workers: int = 0  # extra processes answering tile and checkpoint reads (tlog.readworkers)
 
     def validate(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ConfigError("port must be 0..65535")
+        if not 0 <= self.read_workers <= 64:
+            raise ConfigError("read_workers must be 0..64")
+        if self.read_workers and self.tls_cert is not None:
+            raise ConfigError("read_workers need plain HTTP: a TLS session cannot move between processes "
+                              "(terminate TLS in front of the log)")
         if not self.origin or len(self.origin.encode()) > 255 or any(c.isspace() or c == "+" for c in self.origin):
             raise ConfigError("origin must be 1..255 bytes with no spaces or '+'")
         if not 1 <= self.max_batch <= 100_000:

@@ -204,8 +204,12 @@ def _could_be_fast(partial: bytes) -> bool:
 class FastProtocol(asyncio.Protocol):
     """One connection: fast answers until the first request for aiohttp (see module doc)."""
 
-    def __init__(self, aiohttp_server: web.Server, routes: FastRoutes, conns: set, timeout: float) -> None:
+    def __init__(self, aiohttp_server: web.Server, routes: FastRoutes, conns: set, timeout: float,
+                 pending: bytes = b"") -> None:
+        """`pending`: bytes already read from the connection by another process (a read worker's
+        hand-off, `tlog.readworkers`), answered before anything read here."""
         self._aiohttp = aiohttp_server
+        self._pending = pending
         self._routes = routes
         self._conns = conns
         self._timeout = timeout
@@ -233,6 +237,9 @@ class FastProtocol(asyncio.Protocol):
         self._conns.add(self)
         self._last = self._loop.time()
         self._timer = self._loop.call_at(self._last + self._timeout, self._expire)
+        if self._pending:  # before the transport's first read, which asyncio schedules after this call
+            pending, self._pending = self._pending, b""
+            self.data_received(pending)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._drop()
@@ -518,6 +525,14 @@ class FastSite(web.TCPSite):
             reuse_port=self._reuse_port)
         sockets = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+    async def adopt(self, sock, pending: bytes = b"") -> None:
+        """Serve a connection another process accepted (and read `pending` from) as one of ours."""
+        aio = self._runner.server
+        assert aio is not None and self._fast is not None
+        routes, conns, timeout = self._fast, self._fast_conns, self._fast_timeout
+        await asyncio.get_running_loop().connect_accepted_socket(
+            lambda: FastProtocol(aio, routes, conns, timeout, pending), sock, ssl=self._ssl_context)
 
     async def stop(self, answer_within: float = 60.0) -> None:
         """Stop listening; answer the POSTs in flight (as aiohttp finishes its handlers), then close."""

@@ -38,13 +38,17 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def serve_until_signal(app: web.Application, *, host: str, port: int, header_timeout: float,
                              tls_cert=None, tls_key=None, banner: Callable[[str], list[str]],
                              drain: Callable[[], Awaitable[None]] | None = None,
-                             close: Callable[[], object] | None = None) -> None:
+                             close: Callable[[], object] | None = None,
+                             helpers=None) -> None:
     """Run a service until SIGINT/SIGTERM: the one serve loop of all three services.
 
     Prints `banner(url)` once listening (the last line starts with "data:",
     which scripts and tests wait for). On a signal: stop accepting, `drain`
     (finish queued work while in-flight requests complete), wait for the
     handlers, then `close`.
+
+    `helpers` (the log's read workers, `tlog.readworkers.ReadWorkers`) share the port:
+    started once it is bound, stopped first.
     """
     import signal
     import sys
@@ -54,14 +58,19 @@ async def serve_until_signal(app: web.Application, *, host: str, port: int, head
     for sig in (signal.SIGINT, signal.SIGTERM):  # before the banner: callers may signal right after it
         loop.add_signal_handler(sig, stop.set)
     ctx = server_ssl_context(tls_cert, tls_key)
-    runner = await start_app(app, host, port, header_timeout=header_timeout, ssl_context=ctx)
+    runner = await start_app(app, host, port, header_timeout=header_timeout, ssl_context=ctx,
+                             reuse_port=helpers is not None)
     bound = runner.addresses[0][1] if runner.addresses else port
+    if helpers is not None:
+        await helpers.start(next(iter(runner.sites)), host, bound)
     tune_for_serving()
     for line in banner(f"{'https' if ctx else 'http'}://{host}:{bound}"):
         print(line)
     sys.stdout.flush()
     await stop.wait()
     log.info("stopping: finishing queued work")
+    if helpers is not None:
+        await helpers.stop()
     await runner.shutdown()
     if drain is not None:
         await drain()
@@ -93,12 +102,15 @@ def tune_for_serving() -> None:
 
 
 async def start_app(app: web.Application, host: str, port: int, *, header_timeout: float = 15.0,
-                    ssl_context=None) -> web.AppRunner:
-    """Listen with `app` (and its fast routes, `tlog.fastpath`, if it has any); returns the runner."""
+                    ssl_context=None, reuse_port: bool = False) -> web.AppRunner:
+    """Listen with `app` (and its fast routes, `tlog.fastpath`, if it has any); returns the runner.
+
+    `reuse_port`: other processes of this user may listen on the port too (the log's read workers).
+    """
     runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=header_timeout)
     await runner.setup()
     site = FastSite(runner, host, port, routes=app.get(FAST_ROUTES_KEY), timeout=header_timeout,
-                    reuse_address=True, ssl_context=ssl_context)
+                    reuse_address=True, ssl_context=ssl_context, reuse_port=reuse_port or None)
     await site.start()
     return runner
 

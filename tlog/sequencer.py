@@ -100,6 +100,7 @@ class Sequencer:
         self.state: LogState | None = None
         self.published = False  # False until a checkpoint reached the publisher (witness quorum)
         self.halted: LogHalted | None = None  # set for good when signing on would fork the log
+        self.on_publish: list[Callable[[LogState], None]] = []  # called with each newly served state
 
     async def _in_writer(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.writer, fn, *args)
@@ -109,6 +110,7 @@ class Sequencer:
         self.state = state
         if self.publisher is None:
             self.published = True
+            self._announce()
         else:
             try:
                 await self._publish(state)
@@ -134,7 +136,12 @@ class Sequencer:
                 raise
             self.state = out
             self.published = True
+            self._announce()
             return out
+
+    def _announce(self) -> None:
+        for fn in self.on_publish:
+            fn(self.state)
 
     def _schedule_republish(self) -> None:
         if self._retry is None or self._retry.done():
@@ -244,6 +251,7 @@ class Sequencer:
             return
         if self.publisher is None:
             self.state = state
+            self._announce()
         at = 0
         for g, pos, k in spans:
             if k == g.n:  # the whole group in this batch (always, for a single entry)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from functools import lru_cache
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from .appends import SingleAppends
 from .entries import MAX_ENTRY_BYTES, canonical_entry, commitment_json_entry, decode_entry
 from .errors import FormatError, InvalidInput, NotFound, NotPublished, TooLarge
 from .fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
+from .hashfiles import HashFiles
 from .fastpath import Request as FastRequest
 from .http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, client_address, decode_document, is_json,
                    large_body_limit, make_error_middleware, offload, query_int, rate_limit_middleware, read_document,
@@ -197,6 +199,25 @@ def _leaf_param(text: str) -> bytes:
     return raw
 
 
+# Clients walk the same tiles: parsing a path costs more than serving it from the cache.
+_tile_at = lru_cache(maxsize=16384)(tile_coords)
+
+
+def hash_tile(hashes: HashFiles, size: Callable[[], int], path: str) -> Reply | None:
+    """The hash tile at `path` (after "tile/") of the served tree of `size()` leaves.
+
+    None for an entry bundle: it is read from SQLite, off the loop. Shared by the
+    log process and its read workers (`tlog.readworkers`).
+    """
+    level, index, width = _tile_at("tile/" + path)
+    if level is None:
+        return None
+    level *= TILE_HEIGHT
+    if level >= 64 or index * TILE_WIDTH + width > size() >> level:
+        raise NotFound("tile not available for the current tree size")
+    return Reply(hashes.read_range(level, index * TILE_WIDTH, width), TILE_HEADERS)
+
+
 def build_app(svc: LogService) -> web.Application:
     cfg = svc.config
     m = svc.metrics
@@ -227,9 +248,6 @@ def build_app(svc: LogService) -> web.Application:
 
     # --- tlog-tiles reads ------------------------------------------------------------
 
-    # Clients walk the same tiles: parsing a path costs more than serving it from the cache.
-    tile_at = lru_cache(maxsize=16384)(tile_coords)
-
     def served() -> LogState:
         """The published state; nothing of an unwitnessed tree is served before its quorum."""
         if not svc.sequencer.published:
@@ -243,14 +261,7 @@ def build_app(svc: LogService) -> web.Application:
         return Reply(served().note.encode(), CHECKPOINT_HEADERS)
 
     def hash_tile_reply(path: str, accept: str = "") -> Reply | None:
-        """A hash tile (None for an entry bundle: it is read from SQLite, off the loop)."""
-        level, index, width = tile_at("tile/" + path)
-        if level is None:
-            return None
-        level *= TILE_HEIGHT
-        if level >= 64 or index * TILE_WIDTH + width > served().size >> level:
-            raise NotFound("tile not available for the current tree size")
-        return Reply(svc.store.hashes.read_range(level, index * TILE_WIDTH, width), TILE_HEADERS)
+        return hash_tile(svc.store.hashes, lambda: served().size, path)
 
     async def checkpoint(request: web.Request) -> web.Response:
         return checkpoint_reply().response()
@@ -259,7 +270,7 @@ def build_app(svc: LogService) -> web.Application:
         path = request.match_info["path"]
         reply = hash_tile_reply(path)
         if reply is None:
-            _, index, width = tile_at("tile/" + path)
+            _, index, width = _tile_at("tile/" + path)
             start = index * TILE_WIDTH
             if start + width > served().size:
                 raise NotFound("entry bundle not available for the current tree size")
