@@ -318,6 +318,9 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
 
     workdir = Path(workdir)
     log = log_service(workdir / "log", "--rate-limit-write", "0", "--rate-limit-read", "0").start()
+    # The same log with a read worker: hostile requests that land on the worker are handed over.
+    logw = log_service(workdir / "logw", "--rate-limit-write", "0", "--rate-limit-read", "0",
+                       "--read-workers", "1").start()
     w = witness_service(workdir / "w", log.vkey, "--rate-limit", "0").start()
     reg = registry_service(workdir / "reg", log.url, "--rate-limit", "0").start()
     out = {}
@@ -326,6 +329,7 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
             async with s.get(log.url + "/checkpoint") as r:
                 note = await r.text()
         plans = [("log", log, log_endpoints(), log_valid_traffic(log.url)),
+                 ("log+read-worker", logw, log_endpoints(), log_valid_traffic(logw.url)),
                  ("witness", w, witness_endpoints(note), getter(w.url, "/healthz")),
                  ("registry", reg, registry_endpoints(), getter(reg.url, "/v1/info"))]
         for name, svc, endpoints, valid in plans:
@@ -336,7 +340,7 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
                          "rss_start_mb": rep.rss_start_kb // 1024, "rss_peak_mb": rep.rss_peak_kb // 1024,
                          "rss_end_mb": rep.rss_end_kb // 1024}
     finally:
-        for svc in (reg, w, log):
+        for svc in (reg, w, logw, log):
             svc.kill()
     return out
 

@@ -21,6 +21,7 @@ async def test_log_survives_hostile_http(server):
 
 async def test_every_service_survives_hostile_http(tmp_path):
     report = await fuzz_all(tmp_path, requests=500, seed=7)
+    assert set(report) == {"log", "log+read-worker", "witness", "registry"}
     for name, r in report.items():
         assert r["sent"] == 500, name
         assert r["server_errors"] == [], (name, r["server_errors"])
