@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
 import socket
+import struct
+import threading
 import time
 
+import numpy as np
 import pytest
 
 from tests.services import log_service
@@ -24,7 +29,7 @@ from tests.test_fastpath import CLOSE, entry, exchange, get, responses
 from tlog.config import ConfigError, LogConfig
 from tlog.ed25519 import generate_seed
 from tlog.hashing import leaf_hash
-from tlog.fastpath import FastSite
+from tlog.fastpath import FAST_ROUTES_KEY, FastSite
 from tlog.http import RequestMetrics, start_app
 from tlog.keys import CosignatureSigner
 from tlog.readworkers import ReadWorkers
@@ -50,7 +55,7 @@ class Log:
         self.runner = await start_app(build_app(self.svc), "127.0.0.1", 0, reuse_port=True)
         self.port = self.runner.addresses[0][1]
         self.workers = ReadWorkers(self.cfg, self.svc.sequencer,
-                                   RequestMetrics(self.svc.metrics.requests, self.svc.metrics.request_seconds).record)
+                                   RequestMetrics(self.svc.metrics.requests, self.svc.metrics.request_seconds))
         await self.workers.start(next(iter(self.runner.sites)), "127.0.0.1", self.port)
         plain = FastSite(self.runner, "127.0.0.1", 0, routes=None, timeout=15.0)
         await plain.start()
@@ -167,13 +172,13 @@ async def test_an_unpublished_log_is_not_served_by_its_workers(tmp_path):
 
 
 async def test_workers_exit_with_the_log_process(rlog):
-    procs = list(rlog.workers._procs)
+    procs = [c.proc for c in rlog.workers.children]
     assert procs and all(p.poll() is None for p in procs)
     loop = asyncio.get_running_loop()
-    for chan in rlog.workers._chans:  # as if the log process died: its end of the channel closes
-        loop.remove_reader(chan.fileno())
-        chan.close()
-    rlog.workers._chans = []
+    for child in rlog.workers.children:  # as if the log process died: its end of the channel closes
+        loop.remove_reader(child.chan.fileno())
+        child.chan.close()
+        child.lost = True
     deadline = time.monotonic() + 10
     while any(p.poll() is None for p in procs):
         assert time.monotonic() < deadline, "a worker outlived its log process"
@@ -209,5 +214,149 @@ def test_serve_with_a_read_worker_answers_and_stops_cleanly(tmp_path):
     finally:
         assert svc.stop() == 0
     assert "stopped cleanly" in svc.log_text
+    assert "ERROR" not in svc.log_text and "Traceback" not in svc.log_text, svc.log_text
     with pytest.raises(OSError):  # nothing listens any more: the worker is gone too
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+async def test_a_worker_that_fell_behind_catches_up_with_the_newest_checkpoint(rlog):
+    # From a review: states the channel could not take were dropped, and the worker kept
+    # serving an old checkpoint until the next publish. Now the newest one is always sent.
+    worker = rlog.workers.children[0].proc
+    os.kill(worker.pid, signal.SIGSTOP)  # descheduled for a while: its channel fills up
+    try:
+        for i in range(N, N + 400):  # 400 published batches of one entry
+            await rlog.svc.sequencer.add_many([entry(i)])
+    finally:
+        os.kill(worker.pid, signal.SIGCONT)
+    want = rlog.svc.state.size
+    deadline = time.monotonic() + 10
+    while True:
+        streams = await asyncio.gather(*(exchange(rlog.port, get("/checkpoint") + CLOSE) for _ in range(CONNS)))
+        sizes = {int(responses(s)[0][2].split(b"\n")[1]) for s in streams}
+        if sizes == {want}:
+            break
+        assert time.monotonic() < deadline, f"served sizes {sorted(sizes)}, published {want}"
+        await asyncio.sleep(0.1)
+
+
+def _on_worker(port: int, routes) -> socket.socket:
+    """A connection the worker accepted: its tile answer is not counted by the log process."""
+    for _ in range(200):
+        s = socket.create_connection(("127.0.0.1", port))
+        before = routes.answered
+        s.sendall(get("/" + tile_path(0, 0)))
+        got = b""
+        while len(got) < 8192:
+            got += s.recv(65536)
+        if routes.answered == before:
+            return s
+        s.close()
+    raise AssertionError("no connection reached the worker")
+
+
+def _finish(s: socket.socket, data: bytes) -> bytes:
+    s.sendall(data)
+    s.settimeout(30)
+    out = b""
+    while chunk := s.recv(65536):
+        out += chunk
+    return out
+
+
+async def test_hand_offs_wait_for_a_busy_log_process_without_stalling_the_worker(rlog):
+    # From a review: the worker sent on a blocking channel; with the log's loop busy it
+    # froze (every connection it held stalled) and a hand-off cut after its descriptor
+    # left the client hanging. Now the worker queues, and the descriptor goes last.
+    routes = rlog.runner.app[FAST_ROUTES_KEY]
+    body = json.dumps({"entries": [doc(i % N) for i in range(700)]}).encode()  # 90 KB, all in the log
+    data = post("/v1/entries:batch", body) + get("/checkpoint") + CLOSE
+    want = responses(await exchange(rlog.plain, data))
+    socks = [await asyncio.to_thread(_on_worker, rlog.port, routes) for _ in range(7)]
+    probe = socks.pop()
+    loop = asyncio.get_running_loop()
+    answers = [loop.run_in_executor(None, _finish, s, data) for s in socks]
+    probed = threading.Event()
+
+    def probe_tile() -> None:
+        time.sleep(0.5)
+        probe.sendall(get("/" + tile_path(0, 1)))
+        got = b""
+        while len(got) < 8192:
+            got += probe.recv(65536)
+        probed.set()
+
+    thread = threading.Thread(target=probe_tile)
+    thread.start()
+    time.sleep(5)  # the log process's loop is busy (blocked here on purpose)
+    answered_meanwhile = probed.is_set()
+    thread.join(30)
+    probe.close()
+    assert answered_meanwhile, "the worker stopped answering while the log process was busy"
+    for got in await asyncio.gather(*answers):
+        assert responses(got) == want
+
+
+async def test_only_hand_offs_with_all_their_bytes_and_a_stream_socket_are_adopted(rlog):
+    child = rlog.workers.children[0]
+    before = rlog.workers.adopted
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    fd = os.dup(udp.fileno())
+    udp.close()
+    with pytest.raises(ValueError):
+        rlog.workers._dispatch(child, b"H" + struct.pack(">I", 0), [fd])
+    with pytest.raises(OSError):  # closed exactly once, by the log
+        os.fstat(fd)
+    a, b = socket.socketpair()
+    fd = os.dup(a.fileno())
+    rlog.workers._dispatch(child, b"D" + b"GET", [])
+    with pytest.raises(ValueError):  # 3 bytes arrived, 5 announced: a cut hand-off
+        rlog.workers._dispatch(child, b"H" + struct.pack(">I", 5), [fd])
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    assert child.pending == bytearray()  # the next hand-off starts clean
+    assert rlog.workers.adopted == before
+    a.close()
+    b.close()
+
+
+async def test_a_second_log_cannot_share_the_port(rlog, tmp_path):
+    other = LogConfig(data_dir=tmp_path / "other", port=rlog.port, read_workers=1)
+    svc = await LogService.open(other)
+    try:
+        with pytest.raises(OSError):
+            await start_app(build_app(svc), "127.0.0.1", rlog.port, reuse_port=True)
+    finally:
+        await svc.close()
+
+
+async def test_a_worker_killed_is_reaped_and_the_log_serves_on(rlog, caplog):
+    child = rlog.workers.children[0]
+    os.kill(child.proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while child.proc.poll() is None:  # reaped by the log (no zombie left behind)
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    assert child.lost
+    assert any(f"pid {child.proc.pid}" in r.message for r in caplog.records)
+    await on_every_connection(rlog, get("/checkpoint") + get("/" + tile_path(0, 0)) + CLOSE)
+
+
+def test_record_many_equals_one_observation_at_a_time():
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+    rng = np.random.default_rng(5)
+    secs = np.concatenate([rng.exponential(0.003, 500), [0.0, 0.005, 0.01, 10.0, 1e-7]]).astype(np.float32)
+    texts = []
+    for bulk in (False, True):
+        reg = CollectorRegistry()
+        m = RequestMetrics(Counter("req", "r", ["route", "status"], registry=reg),
+                           Histogram("sec", "s", ["route"], registry=reg))
+        if bulk:
+            m.record_many("/tile/{path}", 200, secs)
+        else:
+            for s in secs.tolist():
+                m.record("/tile/{path}", 200, s)
+        texts.append(re.sub(rb"_created\{.*\n", b"", generate_latest(reg)))
+    assert texts[0] == texts[1]
+    assert b'sec_bucket{le="0.005",route="/tile/{path}"}' in texts[0]

@@ -84,7 +84,7 @@ async def _serve(cfg: LogConfig) -> None:
         from .http import RequestMetrics
         from .readworkers import ReadWorkers
 
-        workers = ReadWorkers(cfg, svc.sequencer, RequestMetrics(svc.metrics.requests, svc.metrics.request_seconds).record)
+        workers = ReadWorkers(cfg, svc.sequencer, RequestMetrics(svc.metrics.requests, svc.metrics.request_seconds))
     await serve_until_signal(
         build_app(svc), host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
         tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, drain=svc.close, helpers=workers,

@@ -25,19 +25,31 @@ published: nothing of an unwitnessed tree, as in the log process). It counts
 its requests and sends the counts and latencies to the log process, which
 adds them to its own /metrics. It exits when the log process goes away.
 
+A new checkpoint reaches a worker one local message after the log process
+serves it, so right after a write a client on another connection may still be
+given the previous checkpoint by a worker (as from any cache in front of a
+log); the tree it describes is published all the same.
+
 Limits: each process applies the per-client read rate limit to what it
 answers, so a client spread over N+1 processes may get up to N+1 times the
 configured read rate (writes are limited exactly: they are all answered by
 the log process). Workers need plain HTTP (a TLS session cannot move between
 processes): terminate TLS in front of the log to use them.
 
-Messages on the Unix socket (SOCK_SEQPACKET, one message each):
-  log -> worker:  b"S" + size (8 bytes, big-endian) + checkpoint note
-  worker -> log:  b"H" + total length of the pending bytes (4 bytes), with the
-                  connection's descriptor; then b"D" + up to 60 KiB of them,
-                  until that length
-                  b"M" + metrics: JSON [[route, status, count]...] + b"\\n" +
-                  float32 seconds of each, in the same order
+The port is checked free (an exclusive bind) before the log listens with
+SO_REUSEPORT, so a second log cannot join it by mistake. Connections still in
+a worker's accept queue when it dies are reset by the kernel (as they would be
+if a single process died); clients reconnect and reach a live process.
+
+Messages on the Unix socket (SOCK_SEQPACKET, one message each; neither side
+ever blocks on it: each queues what the other has not taken yet):
+  log -> worker:  b"S" + size (8 bytes, big-endian) + checkpoint note; only the
+                  latest is kept for a worker that is slow to read
+  worker -> log:  b"D" + up to 60 KiB of a hand-off's pending bytes, repeated,
+                  then b"H" + their total length (4 bytes) with the connection's
+                  descriptor (last, so a cut hand-off never leaves one behind)
+                  b"M" + metrics: JSON [route, status, count] + b"\\n" + float32
+                  seconds of each request
 """
 from __future__ import annotations
 
@@ -52,6 +64,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 from .config import ConfigError, LogConfig
@@ -61,6 +74,8 @@ log = logging.getLogger("oap.tlog.readworkers")
 CHUNK = 60 * 1024
 MAX_PENDING = 1 << 20
 """Bytes a worker may hand over with a connection (a head and a body it read ahead)."""
+MAX_QUEUED = 8 << 20
+"""Bytes a worker queues for a log process that is not reading before it refuses hand-offs."""
 METRICS_EVERY = 1.0
 """Seconds between a worker's metrics messages (the log's /metrics lags by this much)."""
 
@@ -68,20 +83,30 @@ METRICS_EVERY = 1.0
 # --- the log process's side ------------------------------------------------------------
 
 
+class _Child:
+    """One worker process and the log's end of its channel."""
+
+    def __init__(self, proc: subprocess.Popen, chan: socket.socket) -> None:
+        self.proc, self.chan = proc, chan
+        self.pending = bytearray()  # "D" bytes of the hand-off in transfer
+        self.state: bytes | None = None  # the latest "S" message, until the channel takes it
+        self.writing = False
+        self.ready = False
+        self.lost = False
+
+
 class ReadWorkers:
     """Starts the workers, sends them each published checkpoint, adopts their hand-offs."""
 
-    def __init__(self, cfg: LogConfig, sequencer, record) -> None:
-        """`sequencer`: its published state is sent on; `record(route, status, seconds)`: request metrics."""
+    def __init__(self, cfg: LogConfig, sequencer, metrics) -> None:
+        """`sequencer`: its published states are sent on; `metrics`: a `tlog.http.RequestMetrics`."""
         self.cfg = cfg
         self.sequencer = sequencer
-        self.record = record
+        self.metrics = metrics
         self.site = None
-        self._procs: list[subprocess.Popen] = []
-        self._chans: list[socket.socket] = []
-        self._incoming: dict[int, tuple[int, int, bytearray]] = {}  # channel fd: (conn fd, total, bytes)
+        self.children: list[_Child] = []
         self._tasks: set[asyncio.Task] = set()
-        self._ready: set[int] = set()  # channels whose worker listens
+        self._stopping = False
         self.adopted = 0  # connections handed over by workers (tests, debugging)
 
     async def start(self, site, host: str, port: int) -> None:
@@ -98,131 +123,159 @@ class ReadWorkers:
             proc = subprocess.Popen([sys.executable, "-m", "tlog.readworkers", args], pass_fds=[theirs.fileno()],
                                     stdin=subprocess.DEVNULL)
             theirs.close()
-            self._procs.append(proc)
-            self._chans.append(ours)
-            loop.add_reader(ours.fileno(), self._on_message, ours)
+            child = _Child(proc, ours)
+            self.children.append(child)
+            loop.add_reader(ours.fileno(), self._on_message, child)
         self.sequencer.on_publish.append(self._send_state)
         if self.sequencer.published:
             self._send_state(self.sequencer.state)
         # A worker is serving once it listens; wait for each to say so (or to fail).
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(p.poll() is None for p in self._procs) \
-                and len(self._ready) < len(self._procs):
+        while time.monotonic() < deadline and not all(c.ready or c.lost for c in self.children):
             await asyncio.sleep(0.02)
-        dead = [p.returncode for p in self._procs if p.poll() is not None]
-        if dead or len(self._ready) < len(self._procs):
+        if not all(c.ready for c in self.children):
+            codes = [c.proc.poll() for c in self.children]
             await self.stop()
-            raise ConfigError(f"read workers did not start (exit codes {dead})")
-        log.info("%d read worker(s) serving on port %d", len(self._procs), port)
+            raise ConfigError(f"read workers did not start (exit codes {codes})")
+        log.info("%d read worker(s) serving on port %d", len(self.children), port)
+
+    # --- checkpoints to the workers ---
 
     def _send_state(self, state) -> None:
         msg = b"S" + struct.pack(">Q", state.size) + state.note.encode()
-        for chan in self._chans:
-            try:
-                chan.send(msg)
-            except (BlockingIOError, OSError) as e:  # a stuck worker serves the older checkpoint
-                log.warning("read worker missed checkpoint %d: %s", state.size, e)
+        for child in self.children:
+            if not child.lost:
+                child.state = msg
+                self._flush_state(child)
 
-    def _on_message(self, chan: socket.socket) -> None:
+    def _flush_state(self, child: _Child) -> None:
+        loop = asyncio.get_running_loop()
+        if child.state is not None and not child.lost:
+            try:
+                child.chan.send(child.state)
+                child.state = None
+            except BlockingIOError:  # the worker is behind: the newest state goes when it reads
+                if not child.writing:
+                    child.writing = True
+                    loop.add_writer(child.chan.fileno(), self._flush_state, child)
+                return
+            except OSError:
+                return self._lost(child)
+        if child.writing:
+            child.writing = False
+            loop.remove_writer(child.chan.fileno())
+
+    # --- from the workers ---
+
+    def _on_message(self, child: _Child) -> None:
         for _ in range(64):
             try:
-                data, fds, _, _ = socket.recv_fds(chan, CHUNK + 16, 1)
+                data, fds, _, _ = socket.recv_fds(child.chan, CHUNK + 16, 1)
             except BlockingIOError:
                 return
             except OSError as e:
                 log.error("read worker channel failed: %s", e)
-                return self._lost(chan)
+                return self._lost(child)
             if not data and not fds:
-                return self._lost(chan)
+                return self._lost(child)
             try:
-                self._dispatch(chan, data, fds)
-            except Exception as e:  # a bad message: drop it (and any descriptor), never the loop
-                log.error("bad message from a read worker: %s", e)
-                for fd in fds:
-                    os.close(fd)
+                self._dispatch(child, data, fds)
+            except Exception as e:  # a bad message: dropped (and its descriptor), never the loop
+                log.error("bad message from a read worker: %s: %s", type(e).__name__, e)
 
-    def _dispatch(self, chan: socket.socket, data: bytes, fds: list[int]) -> None:
+    def _dispatch(self, child: _Child, data: bytes, fds: list[int]) -> None:
         kind = data[:1]
-        if kind == b"R":
-            self._ready.add(chan.fileno())
-        elif kind == b"H" and len(fds) == 1 and len(data) == 5:
-            total = struct.unpack(">I", data[1:])[0]
-            if chan.fileno() in self._incoming:  # the previous one was cut short
-                os.close(self._incoming.pop(chan.fileno())[0])
-            self._incoming[chan.fileno()] = (fds[0], total, bytearray())
-            fds = []
-            self._maybe_adopt(chan)
-        elif kind == b"D" and not fds and chan.fileno() in self._incoming:
-            self._incoming[chan.fileno()][2].extend(data[1:])
-            self._maybe_adopt(chan)
-        elif kind == b"M" and not fds:
-            head, _, secs = data[1:].partition(b"\n")
-            seconds = array.array("f", secs)
-            at = 0
-            for route, status, count in json.loads(head):
-                for s in seconds[at : at + count]:
-                    self.record(route, status, s)
-                at += count
-        else:
-            raise ValueError(f"unexpected message {kind!r} with {len(fds)} descriptor(s)")
-        for fd in fds:
-            os.close(fd)
-
-    def _maybe_adopt(self, chan: socket.socket) -> None:
-        fd, total, got = self._incoming[chan.fileno()]
-        if len(got) < total:
+        if kind == b"H" and len(fds) == 1 and len(data) == 5:
+            pending, child.pending = bytes(child.pending), bytearray()
+            self._adopt(fds[0], pending, struct.unpack(">I", data[1:])[0])
             return
-        del self._incoming[chan.fileno()]
-        sock = socket.socket(fileno=fd)
-        if sock.type != socket.SOCK_STREAM:
+        for fd in fds:  # only "H" carries a descriptor
+            os.close(fd)
+        if fds:
+            raise ValueError(f"a descriptor with message {kind!r}")
+        if kind == b"D":
+            if len(child.pending) + len(data) - 1 > MAX_PENDING:
+                child.pending = bytearray()
+                raise ValueError("hand-off larger than MAX_PENDING")
+            child.pending += data[1:]
+        elif kind == b"M":
+            head, _, secs = data[1:].partition(b"\n")
+            route, status, count = json.loads(head)
+            seconds = array.array("f", secs)
+            if len(seconds) != count:
+                raise ValueError("metrics message cut short")
+            self.metrics.record_many(str(route), int(status), seconds)
+        elif kind == b"R":
+            child.ready = True
+        else:
+            raise ValueError(f"unexpected message {kind!r}")
+
+    def _adopt(self, fd: int, pending: bytes, total: int) -> None:
+        """Serve a handed-over connection (the descriptor is ours to close from here on)."""
+        try:
+            sock = socket.socket(fileno=fd)
+        except OSError:
+            os.close(fd)
+            raise
+        if sock.type != socket.SOCK_STREAM or len(pending) != total:
             sock.close()
-            raise ValueError("handed a descriptor that is not a stream socket")
+            raise ValueError("hand-off of a non-stream descriptor, or with bytes missing")
         sock.setblocking(False)
         self.adopted += 1
-        task = asyncio.create_task(self._adopt(sock, bytes(got)))
+        task = asyncio.create_task(self._serve(sock, pending))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _adopt(self, sock: socket.socket, pending: bytes) -> None:
+    async def _serve(self, sock: socket.socket, pending: bytes) -> None:
         try:
             await self.site.adopt(sock, pending)
         except OSError:  # the client is already gone
             sock.close()
 
-    def _lost(self, chan: socket.socket) -> None:
+    def _lost(self, child: _Child) -> None:
+        if child.lost:
+            return
+        child.lost = True
         loop = asyncio.get_running_loop()
-        loop.remove_reader(chan.fileno())
-        if chan.fileno() in self._incoming:
-            os.close(self._incoming.pop(chan.fileno())[0])
-        if chan in self._chans:
-            i = self._chans.index(chan)
-            log.error("read worker %d (pid %d) exited with %s; the log process serves its share",
-                      i, self._procs[i].pid, self._procs[i].poll())
-        chan.close()
-        self._chans = [c for c in self._chans if c is not chan]
+        loop.remove_reader(child.chan.fileno())
+        if child.writing:
+            loop.remove_writer(child.chan.fileno())
+        child.chan.close()
+        if not self._stopping:
+            log.error("read worker pid %d is gone; the other processes serve its share", child.proc.pid)
+        task = asyncio.create_task(self._reap(child))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reap(self, child: _Child) -> None:
+        """Wait for a worker that closed its channel (it exits right after), so no zombie stays."""
+        deadline = time.monotonic() + 10
+        while child.proc.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if child.proc.poll() is None:
+            child.proc.kill()
+            await asyncio.to_thread(child.proc.wait)
+        if not self._stopping:
+            log.error("read worker pid %d exited with %s", child.proc.pid, child.proc.returncode)
 
     async def stop(self) -> None:
         """Stop the workers (their open connections close; clients reconnect to the log process)."""
+        self._stopping = True
         if self._send_state in self.sequencer.on_publish:
             self.sequencer.on_publish.remove(self._send_state)
-        loop = asyncio.get_running_loop()
-        for chan in self._chans:
-            loop.remove_reader(chan.fileno())
-        for p in self._procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+        for child in self.children:
+            if child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 10
-        while any(p.poll() is None for p in self._procs) and time.monotonic() < deadline:
+        while any(c.proc.poll() is None for c in self.children) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        for p in self._procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for chan in self._chans:
-            chan.close()
-        for fd, _, _ in self._incoming.values():
-            os.close(fd)
-        self._chans, self._incoming = [], {}
+        for child in self.children:
+            if child.proc.poll() is None:
+                child.proc.kill()
+                await asyncio.to_thread(child.proc.wait)
+            self._lost(child)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=10)
 
 
 # --- a worker process ------------------------------------------------------------------
@@ -234,11 +287,15 @@ class _Worker:
         from .server import CHECKPOINT_HEADERS, hash_tile
 
         self.chan = socket.socket(fileno=opts["fd"])
-        self.chan.settimeout(10)  # sends block briefly if the log process is slow to read
+        self.chan.setblocking(False)
         self.hashes = HashFiles(Path(opts["hashes"]))
         self.size = -1  # nothing published yet: every request goes to the log process
         self.note = b""
         self.metrics: dict[tuple[str, int], list[float]] = {}
+        self.out: deque[tuple[bytes, int | None]] = deque()  # messages the channel has not taken yet
+        self.out_bytes = 0
+        self.writing = False
+        self.stop = asyncio.Event()
         self._checkpoint_headers = CHECKPOINT_HEADERS
         self._hash_tile = hash_tile
         self.opts = opts
@@ -257,51 +314,78 @@ class _Worker:
         self.metrics.setdefault((route, status), []).append(seconds)
 
     def on_message(self) -> None:
-        try:
-            data = self.chan.recv(1 << 16)
-        except (BlockingIOError, socket.timeout):
-            return
-        except OSError:
-            data = b""
-        if not data:  # the log process is gone
-            self.stop.set()
-            return
-        if data[:1] == b"S" and len(data) > 9:
-            size = struct.unpack(">Q", data[1:9])[0]
-            if size >= self.size:
-                self.size, self.note = size, data[9:]
+        """Every state the log process sent; the largest size wins."""
+        while True:
+            try:
+                data = self.chan.recv(1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:  # the log process is gone
+                self.stop.set()
+                asyncio.get_running_loop().remove_reader(self.chan.fileno())
+                return
+            if data[:1] == b"S" and len(data) > 9:
+                size = struct.unpack(">Q", data[1:9])[0]
+                if size >= self.size:
+                    self.size, self.note = size, data[9:]
 
     def send_metrics(self) -> None:
-        if self.metrics:
+        if self.metrics and self.out_bytes < MAX_QUEUED:  # else dropped: the log process is not reading
             groups, self.metrics = list(self.metrics.items()), {}
-            for at in range(0, len(groups), 16):
-                part = groups[at : at + 16]
-                for (route, status), secs in part:
-                    for k in range(0, len(secs), 8192):  # each message stays under the socket's limit
-                        chunk = secs[k : k + 8192]
-                        self._send(b"M" + json.dumps([[route, status, len(chunk)]]).encode() + b"\n"
-                                   + array.array("f", chunk).tobytes())
-        asyncio.get_running_loop().call_later(METRICS_EVERY, self.send_metrics)
+            for (route, status), secs in groups:
+                for k in range(0, len(secs), 8192):  # each message well under the channel's limit
+                    chunk = secs[k : k + 8192]
+                    self._queue(b"M" + json.dumps([route, status, len(chunk)]).encode() + b"\n"
+                                + array.array("f", chunk).tobytes())
+        if not self.stop.is_set():
+            asyncio.get_running_loop().call_later(METRICS_EVERY, self.send_metrics)
 
-    def _send(self, msg: bytes, fds: list[int] = ()) -> bool:
-        try:
-            if fds:
-                socket.send_fds(self.chan, [msg], list(fds))
-            else:
-                self.chan.send(msg)
-            return True
-        except OSError as e:
-            log.warning("read worker: could not reach the log process: %s", e)
-            return False
+    def _queue(self, msg: bytes, fd: int | None = None) -> None:
+        self.out.append((msg, fd))
+        self.out_bytes += len(msg)
+        self._flush()
 
-    def hand_off(self, sock: socket.socket, pending: bytes) -> bool:
-        if len(pending) > MAX_PENDING:
+    def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.out:
+            msg, fd = self.out[0]
+            try:
+                if fd is None:
+                    self.chan.send(msg)
+                else:
+                    socket.send_fds(self.chan, [msg], [fd])
+            except BlockingIOError:  # sent when the log process has read some
+                if not self.writing:
+                    self.writing = True
+                    loop.add_writer(self.chan.fileno(), self._flush)
+                return
+            except OSError as e:  # the log process is gone: nothing more can be handed over
+                log.warning("read worker: the log process is gone: %s", e)
+                for _, f in self.out:
+                    if f is not None:
+                        os.close(f)
+                self.out.clear()
+                self.out_bytes = 0
+                self.stop.set()
+                break
+            self.out.popleft()
+            self.out_bytes -= len(msg)
+            if fd is not None:
+                os.close(fd)
+        if self.writing:
+            self.writing = False
+            loop.remove_writer(self.chan.fileno())
+
+    def hand_off(self, sock, pending: bytes) -> bool:
+        """Queue a connection for the log process: its pending bytes, then its descriptor."""
+        if len(pending) > MAX_PENDING or self.out_bytes > MAX_QUEUED or self.stop.is_set():
             return False
-        if not self._send(b"H" + struct.pack(">I", len(pending)), [sock.fileno()]):
-            return False
+        fd = os.dup(sock.fileno())  # the transport closes its own; this one goes to the log
         for at in range(0, len(pending), CHUNK):
-            if not self._send(b"D" + pending[at : at + CHUNK]):
-                return False
+            self._queue(b"D" + pending[at : at + CHUNK])
+        self._queue(b"H" + struct.pack(">I", len(pending)), fd)
         return True
 
     async def run(self) -> None:
@@ -309,7 +393,6 @@ class _Worker:
         from .limits import RateLimiter
 
         loop = asyncio.get_running_loop()
-        self.stop = asyncio.Event()
         # The log process stops its workers (SIGTERM) after its own signal, so a Ctrl-C at
         # a terminal, which reaches the whole process group, does not look like a crash.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -342,13 +425,16 @@ class _Worker:
         from .http import tune_for_serving
 
         tune_for_serving()
-        self._send(b"R")
+        self._queue(b"R")
         loop.call_later(METRICS_EVERY, self.send_metrics)
         await self.stop.wait()
         server.close()
         for c in list(conns):
             c.close()
         self.send_metrics()
+        deadline = time.monotonic() + 5
+        while self.out and time.monotonic() < deadline:  # the last hand-offs and counts
+            await asyncio.sleep(0.01)
 
     def when_flushed(self, transport: asyncio.Transport, rest: bytes, deadline: float) -> None:
         """Hand the connection over once the answers written here have left (order on the wire)."""
@@ -360,11 +446,8 @@ class _Worker:
                 return
             asyncio.get_running_loop().call_later(0.002, self.when_flushed, transport, rest, deadline)
             return
-        sock = transport.get_extra_info("socket")
-        if not self.hand_off(sock, rest):
-            transport.abort()
-            return
-        transport.abort()  # our copy of the descriptor: the log process holds the connection now
+        self.hand_off(transport.get_extra_info("socket"), rest)
+        transport.abort()  # our descriptor; if the hand-off was refused, the client sees a close
 
 
 def main() -> None:
