@@ -360,3 +360,35 @@ def test_record_many_equals_one_observation_at_a_time():
         texts.append(re.sub(rb"_created\{.*\n", b"", generate_latest(reg)))
     assert texts[0] == texts[1]
     assert b'sec_bucket{le="0.005",route="/tile/{path}"}' in texts[0]
+
+
+def test_a_log_killed_with_its_worker_restarts_on_the_same_port(tmp_path):
+    first = log_service(tmp_path / "log", "--read-workers", "1").start()
+    port = int(first.url.rsplit(":", 1)[1])
+    first.kill()  # SIGKILL: the worker notices on its channel and exits on its own
+    again = log_service(tmp_path / "log", "--read-workers", "1", "--port", str(port)).start()
+    try:
+        assert again.url.endswith(f":{port}")
+
+        async def go():
+            return await asyncio.gather(*(exchange(port, get("/checkpoint") + CLOSE) for _ in range(CONNS)))
+
+        for stream in asyncio.run(go()):
+            assert [r[0] for r in responses(stream)] == [b"HTTP/1.1 200 OK"] * 2
+    finally:
+        assert again.stop() == 0
+
+
+def test_free_port_waits_briefly_for_a_listener_that_is_going_away():
+    from tlog.http import free_port
+
+    holder = socket.create_server(("127.0.0.1", 0))
+    port = holder.getsockname()[1]
+    threading.Timer(0.3, holder.close).start()  # like the worker of a killed log, exiting
+    assert free_port("127.0.0.1", port) == port
+    busy = socket.create_server(("127.0.0.1", 0))
+    try:
+        with pytest.raises(OSError):  # a listener that stays: "address in use", after the retries
+            free_port("127.0.0.1", busy.getsockname()[1])
+    finally:
+        busy.close()

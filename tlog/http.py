@@ -122,16 +122,27 @@ def free_port(host: str, port: int) -> int:
 
     A listener with SO_REUSEPORT shares its port with any later one of the same user
     that sets it too: a second log started on the same port by mistake would get half
-    the connections. An exclusive bind first makes that an "address in use" error.
+    the connections. An exclusive bind first makes that an "address in use" error
+    (after 2 s of retries: the read workers of a log that was just killed exit when
+    they notice, a few milliseconds later).
     """
+    import errno
     import socket
 
     family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                       flags=socket.AI_PASSIVE)[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is not a listener
-        probe.bind(addr)
-        return probe.getsockname()[1]
+    for attempt in range(40):  # the workers of a log killed a moment ago exit on their own
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is not a listener
+            try:
+                probe.bind(addr)
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE or attempt == 39:
+                    raise
+                time.sleep(0.05)
+                continue
+            return probe.getsockname()[1]
+    raise AssertionError("unreachable")
 
 
 def server_ssl_context(cert, key):
