@@ -392,3 +392,85 @@ def test_free_port_waits_briefly_for_a_listener_that_is_going_away():
             free_port("127.0.0.1", busy.getsockname()[1])
     finally:
         busy.close()
+
+
+# --- from a second review ---------------------------------------------------------------
+
+
+def _on_worker_many(port: int, routes, n: int) -> list[socket.socket]:
+    socks: list[socket.socket] = []
+    while len(socks) < n:
+        socks.append(_on_worker(port, routes))
+    return socks
+
+
+def _read_all(s: socket.socket) -> bytes:
+    s.settimeout(10)
+    out = b""
+    while chunk := s.recv(65536):
+        out += chunk
+    s.close()
+    return out
+
+
+async def test_hand_offs_still_in_the_channel_at_stop_are_answered(tmp_path):
+    lg = await Log().open(tmp_path)
+    try:
+        socks = await asyncio.to_thread(_on_worker_many, lg.port, lg.runner.app[FAST_ROUTES_KEY], 120)
+        for s in socks:  # 120 requests the worker hands over, while the log's loop is behind
+            s.sendall(get("/v1/info", "Connection: close"))
+        time.sleep(1.0)
+        asyncio.get_running_loop().call_soon(time.sleep, 0.05)  # busy for a moment after SIGTERM
+        await lg.workers.stop()
+        outs = await asyncio.gather(*(asyncio.to_thread(_read_all, s) for s in socks))
+        assert sum(o.startswith(b"HTTP/1.1 200") for o in outs) == len(socks)
+    finally:
+        await lg.runner.cleanup()
+        await lg.svc.close()
+
+
+async def test_a_second_log_on_a_host_with_two_addresses_is_refused(tmp_path, monkeypatch):
+    try:
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    lg = await Log().open(tmp_path / "a")  # on 127.0.0.1, with a worker
+    real = socket.getaddrinfo
+
+    def two(host, port, *a, **k):  # like "localhost" with "::1 localhost" in /etc/hosts
+        if host == "two.test":
+            return real("::1", port, *a, **k) + real("127.0.0.1", port, *a, **k)
+        return real(host, port, *a, **k)
+
+    monkeypatch.setattr(socket, "getaddrinfo", two)
+    svc = await LogService.open(LogConfig(data_dir=tmp_path / "b", rate_limit_read=0))
+    try:
+        with pytest.raises(OSError):
+            runner = await start_app(build_app(svc), "two.test", lg.port, reuse_port=True)
+            await runner.cleanup()
+    finally:
+        await svc.close()
+        await lg.close()
+
+
+async def test_every_interface_works_with_read_workers_as_without():
+    from aiohttp import web
+
+    runner = await start_app(web.Application(), "", 0, reuse_port=True)
+    assert runner.addresses
+    await runner.cleanup()
+
+
+async def test_an_h_without_its_descriptor_does_not_spoil_the_next_hand_off(rlog):
+    child, w = rlog.workers.children[0], rlog.workers
+    req = get("/v1/info")
+    w._dispatch(child, b"D" + req, [])
+    with pytest.raises(ValueError):  # e.g. MSG_CTRUNC: the log was out of descriptors
+        w._dispatch(child, b"H" + struct.pack(">I", len(req)), [])
+    a, b = socket.socketpair()
+    before = w.adopted
+    w._dispatch(child, b"D" + req, [])
+    w._dispatch(child, b"H" + struct.pack(">I", len(req)), [os.dup(a.fileno())])
+    assert w.adopted == before + 1
+    a.close()
+    b.close()

@@ -129,19 +129,29 @@ def free_port(host: str, port: int) -> int:
     import errno
     import socket
 
-    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                      flags=socket.AI_PASSIVE)[0]
+    # Every address the listener will bind, as asyncio resolves them ("" is every interface).
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    addrs = list(dict.fromkeys((f, k, p, a) for f, k, p, _, a in infos))
     for attempt in range(40):  # the workers of a log killed a moment ago exit on their own
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is not a listener
-            try:
-                probe.bind(addr)
-            except OSError as e:
-                if e.errno != errno.EADDRINUSE or attempt == 39:
-                    raise
-                time.sleep(0.05)
-                continue
-            return probe.getsockname()[1]
+        probes: list = []
+        try:
+            chosen = port
+            for family, kind, proto, addr in addrs:
+                probe = socket.socket(family, kind, proto)
+                probes.append(probe)
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is not a listener
+                if family == socket.AF_INET6:  # as asyncio binds it
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind((addr[0], chosen, *addr[2:]))
+                chosen = probe.getsockname()[1]  # port 0: the others on the port the first got
+            return chosen
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or attempt == 39:
+                raise
+            time.sleep(0.05)
+        finally:
+            for probe in probes:
+                probe.close()
     raise AssertionError("unreachable")
 
 

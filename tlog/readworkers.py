@@ -72,6 +72,8 @@ from .config import ConfigError, LogConfig
 log = logging.getLogger("oap.tlog.readworkers")
 
 CHUNK = 60 * 1024
+MAX_MESSAGE = 1 << 18
+"""The largest checkpoint message a worker reads (a channel message is at most ~200 KiB)."""
 MAX_PENDING = 1 << 20
 """Bytes a worker may hand over with a connection (a head and a body it read ahead)."""
 MAX_QUEUED = 8 << 20
@@ -159,8 +161,11 @@ class ReadWorkers:
                     child.writing = True
                     loop.add_writer(child.chan.fileno(), self._flush_state, child)
                 return
-            except OSError:
+            except (BrokenPipeError, ConnectionResetError):
                 return self._lost(child)
+            except OSError as e:  # e.g. a note larger than the channel takes: the worker keeps the last
+                log.error("read worker pid %d missed checkpoint: %s", child.proc.pid, e)
+                child.state = None
         if child.writing:
             child.writing = False
             loop.remove_writer(child.chan.fileno())
@@ -185,10 +190,11 @@ class ReadWorkers:
 
     def _dispatch(self, child: _Child, data: bytes, fds: list[int]) -> None:
         kind = data[:1]
-        if kind == b"H" and len(fds) == 1 and len(data) == 5:
+        if kind == b"H":  # the end of a hand-off, adopted or not: the next one starts clean
             pending, child.pending = bytes(child.pending), bytearray()
-            self._adopt(fds[0], pending, struct.unpack(">I", data[1:])[0])
-            return
+            if len(fds) == 1 and len(data) == 5:
+                self._adopt(fds[0], pending, struct.unpack(">I", data[1:])[0])
+                return
         for fd in fds:  # only "H" carries a descriptor
             os.close(fd)
         if fds:
@@ -273,6 +279,12 @@ class ReadWorkers:
             if child.proc.poll() is None:
                 child.proc.kill()
                 await asyncio.to_thread(child.proc.wait)
+            # The worker has exited: all it sent is in the channel, then EOF. Read it all
+            # (its last hand-offs and counts) before closing our end.
+            for _ in range(100_000):
+                if child.lost:
+                    break
+                self._on_message(child)
             self._lost(child)
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=10)
@@ -317,11 +329,14 @@ class _Worker:
         """Every state the log process sent; the largest size wins."""
         while True:
             try:
-                data = self.chan.recv(1 << 16)
+                data, _, flags, _ = self.chan.recvmsg(MAX_MESSAGE)
             except BlockingIOError:
                 return
             except OSError:
-                data = b""
+                data, flags = b"", 0
+            if flags & socket.MSG_TRUNC:  # never serve a cut checkpoint
+                log.error("read worker: a checkpoint message larger than %d bytes was dropped", MAX_MESSAGE)
+                continue
             if not data:  # the log process is gone
                 self.stop.set()
                 asyncio.get_running_loop().remove_reader(self.chan.fileno())
@@ -332,7 +347,9 @@ class _Worker:
                     self.size, self.note = size, data[9:]
 
     def send_metrics(self) -> None:
-        if self.metrics and self.out_bytes < MAX_QUEUED:  # else dropped: the log process is not reading
+        if self.metrics and self.out_bytes >= MAX_QUEUED:  # the log process is not reading: dropped
+            self.metrics = {}
+        if self.metrics:
             groups, self.metrics = list(self.metrics.items()), {}
             for (route, status), secs in groups:
                 for k in range(0, len(secs), 8192):  # each message well under the channel's limit
@@ -361,7 +378,7 @@ class _Worker:
                     self.writing = True
                     loop.add_writer(self.chan.fileno(), self._flush)
                 return
-            except OSError as e:  # the log process is gone: nothing more can be handed over
+            except (BrokenPipeError, ConnectionResetError) as e:  # the log process is gone
                 log.warning("read worker: the log process is gone: %s", e)
                 for _, f in self.out:
                     if f is not None:
@@ -370,6 +387,8 @@ class _Worker:
                 self.out_bytes = 0
                 self.stop.set()
                 break
+            except OSError as e:  # this message only (e.g. ENOBUFS): a cut hand-off is refused whole
+                log.warning("read worker: a message to the log process failed: %s", e)
             self.out.popleft()
             self.out_bytes -= len(msg)
             if fd is not None:
@@ -446,7 +465,10 @@ class _Worker:
                 return
             asyncio.get_running_loop().call_later(0.002, self.when_flushed, transport, rest, deadline)
             return
-        self.hand_off(transport.get_extra_info("socket"), rest)
+        try:
+            self.hand_off(transport.get_extra_info("socket"), rest)
+        except OSError as e:  # e.g. out of descriptors: the client sees a close
+            log.warning("read worker: could not hand a connection over: %s", e)
         transport.abort()  # our descriptor; if the hand-off was refused, the client sees a close
 
 
