@@ -216,14 +216,16 @@ class RequestMetrics:
         self._children: dict[tuple[str, int], tuple] = {}
 
     def record(self, route: str, status: int, seconds: float) -> None:
-        c = self._children.get((route, status))
-        if c is None:
-            c = self._children[(route, status)] = (
-                self._requests.labels(route, str(status)),
-                self._seconds.labels(route) if self._seconds is not None else None)
+        c = self._children.get((route, status)) or self._child(route, status)
         c[0].inc()
         if c[1] is not None:
             c[1].observe(seconds)
+
+    def _child(self, route: str, status: int) -> tuple:
+        c = self._children[(route, status)] = (
+            self._requests.labels(route, str(status)),
+            self._seconds.labels(route) if self._seconds is not None else None)
+        return c
 
     def record_many(self, route: str, status: int, seconds) -> None:
         """`record` for many requests at once (a read worker's report, `tlog.readworkers`).
@@ -239,23 +241,19 @@ class RequestMetrics:
         secs = np.asarray(seconds, dtype=np.float64)
         if not secs.size:
             return
-        self.record(route, status, float(secs[0]))  # creates the children; counts the first one
-        rest = secs[1:]
-        if not rest.size:
-            return
-        counter, hist = self._children[(route, status)]
-        counter.inc(rest.size)
+        counter, hist = self._children.get((route, status)) or self._child(route, status)
+        counter.inc(secs.size)
         if hist is None:
             return
         bounds = getattr(hist, "_upper_bounds", None)
         buckets, total = getattr(hist, "_buckets", None), getattr(hist, "_sum", None)
         if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
-            for s in rest.tolist():
+            for s in secs.tolist():
                 hist.observe(s)
             return
-        counts = np.bincount(np.searchsorted(np.asarray(bounds, dtype=np.float64), rest, side="left"),
+        counts = np.bincount(np.searchsorted(np.asarray(bounds, dtype=np.float64), secs, side="left"),
                              minlength=len(bounds) + 1)
-        total.inc(float(rest.sum()))
+        total.inc(float(secs.sum()))
         for i in np.flatnonzero(counts[: len(bounds)]).tolist():
             buckets[i].inc(int(counts[i]))
 

@@ -68,6 +68,11 @@ from collections import deque
 from pathlib import Path
 
 from .config import ConfigError, LogConfig
+from .fastpath import FastProtocol, FastRoutes, Reply
+from .hashfiles import HashFiles
+from .http import tune_for_serving
+from .limits import RateLimiter
+from .server import CHECKPOINT_HEADERS, hash_tile
 
 log = logging.getLogger("oap.tlog.readworkers")
 
@@ -295,9 +300,6 @@ class ReadWorkers:
 
 class _Worker:
     def __init__(self, opts: dict) -> None:
-        from .hashfiles import HashFiles
-        from .server import CHECKPOINT_HEADERS, hash_tile
-
         self.chan = socket.socket(fileno=opts["fd"])
         self.chan.setblocking(False)
         self.hashes = HashFiles(Path(opts["hashes"]))
@@ -308,19 +310,15 @@ class _Worker:
         self.out_bytes = 0
         self.writing = False
         self.stop = asyncio.Event()
-        self._checkpoint_headers = CHECKPOINT_HEADERS
-        self._hash_tile = hash_tile
         self.opts = opts
 
-    def checkpoint(self, rest: str = "", accept: str = ""):
-        from .fastpath import Reply
+    def checkpoint(self, rest: str = "", accept: str = "") -> Reply | None:
+        return Reply(self.note, CHECKPOINT_HEADERS) if self.size >= 0 else None
 
-        return Reply(self.note, self._checkpoint_headers) if self.size >= 0 else None
-
-    def tile(self, path: str, accept: str = ""):
+    def tile(self, path: str, accept: str = "") -> Reply | None:
         if self.size < 0:
             return None
-        return self._hash_tile(self.hashes, lambda: self.size, path)
+        return hash_tile(self.hashes, lambda: self.size, path)
 
     def record(self, route: str, status: int, seconds: float) -> None:
         self.metrics.setdefault((route, status), []).append(seconds)
@@ -408,9 +406,6 @@ class _Worker:
         return True
 
     async def run(self) -> None:
-        from .fastpath import FastProtocol, FastRoutes
-        from .limits import RateLimiter
-
         loop = asyncio.get_running_loop()
         # The log process stops its workers (SIGTERM) after its own signal, so a Ctrl-C at
         # a terminal, which reaches the whole process group, does not look like a crash.
@@ -424,25 +419,9 @@ class _Worker:
         routes = FastRoutes({"/checkpoint": ("/checkpoint", self.checkpoint), "/tile/": ("/tile/{path}", self.tile)},
                             limiter=limiter, record=self.record, trust_forwarded_for=opts["trust_forwarded_for"])
         conns: set = set()
-        worker = self
-
-        class WorkerProtocol(FastProtocol):
-            """A fast-path connection whose hand-off goes to the log process, not to aiohttp."""
-
-            def _handoff(self, rest: bytes) -> None:
-                transport = self._transport
-                self._drop()
-                if transport is None or transport.is_closing():
-                    return
-                transport.pause_reading()
-                routes.handed_off += 1
-                worker.when_flushed(transport, rest, time.monotonic() + opts["header_timeout"])
-
         server = await loop.create_server(
-            lambda: WorkerProtocol(None, routes, conns, opts["header_timeout"]),  # type: ignore[arg-type]
+            lambda: _WorkerProtocol(self, routes, conns, opts["header_timeout"]),
             opts["host"], opts["port"], reuse_address=True, reuse_port=True)
-        from .http import tune_for_serving
-
         tune_for_serving()
         self._queue(b"R")
         loop.call_later(METRICS_EVERY, self.send_metrics)
@@ -470,6 +449,23 @@ class _Worker:
         except OSError as e:  # e.g. out of descriptors: the client sees a close
             log.warning("read worker: could not hand a connection over: %s", e)
         transport.abort()  # our descriptor; if the hand-off was refused, the client sees a close
+
+
+class _WorkerProtocol(FastProtocol):
+    """A fast-path connection whose hand-off goes to the log process, not to aiohttp."""
+
+    def __init__(self, worker: _Worker, routes: FastRoutes, conns: set, timeout: float) -> None:
+        super().__init__(None, routes, conns, timeout)  # type: ignore[arg-type]  # no aiohttp here
+        self._worker = worker
+
+    def _handoff(self, rest: bytes) -> None:
+        transport = self._transport
+        self._drop()
+        if transport is None or transport.is_closing():
+            return
+        transport.pause_reading()
+        self._routes.handed_off += 1
+        self._worker.when_flushed(transport, rest, time.monotonic() + self._timeout)
 
 
 def main() -> None:

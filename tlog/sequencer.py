@@ -109,8 +109,7 @@ class Sequencer:
         state = await self._in_writer(self.store.open, self.sign)
         self.state = state
         if self.publisher is None:
-            self.published = True
-            self._announce()
+            self._serve(state)
         else:
             try:
                 await self._publish(state)
@@ -134,14 +133,15 @@ class Sequencer:
                     log.critical("HALTED: %s", e.message)
                 self.halted = e
                 raise
-            self.state = out
-            self.published = True
-            self._announce()
+            self._serve(out)
             return out
 
-    def _announce(self) -> None:
+    def _serve(self, state: LogState) -> None:
+        """`state` is the one readers get from now on; tell the `on_publish` listeners."""
+        self.state = state
+        self.published = True
         for fn in self.on_publish:
-            fn(self.state)
+            fn(state)
 
     def _schedule_republish(self) -> None:
         if self._retry is None or self._retry.done():
@@ -250,8 +250,7 @@ class Sequencer:
                     g.future.exception()  # mark retrieved: waiters may be gone
             return
         if self.publisher is None:
-            self.state = state
-            self._announce()
+            self._serve(state)
         at = 0
         for g, pos, k in spans:
             if k == g.n:  # the whole group in this batch (always, for a single entry)

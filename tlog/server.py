@@ -27,7 +27,6 @@ from .appends import SingleAppends
 from .entries import MAX_ENTRY_BYTES, canonical_entry, commitment_json_entry, decode_entry
 from .errors import FormatError, InvalidInput, NotFound, NotPublished, TooLarge
 from .fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
-from .hashfiles import HashFiles
 from .fastpath import Request as FastRequest
 from .http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, client_address, decode_document, is_json,
                    large_body_limit, make_error_middleware, offload, query_int, rate_limit_middleware, read_document,
@@ -203,7 +202,7 @@ def _leaf_param(text: str) -> bytes:
 _tile_at = lru_cache(maxsize=16384)(tile_coords)
 
 
-def hash_tile(hashes: HashFiles, size: Callable[[], int], path: str) -> Reply | None:
+def hash_tile(hashes: hashfiles.HashFiles, size: Callable[[], int], path: str) -> Reply | None:
     """The hash tile at `path` (after "tile/") of the served tree of `size()` leaves.
 
     None for an entry bundle: it is read from SQLite, off the loop. Shared by the
