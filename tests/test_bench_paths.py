@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import shutil
 
 import cbor2
 import numpy as np
@@ -27,6 +28,8 @@ from tlog.hashing import EMPTY_ROOT, leaf_hash, leaf_hashes, node_hash, node_has
 from tlog.merkle import TreeView, build_levels, memory_view, mth, ref_consistency, ref_inclusion
 from tlog.verify import verify_consistency, verify_inclusion
 
+from .procmem import mapped_kb
+
 SIZES = [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 255, 256, 257, 511, 777, 1000, 1025]
 
 
@@ -35,9 +38,9 @@ def leaves_for(n: int, seed: int = 0) -> list[bytes]:
     return [leaf_hash(rng.randbytes(rng.randrange(0, 24)) + i.to_bytes(4, "big")) for i in range(n)]
 
 
-def filled(tmp_path, leaves: list[bytes], seed: int = 0) -> HashFiles:
+def filled(tmp_path, leaves: list[bytes], seed: int = 0, **kw) -> HashFiles:
     """Hash files filled by appends of random sizes (the writer's real pattern)."""
-    hf = HashFiles(tmp_path / f"h{seed}-{len(leaves)}")
+    hf = HashFiles(tmp_path / f"h{seed}-{len(leaves)}", **kw)
     rng = random.Random(seed)
     i = 0
     while i < len(leaves):
@@ -132,63 +135,74 @@ def test_vectorized_append_writes_every_complete_node(tmp_path, n, hash_impl):
     assert hf.intact_size(n) == n
 
 
-def test_windowed_reads_equal_mapped_reads(tmp_path, monkeypatch, hash_impl):
-    """OAP_TLOG_MAP_WINDOW_MB mode: pread gathers in C (native) or windowed gathers
-    (hashlib: no extension), pread singles and ranges."""
+def test_windowed_reads_equal_mapped_reads(tmp_path):
+    """The bounded-memory default (levels over the window read window by window
+    through the map, each window unmapped after its rows are taken; single nodes
+    and ranges by pread) reads the same bytes as the plain maps."""
     n = 3000
     leaves = leaves_for(n, 3)
-    plain = filled(tmp_path, leaves, seed=1)
-    monkeypatch.setattr(hashfiles_mod, "MAP_WINDOW", 4096)  # 128 nodes per window
-    windowed = HashFiles(plain.dir)
+    plain = filled(tmp_path, leaves, seed=1, window=0)  # no limit: the plain maps
+    windowed = HashFiles(plain.dir, window=4096)  # 128 nodes per window
     rng = np.random.default_rng(5)
     for k in range(4):
         rows = (n >> k)
-        idx = rng.integers(0, rows, 500)
-        assert np.array_equal(windowed.gather(k, idx), plain.gather(k, idx))
+        for idx in (rng.integers(0, rows, 500), np.arange(rows)[::-1], np.array([rows - 1]),
+                    np.array([0, rows - 1, 127, 128, 129, 0])):  # any order, window edges, repeats
+            assert np.array_equal(windowed.gather(k, idx), plain.gather(k, idx))
         assert windowed._maps[k].windowed == (rows * 32 > 4096)
         assert windowed.read(k, rows - 1) == plain.read(k, rows - 1)
         assert windowed.read_range(k, 3, 200) == plain.read_range(k, 3, 200)
-    windowed.release()
     view = TreeView(n, windowed.read)
     idx = rng.integers(0, n, 300)
     assert inclusion_levels(view, windowed, idx).as_bytes() == [view.inclusion_proof(int(i)) for i in idx]
-    if hash_impl == "native":
-        with pytest.raises(IndexError):
-            windowed.gather(0, np.array([0, n + 5]))  # past the end of the file
+
+
+def test_windowed_gathers_keep_at_most_a_window_mapped(tmp_path):
+    """What bounds the RSS: after gathers over every window of a 1 MiB level, at most
+    one window (plus the kernel's 64 KiB fault-around at its edge) is still mapped,
+    where the plain maps keep the whole level."""
+    n = 1 << 15  # level 0: 1 MiB
+    leaves = leaves_for(n, 4)
+    plain = filled(tmp_path, leaves, seed=1, window=0)
+    windowed = HashFiles(shutil.copytree(plain.dir, tmp_path / "copy"), window=64 << 10)  # own files for smaps
+    idx = np.random.default_rng(6).integers(0, n, 20_000)
+    for _ in range(3):
+        assert np.array_equal(windowed.gather(0, idx), plain.gather(0, idx))
+    assert mapped_kb(plain.dir / "level-00") == 1024
+    assert mapped_kb(windowed.dir / "level-00") <= 128
+    view, ref = TreeView(n, windowed.read), memory_view(leaves)
+    assert inclusion_levels(view, windowed, idx[:500]).as_bytes() == [ref.inclusion_proof(int(i)) for i in idx[:500]]
+    assert mapped_kb(windowed.dir / "level-00") <= 128
 
 
 @pytest.mark.parametrize("n", [129, 200, 1000, 1023, 1029, 3001])
-def test_bounded_mode_low_levels_from_leaf_blocks(tmp_path, monkeypatch, hash_impl, n):
-    """Bounded mode takes the siblings at levels 0-2 from one read of the 8 leaves under
-    each index (hashing levels 1-2 from them) when that block is all in the tree, and
-    reads the others node by node: every proof, at the full size and at older sizes
-    (blocks cut by the size), equals the RFC 9162 recursion."""
-    from tlog import batchproofs
-
+def test_bounded_mode_proofs_at_every_size(tmp_path, n):
+    """Windowed gathers give the RFC 9162 proofs at the full size and at older sizes
+    (whose right edge cuts a window), with the indices in any order."""
     leaves = leaves_for(n, 11)
-    plain = filled(tmp_path, leaves, seed=2)
-    monkeypatch.setattr(hashfiles_mod, "MAP_WINDOW", 4096)  # levels over 128 nodes: pread (or windows)
-    windowed = HashFiles(plain.dir)
-    calls = []
-    real = windowed.gather_blocks
-    monkeypatch.setattr(windowed, "gather_blocks", lambda *a, **k: calls.append(a[1].size) or real(*a, **k))
+    windowed = filled(tmp_path, leaves, seed=2, window=4096)  # levels over 128 nodes are windowed
     rng = random.Random(n)
     for size in sorted({n, max(1, n - rng.randrange(0, 12)), n // 2 + 3, 17, 16, 15, 9, 8, 7, 1}):
         if size > n:
             continue
         view = TreeView(size, windowed.read)
-        idx = sorted({rng.randrange(size) for _ in range(40)} | {0, size - 1} | set(range(max(0, size - 9), size)))
+        idx = [rng.randrange(size) for _ in range(40)] + [0, size - 1] + list(range(max(0, size - 9), size))
+        rng.shuffle(idx)
         got = inclusion_levels(view, windowed, np.array(idx)).as_bytes()
         assert got == [ref_inclusion(i, leaves[:size]) for i in idx]
-    # The block path is taken with the C extension only (through hashlib, hashing 6 nodes
-    # per index costs more than the node reads it saves); the proofs are right either way.
-    assert (sum(calls) > 0) == (hash_impl == "native")
-    blocks = windowed.gather_blocks(0, np.array([0, n // 8 - 1]), 8, need=n)
-    assert blocks.tobytes() == b"".join(leaves[:8]) + b"".join(leaves[(n // 8 - 1) * 8:(n // 8) * 8])
-    for bad in ([n // 8], [-1]):  # past the nodes asked for, or negative: refused on both paths
-        with pytest.raises(IndexError):
-            windowed.gather_blocks(0, np.array(bad), 8, need=n // 8 * 8)
-    assert batchproofs.LOW == 3
+
+
+def test_map_window_setting(tmp_path, monkeypatch):
+    """Bounded memory is the default (16 MiB per level); map_window_mb = 0 lifts the limit."""
+    from tlog.config import ConfigError, LogConfig, load
+    from tlog.store import LogStore
+
+    assert LogConfig().map_window_mb == hashfiles_mod.DEFAULT_MAP_WINDOW_MB == 16
+    assert HashFiles(tmp_path / "a").window == LogStore(tmp_path / "b").hashes.window == 16 << 20
+    monkeypatch.setenv("OAP_LOG_MAP_WINDOW_MB", "0")
+    assert load(LogConfig, section="log", env_prefix="OAP_LOG_").map_window_mb == 0
+    with pytest.raises(ConfigError):
+        LogConfig(map_window_mb=-1).validate()
 
 
 # --- batched inclusion proofs ------------------------------------------------------
@@ -210,6 +224,9 @@ def test_inclusion_levels_match_rfc_reference(tmp_path, n):
         b64 = [[base64.b64encode(h).decode() for h in p] for p in want]
         assert pb.split(text=True) == b64
         assert json.loads(pb.json()) == b64
+        doc = pb.json_document(b'{"tree_size":%d,"proofs":' % size, b"}").tobytes()
+        assert doc == b'{"tree_size":%d,"proofs":' % size + pb.json() + b"}"
+        assert json.loads(doc) == {"tree_size": size, "proofs": b64}
         assert [json.loads(x) for x in pb.json_items()] == b64
         assert pb.cbor() == cbor2.dumps(want, canonical=True)
         out, mask = inclusion_matrix(view, hf, np.array(idx))

@@ -12,6 +12,8 @@ from tlog import leafindex
 from tlog.hashing import leaf_hash
 from tlog.leafindex import LeafIndex
 
+from .procmem import mapped_kb
+
 
 class Leaves:
     """A stand-in level-0 hash file: the list of leaf hashes in log order."""
@@ -116,6 +118,35 @@ def test_lost_update_and_crash_tail_are_refilled(tmp_path):
     again.close()
 
 
+@pytest.mark.parametrize("clean", [True, False])
+def test_after_a_machine_restart_only_an_unclean_index_is_rebuilt(tmp_path, monkeypatch, clean):
+    """A clean close fsyncs the table and marks it valid on any boot; a table left by
+    a process that did not close it may have lost mapped stores with the machine."""
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    assert append(idx, leaves, [os.urandom(32) for _ in range(3000)])
+    if clean:
+        idx.close()
+        assert leafindex._HDR.unpack(os.pread(os.open(tmp_path / "leafindex.bin", os.O_RDONLY),
+                                              leafindex._HDR.size, 0))[6].rstrip(b"\0") == b"synced"
+    else:
+        os.close(idx._fd)  # a kill -9: the header still names this boot
+        idx._fd = None
+    monkeypatch.setattr(leafindex, "boot_id", lambda: "another-boot")
+    rebuilt = []
+    real = leaves.range
+    leaves.range = lambda start, count: rebuilt.append(count) or real(start, count)
+    again = make(tmp_path, leaves)
+    assert (sum(rebuilt) == 3000) != clean  # read every leaf again only when unclean
+    assert again.lookup(leaves.hashes) == {h: i for i, h in enumerate(leaves.hashes)}
+    assert append(again, leaves, [os.urandom(32) for _ in range(10)])
+    again.close()
+    ro = make(tmp_path, leaves, read_only=True)  # a read-only directory takes a synced table as it is
+    assert ro._table.mm is not None
+    assert ro.lookup(leaves.hashes[::97]) == {h: i * 97 for i, h in enumerate(leaves.hashes[::97])}
+    ro.close()
+
+
 def test_index_ahead_of_the_log_or_damaged_is_rebuilt(tmp_path):
     leaves = Leaves()
     idx = make(tmp_path, leaves)
@@ -169,27 +200,20 @@ def test_positions_are_keyed_per_file(tmp_path):
     assert a.min() >= 0 and a.max() < 1 << 16
 
 
-def _mapped_kb(path) -> int:
-    """Resident kB of this process's mappings of `path` (from /proc/self/smaps)."""
-    total, inside = 0, False
-    for line in open("/proc/self/smaps"):
-        if line[0] in "0123456789abcdef" and "-" in line.split()[0]:
-            inside = line.rstrip().endswith(str(path))
-        elif inside and line.startswith("Rss:"):
-            total += int(line.split()[1])
-    return total
-
-
-@pytest.mark.parametrize("bounded", [False, True])
-def test_bounded_mode_keeps_the_table_out_of_rss(tmp_path, bounded):
+@pytest.mark.parametrize("window", [0, 64 << 10, 4 << 20])
+def test_a_table_larger_than_the_window_stays_out_of_rss(tmp_path, window):
+    """The log's map window (bytes; 0: none) bounds the table's share of RSS: a table
+    larger than the window (here 1 MiB against 64 KiB) is unmapped after every batch;
+    one that fits stays mapped, as it would with no window."""
     leaves = Leaves()
-    idx = make(tmp_path, leaves, bounded=bounded)
+    idx = make(tmp_path, leaves, window=window)
     for _ in range(5):
         assert append(idx, leaves, [os.urandom(32) for _ in range(4000)])
+    assert idx._table.capacity * leafindex.SLOT_SIZE == 1 << 20
     path = tmp_path / "leafindex.bin"
-    if bounded:
-        assert _mapped_kb(path) == 0
+    if window == 64 << 10:
+        assert mapped_kb(path) == 0
     else:
-        assert _mapped_kb(path) > 100  # thousands of random slots touched
+        assert mapped_kb(path) > 100  # thousands of random slots touched
     assert idx.lookup(leaves.hashes[:50]) == {h: i for i, h in enumerate(leaves.hashes[:50])}
     idx.close()

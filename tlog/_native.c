@@ -6,16 +6,10 @@
  *   itself; the batch paths (hash-file appends, batched verification,
  *   consistency proofs) hash millions of nodes, so they loop here, through
  *   OpenSSL's own SHA-256 (the same code hashlib uses), with the GIL released.
- * - gather_pread for tlog.hashfiles' bounded-memory mode: 32-byte node reads (or
- *   blocks of consecutive nodes) at scattered offsets, one pread each, GIL released,
- *   nothing mapped.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <openssl/sha.h>
-#include <unistd.h>
-#include <errno.h>
-#include <limits.h>
 
 #define HASH 32
 
@@ -81,61 +75,11 @@ leaf_hashes(PyObject *self, PyObject *arg)
     return res;
 }
 
-static PyObject *
-gather_pread(PyObject *self, PyObject *args)
-{
-    int fd;
-    Py_buffer idx, out;
-    Py_ssize_t row = HASH;  /* bytes per index: a node, or a block of consecutive nodes */
-    if (!PyArg_ParseTuple(args, "iy*w*|n", &fd, &idx, &out, &row))
-        return NULL;
-    if (row <= 0 || row > (1 << 20) || idx.len % 8 != 0 || out.len != idx.len / 8 * row) {
-        PyBuffer_Release(&idx);
-        PyBuffer_Release(&out);
-        PyErr_SetString(PyExc_ValueError, "indices must be int64 and out `row` bytes per index");
-        return NULL;
-    }
-    Py_ssize_t m = idx.len / 8;
-    const long long *ix = (const long long *)idx.buf;
-    unsigned char *dst = (unsigned char *)out.buf;
-    Py_ssize_t bad = -1;
-    int err = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (ix[i] < 0 || ix[i] > (LLONG_MAX - row) / row) { bad = i; break; }  /* no offset overflow */
-        ssize_t got = 0;
-        while (got < row) {
-            ssize_t r = pread(fd, dst + i * row + got, row - got, (off_t)ix[i] * row + got);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) { err = r < 0 ? errno : 0; bad = i; break; }
-            got += r;
-        }
-        if (bad >= 0)
-            break;
-    }
-    Py_END_ALLOW_THREADS
-    long long bad_index = bad >= 0 ? ix[bad] : 0;
-    PyBuffer_Release(&idx);
-    PyBuffer_Release(&out);
-    if (bad >= 0) {
-        if (err) {
-            errno = err;
-            return PyErr_SetFromErrno(PyExc_OSError);
-        }
-        PyErr_Format(PyExc_IndexError, "no node at index %lld", bad_index);
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"node_hashes_into", node_hashes_into, METH_VARARGS,
      "node_hashes_into(pairs, out): out[i] = SHA-256(0x01 || pairs[i]) for 64-byte pairs."},
     {"leaf_hashes", leaf_hashes, METH_O,
      "leaf_hashes(entries) -> bytes: the concatenated SHA-256(0x00 || entry) of each entry."},
-    {"gather_pread", gather_pread, METH_VARARGS,
-     "gather_pread(fd, indices, out, row=32): out[i] = the `row` bytes at offset row * indices[i] of fd."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -141,12 +141,15 @@ class LogConfig:
     header_timeout: float = 15.0  # request head (and keep-alive idle) limit, seconds
     read_timeout: float = 30.0  # request body limit, seconds
     read_workers: int = 0  # extra processes answering tile and checkpoint reads (tlog.readworkers)
+    map_window_mb: int = 16  # MiB of each hash-file level kept mapped (tlog.hashfiles; 0: no limit)
 
     def validate(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ConfigError("port must be 0..65535")
         if not 0 <= self.read_workers <= 64:
             raise ConfigError("read_workers must be 0..64")
+        if not 0 <= self.map_window_mb <= 1 << 20:
+            raise ConfigError("map_window_mb must be 0..1048576 (0: no limit)")
         if self.read_workers and self.tls_cert is not None:
             raise ConfigError("read_workers need plain HTTP: a TLS session cannot move between processes "
                               "(terminate TLS in front of the log)")

@@ -16,15 +16,21 @@ only when a read goes past the mapped length.
 Memory: every page of a map that a read touches counts in the process's RSS
 as RssFile (clean page cache: shared, and reclaimed by the kernel under
 pressure, unlike RssAnon), and random proofs touch nearly every page of the
-low levels, so by default RSS grows towards the size of the hash files
-(~64 bytes per leaf). An operator who needs a small RSS sets
-OAP_TLOG_MAP_WINDOW_MB: a level larger than that is then never read through
-its map: gathers are one pread per node in C (tlog._native, GIL released;
-without it, window by window, each window unmapped again with MADV_DONTNEED
-before the next), and single reads and tile ranges use pread, so mapped file
-pages stay under the window. The price is a system call (or, windowed, a
-minor fault per touched 64 KiB) per node read (benchmarks/README.md has the
-numbers).
+low levels. So by default a level larger than the window (16 MiB; the log's
+`map_window_mb` setting) is read through its map one window at a time:
+a gather takes the nodes of each window it touches, then unmaps that window
+again (MADV_DONTNEED: the pages stay in the page cache), so at most one window
+per level and gatherer is mapped on top of the small levels. Single reads and
+tile ranges of such a level use pread. With a window of 0 nothing is
+unmapped, and RSS grows towards the size of the hash files (~64 bytes per leaf).
+
+The price of the window is one minor fault per touched page (or per 2 MiB
+huge page) each time a window is mapped again. Maps ask for huge pages
+(MADV_HUGEPAGE): a page the kernel reads in for a fault is then read as a
+2 MiB folio, which it maps with one entry, and a batch of random proofs on a
+2^24 tree costs a few hundred faults instead of ~200,000. Pages that came into
+the page cache by our own writes stay small until evicted (benchmarks/README.md
+has the numbers for both).
 """
 from __future__ import annotations
 
@@ -36,30 +42,37 @@ from pathlib import Path
 
 import numpy as np
 
-from . import hashing
 from .hashing import hash_rows, node_hashes_of_pairs
 
 MAX_LEVELS = 64
-MAP_WINDOW = int(os.environ.get("OAP_TLOG_MAP_WINDOW_MB", "0") or 0) << 20
-"""Bytes of one level that may stay mapped; 0: no limit (see the module docstring)."""
+DEFAULT_MAP_WINDOW_MB = 16
+"""MiB of one level that may stay mapped; 0: no limit (see the module docstring)."""
+
+
+_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
+_FAULT_AROUND = 64 << 10  # Linux's default fault_around_bytes
 
 
 class _Map:
     """One read-only mapping of a level file and its (rows, 32) uint8 view."""
 
-    __slots__ = ("mm", "arr", "rows", "windowed")
+    __slots__ = ("mm", "arr", "rows", "window", "windowed")
 
-    def __init__(self, fd: int, rows: int) -> None:
+    def __init__(self, fd: int, rows: int, window: int) -> None:
         self.mm = mmap.mmap(fd, rows * 32, access=mmap.ACCESS_READ)
+        if _HUGEPAGE is not None:
+            self.mm.madvise(_HUGEPAGE)  # fault-in reads as 2 MiB folios (see the module docstring)
         self.arr = np.frombuffer(self.mm, dtype=np.uint8).reshape(rows, 32)
         self.rows = rows
-        self.windowed = 0 < MAP_WINDOW < rows * 32
+        self.window = window
+        self.windowed = 0 < window < rows * 32
 
 
 class HashFiles:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, window: int = DEFAULT_MAP_WINDOW_MB << 20) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.window = window  # bytes of a level kept mapped; 0: no limit
         self._fds: dict[int, int] = {}  # the writer's, read-write
         self._rfds: dict[int, int] = {}  # readers', read-only
         self._fd_lock = threading.Lock()
@@ -127,12 +140,6 @@ class HashFiles:
                 size = min(size, have << level)
         return size
 
-    def release(self) -> None:
-        """Unmap the pages of windowed levels (RSS only: the page cache keeps them)."""
-        for m in list(self._maps.values()):
-            if m.windowed:
-                m.mm.madvise(mmap.MADV_DONTNEED)
-
     # --- reads -----------------------------------------------------------------
 
     def _map(self, level: int, need: int) -> _Map:
@@ -147,7 +154,7 @@ class HashFiles:
                 rows = os.fstat(fd).st_size // 32
                 if rows < need:
                     raise IndexError(f"level {level} has {rows} nodes, need {need}")
-                m = _Map(fd, rows)
+                m = _Map(fd, rows, self.window)
                 self._maps[level] = m
         return m
 
@@ -177,51 +184,31 @@ class HashFiles:
         m = self._map(level, int(indices.max()) + 1 if need is None else need)
         if not m.windowed:
             return np.take(m.arr, indices, axis=0, mode="clip")
-        native = hashing.native
-        if native is not None:
-            out = np.empty((indices.size, 32), dtype=np.uint8)
-            native.gather_pread(self._read_fd(level), np.ascontiguousarray(indices, dtype=np.int64), out)
-            return out
         return self._gather_windowed(m, indices)
 
-    def preads(self, level: int, need: int) -> bool:
-        """Whether reads of `level` (holding at least `need` nodes) bypass its map (bounded mode)."""
-        return self._map(level, need).windowed
-
-    def gather_blocks(self, level: int, blocks: np.ndarray, width: int, *, need: int) -> np.ndarray:
-        """Nodes [b * width, (b + 1) * width) of `level` for each b in `blocks`, as an
-        (m, width, 32) array: one read per block (in bounded mode one pread, where
-        `gather` would make `width`). Every block must end by `need` <= the level's rows."""
-        if blocks.size and (int(blocks.min()) < 0 or (int(blocks.max()) + 1) * width > need):
-            raise IndexError(f"a block of {width} nodes past {need} nodes of level {level}")
-        m = self._map(level, need)
-        native = hashing.native
-        if m.windowed and native is not None:
-            out = np.empty((blocks.size, width, 32), dtype=np.uint8)
-            native.gather_pread(self._read_fd(level), np.ascontiguousarray(blocks, dtype=np.int64), out, width * 32)
-            return out
-        flat = (blocks[:, None] * width + np.arange(width)).reshape(-1)
-        return self.gather(level, flat, need=need).reshape(blocks.size, width, 32)
-
     def _gather_windowed(self, m: _Map, indices: np.ndarray) -> np.ndarray:
-        per = MAP_WINDOW // 32
-        order = np.argsort(indices)  # address order: one fault per touched 64 KiB
-        ordered = indices[order]
-        nwin = int(ordered[-1]) // per + 1
-        ends = np.searchsorted(ordered, np.arange(1, nwin + 1) * per)
-        out_sorted = np.empty((indices.size, 32), dtype=np.uint8)
-        lo = 0
-        for w in range(nwin):
-            hi = int(ends[w])
-            if hi == lo:
-                continue
-            np.take(m.arr, ordered[lo:hi], axis=0, out=out_sorted[lo:hi], mode="clip")
-            start = w * per * 32
-            m.mm.madvise(mmap.MADV_DONTNEED, start, min(MAP_WINDOW, m.rows * 32 - start))
-            lo = hi
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(order.size)
-        return np.take(out_sorted, inverse, axis=0)
+        """Window by window (any index order): take the window's rows, then unmap it."""
+        window = np.floor_divide(indices, m.window // 32)
+        first, last = int(window.min()), int(window.max())
+        if first == last:
+            out = np.take(m.arr, indices, axis=0, mode="clip")
+            self._unmap_window(m, first)
+            return out
+        out = np.empty((indices.size, 32), dtype=np.uint8)
+        for w in range(first, last + 1):
+            sel = np.flatnonzero(window == w)
+            if sel.size:
+                out[sel] = np.take(m.arr, indices[sel], axis=0, mode="clip")
+                self._unmap_window(m, w)
+        return out
+
+    @staticmethod
+    def _unmap_window(m: _Map, w: int) -> None:
+        """Unmap window w and the kernel's fault-around reach on either side of it (a
+        fault maps the neighbouring pages of its 64 KiB block, which may cross)."""
+        start = max(0, w * m.window - _FAULT_AROUND)
+        end = min(m.rows * 32, (w + 1) * m.window + _FAULT_AROUND)
+        m.mm.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def read_range(self, level: int, start: int, count: int) -> bytes:
         if count == 0:

@@ -40,6 +40,9 @@ MAGIC = b"OAPLIDX1"
 HEADER = 4096
 # magic, capacity, indexed_size, count (valid when clean), key, clean, boot_id
 _HDR = struct.Struct("<8sQQQQQ36s")
+# In place of the boot id after a clean close: the table was fsynced before the header
+# said so, so it holds across a machine restart (no boot id is ever this string).
+SYNCED = "synced"
 SLOT = np.dtype([("tag", "<u8"), ("idx", "<u8")])  # the file layout; in memory an (n, 2) uint64 view
 SLOT_SIZE = 16
 MIN_CAPACITY = 1 << 16
@@ -191,12 +194,12 @@ class LeafIndex:
     """
 
     def __init__(self, path: Path, *, read_only: bool = False, leaf_at: LeafReader,
-                 leaves: LeafRange, bounded: bool = False) -> None:
+                 leaves: LeafRange, window: int = 0) -> None:
         self.path = Path(path)
-        # bounded: unmap the table's pages after every batch (the log's bounded-memory
-        # mode): each batch then faults its ~2 pages per entry in again, but the
-        # table never adds its size to the process's RSS.
-        self.bounded = bounded
+        # window: the log's bounded-memory setting (bytes; 0: none). A table larger than
+        # the window is unmapped after every batch: each batch then faults its ~2 pages
+        # per entry in again, but the table never adds its size to the process's RSS.
+        self.window = window
         self.read_only = read_only
         self.leaf_at = leaf_at
         self.leaves = leaves
@@ -246,8 +249,10 @@ class LeafIndex:
         self._pack_header(fd, table, indexed=0, count=0, clean=False)
         return fd, table
 
-    def _pack_header(self, fd: int, t: _Table, *, indexed: int, count: int, clean: bool) -> None:
-        os.pwrite(fd, _HDR.pack(MAGIC, t.capacity, indexed, count, t.key, int(clean), self._boot.encode()), 0)
+    def _pack_header(self, fd: int, t: _Table, *, indexed: int, count: int, clean: bool,
+                     boot: str | None = None) -> None:
+        os.pwrite(fd, _HDR.pack(MAGIC, t.capacity, indexed, count, t.key, int(clean),
+                                (self._boot if boot is None else boot).encode()), 0)
 
     def _write_header(self, clean: bool) -> None:
         if self._fd is not None and self._table is not None:
@@ -280,7 +285,7 @@ class LeafIndex:
     def _open(self, size: int) -> None:
         if self.read_only:
             got = self._map_file(self.path, writable=False)
-            if got is not None and got[2][0] == size and got[2][2] == self._boot:
+            if got is not None and got[2][0] == size and got[2][2] in (self._boot, SYNCED):
                 fd, table, _ = got
                 self._set_table(fd, table)
                 self.indexed_size = size
@@ -299,7 +304,7 @@ class LeafIndex:
             return
         fd, table, (indexed, count, boot) = got
         self._set_table(fd, table)
-        if boot != self._boot:
+        if boot not in (self._boot, SYNCED):
             log.warning("the machine restarted since the leaf index was written; rebuilding it")
             self._reset(size)
             return
@@ -354,7 +359,7 @@ class LeafIndex:
             raise ValueError("one leaf hash per entry of [old, size) is needed")
         self._grow_for(keys.shape[0])
         self.count += self._table.insert(_tags(keys), np.arange(old, size, dtype=np.int64))
-        if self.bounded:
+        if 0 < self.window < self._table.capacity * SLOT_SIZE:
             self._table.release()
         self.indexed_size = size
         self._write_header(clean=False)  # ~2 us: keeps the tail to re-read after a crash short
@@ -381,9 +386,15 @@ class LeafIndex:
         return i if i >= 0 else None
 
     def close(self) -> None:
-        if self._fd is not None and not self.read_only:
+        """A clean close syncs the table, then marks it SYNCED: the next start, even
+        after a machine restart, uses it as it is instead of rebuilding it (which at
+        2^24 entries takes seconds and maps the whole table)."""
+        if self._fd is not None and not self.read_only and self._table is not None:
             try:
-                self._write_header(clean=True)
+                os.fdatasync(self._fd)  # the mapped stores too: they dirty the file's pages
+                self._pack_header(self._fd, self._table, indexed=self.indexed_size, count=self.count,
+                                  clean=True, boot=SYNCED)
+                os.fdatasync(self._fd)
             except OSError:
                 pass
         if self._fd is not None:

@@ -123,6 +123,7 @@ class ReadWorkers:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             ours.setblocking(False)
             args = json.dumps({"hashes": str(self.cfg.data_dir / "hashes"), "host": host, "port": port,
+                               "map_window": self.cfg.map_window_mb << 20,
                                "fd": theirs.fileno(), "header_timeout": self.cfg.header_timeout,
                                "rate_limit_read": self.cfg.rate_limit_read,
                                "rate_limit_read_burst": self.cfg.rate_limit_read_burst,
@@ -302,7 +303,7 @@ class _Worker:
     def __init__(self, opts: dict) -> None:
         self.chan = socket.socket(fileno=opts["fd"])
         self.chan.setblocking(False)
-        self.hashes = HashFiles(Path(opts["hashes"]))
+        self.hashes = HashFiles(Path(opts["hashes"]), window=opts["map_window"])
         self.size = -1  # nothing published yet: every request goes to the log process
         self.note = b""
         self.metrics: dict[tuple[str, int], list[float]] = {}

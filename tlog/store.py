@@ -163,7 +163,9 @@ class Checkpointer:
 
 
 class LogStore:
-    def __init__(self, data_dir: Path, *, hash_sync_interval: float = 5.0) -> None:
+    def __init__(self, data_dir: Path, *, hash_sync_interval: float = 5.0,
+                 map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20) -> None:
+        """`map_window`: bytes of a hash-file level kept mapped (tlog.hashfiles; 0: no limit)."""
         self.dir = Path(data_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.db_path = self.dir / "log.db"
@@ -183,10 +185,10 @@ class LogStore:
             self.conn.executescript(SCHEMA)
         self.commits = 0  # batch commits by this process: the checkpointer's measure of load
         self.checkpointer = None if self.read_only else Checkpointer(self.db_path, lambda: self.commits)
-        self.hashes = HashFiles(self.dir / "hashes")
+        self.hashes = HashFiles(self.dir / "hashes", window=map_window)
         self.leaves = LeafIndex(self.dir / "leafindex.bin", read_only=self.read_only,
                                 leaf_at=lambda ix: self.hashes.gather(0, ix), leaves=self._leaf_range,
-                                bounded=hashfiles.MAP_WINDOW > 0)
+                                window=self.hashes.window)
         self._leaves_behind = False
         self.hash_sync_interval = hash_sync_interval
         self._last_hash_sync = time.monotonic()
