@@ -135,10 +135,13 @@ def test_vectorized_append_writes_every_complete_node(tmp_path, n, hash_impl):
     assert hf.intact_size(n) == n
 
 
-def test_windowed_reads_equal_mapped_reads(tmp_path):
+@pytest.mark.parametrize("mask_windows", [64, 2])
+def test_windowed_reads_equal_mapped_reads(tmp_path, monkeypatch, mask_windows):
     """The bounded-memory default (levels over the window read window by window
     through the map, each window unmapped after its rows are taken; single nodes
-    and ranges by pread) reads the same bytes as the plain maps."""
+    and ranges by pread) reads the same bytes as the plain maps, whether a gather
+    picks each window's rows by a mask or (over many windows) by sorting."""
+    monkeypatch.setattr(hashfiles_mod, "_MASK_WINDOWS", mask_windows)
     n = 3000
     leaves = leaves_for(n, 3)
     plain = filled(tmp_path, leaves, seed=1, window=0)  # no limit: the plain maps
@@ -190,6 +193,19 @@ def test_bounded_mode_proofs_at_every_size(tmp_path, n):
         rng.shuffle(idx)
         got = inclusion_levels(view, windowed, np.array(idx)).as_bytes()
         assert got == [ref_inclusion(i, leaves[:size]) for i in idx]
+
+
+def test_map_window_is_checked_and_huge_pages_are_only_a_hint(tmp_path, monkeypatch):
+    """A window the kernel could not unmap by (not whole pages) is refused; a kernel that
+    refuses the huge-page advice (EINVAL without transparent huge pages) still serves."""
+    for bad in (-4096, 100, 4097):
+        with pytest.raises(ValueError):
+            HashFiles(tmp_path / "bad", window=bad)
+    leaves = leaves_for(300, 5)
+    hf = filled(tmp_path, leaves, seed=3, window=4096)
+    monkeypatch.setattr(hashfiles_mod, "_HUGEPAGE", 0x7FFF)  # an advice no kernel knows: EINVAL
+    fresh = HashFiles(hf.dir, window=4096)
+    assert fresh.gather(0, np.array([299, 0, 150])).tobytes() == leaves[299] + leaves[0] + leaves[150]
 
 
 def test_map_window_setting(tmp_path, monkeypatch):

@@ -147,6 +147,33 @@ def test_after_a_machine_restart_only_an_unclean_index_is_rebuilt(tmp_path, monk
     ro.close()
 
 
+def test_reopening_a_synced_table_syncs_its_new_header_before_any_store(tmp_path, monkeypatch):
+    """Once a SYNCED table is opened for writing, its header must say so on disk before
+    the map takes a store: a SYNCED header surviving a power loss over a changed table
+    would be trusted on the next boot with a count that is too small."""
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    assert append(idx, leaves, [os.urandom(32) for _ in range(100)])
+    idx.close()
+    assert not append(idx, leaves, [os.urandom(32)])  # a closed index takes nothing more
+    leaves.hashes.pop()
+    path = tmp_path / "leafindex.bin"
+    synced_at = []  # the header's boot field on disk at each fdatasync
+    real = os.fdatasync
+
+    def spy(fd):
+        real(fd)
+        synced_at.append(leafindex._HDR.unpack(os.pread(fd, leafindex._HDR.size, 0))[6].rstrip(b"\0"))
+
+    monkeypatch.setattr(leafindex.os, "fdatasync", spy)
+    again = make(tmp_path, leaves)
+    assert synced_at and synced_at[0] == leafindex.boot_id().encode()  # synced, and no longer "synced"
+    assert append(again, leaves, [os.urandom(32) for _ in range(10)])
+    assert again.lookup(leaves.hashes) == {h: i for i, h in enumerate(leaves.hashes)}
+    again.close()
+    assert path.exists()
+
+
 def test_index_ahead_of_the_log_or_damaged_is_rebuilt(tmp_path):
     leaves = Leaves()
     idx = make(tmp_path, leaves)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -68,6 +69,9 @@ def serve(config_file, data_dir, host, port, origin, batch_interval_ms, max_batc
     except ConfigError as e:
         _fail(str(e), 2)
     setup_logging(cfg.log_format)
+    if "OAP_TLOG_MAP_WINDOW_MB" in os.environ:  # the env-only setting before map_window_mb
+        logging.getLogger("oap.tlog").warning("OAP_TLOG_MAP_WINDOW_MB is no longer read: the log's map window is "
+                                              "map_window_mb (OAP_LOG_MAP_WINDOW_MB), now %d MiB", cfg.map_window_mb)
     try:
         asyncio.run(_serve(cfg))
     except (ConfigError, OAPError) as e:

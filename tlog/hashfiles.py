@@ -51,6 +51,7 @@ DEFAULT_MAP_WINDOW_MB = 16
 
 _HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 _FAULT_AROUND = 64 << 10  # Linux's default fault_around_bytes
+_MASK_WINDOWS = 64  # up to this many windows a gather makes one pass per window (faster), beyond it sorts
 
 
 class _Map:
@@ -61,7 +62,10 @@ class _Map:
     def __init__(self, fd: int, rows: int, window: int) -> None:
         self.mm = mmap.mmap(fd, rows * 32, access=mmap.ACCESS_READ)
         if _HUGEPAGE is not None:
-            self.mm.madvise(_HUGEPAGE)  # fault-in reads as 2 MiB folios (see the module docstring)
+            try:
+                self.mm.madvise(_HUGEPAGE)  # fault-in reads as 2 MiB folios (see the module docstring)
+            except OSError:  # EINVAL from a kernel without transparent huge pages: only a hint
+                pass
         self.arr = np.frombuffer(self.mm, dtype=np.uint8).reshape(rows, 32)
         self.rows = rows
         self.window = window
@@ -72,6 +76,8 @@ class HashFiles:
     def __init__(self, directory: Path, *, window: int = DEFAULT_MAP_WINDOW_MB << 20) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        if window < 0 or window % mmap.PAGESIZE:
+            raise ValueError(f"the map window must be 0 or a multiple of {mmap.PAGESIZE} bytes")
         self.window = window  # bytes of a level kept mapped; 0: no limit
         self._fds: dict[int, int] = {}  # the writer's, read-write
         self._rfds: dict[int, int] = {}  # readers', read-only
@@ -195,11 +201,21 @@ class HashFiles:
             self._unmap_window(m, first)
             return out
         out = np.empty((indices.size, 32), dtype=np.uint8)
-        for w in range(first, last + 1):
-            sel = np.flatnonzero(window == w)
-            if sel.size:
-                out[sel] = np.take(m.arr, indices[sel], axis=0, mode="clip")
-                self._unmap_window(m, w)
+        if last - first < _MASK_WINDOWS:  # one pass per window
+            for w in range(first, last + 1):
+                sel = np.flatnonzero(window == w)
+                if sel.size:
+                    out[sel] = np.take(m.arr, indices[sel], axis=0, mode="clip")
+                    self._unmap_window(m, w)
+            return out
+        rel = window - first  # many windows: group by sorting once (a radix sort below 2^16 windows)
+        order = np.argsort(rel.astype(np.uint16) if last - first < 1 << 16 else rel, kind="stable")
+        ws = window[order]
+        cuts = np.flatnonzero(ws[1:] != ws[:-1]) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), ws.size]):
+            sel = order[lo:hi]
+            out[sel] = np.take(m.arr, indices[sel], axis=0, mode="clip")
+            self._unmap_window(m, int(ws[lo]))
         return out
 
     @staticmethod

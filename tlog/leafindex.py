@@ -207,6 +207,7 @@ class LeafIndex:
         self.count = 0
         self._table: _Table | None = None
         self._fd: int | None = None
+        self._closed = False
         self._boot = boot_id()  # read once: the boot this process runs in
 
     # --- file ---------------------------------------------------------------------
@@ -314,6 +315,10 @@ class LeafIndex:
             table.release()
         self.count = count
         self._write_header(clean=False)
+        if boot == SYNCED:
+            # Before the first store through the map: a SYNCED header that outlived a power
+            # loss over a table that had changed after it would be trusted with a wrong count.
+            os.fdatasync(fd)
 
     def _reset(self, size: int) -> None:
         if self.read_only:
@@ -352,7 +357,7 @@ class LeafIndex:
         the index stays marked behind (returns False) and `catch_up` fills the
         gap, instead of a later update papering over it.
         """
-        if self.indexed_size != old:
+        if self.indexed_size != old or self._closed:  # (closed: the header already says SYNCED)
             return False
         keys = hash_rows(leaf_hashes)
         if keys.shape[0] != size - old:
@@ -389,6 +394,7 @@ class LeafIndex:
         """A clean close syncs the table, then marks it SYNCED: the next start, even
         after a machine restart, uses it as it is instead of rebuilding it (which at
         2^24 entries takes seconds and maps the whole table)."""
+        self._closed = True
         if self._fd is not None and not self.read_only and self._table is not None:
             try:
                 os.fdatasync(self._fd)  # the mapped stores too: they dirty the file's pages
