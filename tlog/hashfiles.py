@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import mmap
 import os
+import resource
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,6 +54,15 @@ DEFAULT_MAP_WINDOW_MB = 16
 _HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 _FAULT_AROUND = 64 << 10  # Linux's default fault_around_bytes
 _MASK_WINDOWS = 64  # up to this many windows a gather makes one pass per window (faster), beyond it sorts
+_FAULT_SLACK = 16  # faults a window may take beyond two per 2 MiB page before it counts as small pages
+_REGROW_SECONDS = 60.0
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(_RUSAGE).ru_minflt
+
+
+_RUSAGE = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)  # this thread's faults where Linux tells them
 
 
 class _Map:
@@ -84,6 +95,8 @@ class HashFiles:
         self._fd_lock = threading.Lock()
         self._maps: dict[int, _Map] = {}
         self._map_lock = threading.Lock()
+        self._regrown: dict[tuple[int, int], float] = {}  # (level, window) -> when it was last dropped
+        self.regrown = 0  # windows dropped to be read back as huge pages (tests, metrics)
 
     # --- files ---------------------------------------------------------------
 
@@ -190,33 +203,57 @@ class HashFiles:
         m = self._map(level, int(indices.max()) + 1 if need is None else need)
         if not m.windowed:
             return np.take(m.arr, indices, axis=0, mode="clip")
-        return self._gather_windowed(m, indices)
+        return self._gather_windowed(level, m, indices)
 
-    def _gather_windowed(self, m: _Map, indices: np.ndarray) -> np.ndarray:
+    def _gather_windowed(self, level: int, m: _Map, indices: np.ndarray) -> np.ndarray:
         """Window by window (any index order): take the window's rows, then unmap it."""
         window = np.floor_divide(indices, m.window // 32)
         first, last = int(window.min()), int(window.max())
-        if first == last:
-            out = np.take(m.arr, indices, axis=0, mode="clip")
-            self._unmap_window(m, first)
-            return out
         out = np.empty((indices.size, 32), dtype=np.uint8)
-        if last - first < _MASK_WINDOWS:  # one pass per window
+        if first == last:
+            self._take_window(level, m, first, indices, out, None)
+        elif last - first < _MASK_WINDOWS:  # one pass per window
             for w in range(first, last + 1):
                 sel = np.flatnonzero(window == w)
                 if sel.size:
-                    out[sel] = np.take(m.arr, indices[sel], axis=0, mode="clip")
-                    self._unmap_window(m, w)
-            return out
-        rel = window - first  # many windows: group by sorting once (a radix sort below 2^16 windows)
-        order = np.argsort(rel.astype(np.uint16) if last - first < 1 << 16 else rel, kind="stable")
-        ws = window[order]
-        cuts = np.flatnonzero(ws[1:] != ws[:-1]) + 1
-        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), ws.size]):
-            sel = order[lo:hi]
-            out[sel] = np.take(m.arr, indices[sel], axis=0, mode="clip")
-            self._unmap_window(m, int(ws[lo]))
+                    self._take_window(level, m, w, indices, out, sel)
+        else:  # many windows: group by sorting once (a radix sort below 2^16 windows)
+            rel = window - first
+            order = np.argsort(rel.astype(np.uint16) if last - first < 1 << 16 else rel, kind="stable")
+            ws = window[order]
+            cuts = np.flatnonzero(ws[1:] != ws[:-1]) + 1
+            for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), ws.size]):
+                self._take_window(level, m, int(ws[lo]), indices, out, order[lo:hi])
         return out
+
+    def _take_window(self, level: int, m: _Map, w: int, indices: np.ndarray, out: np.ndarray,
+                     sel: np.ndarray | None) -> None:
+        """out[sel] = rows indices[sel] (all of them if sel is None), all in window w;
+        then unmap the window, and if mapping it took more faults than 2 MiB pages would
+        have (the page cache holds it in small pages), have it read back as huge pages."""
+        faults = _minor_faults()
+        if sel is None:
+            np.take(m.arr, indices, axis=0, out=out, mode="clip")
+        else:
+            out[sel] = np.take(m.arr, indices[sel], axis=0, mode="clip")
+        faults = _minor_faults() - faults
+        self._unmap_window(m, w)
+        if faults > 2 * (m.window >> 21) + _FAULT_SLACK:
+            self._regrow(level, m, w)
+
+    def _regrow(self, level: int, m: _Map, w: int) -> None:
+        """Drop window w of `level` from the page cache (the kernel keeps what is dirty or
+        mapped elsewhere), so the next fault reads it back through a MADV_HUGEPAGE map
+        as 2 MiB pages: pages our own appends wrote, or that pread brought in, are small,
+        and re-mapping small pages for every gather costs ~5x the gather. At most once per
+        window per _REGROW_SECONDS: where huge pages cannot be had, the window stays small."""
+        now = time.monotonic()
+        if now - self._regrown.get((level, w), -_REGROW_SECONDS) < _REGROW_SECONDS:
+            return
+        self._regrown[(level, w)] = now
+        start = w * m.window
+        os.posix_fadvise(self._read_fd(level), start, min(m.window, m.rows * 32 - start), os.POSIX_FADV_DONTNEED)
+        self.regrown += 1
 
     @staticmethod
     def _unmap_window(m: _Map, w: int) -> None:
