@@ -29,8 +29,9 @@ huge page) each time a window is mapped again. Maps ask for huge pages
 (MADV_HUGEPAGE): a page the kernel reads in for a fault is then read as a
 2 MiB folio, which it maps with one entry, and a batch of random proofs on a
 2^24 tree costs a few hundred faults instead of ~200,000. Pages that came into
-the page cache by our own writes stay small until evicted (benchmarks/README.md
-has the numbers for both).
+the page cache otherwise (our own appends, pread) are small; a window found in
+small pages is dropped from the page cache once, so that the next fault reads it
+back as huge pages (`_regrow`; benchmarks/README.md has the numbers).
 """
 from __future__ import annotations
 
