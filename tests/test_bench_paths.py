@@ -212,6 +212,30 @@ def test_windows_in_small_pages_are_dropped_once_to_come_back_huge(tmp_path):
     assert hf.gather(1, np.arange(10)).tobytes() == b"".join(leaves_for_level(leaves, 1)[:10])
 
 
+def test_only_the_maps_faults_count_towards_dropping_a_window(tmp_path, monkeypatch):
+    """A large gather from a few pages faults many anonymous pages for its own buffers;
+    those must not make a window look small (the first version counted them, and then
+    dropped windows already in huge pages and re-read them every minute). And a window
+    that is found small again waits twice as long each time before the next drop."""
+    n = 1 << 17
+    leaves = leaves_for(n, 8)
+    hf = filled(tmp_path, leaves, seed=5, window=2 << 20)
+    for few in (np.arange(300_000) % 500, np.r_[np.arange(200_000) % 500, (1 << 16) + np.arange(200_000) % 500]):
+        assert hf.gather(0, few).tobytes() == b"".join(leaves[i] for i in few[:600].tolist()) + \
+            b"".join(leaves[i] for i in few[600:].tolist())
+    assert hf.regrown == 0  # two windows, a few 64 KiB blocks each: small pages, but few faults
+    m = hf._maps[0]
+    clock = [1000.0]
+    monkeypatch.setattr(hashfiles_mod.time, "monotonic", lambda: clock[0])
+    drops = []
+    for step in (0, 30, 59, 60, 121, 179, 180, 419, 420):  # seconds since the first drop
+        clock[0] = 1000.0 + step
+        before = hf.regrown
+        hf._regrow(0, m, 0)
+        drops.append(hf.regrown - before)
+    assert drops == [1, 0, 0, 1, 0, 0, 1, 0, 1]  # waits of 60, then 120, then 240 s
+
+
 def leaves_for_level(leaves: list[bytes], k: int) -> list[bytes]:
     """Complete nodes of level k (k >= 0) of the tree over `leaves`."""
     level = leaves

@@ -56,14 +56,32 @@ _HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 _FAULT_AROUND = 64 << 10  # Linux's default fault_around_bytes
 _MASK_WINDOWS = 64  # up to this many windows a gather makes one pass per window (faster), beyond it sorts
 _FAULT_SLACK = 16  # faults a window may take beyond two per 2 MiB page before it counts as small pages
-_REGROW_SECONDS = 60.0
+_HUGE = 2 << 20
+_REGROW_SECONDS = 60.0  # the first wait before a window is dropped again; it doubles each time
+_REGROW_MAX_SECONDS = 3600.0
+# This thread's faults (Linux): another thread's would be noise. Without them, or without
+# posix_fadvise, windows are never dropped.
+_CAN_REGROW = hasattr(resource, "RUSAGE_THREAD") and hasattr(os, "posix_fadvise")
 
 
 def _minor_faults() -> int:
-    return resource.getrusage(_RUSAGE).ru_minflt
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt if _CAN_REGROW else 0
 
 
-_RUSAGE = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)  # this thread's faults where Linux tells them
+class _Scratch:
+    """One gather's buffer for a window's rows, written through once when (re)allocated,
+    so that taking rows into it faults no anonymous pages."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = np.empty((0, 32), dtype=np.uint8)
+
+    def rows(self, n: int) -> np.ndarray:
+        if n > self.buf.shape[0]:
+            self.buf = np.empty((n, 32), dtype=np.uint8)
+            self.buf.fill(0)
+        return self.buf[:n]
 
 
 class _Map:
@@ -96,7 +114,8 @@ class HashFiles:
         self._fd_lock = threading.Lock()
         self._maps: dict[int, _Map] = {}
         self._map_lock = threading.Lock()
-        self._regrown: dict[tuple[int, int], float] = {}  # (level, window) -> when it was last dropped
+        self._regrown: dict[tuple[int, int], tuple[float, float]] = {}  # (level, window) -> (not before, wait)
+        self._regrow_lock = threading.Lock()
         self.regrown = 0  # windows dropped to be read back as huge pages (tests, metrics)
 
     # --- files ---------------------------------------------------------------
@@ -211,50 +230,64 @@ class HashFiles:
         window = np.floor_divide(indices, m.window // 32)
         first, last = int(window.min()), int(window.max())
         out = np.empty((indices.size, 32), dtype=np.uint8)
+        scratch = _Scratch()
         if first == last:
-            self._take_window(level, m, first, indices, out, None)
+            self._take_window(level, m, first, indices, out, None, scratch)
         elif last - first < _MASK_WINDOWS:  # one pass per window
             for w in range(first, last + 1):
                 sel = np.flatnonzero(window == w)
                 if sel.size:
-                    self._take_window(level, m, w, indices, out, sel)
+                    self._take_window(level, m, w, indices, out, sel, scratch)
         else:  # many windows: group by sorting once (a radix sort below 2^16 windows)
             rel = window - first
             order = np.argsort(rel.astype(np.uint16) if last - first < 1 << 16 else rel, kind="stable")
             ws = window[order]
             cuts = np.flatnonzero(ws[1:] != ws[:-1]) + 1
             for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), ws.size]):
-                self._take_window(level, m, int(ws[lo]), indices, out, order[lo:hi])
+                self._take_window(level, m, int(ws[lo]), indices, out, order[lo:hi], scratch)
         return out
 
     def _take_window(self, level: int, m: _Map, w: int, indices: np.ndarray, out: np.ndarray,
-                     sel: np.ndarray | None) -> None:
+                     sel: np.ndarray | None, scratch: _Scratch) -> None:
         """out[sel] = rows indices[sel] (all of them if sel is None), all in window w;
         then unmap the window, and if mapping it took more faults than 2 MiB pages would
-        have (the page cache holds it in small pages), have it read back as huge pages."""
+        have (the page cache holds it in small pages), have it read back as huge pages.
+        The rows are taken into a buffer touched beforehand, so the faults counted are
+        the map's alone."""
+        ix = indices if sel is None else indices[sel]
+        rows = scratch.rows(ix.size)
         faults = _minor_faults()
-        if sel is None:
-            np.take(m.arr, indices, axis=0, out=out, mode="clip")
-        else:
-            out[sel] = np.take(m.arr, indices[sel], axis=0, mode="clip")
+        np.take(m.arr, ix, axis=0, out=rows, mode="clip")
         faults = _minor_faults() - faults
+        if sel is None:
+            out[...] = rows
+        else:
+            out[sel] = rows
         self._unmap_window(m, w)
-        if faults > 2 * (m.window >> 21) + _FAULT_SLACK:
-            self._regrow(level, m, w)
+        if _CAN_REGROW and m.window >= _HUGE:
+            length = min(m.window, m.rows * 32 - w * m.window)
+            if faults > 2 * -(-length // _HUGE) + _FAULT_SLACK:
+                self._regrow(level, m, w)
 
     def _regrow(self, level: int, m: _Map, w: int) -> None:
         """Drop window w of `level` from the page cache (the kernel keeps what is dirty or
         mapped elsewhere), so the next fault reads it back through a MADV_HUGEPAGE map
         as 2 MiB pages: pages our own appends wrote, or that pread brought in, are small,
-        and re-mapping small pages for every gather costs ~5x the gather. At most once per
-        window per _REGROW_SECONDS: where huge pages cannot be had, the window stays small."""
+        and re-mapping small pages for every gather costs ~5x the gather. A window found
+        small again waits twice as long each time (1 minute up to an hour): where huge
+        pages cannot be had, or tile reads by pread keep bringing small ones in, the
+        re-reads die down."""
+        key = (level, w)
         now = time.monotonic()
-        if now - self._regrown.get((level, w), -_REGROW_SECONDS) < _REGROW_SECONDS:
-            return
-        self._regrown[(level, w)] = now
+        with self._regrow_lock:
+            not_before, wait = self._regrown.get(key, (0.0, _REGROW_SECONDS / 2))
+            if now < not_before:
+                return
+            wait = min(2 * wait, _REGROW_MAX_SECONDS)
+            self._regrown[key] = (now + wait, wait)
+            self.regrown += 1
         start = w * m.window
         os.posix_fadvise(self._read_fd(level), start, min(m.window, m.rows * 32 - start), os.POSIX_FADV_DONTNEED)
-        self.regrown += 1
 
     @staticmethod
     def _unmap_window(m: _Map, w: int) -> None:
