@@ -254,14 +254,16 @@ class HashFiles:
         have (the page cache holds it in small pages), have it read back as huge pages.
         The rows are taken into a buffer touched beforehand, so the faults counted are
         the map's alone."""
-        ix = indices if sel is None else indices[sel]
-        rows = scratch.rows(ix.size)
+        if sel is None:  # the whole gather: straight into `out`, written through first
+            ix, rows = indices, out
+            out.fill(0)
+        else:
+            ix = indices[sel]
+            rows = scratch.rows(ix.size)
         faults = _minor_faults()
         np.take(m.arr, ix, axis=0, out=rows, mode="clip")
         faults = _minor_faults() - faults
-        if sel is None:
-            out[...] = rows
-        else:
+        if sel is not None:
             out[sel] = rows
         self._unmap_window(m, w)
         if _CAN_REGROW and m.window >= _HUGE:
