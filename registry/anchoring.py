@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tlog.canonical import jcs, loads_json
+from tlog.canonical import jcs
+from tlog.strict import loads_json
 from tlog.client import LogClient
 from tlog.did import did_key_from_public
 from tlog.ed25519 import public_from_seed

@@ -173,7 +173,7 @@ ANCHOR_OUT = click.option("--out", type=click.Path(dir_okay=False, path_type=Pat
 @ANCHOR_OUT
 def submit(record: Path, url: str, out: Path | None) -> None:
     """Submit a prepared record (JSON): conformance, revocation, kill_switch, key_event."""
-    from tlog.canonical import loads_json
+    from tlog.strict import loads_json
 
     try:
         doc = loads_json(record.read_bytes())

@@ -23,22 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tlog.config import ConfigError, check_http_limits
+from tlog.config import ConfigError, HTTPConfig, check_http_limits, is_loopback
 
 from .records import is_did
 
 
 @dataclass(frozen=True)
-class RegistryConfig:
+class RegistryConfig(HTTPConfig):
     data_dir: Path = Path("registry-data")
-    host: str = "127.0.0.1"
     port: int = 8090
     name: str = "registry"
     log_url: str = ""
     log_policy: Path | None = None
     log_wait_seconds: float = 30.0  # at start, wait this long for the log to answer
     key_file: Path | None = None  # default: <data_dir>/registry.key, created on first start
-    public_url: str = ""  # base of status list credential ids; default: the Host the request came to
+    public_url: str = ""  # base of status list credential ids; required when listening beyond loopback
     upstream: str = ""  # mirror mode: the registry to follow (read-only here)
     registry_key: str = ""  # mirror mode: pin the upstream registry key (did:key)
     mirror_interval: float = 30.0
@@ -51,14 +50,8 @@ class RegistryConfig:
     max_git_body: int = 16 * 1024 * 1024
     max_packs: int = 64  # compact the repository when batches have left more packs than this
     bootstrap_witnesses: str = ""
-    log_format: str = "text"
     rate_limit: float = 200.0  # requests per second per client (0: off); 429 + Retry-After
     rate_limit_burst: float = 400.0
-    trust_forwarded_for: bool = False  # take the client address from X-Forwarded-For (behind a proxy)
-    header_timeout: float = 15.0  # request head (and keep-alive idle) limit, seconds
-    read_timeout: float = 30.0  # request body limit, seconds
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
 
     @property
     def bootstrap(self) -> tuple[str, ...]:
@@ -70,8 +63,6 @@ class RegistryConfig:
 
     def validate(self) -> None:
         check_http_limits(self)
-        if not 0 <= self.port <= 65535:
-            raise ConfigError("port must be 0..65535")
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name) or self.name.startswith("."):
             raise ConfigError("name must be letters, digits, '-', '_' or '.'")
         if not self.mirror and not self.log_url:
@@ -98,11 +89,15 @@ class RegistryConfig:
             raise ConfigError("max_packs must be at least 1")
         if self.max_body < 64 * 1024 or self.max_git_body < 64 * 1024:
             raise ConfigError("max_body and max_git_body must be at least 64 KiB")
+        if self.public_url and (not self.public_url.startswith(("http://", "https://"))
+                                or self.public_url.endswith("/") or any(c.isspace() for c in self.public_url)):
+            raise ConfigError("public_url must be an http(s) URL without a trailing '/'")
+        if not self.public_url and not is_loopback(self.host):
+            raise ConfigError("public_url is required when the registry listens beyond loopback: status list "
+                              "credentials name their own URL, which must not come from a request's Host header")
         bad = [w for w in self.bootstrap if not is_did(w)]
         if bad:
             raise ConfigError(f"bootstrap_witnesses: not a DID: {bad[0]}")
-        if self.log_format not in ("text", "json"):
-            raise ConfigError("log_format must be 'text' or 'json'")
 
     def replace(self, **kw: Any) -> "RegistryConfig":
         cfg = dataclasses.replace(self, **kw)

@@ -7,10 +7,16 @@ in stateless-RPC mode, so a real `git clone http://host:port/<name>.git` works.
 validating API, which is what keeps the history add-only. The dumb protocol is
 not served. Each request opens its own `Repo` in a worker thread: dulwich
 objects are not shared across threads.
+
+A pack is streamed as dulwich writes it: the worker thread hands each piece to
+the connection and waits until the socket took it, so a clone of any size holds
+about one piece in memory, and a client that stops reading is dropped after the
+send timeout (which also stops the worker).
 """
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
 
@@ -21,11 +27,12 @@ from dulwich.repo import Repo
 from dulwich.server import DictBackend, UploadPackHandler
 
 from tlog.errors import Forbidden, InvalidInput
-from tlog.http import read_body
+from tlog.http import SEND_TIMEOUT, SEND_TIMEOUT_KEY, read_body, stream
 
 from .store import ReadGate
 
-PACKS_AT_ONCE = 2  # concurrent upload-pack responses (each is built in memory)
+PACKS_AT_ONCE = 2  # concurrent upload-pack responses (each holds a repository open and a CPU)
+PIECE = 256 * 1024  # bytes of pack handed to the connection at a time
 
 NO_CACHE = {"Cache-Control": "no-cache, max-age=0, must-revalidate", "Expires": "Fri, 01 Jan 1980 00:00:00 GMT",
             "Pragma": "no-cache"}
@@ -39,11 +46,12 @@ class GitReadOnly:
         self.max_body = max_body
         self.gate = gate
 
-    def _run(self, body: bytes, *, advertise: bool) -> bytes:
+    def _run(self, body: bytes, *, advertise: bool, write: Callable[[bytes], object] | None = None) -> bytes:
+        """Answer one upload-pack request; the output goes to `write` as it is made (or is returned)."""
         repo = Repo(self.repo_path)
         try:
             out = BytesIO()
-            proto = ReceivableProtocol(BytesIO(body).read, out.write)
+            proto = ReceivableProtocol(BytesIO(body).read, write or out.write)
             handler = UploadPackHandler(DictBackend({b".": repo}), [b"."], proto,  # type: ignore[list-item]
                                         stateless_rpc=True, advertise_refs=advertise)
             if advertise:
@@ -68,13 +76,62 @@ class GitReadOnly:
         return web.Response(body=body, headers={**NO_CACHE,
                                                 "Content-Type": "application/x-git-upload-pack-advertisement"})
 
-    async def upload_pack(self, request: web.Request) -> web.Response:
+    async def upload_pack(self, request: web.Request) -> web.StreamResponse:
         body = await read_body(request, self.max_body)
-        # Each pack is built in memory: at most PACKS_AT_ONCE at a time keeps memory
-        # bounded however many clients clone at once (the others wait their turn).
         async with self._packs, self.gate.read():
-            out = await asyncio.to_thread(self._run, body, advertise=False)
-        return web.Response(body=out, headers={**NO_CACHE, "Content-Type": "application/x-git-upload-pack-result"})
+            return await self._stream_pack(request, body)
+
+    async def _stream_pack(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(maxsize=2)
+        timeout = request.app.get(SEND_TIMEOUT_KEY, SEND_TIMEOUT)
+        pending = bytearray()
+
+        def put(item: bytes | BaseException | None) -> None:  # worker thread: waits for room
+            asyncio.run_coroutine_threadsafe(pieces.put(item), loop).result(timeout)
+
+        def write(data: bytes) -> None:
+            pending.extend(data)
+            if len(pending) >= PIECE:
+                put(bytes(pending))
+                pending.clear()
+
+        def produce() -> None:
+            try:
+                self._run(body, advertise=False, write=write)
+                if pending:
+                    put(bytes(pending))
+                put(None)
+            except BaseException as e:  # noqa: BLE001 - handed to the loop, which answers or drops
+                try:
+                    put(e)
+                except BaseException:  # the connection is gone and nobody reads: just stop
+                    pass
+
+        worker = loop.run_in_executor(None, produce)
+        first = await pieces.get()
+        if isinstance(first, BaseException):
+            await worker
+            raise first  # a refused request (InvalidInput) is answered before anything was sent
+
+        async def rest():
+            item = first
+            while item is not None:
+                if isinstance(item, BaseException):
+                    raise RuntimeError(f"git-upload-pack failed mid-pack: {item}") from item
+                yield item
+                item = await pieces.get()
+
+        try:
+            return await stream(request, rest(), content_type="application/x-git-upload-pack-result",
+                                reserve=3 * PIECE, headers=NO_CACHE)
+        finally:
+            while not worker.done():  # unblock the worker if the answer was cut short
+                try:
+                    pieces.get_nowait()
+                except asyncio.QueueEmpty:
+                    await asyncio.sleep(0.01)
+            await asyncio.gather(worker, return_exceptions=True)
 
     async def receive_pack(self, request: web.Request) -> web.Response:
         raise Forbidden(PUSH_REFUSED)

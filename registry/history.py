@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tlog.fileio import write_atomic
-from tlog.canonical import loads_json
+from tlog.strict import loads_json
 from tlog.conformance import MAX_CLOCK_SKEW
 from tlog.errors import OAPError, VerificationError
 from tlog.verifier import TrustPolicy

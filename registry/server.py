@@ -31,7 +31,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
 from tlog.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
 from tlog.http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, make_error_middleware, rate_limit_middleware,
-                       query_int, read_document, respond, wants_cbor)
+                       query_int, read_document, respond, send_large, send_limits, send_timeout_middleware, wants_cbor)
 from tlog.limits import RateLimiter
 
 from .githttp import GitReadOnly
@@ -75,25 +75,45 @@ def _timestamp(when: datetime) -> float:
     return when.timestamp()
 
 
-def _cache_headers(p: Produced, next_update: datetime, this_update: datetime) -> tuple[tuple[str, str], ...]:
-    """ETag + Cache-Control whose max-age never reaches past next_update (OCSP-style caching)."""
+def _cache_headers(next_update: datetime, this_update: datetime) -> tuple[tuple[str, str], ...]:
+    """Cache-Control whose max-age never reaches past next_update (OCSP-style caching).
+
+    The answer's format follows Accept, so caches key on it (Vary) and each format has
+    its own ETag: a JSON ETag never validates a cached CBOR answer, or the reverse.
+    """
     max_age = max(0, int(_timestamp(next_update) - time.time()))
-    return (("ETag", p.etag), ("Cache-Control", f"public, max-age={max_age}, no-transform"),
+    return (("Vary", "Accept"), ("Cache-Control", f"public, max-age={max_age}, no-transform"),
             ("Expires", _http_date(next_update)), ("Last-Modified", _http_date(this_update)))
+
+
+def _etag(p: Produced, cbor: bool) -> str:
+    return p.etag[:-1] + '-cbor"' if cbor else p.etag
 
 
 def _produced_reply(p: Produced, cache: tuple[tuple[str, str], ...], cbor: bool) -> Reply:
     if cbor:
         return Reply(cbor2.dumps(p.body, canonical=True),
-                     (("Content-Type", "application/oap+cbor"), ("ETag", p.etag[:-1] + '-cbor"'), *cache[1:]))
-    return Reply(p.json, (("Content-Type", "application/json"), *cache))
+                     (("Content-Type", "application/oap+cbor"), ("ETag", _etag(p, True)), *cache))
+    return Reply(p.json, (("Content-Type", "application/json"), ("ETag", p.etag), *cache))
 
 
 def _cached(request: web.Request, p: Produced, next_update: datetime, this_update: datetime) -> web.StreamResponse:
-    cache = _cache_headers(p, next_update, this_update)
-    if p.etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
-        return web.Response(status=304, headers=dict(cache))
-    return _produced_reply(p, cache, wants_cbor(request)).response()
+    cache = _cache_headers(next_update, this_update)
+    cbor = wants_cbor(request)
+    etag = _etag(p, cbor)
+    if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
+        return web.Response(status=304, headers={"ETag": etag, **dict(cache)})
+    return _produced_reply(p, cache, cbor).response()
+
+
+def _listening_url(request: web.Request) -> str:
+    """This server's own address, from the connection's local end (never the Host header,
+    which the client writes). Only used on loopback: elsewhere public_url is required."""
+    sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
+    if not sock:
+        raise Unavailable("no public_url is configured")
+    host = f"[{sock[0]}]" if ":" in sock[0] else sock[0]
+    return f"{request.scheme}://{host}:{sock[1]}"
 
 
 def build_app(svc: RegistryService) -> web.Application:
@@ -102,9 +122,11 @@ def build_app(svc: RegistryService) -> web.Application:
 
     request_metrics = RequestMetrics(m.requests, m.request_seconds)
     limiter = RateLimiter(cfg.rate_limit, cfg.rate_limit_burst)
-    app = web.Application(middlewares=[make_error_middleware(request_metrics.on_request), rate_limit_middleware(
-        limiter, trust_forwarded_for=cfg.trust_forwarded_for)], client_max_size=cfg.max_git_body)
+    app = web.Application(middlewares=[send_timeout_middleware(), make_error_middleware(request_metrics.on_request),
+                                       rate_limit_middleware(limiter, trusted_proxies=cfg.trusted_proxies)],
+                          client_max_size=cfg.max_git_body)
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
+    send_limits(app, send_timeout=cfg.send_timeout, bytes_in_flight=cfg.bytes_in_flight_mb << 20)
 
     async def submit(request: web.Request) -> web.Response:
         if svc.read_only:
@@ -167,7 +189,8 @@ def build_app(svc: RegistryService) -> web.Application:
             if data is None:
                 raise NotFound(f"{path} is not in the registry")
         ctype = "application/json" if path.endswith(".json") else "text/plain"
-        return web.Response(body=data, content_type=ctype, headers={"Cache-Control": IMMUTABLE})
+        return await send_large(request, web.Response(body=data, content_type=ctype,
+                                                      headers={"Cache-Control": IMMUTABLE}))
 
     async def get_anchor(request: web.Request) -> web.Response:
         raw = request.match_info["seq"]
@@ -185,10 +208,10 @@ def build_app(svc: RegistryService) -> web.Application:
         if now is None:
             return None
         epoch, p = now
-        return _produced_reply(p, _cache_headers(p, epoch.next_update, epoch.this_update), accepts_cbor(accept))
+        return _produced_reply(p, _cache_headers(epoch.next_update, epoch.this_update), accepts_cbor(accept))
 
     app[FAST_ROUTES_KEY] = FastRoutes({"/v1/status/": ("/v1/status/{id}", status_reply)}, limiter=limiter,
-                                      record=request_metrics.record, trust_forwarded_for=cfg.trust_forwarded_for)
+                                      record=request_metrics.record, trusted_proxies=cfg.trusted_proxies)
 
     async def status(request: web.Request) -> web.StreamResponse:
         key = _status_key(request.match_info["id"], request.query.get("issuer"))
@@ -202,7 +225,7 @@ def build_app(svc: RegistryService) -> web.Application:
             raise InvalidInput("status lists are per issuer DID: /v1/status-lists/<issuer DID>/<n>")
         if not number.isdigit() or len(number) > 5 or int(number) >= 65536:
             raise InvalidInput("list number must be 0..65535")
-        base = svc.config.public_url or f"{request.scheme}://{request.host}"
+        base = svc.config.public_url or _listening_url(request)
         url = f"{base}/v1/status-lists/{issuer}/{int(number)}"
         epoch, p = svc.status_list(issuer, int(number), url)
         return _cached(request, p, epoch.next_update, epoch.this_update)

@@ -28,7 +28,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tlog import ed25519
-from tlog.canonical import jcs, loads_json
+from tlog.canonical import jcs
+from tlog.strict import loads_json
 from tlog.conformance import MAX_CLOCK_SKEW, parse_utc
 from tlog.did import public_from_did_key
 from tlog.encoding import b64dec

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tlog.appends import SingleAppends, added_document
 from tlog.config import LogConfig
 from tlog.entries import canonical_entry, commitment_json_entry
-from tlog.canonical import loads_json
+from tlog.strict import loads_json
 from tlog.errors import Unavailable
 from tlog.hashing import leaf_hash
 from tlog.http import encode_document

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlog import ed25519
-from tlog.canonical import dcbor, jcs, loads_cbor, loads_json
+from tlog.canonical import dcbor, jcs
+from tlog.strict import loads_cbor, loads_json
 from tlog.conformance import sign_conformance, witness_signature
 from tlog.did import did_key_from_public
 from tlog.encoding import b64dec, b64enc

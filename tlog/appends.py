@@ -17,11 +17,13 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import cbor2
 import numpy as np
 
-from .batchproofs import b64_rows, inclusion_levels
+from .batchproofs import PROOF_CHUNK, b64_rows, cbor_head, cbor_map_parts, inclusion_levels
 from .encoding import b64enc
 from .fastpath import Reply
 from .hashfiles import HashFiles
@@ -140,3 +142,37 @@ class SingleAppends:
                 shared, b64enc(entry), "\\nindex %d\\n" % i, lines, tail,
             )).encode()
             out.set_result(Reply(body, _JSON))
+
+
+def batch_answer(state: LogState, hashes: HashFiles, added: AddedBatch, *, cbor: bool,
+                 chunk: int = PROOF_CHUNK) -> Iterator[bytes | memoryview]:
+    """The answer to `POST /v1/entries:batch` in pieces of `chunk` results, each built
+    when asked for: `{"tree_size", "checkpoint", "results": [{"index", "leaf_hash",
+    "inclusion_proof", "duplicate"}, ...]}` in request order, JSON or deterministic CBOR.
+    """
+    n = len(added)
+    if cbor:
+        prefix, suffix = cbor_map_parts({"tree_size": cbor2.dumps(state.size),
+                                         "checkpoint": cbor2.dumps(state.note)}, "results")
+        yield prefix + cbor_head(4, n)
+    else:
+        head = json.dumps({"tree_size": state.size, "checkpoint": state.note}, separators=(",", ":"))
+        yield head[:-1].encode() + b',"results":['
+    for a in range(0, n, chunk):
+        indices, fresh = added.indices[a:a + chunk], added.fresh[a:a + chunk]
+        batch = inclusion_levels(state.view, hashes, np.array(indices, dtype=np.int64))
+        if cbor:
+            results = [{"index": i, "leaf_hash": lh, "inclusion_proof": p, "duplicate": not f}
+                       for i, lh, f, p in zip(indices, added.leaf_hashes[a:a + chunk], fresh, batch.split(text=False))]
+            yield memoryview(cbor2.dumps(results, canonical=True))[len(cbor_head(4, len(results))):]
+            continue
+        # JSON written directly: proofs and leaf hashes base64-encoded by numpy in one pass each.
+        leaves = np.frombuffer(b"".join(added.leaf_hashes[a:a + chunk]), dtype=np.uint8).reshape(-1, 32)
+        b64 = b64_rows(leaves).tobytes()
+        parts = [
+            b'{"index":%d,"leaf_hash":"%s","inclusion_proof":%s,"duplicate":%s}'
+            % (i, b64[44 * k:44 * k + 44], p, b"false" if f else b"true")
+            for k, (i, f, p) in enumerate(zip(indices, fresh, batch.json_items()))
+        ]
+        yield (b"," if a else b"") + b",".join(parts)
+    yield suffix if cbor else b"]}"

@@ -15,16 +15,13 @@ they have no single deterministic form across JSON and CBOR; byte strings, tags
 and `undefined` because JSON cannot carry them, so a CBOR submission using them
 could never have a JSON twin with the same entry bytes.
 
-The strict parsers (`loads_json`, `loads_cbor`) read untrusted request bodies
-(`application/oap+json`, `application/oap+cbor`, OAP-CORE-1.0 App. D). Whatever
-the input, they return a value of the data model or raise `InvalidInput`
-(HTTP 400, App. B `invalid_input`) — never another exception, which the
-service would have to turn into a 500.
+The strict parsers that read untrusted bodies into this data model are in
+`tlog.strict`.
 """
 from __future__ import annotations
 
 import json
-from typing import Any, NoReturn, Union
+from typing import Any, Union
 
 import cbor2
 import rfc8785
@@ -204,157 +201,3 @@ def dcbor(obj: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> bytes:
     """
     check_json_value(obj, max_depth=max_depth)
     return cbor2.dumps(obj, canonical=True)
-
-
-# --- strict JSON ---------------------------------------------------------------
-
-
-def _reject_float(text: str) -> NoReturn:
-    raise InvalidInput(f"floating-point numbers are not allowed: {text[:40]}")
-
-
-def _reject_constant(text: str) -> NoReturn:
-    raise InvalidInput(f"{text} is not valid JSON")
-
-
-def _object_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise InvalidInput(f"duplicate key in JSON object: {key!r}")
-        out[key] = value
-    return out
-
-
-def loads_json(body: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
-    """Parse an `application/oap+json` body strictly; raise only InvalidInput.
-
-    Refused: non-UTF-8 bytes (no UTF-16/32 sniffing, no BOM), duplicate object
-    keys (RFC 8259 leaves their meaning open, so two parsers could disagree on
-    what was signed), NaN/Infinity, any number with a fraction or exponent, and
-    nesting deeper than `max_depth` (checked on the parsed value: brackets inside strings
-    do not count). The result is checked by `check_json_value`.
-    """
-    if not isinstance(body, (bytes, bytearray, memoryview)):
-        raise InvalidInput("JSON body must be bytes")
-    try:
-        text = bytes(body).decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInput("JSON body is not valid UTF-8") from None
-    try:
-        value = json.loads(
-            text,
-            parse_float=_reject_float,
-            # Integers are parsed in C; Python's int_max_str_digits (4300) bounds the cost of a
-            # huge literal, and check_json_value below refuses anything outside 64 bits.
-            parse_constant=_reject_constant,
-            object_pairs_hook=_object_no_duplicates,
-        )
-    except InvalidInput:
-        raise
-    except RecursionError:
-        # The C scanner counts its nesting against the recursion limit (~1,000 levels, a
-        # few hundred KiB of C stack even on a worker thread's) and stops there; anything
-        # deeper than max_depth but shallower is refused by check_json_value below.
-        raise InvalidInput(f"JSON nested deeper than {max_depth} levels") from None
-    except ValueError as e:  # JSONDecodeError is a ValueError
-        if "integer string conversion" in str(e):  # past int_max_str_digits: far past 64 bits
-            raise InvalidInput("integer out of the signed 64-bit range") from None
-        raise InvalidInput(f"malformed JSON: {e}") from None
-    check_json_value(value, max_depth=max_depth)
-    return value
-
-
-# --- strict CBOR ---------------------------------------------------------------
-
-
-def loads_cbor(body: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
-    """Parse an `application/oap+cbor` body strictly; raise only InvalidInput.
-
-    A structural pre-scan (`_scan_cbor`) admits only the data model's major
-    types with definite lengths, no tags, no byte strings, no floats, no simple
-    values but false/true/null, text map keys only, bounded depth, and no
-    trailing bytes (cbor2 would silently ignore them, so two different bodies
-    would decode to the same entry). Lengths are checked against the bytes
-    actually present, so a forged header cannot make the decoder allocate.
-    cbor2 then decodes with duplicate keys refused. Non-shortest integer or
-    length encodings are accepted: the server re-encodes with `dcbor` anyway.
-    """
-    if not isinstance(body, (bytes, bytearray, memoryview)):
-        raise InvalidInput("CBOR body must be bytes")
-    data = bytes(body)
-    if not data:
-        raise InvalidInput("empty CBOR body")
-    end = _scan_cbor(data, 0, max_depth)
-    if end != len(data):
-        raise InvalidInput(f"trailing bytes after the CBOR item ({len(data) - end} bytes)")
-    try:
-        value = cbor2.loads(
-            data,
-            allow_indefinite=False,
-            allow_duplicate_keys=False,
-            strict_hashable_types=True,
-            max_depth=max_depth + 4,
-        )
-    except cbor2.CBORDecodeError as e:
-        raise InvalidInput(f"malformed CBOR: {e}") from None
-    except (ValueError, TypeError, UnicodeDecodeError, RecursionError) as e:
-        raise InvalidInput(f"malformed CBOR: {e}") from None
-    check_json_value(value, max_depth=max_depth)
-    return value
-
-
-def _cbor_head(data: bytes, pos: int) -> tuple[int, int, int]:
-    """Read one CBOR head at `pos` -> (major type, argument, next position)."""
-    if pos >= len(data):
-        raise InvalidInput("truncated CBOR")
-    initial = data[pos]
-    major, info = initial >> 5, initial & 0x1F
-    pos += 1
-    if info < 24:
-        return major, info, pos
-    if info == 31:
-        if major == 7:
-            raise InvalidInput("malformed CBOR: unexpected break")
-        raise InvalidInput("indefinite-length CBOR items are not allowed")
-    if info > 27:
-        raise InvalidInput("malformed CBOR: reserved additional information")
-    size = 1 << (info - 24)
-    if pos + size > len(data):
-        raise InvalidInput("truncated CBOR")
-    return major, int.from_bytes(data[pos : pos + size], "big"), pos + size
-
-
-def _scan_cbor(data: bytes, pos: int, depth_left: int) -> int:
-    """Check one CBOR data item at `pos` against the data model; return its end."""
-    start = pos
-    major, arg, pos = _cbor_head(data, pos)
-    if major in (0, 1):
-        return pos
-    if major == 3:
-        if arg > len(data) - pos:
-            raise InvalidInput("truncated CBOR text string")
-        return pos + arg
-    if major in (4, 5):
-        if depth_left <= 0:
-            raise InvalidInput("CBOR nested too deeply")
-        items = arg * 2 if major == 5 else arg
-        if items > len(data) - pos:  # every item takes at least one byte
-            raise InvalidInput("truncated CBOR container")
-        for i in range(items):
-            if major == 5 and i % 2 == 0 and pos < len(data) and data[pos] >> 5 != 3:
-                raise InvalidInput("CBOR map keys must be text strings")
-            pos = _scan_cbor(data, pos, depth_left - 1)
-        return pos
-    if major == 2:
-        raise InvalidInput("CBOR byte strings are not allowed")
-    if major == 6:
-        raise InvalidInput("CBOR tags are not allowed")
-    # major 7: only false (20), true (21), null (22) in their one-byte form
-    if data[start] in (0xF4, 0xF5, 0xF6):
-        return pos
-    if data[start] in (0xF9, 0xFA, 0xFB):
-        raise InvalidInput("floating-point numbers are not allowed")
-    if data[start] == 0xF7:
-        raise InvalidInput("CBOR undefined is not allowed")
-    raise InvalidInput("CBOR simple values other than false/true/null are not allowed")

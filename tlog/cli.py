@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from . import keys
-from .canonical import loads_json
+from .strict import loads_json
 from .config import ConfigError, LogConfig, load
 from .entries import commitment_entry, commitment_for, decode_entry, receipt_entry, receipt_hash
 from .errors import OAPError

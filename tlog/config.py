@@ -73,6 +73,8 @@ def load(cls: type[T], *, section: str, env_prefix: str, file: Path | None = Non
         for k, v in table.items():
             if isinstance(v, dict) and k not in known:
                 continue  # another service's table
+            if k in _REPLACED:
+                raise ConfigError(f"{file}: {_REPLACED[k]}")
             if k not in known:
                 raise ConfigError(f"{file}: unknown setting {k!r} in [{section}]")
             values[k] = v
@@ -99,21 +101,65 @@ def load(cls: type[T], *, section: str, env_prefix: str, file: Path | None = Non
     return cfg
 
 
-def check_http_limits(cfg: Any) -> None:
+def is_loopback(host: str) -> bool:
+    """Whether a listen address reaches only this machine ("localhost", 127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+_REPLACED = {
+    "trust_forwarded_for": "trust_forwarded_for was replaced by trusted_proxies, the number of reverse "
+                           "proxies in front of the service (1 for one; 0 ignores X-Forwarded-For)",
+}
+
+
+@dataclass(frozen=True)
+class HTTPConfig:
+    """The HTTP settings every service has (each service's config extends this)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    header_timeout: float = 15.0  # request head (and keep-alive idle) limit, seconds
+    read_timeout: float = 30.0  # request body limit, seconds
+    send_timeout: float = 30.0  # a client that takes longer to read an answer is dropped
+    bytes_in_flight_mb: int = 64  # large answers being built or sent, across all connections (503 above)
+    trusted_proxies: int = 0  # reverse proxies in front that append to X-Forwarded-For (0: ignore it)
+    log_format: str = "text"
+
+    def validate(self) -> None:
+        check_http_limits(self)
+
+
+def check_http_limits(cfg: HTTPConfig) -> None:
     """The HTTP settings every service has: TLS pair, slow-client timeouts, rate limit."""
+    if not 0 <= cfg.port <= 65535:
+        raise ConfigError("port must be 0..65535")
     if (cfg.tls_cert is None) != (cfg.tls_key is None):
         raise ConfigError("tls_cert and tls_key go together")
-    if not (0 < cfg.header_timeout <= 3600 and 0 < cfg.read_timeout <= 3600):
-        raise ConfigError("header_timeout and read_timeout must be in (0, 3600] seconds")
+    if not all(0 < t <= 3600 for t in (cfg.header_timeout, cfg.read_timeout, cfg.send_timeout)):
+        raise ConfigError("header_timeout, read_timeout and send_timeout must be in (0, 3600] seconds")
+    if not 0 <= cfg.trusted_proxies <= 16:
+        raise ConfigError("trusted_proxies must be 0..16")
+    if not 1 <= cfg.bytes_in_flight_mb <= 1 << 16:
+        raise ConfigError("bytes_in_flight_mb must be 1..65536")
+    if cfg.log_format not in ("text", "json"):
+        raise ConfigError("log_format must be 'text' or 'json'")
     rate = getattr(cfg, "rate_limit", None)
-    if rate is not None and (rate < 0 or cfg.rate_limit_burst < 1):
+    if rate is not None and (rate < 0 or getattr(cfg, "rate_limit_burst") < 1):
         raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")
 
 
 @dataclass(frozen=True)
-class LogConfig:
+class LogConfig(HTTPConfig):
     data_dir: Path = Path("data")
-    host: str = "127.0.0.1"
     port: int = 8080
     origin: str = "oap.localhost/log"
     max_batch: int = 1024
@@ -124,28 +170,23 @@ class LogConfig:
     max_batch_entries: int = 10_000
     max_proof_batch: int = 100_000
     hash_sync_interval: float = 5.0
-    log_format: str = "text"
     witness_policy: Path | None = None  # tlog-policy file: witness lines with URLs, groups, quorum
     witnesses: tuple[tuple[str, str, str], ...] = ()  # or: [[log.witnesses]] name, vkey, url ...
     witness_quorum: int = 0  # ... with k of them required (0: none)
     witness_timeout: float = 5.0
     rate_limit_write: float = 2000.0  # entries per second per client (0: off)
     rate_limit_write_burst: float = 20000.0
-    rate_limit_read: float = 1000.0  # requests per second per client (0: off)
+    rate_limit_read: float = 1000.0  # dynamic reads (proofs, lookups): requests per second per client (0: off)
     rate_limit_read_burst: float = 2000.0
-    trust_forwarded_for: bool = False  # take the client address from X-Forwarded-For (behind a proxy)
+    rate_limit_tiles: bool = False  # also limit checkpoint and tile reads (immutable: serve them through a cache)
+    rate_limit_unauthenticated: float = 50.0  # write requests/s per client without a token, where tokens are used
     auth_required_for: tuple[str, ...] = ()  # entry types that need a bearer token ("*" for all)
     tokens_file: Path | None = None  # lines "<sha256 hex of token> <types|*> [label]"
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    header_timeout: float = 15.0  # request head (and keep-alive idle) limit, seconds
-    read_timeout: float = 30.0  # request body limit, seconds
     read_workers: int = 0  # extra processes answering tile and checkpoint reads (tlog.readworkers)
     map_window_mb: int = 16  # MiB of each hash-file level kept mapped (tlog.hashfiles; 0: no limit)
 
     def validate(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise ConfigError("port must be 0..65535")
+        check_http_limits(self)
         if not 0 <= self.read_workers <= 64:
             raise ConfigError("read_workers must be 0..64")
         if not 0 <= self.map_window_mb <= 1 << 20:
@@ -175,18 +216,15 @@ class LogConfig:
             raise ConfigError("every witness needs a url the log can push to")
         if not 0.05 <= self.witness_timeout <= 120:
             raise ConfigError("witness_timeout must be 0.05..120 seconds")
-        check_http_limits(self)
         if self.auth_required_for and self.tokens_file is None:
             raise ConfigError("auth_required_for needs a tokens_file")
         unknown = set(self.auth_required_for) - {"*", "receipt", "commitment", "conformance", "registry"}
         if unknown:
             raise ConfigError(f"auth_required_for: unknown entry types {sorted(unknown)}")
-        if min(self.rate_limit_write, self.rate_limit_read) < 0:
+        if min(self.rate_limit_write, self.rate_limit_read, self.rate_limit_unauthenticated) < 0:
             raise ConfigError("rate limits must be >= 0")
         if self.rate_limit_write and self.rate_limit_write_burst < self.max_batch_entries:
             raise ConfigError("rate_limit_write_burst must allow one full batch (max_batch_entries)")
-        if self.log_format not in ("text", "json"):
-            raise ConfigError("log_format must be 'text' or 'json'")
 
     def replace(self, **kw: Any) -> "LogConfig":
         cfg = dataclasses.replace(self, **kw)

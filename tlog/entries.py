@@ -24,7 +24,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from . import ed25519
-from .canonical import check_json_value, dcbor, jcs, loads_cbor
+from .canonical import check_json_value, dcbor, jcs
+from .strict import loads_cbor
 from .conformance import validate_conformance
 from .did import did_key_from_public, parse_signer
 from .encoding import b64dec, b64enc

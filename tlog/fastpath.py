@@ -41,6 +41,8 @@ from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.tcp_helpers import tcp_nodelay
 
+from .limits import client_address
+
 
 MAX_HEAD = 8190
 """A longer head goes to aiohttp, which refuses it (its own line limit is 8190)."""
@@ -109,7 +111,7 @@ class FastRoutes:
     posts: dict[str, tuple[str, PostHandler, int]] = field(default_factory=dict)  # path: (name, handler, body cap)
     limiter: object | None = None  # a tlog.limits.RateLimiter: its "request" bucket, as the middleware
     record: Callable[[str, int, float], None] = lambda route, status, seconds: None
-    trust_forwarded_for: bool = False
+    trusted_proxies: int = 0  # reverse proxies in front, appending to X-Forwarded-For (tlog.http.client_address)
     answered: int = 0  # requests answered here, and connections handed to aiohttp (tests, debugging)
     handed_off: int = 0
     _exact: dict[bytes, tuple[str, Handler]] = field(default_factory=dict, init=False, repr=False)
@@ -394,13 +396,15 @@ class FastProtocol(asyncio.Protocol):
             return
         transport.write(_response(status, reply, close))
         self._last = self._loop.time()
-        if close or self._eof:
+        if close:
             transport.close()
             self._drop()
             return
         self._reading()
         if self._buf:
-            self.data_received(b"")
+            self.data_received(b"")  # requests pipelined behind the POST
+        if self._eof and self._busy is None and self._transport is not None:
+            self.close()  # the client half-closed: everything it sent is answered
 
     def _headers(self, block: bytes) -> Request | None:
         """What a header block says; None for aiohttp."""
@@ -435,9 +439,8 @@ class FastProtocol(asyncio.Protocol):
                 auth = value.decode("ascii")
         if b"host" not in seen:
             return None
-        client = self._peer
-        if forwarded is not None and self._routes.trust_forwarded_for:
-            client = forwarded.split(b",")[0].strip().decode("ascii")
+        client = client_address(self._peer, forwarded.decode("ascii") if forwarded is not None else None,
+                                self._routes.trusted_proxies)
         return Request(accept, client, close, ctype, length, auth)
 
     def _handoff(self, rest: bytes) -> None:

@@ -10,18 +10,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import cbor2
 from aiohttp import web
 
-from .canonical import loads_cbor, loads_json
-from .errors import InvalidInput, OAPError, RequestTimeout, TooLarge, UnsupportedMediaType
+from .canonical import DEFAULT_MAX_DEPTH
+from .errors import InvalidInput, OAPError, RequestTimeout, TooLarge, Unavailable, UnsupportedMediaType
 from .fastpath import FAST_ROUTES_KEY, FastSite, Reply
+from .limits import client_address
+from .strict import MAX_DOCUMENT_ITEMS, loads, loads_member_array
 
 log = logging.getLogger("oap.http")
 
@@ -167,22 +168,21 @@ def server_ssl_context(cert, key):
     return ctx
 
 
-def client_address(request: web.Request, trust_forwarded_for: bool = False) -> str:
-    """The client a rate limit applies to: the peer address, or the first
-    X-Forwarded-For hop when the service is configured to sit behind a proxy."""
-    if trust_forwarded_for and "X-Forwarded-For" in request.headers:
-        return request.headers["X-Forwarded-For"].split(",")[0].strip()
-    return request.remote or "unknown"
+def request_client(request: web.Request, trusted_proxies: int) -> str:
+    """`client_address` of an aiohttp request (every X-Forwarded-For header, in order)."""
+    forwarded = ",".join(request.headers.getall("X-Forwarded-For", ())) if trusted_proxies else None
+    return client_address(request.remote, forwarded, trusted_proxies)
 
 
-def rate_limit_middleware(limiter, *, trust_forwarded_for: bool = False,
+def rate_limit_middleware(limiter, *, trusted_proxies: int = 0,
                           applies: Callable[[web.Request], bool] = lambda request: True):
-    """Per-client token bucket for the requests `applies` selects (429 + Retry-After)."""
+    """Per-client token bucket for the requests `applies` selects (429 + Retry-After),
+    taken before the handler reads a byte of the body."""
 
     @web.middleware
     async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
         if applies(request):
-            limiter.check(client_address(request, trust_forwarded_for), "request")
+            limiter.check(request_client(request, trusted_proxies), "request")
         return await handler(request)
 
     return limit
@@ -300,19 +300,20 @@ READ_TIMEOUT = 30.0
 READ_TIMEOUT_KEY = web.AppKey("read_timeout", float)
 LARGE_BODY = 64 * 1024
 LARGE_BODIES_KEY = web.AppKey("large_bodies", asyncio.Semaphore)
+SMALL_BODY = 4096
+"""Bodies up to this size are decoded on the event loop (tens of microseconds); larger
+ones on the CPU pool, a bounded group of items per decoder call (`tlog.strict`)."""
 
-# CPU-heavy request work (parsing large bodies, checking thousands of
-# signatures) runs here, not on the event loop, so one large request cannot
-# stall every other client. PyNaCl and the JSON scanner release the GIL often.
-# The C JSON scanner recurses up to the recursion limit (~1,000 levels) before it
-# refuses a body, and large bodies are parsed on these worker threads: give new
-# threads glibc's usual 8 MiB stack everywhere (musl's default 128 KiB overflows first).
-if threading.stack_size() < 8 << 20:  # 0: the platform default, unknown here
-    threading.stack_size(8 << 20)
-_cpu = ThreadPoolExecutor(max_workers=2, thread_name_prefix="oap-cpu")
+_cpu: ThreadPoolExecutor | None = None
 
 
 async def offload(fn, *args):
+    """Run CPU-heavy request work (decoding a large body, checking thousands of
+    signatures) on a small thread pool, not on the event loop. The pool is made on
+    first use: importing this module starts nothing."""
+    global _cpu
+    if _cpu is None:
+        _cpu = ThreadPoolExecutor(max_workers=2, thread_name_prefix="oap-cpu")
     return await asyncio.get_running_loop().run_in_executor(_cpu, fn, *args)
 
 
@@ -350,40 +351,194 @@ def is_json(content_type: str | None) -> bool:
     return content_type is not None and _media(content_type) in JSON_TYPES
 
 
-async def read_document(request: web.Request, cap: int) -> object:
-    """Decode a JSON or CBOR body (by Content-Type) with strict parsers.
-
-    Bodies over 64 KiB are read under the app's large-body semaphore and
-    parsed on the CPU pool.
-    """
-    parse = _parser(_media(request.headers.get("Content-Type", "")))
-    sem = request.app.get(LARGE_BODIES_KEY)
-    if sem is not None and cap > LARGE_BODY and (request.content_length or LARGE_BODY + 1) > LARGE_BODY:
-        async with sem:
-            body = await read_body(request, cap)
-            if not body:
-                raise InvalidInput("empty body")
-            return await offload(parse, body) if len(body) > LARGE_BODY else parse(body)
-    body = await read_body(request, cap)
-    if not body:
-        raise InvalidInput("empty body")
-    return parse(body)
-
-
-def _parser(media: str):
+def body_is_cbor(content_type: str | None) -> bool:
+    """True for CBOR, False for JSON; 415 for anything else (checked before the body is read)."""
+    media = _media(content_type or "")
     if media not in JSON_TYPES + CBOR_TYPES:
         raise UnsupportedMediaType(
             f"Content-Type must be one of {', '.join(JSON_TYPES + CBOR_TYPES)}, not {media or 'none'!r}"
         )
-    return loads_cbor if media in CBOR_TYPES else loads_json
+    return media in CBOR_TYPES
 
 
-def decode_document(body: bytes, content_type: str) -> object:
-    """`read_document` for a body already in hand (the fast path's small POSTs)."""
-    parse = _parser(_media(content_type))
-    if not body:
-        raise InvalidInput("empty body")
-    return parse(body)
+async def _read_bounded(request: web.Request, cap: int) -> bytes:
+    """The body, read under the app's large-body semaphore when it may exceed 64 KiB."""
+    sem = request.app.get(LARGE_BODIES_KEY)
+    if sem is not None and cap > LARGE_BODY and (request.content_length or LARGE_BODY + 1) > LARGE_BODY:
+        async with sem:
+            return await read_body(request, cap)
+    return await read_body(request, cap)
+
+
+async def read_document(request: web.Request, cap: int, *, max_items: int = MAX_DOCUMENT_ITEMS,
+                        max_depth: int = DEFAULT_MAX_DEPTH) -> object:
+    """Decode a JSON or CBOR body (by Content-Type) with the strict, bounded parsers.
+
+    The media type is checked before a byte is read; the decode runs off the loop
+    for bodies over SMALL_BODY.
+    """
+    cbor = body_is_cbor(request.headers.get("Content-Type"))
+    body = await _read_bounded(request, cap)
+    return await decode(body, cbor=cbor, max_items=max_items, max_depth=max_depth)
+
+
+async def decode(body: bytes, *, cbor: bool, max_items: int = MAX_DOCUMENT_ITEMS,
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> object:
+    """`tlog.strict.loads` on the loop for a small body, on the CPU pool otherwise."""
+    if len(body) <= SMALL_BODY:
+        return loads(body, cbor=cbor, max_items=max_items, max_depth=max_depth)
+    return await offload(lambda: loads(body, cbor=cbor, max_items=max_items, max_depth=max_depth))
+
+
+async def read_member_array(request: web.Request, cap: int, *, key: str, max_elements: int,
+                            max_items: int) -> list:
+    """The elements of a body that must be `{key: [...]}` (`tlog.strict.loads_member_array`),
+    decoded on the CPU pool a bounded group at a time."""
+    cbor = body_is_cbor(request.headers.get("Content-Type"))
+    body = await _read_bounded(request, cap)
+
+    def parse() -> list:
+        return loads_member_array(body, cbor=cbor, key=key, max_elements=max_elements, max_items=max_items)
+
+    return parse() if len(body) <= SMALL_BODY else await offload(parse)
+
+
+def decode_document(body: bytes, content_type: str, *, max_items: int = MAX_DOCUMENT_ITEMS) -> object:
+    """`read_document` for a small body already in hand."""
+    return loads(body, cbor=body_is_cbor(content_type), max_items=max_items)
+
+
+# --- sending: bounded memory per connection and in all ---------------------------------
+
+SEND_TIMEOUT = 30.0
+SEND_TIMEOUT_KEY = web.AppKey("send_timeout", float)
+IN_FLIGHT_KEY = web.AppKey("bytes_in_flight", object)
+
+
+class BytesInFlight:
+    """A cap on the bytes of large answers being built or waiting to be sent, across
+    every connection. A large answer reserves its share before any work; over the
+    cap it is refused with 503 and Retry-After, rather than growing the process."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.used = cap, 0
+
+    def reserve(self, n: int) -> int:
+        n = min(n, self.cap)
+        if self.used + n > self.cap:
+            raise Unavailable("busy sending large answers; retry shortly", retry_after=1)
+        self.used += n
+        return n
+
+    def release(self, n: int) -> None:
+        self.used -= n
+
+
+def send_limits(app: web.Application, *, send_timeout: float, bytes_in_flight: int) -> None:
+    app[SEND_TIMEOUT_KEY] = send_timeout
+    app[IN_FLIGHT_KEY] = BytesInFlight(bytes_in_flight)
+
+
+def _abort(request: web.Request) -> None:
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+
+
+async def send(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
+    """Send `resp` now, dropping the connection if the client does not take it within the
+    app's send timeout (aiohttp itself waits for a non-reading client forever).
+
+    Returns `resp`, sent or not: aiohttp's own finishing of an answer whose connection
+    is gone is quiet (a ConnectionError it expects), where an exception from the
+    handler would be logged as a server error.
+    """
+    timeout = request.app.get(SEND_TIMEOUT_KEY, SEND_TIMEOUT)
+    try:
+        async with asyncio.timeout(timeout):
+            await resp.prepare(request)
+            await resp.write_eof()
+    except TimeoutError:
+        _abort(request)
+    except ConnectionError:  # the client went away mid-answer
+        pass
+    return resp
+
+
+async def send_large(request: web.Request, resp: web.Response) -> web.StreamResponse:
+    """`send` for an answer built whole (an entry bundle, a Git pack): its bytes count
+    against the bytes-in-flight cap until the socket has taken them."""
+    inflight: BytesInFlight | None = request.app.get(IN_FLIGHT_KEY)  # type: ignore[assignment]
+    size = len(resp.body) if isinstance(resp.body, (bytes, bytearray, memoryview)) else 0
+    held = inflight.reserve(size) if inflight is not None else 0
+    try:
+        return await send(request, resp)
+    finally:
+        if inflight is not None:
+            inflight.release(held)
+
+
+async def stream(request: web.Request, chunks: Iterable[bytes | memoryview] | AsyncIterable[bytes | memoryview], *,
+                 content_type: str, reserve: int, headers: dict[str, str] | None = None) -> web.StreamResponse:
+    """Send an answer made of `chunks`, each built only once the socket took the one before.
+
+    Memory per connection is then one chunk plus the socket buffer, whatever the
+    answer's size; `reserve` (about the largest chunk) counts against the
+    bytes-in-flight cap for as long as the answer is sent, and a client that stops
+    reading is dropped after the send timeout. A chunk that cannot be made once the
+    answer started (an I/O error) drops the connection: the client sees a cut answer,
+    never a complete-looking wrong one.
+    """
+    inflight: BytesInFlight | None = request.app.get(IN_FLIGHT_KEY)  # type: ignore[assignment]
+    held = inflight.reserve(reserve) if inflight is not None else 0
+    timeout = request.app.get(SEND_TIMEOUT_KEY, SEND_TIMEOUT)
+    try:
+        resp = web.StreamResponse(headers=headers)
+        resp.content_type = content_type
+        resp.enable_chunked_encoding()
+        try:
+            async with asyncio.timeout(timeout):
+                await resp.prepare(request)
+            if isinstance(chunks, AsyncIterable):
+                async for chunk in chunks:
+                    async with asyncio.timeout(timeout):
+                        await resp.write(chunk)
+            else:
+                for chunk in chunks:
+                    async with asyncio.timeout(timeout):
+                        await resp.write(chunk)
+            async with asyncio.timeout(timeout):
+                await resp.write_eof()
+        except ConnectionError:  # the client went away
+            pass
+        except Exception as e:  # noqa: BLE001 - a timeout, or a chunk that could not be made
+            if not isinstance(e, TimeoutError):
+                log.error("answer to %s %s cut short: %s: %s", request.method, request.path, type(e).__name__, e)
+            _abort(request)
+        return resp
+    finally:
+        if inflight is not None:
+            inflight.release(held)
+
+
+async def answer(request: web.Request, pieces: Iterable[bytes | memoryview], *, content_type: str,
+                 streamed: bool, reserve: int) -> web.StreamResponse:
+    """An answer built from `pieces`: whole, with a Content-Length, when it is small
+    (`streamed` False), else streamed a piece at a time (see `stream`)."""
+    if not streamed:
+        return web.Response(body=b"".join(pieces), content_type=content_type)
+    return await stream(request, pieces, content_type=content_type, reserve=reserve)
+
+
+def send_timeout_middleware():
+    """Every answer aiohttp sends is sent under the app's send timeout (see `send`)."""
+
+    @web.middleware
+    async def send_within(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resp = await handler(request)
+        return resp if resp.prepared else await send(request, resp)
+
+    return send_within
 
 
 def encode_document(obj: Any, cbor: bool) -> tuple[bytes, str]:

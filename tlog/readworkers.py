@@ -125,9 +125,9 @@ class ReadWorkers:
             args = json.dumps({"hashes": str(self.cfg.data_dir / "hashes"), "host": host, "port": port,
                                "map_window": self.cfg.map_window_mb << 20,
                                "fd": theirs.fileno(), "header_timeout": self.cfg.header_timeout,
-                               "rate_limit_read": self.cfg.rate_limit_read,
+                               "rate_limit_read": self.cfg.rate_limit_read if self.cfg.rate_limit_tiles else 0,
                                "rate_limit_read_burst": self.cfg.rate_limit_read_burst,
-                               "trust_forwarded_for": self.cfg.trust_forwarded_for})
+                               "trusted_proxies": self.cfg.trusted_proxies})
             proc = subprocess.Popen([sys.executable, "-m", "tlog.readworkers", args], pass_fds=[theirs.fileno()],
                                     stdin=subprocess.DEVNULL)
             theirs.close()
@@ -418,7 +418,7 @@ class _Worker:
         if opts["rate_limit_read"] > 0:
             limiter = RateLimiter(opts["rate_limit_read"], opts["rate_limit_read_burst"])
         routes = FastRoutes({"/checkpoint": ("/checkpoint", self.checkpoint), "/tile/": ("/tile/{path}", self.tile)},
-                            limiter=limiter, record=self.record, trust_forwarded_for=opts["trust_forwarded_for"])
+                            limiter=limiter, record=self.record, trusted_proxies=opts["trusted_proxies"])
         conns: set = set()
         server = await loop.create_server(
             lambda: _WorkerProtocol(self, routes, conns, opts["header_timeout"]),

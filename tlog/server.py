@@ -19,19 +19,21 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import hashfiles, keys
-from .batchproofs import b64_rows, cbor_map_parts, inclusion_levels
+from .batchproofs import PROOF_CHUNK, cbor_map_parts, inclusion_pieces
 from .checkpoint import Checkpoint
 from .config import ConfigError, LogConfig
 from .encoding import b64dec, b64enc
-from .appends import SingleAppends
+from .appends import SingleAppends, batch_answer
 from .entries import MAX_ENTRY_BYTES, canonical_entry, commitment_json_entry, decode_entry
 from .errors import FormatError, InvalidInput, NotFound, NotPublished, TooLarge
 from .fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
 from .fastpath import Request as FastRequest
-from .http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, client_address, decode_document, is_json,
-                   large_body_limit, make_error_middleware, offload, query_int, rate_limit_middleware, read_document,
-                   respond, wants_cbor)
-from .limits import RateLimiter, TokenAuth
+from .http import (READ_TIMEOUT_KEY, SMALL_BODY, RequestMetrics, accepts_cbor, answer, body_is_cbor, decode,
+                   is_json, large_body_limit, make_error_middleware, offload, query_int, rate_limit_middleware,
+                   read_document, read_member_array, request_client, respond, send_large, send_limits,
+                   send_timeout_middleware, wants_cbor)
+from .limits import Admitted, RateLimiter, TokenAuth, WriteGate
+from .strict import ITEMS_PER_ENTRY, MAX_DOCUMENT_ITEMS
 from .merkle import TreeView
 from .metrics import LogMetrics
 from .note import sign_note
@@ -218,6 +220,10 @@ def hash_tile(hashes: hashfiles.HashFiles, size: Callable[[], int], path: str) -
     return Reply(hashes.read_range(level, index * TILE_WIDTH, width), TILE_HEADERS)
 
 
+def _entry_types(entries: list) -> set[str]:
+    return {e["type"] for e in entries if isinstance(e, dict) and isinstance(e.get("type"), str)}
+
+
 def build_app(svc: LogService) -> web.Application:
     cfg = svc.config
     m = svc.metrics
@@ -225,25 +231,29 @@ def build_app(svc: LogService) -> web.Application:
     request_metrics = RequestMetrics(m.requests, m.request_seconds)
 
     limiter = RateLimiter(cfg.rate_limit_read, cfg.rate_limit_read_burst)
-    write_limiter = RateLimiter(cfg.rate_limit_write, cfg.rate_limit_write_burst)
-    auth = TokenAuth.from_file(cfg.auth_required_for, cfg.tokens_file)
+    gate = WriteGate(TokenAuth.from_file(cfg.auth_required_for, cfg.tokens_file),
+                     RateLimiter(cfg.rate_limit_write, cfg.rate_limit_write_burst),
+                     RateLimiter(cfg.rate_limit_unauthenticated, max(1.0, 2 * cfg.rate_limit_unauthenticated)))
+    proxies = cfg.trusted_proxies
 
-    read_limits = rate_limit_middleware(
-        limiter, trust_forwarded_for=cfg.trust_forwarded_for,
-        applies=lambda r: r.method != "POST" or r.path.startswith("/v1/proof/"),  # writes: per entry, below
-    )
+    def read_limited(request: web.Request) -> bool:
+        """Dynamic reads take a token of the read bucket; writes are counted by the WriteGate.
+        Checkpoints and tiles are immutable (or nearly): served through a cache, not limited."""
+        if request.method == "POST":
+            return request.path.startswith("/v1/proof/")
+        return cfg.rate_limit_tiles or not (request.path == "/checkpoint" or request.path.startswith("/tile/"))
 
-    def authorize_write(request: web.Request, entries: list) -> None:
-        authorize(request.headers.get("Authorization"), client_address(request, cfg.trust_forwarded_for), entries)
+    # Item budgets: a body may hold what the route's largest honest body holds, no more.
+    # A client without a valid token, where tokens are used, gets a quarter.
+    def budget(entries: int, admitted: Admitted) -> int:
+        items = max(MAX_DOCUMENT_ITEMS, entries * ITEMS_PER_ENTRY + 16)
+        return items // 4 if admitted.strict else items
 
-    def authorize(authorization: str | None, client: str, entries: list) -> None:
-        for t in sorted({e.get("type") for e in entries if isinstance(e, dict) and isinstance(e.get("type"), str)}):
-            auth.check(authorization, t)
-        write_limiter.check(client, "write", cost=len(entries))
-
-    app = web.Application(middlewares=[make_error_middleware(request_metrics.on_request), read_limits],
+    app = web.Application(middlewares=[send_timeout_middleware(), make_error_middleware(request_metrics.on_request),
+                                       rate_limit_middleware(limiter, trusted_proxies=proxies, applies=read_limited)],
                           client_max_size=cfg.max_body)
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
+    send_limits(app, send_timeout=cfg.send_timeout, bytes_in_flight=cfg.bytes_in_flight_mb << 20)
     large_body_limit(app)
 
     # --- tlog-tiles reads ------------------------------------------------------------
@@ -266,7 +276,7 @@ def build_app(svc: LogService) -> web.Application:
     async def checkpoint(request: web.Request) -> web.Response:
         return checkpoint_reply().response()
 
-    async def tile(request: web.Request) -> web.Response:
+    async def tile(request: web.Request) -> web.StreamResponse:
         path = request.match_info["path"]
         reply = hash_tile_reply(path)
         if reply is None:
@@ -274,75 +284,60 @@ def build_app(svc: LogService) -> web.Application:
             start = index * TILE_WIDTH
             if start + width > served().size:
                 raise NotFound("entry bundle not available for the current tree size")
-            reply = Reply(await svc.reader.bundle(start, width), TILE_HEADERS)
+            # Up to 256 entries of 64 KiB: counted against the bytes in flight while sent.
+            return await send_large(request, Reply(await svc.reader.bundle(start, width), TILE_HEADERS).response())
         return reply.response()
 
     # --- OAP writes -------------------------------------------------------------------
 
     appends = SingleAppends(svc.sequencer, svc.store.hashes, m)
 
-    def add_entry_fast(body: bytes, req: FastRequest):
-        """POST /v1/entries on the fast path: every check before the first side effect."""
+    async def add_entry_fast(body: bytes, req: FastRequest) -> Reply:
+        """POST /v1/entries on the fast path: the token and the write bucket, then the body."""
         t0 = time.perf_counter()
+        admitted = gate.admit(req.authorization, req.client)
         entry = commitment_json_entry(body) if is_json(req.content_type) else None
         if entry is not None:  # the common submission, recognised without parsing it
-            doc = _COMMITMENT_DOC
+            doc: object = _COMMITMENT_DOC
         else:
-            doc = decode_document(body, req.content_type or "")
-            entry = canonical_entry(doc)
-        authorize(req.authorization, req.client, [doc])  # last: it takes a token from the write limit
-        return appends.submit(entry, accepts_cbor(req.accept), t0)
+            doc = await decode(body, cbor=body_is_cbor(req.content_type), max_items=budget(1, admitted))
+            entry = canonical_entry(doc) if len(body) <= SMALL_BODY else await offload(canonical_entry, doc)
+        gate.authorize(admitted, _entry_types([doc]), 1)
+        return await appends.submit(entry, accepts_cbor(req.accept), t0)
 
     async def add_entry(request: web.Request) -> web.Response:
         t0 = time.perf_counter()
-        doc = await read_document(request, cfg.max_entry_body)
-        authorize_write(request, [doc])
+        admitted = gate.admit(request.headers.get("Authorization"), request_client(request, proxies))
+        doc = await read_document(request, cfg.max_entry_body, max_items=budget(1, admitted))
+        gate.authorize(admitted, _entry_types([doc]), 1)
         entry = canonical_entry(doc)
         return (await appends.submit(entry, wants_cbor(request), t0)).response()
 
     app[FAST_ROUTES_KEY] = FastRoutes(
         {"/checkpoint": ("/checkpoint", checkpoint_reply), "/tile/": ("/tile/{path}", hash_tile_reply)},
         posts={"/v1/entries": ("/v1/entries", add_entry_fast, cfg.max_entry_body)},
-        limiter=limiter, record=request_metrics.record, trust_forwarded_for=cfg.trust_forwarded_for)
+        limiter=limiter if cfg.rate_limit_tiles else None, record=request_metrics.record, trusted_proxies=proxies)
 
-    async def add_batch(request: web.Request) -> web.Response:
+    async def add_batch(request: web.Request) -> web.StreamResponse:
         t0 = time.perf_counter()
-        doc = await read_document(request, cfg.max_body)
-        if not isinstance(doc, dict) or set(doc) != {"entries"} or not isinstance(doc["entries"], list):
-            raise InvalidInput('body must be {"entries": [entry, ...]}')
-        items = doc["entries"]
+        admitted = gate.admit(request.headers.get("Authorization"), request_client(request, proxies))
+        items = await read_member_array(request, cfg.max_body, key="entries", max_elements=cfg.max_batch_entries,
+                                        max_items=budget(cfg.max_batch_entries, admitted))
         if not items:
             raise InvalidInput("entries must not be empty")
-        if len(items) > cfg.max_batch_entries:
-            raise TooLarge(f"at most {cfg.max_batch_entries} entries per batch")
-        authorize_write(request, items)
+        gate.authorize(admitted, _entry_types(items), len(items))
         canon = await offload(_canonical_all, items) if len(items) > 16 else _canonical_all(items)
         added = await svc.sequencer.add_many(canon)
-        state = added.state
-        batch = inclusion_levels(state.view, svc.store.hashes, np.array(added.indices, dtype=np.int64))
         fresh = sum(added.fresh)
         m.entries.inc(fresh)
         m.duplicates.inc(len(added) - fresh)
         m.append_seconds.observe(time.perf_counter() - t0)
         m.tree_size.set(svc.state.size)
         m.proofs.labels("inclusion").inc(len(added))
-        if wants_cbor(request):
-            results = [
-                {"index": i, "leaf_hash": lh, "inclusion_proof": p, "duplicate": not f}
-                for i, lh, f, p in zip(added.indices, added.leaf_hashes, added.fresh, batch.split(text=False))
-            ]
-            return respond(request, {"tree_size": state.size, "checkpoint": state.note, "results": results})
-        # JSON written directly: proofs and leaf hashes base64-encoded by numpy in one pass each.
-        leaves = np.frombuffer(b"".join(added.leaf_hashes), dtype=np.uint8).reshape(-1, 32)
-        b64 = b64_rows(leaves).tobytes()
-        parts = [
-            b'{"index":%d,"leaf_hash":"%s","inclusion_proof":%s,"duplicate":%s}'
-            % (i, b64[44 * k : 44 * k + 44], p, b"false" if f else b"true")
-            for k, (i, f, p) in enumerate(zip(added.indices, added.fresh, batch.json_items()))
-        ]
-        head = json.dumps({"tree_size": state.size, "checkpoint": state.note}, separators=(",", ":"))
-        body = head[:-1].encode() + b',"results":[' + b",".join(parts) + b"]}"
-        return web.Response(body=body, content_type="application/json")
+        cbor = wants_cbor(request)
+        return await answer(request, batch_answer(added.state, svc.store.hashes, added, cbor=cbor),
+                            content_type="application/oap+cbor" if cbor else "application/json",
+                            streamed=len(added) > PROOF_CHUNK, reserve=4 * PROOF_CHUNK * 1024)
 
     # --- reads and proofs ---------------------------------------------------------------
 
@@ -380,7 +375,8 @@ def build_app(svc: LogService) -> web.Application:
         return respond(request, body)
 
     async def inclusion_batch(request: web.Request) -> web.StreamResponse:
-        doc = await read_document(request, min(cfg.max_body, 64 + 24 * cfg.max_proof_batch))
+        doc = await read_document(request, min(cfg.max_body, 64 + 24 * cfg.max_proof_batch),
+                                  max_items=cfg.max_proof_batch + 16)
         if not isinstance(doc, dict) or not set(doc) <= {"indices", "size"} or not isinstance(doc.get("indices"), list):
             raise InvalidInput('body must be {"indices": [int, ...], "size": optional int}')
         state = served()
@@ -397,21 +393,27 @@ def build_app(svc: LogService) -> web.Application:
             idx = np.array(indices, dtype=np.int64)
         except OverflowError:
             raise InvalidInput("index out of range") from None
-        batch = inclusion_levels(view, svc.store.hashes, idx)
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= size):
+            raise InvalidInput(f"every index must be in 0..{size - 1} for tree size {size}")
         m.proofs.labels("inclusion").inc(len(indices))
-        # Both encodings are written by numpy (tlog.batchproofs), byte for byte
-        # what `respond` would produce from the same document.
-        if wants_cbor(request):
-            prefix, suffix = cbor_map_parts({"tree_size": cbor2.dumps(size),
-                                             "checkpoint": cbor2.dumps(state.note if size == state.size else None)},
+        # Both encodings are written by numpy (tlog.batchproofs), PROOF_CHUNK proofs at a
+        # time: a 100,000-proof answer (~115 MB of JSON) is never held whole.
+        cbor = wants_cbor(request)
+        note = state.note if size == state.size else None
+        if cbor:
+            prefix, suffix = cbor_map_parts({"tree_size": cbor2.dumps(size), "checkpoint": cbor2.dumps(note)},
                                             "proofs")
-            body = batch.cbor_document(prefix, suffix)  # the whole document, written once
-            return web.Response(body=memoryview(body), content_type="application/oap+cbor")
-        head = {"tree_size": size}
-        if size == state.size:
-            head["checkpoint"] = state.note
-        prefix = json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"proofs":'
-        return web.Response(body=memoryview(batch.json_document(prefix, b"}")), content_type="application/json")
+        else:
+            head = {"tree_size": size} if note is None else {"tree_size": size, "checkpoint": note}
+            prefix, suffix = json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"proofs":', b"}"
+
+        def pieces():
+            yield prefix
+            yield from inclusion_pieces(view, svc.store.hashes, idx, cbor=cbor)
+            yield suffix
+
+        return await answer(request, pieces(), content_type="application/oap+cbor" if cbor else "application/json",
+                            streamed=idx.size > PROOF_CHUNK, reserve=4 * PROOF_CHUNK * 1024)
 
     async def consistency(request: web.Request) -> web.Response:
         state = served()

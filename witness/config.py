@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tlog.checkpoint import MAX_ORIGIN_BYTES
-from tlog.config import ConfigError, check_http_limits
+from tlog.config import ConfigError, HTTPConfig, check_http_limits
 from tlog.errors import FormatError
 from tlog.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
 from tlog.policy import parse_policy
@@ -68,9 +68,8 @@ def _as_log(item: object, i: int) -> WitnessedLog:
 
 
 @dataclass(frozen=True)
-class WitnessConfig:
+class WitnessConfig(HTTPConfig):
     data_dir: Path = Path("witness-data")
-    host: str = "127.0.0.1"
     port: int = 8081
     name: str = ""  # cosigning key name; empty = take it from an existing key file
     key_file: Path | None = None  # default data_dir/witness.key
@@ -83,14 +82,8 @@ class WitnessConfig:
     max_body: int = 64 * 1024  # add-checkpoint body cap
     max_conformance_body: int = 1024 * 1024  # receipt + .tlog-proof bundle
     feed_timeout: float = 10.0  # per HTTP request of the feeder
-    log_format: str = "text"
     rate_limit: float = 200.0  # requests per second per client (0: off); 429 + Retry-After
     rate_limit_burst: float = 400.0
-    trust_forwarded_for: bool = False  # take the client address from X-Forwarded-For (behind a proxy)
-    header_timeout: float = 15.0  # request head (and keep-alive idle) limit, seconds
-    read_timeout: float = 30.0  # request body limit, seconds
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
 
     def __post_init__(self) -> None:
         # TOML gives a list of tables; keep a tuple of WitnessedLog whatever came in.
@@ -115,8 +108,6 @@ class WitnessConfig:
 
     def validate(self) -> None:
         check_http_limits(self)
-        if not 0 <= self.port <= 65535:
-            raise ConfigError("port must be 0..65535")
         if self.name:
             try:
                 check_key_name(self.name)
@@ -159,8 +150,6 @@ class WitnessConfig:
             raise ConfigError("max_conformance_body must be 4096..16777216 bytes")
         if not 0.1 <= self.feed_timeout <= 300:
             raise ConfigError("feed_timeout must be 0.1..300 seconds")
-        if self.log_format not in ("text", "json"):
-            raise ConfigError("log_format must be 'text' or 'json'")
 
     def trust_policy_text(self) -> str | None:
         """tlog-policy text for conformance inclusion checks, or None when none is configured."""

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tlog import ed25519
-from tlog.canonical import loads_json
+from tlog.strict import loads_json
 from tlog.conformance import ConformanceReceipt, validate_conformance, witness_signature
 from tlog.did import did_key_from_public
 from tlog.entries import canonical_entry

@@ -24,8 +24,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tlog.errors import NotFound, OAPError, RateLimited, TooLarge
 from tlog.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
 from tlog.fastpath import Request as FastRequest
-from tlog.http import (READ_TIMEOUT_KEY, RequestMetrics, make_error_middleware, rate_limit_middleware,
-                       read_body, read_document, respond)
+from tlog.http import (READ_TIMEOUT_KEY, RequestMetrics, make_error_middleware, offload, rate_limit_middleware,
+                       read_body, read_document, respond, send_limits, send_timeout_middleware)
 from tlog.limits import RateLimiter
 from tlog.keys import CosignatureSigner
 
@@ -86,13 +86,14 @@ def build_app(svc: WitnessService) -> web.Application:
     by_path = {origin_path(log.origin): log.origin for log in cfg.logs}
 
     requests = RequestMetrics(m.requests)  # by route and status, here and on the fast path
-    middlewares = [make_error_middleware(requests.on_request)]
+    middlewares = [send_timeout_middleware(), make_error_middleware(requests.on_request)]
     limiter = None
     if cfg.rate_limit > 0:  # (0: off, and then not even a pass-through layer per request)
         limiter = RateLimiter(cfg.rate_limit, cfg.rate_limit_burst)
-        middlewares.append(rate_limit_middleware(limiter, trust_forwarded_for=cfg.trust_forwarded_for))
+        middlewares.append(rate_limit_middleware(limiter, trusted_proxies=cfg.trusted_proxies))
     app = web.Application(middlewares=middlewares, client_max_size=max(cfg.max_body, cfg.max_conformance_body))
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
+    send_limits(app, send_timeout=cfg.send_timeout, bytes_in_flight=cfg.bytes_in_flight_mb << 20)
 
     # Per-request label lookups are a measurable share of a cosignature: bind each once
     # (per log on its first cosignature, so that a log never cosigned has no series).
@@ -150,8 +151,10 @@ def build_app(svc: WitnessService) -> web.Application:
 
     async def conformance_witness(request: web.Request) -> web.Response:
         try:
+            # A receipt and its .tlog-proof bundle: parsed within the document budget, and
+            # decoded and checked off the event loop, so the cosigning path is never held up.
             doc = await read_document(request, cfg.max_conformance_body)
-            out = svc.peer.witness(doc)
+            out = await offload(svc.peer.witness, doc)
         except OAPError as e:
             m.conformance.labels(str(e.status)).inc()
             raise
@@ -181,7 +184,7 @@ def build_app(svc: WitnessService) -> web.Application:
     app.router.add_post("/add-checkpoint", add_checkpoint)
     app[FAST_ROUTES_KEY] = FastRoutes(
         {}, posts={"/add-checkpoint": ("/add-checkpoint", add_checkpoint_fast, cfg.max_body)},
-        limiter=limiter, record=requests.record, trust_forwarded_for=cfg.trust_forwarded_for)
+        limiter=limiter, record=requests.record, trusted_proxies=cfg.trusted_proxies)
     app.router.add_get("/{hash:[0-9a-f]{64}}/checkpoint", monitoring)
     app.router.add_post("/v1/conformance/witness", conformance_witness)
     app.router.add_get("/v1/info", info)
