@@ -158,6 +158,36 @@ async def fuzz(base_url: str, endpoints: list[Endpoint], *, requests: int, pid: 
             ])
             record(await raw_request(host, port, data, timeout=10), "raw")
             return
+        if kind < 0.24 and ep.method == "POST":  # hostile bodies within the size cap (tests/test_hostile.py)
+            n = rng.choice([4096, 65536, 250_000])
+            data = rng.choice([
+                b"\x9a" + n.to_bytes(4, "big") + b"\x80" * n,  # CBOR array of empty arrays
+                b"\xa1\x67entries\x9a" + n.to_bytes(4, "big") + b"\x80" * n,  # the same inside a batch
+                b"[" * n + b"]" * n,  # deep JSON
+                b'{"entries":[' + b"[]," * n + b"[]]",  # a batch of empty arrays
+                b'{"indices":[' + b"0," * n + b"0]}",  # many proofs
+            ])
+            hdrs = {"Content-Type": rng.choice(["application/oap+cbor", "application/json"]),
+                    "X-Forwarded-For": f"{rng.randrange(256)}.1.1.1, garbage, {'x' * rng.randrange(0, 300)}"}
+            if rng.random() < 0.3:  # and a client that never reads the answer
+                head = (f"POST {ep.path} HTTP/1.1\r\nHost: x\r\nContent-Type: {hdrs['Content-Type']}\r\n"
+                        f"Content-Length: {len(data)}\r\n\r\n").encode()
+                try:
+                    r, w = await asyncio.open_connection(host, port)
+                    w.write(head + data)
+                    await asyncio.sleep(0.2)
+                    w.close()
+                except OSError:
+                    pass
+                rep.sent += 1
+                return
+            try:
+                async with session.post(URL(base_url + ep.path, encoded=True), data=data, headers=hdrs) as resp:
+                    await resp.read()
+                    record(resp.status, f"hostile {ep.path} {data[:40]!r}")
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError):
+                record(None, ep.path)
+            return
         if kind < 0.27 and ep.method == "POST":  # oversize
             body = b"[" + b"0," * rng.choice([100_000, 3_000_000, 10_000_000]) + b"0]"
             headers = {"Content-Type": ep.content_types[0]}

@@ -241,3 +241,60 @@ async def test_tls_on_witness_and_registry(tmp_path):
     finally:
         for svc in (reg, w, log):
             svc.kill()
+
+
+def test_client_address_takes_the_hop_the_farthest_trusted_proxy_appended():
+    from tlog.limits import client_address
+
+    peer = "192.0.2.1"
+    assert client_address(peer, "10.0.0.1, 203.0.113.7", 0) == peer  # no proxies: the header means nothing
+    assert client_address(peer, "10.0.0.1, 203.0.113.7", 1) == "203.0.113.7"  # the client wrote 10.0.0.1
+    assert client_address(peer, "1.1.1.1, 203.0.113.7, 198.51.100.2", 2) == "203.0.113.7"
+    assert client_address(peer, "203.0.113.7", 2) == peer  # fewer hops than proxies
+    for bad in ("garbage", "203.0.113.7:80", "x" * 5000, "", "999.1.1.1"):
+        assert client_address(peer, f"1.2.3.4, {bad}", 1) == peer
+    # IPv6 clients share a bucket per /64; IPv4-mapped addresses are IPv4
+    assert client_address(peer, "2001:db8:1:2:aaaa::1", 1) == client_address(peer, "2001:db8:1:2:bbbb::9", 1) \
+        == "2001:db8:1:2::/64"
+    assert client_address(peer, "::ffff:203.0.113.7", 1) == "203.0.113.7"
+    assert client_address("2001:db8::5", None, 0) == "2001:db8::/64"
+
+
+def test_the_limiter_table_is_bounded_whatever_the_clients():
+    import tracemalloc
+
+    from tlog.limits import client_address
+
+    rl = RateLimiter(rate=1, burst=1, max_clients=1000)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(50_000):  # forged hops: only valid addresses become keys, and at most 1000 are kept
+            rl.check(client_address("192.0.2.1", f"{'x' * 100}, 10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", 1),
+                     "request")
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert len(rl) == 1000
+    assert grown < 2_000_000, grown
+
+
+def test_malformed_request_logs_keep_the_first_of_each_client_then_a_count():
+    import logging
+
+    from tlog.logs import MalformedRequests
+
+    now = [0.0]
+    f = MalformedRequests(interval=60, max_clients=2, clock=lambda: now[0])
+
+    def rec(client: str, msg: str = MalformedRequests.MESSAGE) -> logging.LogRecord:
+        return logging.LogRecord("aiohttp.server", logging.ERROR, __file__, 1, msg, (client,), None)
+
+    assert f.filter(rec("a")) and f.filter(rec("b"))  # the first of each, in full
+    assert not any(f.filter(rec("a")) for _ in range(100))  # then held back
+    assert f.filter(rec("other", "unrelated %s"))  # other records are untouched
+    now[0] = 61
+    summary = rec("b")
+    assert f.filter(summary) and summary.levelno == logging.WARNING and summary.exc_info is None
+    assert summary.getMessage().startswith("101 more malformed requests from 2 clients")
+    assert f.filter(rec("c")) and len(f.seen) == 2  # a new client; the table stays bounded

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
@@ -193,6 +195,18 @@ def _response(status: int, reply: Reply, close: bool) -> bytes:
         _header_bytes(reply.headers), b"Content-Length: ", str(len(reply.body)).encode(), b"\r\nDate: ", _date(),
         b"\r\n", _SERVER, b"Connection: close\r\n\r\n" if close else b"\r\n", reply.body,
     ))
+
+
+def drop(transport: asyncio.BaseTransport) -> None:
+    """Close a connection at once, with what the kernel still holds for it discarded (a reset):
+    a client that stopped reading must not keep megabytes of socket buffer alive."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    transport.abort()
 
 
 def _could_be_fast(partial: bytes) -> bool:
@@ -496,7 +510,7 @@ class FastProtocol(asyncio.Protocol):
         transport = self._transport
         self._drop()
         if transport is not None:
-            transport.abort()
+            drop(transport)
 
     @property
     def busy(self) -> asyncio.Future | None:

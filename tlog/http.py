@@ -20,7 +20,7 @@ from aiohttp import web
 
 from .canonical import DEFAULT_MAX_DEPTH
 from .errors import InvalidInput, OAPError, RequestTimeout, TooLarge, Unavailable, UnsupportedMediaType
-from .fastpath import FAST_ROUTES_KEY, FastSite, Reply
+from .fastpath import FAST_ROUTES_KEY, FastSite, Reply, drop
 from .limits import client_address
 from .strict import MAX_DOCUMENT_ITEMS, loads, loads_member_array
 
@@ -440,9 +440,8 @@ def send_limits(app: web.Application, *, send_timeout: float, bytes_in_flight: i
 
 
 def _abort(request: web.Request) -> None:
-    transport = request.transport
-    if transport is not None:
-        transport.abort()
+    if request.transport is not None:
+        drop(request.transport)
 
 
 async def send(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:

@@ -119,7 +119,8 @@ def _scan_refusal(code: int, pos: int, *, cbor: bool, max_depth: int, max_items:
 
 # --- the scanner in Python (without the C extension) ------------------------------
 
-_JSON_TOKEN = re.compile(rb'[ \t\n\r]*(?:("(?:[^"\\]|\\.)*")|([{}\[\],:])|([0-9A-Za-z+\-.]+))', re.DOTALL)
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_SCALAR = re.compile(rb"[0-9A-Za-z+\-.]+")
 
 
 class _PyScan:
@@ -194,51 +195,61 @@ class _PyScan:
             return pos
         raise _ScanError(7 if first in (0xF9, 0xFA, 0xFB) else 8 if first == 0xF7 else 9, start)
 
-    def _token(self, pos: int) -> tuple[re.Match, int]:
-        m = _JSON_TOKEN.match(self.data, pos)
+    def _ws(self, pos: int) -> int:
+        while pos < self.n and self.data[pos] in b" \t\n\r":
+            pos += 1
+        return pos
+
+    def _string(self, pos: int) -> int:
+        m = _JSON_STRING.match(self.data, pos)
         if m is None:
-            end = pos
-            while end < self.n and self.data[end] in b" \t\n\r":
-                end += 1
-            raise _ScanError(_E_TRUNCATED if end >= self.n or self.data[end] == 0x22 else _E_SYNTAX, end)
-        return m, m.start(m.lastindex or 0)
+            raise _ScanError(_E_TRUNCATED, pos)
+        return m.end()
 
     def _json(self, pos: int, depth_left: int, split: bool) -> int:
-        m, at = self._token(pos)
-        self._count(at)
-        if split and m.group(2) != b"[":
-            raise _ScanError(14, at)
-        punct = m.group(2)
-        if punct is None:
-            return m.end()
-        if punct not in (b"{", b"["):
-            raise _ScanError(_E_SYNTAX, at)
-        if depth_left <= 0:
-            raise _ScanError(11, at)
-        close = b"}" if punct == b"{" else b"]"
-        pos = m.end()
-        nxt = _JSON_TOKEN.match(self.data, pos)
-        if nxt is not None and nxt.group(2) == close:
-            return nxt.end()
-        while True:
-            if punct == b"{":
-                key, key_at = self._token(pos)
-                if key.group(1) is None:
-                    raise _ScanError(_E_SYNTAX, key_at)
-                self._count(key_at)
-                colon, colon_at = self._token(key.end())
-                if colon.group(2) != b":":
-                    raise _ScanError(_E_SYNTAX, colon_at)
-                pos = colon.end()
-            pos = self._json(pos, depth_left - 1, False)
-            if split:
-                self._mark(pos)
-            sep, sep_at = self._token(pos)
-            if sep.group(2) == close:
-                return sep.end()
-            if sep.group(2) != b",":
-                raise _ScanError(_E_SYNTAX, sep_at)
-            pos = sep.end()
+        data, n = self.data, self.n
+        pos = self._ws(pos)
+        self._count(pos)
+        if pos >= n:
+            raise _ScanError(_E_TRUNCATED, pos)
+        c = data[pos]
+        if split and c != 0x5B:
+            raise _ScanError(14, pos)
+        if c in (0x7B, 0x5B):  # { [
+            close = 0x7D if c == 0x7B else 0x5D
+            start = pos
+            if depth_left <= 0:
+                raise _ScanError(11, pos)
+            pos = self._ws(pos + 1)
+            if pos < n and data[pos] == close:
+                return pos + 1
+            while True:
+                if c == 0x7B:
+                    pos = self._ws(pos)
+                    if pos >= n or data[pos] != 0x22:
+                        raise _ScanError(_E_TRUNCATED if pos >= n else _E_SYNTAX, pos)
+                    self._count(pos)
+                    pos = self._ws(self._string(pos))
+                    if pos >= n or data[pos] != 0x3A:
+                        raise _ScanError(_E_TRUNCATED if pos >= n else _E_SYNTAX, pos)
+                    pos += 1
+                pos = self._json(pos, depth_left - 1, False)
+                if split:
+                    self._mark(pos)
+                pos = self._ws(pos)
+                if pos >= n:
+                    raise _ScanError(_E_TRUNCATED, start)
+                if data[pos] == close:
+                    return pos + 1
+                if data[pos] != 0x2C:
+                    raise _ScanError(_E_SYNTAX, pos)
+                pos += 1
+        if c == 0x22:
+            return self._string(pos)
+        m = _JSON_SCALAR.match(data, pos)
+        if m is None:
+            raise _ScanError(_E_SYNTAX, pos)
+        return m.end()
 
 
 # --- strict JSON ---------------------------------------------------------------
