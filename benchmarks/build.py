@@ -1,16 +1,16 @@
 """Build a persisted log of 2^k leaves, fast, in the real on-disk format.
 
 The result is an ordinary data directory that `oap-log serve --data DIR
---origin ORIGIN` opens: the log key (tlog.server.load_or_create_key),
-SQLite with the real schema (tlog.store.SCHEMA) holding every entry in runs,
-the per-level hash files written by tlog.hashfiles.HashFiles.append, and one
+--origin ORIGIN` opens: the log key (tlog.server.app.load_or_create_key),
+SQLite with the real schema (tlog.storage.embedded.SCHEMA) holding every entry in runs,
+the per-level hash files written by tlog.storage.hashfiles.HashFiles.append, and one
 checkpoint signed by the log key over the root. Two shortcuts, both only
 about speed: rows are bulk-inserted (synchronous=OFF), and a child process
 generates and hashes entries and writes the hash files while the parent
-inserts rows. At the end tlog.store.LogStore.open re-opens the directory the
+inserts rows. At the end tlog.storage.embedded.LogStore.open re-opens the directory the
 way the server does: it checks the runs against the signed checkpoint and the
 root of the hash files against the signed root, and builds the leaf-hash
-index (tlog.leafindex) from the hash files.
+index (tlog.storage.leafindex) from the hash files.
 
 Entries are real commitment entries (~100 bytes of deterministic CBOR).
 A finished directory is cached (bench-tree.json records what it holds).
@@ -26,13 +26,13 @@ from pathlib import Path
 
 from common import ORIGIN, entry_bytes
 
-from tlog.hashfiles import HashFiles
-from tlog.hashing import leaf_hashes
-from tlog.merkle import TreeView
-from tlog.server import checkpoint_signer, load_or_create_key
-from tlog.store import SCHEMA, LogStore, entry_runs
+from tlog.storage.hashfiles import HashFiles
+from tlog.formats.hashing import leaf_hashes
+from tlog.merkle.tree import TreeView
+from tlog.server.app import checkpoint_signer, load_or_create_key
+from tlog.storage.embedded import SCHEMA, LogStore, entry_runs
 
-VERSION = 2  # 2: entries stored in runs (tlog.store.RUN_ENTRIES)
+VERSION = 2  # 2: entries stored in runs (tlog.storage.embedded.RUN_ENTRIES)
 CHUNK = 1 << 18
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tlog.canonical import dcbor
+from tlog.formats.canonical import dcbor
 
 ORIGIN = "bench.oap.localhost/log"
 

@@ -32,21 +32,21 @@ from httpload import (LUA_APPEND_SINGLE, LUA_BODIES, LUA_STATUS, LUA_TILES, Bare
                       Server, WitnessServer, get, have_wrk, post, run_pyload, run_wrk)
 
 from tlog import hashfiles as hashfiles_mod  # noqa: E402
-from tlog.batchproofs import ProofBatch, consistency_levels, inclusion_levels, inclusion_matrix  # noqa: E402
-from tlog.batchverify import verify_inclusion_batch  # noqa: E402
-from tlog.hashing import leaf_hash, node_hash, node_hashes  # noqa: E402
-from tlog.merkle import TreeView  # noqa: E402
-from tlog.sequencer import Sequencer  # noqa: E402
-from tlog.server import checkpoint_signer, load_or_create_key  # noqa: E402
-from tlog.store import LogStore  # noqa: E402
-from tlog.verify import verify_consistency, verify_inclusion  # noqa: E402
+from tlog.merkle.proofs import ProofBatch, consistency_levels, inclusion_levels, inclusion_matrix  # noqa: E402
+from tlog.merkle.batchverify import verify_inclusion_batch  # noqa: E402
+from tlog.formats.hashing import leaf_hash, node_hash, node_hashes  # noqa: E402
+from tlog.merkle.tree import TreeView  # noqa: E402
+from tlog.server.sequencer import Sequencer  # noqa: E402
+from tlog.server.app import checkpoint_signer, load_or_create_key  # noqa: E402
+from tlog.storage.embedded import LogStore  # noqa: E402
+from tlog.merkle.verify import verify_consistency, verify_inclusion  # noqa: E402
 
 CACHE = HERE / ".cache"
 # http_append_single: the server's batch interval (p99 target = this + 50 ms). 200 clients that
 # each wait for their answer get at most 200 answers per cycle (interval + commit + answers),
 # so the interval bounds the rate: 5 ms, at up to 200 fsyncs/s, leaves room for 8,000/s.
 SINGLE_INTERVAL_MS = 5
-# tile_reads: extra processes answering tiles (`read_workers`, tlog.readworkers). The load
+# tile_reads: extra processes answering tiles (`read_workers`, tlog.server.readworkers). The load
 # generator takes ~0.5 of this machine's 2 cores, so one worker uses the rest.
 READ_WORKERS = 1
 STATUS_POPULATION = 10_000  # status_lookups: ids asked (the epoch caches up to 20,000 answers)
@@ -169,7 +169,7 @@ class Bench:
             "small_pages_windows_regrown": regrown, "no_window_proofs_per_s": round(unbounded),
             "proof_major_matrix_per_s": round(bsz / tm), "json_encode_per_s": round(bsz / tj),
             "cbor_encode_per_s": round(bsz / tc), "cores": 1,
-            "code": "tlog.batchproofs.inclusion_levels (what POST /v1/proof/inclusion:batch calls)"}, target=1e6))
+            "code": "tlog.merkle.proofs.inclusion_levels (what POST /v1/proof/inclusion:batch calls)"}, target=1e6))
 
     def _pymerkle_setup(self):
         if self._pm is not None:
@@ -238,7 +238,7 @@ class Bench:
             pm_verify(lv[i] if i < sub else leaves[i].tobytes(), root, p)
         t_pm = time.perf_counter() - t
         # End to end from .tlog-proof texts: parse each bundle, then one batch.
-        from tlog.proofbundle import ProofBundle, parse_proof_bundle
+        from tlog.formats.proofbundle import ProofBundle, parse_proof_bundle
 
         note = store.state.note
         nb = min(len(idx), 20_000)
@@ -251,7 +251,7 @@ class Bench:
                                 np.array([len(p.proof) for p in parsed])), root)
         t_e2e = time.perf_counter() - t
         self.add(Result("verify_batched", round(len(idx) / t_b), "proofs/s", {
-            "tree_size": n, "proofs": len(idx), "code": "tlog.batchverify.verify_inclusion_batch",
+            "tree_size": n, "proofs": len(idx), "code": "tlog.merkle.batchverify.verify_inclusion_batch",
             "reference_verify_inclusion_per_s": round(sub / t_ref),
             "pymerkle_proofs_timed": len(pm_proofs),
             "bundles_parse_and_verify_per_s": round(nb / t_e2e), "cores": 1},
@@ -284,7 +284,7 @@ class Bench:
         self.add(Result("consistency_proofs", round(bsz / median(times)), "proofs/s", {
             "tree_size": n, "batch": bsz, "pairs": "old uniform in 1..new-1, new uniform in 2..n",
             "to_latest_per_s": round(bsz / t_l), "cores": 1,
-            "code": "tlog.batchproofs.consistency_levels"}, target=200_000))
+            "code": "tlog.merkle.proofs.consistency_levels"}, target=200_000))
 
     def append_durable(self) -> None:
         total = self.cfg["append_entries"]
@@ -325,7 +325,7 @@ class Bench:
             "entries": total, "batches": len(batches), "mean_batch": round(total / len(batches)),
             "commit_ms_median": round(median(commit) * 1000, 2), "fdatasync_4k_ms": fsync_ms,
             "submitters": 4, "durability": "SQLite WAL synchronous=FULL: one fsync per batch commit",
-            "code": "tlog.sequencer.Sequencer.add_many -> LogStore.commit_batch"}, target=80_000))
+            "code": "tlog.server.sequencer.Sequencer.add_many -> LogStore.commit_batch"}, target=80_000))
 
     # --- HTTP ------------------------------------------------------------------------------
 
@@ -351,7 +351,7 @@ class Bench:
                                  total=nreq, seconds=120)
         doc = json.loads(first)
         # The first response to arrive answers one of the first `connections` requests.
-        from tlog.encoding import b64dec
+        from tlog.formats.encoding import b64dec
 
         got = b64dec(doc["results"][0]["leaf_hash"])
         which = [r for r in range(4) if leaf_hash(entry_bytes(r * 1000, 2)) == got]
@@ -446,7 +446,7 @@ class Bench:
         if have_wrk():
             return run_wrk(srv, LUA_TILES, [str(ntiles), str(random.randrange(1 << 20))], connections=64,
                            seconds=secs)
-        from tlog.tiles import tile_path
+        from tlog.formats.tiles import tile_path
 
         port = srv.port
         paths = [("/" + tile_path(0, random.randrange(ntiles))) for _ in range(4096)]
@@ -472,11 +472,11 @@ class Bench:
             self.add(Result("witness_cosign", None, "requests/s", {}, target=2000,
                             skipped="not yet: needs issue 4 (witness service)"))
             return
-        from tlog.checkpoint import Checkpoint
-        from tlog.encoding import b64enc
-        from tlog.keys import Signer
-        from tlog.merkle import build_levels
-        from tlog.note import sign_note
+        from tlog.formats.checkpoint import Checkpoint
+        from tlog.formats.encoding import b64enc
+        from tlog.formats.keys import Signer
+        from tlog.merkle.tree import build_levels
+        from tlog.formats.note import sign_note
 
         nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
         d = Path(tempfile.mkdtemp(dir=CACHE, prefix="witness-"))
@@ -608,8 +608,8 @@ def _fdatasync_ms(d: Path) -> float:
 
 
 def _check_batch_response(doc: dict, entries: list[bytes]) -> None:
-    from tlog.checkpoint import parse_checkpoint
-    from tlog.encoding import b64dec
+    from tlog.formats.checkpoint import parse_checkpoint
+    from tlog.formats.encoding import b64dec
 
     cp = parse_checkpoint(doc["checkpoint"].split("\n\n")[0] + "\n")
     for i in (0, len(entries) // 2, len(entries) - 1):
@@ -625,8 +625,8 @@ def _check_proof_response(srv: Server, n: int, body_file: Path, accept: str) -> 
 
     import cbor2
 
-    from tlog.checkpoint import parse_checkpoint
-    from tlog.encoding import b64dec
+    from tlog.formats.checkpoint import parse_checkpoint
+    from tlog.formats.encoding import b64dec
 
     body = body_file.read_bytes()
     req = urllib.request.Request(srv.url + "/v1/proof/inclusion:batch", data=body, method="POST",
@@ -648,7 +648,7 @@ def _check_proof_response(srv: Server, n: int, body_file: Path, accept: str) -> 
 
 
 def _tile(i: int) -> str:
-    from tlog.tiles import tile_path
+    from tlog.formats.tiles import tile_path
 
     return tile_path(0, i).split("/", 2)[2]
 

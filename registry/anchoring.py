@@ -1,7 +1,7 @@
 """Anchoring registry history in the log (DESIGN §6) and checking those anchors.
 
 Every registry commit `seq` is anchored as a `registry` log entry (commit id,
-tree id, seq, signed by the registry key; `tlog.entries.registry_entry`). The
+tree id, seq, signed by the registry key; `tlog.formats.entries.registry_entry`). The
 `.tlog-proof` the log returns cannot live in the commit it proves (the commit id
 would change), so it is committed by the *next* commit as
 `anchors/<seq // 1000>/<seq>.tlog-proof`; the newest commit's proof is served
@@ -23,16 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tlog.canonical import jcs
-from tlog.strict import loads_json
-from tlog.client import LogClient
-from tlog.did import did_key_from_public
-from tlog.ed25519 import public_from_seed
-from tlog.entries import canonical_entry, decode_entry, receipt_entry, registry_entry
+from tlog.formats.canonical import jcs
+from tlog.formats.strict import loads_json
+from tlog.client.client import LogClient
+from tlog.formats.did import did_key_from_public
+from tlog.formats.ed25519 import public_from_seed
+from tlog.formats.entries import canonical_entry, decode_entry, receipt_entry, registry_entry
 from tlog.errors import InvalidInput, OAPError, VerificationError
-from tlog.hashing import format_sha256
-from tlog.proofbundle import parse_proof_bundle
-from tlog.verifier import TrustPolicy
+from tlog.formats.hashing import format_sha256
+from tlog.formats.proofbundle import parse_proof_bundle
+from tlog.client.verifier import TrustPolicy
 
 from .records import format_utc, is_did
 

@@ -1,4 +1,4 @@
-"""The submission queue in front of the writer (like `tlog.sequencer`).
+"""The submission queue in front of the writer (like `tlog.server.sequencer`).
 
 Submissions queue; a batch closes after `max_batch` records or
 `batch_interval` seconds after its first record, and becomes one commit, so
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from tlog.batching import BatchQueue
+from tlog.server.batching import BatchQueue
 from tlog.errors import Unavailable
 
 from .writer import Accepted, Item, RegistryWriter

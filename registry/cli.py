@@ -15,11 +15,11 @@ from pathlib import Path
 import aiohttp
 import click
 
-from tlog import keys
-from tlog.config import ConfigError, load
+from tlog.formats import keys
+from tlog.service.config import ConfigError, load
 from tlog.errors import OAPError
-from tlog.logs import setup_logging
-from tlog.verifier import TrustPolicy
+from tlog.service.logs import setup_logging
+from tlog.client.verifier import TrustPolicy
 
 from .config import RegistryConfig
 
@@ -106,7 +106,7 @@ def serve(config_file, data_dir, host, port, name, log_url, log_policy, key_file
 
 
 async def _serve(cfg: RegistryConfig) -> None:
-    from tlog.http import serve_until_signal
+    from tlog.service.http import serve_until_signal
 
     from .server import build_app
     from .service import RegistryService
@@ -173,7 +173,7 @@ ANCHOR_OUT = click.option("--out", type=click.Path(dir_okay=False, path_type=Pat
 @ANCHOR_OUT
 def submit(record: Path, url: str, out: Path | None) -> None:
     """Submit a prepared record (JSON): conformance, revocation, kill_switch, key_event."""
-    from tlog.strict import loads_json
+    from tlog.formats.strict import loads_json
 
     try:
         doc = loads_json(record.read_bytes())

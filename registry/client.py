@@ -9,9 +9,9 @@ from urllib.parse import quote
 
 import aiohttp
 
-from tlog.client import ServerError, oap_request
-from tlog.did import did_key_from_public
-from tlog.ed25519 import public_from_seed
+from tlog.client.client import ServerError, oap_request
+from tlog.formats.did import did_key_from_public
+from tlog.formats.ed25519 import public_from_seed
 
 from .records import format_utc, sign_record
 

@@ -1,4 +1,4 @@
-"""Registry configuration: one frozen dataclass, loaded like the log's (`tlog.config.load`).
+"""Registry configuration: one frozen dataclass, loaded like the log's (`tlog.service.config.load`).
 
 Precedence: defaults < TOML (`[registry]` table) < env `OAP_REGISTRY_<FIELD>` <
 flags. `validate()` refuses bad or conflicting settings rather than adjusting them.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tlog.config import ConfigError, HTTPConfig, check_http_limits, is_loopback
+from tlog.service.config import ConfigError, HTTPConfig, check_http_limits, is_loopback
 
 from .records import is_did
 

@@ -27,7 +27,7 @@ from dulwich.repo import Repo
 from dulwich.server import DictBackend, UploadPackHandler
 
 from tlog.errors import Forbidden, InvalidInput
-from tlog.http import SEND_TIMEOUT, SEND_TIMEOUT_KEY, read_body, stream
+from tlog.service.http import SEND_TIMEOUT, SEND_TIMEOUT_KEY, read_body, stream
 
 from .store import ReadGate
 

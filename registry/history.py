@@ -29,11 +29,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tlog.fileio import write_atomic
-from tlog.strict import loads_json
-from tlog.conformance import MAX_CLOCK_SKEW
+from tlog.storage.files import write_atomic
+from tlog.formats.strict import loads_json
+from tlog.formats.conformance import MAX_CLOCK_SKEW
 from tlog.errors import OAPError, VerificationError
-from tlog.verifier import TrustPolicy
+from tlog.client.verifier import TrustPolicy
 
 from .anchoring import Genesis, parse_genesis, verify_commit_anchor, verify_receipt_anchor
 from .index import CommitInfo, Index, Layered

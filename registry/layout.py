@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from tlog.errors import InvalidInput
-from tlog.hashing import sha256
+from tlog.formats.hashing import sha256
 
 GENESIS = "registry.json"
 REVOCATION_KINDS = ("did", "vc", "key", "conformance")

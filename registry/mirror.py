@@ -34,7 +34,7 @@ from typing import Any
 from dulwich.client import get_transport_and_path
 
 from tlog.errors import Conflict, OAPError
-from tlog.verifier import TrustPolicy
+from tlog.client.verifier import TrustPolicy
 
 from .history import HistoryError, Replayer, replay
 from .index import Index

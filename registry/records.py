@@ -2,7 +2,7 @@
 
 Four record types (DESIGN §5, OAP-CORE-1.0 §22, §28.5, §31, §5.3):
 
-- `conformance`: a conformance receipt, checked by `tlog.conformance`, plus
+- `conformance`: a conformance receipt, checked by `tlog.formats.conformance`, plus
   the §31 witness rule only a registry can check: every L4/L5 witness must
   itself hold a valid L4/L5 receipt *in this registry* (or be one of the
   bootstrap witnesses named in the registry's genesis file; without those the
@@ -17,8 +17,8 @@ Four record types (DESIGN §5, OAP-CORE-1.0 §22, §28.5, §31, §5.3):
 
 Every record except a conformance receipt carries `issued_by` (an Ed25519
 did:key) and `signature`: standard base64 of Ed25519 over the RFC 8785 form of
-the record without `signature` — the convention of `tlog.entries` registry
-entries and `tlog.conformance`. The stored file is `jcs(record)`.
+the record without `signature` — the convention of `tlog.formats.entries` registry
+entries and `tlog.formats.conformance`. The stored file is `jcs(record)`.
 
 Checks are split in two so that a mirror replaying history runs exactly the
 checks the registry ran: `check_record(body, now)` needs only the record,
@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Protocol
 
-from tlog import ed25519
-from tlog.canonical import check_json_value, jcs
-from tlog.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, parse_utc, validate_conformance
-from tlog.did import did_key_from_public, public_from_did_key
-from tlog.encoding import b64dec, b64enc
+from tlog.formats import ed25519
+from tlog.formats.canonical import check_json_value, jcs
+from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, parse_utc, validate_conformance
+from tlog.formats.did import did_key_from_public, public_from_did_key
+from tlog.formats.encoding import b64dec, b64enc
 from tlog.errors import Conflict, FormatError, Forbidden, InvalidInput, SignatureError
-from tlog.hashing import sha256
+from tlog.formats.hashing import sha256
 
 from .layout import REVOCATION_KINDS, record_path
 
@@ -78,7 +78,7 @@ _FIELDS: dict[str, tuple[set[str], set[str]]] = {
 
 
 def format_utc(dt: datetime) -> str:
-    """RFC 3339 UTC with "Z", the one spelling `tlog.conformance.parse_utc` accepts."""
+    """RFC 3339 UTC with "Z", the one spelling `tlog.formats.conformance.parse_utc` accepts."""
     dt = dt.astimezone(timezone.utc)
     text = dt.strftime("%Y-%m-%dT%H:%M:%S")
     if dt.microsecond:

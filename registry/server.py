@@ -13,7 +13,7 @@ Reads (primary and mirrors):
   GET  /v1/status-lists/<issuer>[/<n>] W3C BitstringStatusListCredential
   GET  /<name>.git/...                 read-only Git smart HTTP (registry.githttp)
   GET  /healthz, /readyz, /metrics
-Errors become `{"error": <App. B code>, "message": ...}` in `tlog.http` only.
+Errors become `{"error": <App. B code>, "message": ...}` in `tlog.service.http` only.
 """
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
-from tlog.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
-from tlog.http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, make_error_middleware, rate_limit_middleware,
+from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
+from tlog.service.http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, make_error_middleware, rate_limit_middleware,
                        query_int, read_document, respond, send_large, send_limits, send_timeout_middleware, wants_cbor)
-from tlog.limits import RateLimiter
+from tlog.service.limits import RateLimiter
 
 from .githttp import GitReadOnly
 from .layout import classify
@@ -203,7 +203,7 @@ def build_app(svc: RegistryService) -> web.Application:
         return respond(request, svc.info())
 
     def status_reply(raw: str, accept: str) -> Reply | None:
-        """The fast path's status answer (tlog.fastpath): no query, no conditional request."""
+        """The fast path's status answer (tlog.service.fastpath): no query, no conditional request."""
         now = svc.status_now(_status_key(raw, None))
         if now is None:
             return None

@@ -21,14 +21,14 @@ from typing import Any
 
 import aiohttp
 
-from tlog import keys
-from tlog.client import LogClient
-from tlog.config import ConfigError
-from tlog.did import did_key_from_public
+from tlog.formats import keys
+from tlog.client.client import LogClient
+from tlog.service.config import ConfigError
+from tlog.formats.did import did_key_from_public
 from tlog.errors import NotFound, Unavailable
-from tlog.fileio import lock_dir
-from tlog.hashing import sha256
-from tlog.verifier import TrustPolicy
+from tlog.storage.files import lock_dir
+from tlog.formats.hashing import sha256
+from tlog.client.verifier import TrustPolicy
 
 from .anchoring import Anchorer, Genesis, genesis_bytes
 from .batcher import Batcher
@@ -58,7 +58,7 @@ def load_or_create_key(path: Path) -> bytes:
     did_path = path.with_suffix(".did")
     if not did_path.exists():
         did_path.write_text(did + "\n")
-    return signer.export_seed()  # the record helpers sign with the raw seed, as tlog.cli does
+    return signer.export_seed()  # the record helpers sign with the raw seed, as tlog.cli.main does
 
 
 def _read_only_dir(path: Path) -> bool:

@@ -1,8 +1,8 @@
 """A sorted Merkle tree of revoked status ids: membership and non-membership proofs.
 
 The leaves are the revoked ids of one status epoch, sorted by the bytes of
-their UTF-8 key, hashed as RFC 9162 leaves (`tlog.hashing.leaf_hash`) into an
-RFC 9162 tree (`tlog.merkle.memory_view`). An id is proven revoked by its leaf
+their UTF-8 key, hashed as RFC 9162 leaves (`tlog.formats.hashing.leaf_hash`) into an
+RFC 9162 tree (`tlog.merkle.tree.memory_view`). An id is proven revoked by its leaf
 and inclusion proof; an id is proven *not* revoked by the two adjacent leaves
 that bracket it (index i and i+1, keys below and above it), or by the first
 or last leaf alone when it sorts outside the tree, or by an empty tree.
@@ -20,9 +20,9 @@ import bisect
 from dataclasses import dataclass
 from typing import Any
 
-from tlog.encoding import b64enc
-from tlog.hashing import leaf_hash
-from tlog.merkle import memory_view
+from tlog.formats.encoding import b64enc
+from tlog.formats.hashing import leaf_hash
+from tlog.merkle.tree import memory_view
 
 
 @dataclass(frozen=True)

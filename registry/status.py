@@ -31,11 +31,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tlog import ed25519
-from tlog.canonical import jcs
-from tlog.did import did_key_from_public
-from tlog.encoding import b64enc
-from tlog.hashing import format_sha256, sha256
+from tlog.formats import ed25519
+from tlog.formats.canonical import jcs
+from tlog.formats.did import did_key_from_public
+from tlog.formats.encoding import b64enc
+from tlog.formats.hashing import format_sha256, sha256
 
 from .index import CommitInfo, Index
 from .layout import anchor_path, receipt_proof_path

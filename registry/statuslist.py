@@ -24,10 +24,10 @@ from typing import Any
 
 import base58
 
-from tlog import ed25519
-from tlog.canonical import jcs
+from tlog.formats import ed25519
+from tlog.formats.canonical import jcs
 from tlog.errors import InvalidInput, SignatureError
-from tlog.hashing import sha256
+from tlog.formats.hashing import sha256
 
 from .records import STATUS_LIST_BITS, format_utc
 

@@ -27,16 +27,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from tlog import ed25519
-from tlog.canonical import jcs
-from tlog.strict import loads_json
-from tlog.conformance import MAX_CLOCK_SKEW, parse_utc
-from tlog.did import public_from_did_key
-from tlog.encoding import b64dec
+from tlog.formats import ed25519
+from tlog.formats.canonical import jcs
+from tlog.formats.strict import loads_json
+from tlog.formats.conformance import MAX_CLOCK_SKEW, parse_utc
+from tlog.formats.did import public_from_did_key
+from tlog.formats.encoding import b64dec
 from tlog.errors import OAPError, VerificationError
-from tlog.hashing import HASH_SIZE, format_sha256, leaf_hash, parse_sha256, sha256
-from tlog.verifier import TrustPolicy
-from tlog.verify import verify_inclusion
+from tlog.formats.hashing import HASH_SIZE, format_sha256, leaf_hash, parse_sha256, sha256
+from tlog.client.verifier import TrustPolicy
+from tlog.merkle.verify import verify_inclusion
 
 from .anchoring import verify_commit_anchor, verify_receipt_anchor
 from .records import KILL_SWITCH_CLASSES, check_record, vc_status_key
@@ -136,7 +136,7 @@ def verify_status(resp: object, *, registry: str, policy: TrustPolicy | None = N
     return VerifiedStatus(key, resp["status"], this_update, next_update, number, policy is not None, **out)
 
 
-# --- sorted Merkle tree proofs (RFC 9162 inclusion via tlog.verify) -----------------
+# --- sorted Merkle tree proofs (RFC 9162 inclusion via tlog.merkle.verify) -----------------
 
 
 def _leaf(item: object, size: int, root: bytes, what: str) -> dict[str, Any]:

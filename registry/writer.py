@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tlog.fileio import write_atomic
+from tlog.storage.files import write_atomic
 from tlog.errors import Conflict, OAPError, Unavailable
 
 from .anchoring import Anchorer
@@ -61,7 +61,7 @@ class Item:
     future: asyncio.Future
 
 
-write_durably = write_atomic  # the project's one durable-write helper (tlog.fileio)
+write_durably = write_atomic  # the project's one durable-write helper (tlog.storage.files)
 
 
 class RegistryWriter:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tlog.checkpoint import Checkpoint
-from tlog.keys import Signer
-from tlog.note import sign_note
+from tlog.formats.checkpoint import Checkpoint
+from tlog.formats.keys import Signer
+from tlog.formats.note import sign_note
 
 from .services import Service
 

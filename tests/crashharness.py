@@ -38,14 +38,14 @@ from pathlib import Path
 
 import aiohttp
 
-from tlog.checkpoint import parse_checkpoint
-from tlog.client import LogClient
-from tlog.ed25519 import generate_seed
-from tlog.entries import canonical_entry, receipt_entry
-from tlog.hashing import leaf_hash
-from tlog.note import parse_note
-from tlog.verifier import TrustPolicy
-from tlog.verify import verify_consistency
+from tlog.formats.checkpoint import parse_checkpoint
+from tlog.client.client import LogClient
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.entries import canonical_entry, receipt_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.formats.note import parse_note
+from tlog.client.verifier import TrustPolicy
+from tlog.merkle.verify import verify_consistency
 
 from .services import fetch_entries
 
@@ -160,7 +160,7 @@ async def run(cycles: int, workdir: Path, seed: int = 0, progress: bool = False)
         try:
             proc, url, vkey = start_log(data, env)
         except DiedDuringStart as e:
-            if not env or e.returncode != 137:  # tlog.store.crash_point exits 137: only that is a crash cycle
+            if not env or e.returncode != 137:  # tlog.storage.embedded.crash_point exits 137: only that is a crash cycle
                 raise
             # The start itself commits (a new log signs its empty tree): the crash point fired
             # there. That is a crash like any other; the next start recovers from it.
@@ -251,9 +251,9 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
     import hashlib
 
     from registry.client import did_of, make_revocation
-    from tlog.keys import parse_vkey, cosigner_verifier
-    from tlog.server import load_or_create_key
-    from tlog.witnessing import policy_text
+    from tlog.formats.keys import parse_vkey, cosigner_verifier
+    from tlog.server.app import load_or_create_key
+    from tlog.server.witnessing import policy_text
 
     from .services import ORIGIN, Service, registry_service
 
@@ -337,7 +337,7 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
                 try:
                     log.start()
                 except RuntimeError:
-                    if log.proc.wait(10) != 137:  # not tlog.store.crash_point firing during start
+                    if log.proc.wait(10) != 137:  # not tlog.storage.embedded.crash_point firing during start
                         raise
                     log = log_svc({}).start()  # it did: that was the crash; start again without
             stop = asyncio.Event()

@@ -249,9 +249,9 @@ def log_endpoints() -> list[Endpoint]:
 
     import cbor2
 
-    from tlog.ed25519 import generate_seed
-    from tlog.entries import commitment_entry, receipt_entry
-    from tlog.hashing import leaf_hash
+    from tlog.formats.ed25519 import generate_seed
+    from tlog.formats.entries import commitment_entry, receipt_entry
+    from tlog.formats.hashing import leaf_hash
 
     seed = generate_seed()
     e1 = receipt_entry(leaf_hash(b"fuzz"), seed)
@@ -269,9 +269,9 @@ def log_endpoints() -> list[Endpoint]:
 
 
 def log_valid_traffic(base_url: str):
-    from tlog.ed25519 import generate_seed
-    from tlog.entries import receipt_entry
-    from tlog.hashing import leaf_hash
+    from tlog.formats.ed25519 import generate_seed
+    from tlog.formats.entries import receipt_entry
+    from tlog.formats.hashing import leaf_hash
 
     seed = generate_seed()
 
@@ -290,8 +290,8 @@ def witness_endpoints(log_vkey_note: str) -> list[Endpoint]:
     import hashlib
     import json
 
-    from tlog.checkpoint import parse_checkpoint
-    from tlog.note import parse_note
+    from tlog.formats.checkpoint import parse_checkpoint
+    from tlog.formats.note import parse_note
 
     origin = parse_checkpoint(parse_note(log_vkey_note).text).origin
     body = ("old 0\n\n" + log_vkey_note).encode()
@@ -310,8 +310,8 @@ def registry_endpoints() -> list[Endpoint]:
 
     import cbor2
 
-    from tlog.did import did_key_from_public
-    from tlog.ed25519 import generate_seed, public_from_seed
+    from tlog.formats.did import did_key_from_public
+    from tlog.formats.ed25519 import generate_seed, public_from_seed
 
     d = did_key_from_public(public_from_seed(generate_seed()))
     rev = {"type": "revocation", "id": "urn:oap:revocation:fz", "kind": "key", "subject": d, "reason": "x",

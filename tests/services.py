@@ -92,7 +92,7 @@ async def fetch_entries(url: str, size: int) -> list[bytes]:
     """Every entry of a log of `size`, read through its entry bundles alone (tlog-tiles)."""
     import aiohttp
 
-    from tlog.tiles import TILE_WIDTH, entries_path
+    from tlog.formats.tiles import TILE_WIDTH, entries_path
 
     out: list[bytes] = []
     async with aiohttp.ClientSession() as session:

@@ -1,4 +1,4 @@
-"""Single-append answers built per batch (tlog.appends) against the plain document.
+"""Single-append answers built per batch (tlog.server.appends) against the plain document.
 
 Every answer `SingleAppends` renders must be byte-identical to
 `encode_document(added_document(...))` with the proof from the RFC 9162
@@ -16,16 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tlog.appends import SingleAppends, added_document
-from tlog.config import LogConfig
-from tlog.entries import canonical_entry, commitment_json_entry
-from tlog.strict import loads_json
+from tlog.server.appends import SingleAppends, added_document
+from tlog.service.config import LogConfig
+from tlog.formats.entries import canonical_entry, commitment_json_entry
+from tlog.formats.strict import loads_json
 from tlog.errors import Unavailable
-from tlog.hashing import leaf_hash
-from tlog.http import encode_document
-from tlog.proofbundle import parse_proof_bundle
-from tlog.server import LogService
-from tlog.verify import verify_inclusion
+from tlog.formats.hashing import leaf_hash
+from tlog.service.http import encode_document
+from tlog.formats.proofbundle import parse_proof_bundle
+from tlog.server.app import LogService
+from tlog.merkle.verify import verify_inclusion
 
 
 def commitment(i: int, salt: int = 0) -> bytes:
@@ -139,7 +139,7 @@ def test_random_bodies_agree_with_the_parser():
 async def test_waiters_get_an_error_when_building_the_answers_fails(tmp_path, monkeypatch):
     """Found in review: an exception while rendering a batch's answers (EIO reading a hash
     file) left every waiter pending forever; each now gets the error (a 500)."""
-    import tlog.appends as appends_mod
+    import tlog.server.appends as appends_mod
 
     svc = await open_log(tmp_path)
     try:

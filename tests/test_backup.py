@@ -9,13 +9,13 @@ import stat
 import pytest
 from click.testing import CliRunner
 
-from tlog.cli import main
-from tlog.client import LogClient
-from tlog.ed25519 import generate_seed
-from tlog.entries import receipt_entry
-from tlog.hashing import leaf_hash
-from tlog.verifier import TrustPolicy
-from tlog.verify import verify_consistency
+from tlog.cli.main import main
+from tlog.client.client import LogClient
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.entries import receipt_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.client.verifier import TrustPolicy
+from tlog.merkle.verify import verify_consistency
 
 pytestmark = pytest.mark.slow
 SEED = generate_seed()

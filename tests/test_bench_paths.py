@@ -1,7 +1,7 @@
 """Every fast path of issue 7 against the plain reference on random trees.
 
 The references: the RFC 9162 recursion (`ref_inclusion`, `ref_consistency`,
-`mth`), `TreeView` over an in-memory tree, `tlog.verify`, pymerkle, json and
+`mth`), `TreeView` over an in-memory tree, `tlog.merkle.verify`, pymerkle, json and
 cbor2. No timing here: the benchmarks measure speed, these tests pin down
 that the fast code computes the same bytes.
 """
@@ -17,16 +17,16 @@ import numpy as np
 import pytest
 from pymerkle import InmemoryTree
 
-from tlog import hashfiles as hashfiles_mod
-from tlog import hashing
-from tlog.batchproofs import (ProofBatch, b64_rows, cbor_map, consistency_levels, inclusion_levels, inclusion_matrix,
+from tlog.storage import hashfiles as hashfiles_mod
+from tlog.formats import hashing
+from tlog.merkle.proofs import (ProofBatch, b64_rows, cbor_map, consistency_levels, inclusion_levels, inclusion_matrix,
                               proofs_as_bytes, proofs_json)
-from tlog.batchverify import flatten_proofs, verify_inclusion_batch
+from tlog.merkle.batchverify import flatten_proofs, verify_inclusion_batch
 from tlog.errors import InclusionProofError, InvalidInput, VerificationError
-from tlog.hashfiles import HashFiles
-from tlog.hashing import EMPTY_ROOT, leaf_hash, leaf_hashes, node_hash, node_hashes
-from tlog.merkle import TreeView, build_levels, memory_view, mth, ref_consistency, ref_inclusion
-from tlog.verify import verify_consistency, verify_inclusion
+from tlog.storage.hashfiles import HashFiles
+from tlog.formats.hashing import EMPTY_ROOT, leaf_hash, leaf_hashes, node_hash, node_hashes
+from tlog.merkle.tree import TreeView, build_levels, memory_view, mth, ref_consistency, ref_inclusion
+from tlog.merkle.verify import verify_consistency, verify_inclusion
 
 from .procmem import mapped_kb
 
@@ -259,8 +259,8 @@ def test_map_window_is_checked_and_huge_pages_are_only_a_hint(tmp_path, monkeypa
 
 def test_map_window_setting(tmp_path, monkeypatch):
     """Bounded memory is the default (16 MiB per level); map_window_mb = 0 lifts the limit."""
-    from tlog.config import ConfigError, LogConfig, load
-    from tlog.store import LogStore
+    from tlog.service.config import ConfigError, LogConfig, load
+    from tlog.storage.embedded import LogStore
 
     assert LogConfig().map_window_mb == hashfiles_mod.DEFAULT_MAP_WINDOW_MB == 16
     assert HashFiles(tmp_path / "a").window == LogStore(tmp_path / "b").hashes.window == 16 << 20
@@ -354,7 +354,7 @@ def test_encoders_edge_cases():
 
 
 def test_cbor_document_equals_cbor_map_of_the_parts():
-    from tlog.batchproofs import cbor_map_parts
+    from tlog.merkle.proofs import cbor_map_parts
 
     rng = np.random.default_rng(9)
     for h, mask in ((20, None), (24, None), (5, rng.random((5, 9)) < 0.6), (3, np.zeros((3, 9), dtype=bool))):

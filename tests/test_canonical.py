@@ -1,4 +1,4 @@
-"""tlog.canonical (JCS, deterministic CBOR, strict parsers) and tlog.did (did:key)."""
+"""tlog.formats.canonical (JCS, deterministic CBOR, strict parsers) and tlog.formats.did (did:key)."""
 from __future__ import annotations
 
 import json
@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlog import ed25519
-from tlog.canonical import INT_MAX, INT_MIN, check_json_value, dcbor, jcs
-from tlog.strict import loads_cbor, loads_json
-from tlog.did import did_key_from_public, parse_signer, public_from_did_key
-from tlog.encoding import b64enc
+from tlog.formats import ed25519
+from tlog.formats.canonical import INT_MAX, INT_MIN, check_json_value, dcbor, jcs
+from tlog.formats.strict import loads_cbor, loads_json
+from tlog.formats.did import did_key_from_public, parse_signer, public_from_did_key
+from tlog.formats.encoding import b64enc
 from tlog.errors import InvalidInput
 
 # --- deterministic CBOR: RFC 8949 Appendix A vectors ------------------------------
@@ -434,7 +434,7 @@ def test_parse_sha256_rejects_whitespace_that_fromhex_would_skip():
     import pytest
 
     from tlog.errors import InvalidInput
-    from tlog.hashing import parse_sha256
+    from tlog.formats.hashing import parse_sha256
 
     assert parse_sha256("sha256:" + "AB" * 32) == b"\xab" * 32
     for bad in ("sha256:" + "ab" * 31 + "  ", "sha256:" + "ab" * 31 + " a", "sha256:" + "ab" * 31 + "\n\n"):
@@ -535,12 +535,12 @@ def test_deep_nesting_is_refused_without_exhausting_the_stack():
                  st.text(alphabet="ABCDEFGHabcdefgh0123456789+/=-_ \n\x00é", max_size=48).map(lambda t: t.encode()),
                  st.sampled_from([b"////", b"//==", b"/w==", b"/x==", b"AAA=", b"AAB=", b"====", b"A===", b"AA=A"])))
 def test_base64_codec_agrees_with_the_standard_library(data):
-    """tlog.encoding uses pybase64; it must accept, refuse and produce exactly what
+    """tlog.formats.encoding uses pybase64; it must accept, refuse and produce exactly what
     the standard library does (validate=True)."""
     import base64
     import binascii
 
-    from tlog.encoding import b64decode_noncanonical, b64encode_bytes
+    from tlog.formats.encoding import b64decode_noncanonical, b64encode_bytes
 
     assert b64encode_bytes(data) == base64.b64encode(data)
     if len(data) % 4:

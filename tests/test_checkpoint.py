@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tlog.checkpoint import (
+from tlog.formats.checkpoint import (
     MAX_TREE_SIZE,
     Checkpoint,
     cosignature_message,
     parse_checkpoint,
 )
 from tlog.errors import FormatError
-from tlog.hashing import EMPTY_ROOT
+from tlog.formats.hashing import EMPTY_ROOT
 
 ROOT = "vt5T6GaLCXvyHFl9VUvvItR43XZxfLgftEcTyO3eJCQ="
 V3_TEXT = f"go.sum database tree\n35225469\n{ROOT}\n"

@@ -7,9 +7,9 @@ import stat
 
 from click.testing import CliRunner
 
-from tlog.cli import main
-from tlog.encoding import b64dec
-from tlog.keys import Signer
+from tlog.cli.main import main
+from tlog.formats.encoding import b64dec
+from tlog.formats.keys import Signer
 
 
 def run(*args: str):

@@ -1,4 +1,4 @@
-"""tlog.conformance: OAP conformance receipts (OAP-CORE-1.0 §31, DESIGN §5)."""
+"""tlog.formats.conformance: OAP conformance receipts (OAP-CORE-1.0 §31, DESIGN §5)."""
 from __future__ import annotations
 
 import copy
@@ -9,17 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlog import ed25519
-from tlog.canonical import jcs
-from tlog.conformance import (
+from tlog.formats import ed25519
+from tlog.formats.canonical import jcs
+from tlog.formats.conformance import (
     ConformanceReceipt,
     sign_conformance,
     signing_bytes,
     validate_conformance,
     witness_signature,
 )
-from tlog.did import did_key_from_public
-from tlog.encoding import b64dec, b64enc
+from tlog.formats.did import did_key_from_public
+from tlog.formats.encoding import b64dec, b64enc
 from tlog.errors import InvalidInput
 
 NOW = datetime(2026, 5, 2, 10, 0, 0, tzinfo=timezone.utc)

@@ -13,14 +13,14 @@ import random
 import aiohttp
 import pytest
 
-from tlog.checkpoint import parse_checkpoint
-from tlog.client import LogClient
-from tlog.ed25519 import generate_seed
-from tlog.entries import canonical_entry, commitment_entry, receipt_entry
-from tlog.hashing import leaf_hash
-from tlog.note import parse_note
-from tlog.verifier import TrustPolicy
-from tlog.verify import verify_consistency
+from tlog.formats.checkpoint import parse_checkpoint
+from tlog.client.client import LogClient
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.entries import canonical_entry, commitment_entry, receipt_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.formats.note import parse_note
+from tlog.client.verifier import TrustPolicy
+from tlog.merkle.verify import verify_consistency
 
 from .services import fetch_entries
 

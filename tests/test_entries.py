@@ -1,4 +1,4 @@
-"""tlog.entries: OAP log entries (DESIGN §3.1)."""
+"""tlog.formats.entries: OAP log entries (DESIGN §3.1)."""
 from __future__ import annotations
 
 import hashlib
@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlog import ed25519
-from tlog.canonical import dcbor, jcs
-from tlog.strict import loads_cbor, loads_json
-from tlog.conformance import sign_conformance, witness_signature
-from tlog.did import did_key_from_public
-from tlog.encoding import b64dec, b64enc
-from tlog.entries import (
+from tlog.formats import ed25519
+from tlog.formats.canonical import dcbor, jcs
+from tlog.formats.strict import loads_cbor, loads_json
+from tlog.formats.conformance import sign_conformance, witness_signature
+from tlog.formats.did import did_key_from_public
+from tlog.formats.encoding import b64dec, b64enc
+from tlog.formats.entries import (
     MAX_ENTRY_BYTES,
     MAX_SEQ,
     canonical_entry,
@@ -248,7 +248,7 @@ def test_conformance_entry_rules_are_applied() -> None:
     with pytest.raises(InvalidInput, match="does not verify"):
         canon({"type": "conformance", "receipt": r})
     with pytest.raises(InvalidInput, match="level L5 needs at least 3"):
-        from tlog.conformance import validate_conformance
+        from tlog.formats.conformance import validate_conformance
 
         validate_conformance(conformance_receipt("L5", 2), now=NOW)
     with pytest.raises(InvalidInput, match="expired"):
@@ -482,7 +482,7 @@ _hexish = st.text(alphabet="0123456789abcdefABCDEFg \n", min_size=62, max_size=6
 def test_commitment_fast_path_equals_the_general_path(doc):
     """The concatenating encoder for commitments gives dcbor's bytes, and leaves
     every malformed submission to the general path (and its error message)."""
-    import tlog.entries as E
+    import tlog.formats.entries as E
 
     fast = E._commitment_bytes(doc)
     try:

@@ -1,4 +1,4 @@
-"""The fast path for hot GETs (tlog.fastpath) against aiohttp itself.
+"""The fast path for hot GETs (tlog.service.fastpath) against aiohttp itself.
 
 A log is served on two ports from one app: one `FastSite` with the log's fast
 routes, one plain aiohttp site. The same raw bytes sent to both must come back
@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tlog.config import LogConfig
-from tlog.entries import canonical_entry
-from tlog.fastpath import FAST_ROUTES_KEY, MAX_HEAD, FastSite
-from tlog.hashing import leaf_hash
-from tlog.http import start_app
-from tlog.server import LogService, build_app
-from tlog.tiles import tile_path
+from tlog.service.config import LogConfig
+from tlog.formats.entries import canonical_entry
+from tlog.service.fastpath import FAST_ROUTES_KEY, MAX_HEAD, FastSite
+from tlog.formats.hashing import leaf_hash
+from tlog.service.http import start_app
+from tlog.server.app import LogService, build_app
+from tlog.formats.tiles import tile_path
 
 N = 600  # two full level-0 tiles and a partial one
 
@@ -324,7 +324,7 @@ async def test_a_failure_after_the_body_is_answered_as_the_error_middleware_does
 
 
 async def test_write_auth_and_limits_apply_to_fast_appends(tmp_path):
-    from tlog.limits import new_token
+    from tlog.service.limits import new_token
 
     token, line = new_token()
     (tmp_path / "tokens").write_text(line + " commitment\n")
@@ -400,7 +400,7 @@ async def converse(port: int, sequence: list[bytes]) -> list:
     return out
 
 def test_reply_headers_are_formatted_once_per_header_set():
-    from tlog.fastpath import Reply, _header_bytes
+    from tlog.service.fastpath import Reply, _header_bytes
 
     r = Reply(b"x", (("Content-Type", "a/b"), ("ETag", '"1"')))
     assert _header_bytes(r.headers) == b'Content-Type: a/b\r\nETag: "1"\r\n'

@@ -10,11 +10,11 @@ import subprocess
 import aiohttp
 import pytest
 
-from tlog.client import LogClient
-from tlog.ed25519 import generate_seed
-from tlog.entries import canonical_entry, receipt_entry
-from tlog.hashing import leaf_hash
-from tlog.verifier import TrustPolicy
+from tlog.client.client import LogClient
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.entries import canonical_entry, receipt_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.client.verifier import TrustPolicy
 
 from .test_e2e import all_entries
 
@@ -181,7 +181,7 @@ async def test_witness_and_registry_on_a_read_only_directory(small_fs, tmp_path)
     (records, files, git clone) and answers submissions with 503."""
     import hashlib
 
-    from tlog.client import LogClient
+    from tlog.client.client import LogClient
 
     from .services import log_service, registry_service, witness_service
 
@@ -194,9 +194,9 @@ async def test_witness_and_registry_on_a_read_only_directory(small_fs, tmp_path)
                 first = await r.text()
             async with s.post(w.url + "/add-checkpoint", data=("old 0\n\n" + first).encode()) as r:
                 assert r.status == 200
-        from tlog.checkpoint import parse_checkpoint
-        from tlog.encoding import b64enc
-        from tlog.note import parse_note
+        from tlog.formats.checkpoint import parse_checkpoint
+        from tlog.formats.encoding import b64enc
+        from tlog.formats.note import parse_note
 
         old = parse_checkpoint(parse_note(first).text).size
         async with LogClient(log.url) as c:

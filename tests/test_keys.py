@@ -12,9 +12,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tlog.checkpoint import cosignature_message
+from tlog.formats.checkpoint import cosignature_message
 from tlog.errors import Forbidden, FormatError, SignatureError
-from tlog.keys import (
+from tlog.formats.keys import (
     COSIGNATURE_V1,
     ECDSA,
     ED25519,

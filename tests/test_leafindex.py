@@ -1,4 +1,4 @@
-"""The leaf-hash index (tlog.leafindex) against a plain dict, through resizes,
+"""The leaf-hash index (tlog.storage.leafindex) against a plain dict, through resizes,
 forced tag collisions, torn slots, crashes and read-only directories."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from tlog import leafindex
-from tlog.hashing import leaf_hash
-from tlog.leafindex import LeafIndex
+from tlog.storage import leafindex
+from tlog.formats.hashing import leaf_hash
+from tlog.storage.leafindex import LeafIndex
 
 from .procmem import mapped_kb
 

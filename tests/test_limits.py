@@ -10,13 +10,13 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tlog.config import ConfigError, LogConfig, load
-from tlog.ed25519 import generate_seed
-from tlog.entries import commitment_entry, receipt_entry
-from tlog.hashing import leaf_hash
-from tlog.limits import RateLimiter, TokenAuth, new_token
+from tlog.service.config import ConfigError, LogConfig, load
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.entries import commitment_entry, receipt_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.service.limits import RateLimiter, TokenAuth, new_token
 from tlog.errors import AuthRequired, Forbidden, RateLimited
-from tlog.server import LogService, build_app
+from tlog.server.app import LogService, build_app
 
 SEED = generate_seed()
 
@@ -244,7 +244,7 @@ async def test_tls_on_witness_and_registry(tmp_path):
 
 
 def test_client_address_takes_the_hop_the_farthest_trusted_proxy_appended():
-    from tlog.limits import client_address
+    from tlog.service.limits import client_address
 
     peer = "192.0.2.1"
     assert client_address(peer, "10.0.0.1, 203.0.113.7", 0) == peer  # no proxies: the header means nothing
@@ -263,7 +263,7 @@ def test_client_address_takes_the_hop_the_farthest_trusted_proxy_appended():
 def test_the_limiter_table_is_bounded_whatever_the_clients():
     import tracemalloc
 
-    from tlog.limits import client_address
+    from tlog.service.limits import client_address
 
     rl = RateLimiter(rate=1, burst=1, max_clients=1000)
     tracemalloc.start()
@@ -282,7 +282,7 @@ def test_the_limiter_table_is_bounded_whatever_the_clients():
 def test_malformed_request_logs_keep_the_first_of_each_client_then_a_count():
     import logging
 
-    from tlog.logs import MalformedRequests
+    from tlog.service.logs import MalformedRequests
 
     now = [0.0]
     f = MalformedRequests(interval=60, max_clients=2, clock=lambda: now[0])

@@ -11,16 +11,16 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from click.testing import CliRunner
 
-from tlog.cli import main as log_cli
-from tlog.client import LogClient
-from tlog.config import LogConfig
-from tlog.ed25519 import generate_seed
-from tlog.entries import receipt_entry
-from tlog.hashing import leaf_hash
-from tlog.keys import CosignatureSigner, write_private_key
-from tlog.note import parse_note
-from tlog.server import LogService, build_app, load_or_create_key
-from tlog.verifier import TrustPolicy
+from tlog.cli.main import main as log_cli
+from tlog.client.client import LogClient
+from tlog.service.config import LogConfig
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.entries import receipt_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.formats.keys import CosignatureSigner, write_private_key
+from tlog.formats.note import parse_note
+from tlog.server.app import LogService, build_app, load_or_create_key
+from tlog.client.verifier import TrustPolicy
 from witness.config import WitnessConfig, WitnessedLog
 from witness.server import WitnessService, build_app as witness_app
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from pymerkle import InmemoryTree
 
 from tlog.errors import ConsistencyProofError, InclusionProofError
-from tlog.hashing import EMPTY_ROOT, leaf_hash
-from tlog.merkle import memory_view, mth, ref_consistency, ref_inclusion
-from tlog.verify import verify_consistency, verify_inclusion
+from tlog.formats.hashing import EMPTY_ROOT, leaf_hash
+from tlog.merkle.tree import memory_view, mth, ref_consistency, ref_inclusion
+from tlog.merkle.verify import verify_consistency, verify_inclusion
 
 V11_LEAVES = [bytes.fromhex(h) for h in
               ["", "00", "10", "2021", "3031", "40414243", "5051525354555657", "606162636465666768696a6b6c6d6e6f"]]

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlog.encoding import b64enc
+from tlog.formats.encoding import b64enc
 from tlog.errors import FormatError
-from tlog.policy import Policy, PolicyGroup, PolicyLog, PolicyWitness, parse_policy
+from tlog.formats.policy import Policy, PolicyGroup, PolicyLog, PolicyWitness, parse_policy
 
 # V5 real keys; the 0x04 form wraps the same Ed25519 key as the 0x01 form.
 LOG = "transparency.dev-aw-ftlog-ci-3+3f689522+Aa1Eifq6rRC8qiK+bya07yV1fXyP156pEMsX7CFBC6gg"

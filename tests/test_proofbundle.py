@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlog.encoding import b64dec
+from tlog.formats.encoding import b64dec
 from tlog.errors import FormatError
-from tlog.hashing import node_hash
-from tlog.proofbundle import HEADER, ProofBundle, parse_proof_bundle
+from tlog.formats.hashing import node_hash
+from tlog.formats.proofbundle import HEADER, ProofBundle, parse_proof_bundle
 
 H1 = "rzFuy5Go7nrpkhBwKy1HWPMM3eO/YePY54fXRoH5Cm4="
 H2 = "5784L25ZFbP4hhm4ZiI+vx1RxMUyHMzeLp/3AKMlkIY="

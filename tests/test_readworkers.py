@@ -1,4 +1,4 @@
-"""Read workers (tlog.readworkers): more processes on the log's port, same answers.
+"""Read workers (tlog.server.readworkers): more processes on the log's port, same answers.
 
 A log with a read worker listens twice on one port (SO_REUSEPORT); the kernel
 gives each new connection to one of the two processes. Whichever process a
@@ -26,15 +26,15 @@ import pytest
 
 from tests.services import log_service
 from tests.test_fastpath import CLOSE, entry, exchange, get, responses
-from tlog.config import ConfigError, LogConfig
-from tlog.ed25519 import generate_seed
-from tlog.hashing import leaf_hash
-from tlog.fastpath import FAST_ROUTES_KEY, FastSite
-from tlog.http import RequestMetrics, start_app
-from tlog.keys import CosignatureSigner
-from tlog.readworkers import ReadWorkers
-from tlog.server import LogService, build_app
-from tlog.tiles import tile_path
+from tlog.service.config import ConfigError, LogConfig
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.hashing import leaf_hash
+from tlog.service.fastpath import FAST_ROUTES_KEY, FastSite
+from tlog.service.http import RequestMetrics, start_app
+from tlog.formats.keys import CosignatureSigner
+from tlog.server.readworkers import ReadWorkers
+from tlog.server.app import LogService, build_app
+from tlog.formats.tiles import tile_path
 
 N = 600
 CONNS = 24  # all on one process: 2^-24
@@ -380,7 +380,7 @@ def test_a_log_killed_with_its_worker_restarts_on_the_same_port(tmp_path):
 
 
 def test_free_port_waits_briefly_for_a_listener_that_is_going_away():
-    from tlog.http import free_port
+    from tlog.service.http import free_port
 
     holder = socket.create_server(("127.0.0.1", 0))
     port = holder.getsockname()[1]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from registry.config import RegistryConfig
-from tlog.config import ConfigError, load
+from tlog.service.config import ConfigError, load
 
 from .test_registry_support import BIN, log_server
 

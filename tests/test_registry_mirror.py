@@ -14,7 +14,7 @@ import pytest
 
 from registry.client import make_key_event, make_kill_switch, make_revocation
 from registry.store import MAIN
-from tlog.ed25519 import generate_seed
+from tlog.formats.ed25519 import generate_seed
 
 from .test_registry_support import (
     BIN, Running, conformance_doc, did, git, log_server, receipt, run, start_registry,
@@ -137,7 +137,7 @@ async def test_a_fast_forward_with_a_bad_commit_is_refused(primary, tmp_path, lo
             forged["reason"] = "superseded"  # no longer matches its signature
             rec_path = f"revocations/key/{_shard(forged['id'])}.json"
             (work / rec_path).parent.mkdir(parents=True, exist_ok=True)
-            from tlog.canonical import jcs
+            from tlog.formats.canonical import jcs
 
             (work / rec_path).write_bytes(jcs(forged))
             paths.append(rec_path)

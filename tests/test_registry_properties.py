@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from registry.records import check_record, parse_submission
 from registry.server import _status_key
 from registry.statusverify import verify_status
-from tlog.did import did_key_from_public
-from tlog.ed25519 import generate_seed, public_from_seed
+from tlog.formats.did import did_key_from_public
+from tlog.formats.ed25519 import generate_seed, public_from_seed
 from tlog.errors import OAPError
 
 NOW = datetime(2026, 11, 23, tzinfo=timezone.utc)

@@ -19,10 +19,10 @@ from registry.sortedtree import Leaf, SortedTree
 from registry.status import build_tree, next_change, revoked_entries
 from registry.statuslist import add_proof, bit, decode_list, encode_list, verify_proof
 from registry.statusverify import StatusVerificationError, verify_absence
-from tlog.canonical import jcs
-from tlog.ed25519 import generate_seed
+from tlog.formats.canonical import jcs
+from tlog.formats.ed25519 import generate_seed
 from tlog.errors import Conflict, Forbidden, InvalidInput, SignatureError
-from tlog.hashing import sha256
+from tlog.formats.hashing import sha256
 
 from .test_registry_support import conformance_doc, did, now_utc, receipt, utc
 
@@ -279,7 +279,7 @@ def test_bitstring_encoding_follows_the_w3c_format():
 def test_eddsa_jcs_2022_proof_verifies_and_detects_tampering():
     doc = {"@context": ["https://www.w3.org/ns/credentials/v2"], "id": "urn:x", "credentialSubject": {"n": 1}}
     secured = add_proof(doc, A, did(A), now_utc())
-    from tlog.ed25519 import public_from_seed
+    from tlog.formats.ed25519 import public_from_seed
 
     verify_proof(secured, public_from_seed(A))
     with pytest.raises(SignatureError):

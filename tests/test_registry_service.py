@@ -24,9 +24,9 @@ from registry.records import KILL_SWITCH_CLASSES
 from registry.statuslist import bit, decode_list, verify_proof
 from registry.statusverify import StatusVerificationError, verify_status
 from registry.store import MAIN
-from tlog.did import public_from_did_key
-from tlog.ed25519 import generate_seed
-from tlog.proofbundle import parse_proof_bundle
+from tlog.formats.did import public_from_did_key
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.proofbundle import parse_proof_bundle
 
 from .test_registry_support import (
     BIN, conformance_doc, did, git, log_server, now_utc, receipt, run, start_registry, utc, wait_epoch_after,
@@ -279,9 +279,9 @@ async def test_status_good_unknown_revoked_signed_cacheable_and_verifiable(reg):
 
 
 async def test_status_answers_are_the_same_on_the_fast_path_and_through_aiohttp(reg):
-    """`GET /v1/status/<id>` is answered before aiohttp (tlog.fastpath) unless the request has
+    """`GET /v1/status/<id>` is answered before aiohttp (tlog.service.fastpath) unless the request has
     a query, a conditional or any other header outside the fast path's allowlist."""
-    from tlog.fastpath import FAST_ROUTES_KEY
+    from tlog.service.fastpath import FAST_ROUTES_KEY
 
     routes = reg.runner.app[FAST_ROUTES_KEY]
     a, b = generate_seed(), generate_seed()

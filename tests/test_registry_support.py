@@ -23,11 +23,11 @@ from registry.config import RegistryConfig
 from registry.records import format_utc
 from registry.server import build_app
 from registry.service import RegistryService
-from tlog.conformance import sign_conformance, witness_signature
-from tlog.did import did_key_from_public
-from tlog.ed25519 import public_from_seed
-from tlog.http import start_app
-from tlog.verifier import TrustPolicy
+from tlog.formats.conformance import sign_conformance, witness_signature
+from tlog.formats.did import did_key_from_public
+from tlog.formats.ed25519 import public_from_seed
+from tlog.service.http import start_app
+from tlog.client.verifier import TrustPolicy
 
 from .conftest import ServerProcess
 

@@ -10,19 +10,19 @@ import cbor2
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tlog.client import LogClient
-from tlog.config import LogConfig
-from tlog.ed25519 import generate_seed
-from tlog.encoding import b64dec
-from tlog.entries import canonical_entry, commitment_entry, receipt_entry
-from tlog.hashing import leaf_hash
-from tlog.merkle import memory_view
-from tlog.note import parse_note
-from tlog.checkpoint import parse_checkpoint
-from tlog.server import LogService, build_app
-from tlog.tiles import tile_path
-from tlog.verifier import TrustPolicy
-from tlog.verify import verify_consistency
+from tlog.client.client import LogClient
+from tlog.service.config import LogConfig
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.encoding import b64dec
+from tlog.formats.entries import canonical_entry, commitment_entry, receipt_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.merkle.tree import memory_view
+from tlog.formats.note import parse_note
+from tlog.formats.checkpoint import parse_checkpoint
+from tlog.server.app import LogService, build_app
+from tlog.formats.tiles import tile_path
+from tlog.client.verifier import TrustPolicy
+from tlog.merkle.verify import verify_consistency
 
 SEED = generate_seed()
 

@@ -9,12 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from tlog.batchproofs import inclusion_matrix, proofs_as_bytes
+from tlog.merkle.proofs import inclusion_matrix, proofs_as_bytes
 from tlog.errors import ForkError, NotFound
-from tlog.hashing import leaf_hash
-from tlog.merkle import memory_view
-from tlog.sequencer import Sequencer
-from tlog.store import CorruptionError, LogStore
+from tlog.formats.hashing import leaf_hash
+from tlog.merkle.tree import memory_view
+from tlog.server.sequencer import Sequencer
+from tlog.storage.embedded import CorruptionError, LogStore
 
 from .conftest import checkpoint_signer, make_signer
 
@@ -48,7 +48,7 @@ def test_batches_match_reference_and_batched_proofs(tmp_path):
     out, mask = inclusion_matrix(st.view, store.hashes, idx)
     assert proofs_as_bytes(out, mask) == [ref.inclusion_proof(int(i)) for i in idx]
     for size in (1, 2, 255, 256, 257, 4097):  # older sizes from the same files
-        from tlog.merkle import TreeView
+        from tlog.merkle.tree import TreeView
 
         old = TreeView(size, store.hashes.read)
         assert old.root == memory_view([leaf_hash(d) for d in data[:size]]).root
@@ -168,7 +168,7 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
     store.close()
     # A crash between the main commit and the index update leaves the index behind;
     # a reboot (power loss) may leave it corrupt. Both are repaired on open.
-    from tlog import leafindex
+    from tlog.storage import leafindex
 
     def rewrite(indexed: int | None = None, boot: bytes | None = None, wipe_from: int = 0) -> None:
         path = tmp_path / "leafindex.bin"
@@ -249,7 +249,7 @@ def test_entries_table_of_an_older_log_moves_into_runs(tmp_path):
     again = LogStore(tmp_path)
     st = again.open(SIGN)
     assert st.size == 700 and st.root == root
-    from tlog.store import read_entries
+    from tlog.storage.embedded import read_entries
 
     assert read_entries(again.conn, 0, 700) == data
     assert read_entries(again.conn, 255, 3) == data[255:258]
@@ -275,8 +275,8 @@ def test_runs_with_a_gap_refuse_to_open(tmp_path):
 
 async def test_entry_reader_bundles_from_runs(tmp_path):
     """Entry bundles straight from stored runs (exact cover) or re-encoded (partial)."""
-    from tlog.store import EntryReader
-    from tlog.tiles import encode_entry_bundle
+    from tlog.storage.embedded import EntryReader
+    from tlog.formats.tiles import encode_entry_bundle
 
     store = LogStore(tmp_path)
     store.open(SIGN)
@@ -333,7 +333,7 @@ def test_a_damaged_run_is_corruption_not_a_hang(tmp_path):
     import shutil
     import sqlite3
 
-    from tlog.tiles import encode_entry_bundle
+    from tlog.formats.tiles import encode_entry_bundle
 
     store = LogStore(tmp_path)
     store.open(SIGN)
@@ -349,7 +349,7 @@ def test_a_damaged_run_is_corruption_not_a_hang(tmp_path):
 
 
 def test_one_writer_per_data_directory(tmp_path):
-    from tlog.config import ConfigError
+    from tlog.service.config import ConfigError
 
     store = LogStore(tmp_path)
     store.open(SIGN)
@@ -366,7 +366,7 @@ async def test_a_batch_closes_interval_after_its_first_item_even_if_it_queued_du
     cut at once, not a whole interval after the writer comes back (the loop clock is faked)."""
     import asyncio
 
-    from tlog.batching import BatchQueue
+    from tlog.server.batching import BatchQueue
 
     loop = asyncio.get_running_loop()
     now = [1000.0]
@@ -431,7 +431,7 @@ def _wait_for(cond, seconds: float) -> bool:
 
 
 def test_checkpointer_runs_when_the_log_goes_quiet(tmp_path):
-    from tlog.store import Checkpointer
+    from tlog.storage.embedded import Checkpointer
 
     db = tmp_path / "q.db"
     conn = _wal_db(db)
@@ -446,7 +446,7 @@ def test_checkpointer_runs_when_the_log_goes_quiet(tmp_path):
 
 
 def test_checkpointer_under_steady_writes_waits_for_max_age(tmp_path):
-    from tlog.store import Checkpointer
+    from tlog.storage.embedded import Checkpointer
 
     db = tmp_path / "b.db"
     conn = _wal_db(db)

@@ -1,4 +1,4 @@
-"""tlog.strict: the bounded parsers. The C scanner and the Python one must agree on
+"""tlog.formats.strict: the bounded parsers. The C scanner and the Python one must agree on
 every input (items, depth, spans, refusals), and a batch decoded in groups must equal
 the same body decoded whole."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlog import strict
+from tlog.formats import strict
 from tlog.errors import InvalidInput, TooLarge
-from tlog.strict import GROUP_ITEMS, _PyScan, loads_cbor, loads_json, loads_member_array, scan
+from tlog.formats.strict import GROUP_ITEMS, _PyScan, loads_cbor, loads_json, loads_member_array, scan
 
 native = pytest.mark.skipif(strict._native_scan is None, reason="the C extension is not built")
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlog.errors import FormatError
-from tlog.tiles import (
+from tlog.formats.tiles import (
     MAX_INDEX,
     TILE_HEIGHT,
     TILE_WIDTH,
@@ -238,7 +238,7 @@ def test_parse_only_format_error_and_canonical(path: str) -> None:
 
 def test_entry_bundles_round_trip_and_refuse_truncation():
     from tlog.errors import FormatError
-    from tlog.tiles import encode_entry_bundle, parse_entry_bundle
+    from tlog.formats.tiles import encode_entry_bundle, parse_entry_bundle
 
     entries = [b"", b"a", bytes(range(256)) * 3, b"\x00" * 65535]
     raw = encode_entry_bundle(entries)

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from tlog.errors import ForkError
-from tlog.keys import cosigner_verifier
-from tlog.note import open_note
+from tlog.formats.keys import cosigner_verifier
+from tlog.formats.note import open_note
 from witness.config import WitnessedLog
 from witness.core import add_checkpoint_body, origin_path
 from witness.state import Record, WitnessState

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from tlog.config import ConfigError, load
-from tlog.keys import CosignatureSigner, parse_vkey, read_private_key
+from tlog.service.config import ConfigError, load
+from tlog.formats.keys import CosignatureSigner, parse_vkey, read_private_key
 from witness.cli import main
 from witness.config import WitnessConfig, WitnessedLog
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from tlog import ed25519
-from tlog.conformance import sign_conformance, validate_conformance, witness_signature
-from tlog.did import did_key_from_public
-from tlog.entries import canonical_entry
-from tlog.hashing import leaf_hash
-from tlog.keys import Signer, write_private_key
-from tlog.merkle import memory_view
-from tlog.proofbundle import ProofBundle
+from tlog.formats import ed25519
+from tlog.formats.conformance import sign_conformance, validate_conformance, witness_signature
+from tlog.formats.did import did_key_from_public
+from tlog.formats.entries import canonical_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.formats.keys import Signer, write_private_key
+from tlog.merkle.tree import memory_view
+from tlog.formats.proofbundle import ProofBundle
 from witness.keyfiles import identity_key_name
 
 from .test_witness_support import V8_NAME, MemLog, running_witness, witness_config

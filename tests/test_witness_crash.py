@@ -15,8 +15,8 @@ import sqlite3
 
 import aiohttp
 
-from tlog.keys import cosigner_verifier, parse_vkey
-from tlog.note import open_note
+from tlog.formats.keys import cosigner_verifier, parse_vkey
+from tlog.formats.note import open_note
 from witness.config import WitnessedLog
 from witness.core import add_checkpoint_body
 from witness.state import WitnessState

@@ -8,12 +8,12 @@ import subprocess
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tlog.client import LogClient
-from tlog.encoding import b64dec
-from tlog.entries import commitment_entry
-from tlog.keys import cosigner_verifier, parse_vkey
-from tlog.note import open_note
-from tlog.tiles import parse_tile_path
+from tlog.client.client import LogClient
+from tlog.formats.encoding import b64dec
+from tlog.formats.entries import commitment_entry
+from tlog.formats.keys import cosigner_verifier, parse_vkey
+from tlog.formats.note import open_note
+from tlog.formats.tiles import parse_tile_path
 from witness.config import WitnessedLog
 from witness.core import Witness
 from witness.feeder import Feeder

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tlog.encoding import b64enc
+from tlog.formats.encoding import b64enc
 from tlog.errors import OAPError
-from tlog.keys import CosignatureSigner
+from tlog.formats.keys import CosignatureSigner
 from witness.config import WitnessedLog
 from witness.core import MAX_BODY, Witness, add_checkpoint_body
 from witness.state import WitnessState

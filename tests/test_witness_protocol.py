@@ -5,14 +5,14 @@ import asyncio
 
 import pytest
 
-from tlog.encoding import b64enc
-from tlog.checkpoint import Checkpoint
+from tlog.formats.encoding import b64enc
+from tlog.formats.checkpoint import Checkpoint
 from tlog.errors import (
     ConsistencyProofError, ForkError, Forbidden, FormatError, InvalidInput, NotFound, TooLarge, VerificationError,
 )
-from tlog.hashing import EMPTY_ROOT
-from tlog.keys import CosignatureSigner, cosigner_verifier, parse_vkey
-from tlog.note import NoteSignature, add_signatures, open_note, sign_note
+from tlog.formats.hashing import EMPTY_ROOT
+from tlog.formats.keys import CosignatureSigner, cosigner_verifier, parse_vkey
+from tlog.formats.note import NoteSignature, add_signatures, open_note, sign_note
 from witness.config import WitnessedLog
 from witness.core import MAX_PROOF_LINES, SizeConflict, Witness, add_checkpoint_body, parse_add_checkpoint
 from witness.state import Record, WitnessState

@@ -5,8 +5,8 @@ import asyncio
 import random
 import re
 
-from tlog.keys import cosigner_verifier, parse_vkey
-from tlog.note import NoteSignature, open_note, parse_signature_lines
+from tlog.formats.keys import cosigner_verifier, parse_vkey
+from tlog.formats.note import NoteSignature, open_note, parse_signature_lines
 from witness.config import WitnessedLog
 from witness.core import add_checkpoint_body
 from witness.core import origin_path
@@ -133,8 +133,8 @@ async def test_add_checkpoint_on_the_fast_path_answers_as_aiohttp_does(tmp_path)
     answer (cosignature, 409 with the size, 400, 404, 413) is the same bytes but the Date."""
     from aiohttp import web
 
-    from tlog.fastpath import FAST_ROUTES_KEY, FastSite
-    from tlog.http import start_app
+    from tlog.service.fastpath import FAST_ROUTES_KEY, FastSite
+    from tlog.service.http import start_app
     from witness.server import WitnessService, build_app
 
     from .test_fastpath import exchange, responses

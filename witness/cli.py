@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from tlog.config import ConfigError, load
+from tlog.service.config import ConfigError, load
 from tlog.errors import OAPError
-from tlog.logs import setup_logging
+from tlog.service.logs import setup_logging
 
 from .config import WitnessConfig
 from .keyfiles import create_keys, did_of
@@ -69,7 +69,7 @@ def serve(config_file, data_dir, host, port, name, log_format, rate_limit, tls_c
 
 
 async def _serve(cfg: WitnessConfig) -> None:
-    from tlog.http import serve_until_signal
+    from tlog.service.http import serve_until_signal
 
     from .server import WitnessService, build_app
 
@@ -175,7 +175,7 @@ async def _feed(cfg: WitnessConfig, logs, *, interval: float, rounds: int | None
 @_data_option
 def status(config_file, data_dir) -> None:
     """Latest cosigned size and root per log, from the state database."""
-    from tlog.encoding import b64enc
+    from tlog.formats.encoding import b64enc
 
     from .state import WitnessState
 

@@ -1,6 +1,6 @@
 """Witness configuration: one frozen dataclass, from TOML, env and flags (DESIGN §4).
 
-Loaded with `tlog.config.load(WitnessConfig, section="witness", ...)`; a file
+Loaded with `tlog.service.config.load(WitnessConfig, section="witness", ...)`; a file
 looks like this:
 
     [witness]
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tlog.checkpoint import MAX_ORIGIN_BYTES
-from tlog.config import ConfigError, HTTPConfig, check_http_limits
+from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
+from tlog.service.config import ConfigError, HTTPConfig, check_http_limits
 from tlog.errors import FormatError
-from tlog.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
-from tlog.policy import parse_policy
+from tlog.formats.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
+from tlog.formats.policy import parse_policy
 
 OWN_LEVELS = ("L4", "L5", "none")
 """`require_own_level`: the least level of the witness's own receipt (§31); "none" disables the check."""

@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from tlog.checkpoint import Checkpoint, parse_checkpoint
-from tlog.encoding import b64dec_hash, b64enc
+from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
+from tlog.formats.encoding import b64dec_hash, b64enc
 from tlog.errors import (
     Conflict,
     FormatError,
@@ -49,10 +49,10 @@ from tlog.errors import (
     UnknownKeyError,
     VerificationError,
 )
-from tlog.hashing import EMPTY_ROOT, sha256
-from tlog.keys import CosignatureSigner, Verifier
-from tlog.note import Note, NoteSignature, open_note, parse_note
-from tlog.verify import verify_consistency
+from tlog.formats.hashing import EMPTY_ROOT, sha256
+from tlog.formats.keys import CosignatureSigner, Verifier
+from tlog.formats.note import Note, NoteSignature, open_note, parse_note
+from tlog.merkle.verify import verify_consistency
 
 from .config import WitnessedLog
 from .state import MAX_SIZE, Record, WitnessState

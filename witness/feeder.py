@@ -5,7 +5,7 @@ For each configured log with a `url`, a round is:
 1. GET <url>/checkpoint (bounded size) and verify the log's signature;
 2. if it is larger than the size this witness last cosigned, fetch the hash
    tiles (tlog-tiles) needed for the new tree, recompute its root from them
-   (`tlog.tilereader.TileTree` + `tlog.merkle.TreeView`) and refuse tiles whose
+   (`tlog.client.tilereader.TileTree` + `tlog.merkle.tree.TreeView`) and refuse tiles whose
    root is not the checkpoint's — tile data is untrusted until then;
 3. build the consistency proof from the old size with the same view, and
    hand it to the same `Witness.add_checkpoint` the HTTP server uses, so the
@@ -28,12 +28,12 @@ from pathlib import Path
 
 import aiohttp
 
-from tlog.fileio import write_atomic
+from tlog.storage.files import write_atomic
 from tlog.errors import NotFound, OAPError, SignatureError, Unavailable, UnknownKeyError, VerificationError
-from tlog.note import MAX_NOTE_SIZE, open_note, parse_note
-from tlog.checkpoint import parse_checkpoint
-from tlog.tilereader import TileTree, view, with_tiles
-from tlog.tiles import TILE_WIDTH
+from tlog.formats.note import MAX_NOTE_SIZE, open_note, parse_note
+from tlog.formats.checkpoint import parse_checkpoint
+from tlog.client.tilereader import TileTree, view, with_tiles
+from tlog.formats.tiles import TILE_WIDTH
 
 from .config import WitnessedLog
 from .core import AddCheckpoint, SizeConflict, Witness, origin_path

@@ -6,7 +6,7 @@
   used only to sign conformance receipts (`witness.peer`). Kept apart so the
   cosigning key never signs anything but cosignatures.
 
-Writing and reading go through `tlog.keys.write_private_key` /
+Writing and reading go through `tlog.formats.keys.write_private_key` /
 `read_private_key` (O_EXCL, fsync, mode checks).
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from tlog import ed25519
-from tlog.config import ConfigError
-from tlog.did import did_key_from_public
-from tlog.keys import read_seed, CosignatureSigner, Signer, read_private_key, write_private_key
+from tlog.formats import ed25519
+from tlog.service.config import ConfigError
+from tlog.formats.did import did_key_from_public
+from tlog.formats.keys import read_seed, CosignatureSigner, Signer, read_private_key, write_private_key
 
 from .config import WitnessConfig
 
@@ -46,7 +46,7 @@ def create_keys(key_path: Path, identity_path: Path, name: str) -> tuple[Cosigna
 
 def read_identity(path: Path) -> bytes:
     # Signer keeps the seed private; the conformance helpers sign with the raw seed
-    # (the same access `tlog.cli` uses for receipt entries).
+    # (the same access `tlog.cli.main` uses for receipt entries).
     return read_seed(path)
 
 

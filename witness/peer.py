@@ -7,11 +7,11 @@ the witness adds its Ed25519 signature to a receipt only after checking
    receipt"): the configured own receipt exists, is valid now, is about this
    witness's identity key, and is at least `require_own_level`;
 2. the receipt: schema, self signature, level rules, expiry
-   (`tlog.conformance.validate_conformance`);
+   (`tlog.formats.conformance.validate_conformance`);
 3. that the receipt is in a log it trusts: the bundle's entry must be the
    canonical `conformance` entry of exactly this receipt
-   (`tlog.entries.canonical_entry`), verified offline against the configured
-   trust policy (`tlog.verifier.TrustPolicy.verify_bundle`).
+   (`tlog.formats.entries.canonical_entry`), verified offline against the configured
+   trust policy (`tlog.client.verifier.TrustPolicy.verify_bundle`).
 
 Which key signs: a separate Ed25519 identity key (`identity.key`), named by its
 did:key, not the cosigning key. The cosigning key's name and vkey identify the
@@ -31,13 +31,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tlog import ed25519
-from tlog.strict import loads_json
-from tlog.conformance import ConformanceReceipt, validate_conformance, witness_signature
-from tlog.did import did_key_from_public
-from tlog.entries import canonical_entry
+from tlog.formats import ed25519
+from tlog.formats.strict import loads_json
+from tlog.formats.conformance import ConformanceReceipt, validate_conformance, witness_signature
+from tlog.formats.did import did_key_from_public
+from tlog.formats.entries import canonical_entry
 from tlog.errors import Forbidden, InvalidInput
-from tlog.verifier import TrustPolicy
+from tlog.client.verifier import TrustPolicy
 
 LEVEL_RANK = {"L4": 4, "L5": 5}
 

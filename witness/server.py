@@ -9,7 +9,7 @@
 add-checkpoint answers in the protocol's own text form (a 409 body is
 "<size>\\n" with Content-Type text/x.tlog.size, other errors a one-line
 text/plain message), mapped from the typed errors in `protocol_error`; the
-JSON endpoints use the shared OAP mapping in `tlog.http`.
+JSON endpoints use the shared OAP mapping in `tlog.service.http`.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tlog.errors import NotFound, OAPError, RateLimited, TooLarge
-from tlog.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
-from tlog.fastpath import Request as FastRequest
-from tlog.http import (READ_TIMEOUT_KEY, RequestMetrics, make_error_middleware, offload, rate_limit_middleware,
+from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
+from tlog.service.fastpath import Request as FastRequest
+from tlog.service.http import (READ_TIMEOUT_KEY, RequestMetrics, make_error_middleware, offload, rate_limit_middleware,
                        read_body, read_document, respond, send_limits, send_timeout_middleware)
-from tlog.limits import RateLimiter
-from tlog.keys import CosignatureSigner
+from tlog.service.limits import RateLimiter
+from tlog.formats.keys import CosignatureSigner
 
 from .config import WitnessConfig
 from .core import SizeConflict, Witness, origin_path
@@ -134,7 +134,7 @@ def build_app(svc: WitnessService) -> web.Application:
         return (await cosign(body, t0)).response()
 
     def add_checkpoint_fast(body: bytes, req: FastRequest) -> Awaitable[Reply]:
-        """POST /add-checkpoint on the fast path (tlog.fastpath): every log's hot request."""
+        """POST /add-checkpoint on the fast path (tlog.service.fastpath): every log's hot request."""
         if limiter is not None:
             if not limiter.allows(req.client, "request"):
                 raise RateLimited("rate limited")  # aiohttp's middleware answers the 429

@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tlog.fileio import read_only_sqlite_uri
+from tlog.storage.files import read_only_sqlite_uri
 from tlog.errors import ForkError, Unavailable
 
 SCHEMA = """

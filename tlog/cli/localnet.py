@@ -1,0 +1,145 @@
+"""`oap-localnet` (what `make run` starts): a whole OAP trust network on 127.0.0.1.
+
+Three witnesses (8081-8083), a log (8080) that requires cosignatures from 2 of
+them, and the registry (8090) anchored in that log, each as its own process,
+as they would run in production. Keys and configs are made on first start
+under ./data and reused afterwards; Ctrl-C stops everything cleanly.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import click
+
+from tlog.formats.keys import CosignatureSigner, read_private_key
+from tlog.server.app import load_or_create_key
+from tlog.server.witnessing import policy_text
+
+BIN = Path(sys.executable).parent
+HOST = "127.0.0.1"
+
+
+def _prefix_output(name: str, proc: subprocess.Popen) -> None:
+    for line in proc.stdout:
+        sys.stdout.write(f"[{name}] {line}")
+        sys.stdout.flush()
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise click.ClickException(f"{url} exited with status {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise click.ClickException(f"{url} did not become healthy")
+
+
+def _witness_key(data: Path, name: str) -> str:
+    key = data / "witness.key"
+    if not key.exists():
+        subprocess.run([str(BIN / "oap-witness"), "keygen", "--name", name, "--data", str(data)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return CosignatureSigner.from_skey(read_private_key(key)).vkey
+
+
+@click.command()
+@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("data"),
+              show_default=True)
+@click.option("--origin", default="oap.localhost/log", show_default=True)
+@click.option("--witnesses", "n_witnesses", type=click.IntRange(1, 9), default=3, show_default=True)
+@click.option("--quorum", type=click.IntRange(0, 9), default=2, show_default=True)
+@click.option("--log-port", type=int, default=8080, show_default=True)
+@click.option("--registry-port", type=int, default=8090, show_default=True)
+@click.option("--registry/--no-registry", default=True, show_default=True)
+def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: int, registry_port: int,
+         registry: bool) -> None:
+    """Run a log, its witnesses and the registry on 127.0.0.1 until Ctrl-C."""
+    if quorum > n_witnesses:
+        raise click.BadParameter("quorum exceeds the number of witnesses")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = data_dir / "log"
+    log_vkey = load_or_create_key(log_dir, origin).vkey
+    log_url = f"http://{HOST}:{log_port}"
+
+    rows = []
+    for i in range(1, n_witnesses + 1):
+        wdir = data_dir / f"witness-{i}"
+        wdir.mkdir(parents=True, exist_ok=True)
+        name = f"witness-{i}.localhost"
+        vkey = _witness_key(wdir, name)
+        port = log_port + i
+        (wdir / "witness.toml").write_text(
+            f'[witness]\nname = "{name}"\nhost = "{HOST}"\nport = {port}\n\n'
+            f'[[witness.logs]]\norigin = "{origin}"\nvkey = "{log_vkey}"\nurl = "{log_url}"\n'
+        )
+        rows.append((f"w{i}", vkey, f"http://{HOST}:{port}"))
+    policy = data_dir / "witnesses.policy"
+    policy.write_text(policy_text(log_vkey, rows, quorum))
+
+    procs: list[tuple[str, subprocess.Popen]] = []
+
+    def spawn(name: str, args: list[str], health: str) -> None:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        procs.append((name, proc))
+        threading.Thread(target=_prefix_output, args=(name, proc), daemon=True).start()
+        _wait_healthy(health, proc)
+
+    stopping = threading.Event()
+
+    def stop(*_: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        for i, (wname, _, wurl) in enumerate(rows, 1):
+            wdir = data_dir / f"witness-{i}"
+            spawn(wname, [str(BIN / "oap-witness"), "serve", "--config", str(wdir / "witness.toml"),
+                          "--data", str(wdir)], wurl)
+        spawn("log", [str(BIN / "oap-log"), "serve", "--data", str(log_dir), "--port", str(log_port),
+                      "--origin", origin, "--witness-policy", str(policy)], log_url)
+        reg_url = f"http://{HOST}:{registry_port}"
+        if registry:
+            spawn("registry", [str(BIN / "oap-registry"), "serve", "--data", str(data_dir / "registry"),
+                               "--port", str(registry_port), "--log-url", log_url], reg_url)
+        click.echo("")
+        click.echo("OAP local network is up (Ctrl-C stops it):")
+        click.echo(f"  log       {log_url}   origin {origin}")
+        click.echo(f"            verifier key {log_vkey}")
+        for wname, vkey, wurl in rows:
+            click.echo(f"  witness   {wurl}   {vkey}")
+        if registry:
+            click.echo(f"  registry  {reg_url}   git clone {reg_url}/registry.git")
+        click.echo(f"  policy    {log_dir / 'log.policy'}   (log key, witnesses, quorum {quorum} of {n_witnesses})")
+        click.echo("")
+        sys.stdout.flush()
+        while not stopping.is_set():
+            for name, proc in procs:
+                if proc.poll() is not None:
+                    click.echo(f"{name} exited with status {proc.returncode}; stopping", err=True)
+                    stopping.set()
+            stopping.wait(0.5)
+    finally:
+        for name, proc in reversed(procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for name, proc in reversed(procs):
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        click.echo("stopped cleanly")

@@ -1,0 +1,316 @@
+"""`oap-log`: run a log, make keys, anchor receipts, fetch proofs, verify offline."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from tlog.formats import keys
+from tlog.formats.strict import loads_json
+from tlog.service.config import ConfigError, LogConfig, load
+from tlog.formats.entries import commitment_entry, commitment_for, decode_entry, receipt_entry, receipt_hash
+from tlog.errors import OAPError
+from tlog.storage.files import fsync_dir, write_atomic
+from tlog.formats.hashing import format_sha256, parse_sha256
+from tlog.service.logs import setup_logging
+
+DEFAULT_URL = os.environ.get("OAP_LOG_URL", "http://127.0.0.1:8080")
+
+
+def _fail(msg: str, code: int = 1) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(code)
+
+
+@click.group()
+@click.version_option(package_name="oap-tlog")
+def main() -> None:
+    """OAP transparency log (C2SP checkpoints, tiles and .tlog-proof bundles)."""
+
+
+# --- serve -------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="TOML file ([log] table).")
+@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), help="Data directory.")
+@click.option("--host", default=None)
+@click.option("--port", type=int, default=None)
+@click.option("--origin", default=None, help="Log origin (key name); fixed at first start.")
+@click.option("--batch-interval-ms", type=int, default=None)
+@click.option("--max-batch", type=int, default=None)
+@click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
+@click.option("--witness-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="tlog-policy with the witnesses (and URLs) to push checkpoints to, and the quorum.")
+@click.option("--rate-limit-write", type=float, default=None, help="Entries/s per client (0: off).")
+@click.option("--rate-limit-read", type=float, default=None, help="Requests/s per client (0: off).")
+@click.option("--tokens-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--auth-required-for", default=None, help="Entry types needing a bearer token, e.g. commitment,registry or *.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--read-workers", type=int, default=None,
+              help="Extra processes answering tile and checkpoint reads on the same port (plain HTTP only).")
+def serve(config_file, data_dir, host, port, origin, batch_interval_ms, max_batch, log_format, witness_policy,
+          rate_limit_write, rate_limit_read, tokens_file, auth_required_for, tls_cert, tls_key, read_workers) -> None:
+    """Run the log server until Ctrl-C (or SIGTERM)."""
+    try:
+        cfg = load(LogConfig, section="log", env_prefix="OAP_LOG_", file=config_file, data_dir=data_dir,
+                   host=host, port=port, origin=origin, batch_interval_ms=batch_interval_ms,
+                   max_batch=max_batch, log_format=log_format, witness_policy=witness_policy,
+                   rate_limit_write=rate_limit_write, rate_limit_read=rate_limit_read, tokens_file=tokens_file,
+                   auth_required_for=auth_required_for, tls_cert=tls_cert, tls_key=tls_key,
+                   read_workers=read_workers)
+    except ConfigError as e:
+        _fail(str(e), 2)
+    setup_logging(cfg.log_format)
+    if "OAP_TLOG_MAP_WINDOW_MB" in os.environ:  # the env-only setting before map_window_mb
+        logging.getLogger("oap.tlog").warning("OAP_TLOG_MAP_WINDOW_MB is no longer read: the log's map window is "
+                                              "map_window_mb (OAP_LOG_MAP_WINDOW_MB), now %d MiB", cfg.map_window_mb)
+    try:
+        asyncio.run(_serve(cfg))
+    except (ConfigError, OAPError) as e:
+        _fail(str(e), 2)
+
+
+async def _serve(cfg: LogConfig) -> None:
+    from tlog.service.http import serve_until_signal
+    from tlog.server.app import LogService, build_app
+
+    svc = await LogService.open(cfg)
+    workers = None
+    if cfg.read_workers:
+        from tlog.service.http import RequestMetrics
+        from tlog.server.readworkers import ReadWorkers
+
+        workers = ReadWorkers(cfg, svc.sequencer, RequestMetrics(svc.metrics.requests, svc.metrics.request_seconds))
+    await serve_until_signal(
+        build_app(svc), host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
+        tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, drain=svc.close, helpers=workers,
+        banner=lambda url: [f"origin:       {svc.origin}", f"verifier key: {svc.signer.vkey}", f"url:          {url}",
+                            f"tree size:    {svc.state.size}",
+                            f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})"],
+    )
+
+
+# --- keys --------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--name", required=True, help="Key name (for a log: its origin).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Private key file to create (mode 0600, never overwritten).")
+def keygen(name: str, out: Path) -> None:
+    """Make an Ed25519 key; prints only the verifier key."""
+    try:
+        signer = keys.Signer.generate(name)
+        keys.write_private_key(out, signer.to_skey())
+    except FileExistsError:
+        _fail(f"{out} exists; refusing to overwrite a key")
+    except OAPError as e:
+        _fail(e.message)
+    Path(str(out) + ".vkey").write_text(signer.vkey + "\n")
+    click.echo(signer.vkey)
+
+
+@main.command()
+@click.option("--types", default="*", show_default=True, help="Entry types this token may write, comma-separated.")
+@click.option("--label", default="", help="A name for the token's owner (kept in the tokens file).")
+def token(types: str, label: str) -> None:
+    """Make a bearer token for writes: prints the token (give it to the client) and the
+    line for the log's tokens file (which stores only its SHA-256)."""
+    from tlog.service.limits import new_token
+
+    tok, digest = new_token()
+    click.echo(f"token:            {tok}")
+    click.echo(f"tokens_file line: {digest} {types} {label}".rstrip())
+
+
+@main.command()
+@click.option("--data", "data_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Backup directory to create.")
+def backup(data_dir: Path, out: Path) -> None:
+    """Online, consistent backup of a log's data directory (the server may keep running).
+
+    Copies the database with SQLite's backup API (a consistent snapshot of
+    entries and signed checkpoints) and the key files; the hash files are not
+    copied: they are rebuilt from the database on start.
+    """
+    import shutil
+    import sqlite3
+
+    out.mkdir(parents=True, exist_ok=False)
+    src = sqlite3.connect(f"file:{data_dir / 'log.db'}?mode=ro", uri=True)
+    dst = sqlite3.connect(out / "log.db")
+    with dst:
+        src.backup(dst)
+    size = dst.execute("SELECT COALESCE(MAX(size), 0) FROM checkpoints").fetchone()[0]
+    dst.close()
+    src.close()
+    for name in ("log.key", "log.vkey", "log.policy"):
+        if (data_dir / name).exists():
+            shutil.copy2(data_dir / name, out / name)  # copy2 keeps the 0600 mode of the key
+    fsync_dir(out)
+    click.echo(json.dumps({"backup": str(out), "tree_size": size}))
+
+
+def _seed_from(path: Path) -> bytes:
+    return keys.read_seed(path)  # the entry helpers sign with the raw seed
+
+
+# --- add / prove / info ------------------------------------------------------------
+
+
+@main.command()
+@click.argument("receipt", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--hash", "hash_", help="Anchor this receipt hash (sha256:<hex>) instead of a receipt file.")
+@click.option("--commitment", is_flag=True, help="Privileged mode: anchor only a salted commitment.")
+@click.option("--entry", "entry_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Anchor a prepared entry (JSON) of any type.")
+@click.option("--key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Signer key for receipt entries (from `oap-log keygen`).")
+@click.option("--url", default=DEFAULT_URL, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Where to write the .tlog-proof.")
+def add(receipt, hash_, commitment, entry_file, key, url, out) -> None:
+    """Anchor a receipt (file or --hash), a privileged commitment, or an entry."""
+    from tlog.client.client import SyncLogClient
+
+    if sum(x is not None for x in (receipt, hash_, entry_file)) != 1:
+        _fail("give exactly one of RECEIPT, --hash or --entry")
+    try:
+        if entry_file is not None:
+            entry = loads_json(entry_file.read_bytes())
+            stem = entry_file
+        else:
+            if receipt is not None:
+                obj = loads_json(receipt.read_bytes())
+                if not isinstance(obj, dict):
+                    _fail("a receipt must be a JSON object")
+                rh = receipt_hash(obj)
+                rid = obj.get("receipt_id") if isinstance(obj.get("receipt_id"), str) else None
+                stem = receipt
+            else:
+                rh, rid, stem = parse_sha256(hash_, "--hash"), None, Path(hash_[7:23])
+            if commitment:
+                salt = os.urandom(32)
+                c = commitment_for(rh, salt)
+                salt_path = Path(str(out or stem) + ".salt.json")
+                keys_write_secret(salt_path, {"receipt_hash": format_sha256(rh), "salt": salt.hex(),
+                                              "commitment": format_sha256(c)})
+                click.echo(f"salt kept locally in {salt_path} (needed to open the commitment)", err=True)
+                entry = commitment_entry(c)
+            else:
+                if key is None:
+                    _fail("a receipt entry is signed: pass --key (make one with `oap-log keygen`)")
+                entry = receipt_entry(rh, _seed_from(key), rid if rid and rid.startswith("urn:oap:") else None)
+        with SyncLogClient(url) as client:
+            anchored = client.anchor(entry)
+    except OAPError as e:
+        _fail(e.message)
+    dest = out or Path(str(stem) + ".tlog-proof")
+    dest.write_text(anchored.bundle)
+    click.echo(json.dumps({"index": anchored.index, "tree_size": anchored.tree_size,
+                           "duplicate": anchored.duplicate, "bundle": str(dest)}))
+
+
+def keys_write_secret(path: Path, obj: dict) -> None:
+    write_atomic(path, json.dumps(obj, indent=2) + "\n", mode=0o600, exclusive=True)
+
+
+@main.command()
+@click.argument("index", type=int)
+@click.option("--url", default=DEFAULT_URL, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the bundle here.")
+def prove(index: int, url: str, out: Path | None) -> None:
+    """Fetch a fresh .tlog-proof bundle for the entry at INDEX."""
+    from tlog.client.client import SyncLogClient
+
+    try:
+        with SyncLogClient(url) as client:
+            bundle = client.bundle_for(index)
+    except OAPError as e:
+        _fail(e.message)
+    if out:
+        out.write_text(bundle)
+    else:
+        click.echo(bundle, nl=False)
+
+
+@main.command()
+@click.option("--url", default=DEFAULT_URL, show_default=True)
+def info(url: str) -> None:
+    """Origin, verifier key and size of a log."""
+    from tlog.client.client import SyncLogClient
+
+    try:
+        with SyncLogClient(url) as client:
+            click.echo(json.dumps(client.info(), indent=2))
+    except OAPError as e:
+        _fail(e.message)
+
+
+# --- verify ------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--policy", "policy_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="tlog-policy file: log key, witnesses, quorum.")
+@click.option("--receipt", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Also check that the (single) bundle anchors this receipt.")
+@click.option("--salt", "salt_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="With --receipt: open a privileged-mode commitment with this salt file.")
+@click.option("--quiet", is_flag=True, help="Print only failures and the summary.")
+def verify(bundles, policy_file, receipt, salt_file, quiet) -> None:
+    """Verify .tlog-proof bundles offline (no network). Exit 1 if any fails."""
+    from tlog.client.verifier import TrustPolicy
+
+    try:
+        policy = TrustPolicy.from_text(policy_file.read_text())
+    except (OAPError, UnicodeDecodeError) as e:
+        _fail(f"{policy_file}: {getattr(e, 'message', e)}", 2)
+    if (receipt or salt_file) and len(bundles) != 1:
+        _fail("--receipt and --salt check one bundle at a time", 2)
+    failures = 0
+    show_each = not quiet and len(bundles) <= 20
+    with click.progressbar(bundles, label="verifying", file=sys.stderr,
+                           hidden=len(bundles) <= 20) as bar:
+        for path in bar:
+            try:
+                v = policy.verify_bundle(path.read_bytes())
+                if receipt is not None:
+                    _check_receipt(v.entry, receipt, salt_file)
+                if show_each:
+                    cp = v.checkpoint
+                    wit = ", ".join(sorted(cp.witnesses)) or "none required"
+                    click.echo(f"OK   {path}: index {v.index} in {cp.checkpoint.origin} at size "
+                               f"{cp.checkpoint.size} (witnesses: {wit})")
+            except OSError as e:
+                failures += 1
+                click.echo(f"FAIL {path}: cannot read: {e.strerror}")
+            except (OAPError, UnicodeDecodeError) as e:
+                failures += 1
+                click.echo(f"FAIL {path}: {getattr(e, 'message', e)}")
+    click.echo(f"{len(bundles) - failures} verified, {failures} failed")
+    sys.exit(1 if failures else 0)
+
+
+def _check_receipt(entry: bytes | None, receipt: Path, salt_file: Path | None) -> None:
+    from tlog.errors import VerificationError
+
+    if entry is None:
+        raise VerificationError("bundle carries no entry to compare with the receipt")
+    e = decode_entry(entry)
+    rh = receipt_hash(loads_json(receipt.read_bytes()))
+    if salt_file is not None:
+        salt = bytes.fromhex(json.loads(salt_file.read_text())["salt"])
+        if e.get("type") != "commitment" or e["commitment"] != format_sha256(commitment_for(rh, salt)):
+            raise VerificationError("the commitment does not open to this receipt with this salt")
+    elif e.get("type") != "receipt" or e["receipt_hash"] != format_sha256(rh):
+        raise VerificationError("the bundle anchors a different receipt")

@@ -1,0 +1,196 @@
+"""Client library for the OAP log: async `LogClient` and blocking `SyncLogClient`.
+
+`anchor()` submits one entry and returns an `Anchored` whose `bundle` is a
+`.tlog-proof` text verifiable offline with `tlog.client.verifier`. The client checks
+what the server returns: the leaf hash must be the hash of the canonical
+entry it computed itself, and, when given a trust policy, the bundle must
+verify before `anchor()` returns.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from tlog.formats.encoding import b64dec
+from tlog.formats.entries import canonical_entry
+from tlog.errors import NotFound, OAPError, VerificationError
+from tlog.formats.hashing import leaf_hash
+from tlog.formats.proofbundle import ProofBundle
+from tlog.client.tilereader import TileTree, view, with_tiles
+from tlog.client.verifier import TrustPolicy
+
+
+class ServerError(OAPError):
+    """The server refused a request; carries its status and OAP error code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code = status, code
+
+
+async def oap_request(session: aiohttp.ClientSession, method: str, url: str, *, body: Any = None,
+                      params: dict | None = None) -> tuple[bytes, str]:
+    """One request to an OAP service (log, witness, registry): a JSON body out, the raw
+    body and content type back; a non-200 answer becomes NotFound or ServerError with
+    the service's OAP error code and message."""
+    kw: dict[str, Any] = {"params": params}
+    if body is not None:
+        kw["data"] = json.dumps(body, separators=(",", ":")).encode()
+        kw["headers"] = {"Content-Type": "application/oap+json"}
+    async with session.request(method, url, **kw) as resp:
+        data = await resp.read()
+        if resp.status != 200:
+            try:
+                err = json.loads(data)
+                code, msg = err.get("error", "unknown"), err.get("message", "")
+            except (ValueError, AttributeError):
+                code, msg = "unknown", data[:200].decode("utf-8", "replace")
+            if resp.status == 404:
+                raise NotFound(msg)
+            raise ServerError(resp.status, code, msg)
+        return data, resp.content_type
+
+
+@dataclass(frozen=True)
+class Anchored:
+    index: int
+    leaf_hash: bytes
+    tree_size: int
+    checkpoint: str
+    bundle: str
+    duplicate: bool
+
+
+class LogClient:
+    def __init__(self, url: str, *, policy: TrustPolicy | None = None, timeout: float = 60.0,
+                 session: aiohttp.ClientSession | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.policy = policy
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session = session
+        self._own_session = session is None
+
+    async def __aenter__(self) -> "LogClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self._session
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _request(self, method: str, path: str, *, body: Any = None, params=None, raw: bool = False):
+        data, _ = await oap_request(self.session, method, self.url + path, body=body, params=params)
+        return data if raw else json.loads(data)
+
+    # --- writes ----------------------------------------------------------------------
+
+    async def anchor(self, entry: dict) -> Anchored:
+        canon = canonical_entry(entry)
+        r = await self._request("POST", "/v1/entries", body=entry)
+        if b64dec(r["leaf_hash"]) != leaf_hash(canon):
+            raise VerificationError("server's leaf hash is not the hash of the entry sent")
+        out = Anchored(r["index"], leaf_hash(canon), r["tree_size"], r["checkpoint"], r["bundle"], r["duplicate"])
+        if self.policy is not None:
+            self.policy.verify_bundle(out.bundle, entry=canon)
+        return out
+
+    async def anchor_many(self, entries: Sequence[dict]) -> list[Anchored]:
+        """One `entries:batch` request; bundles are built here from the shared checkpoint."""
+        canon = [canonical_entry(e) for e in entries]
+        r = await self._request("POST", "/v1/entries:batch", body={"entries": list(entries)})
+        out = []
+        for c, res in zip(canon, r["results"], strict=True):
+            lh = leaf_hash(c)
+            if b64dec(res["leaf_hash"]) != lh:
+                raise VerificationError("server's leaf hash is not the hash of the entry sent")
+            proof = tuple(b64dec(h) for h in res["inclusion_proof"])
+            bundle = ProofBundle(index=res["index"], proof=proof, checkpoint=r["checkpoint"], extra=c).to_text()
+            out.append(Anchored(res["index"], lh, r["tree_size"], r["checkpoint"], bundle, res["duplicate"]))
+        if self.policy is not None:
+            for a, c in zip(out, canon):
+                self.policy.verify_bundle(a.bundle, entry=c)
+        return out
+
+    # --- reads ------------------------------------------------------------------------
+
+    async def info(self) -> dict:
+        return await self._request("GET", "/v1/info")
+
+    async def checkpoint(self) -> str:
+        return (await self._request("GET", "/checkpoint", raw=True)).decode()
+
+    async def entry(self, index: int) -> dict:
+        return await self._request("GET", f"/v1/entries/{index}")
+
+    async def prove(self, index: int, size: int | None = None) -> dict:
+        params = {"index": str(index)} | ({"size": str(size)} if size else {})
+        return await self._request("GET", "/v1/proof/inclusion", params=params)
+
+    async def prove_many(self, indices: Sequence[int], size: int | None = None) -> dict:
+        body: dict[str, Any] = {"indices": list(indices)}
+        if size:
+            body["size"] = size
+        return await self._request("POST", "/v1/proof/inclusion:batch", body=body)
+
+    async def consistency(self, old: int, new: int) -> list[bytes]:
+        r = await self._request("GET", "/v1/proof/consistency", params={"old": str(old), "new": str(new)})
+        return [b64dec(h) for h in r["consistency_proof"]]
+
+    async def bundle_for(self, index: int, entry: bytes | None = None) -> str:
+        """A fresh bundle for an entry already in the log, against the current checkpoint."""
+        r = await self.prove(index)
+        proof = tuple(b64dec(h) for h in r["inclusion_proof"])
+        if entry is None:
+            entry = b64dec((await self.entry(index))["entry_cbor"])
+        return ProofBundle(index=index, proof=proof, checkpoint=r["checkpoint"], extra=entry).to_text()
+
+    async def fetch(self, path: str) -> bytes:
+        return await self._request("GET", "/" + path, raw=True)
+
+    async def root_from_tiles(self, size: int) -> bytes:
+        """Recompute the root of tree `size` from the served tiles alone."""
+        tree = TileTree(size)
+        v = await with_tiles(tree, self.fetch, view)
+        return v.root
+
+
+class SyncLogClient:
+    """Blocking wrapper (CLI, scripts): runs `LogClient` on a private event loop."""
+
+    def __init__(self, url: str, **kw: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._client = LogClient(url, **kw)
+
+    def __getattr__(self, name: str):
+        fn = getattr(self._client, name)
+        if not asyncio.iscoroutinefunction(fn):
+            return fn
+
+        def call(*a, **kw):
+            return self._loop.run_until_complete(fn(*a, **kw))
+
+        return call
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self._client.close())
+        self._loop.close()
+
+    def __enter__(self) -> "SyncLogClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,116 @@
+"""Offline verification of `.tlog-proof` bundles against a trust policy (DESIGN §3.6).
+
+Needs no network: the bundle carries the index, the inclusion proof and the
+checkpoint with its cosignatures; the entry comes from the bundle's `extra`
+line or from the caller; the policy names the log key, the witnesses and the
+quorum. Checks, in order: log signature and origin, witness quorum, leaf
+hash, inclusion. Each failure raises a typed error with a readable reason.
+Checkpoints are verified once per distinct text, so a batch of bundles that
+share a checkpoint costs one signature check, not one per bundle.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
+from tlog.errors import FormatError, PolicyError, SignatureError, UnknownKeyError, VerificationError
+from tlog.formats.hashing import leaf_hash
+from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
+from tlog.formats.note import open_note
+from tlog.formats.policy import Policy, parse_policy
+from tlog.formats.proofbundle import ProofBundle, parse_proof_bundle
+from tlog.merkle.verify import root_from_inclusion, verify_inclusion
+
+
+@dataclass(frozen=True)
+class VerifiedCheckpoint:
+    checkpoint: Checkpoint
+    log_key: str  # vkey of the log that signed it
+    witnesses: frozenset[str]  # policy names of witnesses whose cosignature verified
+
+
+@dataclass(frozen=True)
+class VerifiedEntry:
+    index: int
+    leaf_hash: bytes
+    entry: bytes | None
+    checkpoint: VerifiedCheckpoint
+
+
+@dataclass
+class TrustPolicy:
+    """A parsed tlog-policy with its keys resolved."""
+
+    policy: Policy
+    logs: list[Verifier]
+    witnesses: dict[str, list[Verifier]]  # policy witness name -> accepted key forms
+    _cache: dict[str, VerifiedCheckpoint] = field(default_factory=dict)
+
+    @classmethod
+    def from_text(cls, text: str) -> "TrustPolicy":
+        policy = parse_policy(text)
+        logs = [parse_vkey(entry.vkey) for entry in policy.logs]
+        if not logs:
+            raise FormatError("policy names no log")
+        witnesses = {}
+        for name, w in policy.witnesses.items():
+            v = parse_vkey(w.vkey)
+            witnesses[name] = [cosigner_verifier(v)]
+        return cls(policy, logs, witnesses)
+
+    @classmethod
+    def for_log(cls, vkey: str) -> "TrustPolicy":
+        return cls.from_text(f"log {vkey}\nquorum none\n")
+
+    def verify_checkpoint(self, note: str) -> VerifiedCheckpoint:
+        hit = self._cache.get(note)
+        if hit is not None:
+            return hit
+        try:
+            parsed, verified = open_note(note, self.logs)
+        except UnknownKeyError:
+            raise PolicyError("checkpoint is not signed by a log in the policy") from None
+        except SignatureError:
+            raise PolicyError("the log's signature on the checkpoint does not verify") from None
+        cp = parse_checkpoint(parsed.text)
+        log_key = verified[0][0]
+        if cp.origin != log_key.name:
+            raise PolicyError(f"checkpoint origin {cp.origin!r} does not match the log key {log_key.name!r}")
+        cosigned: set[str] = set()
+        for wname, forms in self.witnesses.items():
+            try:
+                open_note(note, forms)
+            except UnknownKeyError:
+                continue  # this witness did not cosign
+            except SignatureError:
+                raise PolicyError(f"cosignature of witness {wname!r} does not verify") from None
+            cosigned.add(wname)
+        if not self.policy.quorum_met(cosigned):
+            have = ", ".join(sorted(cosigned)) or "none"
+            raise PolicyError(f"witness quorum not met (valid cosignatures from: {have})")
+        out = VerifiedCheckpoint(cp, log_key.vkey, frozenset(cosigned))
+        if len(self._cache) > 1024:
+            self._cache.clear()
+        self._cache[note] = out
+        return out
+
+    def verify_bundle(self, bundle: str | bytes | ProofBundle, *, entry: bytes | None = None,
+                      leaf: bytes | None = None) -> VerifiedEntry:
+        b = bundle if isinstance(bundle, ProofBundle) else parse_proof_bundle(bundle)
+        if entry is not None and b.extra is not None and entry != b.extra:
+            raise VerificationError("the entry given differs from the entry in the bundle")
+        entry = entry if entry is not None else b.extra
+        if leaf is None:
+            if entry is None:
+                raise VerificationError("no entry: the bundle has no extra line and none was given")
+            leaf = leaf_hash(entry)
+        elif entry is not None and leaf_hash(entry) != leaf:
+            raise VerificationError("leaf hash does not match the entry")
+        vc = self.verify_checkpoint(b.checkpoint)
+        verify_inclusion(b.index, vc.checkpoint.size, leaf, b.proof, vc.checkpoint.root)
+        return VerifiedEntry(b.index, leaf, entry, vc)
+
+
+def root_for(index: int, size: int, leaf: bytes, proof) -> bytes:
+    """The root an inclusion proof implies (for callers that compare roots themselves)."""
+    return root_from_inclusion(index, size, leaf, proof)

@@ -1,0 +1,368 @@
+"""Signed-note keys (SPEC: https://c2sp.org/signed-note@v1.0.0, c2sp.md §1, §3).
+
+Verifier keys ("vkeys") are `name+hex8(key ID)+base64(type || public key)`;
+signer keys use the Go convention `PRIVATE+KEY+name+hex8+base64(0x01 || seed)`.
+Supported types: 0x01 Ed25519 note signatures, 0x02 ECDSA P-256 (verify only,
+as used by some real logs), 0x04 Ed25519 cosignature/v1 (tlog-cosignature).
+Verifiers raise `SignatureError`; they never return a bool a caller could ignore.
+The only I/O here is the two private-key file helpers at the bottom.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from typing import ClassVar, Self
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from tlog.formats import ed25519
+from tlog.formats.checkpoint import MAX_COSIGNATURE_TIMESTAMP, cosignature_message, parse_checkpoint
+from tlog.formats.encoding import b64dec, b64enc
+from tlog.errors import FormatError, Forbidden, SignatureError
+from tlog.formats.hashing import sha256
+
+ED25519 = 0x01
+ECDSA = 0x02
+COSIGNATURE_V1 = 0x04
+KEY_TYPES = frozenset({ED25519, ECDSA, COSIGNATURE_V1})
+
+_HEX8_RE = re.compile(r"[0-9a-f]{8}")
+_COSIG_BLOB_LEN = 8 + 64  # u64 timestamp || Ed25519 signature (tlog-cosignature)
+
+
+def check_key_name(name: str) -> None:
+    """Raise FormatError unless `name` is a valid key name (signed-note §Format).
+
+    Non-empty, no Unicode spaces (they delimit signature lines) and no "+"
+    (it delimits vkeys). Control characters are refused too: a name holding
+    one could never appear in a valid note.
+    """
+    if not isinstance(name, str) or not name:
+        raise FormatError("key name must be a non-empty string")
+    if "+" in name:
+        raise FormatError("key name must not contain '+'")
+    # str.isspace covers the Unicode White_Space property (Go's unicode.IsSpace).
+    if any(ch.isspace() or ch < "\x20" for ch in name):
+        raise FormatError("key name must not contain spaces or control characters")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FormatError("key name is not valid UTF-8") from None
+
+
+def key_id(name: str, key_type: int, public: bytes) -> bytes:
+    """The 4-byte key ID binding name, algorithm and key (signed-note §Signatures).
+
+    SHA-256(name || 0x0A || type || public)[:4]; for ECDSA (0x02) the spec
+    instead uses SHA-256(DER SubjectPublicKeyInfo)[:4].
+    """
+    if key_type == ECDSA:
+        return sha256(public)[:4]
+    return sha256(name.encode("utf-8") + b"\n" + bytes([key_type]) + public)[:4]
+
+
+def _load_ecdsa(public: bytes) -> ec.EllipticCurvePublicKey:
+    try:
+        key = serialization.load_der_public_key(public)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise FormatError("ECDSA key is not a DER SubjectPublicKeyInfo") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise FormatError("ECDSA key must be NIST P-256")
+    # The key ID hashes the DER bytes, so accept only the canonical encoding.
+    der = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if der != public:
+        raise FormatError("ECDSA key is not canonical DER")
+    return key
+
+
+def _check_public(key_type: int, public: bytes) -> None:
+    if isinstance(key_type, bool) or key_type not in KEY_TYPES:
+        raise FormatError(f"unknown key type {key_type!r}")
+    if key_type == ECDSA:
+        _load_ecdsa(public)
+    elif len(public) != 32:
+        raise FormatError(f"Ed25519 key must be 32 bytes, got {len(public)}")
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """A trusted public key; construction checks the key and that key_id matches it."""
+
+    name: str
+    key_id: bytes
+    key_type: int
+    public: bytes
+
+    def __post_init__(self) -> None:
+        check_key_name(self.name)
+        if not isinstance(self.public, bytes) or not isinstance(self.key_id, bytes):
+            raise FormatError("key_id and public must be bytes")
+        _check_public(self.key_type, self.public)
+        if self.key_id != key_id(self.name, self.key_type, self.public):
+            raise FormatError(f"key ID does not match the key for {self.name!r}")
+
+    @classmethod
+    def from_public(cls, name: str, key_type: int, public: bytes) -> Verifier:
+        return cls(name, key_id(name, key_type, public), key_type, public)
+
+    @property
+    def vkey(self) -> str:
+        return format_vkey(self.name, self.key_type, self.public)
+
+    def verify(self, message: bytes, blob: bytes) -> int | None:
+        """Verify `blob` (signature bytes after the key ID) over note text `message`.
+
+        Returns the cosignature timestamp for type 0x04, else None; raises
+        SignatureError on any failure.
+        """
+        if self.key_type == ED25519:
+            try:
+                ed25519.verify(self.public, message, blob)
+            except SignatureError:
+                raise SignatureError(f"signature by {self.name!r} does not verify") from None
+            return None
+        if self.key_type == COSIGNATURE_V1:
+            if len(blob) != _COSIG_BLOB_LEN or not message.endswith(b"\n"):
+                raise SignatureError(f"malformed cosignature by {self.name!r}")
+            ts = int.from_bytes(blob[:8], "big")
+            if ts > MAX_COSIGNATURE_TIMESTAMP:
+                raise SignatureError(f"cosignature by {self.name!r} has timestamp > 2^63-1")
+            try:
+                ed25519.verify(self.public, cosignature_message(message, ts), blob[8:])
+            except SignatureError:
+                raise SignatureError(f"cosignature by {self.name!r} does not verify") from None
+            return ts
+        # ECDSA (0x02): DER signature, SHA-256 of the note text (transparency-dev/witness).
+        try:
+            _load_ecdsa(self.public).verify(blob, message, ec.ECDSA(hashes.SHA256()))
+        except (InvalidSignature, ValueError):
+            raise SignatureError(f"ECDSA signature by {self.name!r} does not verify") from None
+        return None
+
+
+def parse_vkey(text: str) -> Verifier:
+    """Parse "name+hex8+base64(type||key)" (signed-note vkeys; c2sp.md §1, V1, V7).
+
+    Raises FormatError on a bad shape, unknown type, wrong key length or a
+    key ID that does not match the key (so a typo can never pin a wrong key).
+    """
+    if not isinstance(text, str):
+        raise FormatError("vkey must be a string")
+    parts = text.split("+", 2)  # base64 may itself contain "+"
+    if len(parts) != 3:
+        raise FormatError("vkey must be name+keyid+key")
+    name, hex8, b64 = parts
+    check_key_name(name)
+    if not _HEX8_RE.fullmatch(hex8):
+        raise FormatError("vkey key ID must be 8 lowercase hex digits")
+    raw = b64dec(b64, what="vkey key")
+    if len(raw) < 2:
+        raise FormatError("vkey key is empty")
+    key_type, public = raw[0], raw[1:]
+    _check_public(key_type, public)
+    if bytes.fromhex(hex8) != key_id(name, key_type, public):
+        raise FormatError(f"vkey key ID does not match the key for {name!r}")
+    return Verifier(name, bytes.fromhex(hex8), key_type, public)
+
+
+def format_vkey(name: str, key_type: int, public: bytes) -> str:
+    check_key_name(name)
+    _check_public(key_type, public)
+    return f"{name}+{key_id(name, key_type, public).hex()}+{b64enc(bytes([key_type]) + public)}"
+
+
+def cosigner_verifier(v: Verifier) -> Verifier:
+    """The cosignature/v1 (0x04) form of a witness key (c2sp.md §3).
+
+    Witness keys are often published as 0x01 vkeys, but cosignature lines
+    carry the 0x04 key ID; recomputing it lets a policy list either form.
+    """
+    if v.key_type == COSIGNATURE_V1:
+        return v
+    if v.key_type != ED25519:
+        raise FormatError("only Ed25519 keys can be cosigner keys")
+    return Verifier.from_public(v.name, COSIGNATURE_V1, v.public)
+
+
+def cosignature_timestamp(blob: bytes) -> int:
+    """Timestamp of a cosignature blob (after the key ID), without verifying it."""
+    if len(blob) != _COSIG_BLOB_LEN:
+        raise FormatError("cosignature blob must be 72 bytes")
+    return int.from_bytes(blob[:8], "big")
+
+
+# --- signers ----------------------------------------------------------------
+
+
+def _parse_skey(text: str) -> tuple[str, bytes]:
+    """Go skey "PRIVATE+KEY+name+hex8+base64(0x01||seed)" -> (name, seed)."""
+    if not isinstance(text, str):
+        raise FormatError("signer key must be a string")
+    parts = text.split("+", 4)  # base64 may itself contain "+"
+    if len(parts) != 5 or parts[0] != "PRIVATE" or parts[1] != "KEY":
+        raise FormatError("signer key must be PRIVATE+KEY+name+keyid+key")
+    _, _, name, hex8, b64 = parts
+    check_key_name(name)
+    if not _HEX8_RE.fullmatch(hex8):
+        raise FormatError("signer key ID must be 8 lowercase hex digits")
+    raw = b64dec(b64, what="signer key")
+    if len(raw) != 33 or raw[0] != ED25519:
+        raise FormatError("signer key must be 0x01 followed by a 32-byte Ed25519 seed")
+    seed = raw[1:]
+    if bytes.fromhex(hex8) != key_id(name, ED25519, ed25519.public_from_seed(seed)):
+        raise FormatError("signer key ID does not match the key")
+    return name, seed
+
+
+class _Ed25519Key:
+    """Shared by note signers and cosigners; `repr` never shows the seed."""
+
+    __slots__ = ("name", "public", "key_id", "_seed", "_ed")
+    key_type: ClassVar[int]
+
+    def __init__(self, name: str, seed: bytes) -> None:
+        check_key_name(name)
+        self._ed = ed25519.Signer(seed)  # ValueError unless 32 bytes
+        self._seed = bytes(seed)
+        self.name = name
+        self.public = self._ed.public
+        self.key_id = key_id(name, self.key_type, self.public)
+
+    @classmethod
+    def generate(cls, name: str) -> Self:
+        return cls(name, ed25519.generate_seed())
+
+    @classmethod
+    def from_skey(cls, text: str) -> Self:
+        """Load a Go-format signer key (always written with type 0x01)."""
+        name, seed = _parse_skey(text)
+        return cls(name, seed)
+
+    def to_skey(self) -> str:
+        """Go format; the key ID in it is the 0x01 one even for cosigners, as Go writes it."""
+        hex8 = key_id(self.name, ED25519, self.public).hex()
+        return f"PRIVATE+KEY+{self.name}+{hex8}+{b64enc(bytes([ED25519]) + self._seed)}"
+
+    def export_seed(self) -> bytes:
+        """The raw 32-byte seed, for the entry and record builders that sign with it
+        (tlog.formats.entries, registry.records). Never log or return it."""
+        return self._seed
+
+    @property
+    def verifier(self) -> Verifier:
+        return Verifier(self.name, self.key_id, self.key_type, self.public)
+
+    @property
+    def vkey(self) -> str:
+        return format_vkey(self.name, self.key_type, self.public)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, key_id={self.key_id.hex()})"
+
+    def __reduce__(self) -> object:
+        raise TypeError("signing keys are not picklable (keep the seed in this process)")
+
+
+class Signer(_Ed25519Key):
+    """An Ed25519 (0x01) note signer: `sign(text)` returns the blob after the key ID."""
+
+    __slots__ = ()
+    key_type = ED25519
+
+    def __init__(self, name: str, seed: bytes, key_type: int = ED25519) -> None:
+        if key_type != ED25519:
+            raise ValueError("Signer only makes 0x01 signatures; use CosignatureSigner for 0x04")
+        super().__init__(name, seed)
+
+    def sign(self, message: bytes) -> bytes:
+        return self._ed.sign(message)
+
+
+class CosignatureSigner(_Ed25519Key):
+    """An Ed25519 cosignature/v1 (0x04) signer (tlog-cosignature, c2sp.md §3).
+
+    Deliberately has no `sign(message)`: a cosignature needs a timestamp and
+    must only ever cover a checkpoint, so the one entry point is `cosign`.
+    """
+
+    __slots__ = ()
+    key_type = COSIGNATURE_V1
+
+    def cosign(self, checkpoint_text: str, timestamp: int) -> bytes:
+        """Blob = u64 BE timestamp || Ed25519 sig over the cosignature/v1 message.
+
+        The text is parsed first so this key never signs anything but a checkpoint.
+        """
+        parse_checkpoint(checkpoint_text)
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+            raise ValueError("timestamp must be an int")
+        if not 0 <= timestamp <= MAX_COSIGNATURE_TIMESTAMP:
+            raise ValueError("timestamp must be in 0..2^63-1")
+        msg = cosignature_message(checkpoint_text, timestamp)
+        return timestamp.to_bytes(8, "big") + self._ed.sign(msg)
+
+
+# --- key files (the only I/O in this module) -------------------------------
+
+
+def write_private_key(path: str | os.PathLike[str], skey_text: str) -> None:
+    """Create `path` holding `skey_text` with mode 0600; never overwrite.
+
+    O_EXCL makes creation atomic (FileExistsError if it exists: an existing
+    key may be the only copy). File and directory are fsynced so the key
+    survives a crash once this returns.
+    """
+    _parse_skey(skey_text)  # never write something we could not load back
+    data = (skey_text + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # exact mode, whatever the umask
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def read_private_key(path: str | os.PathLike[str]) -> str:
+    """Read a signer key file, refusing one that group or others could access.
+
+    Checked on the open descriptor (no race with a chmod); raises Forbidden.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Forbidden(f"private key {os.fspath(path)!r} is not a regular file")
+        if st.st_mode & 0o077:
+            raise Forbidden(
+                f"private key {os.fspath(path)!r} has mode {stat.S_IMODE(st.st_mode):04o}; "
+                "it must not be readable by group or others (chmod 600)"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read()
+    finally:
+        os.close(fd)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FormatError("private key file is not UTF-8") from None
+    return text.rstrip("\r\n")
+
+
+def read_seed(path: str | os.PathLike[str]) -> bytes:
+    """The seed of an Ed25519 key file (mode checked by read_private_key)."""
+    return Signer.from_skey(read_private_key(path)).export_seed()

@@ -1,0 +1,550 @@
+"""The log's durable state: SQLite (entries, signed checkpoints) + hash files.
+
+SQLite in WAL mode with synchronous=FULL is the truth: one transaction and one
+fsync per batch holds the entries, their leaf hashes and the checkpoint that
+covers them, so "acknowledged" and "durable" are the same event (DESIGN §3.3).
+The per-level hash files are derived and repaired from it on open.
+
+`LogStore` is used from exactly one thread (the sequencer's writer); readers
+use `EntryReader` on their own connection and see only committed rows.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiosqlite
+import numpy as np
+
+from tlog.storage.files import lock_dir, read_only_sqlite_uri
+from tlog.errors import FormatError, ForkError, NotFound, Unavailable
+from tlog.storage import hashfiles
+from tlog.storage.hashfiles import HashFiles
+from tlog.formats.hashing import hash_rows, leaf_hash, leaf_hashes
+from tlog.storage.leafindex import LeafIndex
+from tlog.merkle.tree import TreeView
+from tlog.formats.tiles import encode_entry_bundle, parse_entry_bundle
+
+log = logging.getLogger("oap.tlog.store")
+
+# Entries are stored in runs: one row holds up to RUN_ENTRIES consecutive entries as a
+# tlog-tiles entry bundle (16-bit length, bytes; 16-bit lengths suffice: entries are at
+# most 65,535 bytes). A row per entry cost more to insert (~3.5 us of binding and
+# B-tree work each) than everything else in a durable append together. Leaf hashes
+# are not stored: they are SHA-256 of the bytes, recomputed in C when needed.
+RUN_ENTRIES = 256
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    first INTEGER PRIMARY KEY,
+    count INTEGER NOT NULL CHECK (count BETWEEN 1 AND 256),
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    size INTEGER PRIMARY KEY,
+    root BLOB NOT NULL,
+    note TEXT NOT NULL,
+    signed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value);
+"""
+
+Signer = Callable[[int, bytes], str]
+
+# Crash points for the crash harness (tests/crashharness.py), off unless
+# OAP_TLOG_CRASH_POINTS="point,point:probability" is set: the process dies
+# with os._exit at that point, as kill -9 would, but at a chosen moment.
+_CRASH_POINTS: dict[str, float] = {}
+for _item in filter(None, os.environ.get("OAP_TLOG_CRASH_POINTS", "").split(",")):
+    _name, _, _p = _item.partition(":")
+    _CRASH_POINTS[_name] = float(_p or 1.0)
+
+
+def crash_point(name: str) -> None:
+    p = _CRASH_POINTS.get(name)
+    if p and random.random() < p:
+        os._exit(137)
+
+
+@dataclass(frozen=True)
+class LogState:
+    """A committed tree: what readers may serve. `note` is the signed checkpoint."""
+
+    size: int
+    root: bytes
+    note: str
+    view: TreeView
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    indices: list[int]  # per submitted item, in order
+    fresh: list[bool]  # False where the entry was already in the log
+    state: LogState
+    leaves: list[bytes]  # per submitted item, its leaf hash
+
+
+class CorruptionError(RuntimeError):
+    """The data directory contradicts itself; the log refuses to start."""
+
+
+def _read_only_fs(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")  # fsync the WAL on every commit
+    conn.execute("PRAGMA busy_timeout=5000")
+    # 8 MiB. It was 64 MiB when the leaf-hash index lived in SQLite; opening a large log
+    # filled it (60 MB of the server's RSS) and appends touch only the rightmost pages.
+    conn.execute("PRAGMA cache_size=-8192")
+    # Checkpoints run on their own connection and thread (Checkpointer), so a
+    # batch commit costs one WAL append and one fsync, nothing more.
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    return conn
+
+
+class Checkpointer:
+    """Copies the WAL back into the database in the background (PASSIVE: never
+    blocks the writer or readers), keeping the WAL bounded without putting a
+    checkpoint inside a batch commit.
+
+    It runs while the log is quiet (no batch commit during the last `interval`),
+    and every `max_age` seconds of steady writes. A checkpoint's fsync of the database
+    file shares the disk with the commits' WAL fsyncs: run every second under load
+    it made one commit in twenty several times slower (measured with
+    `benchmarks/run.py --only http_appends`). The WAL stays bounded by `max_age` of
+    writes (at the measured peak append rate, tens of MB).
+    """
+
+    def __init__(self, db_path: Path, commits: Callable[[], int], interval: float = 1.0,
+                 max_age: float = 30.0) -> None:
+        import threading
+
+        self.db_path, self.commits, self.interval, self.max_age = db_path, commits, interval, max_age
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tlog-checkpoint", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(self.db_path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=5000")
+        seen = self.commits()  # batch commits at the last look
+        last = time.monotonic()  # the last checkpoint under load
+        try:
+            while not self._stop.wait(self.interval):
+                now, n = time.monotonic(), self.commits()
+                quiet, seen = n == seen, n
+                if not quiet:
+                    if now - last < self.max_age:
+                        continue
+                    last = now
+                # Quiet: every look (a no-op once the WAL is copied back), so that writes other
+                # than batch commits (a migration, meta updates) and checkpoints a reader cut
+                # short are finished too.
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error as e:  # disk full, read-only: retried next time
+                    log.warning("WAL checkpoint failed: %s", e)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+class LogStore:
+    def __init__(self, data_dir: Path, *, hash_sync_interval: float = 5.0,
+                 map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20) -> None:
+        """`map_window`: bytes of a hash-file level kept mapped (tlog.storage.hashfiles; 0: no limit)."""
+        self.dir = Path(data_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.db_path = self.dir / "log.db"
+        self.read_only = not os.access(self.dir, os.W_OK) or _read_only_fs(self.dir)
+        self._lock_fd: int | None = None
+        if self.read_only:
+            # A read-only data directory (e.g. remounted ro after disk errors):
+            # serve what is committed, refuse writes with 503.
+            self.conn = sqlite3.connect(read_only_sqlite_uri(self.db_path), uri=True,
+                                        isolation_level=None, check_same_thread=False)
+            log.error("data directory %s is read-only: serving reads, refusing writes", self.dir)
+        else:
+            # One writer per data directory: a second one would reset the mapped leaf
+            # index under the first and interleave appends. Released by close().
+            self._lock_fd = lock_dir(self.dir, "log.lock", "log")
+            self.conn = connect(self.db_path)
+            self.conn.executescript(SCHEMA)
+        self.commits = 0  # batch commits by this process: the checkpointer's measure of load
+        self.checkpointer = None if self.read_only else Checkpointer(self.db_path, lambda: self.commits)
+        self.hashes = HashFiles(self.dir / "hashes", window=map_window)
+        self.leaves = LeafIndex(self.dir / "leafindex.bin", read_only=self.read_only,
+                                leaf_at=lambda ix: self.hashes.gather(0, ix), leaves=self._leaf_range,
+                                window=self.hashes.window)
+        self._leaves_behind = False
+        self.hash_sync_interval = hash_sync_interval
+        self._last_hash_sync = time.monotonic()
+        self.state: LogState | None = None
+
+    # --- open and repair ---------------------------------------------------------
+
+    def open(self, sign: Signer) -> LogState:
+        """Recover to the committed size, repair hash files, sign size 0 if new."""
+        if not self.read_only:
+            self._migrate_entries_table()
+        elif self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone() is None:
+            raise CorruptionError("this data directory predates entry runs and is read-only: "
+                                  "start the log once on a writable copy to upgrade it")
+        size = self._committed_size(check=True)
+        synced = self.hashes.intact_size(min(int(self._meta("hashes_synced") or 0), size))
+        if self.read_only:
+            synced = self.hashes.intact_size(size)
+            if synced != size:
+                raise CorruptionError("the data directory is read-only and its hash files need repair")
+        self._rebuild_hashes(synced, size)
+        view = TreeView(size, self.hashes.read)
+        latest = self.conn.execute("SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
+        if latest is not None and latest[0] != size:
+            raise CorruptionError(f"latest checkpoint has size {latest[0]} but the log holds {size} entries")
+        if latest is not None and latest[1] != view.root:
+            log.warning("hash files disagree with the signed root; rebuilding them from the database")
+            self._rebuild_hashes(0, size)
+            view = TreeView(size, self.hashes.read)
+            if latest[1] != view.root:
+                raise CorruptionError("the entries do not hash to the latest signed root")
+        self.leaves.catch_up(size)
+        if latest is None:
+            note = self._sign_and_record(size, view.root, sign, entries=())
+        else:
+            note = latest[2]
+        self.state = LogState(size, view.root, note, view)
+        return self.state
+
+    def _committed_size(self, *, check: bool = False) -> int:
+        """Entries in the database; with `check`, refuse runs that leave a gap or overlap."""
+        if not check:
+            return self.conn.execute("SELECT COALESCE(MAX(first + count), 0) FROM runs").fetchone()[0]
+        end = 0
+        for first, count in self.conn.execute("SELECT first, count FROM runs ORDER BY first"):
+            if first != end:
+                raise CorruptionError(f"entries are not contiguous: a run starts at {first}, expected {end}")
+            end = first + count
+        return end
+
+    def _migrate_entries_table(self) -> None:
+        """Move a data directory written before runs existed (one row per entry) into runs,
+        in one transaction: the old table is dropped only with its rows moved."""
+        c = self.conn
+        if c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'").fetchone() is None:
+            return
+        log.warning("moving entries into runs (one-time upgrade of %s)", self.db_path)
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            start = 0
+            cur = c.execute("SELECT idx, data FROM entries ORDER BY idx")
+            while rows := cur.fetchmany(65536):
+                if rows[0][0] != start or rows[-1][0] != start + len(rows) - 1:
+                    raise CorruptionError(f"entries are not contiguous near index {start}")
+                c.executemany("INSERT INTO runs (first, count, data) VALUES (?, ?, ?)",
+                              entry_runs([(r[0], None, r[1]) for r in rows]))
+                start += len(rows)
+            c.execute("DROP TABLE entries")
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+
+    def _rebuild_hashes(self, start: int, size: int) -> None:
+        if self.read_only:
+            return
+        self.hashes.truncate(start)
+        cur = start
+        while cur < size:
+            datas = read_entries(self.conn, cur, min(65536, size - cur))
+            if not datas:
+                raise CorruptionError(f"no entries at {cur} below the committed size {size}")
+            self.hashes.append(cur, leaf_hashes(datas))
+            cur += len(datas)
+        self.hashes.sync()
+        self._set_meta("hashes_synced", size)
+
+    # --- the write path (writer thread only) -------------------------------------
+
+    def commit_entries(self, datas: Sequence[bytes], sign: Signer) -> BatchResult:
+        """`commit_batch` for entry bytes: their leaf hashes are computed here, in the
+        writer thread, in one C call (the event loop never touches them one by one)."""
+        rows = leaf_hashes(datas)
+        digests = rows.tobytes()
+        return self._commit([digests[i : i + 32] for i in range(0, len(digests), 32)], datas, sign, rows=rows)
+
+    def commit_batch(self, items: Sequence[tuple[bytes, bytes]], sign: Signer) -> BatchResult:
+        """Append (leaf_hash, data) items not already present, sign, commit: one fsync.
+
+        Items repeated in the batch or already in the log get their existing
+        index. On any failure the hash files are cut back and nothing is kept.
+        """
+        return self._commit([it[0] for it in items], [it[1] for it in items], sign)
+
+    def _commit(self, leaves: list[bytes], datas: Sequence[bytes], sign: Signer, *,
+                rows: np.ndarray | None = None) -> BatchResult:
+        """`rows`, if given, is `leaves` as an (m, 32) array (spares joining them again)."""
+        assert self.state is not None, "open() first"
+        if self.read_only:
+            raise Unavailable("the data directory is read-only; the log serves reads only")
+        old = self.state.size
+        if self._leaves_behind:  # an index update was lost: fill the gap before deduplicating
+            self.leaves.catch_up(old)
+            self._leaves_behind = False
+        known = self._lookup(leaves)
+        if not known and len(set(leaves)) == len(leaves):  # the common case: all new, all distinct
+            n = len(leaves)
+            new_rows = list(zip(range(old, old + n), leaves, datas))
+            indices, fresh = list(range(old, old + n)), [True] * n
+            new_leaves = leaves if rows is None else rows
+        else:
+            indices, fresh, new_rows = [], [], []
+            for lh, data in zip(leaves, datas):
+                if lh in known:
+                    indices.append(known[lh])
+                    fresh.append(False)
+                    continue
+                idx = old + len(new_rows)
+                known[lh] = idx
+                new_rows.append((idx, lh, data))
+                indices.append(idx)
+                fresh.append(True)
+            new_leaves = [r[1] for r in new_rows]
+        if not new_rows:
+            return BatchResult(indices, fresh, self.state, leaves)
+        size = old + len(new_rows)
+        try:
+            leaf_rows = hash_rows(new_leaves)
+            self.hashes.append(old, leaf_rows)
+            crash_point("after_hash_append")
+            view = TreeView(size, self.hashes.read)
+            synced = self._maybe_sync_hashes()
+            note = self._sign_and_record(size, view.root, sign, entries=new_rows, hashes_synced=synced and size)
+        except BaseException:
+            self._resync(old)
+            raise
+        self.state = LogState(size, view.root, note, view)
+        try:
+            self._leaves_behind = not self.leaves.add(leaf_rows, old, size)
+        except (OSError, ValueError) as e:  # derived data: caught up from the hash files before the next batch
+            log.error("leaf index update failed (repaired before the next batch): %s", e)
+            self._leaves_behind = True
+        return BatchResult(indices, fresh, self.state, leaves)
+
+    def _resync(self, old: int) -> None:
+        """After a failed batch, believe the disk, not the error.
+
+        A failed COMMIT (disk full, an fsync I/O error) may or may not have
+        landed; assuming a rollback could later reuse indices that are in
+        fact durable. So re-read the committed size: unchanged means cut the
+        hash files back; larger means the batch landed and the state moves on
+        (its waiters got an error and will find their entries by retrying).
+        """
+        try:
+            size = self._committed_size()
+            if size == old:
+                self.hashes.truncate(old)
+                return
+            row = self.conn.execute("SELECT root, note FROM checkpoints WHERE size = ?", (size,)).fetchone()
+            self._rebuild_hashes(old, size)
+            view = TreeView(size, self.hashes.read)
+            if row is None or row[0] != view.root:
+                raise CorruptionError("a failed commit left entries without their checkpoint")
+            self.state = LogState(size, view.root, row[1], view)
+            log.warning("a batch reported failure but was committed; the log is at size %d", size)
+        except CorruptionError:
+            raise
+        except Exception as e:  # still failing (e.g. disk still full): keep the old state
+            log.error("could not re-read the store after a failed batch: %s", e)
+            if self.state.size == old:  # never cut the hash files below the state that is served
+                try:
+                    self.hashes.truncate(old)
+                except OSError:
+                    pass
+            return
+        try:  # derived data: a failure here (ENOSPC growing the index) is caught up later
+            self.leaves.catch_up(self.state.size)
+        except (OSError, ValueError) as e:
+            log.error("leaf index update failed (repaired before the next batch): %s", e)
+            self._leaves_behind = True
+
+    def _sign_and_record(self, size: int, root: bytes, sign: Signer, *, entries, hashes_synced: int | None = None) -> str:
+        """Fork guard, then sign, then commit entries + checkpoint in one transaction."""
+        row = self.conn.execute("SELECT root FROM checkpoints WHERE size = ?", (size,)).fetchone()
+        if row is not None and row[0] != root:
+            raise ForkError(f"refusing to sign a second root for tree size {size}")
+        top = self.conn.execute("SELECT MAX(size) FROM checkpoints").fetchone()[0]
+        if top is not None and size < top:
+            raise ForkError(f"refusing to sign size {size} below the signed size {top}")
+        note = sign(size, root)
+        crash_point("after_sign")
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.executemany("INSERT INTO runs (first, count, data) VALUES (?, ?, ?)", entry_runs(entries))
+            c.execute(
+                "INSERT OR IGNORE INTO checkpoints (size, root, note, signed_at) VALUES (?, ?, ?, ?)",
+                (size, root, note, time.time()),
+            )
+            if hashes_synced:
+                c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('hashes_synced', ?)", (hashes_synced,))
+            crash_point("before_commit")
+            c.execute("COMMIT")
+            self.commits += 1
+            crash_point("after_commit")
+        except BaseException:
+            if c.in_transaction:
+                try:
+                    c.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            raise
+        return note
+
+    def _maybe_sync_hashes(self) -> bool:
+        now = time.monotonic()
+        if now - self._last_hash_sync < self.hash_sync_interval:
+            return False
+        self.hashes.sync()
+        self._last_hash_sync = now
+        return True
+
+    def _lookup(self, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
+        return self.leaves.lookup(leaf_hashes)
+
+    def _leaf_range(self, start: int, count: int) -> np.ndarray:
+        return np.frombuffer(self.hashes.read_range(0, start, count), dtype=np.uint8).reshape(count, 32)
+
+    def _meta(self, key: str):
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def close(self) -> None:
+        """Clean shutdown: sync the hash files so the next open repairs nothing."""
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
+        if self.state is not None and not self.read_only:
+            self.hashes.sync()
+            self._set_meta("hashes_synced", self.state.size)
+            try:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+        self.hashes.close()
+        self.leaves.close()
+        self.conn.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def entry_runs(rows: Sequence[tuple[int, object, bytes]]) -> list[tuple[int, int, bytes]]:
+    """Rows (index, _, data) of consecutive entries -> (first, count, bundle) runs, cut at
+    multiples of RUN_ENTRIES so a tile's entry bundle spans at most two runs."""
+    out = []
+    i, n = 0, len(rows)
+    while i < n:
+        first = rows[i][0]
+        k = min(n - i, RUN_ENTRIES - first % RUN_ENTRIES)
+        out.append((first, k, encode_entry_bundle([r[2] for r in rows[i : i + k]])))
+        i += k
+    return out
+
+
+# The runs that hold entries start..start+count-1: runs never cross a multiple of
+# RUN_ENTRIES, so the first of them starts at or after start rounded down to one.
+_RUNS_SQL = "SELECT first, count, data FROM runs WHERE first >= ? AND first < ? ORDER BY first"
+
+
+def _runs_args(start: int, count: int) -> tuple[int, int]:
+    return start - start % RUN_ENTRIES, start + count
+
+
+def read_entries(conn: sqlite3.Connection, start: int, count: int) -> list[bytes]:
+    """Entries start..start+count-1 from the runs table (fewer if the log is shorter)."""
+    return _slice_runs(conn.execute(_RUNS_SQL, _runs_args(start, count)).fetchall(), start, count)
+
+
+def _slice_runs(rows: list, start: int, count: int) -> list[bytes]:
+    out: list[bytes] = []
+    end = start + count
+    for first, n, data in rows:
+        if first + n <= start:
+            continue
+        want = min(n, end - first)
+        try:
+            entries = parse_entry_bundle(data, want)
+        except FormatError:
+            entries = []
+        if len(entries) != want:
+            raise CorruptionError(f"the run of entries at {first} is damaged")
+        out.extend(entries[max(0, start - first):])
+    return out
+
+
+class EntryReader:
+    """Read side on its own aiosqlite connection (WAL readers never block the writer)."""
+
+    def __init__(self, db_path: Path, leaves: LeafIndex, *, read_only_dir: bool = False) -> None:
+        self.db_path = db_path
+        self.read_only_dir = read_only_dir
+        self.db: aiosqlite.Connection | None = None
+        self.leaves = leaves  # the writer's own index: lock-free reads (see LeafIndex)
+
+    def _uri(self, path: Path) -> str:
+        # With a live writer, plain mode=ro; in a read-only directory nothing writes (see fileio).
+        return read_only_sqlite_uri(path) if self.read_only_dir else f"file:{path}?mode=ro"
+
+    async def open(self) -> None:
+        self.db = await aiosqlite.connect(self._uri(self.db_path), uri=True)
+        await self.db.execute("PRAGMA busy_timeout=5000")
+
+    async def close(self) -> None:
+        if self.db is not None:
+            await self.db.close()
+
+    async def entry(self, index: int, size: int) -> tuple[bytes, bytes]:
+        if not 0 <= index < size:
+            raise NotFound(f"no entry {index} in a tree of size {size}")
+        got = _slice_runs(await self._runs(index, 1), index, 1)
+        if not got:
+            raise NotFound(f"no entry {index}")
+        return leaf_hash(got[0]), got[0]
+
+    async def bundle(self, start: int, count: int) -> bytes:
+        """Entries start..start+count-1 as a tlog-tiles entry bundle: the stored runs
+        themselves when they cover exactly that range (the usual case for a full tile)."""
+        rows = await self._runs(start, count)
+        if rows and rows[0][0] == start and sum(r[1] for r in rows) == count \
+                and all(a[0] + a[1] == b[0] for a, b in zip(rows, rows[1:])):
+            return b"".join(r[2] for r in rows)
+        got = _slice_runs(rows, start, count)
+        if len(got) != count:
+            raise NotFound("entries not available")
+        return encode_entry_bundle(got)
+
+    async def _runs(self, start: int, count: int) -> list:
+        async with self.db.execute(_RUNS_SQL, _runs_args(start, count)) as cur:
+            return await cur.fetchall()
+
+    async def index_of(self, leaf_hash: bytes, size: int) -> int:
+        idx = self.leaves.index_of(leaf_hash, size)
+        if idx is None:
+            raise NotFound("no entry with that leaf hash")
+        return idx

@@ -1,0 +1,430 @@
+"""Leaf hash -> index, for deduplication and lookup by leaf hash (DESIGN §3.1).
+
+Derived data, kept out of the fsync path: every leaf hash is also in the
+level-0 hash file (and the entries table), so this index can always be
+rebuilt from them.
+
+Why not a B-tree: leaf hashes are uniformly random, so every insert into a
+sorted index dirties a different page; in SQLite that was ~4 MB of WAL per
+1,000-entry batch and 60 % of the time of a durable append. Here it is an
+open-addressing hash table in one memory-mapped file: a slot is 16 bytes, the
+first 8 bytes of the leaf hash (the tag) and index + 1 (0 = empty), at a
+position derived from the tag with a per-file secret key (so submitters
+cannot aim entries at one probe chain). Lookups and inserts are numpy
+operations over the whole batch; a tag match is confirmed against the full
+32-byte leaf hash in the level-0 hash file, so a torn slot or a 64-bit tag
+collision can never return a wrong index. The table doubles at half load.
+
+Crash model: writes go to the page cache through the mapping and are never
+fsynced. `indexed_size` in the header says how far the index is complete; on
+open the tail is re-read from the level-0 hash file (a process crash loses
+nothing the OS already has). A reboot since the last write (power loss) may
+have lost pages, so then the index is rebuilt from scratch.
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from tlog.formats.hashing import hash_rows
+
+log = logging.getLogger("oap.tlog.leafindex")
+
+MAGIC = b"OAPLIDX1"
+HEADER = 4096
+# magic, capacity, indexed_size, count (valid when clean), key, clean, boot_id
+_HDR = struct.Struct("<8sQQQQQ36s")
+# In place of the boot id after a clean close: the table was fsynced before the header
+# said so, so it holds across a machine restart (no boot id is ever this string).
+SYNCED = "synced"
+SLOT = np.dtype([("tag", "<u8"), ("idx", "<u8")])  # the file layout; in memory an (n, 2) uint64 view
+SLOT_SIZE = 16
+MIN_CAPACITY = 1 << 16
+_REBUILD_CHUNK = 1 << 20
+_SCALAR_TAIL = 8  # keys left after the vectorised rounds that are probed one by one
+
+# leaf_at(indices) -> (m, 32) uint8 rows of the level-0 hash file; rows past its end are never asked for
+LeafReader = Callable[[np.ndarray], np.ndarray]
+# leaves(start, count) -> (count, 32) uint8: the leaf hashes of entries start..start+count-1
+LeafRange = Callable[[int, int], np.ndarray]
+
+
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _positions(tags: np.ndarray, key: int, mask: int) -> np.ndarray:
+    """Keyed splitmix64 finaliser of the tags: the probe start of each."""
+    with np.errstate(over="ignore"):
+        x = tags ^ np.uint64(key)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x & np.uint64(mask)).astype(np.int64)
+
+
+def _tags(rows: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(rows[:, :8]).view("<u8").ravel()
+
+
+class _Table:
+    """One hash table: a mapped file (or, read-only, anonymous memory) of slots."""
+
+    def __init__(self, capacity: int, key: int, slots: np.ndarray, mm: mmap.mmap | None) -> None:
+        self.capacity, self.key, self.slots, self.mm = capacity, key, slots, mm
+        self.mask = capacity - 1
+
+    def find(self, rows: np.ndarray, leaf_at: LeafReader, limit: int) -> np.ndarray:
+        """Index of each row's leaf hash, or -1. Only indices below `limit` are trusted."""
+        m = rows.shape[0]
+        out = np.full(m, -1, dtype=np.int64)
+        if m == 0:
+            return out
+        tags = _tags(rows)
+        pos = _positions(tags, self.key, self.mask)
+        active = np.arange(m)
+        for _ in range(self.capacity):
+            if active.size == 0:
+                break
+            s = np.take(self.slots, pos[active], axis=0)
+            occupied = s[:, 1] != 0
+            cand = occupied & (s[:, 0] == tags[active])
+            if cand.any():
+                ci = np.flatnonzero(cand)
+                idx = s[ci, 1].astype(np.int64) - 1
+                ok = (idx >= 0) & (idx < limit)  # a damaged slot may hold anything
+                good = np.zeros(ci.size, dtype=bool)
+                if ok.any():
+                    good[ok] = (leaf_at(idx[ok]) == rows[active[ci[ok]]]).all(axis=1)
+                out[active[ci[good]]] = idx[good]
+                occupied[ci[good]] = False  # found: stop probing
+            active = active[occupied]
+            pos[active] = (pos[active] + 1) & self.mask
+        return out
+
+    def insert(self, tags: np.ndarray, idx: np.ndarray) -> int:
+        """Insert (tag, index) pairs of leaf hashes not in the table; returns how many slots
+        were filled (a pair already present with the same index is skipped)."""
+        m = tags.shape[0]
+        if m == 0:
+            return 0
+        want = idx.astype(np.uint64) + np.uint64(1)
+        pos = _positions(tags, self.key, self.mask)
+        active = np.arange(m)
+        filled = 0
+        for _ in range(self.capacity):
+            if active.size <= _SCALAR_TAIL:  # a few long probe chains: cheaper one by one
+                return filled + self._insert_scalar(tags[active], want[active], pos[active])
+            p = pos[active]
+            s = np.take(self.slots, p, axis=0)
+            done = (s[:, 1] == want[active]) & (s[:, 0] == tags[active])
+            empty = np.flatnonzero(s[:, 1] == 0)
+            if empty.size:
+                # several keys may aim at one empty slot this round: the first takes it
+                pe = p[empty]
+                if empty.size > 1:
+                    order = np.argsort(pe, kind="stable")
+                    ps = pe[order]
+                    first = np.ones(ps.size, dtype=bool)
+                    np.not_equal(ps[1:], ps[:-1], out=first[1:])
+                    win = empty[order[first]]
+                else:
+                    win = empty
+                new = np.empty((win.size, 2), dtype=np.uint64)
+                new[:, 0] = tags[active[win]]
+                new[:, 1] = want[active[win]]
+                self.slots[p[win]] = new
+                filled += win.size
+                done[win] = True
+            active = active[~done]
+            pos[active] = (pos[active] + 1) & self.mask
+        return filled
+
+    def _insert_scalar(self, tags: np.ndarray, want: np.ndarray, pos: np.ndarray) -> int:
+        slots, mask, filled = self.slots, self.mask, 0
+        for tag, w, p in zip(tags.tolist(), want.tolist(), pos.tolist()):
+            while True:
+                t, i = slots[p].tolist()
+                if i == 0:
+                    slots[p] = (tag, w)
+                    filled += 1
+                    break
+                if i == w and t == tag:
+                    break
+                p = (p + 1) & mask
+        return filled
+
+    def occupied(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every (tag, index) in the table, read in chunks (for a resize)."""
+        tags, idx = [], []
+        for lo in range(0, self.capacity, _REBUILD_CHUNK):
+            s = self.slots[lo : lo + _REBUILD_CHUNK]
+            keep = s[:, 1] != 0
+            tags.append(s[keep, 0])
+            idx.append(s[keep, 1])
+        return np.concatenate(tags), np.concatenate(idx)
+
+    def release(self) -> None:
+        """Unmap every page of the table from this process (RSS only: a shared file
+        mapping's pages, dirty ones included, stay in the page cache)."""
+        if self.mm is not None:
+            self.mm.madvise(mmap.MADV_DONTNEED)
+
+    def count(self) -> int:
+        return int(sum(int(np.count_nonzero(self.slots[lo : lo + _REBUILD_CHUNK, 1]))
+                       for lo in range(0, self.capacity, _REBUILD_CHUNK)))
+
+
+class LeafIndex:
+    """The table plus its header; one writer thread, any number of readers.
+
+    Readers take `self._table` once per call and never write; the writer
+    only fills empty slots and swaps in a resized table whole, so a reader
+    sees each slot either empty, filled, or torn (rejected by the full-hash
+    check), and never needs a lock.
+    """
+
+    def __init__(self, path: Path, *, read_only: bool = False, leaf_at: LeafReader,
+                 leaves: LeafRange, window: int = 0) -> None:
+        self.path = Path(path)
+        # window: the log's bounded-memory setting (bytes; 0: none). A table larger than
+        # the window is unmapped after every batch: each batch then faults its ~2 pages
+        # per entry in again, but the table never adds its size to the process's RSS.
+        self.window = window
+        self.read_only = read_only
+        self.leaf_at = leaf_at
+        self.leaves = leaves
+        self.indexed_size = 0
+        self.count = 0
+        self._table: _Table | None = None
+        self._fd: int | None = None
+        self._closed = False
+        self._boot = boot_id()  # read once: the boot this process runs in
+
+    # --- file ---------------------------------------------------------------------
+
+    def _map_file(self, path: Path, writable: bool) -> tuple[int, _Table, tuple] | None:
+        try:
+            fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            head = os.pread(fd, _HDR.size, 0)
+            if len(head) != _HDR.size:
+                raise ValueError("short header")
+            magic, capacity, indexed, count, key, clean, boot = _HDR.unpack(head)
+            if magic != MAGIC or capacity < MIN_CAPACITY or capacity & (capacity - 1):
+                raise ValueError("bad header")
+            if os.fstat(fd).st_size != HEADER + capacity * SLOT_SIZE:
+                raise ValueError("bad length")
+            prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+            mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, prot)
+        except (ValueError, OSError) as e:
+            os.close(fd)
+            log.warning("leaf index %s is unusable (%s); rebuilding it", path, e)
+            return None
+        return fd, _Table(capacity, key, _slots(mm, capacity), mm), (indexed, count if clean else None,
+                                                                   boot.rstrip(b"\0").decode("ascii", "replace"))
+
+    def _create_file(self, path: Path, capacity: int) -> tuple[int, _Table]:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            # Reserve every block now: a store into a mapped hole on a full disk is a SIGBUS
+            # that kills the process; here it is an ENOSPC the caller turns into a 503.
+            os.posix_fallocate(fd, 0, HEADER + capacity * SLOT_SIZE)
+        except OSError:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
+        mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        table = _Table(capacity, int.from_bytes(os.urandom(8), "little"), _slots(mm, capacity), mm)
+        self._pack_header(fd, table, indexed=0, count=0, clean=False)
+        return fd, table
+
+    def _pack_header(self, fd: int, t: _Table, *, indexed: int, count: int, clean: bool,
+                     boot: str | None = None) -> None:
+        os.pwrite(fd, _HDR.pack(MAGIC, t.capacity, indexed, count, t.key, int(clean),
+                                (self._boot if boot is None else boot).encode()), 0)
+
+    def _write_header(self, clean: bool) -> None:
+        if self._fd is not None and self._table is not None:
+            self._pack_header(self._fd, self._table, indexed=self.indexed_size, count=self.count, clean=clean)
+
+    def _set_table(self, fd: int | None, table: _Table) -> None:
+        old = self._fd
+        self._table, self._fd = table, fd
+        if old is not None and old != fd:
+            os.close(old)  # the old mapping stays valid for readers still holding it
+
+    # --- open and repair ------------------------------------------------------------
+
+    def catch_up(self, size: int) -> None:
+        """Make the index cover entries [0, size), whose leaf hashes `leaves` returns."""
+        if self._table is None:
+            self._open(size)
+        if self.indexed_size > size:  # the log is behind its index (a restored backup): start over
+            log.warning("leaf index covers %d entries but the log holds %d; rebuilding it", self.indexed_size, size)
+            self._reset(size)
+        if self.indexed_size < size:
+            self._grow_for(size - self.indexed_size)
+            for lo in range(self.indexed_size, size, _REBUILD_CHUNK):
+                hi = min(size, lo + _REBUILD_CHUNK)
+                self.count += self._table.insert(_tags(self.leaves(lo, hi - lo)), np.arange(lo, hi, dtype=np.int64))
+            self._table.release()  # a rebuild touches every page: do not keep them all mapped
+            self.indexed_size = size
+            self._write_header(clean=False)
+
+    def _open(self, size: int) -> None:
+        if self.read_only:
+            got = self._map_file(self.path, writable=False)
+            if got is not None and got[2][0] == size and got[2][2] in (self._boot, SYNCED):
+                fd, table, _ = got
+                self._set_table(fd, table)
+                self.indexed_size = size
+                return
+            if got is not None:
+                os.close(got[0])
+            # a read-only directory with a stale index: rebuild it in memory
+            self._table = _anon_table(_capacity_for(size))
+            self.indexed_size = 0
+            return
+        for stale in ("leafindex.db", "leafindex.db-wal", "leafindex.db-shm"):  # the earlier SQLite index
+            (self.path.parent / stale).unlink(missing_ok=True)
+        got = self._map_file(self.path, writable=True)
+        if got is None:
+            self._reset(size)
+            return
+        fd, table, (indexed, count, boot) = got
+        self._set_table(fd, table)
+        if boot not in (self._boot, SYNCED):
+            log.warning("the machine restarted since the leaf index was written; rebuilding it")
+            self._reset(size)
+            return
+        self.indexed_size = indexed
+        if count is None:  # not closed cleanly: count the slots, then unmap what that touched
+            count = table.count()
+            table.release()
+        self.count = count
+        self._write_header(clean=False)
+        if boot == SYNCED:
+            # Before the first store through the map: a SYNCED header that outlived a power
+            # loss over a table that had changed after it would be trusted with a wrong count.
+            os.fdatasync(fd)
+
+    def _reset(self, size: int) -> None:
+        if self.read_only:
+            self._table = _anon_table(_capacity_for(size))
+            self.indexed_size, self.count = 0, 0
+            return
+        fd, table = self._create_file(self.path, _capacity_for(size))
+        self._set_table(fd, table)
+        self.indexed_size, self.count = 0, 0
+
+    def _grow_for(self, more: int) -> None:
+        """Keep the load at or below one half: double into a new file, then swap it in."""
+        t = self._table
+        if 2 * (self.count + more) <= t.capacity:
+            return
+        capacity = _capacity_for(self.count + more)
+        tags, idx = t.occupied()
+        t.release()
+        if self.read_only:
+            new_fd, new = None, _anon_table(capacity)
+        else:
+            tmp = self.path.with_name(self.path.name + ".new")
+            new_fd, new = self._create_file(tmp, capacity)
+        self.count = _reinsert(new, tags, idx)
+        if not self.read_only:
+            self._pack_header(new_fd, new, indexed=self.indexed_size, count=self.count, clean=False)
+            os.replace(tmp, self.path)
+        self._set_table(new_fd, new)
+
+    # --- the write path (writer thread) ---------------------------------------------
+
+    def add(self, leaf_hashes: Sequence[bytes] | np.ndarray, old: int, size: int) -> bool:
+        """Index the leaf hashes of entries old..size-1, already committed.
+
+        `indexed_size` moves only from `old`: if an earlier update was lost,
+        the index stays marked behind (returns False) and `catch_up` fills the
+        gap, instead of a later update papering over it.
+        """
+        if self.indexed_size != old or self._closed:  # (closed: the header already says SYNCED)
+            return False
+        keys = hash_rows(leaf_hashes)
+        if keys.shape[0] != size - old:
+            raise ValueError("one leaf hash per entry of [old, size) is needed")
+        self._grow_for(keys.shape[0])
+        self.count += self._table.insert(_tags(keys), np.arange(old, size, dtype=np.int64))
+        if 0 < self.window < self._table.capacity * SLOT_SIZE:
+            self._table.release()
+        self.indexed_size = size
+        self._write_header(clean=False)  # ~2 us: keeps the tail to re-read after a crash short
+        return True
+
+    # --- reads (any thread) -------------------------------------------------------------
+
+    def lookup(self, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
+        """The indices of those of `leaf_hashes` that are in the log."""
+        t = self._table
+        if t is None or not leaf_hashes:
+            return {}
+        rows = hash_rows(leaf_hashes)
+        found = t.find(rows, self.leaf_at, self.indexed_size)
+        return {leaf_hashes[i]: int(found[i]) for i in np.flatnonzero(found >= 0)}
+
+    def index_of(self, leaf_hash: bytes, size: int) -> int | None:
+        if len(leaf_hash) != 32:
+            return None
+        t = self._table
+        if t is None:
+            return None
+        i = int(t.find(hash_rows([leaf_hash]), self.leaf_at, min(size, self.indexed_size))[0])
+        return i if i >= 0 else None
+
+    def close(self) -> None:
+        """A clean close syncs the table, then marks it SYNCED: the next start, even
+        after a machine restart, uses it as it is instead of rebuilding it (which at
+        2^24 entries takes seconds and maps the whole table)."""
+        self._closed = True
+        if self._fd is not None and not self.read_only and self._table is not None:
+            try:
+                os.fdatasync(self._fd)  # the mapped stores too: they dirty the file's pages
+                self._pack_header(self._fd, self._table, indexed=self.indexed_size, count=self.count,
+                                  clean=True, boot=SYNCED)
+                os.fdatasync(self._fd)
+            except OSError:
+                pass
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _slots(mm: mmap.mmap, capacity: int) -> np.ndarray:
+    """The slots of a mapped table file as an (capacity, 2) uint64 array: tag, index + 1."""
+    return np.frombuffer(mm, dtype="<u8", count=2 * capacity, offset=HEADER).reshape(capacity, 2)
+
+
+def _capacity_for(n: int) -> int:
+    cap = MIN_CAPACITY
+    while cap < 2 * n:
+        cap *= 2
+    return cap
+
+
+def _anon_table(capacity: int) -> _Table:
+    return _Table(capacity, int.from_bytes(os.urandom(8), "little"), np.zeros((capacity, 2), dtype=np.uint64), None)
+
+
+def _reinsert(table: _Table, tags: np.ndarray, idx1: np.ndarray) -> int:
+    """Move (tag, index + 1) pairs into a fresh table (no full-hash checks needed: all distinct)."""
+    return sum(table.insert(tags[lo : lo + _REBUILD_CHUNK], idx1[lo : lo + _REBUILD_CHUNK].astype(np.int64) - 1)
+               for lo in range(0, tags.size, _REBUILD_CHUNK))
