@@ -7,7 +7,7 @@ the per-level hash files written by tlog.storage.hashfiles.HashFiles.append, and
 checkpoint signed by the log key over the root. Two shortcuts, both only
 about speed: rows are bulk-inserted (synchronous=OFF), and a child process
 generates and hashes entries and writes the hash files while the parent
-inserts rows. At the end tlog.storage.embedded.LogStore.open re-opens the directory the
+inserts rows. At the end tlog.storage.embedded.EmbeddedStorage.open re-opens the directory the
 way the server does: it checks the runs against the signed checkpoint and the
 root of the hash files against the signed root, and builds the leaf-hash
 index (tlog.storage.leafindex) from the hash files.
@@ -29,8 +29,8 @@ from common import ORIGIN, entry_bytes
 from tlog.storage.hashfiles import HashFiles
 from tlog.formats.hashing import leaf_hashes
 from tlog.merkle.tree import TreeView
-from tlog.server.app import checkpoint_signer, load_or_create_key
-from tlog.storage.embedded import SCHEMA, LogStore, entry_runs
+from tlog.server.service import checkpoint_signer, load_or_create_key
+from tlog.storage.embedded import SCHEMA, EmbeddedStorage, entry_runs
 
 VERSION = 2  # 2: entries stored in runs (tlog.storage.embedded.RUN_ENTRIES)
 CHUNK = 1 << 18
@@ -89,7 +89,7 @@ def build_log(data_dir: Path, log2: int, *, fresh: bool = False) -> dict:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.close()
     hashes.close()
-    store = LogStore(data_dir)  # the server's own open: runs, signed root, hash files, leaf index
+    store = EmbeddedStorage(data_dir)  # the server's own open: runs, signed root, hash files, leaf index
     state = store.open(sign)
     store.close()
     t_index = time.perf_counter() - t0 - t_rows

@@ -37,8 +37,8 @@ from tlog.merkle.batchverify import verify_inclusion_batch  # noqa: E402
 from tlog.formats.hashing import leaf_hash, node_hash, node_hashes  # noqa: E402
 from tlog.merkle.tree import TreeView  # noqa: E402
 from tlog.server.sequencer import Sequencer  # noqa: E402
-from tlog.server.app import checkpoint_signer, load_or_create_key  # noqa: E402
-from tlog.storage.embedded import LogStore  # noqa: E402
+from tlog.server.service import checkpoint_signer, load_or_create_key  # noqa: E402
+from tlog.storage.embedded import EmbeddedStorage  # noqa: E402
 from tlog.merkle.verify import verify_consistency, verify_inclusion  # noqa: E402
 
 CACHE = HERE / ".cache"
@@ -81,9 +81,9 @@ class Bench:
             log(f"  built a persisted log of 2^{k} leaves in {time.perf_counter() - t:.0f} s")
         return path, info
 
-    def open_store(self, path: Path, **kw) -> tuple[LogStore, callable]:
+    def open_store(self, path: Path, **kw) -> tuple[EmbeddedStorage, callable]:
         sign = checkpoint_signer(load_or_create_key(path, ORIGIN))
-        store = LogStore(path, **kw)
+        store = EmbeddedStorage(path, **kw)
         store.open(sign)
         return store, sign
 
@@ -107,7 +107,7 @@ class Bench:
             "batched_node_hashes_per_s": round(n / tb), "nodes": n}))
 
     @staticmethod
-    def _warm_rate(store: LogStore, batches: list) -> tuple[float, float, ProofBatch]:
+    def _warm_rate(store: EmbeddedStorage, batches: list) -> tuple[float, float, ProofBatch]:
         """Proofs/s over a first pass over `batches`, the median of a second pass, and
         the second pass's last batch of proofs."""
         view, hashes = store.state.view, store.hashes
@@ -293,7 +293,7 @@ class Bench:
             fsync_ms = _fdatasync_ms(d)
             sign = checkpoint_signer(load_or_create_key(d, ORIGIN))
             batches: list[tuple[int, float]] = []
-            store = LogStore(d)
+            store = EmbeddedStorage(d)
 
             async def main() -> float:
                 seq = Sequencer(store, sign, max_batch=1000, batch_interval=0.05,
@@ -314,7 +314,7 @@ class Bench:
                 return wall
 
             wall = asyncio.run(main())
-            check = LogStore(d)
+            check = EmbeddedStorage(d)
             st = check.open(sign)
             check.close()
             assert st.size == total
@@ -325,7 +325,7 @@ class Bench:
             "entries": total, "batches": len(batches), "mean_batch": round(total / len(batches)),
             "commit_ms_median": round(median(commit) * 1000, 2), "fdatasync_4k_ms": fsync_ms,
             "submitters": 4, "durability": "SQLite WAL synchronous=FULL: one fsync per batch commit",
-            "code": "tlog.server.sequencer.Sequencer.add_many -> LogStore.commit_batch"}, target=80_000))
+            "code": "tlog.server.sequencer.Sequencer.add_many -> EmbeddedStorage.commit_batch"}, target=80_000))
 
     # --- HTTP ------------------------------------------------------------------------------
 

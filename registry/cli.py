@@ -16,9 +16,11 @@ import aiohttp
 import click
 
 from tlog.formats import keys
-from tlog.service.config import ConfigError, load
+
+from tlog.service import keyfiles
+from tlog.errors import ConfigError
 from tlog.errors import OAPError
-from tlog.service.logs import setup_logging
+from tlog.service.cli import Running, fail, load_config, run, serve_options
 from tlog.client.verifier import TrustPolicy
 
 from .config import RegistryConfig
@@ -26,16 +28,13 @@ from .config import RegistryConfig
 STATUS_EXIT = {"good": 0, "revoked": 3, "unknown": 4}
 
 
-def _fail(msg: str, code: int = 2) -> None:
-    click.echo(f"error: {msg}", err=True)
-    sys.exit(code)
 
 
 def _seed(path: Path) -> bytes:
     try:
-        return keys.read_seed(path)
+        return keyfiles.read_seed(path)
     except (OSError, OAPError) as e:
-        _fail(f"{path}: {getattr(e, 'message', e)}")
+        fail(f"{path}: {getattr(e, 'message', e)}", 2)
         raise
 
 
@@ -46,7 +45,7 @@ def _trust(policy_file: Path | None, vkey: str | None) -> TrustPolicy | None:
         if vkey:
             return TrustPolicy.for_log(vkey)
     except (OSError, OAPError) as e:
-        _fail(f"log trust: {getattr(e, 'message', e)}")
+        fail(f"log trust: {getattr(e, 'message', e)}", 2)
     return None
 
 
@@ -60,18 +59,14 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="TOML file ([registry] table).")
-@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), help="Data directory.")
-@click.option("--host", default=None)
-@click.option("--port", type=int, default=None)
+@serve_options("registry")
 @click.option("--name", default=None, help="Repository name, served as /<name>.git.")
 @click.option("--log-url", default=None, help="Log to anchor commits and status epochs in.")
 @click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="tlog-policy to check anchors against (default: the log key named at genesis).")
 @click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Registry key (default <data>/registry.key, created on first start).")
-@click.option("--public-url", default=None, help="Base URL used in status list credential ids.")
+@click.option("--public-url", default=None, help="Base URL of this registry, named in status list credentials.")
 @click.option("--upstream", default=None, help="Run as a read-only, verifying mirror of this registry.")
 @click.option("--registry-key", default=None, help="Mirror: pin the upstream registry key (did:key).")
 @click.option("--mirror-interval", type=float, default=None)
@@ -80,48 +75,24 @@ def main() -> None:
 @click.option("--anchor-idle-seconds", type=float, default=None)
 @click.option("--bootstrap-witness", "bootstrap", multiple=True,
               help="DID accepted as an L4/L5 witness without a receipt (genesis only; repeatable).")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
 @click.option("--rate-limit", type=float, default=None, help="Requests/s per client (0: off).")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
-def serve(config_file, data_dir, host, port, name, log_url, log_policy, key_file, public_url, upstream,
-          registry_key, mirror_interval, epoch_seconds, batch_interval_ms, anchor_idle_seconds, bootstrap,
-          log_format, rate_limit, tls_cert, tls_key) -> None:
+def serve(config_file, bootstrap, **flags) -> None:
     """Run the registry (or a mirror) until Ctrl-C or SIGTERM."""
-    try:
-        cfg = load(RegistryConfig, section="registry", env_prefix="OAP_REGISTRY_", file=config_file,
-                   data_dir=data_dir, host=host, port=port, name=name, log_url=log_url, log_policy=log_policy,
-                   key_file=key_file, public_url=public_url, upstream=upstream, registry_key=registry_key,
-                   mirror_interval=mirror_interval, epoch_seconds=epoch_seconds,
-                   batch_interval_ms=batch_interval_ms, anchor_idle_seconds=anchor_idle_seconds,
-                   bootstrap_witnesses=",".join(bootstrap) if bootstrap else None, log_format=log_format,
-                   rate_limit=rate_limit, tls_cert=tls_cert, tls_key=tls_key)
-    except ConfigError as e:
-        _fail(str(e))
-    setup_logging(cfg.log_format)
-    try:
-        asyncio.run(_serve(cfg))
-    except (ConfigError, OAPError) as e:
-        _fail(getattr(e, "message", str(e)))
+    cfg = load_config(RegistryConfig, section="registry", env_prefix="OAP_REGISTRY_", config_file=config_file,
+                      bootstrap_witnesses=",".join(bootstrap) if bootstrap else None, **flags)
+    run(cfg, lambda: _start(cfg))
 
 
-async def _serve(cfg: RegistryConfig) -> None:
-    from tlog.service.http import serve_until_signal
-
+async def _start(cfg: RegistryConfig) -> Running:
     from .server import build_app
     from .service import RegistryService
 
     svc = await RegistryService.open(cfg)
     head = svc.index.head
-    await serve_until_signal(
-        build_app(svc), host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
-        tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, drain=svc.close,
-        banner=lambda url: [f"registry key: {svc.registry}",
-                            f"mode:         {'mirror of ' + cfg.upstream if cfg.mirror else 'primary'}",
-                            f"url:          {url}", f"git:          {url}/{cfg.name}.git",
-                            f"head seq:     {head.seq if head else 'none'}",
-                            f"data:         {cfg.data_dir.resolve()}"],
-    )
+    return Running(build_app(svc), drain=svc.close, banner=lambda url: [
+        f"registry key: {svc.registry}", f"mode:         {'mirror of ' + cfg.upstream if cfg.mirror else 'primary'}",
+        f"url:          {url}", f"git:          {url}/{cfg.name}.git", f"head seq:     {head.seq if head else 'none'}",
+        f"data:         {cfg.data_dir.resolve()}"])
 
 
 # --- keys and records ------------------------------------------------------------------
@@ -136,9 +107,9 @@ def keygen(out: Path) -> None:
 
     signer = keys.Signer.generate("oap-registry")
     try:
-        keys.write_private_key(out, signer.to_skey())
+        keyfiles.write_private_key(out, signer.to_skey())
     except FileExistsError:
-        _fail(f"{out} exists; refusing to overwrite a key")
+        fail(f"{out} exists; refusing to overwrite a key", 2)
     did = did_of(signer.export_seed())
     Path(str(out) + ".did").write_text(did + "\n")
     click.echo(did)
@@ -154,9 +125,9 @@ def _submit(url: str, record: dict, out: Path | None) -> None:
     try:
         res = asyncio.run(go())
     except OAPError as e:
-        _fail(e.message, 1)
+        fail(e.message, 1)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-        _fail(f"cannot reach the registry at {url}: {e}", 2)
+        fail(f"cannot reach the registry at {url}: {e}", 2)
     if out is not None:
         out.write_text(res["anchor"])
     click.echo(json.dumps({k: v for k, v in res.items() if k not in ("anchor", "receipt_anchor")}))
@@ -178,7 +149,7 @@ def submit(record: Path, url: str, out: Path | None) -> None:
     try:
         doc = loads_json(record.read_bytes())
     except OAPError as e:
-        _fail(f"{record}: {e.message}")
+        fail(f"{record}: {e.message}", 2)
     _submit(url, doc, out)  # type: ignore[arg-type]
 
 
@@ -201,7 +172,7 @@ def revoke(key_file, kind, subject, reason, effective_at, status_list_index, url
         rec = make_revocation(seed, kind=kind, subject=subject or did_of(seed), reason=reason,
                               effective_at=effective_at, status_list_index=status_list_index)
     except OAPError as e:
-        _fail(e.message)
+        fail(e.message, 2)
     _submit(url, rec, out)
 
 
@@ -255,11 +226,11 @@ def status(target, offline, registry_key, log_policy, log_vkey, issuer, out, all
     policy = _trust(log_policy, log_vkey)
     if offline:
         if not registry_key:
-            _fail("--offline needs --registry-key (the did:key the registry signs with)")
+            fail("--offline needs --registry-key (the did:key the registry signs with)", 2)
         try:
             resp = json.loads(Path(target).read_text())
         except (OSError, ValueError) as e:
-            _fail(f"{target}: {e}")
+            fail(f"{target}: {e}", 2)
     else:
         from .client import RegistryClient
 
@@ -271,9 +242,9 @@ def status(target, offline, registry_key, log_policy, log_vkey, issuer, out, all
         try:
             resp, served_key = asyncio.run(go())
         except OAPError as e:
-            _fail(e.message)
+            fail(e.message, 2)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-            _fail(f"cannot reach the registry at {url}: {e}", 2)
+            fail(f"cannot reach the registry at {url}: {e}", 2)
         if not registry_key:
             click.echo(f"warning: trusting the key the server names ({served_key}); pin it with --registry-key",
                        err=True)
@@ -307,7 +278,7 @@ def _mirror_once(data: Path, upstream: str, registry_key, policy, metrics_file, 
     try:
         fd = lock_data_dir(data)
     except ConfigError as e:
-        _fail(str(e))
+        fail(str(e), 2)
     repo = RegistryRepo(data / "registry.git")
 
     def progress(total: int):
@@ -323,7 +294,7 @@ def _mirror_once(data: Path, upstream: str, registry_key, policy, metrics_file, 
             click.echo("warning: log key taken from the registry's own registry.json; pin it with --log-policy",
                        err=True)
     except UpstreamError as e:
-        _fail(e.message)
+        fail(e.message, 2)
         raise
     finally:
         repo.close()
@@ -375,7 +346,7 @@ def mirror(upstream, data_dir, registry_key, log_policy, log_vkey, metrics_file,
 def rebuild(source, data_dir, registry_key, log_policy, log_vkey, quiet) -> None:
     """Rebuild a registry from any mirror into an empty data directory, verifying all of it."""
     if data_dir.exists() and any(data_dir.iterdir()):
-        _fail(f"{data_dir} is not empty")
+        fail(f"{data_dir} is not empty", 2)
     code = _mirror_once(data_dir, source, registry_key, _trust(log_policy, log_vkey), None, quiet)
     if code == 0:
         click.echo(f"serve it with: oap-registry serve --data {data_dir} --key <the registry's key> --log-url <log>"
@@ -397,7 +368,7 @@ def verify(repo_dir, registry_key, log_policy, log_vkey, head_anchor, url) -> No
 
     gitdir = repo_dir / ".git" if (repo_dir / ".git").is_dir() else repo_dir
     if not (gitdir / "HEAD").exists():
-        _fail(f"{repo_dir} is not a Git repository")
+        fail(f"{repo_dir} is not a Git repository", 2)
     repo = RegistryRepo(gitdir)
     index = Index()
     r = Replayer(repo, index, strict=True, registry=registry_key, policy=_trust(log_policy, log_vkey))

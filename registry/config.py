@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tlog.service.config import ConfigError, HTTPConfig, check_http_limits, is_loopback
+from tlog.errors import ConfigError
+
+from tlog.service.config import HTTPConfig, check_http_limits, is_loopback
 
 from .records import is_did
 

@@ -27,7 +27,8 @@ from dulwich.repo import Repo
 from dulwich.server import DictBackend, UploadPackHandler
 
 from tlog.errors import Forbidden, InvalidInput
-from tlog.service.http import SEND_TIMEOUT, SEND_TIMEOUT_KEY, read_body, stream
+from tlog.service.bodies import read_body
+from tlog.service.sending import SEND_TIMEOUT, SEND_TIMEOUT_KEY, stream
 
 from .store import ReadGate
 

@@ -13,7 +13,7 @@ Reads (primary and mirrors):
   GET  /v1/status-lists/<issuer>[/<n>] W3C BitstringStatusListCredential
   GET  /<name>.git/...                 read-only Git smart HTTP (registry.githttp)
   GET  /healthz, /readyz, /metrics
-Errors become `{"error": <App. B code>, "message": ...}` in `tlog.service.http` only.
+Errors become `{"error": <App. B code>, "message": ...}` in `tlog.service.responses` only.
 """
 from __future__ import annotations
 
@@ -29,9 +29,13 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
-from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
-from tlog.service.http import (READ_TIMEOUT_KEY, RequestMetrics, accepts_cbor, make_error_middleware, rate_limit_middleware,
-                       query_int, read_document, respond, send_large, send_limits, send_timeout_middleware, wants_cbor)
+from tlog.service.reply import Reply
+from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
+from tlog.service.bodies import READ_TIMEOUT_KEY, query_int, read_document
+from tlog.service.metrics import RequestMetrics
+from tlog.service.middleware import make_error_middleware, rate_limit_middleware, send_timeout_middleware
+from tlog.service.responses import accepts_cbor, respond, wants_cbor
+from tlog.service.sending import send_large, send_limits
 from tlog.service.limits import RateLimiter
 
 from .githttp import GitReadOnly

@@ -22,8 +22,10 @@ from typing import Any
 import aiohttp
 
 from tlog.formats import keys
+
+from tlog.service import keyfiles
 from tlog.client.client import LogClient
-from tlog.service.config import ConfigError
+from tlog.errors import ConfigError
 from tlog.formats.did import did_key_from_public
 from tlog.errors import NotFound, Unavailable
 from tlog.storage.files import lock_dir
@@ -51,9 +53,9 @@ def load_or_create_key(path: Path) -> bytes:
     """The registry's Ed25519 key (tlog signer-key format, 0600), created on first use."""
     if not path.exists():
         signer = keys.Signer.generate(KEY_NAME)
-        keys.write_private_key(path, signer.to_skey())
+        keyfiles.write_private_key(path, signer.to_skey())
         log.info("generated a new registry key in %s", path)
-    signer = keys.Signer.from_skey(keys.read_private_key(path))
+    signer = keys.Signer.from_skey(keyfiles.read_private_key(path))
     did = did_key_from_public(signer.public)
     did_path = path.with_suffix(".did")
     if not did_path.exists():

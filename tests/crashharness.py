@@ -4,7 +4,7 @@ load, restart, and prove nothing acknowledged was lost or rewritten.
 Each cycle restarts the server; in some cycles it is killed with SIGKILL at a
 random time, in others it kills itself at a chosen point inside a batch
 (after the hash files are written, after signing, just before or just after
-COMMIT) via OAP_TLOG_CRASH_POINTS. At the end a clean server is started and:
+COMMIT) through tests/crashserve.py. At the end a clean server is started and:
 every acknowledged entry is at its acknowledged index with its bytes; no two
 checkpoints seen (in responses or from /checkpoint) share a size with
 different roots; every one of them is consistent with the final checkpoint;
@@ -70,9 +70,19 @@ class DiedDuringStart(RuntimeError):
     """The log exited before it was serving (with crash points armed: one fired during start)."""
 
 
-def start_log(data: Path, env_extra: dict[str, str]) -> tuple[subprocess.Popen, str, str]:
-    env = {**os.environ, **env_extra}
-    proc = subprocess.Popen([str(BIN / "oap-log"), "serve", "--data", str(data), "--port", "0",
+def oap_log(crash: str | None) -> list[str]:
+    """The command that runs oap-log, with crash points armed (tests/crashserve.py) or not."""
+    if crash is None:
+        return [str(BIN / "oap-log")]
+    return [sys.executable, "-m", "tests.crashserve", crash]
+
+
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+
+def start_log(data: Path, crash: str | None = None) -> tuple[subprocess.Popen, str, str]:
+    env = ENV
+    proc = subprocess.Popen([*oap_log(crash), "serve", "--data", str(data), "--port", "0",
                              "--batch-interval-ms", "5", "--rate-limit-write", "0", "--rate-limit-read", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     url = vkey = ""
@@ -156,11 +166,11 @@ async def run(cycles: int, workdir: Path, seed: int = 0, progress: bool = False)
     t0 = time.monotonic()
     for cycle in range(cycles):
         mode = rng.choice(["sigkill"] * 2 + CRASH_POINTS)
-        env = {} if mode == "sigkill" else {"OAP_TLOG_CRASH_POINTS": f"{mode}:0.05"}
+        crash = None if mode == "sigkill" else f"{mode}:0.05"
         try:
-            proc, url, vkey = start_log(data, env)
+            proc, url, vkey = start_log(data, crash)
         except DiedDuringStart as e:
-            if not env or e.returncode != 137:  # tlog.storage.embedded.crash_point exits 137: only that is a crash cycle
+            if crash is None or e.returncode != 137:  # a crash point exits 137: only that is a crash cycle
                 raise
             # The start itself commits (a new log signs its empty tree): the crash point fired
             # there. That is a crash like any other; the next start recovers from it.
@@ -183,7 +193,7 @@ async def run(cycles: int, workdir: Path, seed: int = 0, progress: bool = False)
         if progress:
             print(f"cycle {cycle + 1}/{cycles}: {modes[-1]}, {len(obs.acked)} acknowledged so far", flush=True)
 
-    proc, url, vkey = start_log(data, {})
+    proc, url, vkey = start_log(data)
     try:
         policy = TrustPolicy.for_log(vkey)
         async with LogClient(url) as client:
@@ -252,7 +262,7 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
 
     from registry.client import did_of, make_revocation
     from tlog.formats.keys import parse_vkey, cosigner_verifier
-    from tlog.server.app import load_or_create_key
+    from tlog.server.service import load_or_create_key
     from tlog.server.witnessing import policy_text
 
     from .services import ORIGIN, Service, registry_service
@@ -273,12 +283,12 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
     policy_file = workdir / "witnesses.policy"
     policy_file.write_text(policy_text(log_vkey, [("w", w_vkey, w_url)], 0))
 
-    def log_svc(env: dict[str, str]) -> Service:
-        return Service("log", [str(BIN / "oap-log"), "serve", "--data", str(log_dir), "--port", str(log_port),
+    def log_svc(crash: str | None = None) -> Service:
+        return Service("log", [*oap_log(crash), "serve", "--data", str(log_dir), "--port", str(log_port),
                                "--origin", ORIGIN, "--batch-interval-ms", "5", "--witness-policy", str(policy_file),
-                               "--rate-limit-write", "0", "--rate-limit-read", "0"], {**os.environ, **env})
+                               "--rate-limit-write", "0", "--rate-limit-read", "0"], ENV)
 
-    log = log_svc({}).start()
+    log = log_svc().start()
     reg = registry_service(r_dir, log_url, "--batch-interval-ms", "20", "--rate-limit", "0").start()
     obs = Observed()
     cosigned: dict[int, bytes] = {}  # what the witness cosigned: size -> root
@@ -333,13 +343,13 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
             if victim == "log" and rng.random() < 0.5:
                 mode = rng.choice(CRASH_POINTS)
                 log.kill()
-                log = log_svc({"OAP_TLOG_CRASH_POINTS": f"{mode}:0.05"})
+                log = log_svc(f"{mode}:0.05")
                 try:
                     log.start()
                 except RuntimeError:
                     if log.proc.wait(10) != 137:  # not tlog.storage.embedded.crash_point firing during start
                         raise
-                    log = log_svc({}).start()  # it did: that was the crash; start again without
+                    log = log_svc().start()  # it did: that was the crash; start again without
             stop = asyncio.Event()
             tasks = [asyncio.create_task(load(log.url, obs, counter, stop, workers=8)),
                      asyncio.create_task(registry_load(reg.url, stop)),
@@ -361,7 +371,7 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
                 if after < before:
                     went_backwards.append(f"cycle {cycle}: cosigned {before} before the kill, state {after} after")
             elif victim == "log":
-                log = log_svc({}).start()
+                log = log_svc().start()
             else:
                 reg.start()
             modes.append(f"{victim}:{mode if died_by_itself or mode == 'sigkill' else 'sigkill'}")
@@ -370,7 +380,7 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
                       f"registry {len(reg_acked)} acked, witness cosigned up to {max_cosigned[0]}", flush=True)
         # --- final checks on clean processes ---------------------------------------------------
         log.kill()
-        log = log_svc({}).start()
+        log = log_svc().start()
         policy = TrustPolicy.for_log(log_vkey)
         async with LogClient(log.url) as client:
             final_note = await client.checkpoint()

@@ -17,14 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tlog.server.appends import SingleAppends, added_document
-from tlog.service.config import LogConfig
+from tlog.server.config import LogConfig
 from tlog.formats.entries import canonical_entry, commitment_json_entry
 from tlog.formats.strict import loads_json
 from tlog.errors import Unavailable
 from tlog.formats.hashing import leaf_hash
-from tlog.service.http import encode_document
+from tlog.service.responses import encode_document
 from tlog.formats.proofbundle import parse_proof_bundle
-from tlog.server.app import LogService
+from tlog.server.service import LogService
 from tlog.merkle.verify import verify_inclusion
 
 
@@ -46,7 +46,7 @@ def reference(svc: LogService, reply_state_size: int, index: int, entry: bytes, 
 
 
 async def _append_rounds(svc: LogService, rounds: list[list[tuple[int, bool]]]) -> None:
-    appends = SingleAppends(svc.sequencer, svc.store.hashes, svc.metrics)
+    appends = SingleAppends(svc.sequencer, svc.hashes, svc.metrics)
     seen: set[int] = set()
     for batch in rounds:
         entries = [(commitment(i), cbor) for i, cbor in batch]
@@ -89,7 +89,7 @@ async def test_first_entry_and_a_larger_tree(tmp_path):
 
 async def test_refused_batch_fails_every_answer(tmp_path):
     svc = await open_log(tmp_path)
-    appends = SingleAppends(svc.sequencer, svc.store.hashes, svc.metrics)
+    appends = SingleAppends(svc.sequencer, svc.hashes, svc.metrics)
     await svc.sequencer.close()
     with pytest.raises(Unavailable):
         await appends.submit(commitment(1), False, 0.0)
@@ -147,7 +147,7 @@ async def test_waiters_get_an_error_when_building_the_answers_fails(tmp_path, mo
             raise OSError(5, "Input/output error")
 
         monkeypatch.setattr(appends_mod, "inclusion_levels", boom)
-        appends = SingleAppends(svc.sequencer, svc.store.hashes, svc.metrics)
+        appends = SingleAppends(svc.sequencer, svc.hashes, svc.metrics)
         futs = [appends.submit(commitment(i), False, 0.0) for i in range(3)]
         done, pending = await asyncio.wait(futs, timeout=10)
         assert not pending

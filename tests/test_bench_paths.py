@@ -259,11 +259,13 @@ def test_map_window_is_checked_and_huge_pages_are_only_a_hint(tmp_path, monkeypa
 
 def test_map_window_setting(tmp_path, monkeypatch):
     """Bounded memory is the default (16 MiB per level); map_window_mb = 0 lifts the limit."""
-    from tlog.service.config import ConfigError, LogConfig, load
-    from tlog.storage.embedded import LogStore
+    from tlog.errors import ConfigError
+    from tlog.service.config import load
+    from tlog.server.config import LogConfig
+    from tlog.storage.embedded import EmbeddedStorage
 
     assert LogConfig().map_window_mb == hashfiles_mod.DEFAULT_MAP_WINDOW_MB == 16
-    assert HashFiles(tmp_path / "a").window == LogStore(tmp_path / "b").hashes.window == 16 << 20
+    assert HashFiles(tmp_path / "a").window == EmbeddedStorage(tmp_path / "b").hashes.window == 16 << 20
     monkeypatch.setenv("OAP_LOG_MAP_WINDOW_MB", "0")
     assert load(LogConfig, section="log", env_prefix="OAP_LOG_").map_window_mb == 0
     with pytest.raises(ConfigError):

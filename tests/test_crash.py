@@ -33,9 +33,9 @@ def test_a_crash_during_the_first_start_is_a_crash_cycle_and_the_next_start_reco
     from .crashharness import DiedDuringStart, start_log
 
     with pytest.raises(DiedDuringStart) as died:
-        start_log(tmp_path / "log", {"OAP_TLOG_CRASH_POINTS": "before_commit:1"})
+        start_log(tmp_path / "log", "before_commit:1")
     assert died.value.returncode == 137
-    proc, url, _ = start_log(tmp_path / "log", {})
+    proc, url, _ = start_log(tmp_path / "log")
     try:
         with urllib.request.urlopen(url + "/checkpoint", timeout=10) as r:
             assert r.read().decode().split("\n")[1] == "0"  # the empty tree, signed on this start

@@ -19,12 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tlog.service.config import LogConfig
+from tlog.server.config import LogConfig
 from tlog.formats.entries import canonical_entry
 from tlog.service.fastpath import FAST_ROUTES_KEY, MAX_HEAD, FastSite
 from tlog.formats.hashing import leaf_hash
-from tlog.service.http import start_app
-from tlog.server.app import LogService, build_app
+from tlog.service.serve import start_app
+from tlog.server.app import build_app
+from tlog.server.service import LogService
 from tlog.formats.tiles import tile_path
 
 N = 600  # two full level-0 tiles and a partial one
@@ -114,7 +115,7 @@ async def test_fast_answers_are_aiohttp_answers_byte_for_byte(pair):
     assert pair.routes.answered - before == len(paths)  # all of them fast, on one connection
     assert [r[0] for r in got] == [b"HTTP/1.1 200 OK"] * (len(paths) + 1)
     assert got[0][2] == pair.svc.state.note.encode()
-    levels = pair.svc.store.hashes
+    levels = pair.svc.hashes
     assert got[1][2] == levels.read_range(0, 0, 256) and got[3][2] == levels.read_range(0, 512, size % 256)
     headers = dict(got[1][1])
     assert headers[b"Cache-Control"] == b"public, max-age=31536000, immutable"
@@ -158,7 +159,7 @@ async def test_a_connection_goes_on_after_a_fast_write_and_in_aiohttp_after_a_he
     assert pair.routes.answered - before == 4 and pair.routes.handed_off - handed == 1  # at /healthz
     assert [r[0] for r in got] == [b"HTTP/1.1 200 OK"] * 5
     assert b'"index":600' in got[2][2]
-    assert got[3][2] == pair.svc.store.hashes.read_range(0, 256, 256)
+    assert got[3][2] == pair.svc.hashes.read_range(0, 256, 256)
     head = responses(await exchange(pair.fast, b"HEAD /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n" + CLOSE), (0,))
     assert head[0][0] == b"HTTP/1.1 200 OK" and head[0][2] == b""
 
@@ -168,7 +169,7 @@ async def test_heads_split_anywhere_are_answered_the_same(pair):
     whole = responses(await exchange(pair.fast, stream))
     pieces = [stream[i:i + 7] for i in range(0, len(stream), 7)]
     assert responses(await exchange(pair.fast, pieces, pause=0.002)) == whole
-    assert len(whole) == 3 and whole[0][2] == pair.svc.store.hashes.read_range(0, 256, 256)
+    assert len(whole) == 3 and whole[0][2] == pair.svc.hashes.read_range(0, 256, 256)
 
 
 @pytest.mark.parametrize("garbage", [b"\x16\x03\x01\x02\x00\x01", b"GARBAGE", b"GET /x HTTP/1.0\r\nHost: x\r\n",
@@ -399,8 +400,10 @@ async def converse(port: int, sequence: list[bytes]) -> list:
         writer.close()
     return out
 
+
 def test_reply_headers_are_formatted_once_per_header_set():
-    from tlog.service.fastpath import Reply, _header_bytes
+    from tlog.service.fastpath import _header_bytes
+    from tlog.service.reply import Reply
 
     r = Reply(b"x", (("Content-Type", "a/b"), ("ETag", '"1"')))
     assert _header_bytes(r.headers) == b'Content-Type: a/b\r\nETag: "1"\r\n'

@@ -295,7 +295,7 @@ async def test_status_answers_vary_by_accept_and_lists_name_the_configured_url(t
 
 
 def test_the_registry_refuses_to_listen_beyond_loopback_without_public_url(tmp_path):
-    from tlog.service.config import ConfigError
+    from tlog.errors import ConfigError
     from registry.config import RegistryConfig
 
     with pytest.raises(ConfigError, match="public_url"):

@@ -14,22 +14,8 @@ from hypothesis import strategies as st
 
 from tlog.formats.checkpoint import cosignature_message
 from tlog.errors import Forbidden, FormatError, SignatureError
-from tlog.formats.keys import (
-    COSIGNATURE_V1,
-    ECDSA,
-    ED25519,
-    CosignatureSigner,
-    Signer,
-    Verifier,
-    check_key_name,
-    cosignature_timestamp,
-    cosigner_verifier,
-    format_vkey,
-    key_id,
-    parse_vkey,
-    read_private_key,
-    write_private_key,
-)
+from tlog.formats.keys import COSIGNATURE_V1, ECDSA, ED25519, CosignatureSigner, Signer, Verifier, check_key_name, cosignature_timestamp, cosigner_verifier, format_vkey, key_id, parse_vkey
+from tlog.service.keyfiles import read_private_key, write_private_key
 
 PETER_VKEY = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
 PETER_SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"

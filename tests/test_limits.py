@@ -10,13 +10,18 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tlog.service.config import ConfigError, LogConfig, load
+from tlog.errors import ConfigError
+
+from tlog.service.config import load
+
+from tlog.server.config import LogConfig
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import commitment_entry, receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.service.limits import RateLimiter, TokenAuth, new_token
 from tlog.errors import AuthRequired, Forbidden, RateLimited
-from tlog.server.app import LogService, build_app
+from tlog.server.app import build_app
+from tlog.server.service import LogService
 
 SEED = generate_seed()
 

@@ -13,13 +13,15 @@ from click.testing import CliRunner
 
 from tlog.cli.main import main as log_cli
 from tlog.client.client import LogClient
-from tlog.service.config import LogConfig
+from tlog.server.config import LogConfig
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import leaf_hash
-from tlog.formats.keys import CosignatureSigner, write_private_key
+from tlog.formats.keys import CosignatureSigner
+from tlog.service.keyfiles import write_private_key
 from tlog.formats.note import parse_note
-from tlog.server.app import LogService, build_app, load_or_create_key
+from tlog.server.app import build_app
+from tlog.server.service import LogService, load_or_create_key
 from tlog.client.verifier import TrustPolicy
 from witness.config import WitnessConfig, WitnessedLog
 from witness.server import WitnessService, build_app as witness_app
@@ -138,7 +140,7 @@ async def test_quorum_dead_witness_recovery_and_offline_quorum(tmp_path):
                 async with s.post(url + "/v1/entries", json=entry(3)) as r:
                     assert r.status == 503 and (await r.json())["error"] == "maintenance"
                     assert int(r.headers["Retry-After"]) >= 1
-            assert svc.store.state.size == before + 1  # durable
+            assert svc.storage.state.size == before + 1  # durable
             assert policy.verify_checkpoint(await c.checkpoint()).checkpoint.size == before
 
             # a witness comes back: the log republishes by itself, the retry gets the same entry cosigned

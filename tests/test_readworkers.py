@@ -26,14 +26,17 @@ import pytest
 
 from tests.services import log_service
 from tests.test_fastpath import CLOSE, entry, exchange, get, responses
-from tlog.service.config import ConfigError, LogConfig
+from tlog.errors import ConfigError
+from tlog.server.config import LogConfig
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.hashing import leaf_hash
 from tlog.service.fastpath import FAST_ROUTES_KEY, FastSite
-from tlog.service.http import RequestMetrics, start_app
+from tlog.service.metrics import RequestMetrics
+from tlog.service.serve import start_app
 from tlog.formats.keys import CosignatureSigner
 from tlog.server.readworkers import ReadWorkers
-from tlog.server.app import LogService, build_app
+from tlog.server.app import build_app
+from tlog.server.service import LogService
 from tlog.formats.tiles import tile_path
 
 N = 600
@@ -380,7 +383,7 @@ def test_a_log_killed_with_its_worker_restarts_on_the_same_port(tmp_path):
 
 
 def test_free_port_waits_briefly_for_a_listener_that_is_going_away():
-    from tlog.service.http import free_port
+    from tlog.service.serve import free_port
 
     holder = socket.create_server(("127.0.0.1", 0))
     port = holder.getsockname()[1]

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from registry.config import RegistryConfig
-from tlog.service.config import ConfigError, load
+from tlog.errors import ConfigError
+from tlog.service.config import load
 
 from .test_registry_support import BIN, log_server
 

@@ -26,7 +26,7 @@ from registry.service import RegistryService
 from tlog.formats.conformance import sign_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
-from tlog.service.http import start_app
+from tlog.service.serve import start_app
 from tlog.client.verifier import TrustPolicy
 
 from .conftest import ServerProcess

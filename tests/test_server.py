@@ -11,7 +11,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from tlog.client.client import LogClient
-from tlog.service.config import LogConfig
+from tlog.server.config import LogConfig
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.encoding import b64dec
 from tlog.formats.entries import canonical_entry, commitment_entry, receipt_entry
@@ -19,7 +19,8 @@ from tlog.formats.hashing import leaf_hash
 from tlog.merkle.tree import memory_view
 from tlog.formats.note import parse_note
 from tlog.formats.checkpoint import parse_checkpoint
-from tlog.server.app import LogService, build_app
+from tlog.server.app import build_app
+from tlog.server.service import LogService
 from tlog.formats.tiles import tile_path
 from tlog.client.verifier import TrustPolicy
 from tlog.merkle.verify import verify_consistency
@@ -312,7 +313,7 @@ async def test_batched_proofs_in_bounded_memory_mode(tmp_path):
         assert status == 200
         doc = cbor2.loads(body)
         assert doc["tree_size"] == n
-        assert svc.store.hashes._maps[0].windowed  # the windowed path was the one taken
+        assert svc.hashes._maps[0].windowed  # the windowed path was the one taken
         ref = memory_view([leaf_hash(e) for e in entries])  # independent of the hash files
         assert doc["proofs"] == [ref.inclusion_proof(i) for i in idx]
     finally:

@@ -14,7 +14,8 @@ from tlog.errors import ForkError, NotFound
 from tlog.formats.hashing import leaf_hash
 from tlog.merkle.tree import memory_view
 from tlog.server.sequencer import Sequencer
-from tlog.storage.embedded import CorruptionError, LogStore
+from tlog.storage.embedded import EmbeddedStorage
+from tlog.storage.interface import CorruptionError
 
 from .conftest import checkpoint_signer, make_signer
 
@@ -26,17 +27,17 @@ def entries(n: int, seed: int = 0) -> list[bytes]:
     return [seed.to_bytes(4, "big") + i.to_bytes(4, "big") + rng.randbytes(rng.randrange(0, 64)) for i in range(n)]
 
 
-def commit_all(store: LogStore, data: list[bytes], rng: random.Random) -> None:
+def commit_all(store: EmbeddedStorage, data: list[bytes], rng: random.Random) -> None:
     i = 0
     while i < len(data):
         k = rng.choice([1, 2, 3, 7, 255, 256, 257, 1000])
-        store.commit_batch([(leaf_hash(d), d) for d in data[i : i + k]], SIGN)
+        store.append(data[i : i + k], SIGN)
         i += k
 
 
 def test_batches_match_reference_and_batched_proofs(tmp_path):
     rng = random.Random(1)
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     state = store.open(SIGN)
     assert state.size == 0 and state.root == memory_view([]).root
     data = entries(5000)
@@ -56,23 +57,23 @@ def test_batches_match_reference_and_batched_proofs(tmp_path):
 
 
 def test_dedup_within_and_across_batches(tmp_path):
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
     a, b = b"alpha", b"beta"
-    r1 = store.commit_batch([(leaf_hash(a), a), (leaf_hash(a), a), (leaf_hash(b), b)], SIGN)
+    r1 = store.append([a, a, b], SIGN)
     assert r1.indices == [0, 0, 1] and r1.fresh == [True, False, True]
-    r2 = store.commit_batch([(leaf_hash(b), b)], SIGN)
+    r2 = store.append([b], SIGN)
     assert r2.indices == [1] and r2.fresh == [False] and r2.state.size == 2
     store.close()
 
 
 def test_reopen_is_identical_and_checkpoint_reused(tmp_path):
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
     commit_all(store, entries(1000), random.Random(2))
     before = store.state
     store.close()
-    again = LogStore(tmp_path)
+    again = EmbeddedStorage(tmp_path)
     st = again.open(SIGN)
     assert (st.size, st.root, st.note) == (before.size, before.root, before.note)
     again.close()
@@ -81,7 +82,7 @@ def test_reopen_is_identical_and_checkpoint_reused(tmp_path):
 @pytest.mark.parametrize("damage", ["truncate", "garbage_tail", "zeros_middle", "delete"])
 def test_hash_files_repaired_from_database(tmp_path, damage):
     # zeros_middle: damage after the last hash fsync (a torn page after power loss)
-    store = LogStore(tmp_path, hash_sync_interval=1e9 if damage == "zeros_middle" else 0)
+    store = EmbeddedStorage(tmp_path, hash_sync_interval=1e9 if damage == "zeros_middle" else 0)
     store.open(SIGN)
     data = entries(3000)
     commit_all(store, data, random.Random(3))
@@ -99,7 +100,7 @@ def test_hash_files_repaired_from_database(tmp_path, damage):
         level0.write_bytes(raw[:3200] + b"\x00" * 320 + raw[3520:])
     else:
         level0.unlink()
-    again = LogStore(tmp_path)
+    again = EmbeddedStorage(tmp_path)
     st = again.open(SIGN)
     assert st.size == 3000 and st.root == root
     ref = memory_view([leaf_hash(d) for d in data])
@@ -109,13 +110,13 @@ def test_hash_files_repaired_from_database(tmp_path, damage):
 
 
 def test_fork_guard_refuses_second_root_and_keeps_nothing(tmp_path):
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
-    store.commit_batch([(leaf_hash(b"a"), b"a")], SIGN)
+    store.append([b"a"], SIGN)
     # Pretend a checkpoint for size 2 with another root was signed before.
     store.conn.execute("INSERT INTO checkpoints VALUES (2, ?, 'x', 0)", (b"\x07" * 32,))
     with pytest.raises(ForkError):
-        store.commit_batch([(leaf_hash(b"b"), b"b")], SIGN)
+        store.append([b"b"], SIGN)
     assert store.state.size == 1
     assert store.conn.execute("SELECT SUM(count) FROM runs").fetchone()[0] == 1
     assert os.path.getsize(tmp_path / "hashes" / "level-00") == 32  # cut back
@@ -123,19 +124,19 @@ def test_fork_guard_refuses_second_root_and_keeps_nothing(tmp_path):
 
 
 def test_refuses_inconsistent_database(tmp_path):
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
-    store.commit_batch([(leaf_hash(b"a"), b"a"), (leaf_hash(b"b"), b"b")], SIGN)
+    store.append([b"a", b"b"], SIGN)
     store.conn.execute("UPDATE runs SET data = ? WHERE first = 0", (b"\x00\x01a\x00\x04evil",))
     store.close()
     for f in (tmp_path / "hashes").iterdir():  # force a rebuild from the tampered database
         f.unlink()
     with pytest.raises(CorruptionError):
-        LogStore(tmp_path).open(SIGN)
+        EmbeddedStorage(tmp_path).open(SIGN)
 
 
 async def test_sequencer_concurrent_adds_and_batching(tmp_path):
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     seen_batches: list[int] = []
     seq = Sequencer(store, SIGN, max_batch=64, batch_interval=0.02, on_batch=lambda n, s: seen_batches.append(n))
     await seq.start()
@@ -154,14 +155,14 @@ async def test_sequencer_concurrent_adds_and_batching(tmp_path):
     assert [m.index for m in many] == list(range(500, 510))
     await seq.close()
     # everything acknowledged survives a reopen
-    store2 = LogStore(tmp_path)
+    store2 = EmbeddedStorage(tmp_path)
     assert store2.open(SIGN).size == 510
     store2.close()
 
 
 def test_leaf_index_is_derived_and_rebuilt(tmp_path):
     """The dedup index lives outside the fsync path; losing it loses nothing."""
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
     data = entries(700, seed=4)
     commit_all(store, data, random.Random(4))
@@ -185,13 +186,13 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
         path.write_bytes(bytes(raw))
 
     rewrite(indexed=500, wipe_from=500)
-    again = LogStore(tmp_path)
+    again = EmbeddedStorage(tmp_path)
     again.open(SIGN)
-    r = again.commit_batch([(leaf_hash(d), d) for d in data[600:610]], SIGN)
+    r = again.append(data[600:610], SIGN)
     assert r.indices == list(range(600, 610)) and r.fresh == [False] * 10
     again.close()
     rewrite(boot=b"another-boot", wipe_from=0)
-    third = LogStore(tmp_path)
+    third = EmbeddedStorage(tmp_path)
     third.open(SIGN)
     assert third.leaves.lookup([leaf_hash(data[0]), leaf_hash(data[699])]) == {
         leaf_hash(data[0]): 0, leaf_hash(data[699]): 699}
@@ -201,23 +202,23 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
 def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path, monkeypatch):
     """Review finding: a failed index update followed by a successful one must not
     leave a permanent gap (resubmitting would then get a second index)."""
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
-    store.commit_batch([(leaf_hash(b"a"), b"a")], SIGN)
+    store.append([b"a"], SIGN)
     real_add = store.leaves.add
 
     def failing_add(*a, **k):
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(store.leaves, "add", failing_add)
-    assert store.commit_batch([(leaf_hash(b"b"), b"b")], SIGN).indices == [1]  # durable; index update lost
+    assert store.append([b"b"], SIGN).indices == [1]  # durable; index update lost
     monkeypatch.setattr(store.leaves, "add", real_add)
-    store.commit_batch([(leaf_hash(b"c"), b"c")], SIGN)
-    r = store.commit_batch([(leaf_hash(b"b"), b"b")], SIGN)
+    store.append([b"c"], SIGN)
+    r = store.append([b"b"], SIGN)
     assert r.indices == [1] and r.fresh == [False]  # same entry, same index
     assert store.leaves.lookup([leaf_hash(b"b")]) == {leaf_hash(b"b"): 1}
     store.close()
-    again = LogStore(tmp_path)
+    again = EmbeddedStorage(tmp_path)
     again.open(SIGN)
     assert again.leaves.lookup([leaf_hash(b"b"), leaf_hash(b"c")]) == {leaf_hash(b"b"): 1, leaf_hash(b"c"): 2}
     again.close()
@@ -227,7 +228,7 @@ def test_entries_table_of_an_older_log_moves_into_runs(tmp_path):
     """A data directory written with one row per entry opens as the same log."""
     import sqlite3
 
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
     data = entries(700, seed=11)
     commit_all(store, data, random.Random(11))
@@ -246,7 +247,7 @@ def test_entries_table_of_an_older_log_moves_into_runs(tmp_path):
     db.execute("CREATE TABLE entries (idx INTEGER PRIMARY KEY, leaf_hash BLOB NOT NULL, data BLOB NOT NULL)")
     db.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows)
     db.close()
-    again = LogStore(tmp_path)
+    again = EmbeddedStorage(tmp_path)
     st = again.open(SIGN)
     assert st.size == 700 and st.root == root
     from tlog.storage.embedded import read_entries
@@ -254,7 +255,7 @@ def test_entries_table_of_an_older_log_moves_into_runs(tmp_path):
     assert read_entries(again.conn, 0, 700) == data
     assert read_entries(again.conn, 255, 3) == data[255:258]
     assert again.conn.execute("SELECT name FROM sqlite_master WHERE name = 'entries'").fetchone() is None
-    r = again.commit_batch([(leaf_hash(d), d) for d in data[10:12]], SIGN)
+    r = again.append(data[10:12], SIGN)
     assert r.indices == [10, 11] and r.fresh == [False, False]
     again.close()
 
@@ -262,7 +263,7 @@ def test_entries_table_of_an_older_log_moves_into_runs(tmp_path):
 def test_runs_with_a_gap_refuse_to_open(tmp_path):
     import sqlite3
 
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
     commit_all(store, entries(600, seed=12), random.Random(12))
     store.close()
@@ -270,21 +271,20 @@ def test_runs_with_a_gap_refuse_to_open(tmp_path):
     db.execute("DELETE FROM runs WHERE first = (SELECT first FROM runs ORDER BY first LIMIT 1 OFFSET 1)")
     db.close()
     with pytest.raises(CorruptionError):
-        LogStore(tmp_path).open(SIGN)
+        EmbeddedStorage(tmp_path).open(SIGN)
 
 
 async def test_entry_reader_bundles_from_runs(tmp_path):
     """Entry bundles straight from stored runs (exact cover) or re-encoded (partial)."""
-    from tlog.storage.embedded import EntryReader
     from tlog.formats.tiles import encode_entry_bundle
 
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
     data = entries(600, seed=13)
-    store.commit_batch([(leaf_hash(d), d) for d in data[:300]], SIGN)  # runs [0,256) [256,300)
+    store.append(data[:300], SIGN)  # runs [0,256) [256,300)
     for i in range(300, 600, 7):  # then small runs
-        store.commit_batch([(leaf_hash(d), d) for d in data[i : i + 7]], SIGN)
-    reader = EntryReader(store.db_path, store.leaves)
+        store.append(data[i : i + 7], SIGN)
+    reader = store.entries()
     await reader.open()
     try:
         for start, count in ((0, 256), (256, 256), (256, 44), (256, 10), (300, 7), (301, 5), (512, 88), (590, 10)):
@@ -303,10 +303,10 @@ def test_landed_batch_with_a_failing_index_update_keeps_hashes_and_state_togethe
     files were cut back under that state and the next batch signed a wrong root."""
     import errno
 
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
     data = [i.to_bytes(4, "big") for i in range(100_000)]
-    store.commit_entries(data[:30_000], SIGN)  # the index grows past 32k entries next
+    store.append(data[:30_000], SIGN)  # the index grows past 32k entries next
     real_record, real_create = store._sign_and_record, store.leaves._create_file
 
     def landed_then_failed(*a, **kw):
@@ -318,13 +318,13 @@ def test_landed_batch_with_a_failing_index_update_keeps_hashes_and_state_togethe
 
     store._sign_and_record, store.leaves._create_file = landed_then_failed, full_disk
     with pytest.raises(OSError):
-        store.commit_entries(data[30_000:39_000], SIGN)
+        store.append(data[30_000:39_000], SIGN)
     store._sign_and_record, store.leaves._create_file = real_record, real_create
     assert store.state.size == 39_000
     assert (tmp_path / "hashes" / "level-00").stat().st_size == 39_000 * 32
-    store.commit_entries(data[39_000:], SIGN)
+    store.append(data[39_000:], SIGN)
     assert store.state.root == memory_view([leaf_hash(x) for x in data]).root
-    r = store.commit_entries(data[30_000:30_010], SIGN)  # the index caught up: same indices
+    r = store.append(data[30_000:30_010], SIGN)  # the index caught up: same indices
     assert r.indices == list(range(30_000, 30_010)) and r.fresh == [False] * 10
     store.close()
 
@@ -335,9 +335,9 @@ def test_a_damaged_run_is_corruption_not_a_hang(tmp_path):
 
     from tlog.formats.tiles import encode_entry_bundle
 
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
-    store.commit_entries([b"e%d" % i for i in range(10)], SIGN)
+    store.append([b"e%d" % i for i in range(10)], SIGN)
     store.close()
     db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
     db.execute("UPDATE runs SET data = ? WHERE first = 0", (encode_entry_bundle([b"e%d" % i for i in range(9)]),))
@@ -345,18 +345,18 @@ def test_a_damaged_run_is_corruption_not_a_hang(tmp_path):
     db.close()
     shutil.rmtree(tmp_path / "hashes")
     with pytest.raises(CorruptionError, match="damaged"):
-        LogStore(tmp_path).open(SIGN)
+        EmbeddedStorage(tmp_path).open(SIGN)
 
 
 def test_one_writer_per_data_directory(tmp_path):
-    from tlog.service.config import ConfigError
+    from tlog.errors import ConfigError
 
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
     with pytest.raises(ConfigError, match="in use by another log process"):
-        LogStore(tmp_path)
+        EmbeddedStorage(tmp_path)
     store.close()
-    again = LogStore(tmp_path)  # released by close()
+    again = EmbeddedStorage(tmp_path)  # released by close()
     again.open(SIGN)
     again.close()
 
@@ -392,7 +392,7 @@ async def test_a_batch_closes_interval_after_its_first_item_even_if_it_queued_du
 async def test_a_submission_larger_than_a_batch_spans_batches_in_order(tmp_path):
     """add_many of 150 entries with max_batch 64, singles queued before and after it: the
     big group is filled across three batches, the singles each land in one."""
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     seen: list[int] = []
     seq = Sequencer(store, SIGN, max_batch=64, batch_interval=0.01, on_batch=lambda n, s: seen.append(n))
     await seq.start()
@@ -477,7 +477,7 @@ def test_migrated_log_wal_is_checkpointed_when_quiet(tmp_path):
     transaction that no batch commit follows; the quiet log must still copy it back."""
     import sqlite3
 
-    store = LogStore(tmp_path)
+    store = EmbeddedStorage(tmp_path)
     store.open(SIGN)
     data = entries(20000, seed=3)
     commit_all(store, data, random.Random(3))
@@ -487,7 +487,7 @@ def test_migrated_log_wal_is_checkpointed_when_quiet(tmp_path):
     db.execute("CREATE TABLE entries (idx INTEGER PRIMARY KEY, leaf_hash BLOB NOT NULL, data BLOB NOT NULL)")
     db.executemany("INSERT INTO entries VALUES (?, ?, ?)", [(i, leaf_hash(d), d) for i, d in enumerate(data)])
     db.close()  # the last connection: checkpointed, WAL removed
-    again = LogStore(tmp_path)
+    again = EmbeddedStorage(tmp_path)
     again.open(SIGN)  # moves the entries into runs
     try:
         assert _wait_for(lambda: _wal_frames(tmp_path / "log.db")[0] > 0

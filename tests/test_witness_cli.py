@@ -8,8 +8,11 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from tlog.service.config import ConfigError, load
-from tlog.formats.keys import CosignatureSigner, parse_vkey, read_private_key
+from tlog.errors import ConfigError
+
+from tlog.service.config import load
+from tlog.formats.keys import CosignatureSigner, parse_vkey
+from tlog.service.keyfiles import read_private_key
 from witness.cli import main
 from witness.config import WitnessConfig, WitnessedLog
 

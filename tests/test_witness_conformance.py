@@ -13,7 +13,8 @@ from tlog.formats.conformance import sign_conformance, validate_conformance, wit
 from tlog.formats.did import did_key_from_public
 from tlog.formats.entries import canonical_entry
 from tlog.formats.hashing import leaf_hash
-from tlog.formats.keys import Signer, write_private_key
+from tlog.formats.keys import Signer
+from tlog.service.keyfiles import write_private_key
 from tlog.merkle.tree import memory_view
 from tlog.formats.proofbundle import ProofBundle
 from witness.keyfiles import identity_key_name

@@ -134,7 +134,7 @@ async def test_add_checkpoint_on_the_fast_path_answers_as_aiohttp_does(tmp_path)
     from aiohttp import web
 
     from tlog.service.fastpath import FAST_ROUTES_KEY, FastSite
-    from tlog.service.http import start_app
+    from tlog.service.serve import start_app
     from witness.server import WitnessService, build_app
 
     from .test_fastpath import exchange, responses

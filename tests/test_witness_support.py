@@ -17,8 +17,9 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 
 from tlog.formats.checkpoint import Checkpoint
-from tlog.service.http import start_app
-from tlog.formats.keys import CosignatureSigner, Signer, write_private_key
+from tlog.service.serve import start_app
+from tlog.formats.keys import CosignatureSigner, Signer
+from tlog.service.keyfiles import write_private_key
 from tlog.merkle.tree import memory_view
 from tlog.formats.note import sign_note
 from witness.config import WitnessConfig, WitnessedLog
@@ -121,7 +122,7 @@ def witness_config(tmp: Path, logs: list[WitnessedLog], *, seed: bytes = V8_SEED
 async def running_witness(cfg: WitnessConfig, *, fast: bool = True, **open_kw):
     """WitnessService + a real server on 127.0.0.1 + a client session.
 
-    As `oap-witness serve` runs it (`tlog.service.http.start_app`: add-checkpoint on the fast
+    As `oap-witness serve` runs it (`tlog.service.serve.start_app`: add-checkpoint on the fast
     path), or with `fast=False` aiohttp alone (a TestServer)."""
     cfg.validate()
     svc = WitnessService.open(cfg, **open_kw)

@@ -2,7 +2,7 @@
 
 Every failure a client can cause is an `OAPError` subclass carrying an HTTP
 status and an OAP error code (OAP-CORE-1.0 Appendix B). Services map them to
-responses in exactly one place (`tlog.service.http.error_middleware`) with
+responses in exactly one place (`tlog.service.middleware.make_error_middleware`) with
 `isinstance`, so wrapping an error never silently turns a 4xx into a 500.
 Verifiers raise `VerificationError` subclasses instead of returning a bool a
 caller could ignore.
@@ -128,3 +128,8 @@ class PolicyError(VerificationError):
 
 class FormatError(InvalidInput):
     """A wire format (note, checkpoint, tile path, bundle, policy) is malformed."""
+
+
+class ConfigError(ValueError):
+    """A bad or conflicting setting, or a data directory or port another process holds:
+    the service refuses to start and says why in one line."""

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import click
 
-from tlog.service.config import ConfigError, load
+from tlog.errors import ConfigError
+
 from tlog.errors import OAPError
+from tlog.service.cli import Running, fail, load_config, run, serve_options
 from tlog.service.logs import setup_logging
 
 from .config import WitnessConfig
@@ -19,17 +21,10 @@ from .keyfiles import create_keys, did_of
 log = logging.getLogger("oap.witness")
 
 
-def _fail(msg: str, code: int = 1) -> None:
-    click.echo(f"error: {msg}", err=True)
-    sys.exit(code)
 
 
 def _config(config_file: Path | None, **flags) -> WitnessConfig:
-    try:
-        return load(WitnessConfig, section="witness", env_prefix="OAP_WITNESS_", file=config_file, **flags)
-    except ConfigError as e:
-        _fail(str(e), 2)
-        raise  # unreachable
+    return load_config(WitnessConfig, section="witness", env_prefix="OAP_WITNESS_", config_file=config_file, **flags)
 
 
 _config_option = click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -48,40 +43,23 @@ def main() -> None:
 
 
 @main.command()
-@_config_option
-@_data_option
-@click.option("--host", default=None)
-@click.option("--port", type=int, default=None)
+@serve_options("witness", data_help="Data directory (keys, state database).")
 @click.option("--name", default=None, help="Witness key name; fixed when the key is made.")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
 @click.option("--rate-limit", type=float, default=None, help="Requests/s per client (0: off).")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
-def serve(config_file, data_dir, host, port, name, log_format, rate_limit, tls_cert, tls_key) -> None:
+def serve(config_file, **flags) -> None:
     """Serve POST /add-checkpoint, monitoring, metrics and peer-witnessing until Ctrl-C (or SIGTERM)."""
-    cfg = _config(config_file, data_dir=data_dir, host=host, port=port, name=name, log_format=log_format,
-                  rate_limit=rate_limit, tls_cert=tls_cert, tls_key=tls_key)
-    setup_logging(cfg.log_format)
-    try:
-        asyncio.run(_serve(cfg))
-    except (ConfigError, OAPError) as e:
-        _fail(str(e), 2)
+    cfg = _config(config_file, **flags)
+    run(cfg, lambda: _start(cfg))
 
 
-async def _serve(cfg: WitnessConfig) -> None:
-    from tlog.service.http import serve_until_signal
-
+async def _start(cfg: WitnessConfig) -> Running:
     from .server import WitnessService, build_app
 
     svc = WitnessService.open(cfg)
-    await serve_until_signal(
-        build_app(svc), host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
-        tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, close=svc.close,
-        banner=lambda url: [f"name:         {svc.signer.name}", f"verifier key: {svc.signer.vkey}",
-                            f"identity:     {svc.peer.did}",
-                            f"logs:         {', '.join(log_.origin for log_ in cfg.logs) or 'none configured'}",
-                            f"url:          {url}", f"data:         {cfg.data_dir.resolve()}"],
-    )
+    return Running(build_app(svc), close=svc.close, banner=lambda url: [
+        f"name:         {svc.signer.name}", f"verifier key: {svc.signer.vkey}", f"identity:     {svc.peer.did}",
+        f"logs:         {', '.join(log_.origin for log_ in cfg.logs) or 'none configured'}",
+        f"url:          {url}", f"data:         {cfg.data_dir.resolve()}"])
 
 
 # --- keygen ------------------------------------------------------------------------
@@ -103,9 +81,9 @@ def keygen(name: str, data_dir: Path | None, out: Path | None) -> None:
     try:
         signer, seed = create_keys(key_path, key_path.parent / "identity.key", name)
     except FileExistsError:
-        _fail(f"{key_path} exists; refusing to overwrite a key")
+        fail(f"{key_path} exists; refusing to overwrite a key")
     except OAPError as e:
-        _fail(e.message)
+        fail(e.message)
     click.echo(signer.vkey)
     click.echo(f"identity: {did_of(seed)}", err=True)
 
@@ -130,13 +108,13 @@ def feed(config_file, data_dir, origins, interval, once, rounds, publish_dir) ->
     logs = [log_ for log_ in cfg.logs if log_.url and (not origins or log_.origin in origins)]
     unknown = set(origins) - {log_.origin for log_ in cfg.logs if log_.url}
     if unknown:
-        _fail(f"not a configured log with a url: {', '.join(sorted(unknown))}", 2)
+        fail(f"not a configured log with a url: {', '.join(sorted(unknown))}", 2)
     if not logs:
-        _fail("no configured log has a url to poll", 2)
+        fail("no configured log has a url to poll", 2)
     try:
         ok = asyncio.run(_feed(cfg, logs, interval=interval, rounds=1 if once else rounds, publish_dir=publish_dir))
     except (ConfigError, OAPError) as e:
-        _fail(str(e), 2)
+        fail(str(e), 2)
     sys.exit(0 if ok else 1)
 
 
@@ -181,7 +159,7 @@ def status(config_file, data_dir) -> None:
 
     cfg = _config(config_file, data_dir=data_dir)
     if not cfg.state_path.exists():
-        _fail(f"no state database at {cfg.state_path}")
+        fail(f"no state database at {cfg.state_path}")
     state = WitnessState(cfg.state_path)
     try:
         for rec in state.all_sync():

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
-from tlog.service.config import ConfigError, HTTPConfig, check_http_limits
+from tlog.errors import ConfigError
+from tlog.service.config import HTTPConfig, check_http_limits
 from tlog.errors import FormatError
 from tlog.formats.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
 from tlog.formats.policy import parse_policy

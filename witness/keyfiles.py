@@ -6,7 +6,7 @@
   used only to sign conformance receipts (`witness.peer`). Kept apart so the
   cosigning key never signs anything but cosignatures.
 
-Writing and reading go through `tlog.formats.keys.write_private_key` /
+Writing and reading go through `tlog.formats.keyfiles.write_private_key` /
 `read_private_key` (O_EXCL, fsync, mode checks).
 """
 from __future__ import annotations
@@ -15,9 +15,10 @@ import logging
 from pathlib import Path
 
 from tlog.formats import ed25519
-from tlog.service.config import ConfigError
+from tlog.errors import ConfigError
 from tlog.formats.did import did_key_from_public
-from tlog.formats.keys import read_seed, CosignatureSigner, Signer, read_private_key, write_private_key
+from tlog.formats.keys import CosignatureSigner, Signer
+from tlog.service.keyfiles import read_seed, read_private_key, write_private_key
 
 from .config import WitnessConfig
 

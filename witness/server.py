@@ -22,10 +22,14 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tlog.errors import NotFound, OAPError, RateLimited, TooLarge
-from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes, Reply
+from tlog.service.reply import Reply
+from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
 from tlog.service.fastpath import Request as FastRequest
-from tlog.service.http import (READ_TIMEOUT_KEY, RequestMetrics, make_error_middleware, offload, rate_limit_middleware,
-                       read_body, read_document, respond, send_limits, send_timeout_middleware)
+from tlog.service.bodies import READ_TIMEOUT_KEY, offload, read_body, read_document
+from tlog.service.metrics import RequestMetrics
+from tlog.service.middleware import make_error_middleware, rate_limit_middleware, send_timeout_middleware
+from tlog.service.responses import respond
+from tlog.service.sending import send_limits
 from tlog.service.limits import RateLimiter
 from tlog.formats.keys import CosignatureSigner
 

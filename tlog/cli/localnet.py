@@ -18,8 +18,10 @@ from pathlib import Path
 
 import click
 
-from tlog.formats.keys import CosignatureSigner, read_private_key
-from tlog.server.app import load_or_create_key
+from tlog.formats.keys import CosignatureSigner
+
+from tlog.service.keyfiles import read_private_key
+from tlog.server.service import load_or_create_key
 from tlog.server.witnessing import policy_text
 
 BIN = Path(sys.executable).parent

@@ -1,7 +1,6 @@
 """`oap-log`: run a log, make keys, anchor receipts, fetch proofs, verify offline."""
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -11,20 +10,20 @@ from pathlib import Path
 import click
 
 from tlog.formats import keys
+
+from tlog.service import keyfiles
 from tlog.formats.strict import loads_json
-from tlog.service.config import ConfigError, LogConfig, load
+from tlog.server.config import LogConfig
 from tlog.formats.entries import commitment_entry, commitment_for, decode_entry, receipt_entry, receipt_hash
 from tlog.errors import OAPError
 from tlog.storage.files import fsync_dir, write_atomic
 from tlog.formats.hashing import format_sha256, parse_sha256
-from tlog.service.logs import setup_logging
+from tlog.service.cli import Running, fail, load_config, run, serve_options
 
 DEFAULT_URL = os.environ.get("OAP_LOG_URL", "http://127.0.0.1:8080")
 
 
-def _fail(msg: str, code: int = 1) -> None:
-    click.echo(f"error: {msg}", err=True)
-    sys.exit(code)
+
 
 
 @click.group()
@@ -37,65 +36,42 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="TOML file ([log] table).")
-@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), help="Data directory.")
-@click.option("--host", default=None)
-@click.option("--port", type=int, default=None)
+@serve_options("log")
 @click.option("--origin", default=None, help="Log origin (key name); fixed at first start.")
 @click.option("--batch-interval-ms", type=int, default=None)
 @click.option("--max-batch", type=int, default=None)
-@click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
 @click.option("--witness-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="tlog-policy with the witnesses (and URLs) to push checkpoints to, and the quorum.")
 @click.option("--rate-limit-write", type=float, default=None, help="Entries/s per client (0: off).")
-@click.option("--rate-limit-read", type=float, default=None, help="Requests/s per client (0: off).")
+@click.option("--rate-limit-read", type=float, default=None, help="Dynamic reads/s per client (0: off).")
 @click.option("--tokens-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
 @click.option("--auth-required-for", default=None, help="Entry types needing a bearer token, e.g. commitment,registry or *.")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
 @click.option("--read-workers", type=int, default=None,
               help="Extra processes answering tile and checkpoint reads on the same port (plain HTTP only).")
-def serve(config_file, data_dir, host, port, origin, batch_interval_ms, max_batch, log_format, witness_policy,
-          rate_limit_write, rate_limit_read, tokens_file, auth_required_for, tls_cert, tls_key, read_workers) -> None:
+def serve(config_file, **flags) -> None:
     """Run the log server until Ctrl-C (or SIGTERM)."""
-    try:
-        cfg = load(LogConfig, section="log", env_prefix="OAP_LOG_", file=config_file, data_dir=data_dir,
-                   host=host, port=port, origin=origin, batch_interval_ms=batch_interval_ms,
-                   max_batch=max_batch, log_format=log_format, witness_policy=witness_policy,
-                   rate_limit_write=rate_limit_write, rate_limit_read=rate_limit_read, tokens_file=tokens_file,
-                   auth_required_for=auth_required_for, tls_cert=tls_cert, tls_key=tls_key,
-                   read_workers=read_workers)
-    except ConfigError as e:
-        _fail(str(e), 2)
-    setup_logging(cfg.log_format)
+    cfg = load_config(LogConfig, section="log", env_prefix="OAP_LOG_", config_file=config_file, **flags)
     if "OAP_TLOG_MAP_WINDOW_MB" in os.environ:  # the env-only setting before map_window_mb
         logging.getLogger("oap.tlog").warning("OAP_TLOG_MAP_WINDOW_MB is no longer read: the log's map window is "
                                               "map_window_mb (OAP_LOG_MAP_WINDOW_MB), now %d MiB", cfg.map_window_mb)
-    try:
-        asyncio.run(_serve(cfg))
-    except (ConfigError, OAPError) as e:
-        _fail(str(e), 2)
+    run(cfg, lambda: _start(cfg))
 
 
-async def _serve(cfg: LogConfig) -> None:
-    from tlog.service.http import serve_until_signal
-    from tlog.server.app import LogService, build_app
+async def _start(cfg: LogConfig) -> Running:
+    from tlog.server.app import build_app
+    from tlog.server.service import LogService
 
     svc = await LogService.open(cfg)
     workers = None
     if cfg.read_workers:
-        from tlog.service.http import RequestMetrics
         from tlog.server.readworkers import ReadWorkers
+        from tlog.service.metrics import RequestMetrics
 
         workers = ReadWorkers(cfg, svc.sequencer, RequestMetrics(svc.metrics.requests, svc.metrics.request_seconds))
-    await serve_until_signal(
-        build_app(svc), host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
-        tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, drain=svc.close, helpers=workers,
-        banner=lambda url: [f"origin:       {svc.origin}", f"verifier key: {svc.signer.vkey}", f"url:          {url}",
-                            f"tree size:    {svc.state.size}",
-                            f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})"],
-    )
+    return Running(build_app(svc), drain=svc.close, helpers=workers, banner=lambda url: [
+        f"origin:       {svc.origin}", f"verifier key: {svc.signer.vkey}", f"url:          {url}",
+        f"tree size:    {svc.state.size}",
+        f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})"])
 
 
 # --- keys --------------------------------------------------------------------------
@@ -109,11 +85,11 @@ def keygen(name: str, out: Path) -> None:
     """Make an Ed25519 key; prints only the verifier key."""
     try:
         signer = keys.Signer.generate(name)
-        keys.write_private_key(out, signer.to_skey())
+        keyfiles.write_private_key(out, signer.to_skey())
     except FileExistsError:
-        _fail(f"{out} exists; refusing to overwrite a key")
+        fail(f"{out} exists; refusing to overwrite a key")
     except OAPError as e:
-        _fail(e.message)
+        fail(e.message)
     Path(str(out) + ".vkey").write_text(signer.vkey + "\n")
     click.echo(signer.vkey)
 
@@ -161,7 +137,7 @@ def backup(data_dir: Path, out: Path) -> None:
 
 
 def _seed_from(path: Path) -> bytes:
-    return keys.read_seed(path)  # the entry helpers sign with the raw seed
+    return keyfiles.read_seed(path)  # the entry helpers sign with the raw seed
 
 
 # --- add / prove / info ------------------------------------------------------------
@@ -182,7 +158,7 @@ def add(receipt, hash_, commitment, entry_file, key, url, out) -> None:
     from tlog.client.client import SyncLogClient
 
     if sum(x is not None for x in (receipt, hash_, entry_file)) != 1:
-        _fail("give exactly one of RECEIPT, --hash or --entry")
+        fail("give exactly one of RECEIPT, --hash or --entry")
     try:
         if entry_file is not None:
             entry = loads_json(entry_file.read_bytes())
@@ -191,7 +167,7 @@ def add(receipt, hash_, commitment, entry_file, key, url, out) -> None:
             if receipt is not None:
                 obj = loads_json(receipt.read_bytes())
                 if not isinstance(obj, dict):
-                    _fail("a receipt must be a JSON object")
+                    fail("a receipt must be a JSON object")
                 rh = receipt_hash(obj)
                 rid = obj.get("receipt_id") if isinstance(obj.get("receipt_id"), str) else None
                 stem = receipt
@@ -207,12 +183,12 @@ def add(receipt, hash_, commitment, entry_file, key, url, out) -> None:
                 entry = commitment_entry(c)
             else:
                 if key is None:
-                    _fail("a receipt entry is signed: pass --key (make one with `oap-log keygen`)")
+                    fail("a receipt entry is signed: pass --key (make one with `oap-log keygen`)")
                 entry = receipt_entry(rh, _seed_from(key), rid if rid and rid.startswith("urn:oap:") else None)
         with SyncLogClient(url) as client:
             anchored = client.anchor(entry)
     except OAPError as e:
-        _fail(e.message)
+        fail(e.message)
     dest = out or Path(str(stem) + ".tlog-proof")
     dest.write_text(anchored.bundle)
     click.echo(json.dumps({"index": anchored.index, "tree_size": anchored.tree_size,
@@ -235,7 +211,7 @@ def prove(index: int, url: str, out: Path | None) -> None:
         with SyncLogClient(url) as client:
             bundle = client.bundle_for(index)
     except OAPError as e:
-        _fail(e.message)
+        fail(e.message)
     if out:
         out.write_text(bundle)
     else:
@@ -252,7 +228,7 @@ def info(url: str) -> None:
         with SyncLogClient(url) as client:
             click.echo(json.dumps(client.info(), indent=2))
     except OAPError as e:
-        _fail(e.message)
+        fail(e.message)
 
 
 # --- verify ------------------------------------------------------------------------
@@ -274,9 +250,9 @@ def verify(bundles, policy_file, receipt, salt_file, quiet) -> None:
     try:
         policy = TrustPolicy.from_text(policy_file.read_text())
     except (OAPError, UnicodeDecodeError) as e:
-        _fail(f"{policy_file}: {getattr(e, 'message', e)}", 2)
+        fail(f"{policy_file}: {getattr(e, 'message', e)}", 2)
     if (receipt or salt_file) and len(bundles) != 1:
-        _fail("--receipt and --salt check one bundle at a time", 2)
+        fail("--receipt and --salt check one bundle at a time", 2)
     failures = 0
     show_each = not quiet and len(bundles) <= 20
     with click.progressbar(bundles, label="verifying", file=sys.stderr,

@@ -9,9 +9,7 @@ The only I/O here is the two private-key file helpers at the bottom.
 """
 from __future__ import annotations
 
-import os
 import re
-import stat
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
@@ -22,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tlog.formats import ed25519
 from tlog.formats.checkpoint import MAX_COSIGNATURE_TIMESTAMP, cosignature_message, parse_checkpoint
 from tlog.formats.encoding import b64dec, b64enc
-from tlog.errors import FormatError, Forbidden, SignatureError
+from tlog.errors import FormatError, SignatureError
 from tlog.formats.hashing import sha256
 
 ED25519 = 0x01
@@ -198,7 +196,7 @@ def cosignature_timestamp(blob: bytes) -> int:
 # --- signers ----------------------------------------------------------------
 
 
-def _parse_skey(text: str) -> tuple[str, bytes]:
+def parse_skey(text: str) -> tuple[str, bytes]:
     """Go skey "PRIVATE+KEY+name+hex8+base64(0x01||seed)" -> (name, seed)."""
     if not isinstance(text, str):
         raise FormatError("signer key must be a string")
@@ -239,7 +237,7 @@ class _Ed25519Key:
     @classmethod
     def from_skey(cls, text: str) -> Self:
         """Load a Go-format signer key (always written with type 0x01)."""
-        name, seed = _parse_skey(text)
+        name, seed = parse_skey(text)
         return cls(name, seed)
 
     def to_skey(self) -> str:
@@ -307,62 +305,3 @@ class CosignatureSigner(_Ed25519Key):
 
 
 # --- key files (the only I/O in this module) -------------------------------
-
-
-def write_private_key(path: str | os.PathLike[str], skey_text: str) -> None:
-    """Create `path` holding `skey_text` with mode 0600; never overwrite.
-
-    O_EXCL makes creation atomic (FileExistsError if it exists: an existing
-    key may be the only copy). File and directory are fsynced so the key
-    survives a crash once this returns.
-    """
-    _parse_skey(skey_text)  # never write something we could not load back
-    data = (skey_text + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # exact mode, whatever the umask
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
-    os.close(fd)
-    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
-def read_private_key(path: str | os.PathLike[str]) -> str:
-    """Read a signer key file, refusing one that group or others could access.
-
-    Checked on the open descriptor (no race with a chmod); raises Forbidden.
-    """
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Forbidden(f"private key {os.fspath(path)!r} is not a regular file")
-        if st.st_mode & 0o077:
-            raise Forbidden(
-                f"private key {os.fspath(path)!r} has mode {stat.S_IMODE(st.st_mode):04o}; "
-                "it must not be readable by group or others (chmod 600)"
-            )
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read()
-    finally:
-        os.close(fd)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise FormatError("private key file is not UTF-8") from None
-    return text.rstrip("\r\n")
-
-
-def read_seed(path: str | os.PathLike[str]) -> bytes:
-    """The seed of an Ed25519 key file (mode checked by read_private_key)."""
-    return Signer.from_skey(read_private_key(path)).export_seed()

@@ -25,13 +25,13 @@ import numpy as np
 
 from tlog.merkle.proofs import PROOF_CHUNK, b64_rows, cbor_head, cbor_map_parts, inclusion_levels
 from tlog.formats.encoding import b64enc
-from tlog.service.fastpath import Reply
+from tlog.service.reply import Reply
 from tlog.storage.hashfiles import HashFiles
-from tlog.service.http import encode_document
+from tlog.service.responses import encode_document
 from tlog.server.metrics import LogMetrics
 from tlog.formats.proofbundle import HEADER, ProofBundle
 from tlog.server.sequencer import AddedBatch, Sequencer
-from tlog.storage.embedded import LogState
+from tlog.storage.interface import LogState
 
 log = logging.getLogger("oap.tlog.appends")
 

@@ -67,10 +67,13 @@ import time
 from collections import deque
 from pathlib import Path
 
-from tlog.service.config import ConfigError, LogConfig
-from tlog.service.fastpath import FastProtocol, FastRoutes, Reply
+from tlog.errors import ConfigError
+
+from tlog.server.config import LogConfig
+from tlog.service.reply import Reply
+from tlog.service.fastpath import FastProtocol, FastRoutes
 from tlog.storage.hashfiles import HashFiles
-from tlog.service.http import tune_for_serving
+from tlog.service.serve import tune_for_serving
 from tlog.service.limits import RateLimiter
 from tlog.server.app import CHECKPOINT_HEADERS, hash_tile
 
@@ -106,7 +109,7 @@ class ReadWorkers:
     """Starts the workers, sends them each published checkpoint, adopts their hand-offs."""
 
     def __init__(self, cfg: LogConfig, sequencer, metrics) -> None:
-        """`sequencer`: its published states are sent on; `metrics`: a `tlog.service.http.RequestMetrics`."""
+        """`sequencer`: its published states are sent on; `metrics`: a `tlog.service.metrics.RequestMetrics`."""
         self.cfg = cfg
         self.sequencer = sequencer
         self.metrics = metrics

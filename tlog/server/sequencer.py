@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from tlog.server.batching import BatchQueue
 from tlog.errors import LogHalted, NotPublished, Unavailable
-from tlog.storage.embedded import LogState, LogStore, Signer
+from tlog.storage.interface import LogState, LogStorage, Signer
 
 log = logging.getLogger("oap.tlog.sequencer")
 
@@ -74,7 +74,7 @@ class _Group:
 class Sequencer:
     def __init__(
         self,
-        store: LogStore,
+        store: LogStorage,
         sign: Signer,
         *,
         max_batch: int = 1024,
@@ -101,6 +101,11 @@ class Sequencer:
         self.published = False  # False until a checkpoint reached the publisher (witness quorum)
         self.halted: LogHalted | None = None  # set for good when signing on would fork the log
         self.on_publish: list[Callable[[LogState], None]] = []  # called with each newly served state
+
+    @property
+    def running(self) -> bool:
+        """The sequencing task is alive (it stops only at close, or on a bug)."""
+        return self._task is not None and not self._task.done()
 
     async def _in_writer(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.writer, fn, *args)
@@ -225,7 +230,7 @@ class Sequencer:
         t0 = time.perf_counter()
         spans = self._take_spans(len(batch))
         try:
-            result = await self._in_writer(self.store.commit_entries, batch, self.sign)
+            result = await self._in_writer(self.store.append, batch, self.sign)
             state = result.state
             if self.publisher is not None:  # returns the published (cosigned) state covering the batch
                 try:

@@ -27,7 +27,7 @@ from tlog.errors import FormatError, LogHalted, NotPublished, SignatureError
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.note import NoteSignature, add_signatures, parse_note, parse_signature_lines
 from tlog.formats.policy import Policy, parse_policy
-from tlog.storage.embedded import LogState
+from tlog.storage.interface import LogState
 
 log = logging.getLogger("oap.tlog.witnessing")
 

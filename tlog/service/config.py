@@ -6,18 +6,15 @@ conflicting settings instead of silently adjusting them.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
+
+from tlog.errors import ConfigError
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def _coerce(value: Any, typ: Any, name: str) -> Any:
@@ -155,78 +152,3 @@ def check_http_limits(cfg: HTTPConfig) -> None:
     rate = getattr(cfg, "rate_limit", None)
     if rate is not None and (rate < 0 or getattr(cfg, "rate_limit_burst") < 1):
         raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")
-
-
-@dataclass(frozen=True)
-class LogConfig(HTTPConfig):
-    data_dir: Path = Path("data")
-    port: int = 8080
-    origin: str = "oap.localhost/log"
-    max_batch: int = 1024
-    batch_interval_ms: int = 50
-    max_pending: int = 100_000
-    max_entry_body: int = 256 * 1024
-    max_body: int = 16 * 1024 * 1024
-    max_batch_entries: int = 10_000
-    max_proof_batch: int = 100_000
-    hash_sync_interval: float = 5.0
-    witness_policy: Path | None = None  # tlog-policy file: witness lines with URLs, groups, quorum
-    witnesses: tuple[tuple[str, str, str], ...] = ()  # or: [[log.witnesses]] name, vkey, url ...
-    witness_quorum: int = 0  # ... with k of them required (0: none)
-    witness_timeout: float = 5.0
-    rate_limit_write: float = 2000.0  # entries per second per client (0: off)
-    rate_limit_write_burst: float = 20000.0
-    rate_limit_read: float = 1000.0  # dynamic reads (proofs, lookups): requests per second per client (0: off)
-    rate_limit_read_burst: float = 2000.0
-    rate_limit_tiles: bool = False  # also limit checkpoint and tile reads (immutable: serve them through a cache)
-    rate_limit_unauthenticated: float = 50.0  # write requests/s per client without a token, where tokens are used
-    auth_required_for: tuple[str, ...] = ()  # entry types that need a bearer token ("*" for all)
-    tokens_file: Path | None = None  # lines "<sha256 hex of token> <types|*> [label]"
-    read_workers: int = 0  # extra processes answering tile and checkpoint reads (tlog.server.readworkers)
-    map_window_mb: int = 16  # MiB of each hash-file level kept mapped (tlog.storage.hashfiles; 0: no limit)
-
-    def validate(self) -> None:
-        check_http_limits(self)
-        if not 0 <= self.read_workers <= 64:
-            raise ConfigError("read_workers must be 0..64")
-        if not 0 <= self.map_window_mb <= 1 << 20:
-            raise ConfigError("map_window_mb must be 0..1048576 (0: no limit)")
-        if self.read_workers and self.tls_cert is not None:
-            raise ConfigError("read_workers need plain HTTP: a TLS session cannot move between processes "
-                              "(terminate TLS in front of the log)")
-        if not self.origin or len(self.origin.encode()) > 255 or any(c.isspace() or c == "+" for c in self.origin):
-            raise ConfigError("origin must be 1..255 bytes with no spaces or '+'")
-        if not 1 <= self.max_batch <= 100_000:
-            raise ConfigError("max_batch must be 1..100000")
-        if not 0 <= self.batch_interval_ms <= 60_000:
-            raise ConfigError("batch_interval_ms must be 0..60000")
-        if self.max_pending < self.max_batch:
-            raise ConfigError("max_pending must be at least max_batch")
-        if self.max_batch_entries > self.max_pending:
-            raise ConfigError("max_batch_entries must not exceed max_pending")
-        if not 1 <= self.max_proof_batch <= 1_000_000:
-            raise ConfigError("max_proof_batch must be 1..1000000")
-        if self.max_entry_body < 65535 + 1024 or self.max_body < self.max_entry_body:
-            raise ConfigError("max_entry_body must leave room for a 65535-byte entry; max_body >= max_entry_body")
-        if self.witness_policy is not None and self.witnesses:
-            raise ConfigError("configure witnesses either with witness_policy or with witnesses, not both")
-        if not 0 <= self.witness_quorum <= len(self.witnesses):
-            raise ConfigError(f"witness_quorum must be 0..{len(self.witnesses)} (the number of witnesses)")
-        if any(not url for _, _, url in self.witnesses):
-            raise ConfigError("every witness needs a url the log can push to")
-        if not 0.05 <= self.witness_timeout <= 120:
-            raise ConfigError("witness_timeout must be 0.05..120 seconds")
-        if self.auth_required_for and self.tokens_file is None:
-            raise ConfigError("auth_required_for needs a tokens_file")
-        unknown = set(self.auth_required_for) - {"*", "receipt", "commitment", "conformance", "registry"}
-        if unknown:
-            raise ConfigError(f"auth_required_for: unknown entry types {sorted(unknown)}")
-        if min(self.rate_limit_write, self.rate_limit_read, self.rate_limit_unauthenticated) < 0:
-            raise ConfigError("rate limits must be >= 0")
-        if self.rate_limit_write and self.rate_limit_write_burst < self.max_batch_entries:
-            raise ConfigError("rate_limit_write_burst must allow one full batch (max_batch_entries)")
-
-    def replace(self, **kw: Any) -> "LogConfig":
-        cfg = dataclasses.replace(self, **kw)
-        cfg.validate()
-        return cfg

@@ -15,13 +15,13 @@ query) or a `POST` whose body is in hand (Content-Length, within the route's
 cap), only headers from a short allowlist, on a route a service registered.
 Anything else hands the connection, with every byte not yet answered, to
 aiohttp's own protocol for the rest of its life, so aiohttp still parses
-everything unusual and refusals keep their one code path (`tlog.service.http`): a
+everything unusual and refusals keep their one code path (`tlog.service.responses`): a
 handler that refuses a request, cannot answer it synchronously, or raises,
 returns it to aiohttp untouched. Answers are built by the same functions the
 aiohttp handlers call, so both paths send the same bytes
 (tests/test_fastpath.py compares them header by header); a POST that fails
 after it was accepted (the log is full or halted) is answered through the
-error middleware's own mapping (`tlog.service.http.error_reply`).
+error middleware's own mapping (`tlog.service.responses.error_reply`).
 
 The per-client rate limits and the request metrics apply to fast answers as
 they do in the middlewares, and write backpressure as in aiohttp.
@@ -44,6 +44,8 @@ from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.tcp_helpers import tcp_nodelay
 
 from tlog.service.limits import client_address
+from tlog.service.reply import Reply
+from tlog.service.responses import error_reply
 
 
 MAX_HEAD = 8190
@@ -63,18 +65,6 @@ _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _VALUE = re.compile(rb"[\t\x20-\x7e]*")
 _PATH = re.compile(rb"/[!$&'()*+,\-.0-9:;=@A-Z_a-z~/]*")  # pchar minus '%', and no '?' or '#'
 _BAD_SEGMENT = re.compile(rb"//|/\.\.?(?:/|$)")
-
-
-class Reply(NamedTuple):
-    """An answer's body and headers (Content-Type, Cache-Control, ...); 200 unless said otherwise."""
-
-    body: bytes
-    headers: tuple[tuple[str, str], ...]
-    status: int = 200
-
-    def response(self) -> web.Response:
-        """The same answer for the aiohttp path."""
-        return web.Response(body=self.body, headers=dict(self.headers), status=self.status)
 
 
 Handler = Callable[[str, str], "Reply | None"]
@@ -113,7 +103,7 @@ class FastRoutes:
     posts: dict[str, tuple[str, PostHandler, int]] = field(default_factory=dict)  # path: (name, handler, body cap)
     limiter: object | None = None  # a tlog.service.limits.RateLimiter: its "request" bucket, as the middleware
     record: Callable[[str, int, float], None] = lambda route, status, seconds: None
-    trusted_proxies: int = 0  # reverse proxies in front, appending to X-Forwarded-For (tlog.service.http.client_address)
+    trusted_proxies: int = 0  # reverse proxies in front, appending to X-Forwarded-For (tlog.service.limits.client_address)
     answered: int = 0  # requests answered here, and connections handed to aiohttp (tests, debugging)
     handed_off: int = 0
     _exact: dict[bytes, tuple[str, Handler]] = field(default_factory=dict, init=False, repr=False)
@@ -401,8 +391,6 @@ class FastProtocol(asyncio.Protocol):
             self.close()
             return
         except Exception as e:  # answered as the error middleware answers
-            from tlog.service.http import error_reply
-
             status, reply = error_reply(e)
         self._routes.record(route, status, time.perf_counter() - t0)
         transport = self._transport

@@ -11,7 +11,7 @@
 Slow clients: aiohttp closes a connection whose request head is not complete
 within `keepalive_timeout` (checked: a slowloris trickle is cut at that time),
 so services pass `header_timeout` there; bodies are bounded by `read_timeout`
-in `tlog.service.http.read_body`.
+in `tlog.service.bodies.read_body`.
 """
 from __future__ import annotations
 

@@ -1,35 +1,35 @@
-"""The log's durable state: SQLite (entries, signed checkpoints) + hash files.
+"""The embedded backend of `tlog.storage.interface`: SQLite + hash files in one directory.
 
 SQLite in WAL mode with synchronous=FULL is the truth: one transaction and one
-fsync per batch holds the entries, their leaf hashes and the checkpoint that
-covers them, so "acknowledged" and "durable" are the same event (DESIGN §3.3).
-The per-level hash files are derived and repaired from it on open.
+fsync per batch holds the entries and the checkpoint that covers them, so
+"acknowledged" and "durable" are the same event. The per-level hash files and the
+leaf-hash index are derived data, repaired from it on open.
 
-`LogStore` is used from exactly one thread (the sequencer's writer); readers
-use `EntryReader` on their own connection and see only committed rows.
+`EmbeddedStorage` is used from exactly one thread (the sequencer's writer);
+readers use `EmbeddedEntries` on their own connection and see only committed rows.
+One process per data directory (`log.lock`).
 """
 from __future__ import annotations
 
 import logging
 import os
-import random
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiosqlite
 import numpy as np
 
-from tlog.storage.files import lock_dir, read_only_sqlite_uri
 from tlog.errors import FormatError, ForkError, NotFound, Unavailable
-from tlog.storage import hashfiles
-from tlog.storage.hashfiles import HashFiles
 from tlog.formats.hashing import hash_rows, leaf_hash, leaf_hashes
-from tlog.storage.leafindex import LeafIndex
-from tlog.merkle.tree import TreeView
 from tlog.formats.tiles import encode_entry_bundle, parse_entry_bundle
+from tlog.merkle.tree import TreeView
+from tlog.storage import hashfiles
+from tlog.storage.files import lock_dir, read_only_sqlite_uri
+from tlog.storage.hashfiles import HashFiles
+from tlog.storage.interface import BatchResult, CorruptionError, LogState, Signer
+from tlog.storage.leafindex import LeafIndex
 
 log = logging.getLogger("oap.tlog.store")
 
@@ -55,43 +55,10 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value);
 """
 
-Signer = Callable[[int, bytes], str]
-
-# Crash points for the crash harness (tests/crashharness.py), off unless
-# OAP_TLOG_CRASH_POINTS="point,point:probability" is set: the process dies
-# with os._exit at that point, as kill -9 would, but at a chosen moment.
-_CRASH_POINTS: dict[str, float] = {}
-for _item in filter(None, os.environ.get("OAP_TLOG_CRASH_POINTS", "").split(",")):
-    _name, _, _p = _item.partition(":")
-    _CRASH_POINTS[_name] = float(_p or 1.0)
-
-
-def crash_point(name: str) -> None:
-    p = _CRASH_POINTS.get(name)
-    if p and random.random() < p:
-        os._exit(137)
-
-
-@dataclass(frozen=True)
-class LogState:
-    """A committed tree: what readers may serve. `note` is the signed checkpoint."""
-
-    size: int
-    root: bytes
-    note: str
-    view: TreeView
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    indices: list[int]  # per submitted item, in order
-    fresh: list[bool]  # False where the entry was already in the log
-    state: LogState
-    leaves: list[bytes]  # per submitted item, its leaf hash
-
-
-class CorruptionError(RuntimeError):
-    """The data directory contradicts itself; the log refuses to start."""
+Fault = Callable[[str], None]
+"""A hook called at named points of a commit ("after_hash_append", "after_sign",
+"before_commit", "after_commit"): the crash harness injects one that kills the
+process there (tests/crashserve.py). None in production."""
 
 
 def _read_only_fs(path: Path) -> bool:
@@ -162,7 +129,9 @@ class Checkpointer:
         self._thread.join(10)
 
 
-class LogStore:
+class EmbeddedStorage:
+    faults: Fault | None = None  # class-wide: set only by the crash harness's own entry point
+
     def __init__(self, data_dir: Path, *, hash_sync_interval: float = 5.0,
                  map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20) -> None:
         """`map_window`: bytes of a hash-file level kept mapped (tlog.storage.hashfiles; 0: no limit)."""
@@ -279,20 +248,28 @@ class LogStore:
 
     # --- the write path (writer thread only) -------------------------------------
 
-    def commit_entries(self, datas: Sequence[bytes], sign: Signer) -> BatchResult:
-        """`commit_batch` for entry bytes: their leaf hashes are computed here, in the
-        writer thread, in one C call (the event loop never touches them one by one)."""
+    def append(self, datas: Sequence[bytes], sign: Signer) -> BatchResult:
+        """Append the entries not already present, sign, commit: one transaction, one fsync.
+
+        Entries repeated in the batch or already in the log get their existing index.
+        Leaf hashes are computed here, in the writer thread, in one C call. On any
+        failure the hash files are cut back and nothing is kept.
+        """
         rows = leaf_hashes(datas)
         digests = rows.tobytes()
         return self._commit([digests[i : i + 32] for i in range(0, len(digests), 32)], datas, sign, rows=rows)
 
-    def commit_batch(self, items: Sequence[tuple[bytes, bytes]], sign: Signer) -> BatchResult:
-        """Append (leaf_hash, data) items not already present, sign, commit: one fsync.
+    def refresh(self) -> LogState:
+        """One writer per directory: the latest committed state is this process's own."""
+        assert self.state is not None, "open() first"
+        return self.state
 
-        Items repeated in the batch or already in the log get their existing
-        index. On any failure the hash files are cut back and nothing is kept.
-        """
-        return self._commit([it[0] for it in items], [it[1] for it in items], sign)
+    def entries(self) -> "EmbeddedEntries":
+        return EmbeddedEntries(self.db_path, self.leaves, read_only_dir=self.read_only)
+
+    def _fault(self, name: str) -> None:
+        if self.faults is not None:
+            self.faults(name)
 
     def _commit(self, leaves: list[bytes], datas: Sequence[bytes], sign: Signer, *,
                 rows: np.ndarray | None = None) -> BatchResult:
@@ -329,7 +306,7 @@ class LogStore:
         try:
             leaf_rows = hash_rows(new_leaves)
             self.hashes.append(old, leaf_rows)
-            crash_point("after_hash_append")
+            self._fault("after_hash_append")
             view = TreeView(size, self.hashes.read)
             synced = self._maybe_sync_hashes()
             note = self._sign_and_record(size, view.root, sign, entries=new_rows, hashes_synced=synced and size)
@@ -390,7 +367,7 @@ class LogStore:
         if top is not None and size < top:
             raise ForkError(f"refusing to sign size {size} below the signed size {top}")
         note = sign(size, root)
-        crash_point("after_sign")
+        self._fault("after_sign")
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
@@ -401,10 +378,10 @@ class LogStore:
             )
             if hashes_synced:
                 c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('hashes_synced', ?)", (hashes_synced,))
-            crash_point("before_commit")
+            self._fault("before_commit")
             c.execute("COMMIT")
             self.commits += 1
-            crash_point("after_commit")
+            self._fault("after_commit")
         except BaseException:
             if c.in_transaction:
                 try:
@@ -498,8 +475,9 @@ def _slice_runs(rows: list, start: int, count: int) -> list[bytes]:
     return out
 
 
-class EntryReader:
-    """Read side on its own aiosqlite connection (WAL readers never block the writer)."""
+class EmbeddedEntries:
+    """The `EntryReader` of the embedded backend: its own aiosqlite connection (WAL
+    readers never block the writer), and the writer's leaf-hash index (lock-free reads)."""
 
     def __init__(self, db_path: Path, leaves: LeafIndex, *, read_only_dir: bool = False) -> None:
         self.db_path = db_path

@@ -11,7 +11,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from tlog.service.config import ConfigError
+from tlog.errors import ConfigError
 
 
 def fsync_dir(path: Path) -> None:
@@ -66,6 +66,14 @@ def lock_dir(path: Path, lock_name: str, holder: str) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        try:
+            pid = os.pread(fd, 32, 0).decode().strip()
+        except (OSError, UnicodeDecodeError):
+            pid = ""
         os.close(fd)
-        raise ConfigError(f"{path} is in use by another {holder} process") from None
+        by = f" (pid {pid})" if pid.isdigit() else ""
+        raise ConfigError(f"{path} is in use by another {holder} process{by}; one process per data directory") \
+            from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # named in the refusal another process gets
     return fd

@@ -1,0 +1,159 @@
+"""A running log: its key, storage, sequencer, entry reader, witnesses and metrics.
+
+`LogService.open` is the whole start of a log; the HTTP layer (`tlog.server.app`) is
+built on top of it, and tests drive it directly.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from tlog.errors import ConfigError
+from tlog.formats import keys
+from tlog.formats.checkpoint import Checkpoint
+from tlog.formats.note import sign_note
+from tlog.merkle.tree import TreeView
+from tlog.server.config import LogConfig
+from tlog.server.metrics import LogMetrics
+from tlog.server.sequencer import Sequencer
+from tlog.server.witnessing import WitnessSet, policy_text
+from tlog.service import keyfiles
+from tlog.storage.embedded import EmbeddedStorage
+from tlog.storage.interface import EntryReader, HashReader, LogState, LogStorage, Signer
+
+log = logging.getLogger("oap.tlog.server")
+
+
+def load_or_create_key(data_dir: Path, origin: str) -> keys.Signer:
+    """The log key: generated on first start (0600, never printed), reused after.
+
+    A key is bound to its origin (key name = origin); a new origin needs a new
+    key and a new data directory, so a mismatch is refused, not papered over.
+    The verifier key and a client trust policy are written beside it.
+    """
+    path = data_dir / "log.key"
+    created = not path.exists()
+    signer = keys.Signer.from_skey(keyfiles.load_or_create(
+        path, lambda: keys.Signer.generate(origin).to_skey(), what=f"log key for origin {origin}"))
+    if signer.name != origin:
+        raise ConfigError(
+            f"{path} is the key of origin {signer.name!r}, but origin {origin!r} is configured; "
+            "a new origin needs a new key and a new data directory"
+        )
+    vkey_path = data_dir / "log.vkey"
+    if created or not vkey_path.exists():
+        vkey_path.write_text(signer.vkey + "\n")
+    if created:
+        (data_dir / "log.policy").write_text(f"# tlog-policy for {origin}\nlog {signer.vkey}\nquorum none\n")
+    return signer
+
+
+def witness_set(config: LogConfig, signer: keys.Signer) -> WitnessSet | None:
+    """Witnesses from the config; also (re)writes data/log.policy for clients."""
+    if config.witness_policy is not None:
+        text = Path(config.witness_policy).read_text()
+        ws = WitnessSet.from_policy(text, timeout=config.witness_timeout)
+        client_policy = text if f"log {signer.vkey}" in text else f"log {signer.vkey}\n" + text
+    elif config.witnesses:
+        client_policy = policy_text(signer.vkey, config.witnesses, config.witness_quorum)
+        ws = WitnessSet.from_policy(client_policy, timeout=config.witness_timeout)
+    else:
+        return None
+    try:
+        (config.data_dir / "log.policy").write_text(client_policy)
+    except OSError as e:  # read-only data directory: clients keep the policy they have
+        log.warning("could not write %s: %s", config.data_dir / "log.policy", e)
+    return ws
+
+
+def checkpoint_signer(signer: keys.Signer) -> Signer:
+    def sign(size: int, root: bytes) -> str:
+        return sign_note(Checkpoint(signer.name, size, root).to_text(), [signer])
+
+    return sign
+
+
+def open_storage(config: LogConfig) -> LogStorage:
+    """The storage backend the configuration names (`tlog.storage.interface`)."""
+    return EmbeddedStorage(config.data_dir, hash_sync_interval=config.hash_sync_interval,
+                           map_window=config.map_window_mb << 20)
+
+
+@dataclass
+class LogService:
+    """Everything a running log holds; built by `LogService.open`."""
+
+    config: LogConfig
+    signer: keys.Signer
+    storage: LogStorage
+    sequencer: Sequencer
+    reader: EntryReader
+    metrics: LogMetrics
+    witnesses: WitnessSet | None = None
+
+    @classmethod
+    async def open(cls, config: LogConfig) -> LogService:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        signer = load_or_create_key(config.data_dir, config.origin)
+        storage = open_storage(config)
+        metrics = LogMetrics()
+
+        def on_batch(n: int, seconds: float) -> None:
+            metrics.batch_size.observe(n)
+            metrics.batch_seconds.observe(seconds)
+
+        witnesses = witness_set(config, signer)
+        publisher = None
+        if witnesses is not None:
+            async def publisher(state: LogState) -> LogState:
+                t0 = time.perf_counter()
+                try:
+                    published, outcomes = await witnesses.cosign(state)
+                finally:
+                    metrics.cosign_seconds.observe(time.perf_counter() - t0)
+                for o in outcomes:
+                    metrics.witness_results.labels(o.name, "ok" if o.signature else "failed").inc()
+                return published
+
+        seq = Sequencer(
+            storage, checkpoint_signer(signer), max_batch=config.max_batch,
+            batch_interval=config.batch_interval_ms / 1000, max_pending=config.max_pending, on_batch=on_batch,
+            publisher=publisher,
+        )
+        state = await seq.start()
+        metrics.tree_size.set(state.size)
+        reader = storage.entries()
+        await reader.open()
+        return cls(config, signer, storage, seq, reader, metrics, witnesses)
+
+    async def close(self) -> None:
+        await self.sequencer.close()
+        await self.reader.close()
+        if self.witnesses is not None:
+            await self.witnesses.close()
+
+    @property
+    def hashes(self) -> HashReader:
+        return self.storage.hashes
+
+    def view_at(self, size: int) -> TreeView:
+        """The tree of an older committed size (right edge cached for a few sizes)."""
+        if size == self.state.size:
+            return self.state.view
+        return _view_cache(self.storage.hashes, size)
+
+    @property
+    def state(self) -> LogState:
+        return self.sequencer.state
+
+    @property
+    def origin(self) -> str:
+        return self.signer.name
+
+
+@lru_cache(maxsize=64)
+def _view_cache(hashes: HashReader, size: int) -> TreeView:
+    return TreeView(size, hashes.read)

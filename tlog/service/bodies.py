@@ -1,0 +1,145 @@
+"""Request bodies: read within a cap and a timeout, decoded by the strict, bounded parsers
+(`tlog.formats.strict`), off the event loop when large."""
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from aiohttp import web
+
+from tlog.errors import InvalidInput, RequestTimeout, TooLarge, UnsupportedMediaType
+from tlog.formats.canonical import DEFAULT_MAX_DEPTH
+from tlog.formats.strict import MAX_DOCUMENT_ITEMS, loads, loads_member_array
+from tlog.service.responses import CBOR_TYPES, JSON_TYPES
+
+READ_TIMEOUT = 30.0
+
+READ_TIMEOUT_KEY = web.AppKey("read_timeout", float)
+
+LARGE_BODY = 64 * 1024
+
+LARGE_BODIES_KEY = web.AppKey("large_bodies", asyncio.Semaphore)
+
+SMALL_BODY = 4096
+"""Bodies up to this size are decoded on the event loop (tens of microseconds); larger
+ones on the CPU pool, a bounded group of items per decoder call (`tlog.formats.strict`)."""
+
+_cpu: ThreadPoolExecutor | None = None
+
+
+async def offload(fn, *args):
+    """Run CPU-heavy request work (decoding a large body, checking thousands of
+    signatures) on a small thread pool, not on the event loop. The pool is made on
+    first use: importing this module starts nothing."""
+    global _cpu
+    if _cpu is None:
+        _cpu = ThreadPoolExecutor(max_workers=2, thread_name_prefix="oap-cpu")
+    return await asyncio.get_running_loop().run_in_executor(_cpu, fn, *args)
+
+
+def large_body_limit(app: web.Application, concurrent: int = 4) -> None:
+    """At most `concurrent` bodies over 64 KiB are read and parsed at once (memory bound)."""
+    app[LARGE_BODIES_KEY] = asyncio.Semaphore(concurrent)
+
+
+async def read_body(request: web.Request, cap: int, timeout: float | None = None) -> bytes:
+    """The request body: 413 as soon as it exceeds `cap` bytes, 408 if it is slower
+    than `timeout` seconds (default: the app's "read_timeout" or 30 s)."""
+    if request.content_length is not None and request.content_length > cap:
+        raise TooLarge(f"request body over {cap} bytes")
+    if timeout is None:
+        timeout = request.app.get(READ_TIMEOUT_KEY, READ_TIMEOUT)
+    chunks, total = [], 0
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.content.iter_chunked(65536):
+                total += len(chunk)
+                if total > cap:
+                    raise TooLarge(f"request body over {cap} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestTimeout(f"request body not received within {timeout:g} s") from None
+    return b"".join(chunks)
+
+
+def _media(content_type: str) -> str:
+    return content_type.split(";")[0].strip().lower()
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether a body of this Content-Type is parsed as JSON (`decode_document`)."""
+    return content_type is not None and _media(content_type) in JSON_TYPES
+
+
+def body_is_cbor(content_type: str | None) -> bool:
+    """True for CBOR, False for JSON; 415 for anything else (checked before the body is read)."""
+    media = _media(content_type or "")
+    if media not in JSON_TYPES + CBOR_TYPES:
+        raise UnsupportedMediaType(
+            f"Content-Type must be one of {', '.join(JSON_TYPES + CBOR_TYPES)}, not {media or 'none'!r}"
+        )
+    return media in CBOR_TYPES
+
+
+async def _read_bounded(request: web.Request, cap: int) -> bytes:
+    """The body, read under the app's large-body semaphore when it may exceed 64 KiB."""
+    sem = request.app.get(LARGE_BODIES_KEY)
+    if sem is not None and cap > LARGE_BODY and (request.content_length or LARGE_BODY + 1) > LARGE_BODY:
+        async with sem:
+            return await read_body(request, cap)
+    return await read_body(request, cap)
+
+
+async def read_document(request: web.Request, cap: int, *, max_items: int = MAX_DOCUMENT_ITEMS,
+                        max_depth: int = DEFAULT_MAX_DEPTH) -> object:
+    """Decode a JSON or CBOR body (by Content-Type) with the strict, bounded parsers.
+
+    The media type is checked before a byte is read; the decode runs off the loop
+    for bodies over SMALL_BODY.
+    """
+    cbor = body_is_cbor(request.headers.get("Content-Type"))
+    body = await _read_bounded(request, cap)
+    return await decode(body, cbor=cbor, max_items=max_items, max_depth=max_depth)
+
+
+async def decode(body: bytes, *, cbor: bool, max_items: int = MAX_DOCUMENT_ITEMS,
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> object:
+    """`tlog.formats.strict.loads` on the loop for a small body, on the CPU pool otherwise."""
+    if len(body) <= SMALL_BODY:
+        return loads(body, cbor=cbor, max_items=max_items, max_depth=max_depth)
+    return await offload(lambda: loads(body, cbor=cbor, max_items=max_items, max_depth=max_depth))
+
+
+async def read_member_array(request: web.Request, cap: int, *, key: str, max_elements: int,
+                            max_items: int) -> list:
+    """The elements of a body that must be `{key: [...]}` (`tlog.formats.strict.loads_member_array`),
+    decoded on the CPU pool a bounded group at a time."""
+    cbor = body_is_cbor(request.headers.get("Content-Type"))
+    body = await _read_bounded(request, cap)
+
+    def parse() -> list:
+        return loads_member_array(body, cbor=cbor, key=key, max_elements=max_elements, max_items=max_items)
+
+    return parse() if len(body) <= SMALL_BODY else await offload(parse)
+
+
+def decode_document(body: bytes, content_type: str, *, max_items: int = MAX_DOCUMENT_ITEMS) -> object:
+    """`read_document` for a small body already in hand."""
+    return loads(body, cbor=body_is_cbor(content_type), max_items=max_items)
+
+
+# --- sending: bounded memory per connection and in all ---------------------------------
+
+
+def query_int(request: web.Request, name: str, *, default: int | None = None, minimum: int = 0) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        if default is None:
+            raise InvalidInput(f"query parameter {name!r} is required")
+        return default
+    if not raw.isdigit() or len(raw) > 19 or (len(raw) > 1 and raw[0] == "0"):
+        raise InvalidInput(f"{name} must be a non-negative decimal integer")
+    value = int(raw)
+    if value < minimum:
+        raise InvalidInput(f"{name} must be at least {minimum}")
+    return value

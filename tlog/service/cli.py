@@ -1,0 +1,88 @@
+"""What the three command-line programs share: one-line errors, the `serve` options,
+loading the configuration, and running a service until a signal."""
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from aiohttp import web
+
+from tlog.errors import ConfigError, OAPError
+from tlog.service.config import HTTPConfig, load
+from tlog.service.logs import setup_logging
+from tlog.service.serve import serve_until_signal
+
+C = TypeVar("C", bound=HTTPConfig)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """One line on stderr and a non-zero exit: what every CLI error looks like."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def serve_options(table: str, data_help: str = "Data directory."):
+    """The options every `serve` command takes: --config, --data, --host, --port,
+    --log-format, --tls-cert and --tls-key (each overrides the file and the environment)."""
+    options = [
+        click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help=f"TOML file ([{table}] table)."),
+        click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), help=data_help),
+        click.option("--host", default=None, help="Address to listen on (default 127.0.0.1)."),
+        click.option("--port", type=int, default=None, help="Port to listen on (0: the kernel picks one)."),
+        click.option("--log-format", type=click.Choice(["text", "json"]), default=None),
+        click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                     help="Serve HTTPS (TLS 1.3) with this certificate chain (PEM)."),
+        click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                     help="The private key of --tls-cert (PEM)."),
+    ]
+
+    def wrap(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return wrap
+
+
+def load_config(cls: type[C], *, section: str, env_prefix: str, config_file: Path | None, **flags: Any) -> C:
+    """The configuration from defaults, the TOML file, the environment and flags; exit 2 if it is bad."""
+    try:
+        return load(cls, section=section, env_prefix=env_prefix, file=config_file, **flags)
+    except ConfigError as e:
+        fail(str(e), 2)
+
+
+@dataclass
+class Running:
+    """A service ready to listen: its app, what it prints once listening, and how it stops."""
+
+    app: web.Application
+    banner: Callable[[str], list[str]]
+    drain: Callable[[], Awaitable[None]] | None = None  # finish queued work, close storage
+    close: Callable[[], object] | None = None
+    helpers: Any = None  # processes sharing the port (the log's read workers)
+
+
+def run(cfg: HTTPConfig, start: Callable[[], Awaitable[Running]]) -> None:
+    """Start a service and serve until SIGINT/SIGTERM. A failure to start (a busy port, a
+    data directory in use, a bad key) is one line on stderr and exit status 2."""
+    setup_logging(cfg.log_format)
+
+    async def main() -> None:
+        r = await start()
+        await serve_until_signal(r.app, host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
+                                 tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, banner=r.banner, drain=r.drain,
+                                 close=r.close, helpers=r.helpers)
+
+    try:
+        asyncio.run(main())
+    except (ConfigError, OAPError) as e:
+        fail(getattr(e, "message", None) or str(e), 2)
+    except OSError as e:  # a data directory that cannot be created or read, a certificate that cannot be read
+        fail(f"{e.filename or ''}: {e.strerror}" if e.filename else str(e), 2)

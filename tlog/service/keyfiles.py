@@ -1,0 +1,89 @@
+"""Private key files: Go's signer-key format, mode 0600, never overwritten, never logged.
+
+The one place the services and CLIs read and write keys. `load_or_create` is the
+first-start rule of every service: make the key (O_EXCL, fsynced) if it does not
+exist, then read it back through the same checks as any later start.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from tlog.errors import FormatError, Forbidden
+from tlog.formats.keys import Signer, parse_skey
+
+log = logging.getLogger("oap.keys")
+
+
+def load_or_create(path: Path, make: Callable[[], str], *, what: str) -> str:
+    """The key text at `path`; on first use `make()` makes it (written 0600, fsynced).
+
+    `what` names the key in the one log line a creation writes (never the key itself).
+    """
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_private_key(path, make())
+        log.info("generated a new %s in %s", what, path)
+    return read_private_key(path)
+
+
+def write_private_key(path: str | os.PathLike[str], skey_text: str) -> None:
+    """Create `path` holding `skey_text` with mode 0600; never overwrite.
+
+    O_EXCL makes creation atomic (FileExistsError if it exists: an existing
+    key may be the only copy). File and directory are fsynced so the key
+    survives a crash once this returns.
+    """
+    parse_skey(skey_text)  # never write something we could not load back
+    data = (skey_text + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # exact mode, whatever the umask
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def read_private_key(path: str | os.PathLike[str]) -> str:
+    """Read a signer key file, refusing one that group or others could access.
+
+    Checked on the open descriptor (no race with a chmod); raises Forbidden.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Forbidden(f"private key {os.fspath(path)!r} is not a regular file")
+        if st.st_mode & 0o077:
+            raise Forbidden(
+                f"private key {os.fspath(path)!r} has mode {stat.S_IMODE(st.st_mode):04o}; "
+                "it must not be readable by group or others (chmod 600)"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read()
+    finally:
+        os.close(fd)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FormatError("private key file is not UTF-8") from None
+    return text.rstrip("\r\n")
+
+
+def read_seed(path: str | os.PathLike[str]) -> bytes:
+    """The seed of an Ed25519 key file (mode checked by read_private_key)."""
+    return Signer.from_skey(read_private_key(path)).export_seed()

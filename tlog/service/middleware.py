@@ -1,0 +1,83 @@
+"""The middlewares every service stacks: send timeout, errors to responses (and request
+metrics), and the per-client rate limit, taken before a handler reads a byte of the body."""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from tlog.errors import OAPError
+from tlog.service.limits import client_address
+from tlog.service.responses import _CODES, error_response
+from tlog.service.sending import send
+
+log = logging.getLogger("oap.http")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def request_client(request: web.Request, trusted_proxies: int) -> str:
+    """`client_address` of an aiohttp request (every X-Forwarded-For header, in order)."""
+    forwarded = ",".join(request.headers.getall("X-Forwarded-For", ())) if trusted_proxies else None
+    return client_address(request.remote, forwarded, trusted_proxies)
+
+
+def rate_limit_middleware(limiter, *, trusted_proxies: int = 0,
+                          applies: Callable[[web.Request], bool] = lambda request: True):
+    """Per-client token bucket for the requests `applies` selects (429 + Retry-After),
+    taken before the handler reads a byte of the body."""
+
+    @web.middleware
+    async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if applies(request):
+            limiter.check(request_client(request, trusted_proxies), "request")
+        return await handler(request)
+
+    return limit
+
+
+def make_error_middleware(on_request: Callable[[web.Request, int, float], None] | None = None):
+    @web.middleware
+    async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            resp = await handler(request)
+            status = resp.status
+            return resp
+        except OAPError as e:
+            status = e.status
+            return error_response(e.status, e.code, e.message, **e.data)
+        except web.HTTPRequestEntityTooLarge:
+            status = 413
+            return error_response(413, "invalid_input", "request body too large")
+        except web.HTTPException as e:
+            status = e.status
+            if e.status < 400:
+                raise
+            code = _CODES.get(e.status, "invalid_input" if e.status < 500 else "internal_error")
+            resp = error_response(e.status, code, e.reason or "request refused")
+            if e.status == 405 and "Allow" in e.headers:
+                resp.headers["Allow"] = e.headers["Allow"]
+            return resp
+        except Exception:  # a bug: log it, never leak it
+            log.exception("unhandled error on %s %s", request.method, request.path)
+            return error_response(500, "internal_error", "internal error")
+        finally:
+            if on_request is not None:
+                on_request(request, status, time.perf_counter() - t0)
+
+    return error_middleware
+
+
+def send_timeout_middleware():
+    """Every answer aiohttp sends is sent under the app's send timeout (see `send`)."""
+
+    @web.middleware
+    async def send_within(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resp = await handler(request)
+        return resp if resp.prepared else await send(request, resp)
+
+    return send_within

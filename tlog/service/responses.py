@@ -1,0 +1,68 @@
+"""Answers: the one encoder per format, and errors turned into responses in one place.
+
+An `OAPError` becomes its status with `{"error": <App. B code>, "message": ...}`
+(OAP-CORE-1.0 App. B); aiohttp's own 4xx get OAP codes too (`CODES`).
+JSON answers are compact; CBOR answers deterministic (RFC 8949 §4.2.1).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import cbor2
+from aiohttp import web
+
+from tlog.errors import OAPError
+from tlog.service.reply import Reply
+
+log = logging.getLogger("oap.http")
+
+JSON_TYPES = ("application/oap+json", "application/json")
+
+CBOR_TYPES = ("application/oap+cbor", "application/cbor")
+
+_CODES = {400: "invalid_input", 401: "auth_required", 403: "policy_block", 404: "not_found", 405: "not_found",
+          408: "timeout",
+          409: "conflict", 411: "invalid_input", 413: "invalid_input", 414: "invalid_input", 415: "invalid_input",
+          429: "rate_limited", 431: "invalid_input", 503: "maintenance"}
+
+
+
+def error_response(status: int, code: str, message: str, **extra: Any) -> web.Response:
+    body = {"error": code, "message": message, **extra}
+    resp = web.json_response(body, status=status)
+    if status in (429, 503) and "retry_after" in extra:
+        resp.headers["Retry-After"] = str(extra["retry_after"])
+    return resp
+
+
+def error_reply(exc: BaseException) -> tuple[int, Reply]:
+    """The answer the error middleware gives for `exc`, for the fast path's POSTs."""
+    if isinstance(exc, OAPError):
+        resp = error_response(exc.status, exc.code, exc.message, **exc.data)
+    else:
+        log.error("unhandled error on the fast path", exc_info=exc)
+        resp = error_response(500, "internal_error", "internal error")
+    return resp.status, Reply(resp.body, tuple(resp.headers.items()))
+
+
+def encode_document(obj: Any, cbor: bool) -> tuple[bytes, str]:
+    """(body, Content-Type): JSON by default, deterministic CBOR on request."""
+    if cbor:
+        return cbor2.dumps(obj, canonical=True), "application/oap+cbor"
+    return json.dumps(obj, separators=(",", ":")).encode(), "application/json"
+
+
+def wants_cbor(request: web.Request) -> bool:
+    return accepts_cbor(request.headers.get("Accept", ""))
+
+
+def accepts_cbor(accept: str) -> bool:
+    return bool(accept) and any(t in accept for t in CBOR_TYPES)
+
+
+def respond(request: web.Request, obj: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """JSON by default; CBOR when the client asks for application/oap+cbor."""
+    body, ctype = encode_document(obj, wants_cbor(request))
+    return web.Response(body=body, status=status, content_type=ctype, headers=headers)

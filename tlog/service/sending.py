@@ -1,0 +1,134 @@
+"""Sending answers with bounded memory: a send timeout on every answer, large answers
+streamed a piece at a time, and a cap on the bytes of large answers in flight."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterable, Iterable
+
+from aiohttp import web
+
+from tlog.errors import Unavailable
+from tlog.service.fastpath import drop
+
+log = logging.getLogger("oap.http")
+
+SEND_TIMEOUT = 30.0
+
+SEND_TIMEOUT_KEY = web.AppKey("send_timeout", float)
+
+IN_FLIGHT_KEY = web.AppKey("bytes_in_flight", object)
+
+
+class BytesInFlight:
+    """A cap on the bytes of large answers being built or waiting to be sent, across
+    every connection. A large answer reserves its share before any work; over the
+    cap it is refused with 503 and Retry-After, rather than growing the process."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.used = cap, 0
+
+    def reserve(self, n: int) -> int:
+        n = min(n, self.cap)
+        if self.used + n > self.cap:
+            raise Unavailable("busy sending large answers; retry shortly", retry_after=1)
+        self.used += n
+        return n
+
+    def release(self, n: int) -> None:
+        self.used -= n
+
+
+def send_limits(app: web.Application, *, send_timeout: float, bytes_in_flight: int) -> None:
+    app[SEND_TIMEOUT_KEY] = send_timeout
+    app[IN_FLIGHT_KEY] = BytesInFlight(bytes_in_flight)
+
+
+def _abort(request: web.Request) -> None:
+    if request.transport is not None:
+        drop(request.transport)
+
+
+async def send(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
+    """Send `resp` now, dropping the connection if the client does not take it within the
+    app's send timeout (aiohttp itself waits for a non-reading client forever).
+
+    Returns `resp`, sent or not: aiohttp's own finishing of an answer whose connection
+    is gone is quiet (a ConnectionError it expects), where an exception from the
+    handler would be logged as a server error.
+    """
+    timeout = request.app.get(SEND_TIMEOUT_KEY, SEND_TIMEOUT)
+    try:
+        async with asyncio.timeout(timeout):
+            await resp.prepare(request)
+            await resp.write_eof()
+    except TimeoutError:
+        _abort(request)
+    except ConnectionError:  # the client went away mid-answer
+        pass
+    return resp
+
+
+async def send_large(request: web.Request, resp: web.Response) -> web.StreamResponse:
+    """`send` for an answer built whole (an entry bundle, a Git pack): its bytes count
+    against the bytes-in-flight cap until the socket has taken them."""
+    inflight: BytesInFlight | None = request.app.get(IN_FLIGHT_KEY)  # type: ignore[assignment]
+    size = len(resp.body) if isinstance(resp.body, (bytes, bytearray, memoryview)) else 0
+    held = inflight.reserve(size) if inflight is not None else 0
+    try:
+        return await send(request, resp)
+    finally:
+        if inflight is not None:
+            inflight.release(held)
+
+
+async def stream(request: web.Request, chunks: Iterable[bytes | memoryview] | AsyncIterable[bytes | memoryview], *,
+                 content_type: str, reserve: int, headers: dict[str, str] | None = None) -> web.StreamResponse:
+    """Send an answer made of `chunks`, each built only once the socket took the one before.
+
+    Memory per connection is then one chunk plus the socket buffer, whatever the
+    answer's size; `reserve` (about the largest chunk) counts against the
+    bytes-in-flight cap for as long as the answer is sent, and a client that stops
+    reading is dropped after the send timeout. A chunk that cannot be made once the
+    answer started (an I/O error) drops the connection: the client sees a cut answer,
+    never a complete-looking wrong one.
+    """
+    inflight: BytesInFlight | None = request.app.get(IN_FLIGHT_KEY)  # type: ignore[assignment]
+    held = inflight.reserve(reserve) if inflight is not None else 0
+    timeout = request.app.get(SEND_TIMEOUT_KEY, SEND_TIMEOUT)
+    try:
+        resp = web.StreamResponse(headers=headers)
+        resp.content_type = content_type
+        resp.enable_chunked_encoding()
+        try:
+            async with asyncio.timeout(timeout):
+                await resp.prepare(request)
+            if isinstance(chunks, AsyncIterable):
+                async for chunk in chunks:
+                    async with asyncio.timeout(timeout):
+                        await resp.write(chunk)
+            else:
+                for chunk in chunks:
+                    async with asyncio.timeout(timeout):
+                        await resp.write(chunk)
+            async with asyncio.timeout(timeout):
+                await resp.write_eof()
+        except ConnectionError:  # the client went away
+            pass
+        except Exception as e:  # noqa: BLE001 - a timeout, or a chunk that could not be made
+            if not isinstance(e, TimeoutError):
+                log.error("answer to %s %s cut short: %s: %s", request.method, request.path, type(e).__name__, e)
+            _abort(request)
+        return resp
+    finally:
+        if inflight is not None:
+            inflight.release(held)
+
+
+async def answer(request: web.Request, pieces: Iterable[bytes | memoryview], *, content_type: str,
+                 streamed: bool, reserve: int) -> web.StreamResponse:
+    """An answer built from `pieces`: whole, with a Content-Length, when it is small
+    (`streamed` False), else streamed a piece at a time (see `stream`)."""
+    if not streamed:
+        return web.Response(body=b"".join(pieces), content_type=content_type)
+    return await stream(request, pieces, content_type=content_type, reserve=reserve)
