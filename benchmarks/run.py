@@ -31,7 +31,7 @@ from common import ORIGIN, Result, best_of, entry_bytes, entry_json, machine, me
 from httpload import (LUA_APPEND_SINGLE, LUA_BODIES, LUA_STATUS, LUA_TILES, BareServer, RegistryServer,  # noqa: E402
                       Server, WitnessServer, get, have_wrk, post, run_pyload, run_wrk)
 
-from tlog import hashfiles as hashfiles_mod  # noqa: E402
+from tlog.storage import hashfiles as hashfiles_mod  # noqa: E402
 from tlog.merkle.proofs import ProofBatch, consistency_levels, inclusion_levels, inclusion_matrix  # noqa: E402
 from tlog.merkle.batchverify import verify_inclusion_batch  # noqa: E402
 from tlog.formats.hashing import leaf_hash, node_hash, node_hashes  # noqa: E402
