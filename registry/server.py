@@ -26,17 +26,16 @@ from functools import lru_cache
 
 import cbor2
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
-from tlog.service.reply import Reply
+from tlog.service.app import add_ops_routes, make_app
+from tlog.service.bodies import query_int, read_document
 from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
-from tlog.service.bodies import READ_TIMEOUT_KEY, query_int, read_document
-from tlog.service.metrics import RequestMetrics
-from tlog.service.middleware import make_error_middleware, rate_limit_middleware, send_timeout_middleware
-from tlog.service.responses import accepts_cbor, respond, wants_cbor
-from tlog.service.sending import send_large, send_limits
 from tlog.service.limits import RateLimiter
+from tlog.service.metrics import RequestMetrics
+from tlog.service.reply import Reply
+from tlog.service.responses import accepts_cbor, respond, wants_cbor
+from tlog.service.sending import send_large
 
 from .githttp import GitReadOnly
 from .layout import classify
@@ -120,29 +119,43 @@ def _listening_url(request: web.Request) -> str:
     return f"{request.scheme}://{host}:{sock[1]}"
 
 
-def build_app(svc: RegistryService) -> web.Application:
-    cfg = svc.config
-    m = svc.metrics
+class RegistryAPI:
+    """The registry's handlers, over a `RegistryService`. `routes` is the whole routing table."""
 
-    request_metrics = RequestMetrics(m.requests, m.request_seconds)
-    limiter = RateLimiter(cfg.rate_limit, cfg.rate_limit_burst)
-    app = web.Application(middlewares=[send_timeout_middleware(), make_error_middleware(request_metrics.on_request),
-                                       rate_limit_middleware(limiter, trusted_proxies=cfg.trusted_proxies)],
-                          client_max_size=cfg.max_git_body)
-    app[READ_TIMEOUT_KEY] = cfg.read_timeout
-    send_limits(app, send_timeout=cfg.send_timeout, bytes_in_flight=cfg.bytes_in_flight_mb << 20)
+    def __init__(self, svc: RegistryService) -> None:
+        self.svc, self.cfg, self.m = svc, svc.config, svc.metrics
+        self.requests = RequestMetrics(self.m.requests, self.m.request_seconds)
+        self.limiter = RateLimiter(self.cfg.rate_limit, self.cfg.rate_limit_burst)
 
-    async def submit(request: web.Request) -> web.Response:
-        if svc.read_only:
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.post("/v1/records", self.submit),
+            web.get("/v1/records", self.list_records),
+            web.get("/v1/records/{id:.+}", self.get_record),
+            web.get("/v1/subjects/{who:.+}", self.about),
+            web.get("/v1/files/{path:.+}", self.get_file),
+            web.get("/v1/anchors/{seq}", self.get_anchor),
+            web.get("/v1/info", self.info),
+            web.get("/v1/status/{id:.+}", self.status),
+            web.get("/v1/status-lists/{issuer}", self.status_list),
+            web.get("/v1/status-lists/{issuer}/{n}", self.status_list),
+        ]
+
+    def fast_routes(self) -> FastRoutes:
+        return FastRoutes({"/v1/status/": ("/v1/status/{id}", self.status_reply)}, limiter=self.limiter,
+                          record=self.requests.record, trusted_proxies=self.cfg.trusted_proxies)
+
+    async def submit(self, request: web.Request) -> web.Response:
+        if self.svc.read_only:
             raise Unavailable("the registry's data directory is read-only; it serves its history but accepts "
                               "no records until this clears", retry_after=60)
-        if svc.batcher is None:
+        if self.svc.batcher is None:
             raise Forbidden("this is a read-only mirror; submit records to the primary registry")
         try:
-            doc = await read_document(request, cfg.max_body)
-            acc = await svc.batcher.submit(doc)
+            doc = await read_document(request, self.cfg.max_body)
+            acc = await self.svc.batcher.submit(doc)
         except OAPError as e:
-            m.rejected.labels(e.code).inc()
+            self.m.rejected.labels(e.code).inc()
             raise
         body = {"type": acc.record.type, "id": acc.record.id, "path": acc.record.path, "seq": acc.seq,
                 "commit": acc.commit, "duplicate": not acc.fresh, "anchor": acc.anchor}
@@ -150,11 +163,11 @@ def build_app(svc: RegistryService) -> web.Application:
             body["receipt_anchor"] = acc.receipt_anchor
         return respond(request, body)
 
-    async def list_records(request: web.Request) -> web.Response:
+    async def list_records(self, request: web.Request) -> web.Response:
         rtype, subject = request.query.get("type"), request.query.get("subject")
         offset = query_int(request, "offset", default=0)
         limit = min(query_int(request, "limit", default=100, minimum=1), 1000)
-        index = svc.index
+        index = self.svc.index
         paths = [r.path for r in index.about(subject)] if subject else index.order
         if rtype:
             paths = [p for p in paths if index.records[p].type == rtype]
@@ -164,80 +177,75 @@ def build_app(svc: RegistryService) -> web.Application:
         nxt = offset + len(page) if offset + len(page) < len(paths) else None
         return respond(request, {"records": out, "total": len(paths), "next_offset": nxt})
 
-    async def get_record(request: web.Request) -> web.Response:
+    async def get_record(self, request: web.Request) -> web.Response:
         rid = request.match_info["id"]
-        path = svc.index.by_id.get(rid)
+        path = self.svc.index.by_id.get(rid)
         if path is None:
             raise NotFound(f"no record with id {rid}")
-        return respond(request, _record_json(svc, path), headers={"Cache-Control": IMMUTABLE})
+        return respond(request, _record_json(self.svc, path), headers={"Cache-Control": IMMUTABLE})
 
-    async def about(request: web.Request) -> web.Response:
+    async def about(self, request: web.Request) -> web.Response:
         who = request.match_info["who"]
-        recs = svc.index.about(who)
+        recs = self.svc.index.about(who)
         if not recs:
             raise NotFound(f"no record names {who}")
-        return respond(request, {"subject": who, "records": [_record_json(svc, r.path) for r in recs]})
+        return respond(request, {"subject": who, "records": [_record_json(self.svc, r.path) for r in recs]})
 
-    async def get_file(request: web.Request) -> web.Response:
+    async def get_file(self, request: web.Request) -> web.Response:
         path = request.match_info["path"]
         try:
             classify(path)
         except InvalidInput:
             raise NotFound(f"{path} is not a registry path") from None
-        rec = svc.index.records.get(path)
+        rec = self.svc.index.records.get(path)
         if rec is not None:
             data = rec.content
         else:
-            head = svc.index.head
-            data = await svc._thread(svc.repo.read, head.tree, path) if head else None
+            head = self.svc.index.head
+            data = await self.svc.in_thread(self.svc.repo.read, head.tree, path) if head else None
             if data is None:
                 raise NotFound(f"{path} is not in the registry")
         ctype = "application/json" if path.endswith(".json") else "text/plain"
         return await send_large(request, web.Response(body=data, content_type=ctype,
                                                       headers={"Cache-Control": IMMUTABLE}))
 
-    async def get_anchor(request: web.Request) -> web.Response:
+    async def get_anchor(self, request: web.Request) -> web.Response:
         raw = request.match_info["seq"]
         if not raw.isdigit() or len(raw) > 15 or (len(raw) > 1 and raw[0] == "0"):
             raise InvalidInput("seq must be a non-negative decimal integer")
-        text = svc.anchor_text(int(raw))
+        text = self.svc.anchor_text(int(raw))
         return web.Response(text=text, content_type="text/plain", headers={"Cache-Control": IMMUTABLE})
 
-    async def info(request: web.Request) -> web.Response:
-        return respond(request, svc.info())
+    async def info(self, request: web.Request) -> web.Response:
+        return respond(request, self.svc.info())
 
-    def status_reply(raw: str, accept: str) -> Reply | None:
+    def status_reply(self, raw: str, accept: str) -> Reply | None:
         """The fast path's status answer (tlog.service.fastpath): no query, no conditional request."""
-        now = svc.status_now(_status_key(raw, None))
+        now = self.svc.status_now(_status_key(raw, None))
         if now is None:
             return None
         epoch, p = now
         return _produced_reply(p, _cache_headers(epoch.next_update, epoch.this_update), accepts_cbor(accept))
 
-    app[FAST_ROUTES_KEY] = FastRoutes({"/v1/status/": ("/v1/status/{id}", status_reply)}, limiter=limiter,
-                                      record=request_metrics.record, trusted_proxies=cfg.trusted_proxies)
-
-    async def status(request: web.Request) -> web.StreamResponse:
+    async def status(self, request: web.Request) -> web.StreamResponse:
         key = _status_key(request.match_info["id"], request.query.get("issuer"))
-        epoch, p = await svc.status(key)
+        epoch, p = await self.svc.status(key)
         return _cached(request, p, epoch.next_update, epoch.this_update)
 
-    async def status_list(request: web.Request) -> web.StreamResponse:
+    async def status_list(self, request: web.Request) -> web.StreamResponse:
         issuer = request.match_info["issuer"]
         number = request.match_info.get("n", "0")
         if not is_did(issuer):
             raise InvalidInput("status lists are per issuer DID: /v1/status-lists/<issuer DID>/<n>")
         if not number.isdigit() or len(number) > 5 or int(number) >= 65536:
             raise InvalidInput("list number must be 0..65535")
-        base = svc.config.public_url or _listening_url(request)
+        base = self.svc.config.public_url or _listening_url(request)
         url = f"{base}/v1/status-lists/{issuer}/{int(number)}"
-        epoch, p = svc.status_list(issuer, int(number), url)
+        epoch, p = self.svc.status_list(issuer, int(number), url)
         return _cached(request, p, epoch.next_update, epoch.this_update)
 
-    async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
-
-    async def readyz(request: web.Request) -> web.Response:
+    async def ready(self) -> dict:
+        svc = self.svc
         problems = []
         if svc.index.head is None:
             problems.append("no history")
@@ -247,27 +255,15 @@ def build_app(svc: RegistryService) -> web.Application:
             problems.append("batcher stopped")
         if svc.producer is not None and svc.epoch is None:
             problems.append("no status epoch yet")
-        body = {"status": "ok" if not problems else "not ready", "problems": problems,
-                "seq": svc.index.head.seq if svc.index.head else None}
-        return web.json_response(body, status=200 if not problems else 503)
+        return {"problems": problems, "seq": svc.index.head.seq if svc.index.head else None}
 
-    async def metrics(request: web.Request) -> web.Response:
-        resp = web.Response(body=generate_latest(m.registry))
-        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
-        return resp
 
-    app.router.add_post("/v1/records", submit)
-    app.router.add_get("/v1/records", list_records)
-    app.router.add_get("/v1/records/{id:.+}", get_record)
-    app.router.add_get("/v1/subjects/{who:.+}", about)
-    app.router.add_get("/v1/files/{path:.+}", get_file)
-    app.router.add_get("/v1/anchors/{seq}", get_anchor)
-    app.router.add_get("/v1/info", info)
-    app.router.add_get("/v1/status/{id:.+}", status)
-    app.router.add_get("/v1/status-lists/{issuer}", status_list)
-    app.router.add_get("/v1/status-lists/{issuer}/{n}", status_list)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
-    GitReadOnly(svc.repo.path, max_body=cfg.max_git_body, gate=svc.gate).routes(app, cfg.name)
+
+def build_app(svc: RegistryService) -> web.Application:
+    api = RegistryAPI(svc)
+    app = make_app(svc.config, api.requests, max_body=svc.config.max_git_body, limiter=api.limiter)
+    app.add_routes(api.routes())
+    add_ops_routes(app, svc.metrics.registry, ready=api.ready)
+    app[FAST_ROUTES_KEY] = api.fast_routes()
+    GitReadOnly(svc.repo.path, max_body=svc.config.max_git_body, gate=svc.gate).routes(app, svc.config.name)
     return app

@@ -104,7 +104,7 @@ class RegistryService:
     def data_dir(self) -> Path:
         return self.config.data_dir
 
-    async def _thread(self, fn, *args):
+    async def in_thread(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     # --- open / close ------------------------------------------------------------------
@@ -137,7 +137,7 @@ class RegistryService:
         """Serve the committed history (records, files, git clone) from a read-only
         directory, e.g. a disk remounted ro after errors; submissions answer 503."""
         replayer = Replayer(self.repo, self.index, strict=False, anchors_dir=None)
-        await self._thread(replay, self.repo, self.index, self.repo.ref(MAIN), replayer)
+        await self.in_thread(replay, self.repo, self.index, self.repo.ref(MAIN), replayer)
         self.genesis = replayer.genesis
         self.registry = replayer.genesis.registry if replayer.genesis else ""
         self.metrics.head_seq.set(self.index.head.seq if self.index.head else 0)
@@ -152,7 +152,7 @@ class RegistryService:
         self.seed = load_or_create_key(cfg.key_file or cfg.data_dir / "registry.key")
         me = did_key_from_public(keys.Signer(KEY_NAME, self.seed).public)
         replayer = Replayer(self.repo, self.index, strict=False, anchors_dir=self.data_dir / "anchors")
-        await self._thread(replay, self.repo, self.index, self.repo.ref(MAIN), replayer)
+        await self.in_thread(replay, self.repo, self.index, self.repo.ref(MAIN), replayer)
         policy = self._policy()
         info = await self._log_info()
         if replayer.genesis is None:
@@ -200,7 +200,7 @@ class RegistryService:
         cfg = self.config
         self.mirror = Mirror(self.data_dir, cfg.upstream, repo=self.repo, index=self.index,
                              registry=cfg.registry_key or None, policy=self._policy(), metrics=self.metrics)
-        await self._thread(self.mirror.load)
+        await self.in_thread(self.mirror.load)
         self.registry = self.mirror.registry or ""
         if cfg.log_url:
             self.seed = load_or_create_key(cfg.key_file or cfg.data_dir / "registry.key")
@@ -230,10 +230,10 @@ class RegistryService:
 
     async def sync_once(self):
         assert self.mirror is not None
-        result = await self._thread(self.mirror.sync)
-        if await self._thread(self.repo.pack_count) > self.config.max_packs:
+        result = await self.in_thread(self.mirror.sync)
+        if await self.in_thread(self.repo.pack_count) > self.config.max_packs:
             async with self.gate.write():
-                await self._thread(self.repo.compact)
+                await self.in_thread(self.repo.compact)
         if not result.refused:
             self.index = self.mirror.index
             self.registry = self.mirror.registry or ""
@@ -274,7 +274,7 @@ class RegistryService:
         at = datetime.now(timezone.utc).replace(microsecond=0)
         epoch = self.producer.prepare(last + 1, at, timedelta(seconds=self.config.epoch_seconds))
         epoch.anchor = await self.anchorer.anchor_statement(epoch.statement_hash, epoch.statement_id)
-        await self._thread(self.producer.preproduce, epoch)
+        await self.in_thread(self.producer.preproduce, epoch)
         write_durably(self._epoch_file, json.dumps({"epoch": epoch.number}).encode())
         self.epoch = epoch
         self.metrics.epoch.set(epoch.number)
@@ -340,7 +340,7 @@ class RegistryService:
         if now is not None:
             return now
         producer, epoch = self.producer, self.epoch  # status_now checked both, with no await since
-        got = await self._thread(producer.produce_revoked, epoch, key)
+        got = await self.in_thread(producer.produce_revoked, epoch, key)
         producer.remember(epoch, key, got)
         self._count_status(got.body["status"])
         return epoch, got

@@ -79,7 +79,7 @@ class RegistryWriter:
         self.gate: ReadGate | None = None  # set by the service: compaction keeps Git readers out
         self.max_packs = 64
 
-    async def _thread(self, fn, *args):
+    async def in_thread(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     @property
@@ -109,8 +109,8 @@ class RegistryWriter:
                 log.warning("publishing commit %s (seq %d) left pending by an interrupted batch", p["commit"], p["seq"])
                 bundle = await self.anchorer.anchor_commit(p["commit"], p["tree"], p["seq"])
                 self._keep_anchor(p["seq"], bundle)
-                await self._thread(self.repo.cas, MAIN, p["parent"], p["commit"])
-                records = await self._thread(self.replayer.apply, p["commit"])
+                await self.in_thread(self.repo.cas, MAIN, p["parent"], p["commit"])
+                records = await self.in_thread(self.replayer.apply, p["commit"])
                 if self.on_commit is not None:
                     self.on_commit(self.index.commits[-1], records)
             elif head != p["commit"]:
@@ -129,13 +129,13 @@ class RegistryWriter:
     async def create_genesis(self, content: bytes) -> None:
         """Commit 0: `registry.json` only, anchored like every other commit."""
         when = int(time.time())
-        cid, tree, _ = await self._thread(self.repo.build_commit, None, [(GENESIS, content)], "registry: genesis",
+        cid, tree, _ = await self.in_thread(self.repo.build_commit, None, [(GENESIS, content)], "registry: genesis",
                                           when)
         write_durably(self.pending_path, json.dumps({"seq": 0, "commit": cid, "tree": tree, "parent": None}).encode())
         self._keep_anchor(0, await self.anchorer.anchor_commit(cid, tree, 0))
-        await self._thread(self.repo.cas, MAIN, None, cid)
+        await self.in_thread(self.repo.cas, MAIN, None, cid)
         self.pending_path.unlink()
-        await self._thread(self.replayer.apply, cid)
+        await self.in_thread(self.replayer.apply, cid)
         if self.on_commit is not None:
             self.on_commit(self.index.commits[-1], [])
 
@@ -157,10 +157,10 @@ class RegistryWriter:
 
     async def maybe_compact(self) -> None:
         """One pack per batch adds up; fold them into one past `max_packs`."""
-        if self.gate is None or await self._thread(self.repo.pack_count) <= self.max_packs:
+        if self.gate is None or await self.in_thread(self.repo.pack_count) <= self.max_packs:
             return
         async with self.gate.write():
-            n = await self._thread(self.repo.compact)
+            n = await self.in_thread(self.repo.compact)
         log.info("compacted the repository into one pack (%d objects)", n)
 
     @staticmethod
@@ -209,7 +209,7 @@ class RegistryWriter:
         seq = head.seq + 1 if head else 0
         summary = f"registry: seq {seq}, {len(fresh_recs)} record(s)" if fresh_recs else f"registry: seq {seq}, anchors"
         parent = head.commit if head else None
-        cid, tree, changed = await self._thread(self.repo.build_commit, parent, files, summary, when)
+        cid, tree, changed = await self.in_thread(self.repo.build_commit, parent, files, summary, when)
         if not changed:
             raise Conflict("the batch adds nothing new")
         write_durably(self.pending_path, json.dumps(
@@ -219,7 +219,7 @@ class RegistryWriter:
         if self.before_publish is not None:
             await self.before_publish()
         try:
-            await self._thread(self.repo.cas, MAIN, parent, cid)
+            await self.in_thread(self.repo.cas, MAIN, parent, cid)
         except Conflict:
             self.broken = ("refs/heads/main was moved outside the registry writer; writes are stopped "
                            "until an operator checks the repository")
@@ -245,7 +245,7 @@ class RegistryWriter:
         seq = self.index.seq_of[rec.path]
         receipt = None
         if rec.type == "kill_switch":
-            data = await self._thread(self.repo.read, self.index.commits[seq].tree, receipt_proof_path(rec.path))
+            data = await self.in_thread(self.repo.read, self.index.commits[seq].tree, receipt_proof_path(rec.path))
             receipt = data.decode() if data else None
         it.future.set_result(Accepted(rec, False, seq, self.index.commits[seq].commit,
                                       self.anchor_text(seq) or "", receipt))

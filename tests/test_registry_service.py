@@ -435,7 +435,7 @@ async def test_an_idle_registry_commits_the_last_anchor_once(tmp_path, log_serve
         assert head.seq == body["seq"] + 1 and reg.svc.index.per_commit.get(head.seq, 0) == 0
         assert body["seq"] in reg.svc.index.anchors_in_tree  # the record commit is now proven in the tree
         assert not reg.svc.index.head_unproven()  # so the idle loop has nothing more to commit
-        data = await reg.svc._thread(reg.svc.repo.read, head.tree, f"anchors/0/{body['seq']}.tlog-proof")
+        data = await reg.svc.in_thread(reg.svc.repo.read, head.tree, f"anchors/0/{body['seq']}.tlog-proof")
         assert data.decode() == body["anchor"] or parse_proof_bundle(data).index == \
             parse_proof_bundle(body["anchor"]).index
     finally:
