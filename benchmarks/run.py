@@ -143,7 +143,7 @@ class Bench:
         # Spot check against the reference builder and verifier.
         for i in random.Random(1).sample(range(bsz), 20):
             ref = view.inclusion_proof(int(batches[-1][i]))
-            assert pb.as_bytes()[i] == ref
+            assert pb.split(text=False)[i] == ref
             verify_inclusion(int(batches[-1][i]), n, hashes.read(0, int(batches[-1][i])), ref, view.root)
         tm, _ = best_of(lambda: inclusion_matrix(view, hashes, batches[0]), 2)
         tj, _ = best_of(lambda: pb.json(), 2)
@@ -202,7 +202,7 @@ class Bench:
         theirs = time.perf_counter() - t
         pb = inclusion_levels(view, hashes, sub[:50])
         for i, p in enumerate(pm_proofs[:50]):  # same proofs: pymerkle's path is leaf + ours
-            assert [bytes.fromhex(h) for h in p.serialize()["path"]][1:] == pb.as_bytes()[i]
+            assert [bytes.fromhex(h) for h in p.serialize()["path"]][1:] == pb.split(text=False)[i]
         self._pm_proofs = pm_proofs
         ours_rate, theirs_rate = len(idx) / ours, len(sub) / theirs
         self.add(Result("proofs_batched_vs_pymerkle", round(ours_rate), "proofs/s", {
@@ -224,7 +224,7 @@ class Bench:
         t_b, _ = best_of(lambda: verify_inclusion_batch(idx, n, leaves, (rows, counts), root), 3)
         # The plain reference verifier, one proof at a time (on a subset).
         sub = min(len(idx), 20_000)
-        proofs = pb.as_bytes()
+        proofs = pb.split(text=False)
         lv = [leaves[i].tobytes() for i in range(sub)]
         t = time.perf_counter()
         for i in range(sub):
@@ -273,7 +273,7 @@ class Bench:
             t = time.perf_counter()
             pb = consistency_levels(hashes, o, nw)
             times.append(time.perf_counter() - t)
-        got = pb.as_bytes()
+        got = pb.split(text=False)
         for i in random.Random(2).sample(range(bsz), 10):  # spot check against the reference
             v_new, v_old = TreeView(int(nw[i]), hashes.read), TreeView(int(o[i]), hashes.read)
             assert got[i] == v_new.consistency_proof(int(o[i]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from tlog.server.batching import BatchQueue
+from tlog.service.batching import BatchQueue
 from tlog.errors import Unavailable
 
 from .writer import Accepted, Item, RegistryWriter

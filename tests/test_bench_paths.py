@@ -19,8 +19,7 @@ from pymerkle import InmemoryTree
 
 from tlog.storage import hashfiles as hashfiles_mod
 from tlog.formats import hashing
-from tlog.merkle.proofs import (ProofBatch, b64_rows, cbor_map, consistency_levels, inclusion_levels, inclusion_matrix,
-                              proofs_as_bytes, proofs_json)
+from tlog.merkle.proofs import ProofBatch, b64_rows, cbor_map, consistency_levels, inclusion_levels
 from tlog.merkle.batchverify import flatten_proofs, verify_inclusion_batch
 from tlog.errors import InclusionProofError, InvalidInput, VerificationError
 from tlog.storage.hashfiles import HashFiles
@@ -157,7 +156,7 @@ def test_windowed_reads_equal_mapped_reads(tmp_path, monkeypatch, mask_windows):
         assert windowed.read_range(k, 3, 200) == plain.read_range(k, 3, 200)
     view = TreeView(n, windowed.read)
     idx = rng.integers(0, n, 300)
-    assert inclusion_levels(view, windowed, idx).as_bytes() == [view.inclusion_proof(int(i)) for i in idx]
+    assert inclusion_levels(view, windowed, idx).split(text=False) == [view.inclusion_proof(int(i)) for i in idx]
 
 
 def test_windowed_gathers_keep_at_most_a_window_mapped(tmp_path):
@@ -174,7 +173,7 @@ def test_windowed_gathers_keep_at_most_a_window_mapped(tmp_path):
     assert mapped_kb(plain.dir / "level-00") == 1024
     assert mapped_kb(windowed.dir / "level-00") <= 128
     view, ref = TreeView(n, windowed.read), memory_view(leaves)
-    assert inclusion_levels(view, windowed, idx[:500]).as_bytes() == [ref.inclusion_proof(int(i)) for i in idx[:500]]
+    assert inclusion_levels(view, windowed, idx[:500]).split(text=False) == [ref.inclusion_proof(int(i)) for i in idx[:500]]
     assert mapped_kb(windowed.dir / "level-00") <= 128
 
 
@@ -191,7 +190,7 @@ def test_bounded_mode_proofs_at_every_size(tmp_path, n):
         view = TreeView(size, windowed.read)
         idx = [rng.randrange(size) for _ in range(40)] + [0, size - 1] + list(range(max(0, size - 9), size))
         rng.shuffle(idx)
-        got = inclusion_levels(view, windowed, np.array(idx)).as_bytes()
+        got = inclusion_levels(view, windowed, np.array(idx)).split(text=False)
         assert got == [ref_inclusion(i, leaves[:size]) for i in idx]
 
 
@@ -286,7 +285,6 @@ def test_inclusion_levels_match_rfc_reference(tmp_path, n):
         idx = [rng.randrange(size) for _ in range(30)] + [0, size - 1] + list(range(max(0, size - 5), size))
         pb = inclusion_levels(view, hf, np.array(idx))
         want = [ref_inclusion(i, leaves[:size]) for i in idx]
-        assert pb.as_bytes() == want
         assert pb.split(text=False) == want
         b64 = [[base64.b64encode(h).decode() for h in p] for p in want]
         assert pb.split(text=True) == b64
@@ -296,9 +294,6 @@ def test_inclusion_levels_match_rfc_reference(tmp_path, n):
         assert json.loads(doc) == {"tree_size": size, "proofs": b64}
         assert [json.loads(x) for x in pb.json_items()] == b64
         assert pb.cbor() == cbor2.dumps(want, canonical=True)
-        out, mask = inclusion_matrix(view, hf, np.array(idx))
-        assert proofs_as_bytes(out, mask) == want
-        assert json.loads(proofs_json(out, mask)) == b64
 
 
 def test_inclusion_levels_against_pymerkle_and_verifier(tmp_path):
@@ -314,7 +309,7 @@ def test_inclusion_levels_against_pymerkle_and_verifier(tmp_path):
         view = TreeView(size, hf.read)
         assert view.root == tree.get_root(size)
         idx = [rng.randrange(size) for _ in range(25)]
-        for i, proof in zip(idx, inclusion_levels(view, hf, np.array(idx)).as_bytes()):
+        for i, proof in zip(idx, inclusion_levels(view, hf, np.array(idx)).split(text=False)):
             theirs = [bytes.fromhex(h) for h in tree.prove_inclusion(i + 1, size).serialize()["path"]]
             assert proof == theirs[1:]
             verify_inclusion(i, size, leaves[i], proof, view.root)
@@ -326,7 +321,7 @@ def test_inclusion_levels_rejects_bad_indices(tmp_path):
     for bad in ([10], [-1], [[1, 2]]):
         with pytest.raises(InvalidInput):
             inclusion_levels(view, hf, np.array(bad))
-    assert inclusion_levels(view, hf, np.array([], dtype=np.int64)).as_bytes() == []
+    assert inclusion_levels(view, hf, np.array([], dtype=np.int64)).split(text=False) == []
 
 
 def test_encoders_edge_cases():
@@ -340,8 +335,8 @@ def test_encoders_edge_cases():
         mask = np.ones((h, 4), dtype=bool)
         mask[h - 1, 1] = False
         pb = ProofBatch(nodes, mask)
-        assert cbor2.loads(pb.cbor()) == pb.as_bytes()
-        assert pb.cbor() == cbor2.dumps(pb.as_bytes(), canonical=True)
+        assert cbor2.loads(pb.cbor()) == pb.split(text=False)
+        assert pb.cbor() == cbor2.dumps(pb.split(text=False), canonical=True)
     for h in (1, 5, 23, 24, 25):  # no mask; a mask dropping the same level everywhere; random masks
         nodes = rng.integers(0, 256, (h, 7, 32), dtype=np.uint8)
         same = np.ones((h, 7), dtype=bool)
@@ -349,7 +344,7 @@ def test_encoders_edge_cases():
         for mask in (None, same, rng.random((h, 7)) < 0.7, np.zeros((h, 7), dtype=bool)):
             pb = ProofBatch(nodes, mask)
             want = [[nodes[k, j].tobytes() for k in range(h) if mask is None or mask[k, j]] for j in range(7)]
-            assert pb.as_bytes() == want
+            assert pb.split(text=False) == want
             assert pb.cbor() == cbor2.dumps(want, canonical=True)
     rows = rng.integers(0, 256, (50, 32), dtype=np.uint8)
     assert [bytes(r) for r in b64_rows(rows)] == [base64.b64encode(r.tobytes()) for r in rows]
@@ -366,7 +361,7 @@ def test_cbor_document_equals_cbor_map_of_the_parts():
             prefix, suffix = cbor_map_parts(items, "proofs")
             doc = pb.cbor_document(prefix, suffix)
             assert doc.tobytes() == cbor_map({**items, "proofs": pb.cbor()})
-            assert cbor2.loads(doc.tobytes()) == {"tree_size": 77, "checkpoint": note, "proofs": pb.as_bytes()}
+            assert cbor2.loads(doc.tobytes()) == {"tree_size": 77, "checkpoint": note, "proofs": pb.split(text=False)}
     empty = ProofBatch(np.empty((4, 0, 32), dtype=np.uint8), None)
     assert empty.cbor_document(b"x", b"y").tobytes() == b"x\x80y"
 
@@ -392,7 +387,7 @@ def test_consistency_levels_match_reference(tmp_path, hash_impl):
     pairs += [(rng.randrange(0, w + 1), w) for w in (rng.randrange(1, n + 1) for _ in range(400))]
     pairs += [(1, n), (n - 1, n), (n, n), (512, 1024), (511, 1025)]
     pb = consistency_levels(hf, np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]))
-    for (old, new), proof in zip(pairs, pb.as_bytes()):
+    for (old, new), proof in zip(pairs, pb.split(text=False)):
         assert proof == TreeView(new, hf.read).consistency_proof(old), (old, new)
         if new <= 300:
             assert proof == ref_consistency(old, leaves[:new])

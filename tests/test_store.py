@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from tlog.merkle.proofs import inclusion_matrix, proofs_as_bytes
+from tlog.merkle.proofs import inclusion_levels
 from tlog.errors import ForkError, NotFound
 from tlog.formats.hashing import leaf_hash
 from tlog.merkle.tree import memory_view
@@ -46,8 +46,7 @@ def test_batches_match_reference_and_batched_proofs(tmp_path):
     st = store.state
     assert st.size == 5000 and st.root == ref.root
     idx = np.array([rng.randrange(5000) for _ in range(500)] + [0, 4999])
-    out, mask = inclusion_matrix(st.view, store.hashes, idx)
-    assert proofs_as_bytes(out, mask) == [ref.inclusion_proof(int(i)) for i in idx]
+    assert inclusion_levels(st.view, store.hashes, idx).split(text=False) == [ref.inclusion_proof(int(i)) for i in idx]
     for size in (1, 2, 255, 256, 257, 4097):  # older sizes from the same files
         from tlog.merkle.tree import TreeView
 
@@ -366,7 +365,7 @@ async def test_a_batch_closes_interval_after_its_first_item_even_if_it_queued_du
     cut at once, not a whole interval after the writer comes back (the loop clock is faked)."""
     import asyncio
 
-    from tlog.server.batching import BatchQueue
+    from tlog.service.batching import BatchQueue
 
     loop = asyncio.get_running_loop()
     now = [1000.0]

@@ -33,7 +33,7 @@ def node_hash(left: bytes, right: bytes) -> bytes:
 _CHUNK = 1 << 16  # rows per hashing pass: bounds the temporary Python objects
 
 try:  # the optional C extension (setup.py), or None: then every batch goes through hashlib
-    from tlog import _native as native
+    import tlog._native as native
 except ImportError:  # pragma: no cover - exercised where the extension is not built
     native = None
 

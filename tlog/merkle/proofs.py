@@ -7,10 +7,9 @@ otherwise the single right-edge node of that level (cached in the TreeView).
 `inclusion_levels` returns a `ProofBatch`: the proofs level-major, an
 (H, B, 32) array whose row k holds every proof's k-th sibling. That layout
 makes each level one contiguous `np.take` from the level's hash file, which is
-what makes a batch fast; the encoders (`json`, `cbor`, `as_bytes`) put the
+what makes a batch fast; the encoders (`json`, `cbor`, `split`) put the
 hashes in per-proof (RFC 9162) order in one transposing pass and then write
 the whole document with a few numpy operations, never a Python loop per hash.
-`inclusion_matrix` is the older proof-major (B, H, 32) form.
 """
 from __future__ import annotations
 
@@ -20,9 +19,8 @@ import numpy as np
 
 from tlog.formats.encoding import b64encode_bytes
 from tlog.errors import InvalidInput
-from tlog.storage.hashfiles import HashFiles
 from tlog.formats.hashing import node_hashes
-from tlog.merkle.tree import TreeView, height
+from tlog.merkle.tree import HashReader, TreeView, height
 
 
 class ProofBatch:
@@ -57,17 +55,6 @@ class ProofBatch:
         pm = np.ascontiguousarray(self.nodes.view("V32").reshape(h, b).T)
         flat = pm.reshape(-1) if self.mask is None else pm[self.mask.T]
         return flat.view(np.uint8).reshape(-1, 32)
-
-    def matrix(self) -> tuple[np.ndarray, np.ndarray]:
-        """The proof-major form: (B, H, 32) hashes and a (B, H) presence mask."""
-        h, b = self.nodes.shape[:2]
-        pm = np.ascontiguousarray(self.nodes.view("V32").reshape(h, b).T)
-        out = pm.view(np.uint8).reshape(b, h, 32)
-        mask = np.ones((b, h), dtype=bool) if self.mask is None else np.ascontiguousarray(self.mask.T)
-        return out, mask
-
-    def as_bytes(self) -> list[list[bytes]]:
-        return self.split(text=False)
 
     def split(self, *, text: bool) -> list[list]:
         """Per-proof lists of hashes: base64 strings if `text`, else 32-byte bytes."""
@@ -172,7 +159,7 @@ class ProofBatch:
             slots[pj, rank[pj, pk]] = src[pk, pj]
 
 
-def inclusion_levels(view: TreeView, hashes: HashFiles, indices: np.ndarray) -> ProofBatch:
+def inclusion_levels(view: TreeView, hashes: HashReader, indices: np.ndarray) -> ProofBatch:
     """RFC 9162 PATH(i, D[0:n]) for every i in `indices`, as one ProofBatch."""
     n = view.size
     idx = np.asarray(indices, dtype=np.int64)
@@ -213,7 +200,7 @@ PROOF_CHUNK = 2048
 """Proofs per piece of a streamed answer: ~2.4 MB of JSON, ~1.7 MB of CBOR at 2^24 leaves."""
 
 
-def inclusion_pieces(view: TreeView, hashes: HashFiles, indices: np.ndarray, *, cbor: bool,
+def inclusion_pieces(view: TreeView, hashes: HashReader, indices: np.ndarray, *, cbor: bool,
                      chunk: int = PROOF_CHUNK) -> Iterator[bytes | memoryview]:
     """The array of the proofs of `indices` (JSON, or deterministic CBOR), `chunk` proofs
     at a time: each piece is gathered and encoded only when the one before was taken.
@@ -235,7 +222,7 @@ def inclusion_pieces(view: TreeView, hashes: HashFiles, indices: np.ndarray, *, 
         yield b"]"
 
 
-def consistency_levels(hashes: HashFiles, olds: np.ndarray, news: np.ndarray) -> ProofBatch:
+def consistency_levels(hashes: HashReader, olds: np.ndarray, news: np.ndarray) -> ProofBatch:
     """RFC 9162 §2.1.4.1 PROOF(old, D[0:new]) for many (old, new) pairs, as one ProofBatch.
 
     Every `new` must be a size whose nodes are all in `hashes`. Slot 0 holds
@@ -292,7 +279,7 @@ def consistency_levels(hashes: HashFiles, olds: np.ndarray, news: np.ndarray) ->
     return ProofBatch(nodes, mask)
 
 
-def _edge_nodes(hashes: HashFiles, new: np.ndarray, levels: np.ndarray) -> np.ndarray:
+def _edge_nodes(hashes: HashReader, new: np.ndarray, levels: np.ndarray) -> np.ndarray:
     """MTH of the leaves [(new >> k) << k, new) for each (new, k): the incomplete node at level k.
 
     It folds, from the right, the complete nodes at the set bits b of
@@ -315,15 +302,6 @@ def _edge_nodes(hashes: HashFiles, new: np.ndarray, levels: np.ndarray) -> np.nd
             acc[old] = node_hashes(node[~fresh], acc[old])
         started[on] = True
     return acc
-
-
-def inclusion_matrix(view: TreeView, hashes: HashFiles, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Proof-major form of `inclusion_levels`: (B, H, 32) hashes and (B, H) mask."""
-    return inclusion_levels(view, hashes, indices).matrix()
-
-
-def proofs_as_bytes(out: np.ndarray, mask: np.ndarray) -> list[list[bytes]]:
-    return [[row.tobytes() for row in out[b][mask[b]]] for b in range(out.shape[0])]
 
 
 # --- encoders -------------------------------------------------------------------
@@ -426,8 +404,3 @@ def cbor_map_parts(items: dict[str, bytes], hole: str) -> tuple[bytes, bytes]:
 def _cbor_text(s: str) -> bytes:
     raw = s.encode("utf-8")
     return cbor_head(3, len(raw)) + raw
-
-
-def proofs_json(out: np.ndarray, mask: np.ndarray) -> bytes:
-    """JSON for the proof-major form (see `ProofBatch.json`)."""
-    return _json_from_rows(out[mask], mask.sum(axis=1)).tobytes()

@@ -26,7 +26,7 @@ import numpy as np
 from tlog.merkle.proofs import PROOF_CHUNK, b64_rows, cbor_head, cbor_map_parts, inclusion_levels
 from tlog.formats.encoding import b64enc
 from tlog.service.reply import Reply
-from tlog.storage.hashfiles import HashFiles
+from tlog.storage.interface import HashReader
 from tlog.service.responses import encode_document
 from tlog.server.metrics import LogMetrics
 from tlog.formats.proofbundle import HEADER, ProofBundle
@@ -56,7 +56,7 @@ def added_document(state: LogState, index: int, leaf_hash: bytes, fresh: bool, p
 class SingleAppends:
     """Submits single entries to the sequencer; answers them per committed batch."""
 
-    def __init__(self, sequencer: Sequencer, hashes: HashFiles, metrics: LogMetrics) -> None:
+    def __init__(self, sequencer: Sequencer, hashes: HashReader, metrics: LogMetrics) -> None:
         self._sequencer, self._hashes, self._m = sequencer, hashes, metrics
         self._inclusion = metrics.proofs.labels("inclusion")
         self._done: list[tuple[asyncio.Future, bytes, bool, float, asyncio.Future]] = []
@@ -144,7 +144,7 @@ class SingleAppends:
             out.set_result(Reply(body, _JSON))
 
 
-def batch_answer(state: LogState, hashes: HashFiles, added: AddedBatch, *, cbor: bool,
+def batch_answer(state: LogState, hashes: HashReader, added: AddedBatch, *, cbor: bool,
                  chunk: int = PROOF_CHUNK) -> Iterator[bytes | memoryview]:
     """The answer to `POST /v1/entries:batch` in pieces of `chunk` results, each built
     when asked for: `{"tree_size", "checkpoint", "results": [{"index", "leaf_hash",

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tlog.server.batching import BatchQueue
+from tlog.service.batching import BatchQueue
 from tlog.errors import LogHalted, NotPublished, Unavailable
 from tlog.storage.interface import LogState, LogStorage, Signer
 

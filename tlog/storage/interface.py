@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
-import numpy as np
+from tlog.merkle.tree import HashReader, TreeView
 
-from tlog.merkle.tree import TreeView
+__all__ = ["BatchResult", "CorruptionError", "EntryReader", "HashReader", "LogState", "LogStorage", "Signer"]
 
 Signer = Callable[[int, bytes], str]
 """(tree size, root hash) -> the signed checkpoint note for them."""
@@ -57,29 +57,6 @@ class BatchResult:
 
 class CorruptionError(RuntimeError):
     """The stored data contradicts itself; the log refuses to start."""
-
-
-@runtime_checkable
-class HashReader(Protocol):
-    """Stored complete-node hashes of the committed tree (RFC 9162 §2.1), by level and
-    index at that level: `tlog.HashReader` of Go's sumdb, batched for numpy.
-
-    Only nodes of a committed tree are asked for. `gather` is the batched-proof hot
-    path: one call per tree level for a whole batch of proofs.
-    """
-
-    def read(self, level: int, index: int) -> bytes:
-        """One node's 32 bytes."""
-        ...
-
-    def gather(self, level: int, indices: np.ndarray, *, need: int | None = None) -> np.ndarray:
-        """Nodes `indices` of `level` as an (n, 32) uint8 array; `need` is how many nodes
-        the level holds at the size served (a hint for the backend's maps)."""
-        ...
-
-    def read_range(self, level: int, start: int, count: int) -> bytes:
-        """`count` consecutive nodes from `start` (a hash tile's bytes)."""
-        ...
 
 
 class EntryReader(Protocol):
