@@ -26,11 +26,11 @@ from pathlib import Path
 
 from common import ORIGIN, entry_bytes
 
-from tlog.storage.hashfiles import HashFiles
 from tlog.formats.hashing import leaf_hashes
 from tlog.merkle.tree import TreeView
 from tlog.server.service import checkpoint_signer, load_or_create_key
 from tlog.storage.embedded import SCHEMA, EmbeddedStorage, entry_runs
+from tlog.storage.hashfiles import HashFiles
 
 VERSION = 2  # 2: entries stored in runs (tlog.storage.embedded.RUN_ENTRIES)
 CHUNK = 1 << 18

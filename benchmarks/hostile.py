@@ -61,7 +61,7 @@ async def exchange(port: int, data: bytes, timeout: float = 60) -> int:
         line = await asyncio.wait_for(r.readline(), timeout)
         await asyncio.wait_for(r.read(), timeout)
         return int(line.split()[1]) if line else 0
-    except (ConnectionError, asyncio.TimeoutError):
+    except (TimeoutError, ConnectionError):
         return 0
     finally:
         w.close()
@@ -221,7 +221,7 @@ async def honest_load(port: int, seconds: float, clients: int, *, start: int) ->
                 else:
                     writes.append(await c.ask(post("/v1/entries", commitment(start + k * 100_000 + i),
                                                    "application/json", fwd, close=False)))
-            except (RuntimeError, ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            except (TimeoutError, RuntimeError, ConnectionError, asyncio.IncompleteReadError):
                 errors += 1
                 c = Conn(port)
 

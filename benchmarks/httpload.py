@@ -40,7 +40,7 @@ class Server:
         return [str(BIN / "oap-log"), "serve", "--data", str(self.data), "--host", "127.0.0.1", "--port", "0",
                 "--origin", ORIGIN, *self.extra]
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         # All load comes from 127.0.0.1, one "client" to the per-client rate
         # limits (issue 6); they are off so that the server's capacity is measured.
         env = dict(os.environ) | {"OAP_LOG_RATE_LIMIT_WRITE": "0", "OAP_LOG_RATE_LIMIT_READ": "0"} | (self.env or {})
@@ -178,7 +178,8 @@ done = function(summary, latency, requests)
   io.write(string.format("OAPSTATS p50=%.3f p90=%.3f p99=%.3f p999=%.3f max=%.3f n=%d errs=%d\n",
     latency:percentile(50) / 1000, latency:percentile(90) / 1000, latency:percentile(99) / 1000,
     latency:percentile(99.9) / 1000, latency.max / 1000, summary.requests,
-    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write
+    + summary.errors.timeout))
 end
 """
 

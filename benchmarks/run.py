@@ -28,18 +28,31 @@ sys.path.insert(0, str(HERE.parent))
 import numpy as np  # noqa: E402
 from build import build_log  # noqa: E402
 from common import ORIGIN, Result, best_of, entry_bytes, entry_json, machine, median  # noqa: E402
-from httpload import (LUA_APPEND_SINGLE, LUA_BODIES, LUA_STATUS, LUA_TILES, BareServer, RegistryServer,  # noqa: E402
-                      Server, WitnessServer, get, have_wrk, post, run_pyload, run_wrk)
+from httpload import (  # noqa: E402
+    LUA_APPEND_SINGLE,
+    LUA_BODIES,
+    LUA_STATUS,
+    LUA_TILES,
+    BareServer,
+    RegistryServer,
+    Server,
+    WitnessServer,
+    get,
+    have_wrk,
+    post,
+    run_pyload,
+    run_wrk,
+)
 
-from tlog.storage import hashfiles as hashfiles_mod  # noqa: E402
-from tlog.merkle.proofs import ProofBatch, consistency_levels, inclusion_levels, inclusion_matrix  # noqa: E402
-from tlog.merkle.batchverify import verify_inclusion_batch  # noqa: E402
 from tlog.formats.hashing import leaf_hash, node_hash, node_hashes  # noqa: E402
+from tlog.merkle.batchverify import verify_inclusion_batch  # noqa: E402
+from tlog.merkle.proofs import ProofBatch, consistency_levels, inclusion_levels, inclusion_matrix  # noqa: E402
 from tlog.merkle.tree import TreeView  # noqa: E402
+from tlog.merkle.verify import verify_consistency, verify_inclusion  # noqa: E402
 from tlog.server.sequencer import Sequencer  # noqa: E402
 from tlog.server.service import checkpoint_signer, load_or_create_key  # noqa: E402
+from tlog.storage import hashfiles as hashfiles_mod  # noqa: E402
 from tlog.storage.embedded import EmbeddedStorage  # noqa: E402
-from tlog.merkle.verify import verify_consistency, verify_inclusion  # noqa: E402
 
 CACHE = HERE / ".cache"
 # http_append_single: the server's batch interval (p99 target = this + 50 ms). 200 clients that
@@ -475,8 +488,8 @@ class Bench:
         from tlog.formats.checkpoint import Checkpoint
         from tlog.formats.encoding import b64enc
         from tlog.formats.keys import Signer
-        from tlog.merkle.tree import build_levels
         from tlog.formats.note import sign_note
+        from tlog.merkle.tree import build_levels
 
         nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
         d = Path(tempfile.mkdtemp(dir=CACHE, prefix="witness-"))
@@ -491,7 +504,7 @@ class Bench:
                 levels = build_levels([leaf_hash(b"%d:%d" % (li, j)) for j in range(per_log)])
                 seq = []
                 for size in range(1, per_log + 1):
-                    view = TreeView(size, lambda k, j: levels[k][j])
+                    view = TreeView(size, lambda k, j, levels=levels: levels[k][j])
                     proof = view.consistency_proof(size - 1)
                     note = sign_note(Checkpoint(signer.name, size, view.root).to_text(), [signer])
                     body = (f"old {size - 1}\n" + "".join(b64enc(h) + "\n" for h in proof) + "\n" + note).encode()

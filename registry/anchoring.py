@@ -23,16 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tlog.formats.canonical import jcs
-from tlog.formats.strict import loads_json
 from tlog.client.client import LogClient
+from tlog.client.verifier import TrustPolicy
+from tlog.errors import InvalidInput, OAPError, VerificationError
+from tlog.formats.canonical import jcs
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.entries import canonical_entry, decode_entry, receipt_entry, registry_entry
-from tlog.errors import InvalidInput, OAPError, VerificationError
 from tlog.formats.hashing import format_sha256
 from tlog.formats.proofbundle import parse_proof_bundle
-from tlog.client.verifier import TrustPolicy
+from tlog.formats.strict import loads_json
 
 from .records import format_utc, is_did
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from tlog.service.batching import BatchQueue
 from tlog.errors import Unavailable
+from tlog.service.batching import BatchQueue
 
 from .writer import Accepted, Item, RegistryWriter
 

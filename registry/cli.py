@@ -15,13 +15,11 @@ from pathlib import Path
 import aiohttp
 import click
 
-from tlog.formats import keys
-
-from tlog.service import keyfiles
-from tlog.errors import ConfigError
-from tlog.errors import OAPError
-from tlog.service.cli import Running, fail, load_config, run, serve_options
 from tlog.client.verifier import TrustPolicy
+from tlog.errors import ConfigError, OAPError
+from tlog.formats import keys
+from tlog.service import keyfiles
+from tlog.service.cli import Running, fail, load_config, run, serve_options
 
 from .config import RegistryConfig
 
@@ -126,7 +124,7 @@ def _submit(url: str, record: dict, out: Path | None) -> None:
         res = asyncio.run(go())
     except OAPError as e:
         fail(e.message, 1)
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+    except (TimeoutError, aiohttp.ClientError, OSError) as e:
         fail(f"cannot reach the registry at {url}: {e}", 2)
     if out is not None:
         out.write_text(res["anchor"])
@@ -243,7 +241,7 @@ def status(target, offline, registry_key, log_policy, log_vkey, issuer, out, all
             resp, served_key = asyncio.run(go())
         except OAPError as e:
             fail(e.message, 2)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
             fail(f"cannot reach the registry at {url}: {e}", 2)
         if not registry_key:
             click.echo(f"warning: trusting the key the server names ({served_key}); pin it with --registry-key",

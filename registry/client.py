@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -17,7 +17,7 @@ from .records import format_utc, sign_record
 
 
 def _now() -> str:
-    return format_utc(datetime.now(timezone.utc).replace(microsecond=0))
+    return format_utc(datetime.now(UTC).replace(microsecond=0))
 
 
 def did_of(seed: bytes) -> str:
@@ -62,7 +62,7 @@ class RegistryClient:
         self.url = url.rstrip("/")
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
 
-    async def __aenter__(self) -> "RegistryClient":
+    async def __aenter__(self) -> RegistryClient:
         return self
 
     async def __aexit__(self, *exc) -> None:

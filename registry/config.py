@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from tlog.errors import ConfigError
-
 from tlog.service.config import HTTPConfig, check_http_limits, is_loopback
 
 from .records import is_did
@@ -101,7 +100,7 @@ class RegistryConfig(HTTPConfig):
         if bad:
             raise ConfigError(f"bootstrap_witnesses: not a DID: {bad[0]}")
 
-    def replace(self, **kw: Any) -> "RegistryConfig":
+    def replace(self, **kw: Any) -> RegistryConfig:
         cfg = dataclasses.replace(self, **kw)
         cfg.validate()
         return cfg

@@ -26,14 +26,14 @@ checks their signatures only. Failures raise `HistoryError` carrying the commit.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from tlog.storage.files import write_atomic
-from tlog.formats.strict import loads_json
-from tlog.formats.conformance import MAX_CLOCK_SKEW
-from tlog.errors import OAPError, VerificationError
 from tlog.client.verifier import TrustPolicy
+from tlog.errors import OAPError, VerificationError
+from tlog.formats.conformance import MAX_CLOCK_SKEW
+from tlog.formats.strict import loads_json
+from tlog.storage.files import write_atomic
 
 from .anchoring import Genesis, parse_genesis, verify_commit_anchor, verify_receipt_anchor
 from .index import CommitInfo, Index, Layered
@@ -51,7 +51,7 @@ class HistoryError(VerificationError):
 
 
 def _utc(ts: int) -> datetime:
-    return datetime.fromtimestamp(ts, timezone.utc)
+    return datetime.fromtimestamp(ts, UTC)
 
 
 class Replayer:

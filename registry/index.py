@@ -98,7 +98,7 @@ class Index:
             raise ValueError(f"commit seq {info.seq} does not follow {len(self.commits) - 1}")
         self.commits.append(info)
 
-    def copy(self) -> "Index":
+    def copy(self) -> Index:
         """An independent copy: a mirror verifies new commits into a copy and swaps
         it in only when every commit passed, so readers never see unverified records."""
         with self._lock:

@@ -33,8 +33,8 @@ from typing import Any
 
 from dulwich.client import get_transport_and_path
 
-from tlog.errors import Conflict, OAPError
 from tlog.client.verifier import TrustPolicy
+from tlog.errors import Conflict, OAPError
 
 from .history import HistoryError, Replayer, replay
 from .index import Index

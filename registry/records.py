@@ -31,16 +31,17 @@ already used by a different record.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Protocol
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
+from tlog.errors import Conflict, Forbidden, FormatError, InvalidInput, SignatureError
 from tlog.formats import ed25519
 from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, parse_utc, validate_conformance
 from tlog.formats.did import did_key_from_public, public_from_did_key
 from tlog.formats.encoding import b64dec, b64enc
-from tlog.errors import Conflict, FormatError, Forbidden, InvalidInput, SignatureError
 from tlog.formats.hashing import sha256
 
 from .layout import REVOCATION_KINDS, record_path
@@ -79,7 +80,7 @@ _FIELDS: dict[str, tuple[set[str], set[str]]] = {
 
 def format_utc(dt: datetime) -> str:
     """RFC 3339 UTC with "Z", the one spelling `tlog.formats.conformance.parse_utc` accepts."""
-    dt = dt.astimezone(timezone.utc)
+    dt = dt.astimezone(UTC)
     text = dt.strftime("%Y-%m-%dT%H:%M:%S")
     if dt.microsecond:
         text += f".{dt.microsecond:06d}".rstrip("0")

@@ -15,22 +15,20 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from tlog.formats import keys
-
-from tlog.service import keyfiles
 from tlog.client.client import LogClient
-from tlog.errors import ConfigError
-from tlog.formats.did import did_key_from_public
-from tlog.errors import NotFound, Unavailable
-from tlog.storage.files import lock_dir
-from tlog.formats.hashing import sha256
 from tlog.client.verifier import TrustPolicy
+from tlog.errors import ConfigError, NotFound, Unavailable
+from tlog.formats import keys
+from tlog.formats.did import did_key_from_public
+from tlog.formats.hashing import sha256
+from tlog.service import keyfiles
+from tlog.storage.files import lock_dir
 
 from .anchoring import Anchorer, Genesis, genesis_bytes
 from .batcher import Batcher
@@ -110,7 +108,7 @@ class RegistryService:
     # --- open / close ------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, config: RegistryConfig) -> "RegistryService":
+    async def open(cls, config: RegistryConfig) -> RegistryService:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         read_only = _read_only_dir(config.data_dir) and (config.data_dir / "registry.git" / "HEAD").exists()
         fd = None if read_only else lock_data_dir(config.data_dir)
@@ -158,7 +156,7 @@ class RegistryService:
         if replayer.genesis is None:
             policy = policy or TrustPolicy.for_log(info["verifier_key"])
             genesis = genesis_bytes(me, cfg.name, info["origin"], info["verifier_key"], cfg.bootstrap,
-                                    datetime.now(timezone.utc))
+                                    datetime.now(UTC))
         else:
             genesis = None
             if replayer.genesis.registry != me:
@@ -191,7 +189,7 @@ class RegistryService:
             while True:
                 try:
                     return await client.info()
-                except (OSError, asyncio.TimeoutError, aiohttp.ClientError) as e:
+                except (TimeoutError, OSError, aiohttp.ClientError) as e:
                     if loop.time() >= deadline:
                         raise ConfigError(f"the log at {self.config.log_url} is not reachable: {e}") from None
                     await asyncio.sleep(0.5)
@@ -271,7 +269,7 @@ class RegistryService:
     async def new_epoch(self) -> Epoch:
         assert self.producer is not None and self.anchorer is not None
         last = json.loads(self._epoch_file.read_text())["epoch"] if self._epoch_file.exists() else 0
-        at = datetime.now(timezone.utc).replace(microsecond=0)
+        at = datetime.now(UTC).replace(microsecond=0)
         epoch = self.producer.prepare(last + 1, at, timedelta(seconds=self.config.epoch_seconds))
         epoch.anchor = await self.anchorer.anchor_statement(epoch.statement_hash, epoch.statement_id)
         await self.in_thread(self.producer.preproduce, epoch)
@@ -302,10 +300,10 @@ class RegistryService:
             validity = (epoch.next_update - epoch.this_update).total_seconds()
             full = validity >= self.config.epoch_seconds
             refresh = epoch.this_update + timedelta(seconds=validity * (0.75 if full else 1.0))
-            timeout = max(0.0, (refresh - datetime.now(timezone.utc)).total_seconds())
+            timeout = max(0.0, (refresh - datetime.now(UTC)).total_seconds())
             try:
                 await asyncio.wait_for(self._dirty.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def status_now(self, key: str) -> tuple[Epoch, Produced] | None:

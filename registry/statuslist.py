@@ -24,9 +24,9 @@ from typing import Any
 
 import base58
 
+from tlog.errors import InvalidInput, SignatureError
 from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
-from tlog.errors import InvalidInput, SignatureError
 from tlog.formats.hashing import sha256
 
 from .records import STATUS_LIST_BITS, format_utc

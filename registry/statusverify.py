@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
+from tlog.client.verifier import TrustPolicy
+from tlog.errors import OAPError, VerificationError
 from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
-from tlog.formats.strict import loads_json
 from tlog.formats.conformance import MAX_CLOCK_SKEW, parse_utc
 from tlog.formats.did import public_from_did_key
 from tlog.formats.encoding import b64dec
-from tlog.errors import OAPError, VerificationError
 from tlog.formats.hashing import HASH_SIZE, format_sha256, leaf_hash, parse_sha256, sha256
-from tlog.client.verifier import TrustPolicy
+from tlog.formats.strict import loads_json
 from tlog.merkle.verify import verify_inclusion
 
 from .anchoring import verify_commit_anchor, verify_receipt_anchor
@@ -128,7 +128,7 @@ def verify_status(resp: object, *, registry: str, policy: TrustPolicy | None = N
     else:
         verify_absence(resp["proof"], key, size, root)
 
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if this_update > now + MAX_CLOCK_SKEW:
         raise _fail("response is from the future (this_update after now)")
     if now >= next_update and not allow_stale:

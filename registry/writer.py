@@ -29,11 +29,11 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from tlog.storage.files import write_atomic
 from tlog.errors import Conflict, OAPError, Unavailable
+from tlog.storage.files import write_atomic
 
 from .anchoring import Anchorer
 from .history import Replayer
@@ -172,7 +172,7 @@ class RegistryWriter:
 
     async def _commit(self, items: list[Item], anchor_only: bool) -> None:
         when = int(time.time())
-        now = datetime.fromtimestamp(when, timezone.utc)
+        now = datetime.fromtimestamp(when, UTC)
         head = self.index.head
         batch = Index()
         state = Layered(self.index, batch)

@@ -38,13 +38,13 @@ from pathlib import Path
 
 import aiohttp
 
-from tlog.formats.checkpoint import parse_checkpoint
 from tlog.client.client import LogClient
+from tlog.client.verifier import TrustPolicy
+from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import canonical_entry, receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import parse_note
-from tlog.client.verifier import TrustPolicy
 from tlog.merkle.verify import verify_consistency
 
 from .services import fetch_entries
@@ -127,7 +127,7 @@ async def load(url: str, obs: Observed, counter: list[int], stop: asyncio.Event,
                             body = await r.json()
                             obs.acked[n] = body["index"]
                             obs.saw(body["checkpoint"])
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                except (TimeoutError, aiohttp.ClientError, OSError):
                     await asyncio.sleep(0.01)
 
         async def batch():
@@ -141,7 +141,7 @@ async def load(url: str, obs: Observed, counter: list[int], stop: asyncio.Event,
                             for n, res in zip(ns, body["results"]):
                                 obs.acked[n] = res["index"]
                             obs.saw(body["checkpoint"])
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                except (TimeoutError, aiohttp.ClientError, OSError):
                     await asyncio.sleep(0.01)
 
         async def poll():
@@ -150,7 +150,7 @@ async def load(url: str, obs: Observed, counter: list[int], stop: asyncio.Event,
                     async with s.get(url + "/checkpoint") as r:
                         if r.status == 200:
                             obs.saw(await r.text())
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                except (TimeoutError, aiohttp.ClientError, OSError):
                     pass
                 await asyncio.sleep(0.02)
 
@@ -261,7 +261,7 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
     import hashlib
 
     from registry.client import did_of, make_revocation
-    from tlog.formats.keys import parse_vkey, cosigner_verifier
+    from tlog.formats.keys import cosigner_verifier, parse_vkey
     from tlog.server.service import load_or_create_key
     from tlog.server.witnessing import policy_text
 
@@ -320,7 +320,7 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
                         async with s.post(url + "/v1/records", json=rec) as r:
                             if r.status == 200:
                                 reg_acked.add(rec["id"])
-                    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                    except (TimeoutError, aiohttp.ClientError, OSError):
                         await asyncio.sleep(0.02)
             await asyncio.gather(*(one() for _ in range(3)))
 
@@ -331,7 +331,7 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
                     async with s.get(w_url + mon_path) as r:
                         if r.status == 200:
                             saw_cosigs(await r.text())
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                except (TimeoutError, aiohttp.ClientError, OSError):
                     pass
                 await asyncio.sleep(0.05)
 

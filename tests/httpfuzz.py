@@ -83,7 +83,7 @@ async def raw_request(host: str, port: int, data: bytes, *, slow: float = 0.0, t
     """Send raw bytes (optionally trickled), return the status code or None if closed."""
     try:
         r, w = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         return None
     try:
         if slow:
@@ -97,7 +97,7 @@ async def raw_request(host: str, port: int, data: bytes, *, slow: float = 0.0, t
         line = await asyncio.wait_for(r.readline(), timeout)
         parts = line.split()
         return int(parts[1]) if len(parts) >= 2 and parts[1].isdigit() else None
-    except (OSError, asyncio.TimeoutError, ValueError):
+    except (TimeoutError, OSError, ValueError):
         return None
     finally:
         w.close()
@@ -185,7 +185,7 @@ async def fuzz(base_url: str, endpoints: list[Endpoint], *, requests: int, pid: 
                 async with session.post(URL(base_url + ep.path, encoded=True), data=data, headers=hdrs) as resp:
                     await resp.read()
                     record(resp.status, f"hostile {ep.path} {data[:40]!r}")
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError):
+            except (TimeoutError, aiohttp.ClientError, ValueError, OSError):
                 record(None, ep.path)
             return
         if kind < 0.27 and ep.method == "POST":  # oversize
@@ -202,7 +202,7 @@ async def fuzz(base_url: str, endpoints: list[Endpoint], *, requests: int, pid: 
                                        headers=headers) as resp:
                 await resp.read()
                 record(resp.status, f"{ep.method} {path} {body[:80] if body else b''!r}")
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError):
+        except (TimeoutError, aiohttp.ClientError, ValueError, OSError):
             record(None, path)
 
     async def worker(session: aiohttp.ClientSession) -> None:
@@ -224,7 +224,7 @@ async def fuzz(base_url: str, endpoints: list[Endpoint], *, requests: int, pid: 
                     rep.valid_ok += 1
                 else:
                     rep.valid_failed.append(f"valid request {n} refused")
-            except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            except (TimeoutError, aiohttp.ClientError) as e:
                 rep.valid_failed.append(f"valid request {n}: {type(e).__name__}")
             await asyncio.sleep(0.02)
 

@@ -21,7 +21,7 @@ class Service:
         self.url = self.vkey = ""
         self.lines: list[str] = []
 
-    def start(self, timeout: float = 60) -> "Service":
+    def start(self, timeout: float = 60) -> Service:
         self.lines = []
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=self.env)

@@ -16,16 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tlog.errors import Unavailable
+from tlog.formats.entries import canonical_entry, commitment_json_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.formats.proofbundle import parse_proof_bundle
+from tlog.formats.strict import loads_json
+from tlog.merkle.verify import verify_inclusion
 from tlog.server.appends import SingleAppends, added_document
 from tlog.server.config import LogConfig
-from tlog.formats.entries import canonical_entry, commitment_json_entry
-from tlog.formats.strict import loads_json
-from tlog.errors import Unavailable
-from tlog.formats.hashing import leaf_hash
-from tlog.service.responses import encode_document
-from tlog.formats.proofbundle import parse_proof_bundle
 from tlog.server.service import LogService
-from tlog.merkle.verify import verify_inclusion
+from tlog.service.responses import encode_document
 
 
 def commitment(i: int, salt: int = 0) -> bytes:

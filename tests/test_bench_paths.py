@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 from pymerkle import InmemoryTree
 
-from tlog.storage import hashfiles as hashfiles_mod
-from tlog.formats import hashing
-from tlog.merkle.proofs import ProofBatch, b64_rows, cbor_map, consistency_levels, inclusion_levels
-from tlog.merkle.batchverify import flatten_proofs, verify_inclusion_batch
 from tlog.errors import InclusionProofError, InvalidInput, VerificationError
-from tlog.storage.hashfiles import HashFiles
+from tlog.formats import hashing
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hash, leaf_hashes, node_hash, node_hashes
+from tlog.merkle.batchverify import flatten_proofs, verify_inclusion_batch
+from tlog.merkle.proofs import ProofBatch, b64_rows, cbor_map, consistency_levels, inclusion_levels
 from tlog.merkle.tree import TreeView, build_levels, memory_view, mth, ref_consistency, ref_inclusion
 from tlog.merkle.verify import verify_consistency, verify_inclusion
+from tlog.storage import hashfiles as hashfiles_mod
+from tlog.storage.hashfiles import HashFiles
 
 from .procmem import mapped_kb
 
@@ -259,8 +259,8 @@ def test_map_window_is_checked_and_huge_pages_are_only_a_hint(tmp_path, monkeypa
 def test_map_window_setting(tmp_path, monkeypatch):
     """Bounded memory is the default (16 MiB per level); map_window_mb = 0 lifts the limit."""
     from tlog.errors import ConfigError
-    from tlog.service.config import load
     from tlog.server.config import LogConfig
+    from tlog.service.config import load
     from tlog.storage.embedded import EmbeddedStorage
 
     assert LogConfig().map_window_mb == hashfiles_mod.DEFAULT_MAP_WINDOW_MB == 16

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tlog.errors import InvalidInput
 from tlog.formats import ed25519
 from tlog.formats.canonical import INT_MAX, INT_MIN, check_json_value, dcbor, jcs
-from tlog.formats.strict import loads_cbor, loads_json
 from tlog.formats.did import did_key_from_public, parse_signer, public_from_did_key
 from tlog.formats.encoding import b64enc
-from tlog.errors import InvalidInput
+from tlog.formats.strict import loads_cbor, loads_json
 
 # --- deterministic CBOR: RFC 8949 Appendix A vectors ------------------------------
 

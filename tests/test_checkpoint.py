@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tlog.errors import FormatError
 from tlog.formats.checkpoint import (
     MAX_TREE_SIZE,
     Checkpoint,
     cosignature_message,
     parse_checkpoint,
 )
-from tlog.errors import FormatError
 from tlog.formats.hashing import EMPTY_ROOT
 
 ROOT = "vt5T6GaLCXvyHFl9VUvvItR43XZxfLgftEcTyO3eJCQ="

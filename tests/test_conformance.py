@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tlog.errors import InvalidInput
 from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
 from tlog.formats.conformance import (
@@ -20,9 +21,8 @@ from tlog.formats.conformance import (
 )
 from tlog.formats.did import did_key_from_public
 from tlog.formats.encoding import b64dec, b64enc
-from tlog.errors import InvalidInput
 
-NOW = datetime(2026, 5, 2, 10, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 5, 2, 10, 0, 0, tzinfo=UTC)
 SUBJECT_SEED = bytes([1]) * 32
 WITNESS_SEEDS = [bytes([10 + i]) * 32 for i in range(5)]
 
@@ -102,7 +102,7 @@ def test_signatures_cover_jcs_without_signatures() -> None:
 
 def test_fractional_seconds_accepted() -> None:
     r = make(issued_at="2026-05-01T10:00:00.215Z")
-    assert validate_conformance(r, now=NOW).issued_at == datetime(2026, 5, 1, 10, 0, 0, 215000, tzinfo=timezone.utc)
+    assert validate_conformance(r, now=NOW).issued_at == datetime(2026, 5, 1, 10, 0, 0, 215000, tzinfo=UTC)
 
 
 # --- level rules -----------------------------------------------------------------

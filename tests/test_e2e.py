@@ -13,13 +13,13 @@ import random
 import aiohttp
 import pytest
 
-from tlog.formats.checkpoint import parse_checkpoint
 from tlog.client.client import LogClient
+from tlog.client.verifier import TrustPolicy
+from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import canonical_entry, commitment_entry, receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import parse_note
-from tlog.client.verifier import TrustPolicy
 from tlog.merkle.verify import verify_consistency
 
 from .services import fetch_entries
@@ -44,7 +44,7 @@ async def anchor_all(url: str, items: list[int], workers: int, acked: dict, stop
                 i = queue.pop()
                 try:
                     acked[i] = await client.anchor(entry(i))
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                except (TimeoutError, aiohttp.ClientError, OSError):
                     if stop_on_error:
                         return
                     raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import cbor2
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tlog.errors import InvalidInput, TooLarge
 from tlog.formats import ed25519
 from tlog.formats.canonical import dcbor, jcs
-from tlog.formats.strict import loads_cbor, loads_json
 from tlog.formats.conformance import sign_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
 from tlog.formats.encoding import b64dec, b64enc
@@ -29,9 +29,9 @@ from tlog.formats.entries import (
     receipt_hash,
     registry_entry,
 )
-from tlog.errors import InvalidInput, TooLarge
+from tlog.formats.strict import loads_cbor, loads_json
 
-NOW = datetime(2026, 5, 2, 10, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 5, 2, 10, 0, 0, tzinfo=UTC)
 SEED = bytes([7]) * 32
 SUBJECT_SEED = bytes([1]) * 32
 WITNESS_SEEDS = [bytes([10 + i]) * 32 for i in range(3)]
@@ -267,8 +267,8 @@ def test_conformance_entry_uses_current_time_by_default() -> None:
     # issued 2026-05-01, expires 2026-07-01: against the real clock it is either
     # valid or expired, never accepted silently after July 2026.
     entry = {"type": "conformance", "receipt": conformance_receipt()}
-    real_now = datetime.now(timezone.utc)
-    if datetime(2026, 4, 30, 23, 55, tzinfo=timezone.utc) <= real_now < datetime(2026, 7, 1, tzinfo=timezone.utc):
+    real_now = datetime.now(UTC)
+    if datetime(2026, 4, 30, 23, 55, tzinfo=UTC) <= real_now < datetime(2026, 7, 1, tzinfo=UTC):
         assert canonical_entry(entry) == dcbor(entry)
     else:
         with pytest.raises(InvalidInput, match="expired|future"):
@@ -486,7 +486,7 @@ def test_commitment_fast_path_equals_the_general_path(doc):
 
     fast = E._commitment_bytes(doc)
     try:
-        general = E.dcbor(E._VALIDATORS["commitment"](doc, datetime.now(timezone.utc))) \
+        general = E.dcbor(E._VALIDATORS["commitment"](doc, datetime.now(UTC))) \
             if doc.get("type") == "commitment" else None
     except InvalidInput:
         general = None

@@ -19,14 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tlog.server.config import LogConfig
 from tlog.formats.entries import canonical_entry
-from tlog.service.fastpath import FAST_ROUTES_KEY, MAX_HEAD, FastSite
 from tlog.formats.hashing import leaf_hash
-from tlog.service.serve import start_app
-from tlog.server.app import build_app
-from tlog.server.service import LogService
 from tlog.formats.tiles import tile_path
+from tlog.server.app import build_app
+from tlog.server.config import LogConfig
+from tlog.server.service import LogService
+from tlog.service.fastpath import FAST_ROUTES_KEY, MAX_HEAD, FastSite
+from tlog.service.serve import start_app
 
 N = 600  # two full level-0 tiles and a partial one
 

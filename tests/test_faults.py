@@ -11,10 +11,10 @@ import aiohttp
 import pytest
 
 from tlog.client.client import LogClient
+from tlog.client.verifier import TrustPolicy
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import canonical_entry, receipt_entry
 from tlog.formats.hashing import leaf_hash
-from tlog.client.verifier import TrustPolicy
 
 from .test_e2e import all_entries
 

@@ -295,8 +295,8 @@ async def test_status_answers_vary_by_accept_and_lists_name_the_configured_url(t
 
 
 def test_the_registry_refuses_to_listen_beyond_loopback_without_public_url(tmp_path):
-    from tlog.errors import ConfigError
     from registry.config import RegistryConfig
+    from tlog.errors import ConfigError
 
     with pytest.raises(ConfigError, match="public_url"):
         RegistryConfig(host="0.0.0.0", log_url="http://127.0.0.1:1").validate()

@@ -12,9 +12,22 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tlog.formats.checkpoint import cosignature_message
 from tlog.errors import Forbidden, FormatError, SignatureError
-from tlog.formats.keys import COSIGNATURE_V1, ECDSA, ED25519, CosignatureSigner, Signer, Verifier, check_key_name, cosignature_timestamp, cosigner_verifier, format_vkey, key_id, parse_vkey
+from tlog.formats.checkpoint import cosignature_message
+from tlog.formats.keys import (
+    COSIGNATURE_V1,
+    ECDSA,
+    ED25519,
+    CosignatureSigner,
+    Signer,
+    Verifier,
+    check_key_name,
+    cosignature_timestamp,
+    cosigner_verifier,
+    format_vkey,
+    key_id,
+    parse_vkey,
+)
 from tlog.service.keyfiles import read_private_key, write_private_key
 
 PETER_VKEY = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"

@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from tlog.storage import leafindex
 from tlog.formats.hashing import leaf_hash
+from tlog.storage import leafindex
 from tlog.storage.leafindex import LeafIndex
 
 from .procmem import mapped_kb

@@ -10,18 +10,15 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tlog.errors import ConfigError
-
-from tlog.service.config import load
-
-from tlog.server.config import LogConfig
+from tlog.errors import AuthRequired, ConfigError, Forbidden, RateLimited
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import commitment_entry, receipt_entry
 from tlog.formats.hashing import leaf_hash
-from tlog.service.limits import RateLimiter, TokenAuth, new_token
-from tlog.errors import AuthRequired, Forbidden, RateLimited
 from tlog.server.app import build_app
+from tlog.server.config import LogConfig
 from tlog.server.service import LogService
+from tlog.service.config import load
+from tlog.service.limits import RateLimiter, TokenAuth, new_token
 
 SEED = generate_seed()
 
@@ -167,15 +164,16 @@ async def test_slow_request_head_is_cut_by_keepalive_timeout(tmp_path):
 
 
 def _self_signed(tmp_path):
+    import ipaddress
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    import ipaddress
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(1).not_valid_before(now - datetime.timedelta(days=1))
             .not_valid_after(now + datetime.timedelta(days=1))
@@ -204,7 +202,8 @@ async def test_tls_serving(server, tmp_path):
 async def test_witness_and_registry_rate_limit_429(tmp_path):
     """The witness and the registry share the log's per-client limiter middleware."""
     from witness.config import WitnessConfig
-    from witness.server import WitnessService, build_app as witness_app
+    from witness.server import WitnessService
+    from witness.server import build_app as witness_app
 
     svc = WitnessService.open(WitnessConfig(data_dir=tmp_path / "w", name="w.test", rate_limit=2,
                                             rate_limit_burst=3))

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from tlog.client.client import SyncLogClient
+from tlog.client.verifier import TrustPolicy
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import parse_note
-from tlog.client.verifier import TrustPolicy
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent

@@ -13,18 +13,19 @@ from click.testing import CliRunner
 
 from tlog.cli.main import main as log_cli
 from tlog.client.client import LogClient
-from tlog.server.config import LogConfig
+from tlog.client.verifier import TrustPolicy
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import CosignatureSigner
-from tlog.service.keyfiles import write_private_key
 from tlog.formats.note import parse_note
 from tlog.server.app import build_app
+from tlog.server.config import LogConfig
 from tlog.server.service import LogService, load_or_create_key
-from tlog.client.verifier import TrustPolicy
+from tlog.service.keyfiles import write_private_key
 from witness.config import WitnessConfig, WitnessedLog
-from witness.server import WitnessService, build_app as witness_app
+from witness.server import WitnessService
+from witness.server import build_app as witness_app
 
 ORIGIN = "witnessed.test/log"
 SEED = generate_seed()
@@ -45,7 +46,7 @@ class Witness:
         self.server: TestServer | None = None
         self.port = 0
 
-    async def start(self) -> "Witness":
+    async def start(self) -> Witness:
         self.svc = WitnessService.open(self.cfg)
         self.vkey = self.svc.signer.vkey
         self.server = TestServer(witness_app(self.svc), host="127.0.0.1", port=self.port)

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
 from tlog.errors import FormatError, SignatureError, UnknownKeyError
+from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
 from tlog.formats.keys import CosignatureSigner, Signer, Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.note import (
     MAX_NOTE_SIZE,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlog.formats.encoding import b64enc
 from tlog.errors import FormatError
+from tlog.formats.encoding import b64enc
 from tlog.formats.policy import Policy, PolicyGroup, PolicyLog, PolicyWitness, parse_policy
 
 # V5 real keys; the 0x04 form wraps the same Ed25519 key as the 0x01 form.

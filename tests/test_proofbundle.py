@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlog.formats.encoding import b64dec
 from tlog.errors import FormatError
+from tlog.formats.encoding import b64dec
 from tlog.formats.hashing import node_hash
 from tlog.formats.proofbundle import HEADER, ProofBundle, parse_proof_bundle
 

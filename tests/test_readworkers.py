@@ -27,17 +27,17 @@ import pytest
 from tests.services import log_service
 from tests.test_fastpath import CLOSE, entry, exchange, get, responses
 from tlog.errors import ConfigError
-from tlog.server.config import LogConfig
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.hashing import leaf_hash
+from tlog.formats.keys import CosignatureSigner
+from tlog.formats.tiles import tile_path
+from tlog.server.app import build_app
+from tlog.server.config import LogConfig
+from tlog.server.readworkers import ReadWorkers
+from tlog.server.service import LogService
 from tlog.service.fastpath import FAST_ROUTES_KEY, FastSite
 from tlog.service.metrics import RequestMetrics
 from tlog.service.serve import start_app
-from tlog.formats.keys import CosignatureSigner
-from tlog.server.readworkers import ReadWorkers
-from tlog.server.app import build_app
-from tlog.server.service import LogService
-from tlog.formats.tiles import tile_path
 
 N = 600
 CONNS = 24  # all on one process: 2^-24
@@ -46,7 +46,7 @@ CONNS = 24  # all on one process: 2^-24
 class Log:
     """A log, its read worker(s) on the same port, and a plain aiohttp site of the same app."""
 
-    async def open(self, tmp_path, entries: int = N, **cfg) -> "Log":
+    async def open(self, tmp_path, entries: int = N, **cfg) -> Log:
         settings = dict(data_dir=tmp_path / "data", port=0, batch_interval_ms=2, rate_limit_read=0,
                         rate_limit_write=0, read_workers=1)
         settings.update(cfg)

@@ -17,7 +17,15 @@ from registry.store import MAIN
 from tlog.formats.ed25519 import generate_seed
 
 from .test_registry_support import (
-    BIN, Running, conformance_doc, did, git, log_server, receipt, run, start_registry,
+    BIN,
+    Running,
+    conformance_doc,
+    did,
+    git,
+    log_server,
+    receipt,
+    run,
+    start_registry,
 )
 
 __all__ = ["log_server"]

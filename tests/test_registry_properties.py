@@ -2,7 +2,7 @@
 records, status ids and saved status responses raise only typed 4xx errors."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from registry.records import check_record, parse_submission
 from registry.server import _status_key
 from registry.statusverify import verify_status
+from tlog.errors import OAPError
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import generate_seed, public_from_seed
-from tlog.errors import OAPError
 
-NOW = datetime(2026, 11, 23, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 23, tzinfo=UTC)
 REGISTRY = did_key_from_public(public_from_seed(generate_seed()))
 KEYS = ["type", "id", "kind", "subject", "reason", "effective_at", "issued_at", "issued_by", "signature",
         "principal", "event", "key", "receipt", "status_list_index", "status_list", "status", "epoch", "proof",

@@ -13,15 +13,21 @@ from registry.client import make_key_event, make_kill_switch, make_revocation
 from registry.index import Index
 from registry.layout import anchor_path, classify, record_path
 from registry.records import (
-    STATUS_LIST_BITS, check_record, check_rules, controllers, holds_high_level, sign_record, validate_submission,
+    STATUS_LIST_BITS,
+    check_record,
+    check_rules,
+    controllers,
+    holds_high_level,
+    sign_record,
+    validate_submission,
 )
 from registry.sortedtree import Leaf, SortedTree
 from registry.status import build_tree, next_change, revoked_entries
 from registry.statuslist import add_proof, bit, decode_list, encode_list, verify_proof
 from registry.statusverify import StatusVerificationError, verify_absence
+from tlog.errors import Conflict, Forbidden, InvalidInput, SignatureError
 from tlog.formats.canonical import jcs
 from tlog.formats.ed25519 import generate_seed
-from tlog.errors import Conflict, Forbidden, InvalidInput, SignatureError
 from tlog.formats.hashing import sha256
 
 from .test_registry_support import conformance_doc, did, now_utc, receipt, utc

@@ -29,7 +29,17 @@ from tlog.formats.ed25519 import generate_seed
 from tlog.formats.proofbundle import parse_proof_bundle
 
 from .test_registry_support import (
-    BIN, conformance_doc, did, git, log_server, now_utc, receipt, run, start_registry, utc, wait_epoch_after,
+    BIN,
+    conformance_doc,
+    did,
+    git,
+    log_server,
+    now_utc,
+    receipt,
+    run,
+    start_registry,
+    utc,
+    wait_epoch_after,
 )
 
 __all__ = ["log_server"]

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
@@ -23,11 +23,11 @@ from registry.config import RegistryConfig
 from registry.records import format_utc
 from registry.server import build_app
 from registry.service import RegistryService
+from tlog.client.verifier import TrustPolicy
 from tlog.formats.conformance import sign_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
 from tlog.service.serve import start_app
-from tlog.client.verifier import TrustPolicy
 
 from .conftest import ServerProcess
 
@@ -51,7 +51,7 @@ def utc(dt: datetime) -> str:
 
 
 def now_utc() -> datetime:
-    return datetime.now(timezone.utc).replace(microsecond=0)
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def receipt(seed: bytes, level: str = "L1", *, witnesses: tuple[bytes, ...] = (), valid: timedelta = timedelta(days=30),

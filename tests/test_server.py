@@ -11,19 +11,19 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from tlog.client.client import LogClient
-from tlog.server.config import LogConfig
+from tlog.client.verifier import TrustPolicy
+from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.encoding import b64dec
 from tlog.formats.entries import canonical_entry, commitment_entry, receipt_entry
 from tlog.formats.hashing import leaf_hash
-from tlog.merkle.tree import memory_view
 from tlog.formats.note import parse_note
-from tlog.formats.checkpoint import parse_checkpoint
-from tlog.server.app import build_app
-from tlog.server.service import LogService
 from tlog.formats.tiles import tile_path
-from tlog.client.verifier import TrustPolicy
+from tlog.merkle.tree import memory_view
 from tlog.merkle.verify import verify_consistency
+from tlog.server.app import build_app
+from tlog.server.config import LogConfig
+from tlog.server.service import LogService
 
 SEED = generate_seed()
 

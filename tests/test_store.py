@@ -9,9 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from tlog.merkle.proofs import inclusion_levels
 from tlog.errors import ForkError, NotFound
 from tlog.formats.hashing import leaf_hash
+from tlog.merkle.proofs import inclusion_levels
 from tlog.merkle.tree import memory_view
 from tlog.server.sequencer import Sequencer
 from tlog.storage.embedded import EmbeddedStorage
@@ -145,7 +145,7 @@ async def test_sequencer_concurrent_adds_and_batching(tmp_path):
     assert sorted(set(idx)) == list(range(500))
     assert idx[500:] == idx[:50]  # duplicates get the existing index
     assert max(seen_batches) <= 64 and sum(seen_batches) >= 500
-    for r, d in zip(results, data):
+    for r in results:
         assert r.state.size > r.index
         ref = memory_view([leaf_hash(x) for x in sorted(data, key=lambda x: idx[data.index(x)])][: r.state.size])
         assert r.state.root == ref.root

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlog.formats import strict
 from tlog.errors import InvalidInput, TooLarge
+from tlog.formats import strict
 from tlog.formats.strict import GROUP_ITEMS, _PyScan, loads_cbor, loads_json, loads_member_array, scan
 
 native = pytest.mark.skipif(strict._native_scan is None, reason="the C extension is not built")

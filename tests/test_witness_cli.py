@@ -9,9 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from tlog.errors import ConfigError
-
-from tlog.service.config import load
 from tlog.formats.keys import CosignatureSigner, parse_vkey
+from tlog.service.config import load
 from tlog.service.keyfiles import read_private_key
 from witness.cli import main
 from witness.config import WitnessConfig, WitnessedLog

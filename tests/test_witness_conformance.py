@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,9 @@ from tlog.formats.did import did_key_from_public
 from tlog.formats.entries import canonical_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import Signer
-from tlog.service.keyfiles import write_private_key
-from tlog.merkle.tree import memory_view
 from tlog.formats.proofbundle import ProofBundle
+from tlog.merkle.tree import memory_view
+from tlog.service.keyfiles import write_private_key
 from witness.keyfiles import identity_key_name
 
 from .test_witness_support import V8_NAME, MemLog, running_witness, witness_config
@@ -36,7 +36,7 @@ def ts(t: datetime) -> str:
 
 def receipt(subject: bytes, level: str, peers: list[bytes], *, days: tuple[int, int] = (-1, 60),
             rid: str = "urn:oap:conformance:test-1") -> dict[str, Any]:
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     r = sign_conformance({
         "id": rid, "subject": did(subject), "level": level, "profile": "commercial",
         "suite": {"name": "oap-suite", "version": "1.0.0"}, "results_digest": "sha256:" + "cd" * 32,
@@ -91,10 +91,10 @@ async def test_happy_path_signature_in_receipt_form(tmp_path):
         sig = out["signature"]
         assert set(sig) == {"by", "alg", "value"} and sig["by"] == did(IDENTITY) and sig["alg"] == "EdDSA"
         assert sig == witness_signature(rec, IDENTITY)
-        checked = validate_conformance(out["receipt"], now=datetime.now(timezone.utc))
+        checked = validate_conformance(out["receipt"], now=datetime.now(UTC))
         assert did(IDENTITY) in checked.witnesses and len(checked.witnesses) == 2
         assert out["inclusion"] == {"origin": log.origin, "index": 2, "tree_size": 7}
-        assert validate_conformance(out["witness_receipt"], now=datetime.now(timezone.utc)).subject == did(IDENTITY)
+        assert validate_conformance(out["witness_receipt"], now=datetime.now(UTC)).subject == did(IDENTITY)
         # Asking again gives the same signature and does not add it twice.
         status, again = await ask(session, url, {"receipt": out["receipt"], "bundle": anchored(log, out["receipt"])})
         assert status == 200 and again["signature"] == sig

@@ -15,10 +15,9 @@ from tlog.formats.keys import cosigner_verifier, parse_vkey
 from tlog.formats.note import open_note
 from tlog.formats.tiles import parse_tile_path
 from witness.config import WitnessedLog
-from witness.core import Witness
+from witness.core import Witness, origin_path
 from witness.feeder import Feeder
 from witness.keyfiles import load_or_create_keys
-from witness.core import origin_path
 from witness.state import WitnessState
 
 from .test_witness_support import BIN, MemLog, running_witness, witness_config, write_config

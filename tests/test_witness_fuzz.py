@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tlog.formats.encoding import b64enc
 from tlog.errors import OAPError
+from tlog.formats.encoding import b64enc
 from tlog.formats.keys import CosignatureSigner
 from witness.config import WitnessedLog
 from witness.core import MAX_BODY, Witness, add_checkpoint_body

@@ -5,11 +5,18 @@ import asyncio
 
 import pytest
 
-from tlog.formats.encoding import b64enc
-from tlog.formats.checkpoint import Checkpoint
 from tlog.errors import (
-    ConsistencyProofError, ForkError, Forbidden, FormatError, InvalidInput, NotFound, TooLarge, VerificationError,
+    ConsistencyProofError,
+    Forbidden,
+    ForkError,
+    FormatError,
+    InvalidInput,
+    NotFound,
+    TooLarge,
+    VerificationError,
 )
+from tlog.formats.checkpoint import Checkpoint
+from tlog.formats.encoding import b64enc
 from tlog.formats.hashing import EMPTY_ROOT
 from tlog.formats.keys import CosignatureSigner, cosigner_verifier, parse_vkey
 from tlog.formats.note import NoteSignature, add_signatures, open_note, sign_note
@@ -18,8 +25,21 @@ from witness.core import MAX_PROOF_LINES, SizeConflict, Witness, add_checkpoint_
 from witness.state import Record, WitnessState
 
 from .test_witness_support import (
-    V4_ORIGIN, V4_PROOFS, V4_SIGS, V4_VKEY, V8_LINE, V8_NAME, V8_SEED, V8_TS, V8_VKEY, MemLog, post, running_witness,
-    v4_body, v4_checkpoint, witness_config,
+    V4_ORIGIN,
+    V4_PROOFS,
+    V4_SIGS,
+    V4_VKEY,
+    V8_LINE,
+    V8_NAME,
+    V8_SEED,
+    V8_TS,
+    V8_VKEY,
+    MemLog,
+    post,
+    running_witness,
+    v4_body,
+    v4_checkpoint,
+    witness_config,
 )
 
 # The nine steps of c2sp.md V4: (old, proof, checkpoint) -> (status, 409 body).

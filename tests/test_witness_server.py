@@ -8,8 +8,7 @@ import re
 from tlog.formats.keys import cosigner_verifier, parse_vkey
 from tlog.formats.note import NoteSignature, open_note, parse_signature_lines
 from witness.config import WitnessedLog
-from witness.core import add_checkpoint_body
-from witness.core import origin_path
+from witness.core import add_checkpoint_body, origin_path
 
 from .test_witness_support import MemLog, post, running_witness, witness_config
 

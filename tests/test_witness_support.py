@@ -17,11 +17,11 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 
 from tlog.formats.checkpoint import Checkpoint
-from tlog.service.serve import start_app
 from tlog.formats.keys import CosignatureSigner, Signer
-from tlog.service.keyfiles import write_private_key
-from tlog.merkle.tree import memory_view
 from tlog.formats.note import sign_note
+from tlog.merkle.tree import memory_view
+from tlog.service.keyfiles import write_private_key
+from tlog.service.serve import start_app
 from witness.config import WitnessConfig, WitnessedLog
 from witness.core import add_checkpoint_body
 from witness.server import WitnessService, build_app
@@ -84,12 +84,12 @@ class MemLog:
     def vkey(self) -> str:
         return self.signer.vkey
 
-    def grow(self, n: int) -> "MemLog":
+    def grow(self, n: int) -> MemLog:
         start = len(self.leaves)
         self.leaves += [bytes([self.tag]) + i.to_bytes(8, "big") + bytes(23) for i in range(start, start + n)]
         return self
 
-    def fork(self, at: int, tag: int) -> "MemLog":
+    def fork(self, at: int, tag: int) -> MemLog:
         return MemLog(self.origin, self.seed, list(self.leaves[:at]), tag)
 
     def root(self, size: int) -> bytes:
@@ -175,7 +175,7 @@ class WitnessProcess:
         self.url = ""
         self.vkey = ""
 
-    def start(self, timeout: float = 30) -> "WitnessProcess":
+    def start(self, timeout: float = 30) -> WitnessProcess:
         self.proc = subprocess.Popen(
             [str(BIN / "oap-witness"), "serve", "--config", str(self.config), "--port", "0"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import click
 
-from tlog.errors import ConfigError
-
-from tlog.errors import OAPError
+from tlog.errors import ConfigError, OAPError
 from tlog.service.cli import Running, fail, load_config, run, serve_options
 from tlog.service.logs import setup_logging
 
@@ -94,7 +92,8 @@ def keygen(name: str, data_dir: Path | None, out: Path | None) -> None:
 @main.command()
 @_config_option
 @_data_option
-@click.option("--origin", "origins", multiple=True, help="Follow only this log (repeatable; default: every log with a url).")
+@click.option("--origin", "origins", multiple=True,
+              help="Follow only this log (repeatable; default: every log with a url).")
 @click.option("--interval", type=click.FloatRange(0.1, 86400), default=30.0, show_default=True,
               help="Seconds between polls.")
 @click.option("--once", is_flag=True, help="Poll each log once and exit (exit 1 if any was refused or failed).")

@@ -25,12 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tlog.errors import ConfigError, FormatError
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
-from tlog.errors import ConfigError
-from tlog.service.config import HTTPConfig, check_http_limits
-from tlog.errors import FormatError
 from tlog.formats.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
 from tlog.formats.policy import parse_policy
+from tlog.service.config import HTTPConfig, check_http_limits
 
 OWN_LEVELS = ("L4", "L5", "none")
 """`require_own_level`: the least level of the witness's own receipt (§31); "none" disables the check."""
@@ -160,7 +159,7 @@ class WitnessConfig(HTTPConfig):
             return "".join(f"log {v}\n" for v in self.trusted_logs) + "quorum none\n"
         return None
 
-    def replace(self, **kw: Any) -> "WitnessConfig":
+    def replace(self, **kw: Any) -> WitnessConfig:
         cfg = dataclasses.replace(self, **kw)
         cfg.validate()
         return cfg

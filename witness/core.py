@@ -36,12 +36,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
-from tlog.formats.encoding import b64dec_hash, b64enc
 from tlog.errors import (
     Conflict,
-    FormatError,
     Forbidden,
+    FormatError,
     InvalidInput,
     NotFound,
     SignatureError,
@@ -49,6 +47,8 @@ from tlog.errors import (
     UnknownKeyError,
     VerificationError,
 )
+from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
+from tlog.formats.encoding import b64dec_hash, b64enc
 from tlog.formats.hashing import EMPTY_ROOT, sha256
 from tlog.formats.keys import CosignatureSigner, Verifier
 from tlog.formats.note import Note, NoteSignature, open_note, parse_note

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import aiohttp
 
-from tlog.storage.files import write_atomic
-from tlog.errors import NotFound, OAPError, SignatureError, Unavailable, UnknownKeyError, VerificationError
-from tlog.formats.note import MAX_NOTE_SIZE, open_note, parse_note
-from tlog.formats.checkpoint import parse_checkpoint
 from tlog.client.tilereader import TileTree, view, with_tiles
+from tlog.errors import NotFound, OAPError, SignatureError, Unavailable, UnknownKeyError, VerificationError
+from tlog.formats.checkpoint import parse_checkpoint
+from tlog.formats.note import MAX_NOTE_SIZE, open_note, parse_note
 from tlog.formats.tiles import TILE_WIDTH
+from tlog.storage.files import write_atomic
 
 from .config import WitnessedLog
 from .core import AddCheckpoint, SizeConflict, Witness, origin_path
@@ -65,7 +65,7 @@ class Feeder:
         self._session = session
         self._own_session = session is None
 
-    async def __aenter__(self) -> "Feeder":
+    async def __aenter__(self) -> Feeder:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -90,7 +90,7 @@ class Feeder:
                 if resp.status != 200:
                     raise FetchError(f"{url}: HTTP {resp.status}")
                 data = await resp.content.read(cap + 1)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError) as e:
             raise FetchError(f"{url}: {type(e).__name__}: {e}") from None
         if len(data) > cap:
             raise FetchError(f"{url}: response larger than {cap} bytes")
@@ -132,7 +132,7 @@ class Feeder:
             if cp.size == old:
                 proof: list[bytes] = []  # same size, another root: the core refuses it (422)
             else:
-                def compute(tree: TileTree) -> tuple[bytes, list[bytes]]:
+                def compute(tree: TileTree, old: int = old) -> tuple[bytes, list[bytes]]:
                     v = view(tree)
                     return v.root, v.consistency_proof(old)
 
@@ -179,6 +179,6 @@ class Feeder:
                 break
             try:
                 await asyncio.wait_for(stop.wait(), timeout=interval)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         return ok

@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from tlog.formats import ed25519
 from tlog.errors import ConfigError
+from tlog.formats import ed25519
 from tlog.formats.did import did_key_from_public
 from tlog.formats.keys import CosignatureSigner, Signer
-from tlog.service.keyfiles import read_seed, read_private_key, write_private_key
+from tlog.service.keyfiles import read_private_key, read_seed, write_private_key
 
 from .config import WitnessConfig
 

@@ -27,17 +27,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tlog.client.verifier import TrustPolicy
+from tlog.errors import Forbidden, InvalidInput
 from tlog.formats import ed25519
-from tlog.formats.strict import loads_json
 from tlog.formats.conformance import ConformanceReceipt, validate_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
 from tlog.formats.entries import canonical_entry
-from tlog.errors import Forbidden, InvalidInput
-from tlog.client.verifier import TrustPolicy
+from tlog.formats.strict import loads_json
 
 LEVEL_RANK = {"L4": 4, "L5": 5}
 
@@ -62,7 +62,7 @@ class PeerWitness:
         self.clock = clock
 
     def now(self) -> datetime:
-        return datetime.fromtimestamp(self.clock(), tz=timezone.utc)
+        return datetime.fromtimestamp(self.clock(), tz=UTC)
 
     def standing(self, now: datetime | None = None) -> tuple[dict[str, Any], ConformanceReceipt] | None:
         """This witness's own valid receipt, or Forbidden saying why it may not witness.
@@ -86,7 +86,8 @@ class PeerWitness:
         except InvalidInput as e:
             raise Forbidden(f"this witness's own conformance receipt is not valid: {e.message}") from None
         if own.subject != self.did:
-            raise Forbidden(f"this witness's own conformance receipt is about {own.subject}, not its identity {self.did}")
+            raise Forbidden(f"this witness's own conformance receipt is about {own.subject}, "
+                            f"not its identity {self.did}")
         if LEVEL_RANK.get(own.level, 0) < LEVEL_RANK[self.require_own_level]:
             raise Forbidden(f"this witness's own conformance receipt is level {own.level}; "
                             f"witnessing needs {self.require_own_level} or higher")

@@ -65,7 +65,7 @@ class WitnessService:
 
     @classmethod
     def open(cls, config: WitnessConfig, *, clock: Callable[[], float] = time.time,
-             stall: Stall | None = None) -> "WitnessService":
+             stall: Stall | None = None) -> WitnessService:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         signer, seed = load_or_create_keys(config)
         state = WitnessState(config.state_path, stall=stall)

@@ -43,8 +43,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tlog.storage.files import read_only_sqlite_uri
 from tlog.errors import ForkError, Unavailable
+from tlog.storage.files import read_only_sqlite_uri
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoints (

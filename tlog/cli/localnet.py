@@ -19,10 +19,9 @@ from pathlib import Path
 import click
 
 from tlog.formats.keys import CosignatureSigner
-
-from tlog.service.keyfiles import read_private_key
 from tlog.server.service import load_or_create_key
 from tlog.server.witnessing import policy_text
+from tlog.service.keyfiles import read_private_key
 
 BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"
@@ -122,7 +121,7 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
         click.echo("OAP local network is up (Ctrl-C stops it):")
         click.echo(f"  log       {log_url}   origin {origin}")
         click.echo(f"            verifier key {log_vkey}")
-        for wname, vkey, wurl in rows:
+        for _, vkey, wurl in rows:
             click.echo(f"  witness   {wurl}   {vkey}")
         if registry:
             click.echo(f"  registry  {reg_url}   git clone {reg_url}/registry.git")
@@ -136,10 +135,10 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
                     stopping.set()
             stopping.wait(0.5)
     finally:
-        for name, proc in reversed(procs):
+        for _, proc in reversed(procs):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
-        for name, proc in reversed(procs):
+        for _, proc in reversed(procs):
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:

@@ -9,16 +9,15 @@ from pathlib import Path
 
 import click
 
+from tlog.errors import OAPError
 from tlog.formats import keys
-
-from tlog.service import keyfiles
+from tlog.formats.entries import commitment_entry, commitment_for, decode_entry, receipt_entry, receipt_hash
+from tlog.formats.hashing import format_sha256, parse_sha256
 from tlog.formats.strict import loads_json
 from tlog.server.config import LogConfig
-from tlog.formats.entries import commitment_entry, commitment_for, decode_entry, receipt_entry, receipt_hash
-from tlog.errors import OAPError
-from tlog.storage.files import fsync_dir, write_atomic
-from tlog.formats.hashing import format_sha256, parse_sha256
+from tlog.service import keyfiles
 from tlog.service.cli import Running, fail, load_config, run, serve_options
+from tlog.storage.files import fsync_dir, write_atomic
 
 DEFAULT_URL = os.environ.get("OAP_LOG_URL", "http://127.0.0.1:8080")
 
@@ -45,7 +44,8 @@ def main() -> None:
 @click.option("--rate-limit-write", type=float, default=None, help="Entries/s per client (0: off).")
 @click.option("--rate-limit-read", type=float, default=None, help="Dynamic reads/s per client (0: off).")
 @click.option("--tokens-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
-@click.option("--auth-required-for", default=None, help="Entry types needing a bearer token, e.g. commitment,registry or *.")
+@click.option("--auth-required-for", default=None,
+              help="Entry types needing a bearer token, e.g. commitment,registry or *.")
 @click.option("--read-workers", type=int, default=None,
               help="Extra processes answering tile and checkpoint reads on the same port (plain HTTP only).")
 def serve(config_file, **flags) -> None:

@@ -16,13 +16,13 @@ from typing import Any
 
 import aiohttp
 
-from tlog.formats.encoding import b64dec
-from tlog.formats.entries import canonical_entry
-from tlog.errors import NotFound, OAPError, VerificationError
-from tlog.formats.hashing import leaf_hash
-from tlog.formats.proofbundle import ProofBundle
 from tlog.client.tilereader import TileTree, view, with_tiles
 from tlog.client.verifier import TrustPolicy
+from tlog.errors import NotFound, OAPError, VerificationError
+from tlog.formats.encoding import b64dec
+from tlog.formats.entries import canonical_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.formats.proofbundle import ProofBundle
 
 
 class ServerError(OAPError):
@@ -75,7 +75,7 @@ class LogClient:
         self._session = session
         self._own_session = session is None
 
-    async def __aenter__(self) -> "LogClient":
+    async def __aenter__(self) -> LogClient:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -189,7 +189,7 @@ class SyncLogClient:
         self._loop.run_until_complete(self._client.close())
         self._loop.close()
 
-    def __enter__(self) -> "SyncLogClient":
+    def __enter__(self) -> SyncLogClient:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from tlog.formats.hashing import node_hash
-from tlog.merkle.tree import TreeView
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_path
+from tlog.merkle.tree import TreeView
 
 
 class MissingTile(LookupError):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
 from tlog.errors import FormatError, PolicyError, SignatureError, UnknownKeyError, VerificationError
+from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.note import open_note
@@ -47,7 +47,7 @@ class TrustPolicy:
     _cache: dict[str, VerifiedCheckpoint] = field(default_factory=dict)
 
     @classmethod
-    def from_text(cls, text: str) -> "TrustPolicy":
+    def from_text(cls, text: str) -> TrustPolicy:
         policy = parse_policy(text)
         logs = [parse_vkey(entry.vkey) for entry in policy.logs]
         if not logs:
@@ -59,7 +59,7 @@ class TrustPolicy:
         return cls(policy, logs, witnesses)
 
     @classmethod
-    def for_log(cls, vkey: str) -> "TrustPolicy":
+    def for_log(cls, vkey: str) -> TrustPolicy:
         return cls.from_text(f"log {vkey}\nquorum none\n")
 
     def verify_checkpoint(self, note: str) -> VerifiedCheckpoint:

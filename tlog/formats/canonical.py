@@ -21,7 +21,7 @@ The strict parsers that read untrusted bodies into this data model are in
 from __future__ import annotations
 
 import json
-from typing import Any, Union
+from typing import Any
 
 import cbor2
 import rfc8785
@@ -54,7 +54,7 @@ def check_json_value(obj: object, *, max_depth: int = DEFAULT_MAX_DEPTH) -> None
     _check(obj, max_depth, "$")
 
 
-Path = Union[str, tuple]  # "$", or (parent path, key or index): formatted only for a message
+Path = str | tuple  # "$", or (parent path, key or index): formatted only for a message
 
 
 def _where(path: Path) -> str:

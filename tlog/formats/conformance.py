@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tlog.errors import FormatError, InvalidInput, SignatureError
 from tlog.formats import ed25519
 from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.did import did_key_from_public, public_from_did_key
 from tlog.formats.encoding import b64dec, b64enc
-from tlog.errors import FormatError, InvalidInput, SignatureError
 from tlog.formats.hashing import parse_sha256
 
 LEVELS = frozenset({"L0", "L1", "L2", "L3", "L4", "L5", "L1-NC", "L3-NC"})
@@ -76,7 +76,7 @@ def parse_utc(value: object, field: str) -> datetime:
     year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     micro = int((m.group(7) or "0").ljust(6, "0"))
     try:
-        return datetime(year, month, day, hour, minute, second, micro, tzinfo=timezone.utc)
+        return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
     except ValueError:
         raise InvalidInput(f"conformance receipt: {field} is not a valid date and time") from None
 
@@ -109,7 +109,8 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
     rid = receipt["id"]
     if not isinstance(rid, str) or not rid.startswith(ID_PREFIX) or len(rid) > MAX_ID_LEN \
             or len(rid) == len(ID_PREFIX) or not _URN.fullmatch(rid):
-        raise InvalidInput(f"conformance receipt: id must be '{ID_PREFIX}<id>' (printable ASCII, at most {MAX_ID_LEN} chars)")
+        raise InvalidInput(f"conformance receipt: id must be '{ID_PREFIX}<id>' "
+                           f"(printable ASCII, at most {MAX_ID_LEN} chars)")
     subject = receipt["subject"]
     try:
         subject_key = public_from_did_key(subject)

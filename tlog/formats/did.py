@@ -16,8 +16,8 @@ from functools import lru_cache
 
 import base58
 
-from tlog.formats.encoding import b64dec
 from tlog.errors import FormatError, InvalidInput
+from tlog.formats.encoding import b64dec
 
 ED25519_MULTICODEC = b"\xed\x01"
 DID_KEY_PREFIX = "did:key:z"

@@ -20,17 +20,18 @@ hashes, so both forms of one entry yield one leaf. Errors are `InvalidInput`
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
+from tlog.errors import FormatError, InvalidInput, SignatureError, TooLarge
 from tlog.formats import ed25519
 from tlog.formats.canonical import check_json_value, dcbor, jcs
-from tlog.formats.strict import loads_cbor
 from tlog.formats.conformance import validate_conformance
 from tlog.formats.did import did_key_from_public, parse_signer
 from tlog.formats.encoding import b64dec, b64enc
-from tlog.errors import FormatError, InvalidInput, SignatureError, TooLarge
 from tlog.formats.hashing import format_sha256, is_sha256_text, parse_sha256, sha256
+from tlog.formats.strict import loads_cbor
 
 MAX_ENTRY_BYTES = 65535
 """tlog-tiles entry bundles prefix each entry with a 16-bit length."""
@@ -206,7 +207,7 @@ def canonical_entry(obj: object, *, now: datetime | None = None) -> bytes:
     validator = _VALIDATORS.get(kind) if isinstance(kind, str) else None
     if validator is None:
         raise InvalidInput(f"entry type must be one of: {', '.join(_VALIDATORS)}")
-    entry = validator(obj, now if now is not None else datetime.now(timezone.utc))
+    entry = validator(obj, now if now is not None else datetime.now(UTC))
     data = dcbor(entry)
     if len(data) > MAX_ENTRY_BYTES:
         raise TooLarge(f"entry is {len(data)} bytes; the limit is {MAX_ENTRY_BYTES}",

@@ -128,4 +128,5 @@ _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
 def is_sha256_text(text: object) -> bool:
     """True for "sha256:" followed by exactly 64 ASCII hex digits (either case)."""
-    return type(text) is str and len(text) == 71 and text.startswith("sha256:") and _HEX64.fullmatch(text, 7) is not None
+    return (type(text) is str and len(text) == 71 and text.startswith("sha256:")
+            and _HEX64.fullmatch(text, 7) is not None)

@@ -17,10 +17,10 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tlog.errors import FormatError, SignatureError
 from tlog.formats import ed25519
 from tlog.formats.checkpoint import MAX_COSIGNATURE_TIMESTAMP, cosignature_message, parse_checkpoint
 from tlog.formats.encoding import b64dec, b64enc
-from tlog.errors import FormatError, SignatureError
 from tlog.formats.hashing import sha256
 
 ED25519 = 0x01

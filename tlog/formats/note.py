@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import binascii
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Protocol, Sequence
+from typing import NamedTuple, Protocol
 
-from tlog.formats.encoding import b64decode_noncanonical, b64enc
 from tlog.errors import FormatError, UnknownKeyError
+from tlog.formats.encoding import b64decode_noncanonical, b64enc
 from tlog.formats.keys import Verifier, check_key_name
 
 MAX_NOTE_SIZE = 1 << 20

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from tlog.formats.encoding import b64dec
 from tlog.errors import FormatError
+from tlog.formats.encoding import b64dec
 
 NONE = "none"
 MAX_POLICY_BYTES = 64 * 1024

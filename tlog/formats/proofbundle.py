@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tlog.formats.encoding import b64dec, b64dec_hash, b64enc
 from tlog.errors import FormatError
+from tlog.formats.encoding import b64dec, b64dec_hash, b64enc
 from tlog.formats.hashing import HASH_SIZE
 
 HEADER = "c2sp.org/tlog-proof@v1"

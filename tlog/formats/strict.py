@@ -27,8 +27,8 @@ from typing import Any, NoReturn
 import cbor2
 import numpy as np
 
-from tlog.formats.canonical import DEFAULT_MAX_DEPTH, check_json_value
 from tlog.errors import InvalidInput, TooLarge
+from tlog.formats.canonical import DEFAULT_MAX_DEPTH, check_json_value
 
 try:  # the optional C extension (setup.py)
     from tlog._native import scan as _native_scan

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from tlog.formats.encoding import b64encode_bytes
 from tlog.errors import InvalidInput
+from tlog.formats.encoding import b64encode_bytes
 from tlog.formats.hashing import node_hashes
 from tlog.merkle.tree import HashReader, TreeView, height
 

@@ -37,8 +37,17 @@ from tlog.merkle.proofs import PROOF_CHUNK, cbor_map_parts, inclusion_pieces
 from tlog.server.appends import SingleAppends, batch_answer
 from tlog.server.service import LogService
 from tlog.service.app import add_ops_routes, make_app
-from tlog.service.bodies import (SMALL_BODY, body_is_cbor, decode, decode_document, is_json, offload, query_int,
-                                 read_document, read_member_array)
+from tlog.service.bodies import (
+    SMALL_BODY,
+    body_is_cbor,
+    decode,
+    decode_document,
+    is_json,
+    offload,
+    query_int,
+    read_document,
+    read_member_array,
+)
 from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
 from tlog.service.fastpath import Request as FastRequest
 from tlog.service.limits import Admitted, RateLimiter, TokenAuth, WriteGate
@@ -330,8 +339,8 @@ class LogAPI:
         if old > new:
             raise InvalidInput("old must not exceed new")
         self.m.proofs.labels("consistency").inc()
-        return respond(request, {"old": old, "new": new,
-                                 "consistency_proof": [b64enc(h) for h in self.svc.view_at(new).consistency_proof(old)]})
+        proof = self.svc.view_at(new).consistency_proof(old)
+        return respond(request, {"old": old, "new": new, "consistency_proof": [b64enc(h) for h in proof]})
 
     async def info(self, request: web.Request) -> web.Response:
         seq = self.svc.sequencer

@@ -23,15 +23,14 @@ from typing import Any
 import cbor2
 import numpy as np
 
-from tlog.merkle.proofs import PROOF_CHUNK, b64_rows, cbor_head, cbor_map_parts, inclusion_levels
 from tlog.formats.encoding import b64enc
-from tlog.service.reply import Reply
-from tlog.storage.interface import HashReader
-from tlog.service.responses import encode_document
-from tlog.server.metrics import LogMetrics
 from tlog.formats.proofbundle import HEADER, ProofBundle
+from tlog.merkle.proofs import PROOF_CHUNK, b64_rows, cbor_head, cbor_map_parts, inclusion_levels
+from tlog.server.metrics import LogMetrics
 from tlog.server.sequencer import AddedBatch, Sequencer
-from tlog.storage.interface import LogState
+from tlog.service.reply import Reply
+from tlog.service.responses import encode_document
+from tlog.storage.interface import HashReader, LogState
 
 log = logging.getLogger("oap.tlog.appends")
 

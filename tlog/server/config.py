@@ -82,7 +82,7 @@ class LogConfig(HTTPConfig):
         if self.rate_limit_write and self.rate_limit_write_burst < self.max_batch_entries:
             raise ConfigError("rate_limit_write_burst must allow one full batch (max_batch_entries)")
 
-    def replace(self, **kw: Any) -> "LogConfig":
+    def replace(self, **kw: Any) -> LogConfig:
         cfg = dataclasses.replace(self, **kw)
         cfg.validate()
         return cfg

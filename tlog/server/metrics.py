@@ -23,7 +23,8 @@ class LogMetrics:
             "oap_log_append_latency_seconds", "Submission to durable acknowledgement", registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5),
         )
-        self.proofs = Counter("oap_log_proofs_served_total", "Inclusion and consistency proofs served", ["kind"], registry=r)
+        self.proofs = Counter("oap_log_proofs_served_total", "Inclusion and consistency proofs served", ["kind"],
+                              registry=r)
         self.requests = Counter(
             "oap_log_http_requests_total", "HTTP requests by route and status", ["route", "status"], registry=r
         )

@@ -68,14 +68,13 @@ from collections import deque
 from pathlib import Path
 
 from tlog.errors import ConfigError
-
-from tlog.server.config import LogConfig
-from tlog.service.reply import Reply
-from tlog.service.fastpath import FastProtocol, FastRoutes
-from tlog.storage.hashfiles import HashFiles
-from tlog.service.serve import tune_for_serving
-from tlog.service.limits import RateLimiter
 from tlog.server.app import CHECKPOINT_HEADERS, hash_tile
+from tlog.server.config import LogConfig
+from tlog.service.fastpath import FastProtocol, FastRoutes
+from tlog.service.limits import RateLimiter
+from tlog.service.reply import Reply
+from tlog.service.serve import tune_for_serving
+from tlog.storage.hashfiles import HashFiles
 
 log = logging.getLogger("oap.tlog.readworkers")
 

@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tlog.service.batching import BatchQueue
 from tlog.errors import LogHalted, NotPublished, Unavailable
+from tlog.service.batching import BatchQueue
 from tlog.storage.interface import LogState, LogStorage, Signer
 
 log = logging.getLogger("oap.tlog.sequencer")
@@ -248,7 +248,8 @@ class Sequencer:
             else:
                 log.error("could not persist a batch of %d entries; writes answer 503 until this clears: %s: %s",
                           len(batch), type(e).__name__, e)
-            err = e if isinstance(e, Unavailable) else Unavailable(f"the log could not persist the entry: {type(e).__name__}")
+            err = e if isinstance(e, Unavailable) else \
+                Unavailable(f"the log could not persist the entry: {type(e).__name__}")
             for g, _, _ in spans:
                 if not g.future.done():
                     g.future.set_exception(err)

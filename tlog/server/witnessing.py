@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 
 import aiohttp
 
-from tlog.formats.encoding import b64enc
 from tlog.errors import FormatError, LogHalted, NotPublished, SignatureError
+from tlog.formats.encoding import b64enc
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.note import NoteSignature, add_signatures, parse_note, parse_signature_lines
 from tlog.formats.policy import Policy, parse_policy
@@ -63,7 +63,7 @@ class WitnessSet:
     _session: aiohttp.ClientSession | None = field(default=None, repr=False)
 
     @classmethod
-    def from_policy(cls, policy_text: str, *, timeout: float = 5.0) -> "WitnessSet":
+    def from_policy(cls, policy_text: str, *, timeout: float = 5.0) -> WitnessSet:
         policy = parse_policy(policy_text)
         endpoints = []
         for name, w in policy.witnesses.items():
@@ -105,7 +105,7 @@ class WitnessSet:
                 ) as r:
                     text = (await r.content.read(MAX_RESPONSE)).decode("utf-8", "replace")
                     status = r.status
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            except (TimeoutError, aiohttp.ClientError, OSError) as e:
                 error = f"unreachable: {type(e).__name__}"
                 await asyncio.sleep(min(backoff, max(0.0, deadline - loop.time())))
                 backoff = min(backoff * 2, 1.0)

@@ -48,7 +48,7 @@ class BatchQueue(Generic[T]):
             self._arrived.clear()
             try:
                 await asyncio.wait_for(self._arrived.wait(), idle)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return []
         # From the first item's arrival, not from now: items that queued while the
         # last batch was being committed have waited already.
@@ -60,7 +60,7 @@ class BatchQueue(Generic[T]):
             self._full.clear()
             try:
                 await asyncio.wait_for(self._full.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
         batch, self.items = self.items[: self.max_batch], self.items[self.max_batch :]
         if len(self.items) < self.max_batch:

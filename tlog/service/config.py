@@ -10,9 +10,9 @@ import os
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any, TypeVar
 
 from tlog.errors import ConfigError
-from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -150,5 +150,5 @@ def check_http_limits(cfg: HTTPConfig) -> None:
     if cfg.log_format not in ("text", "json"):
         raise ConfigError("log_format must be 'text' or 'json'")
     rate = getattr(cfg, "rate_limit", None)
-    if rate is not None and (rate < 0 or getattr(cfg, "rate_limit_burst") < 1):
+    if rate is not None and (rate < 0 or cfg.rate_limit_burst < 1):
         raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")

@@ -34,9 +34,9 @@ import socket
 import struct
 import time
 from collections.abc import Awaitable, Callable
-from http import HTTPStatus
 from dataclasses import dataclass, field
 from email.utils import formatdate
+from http import HTTPStatus
 from typing import NamedTuple
 
 from aiohttp import web
@@ -46,7 +46,6 @@ from aiohttp.tcp_helpers import tcp_nodelay
 from tlog.service.limits import client_address
 from tlog.service.reply import Reply
 from tlog.service.responses import error_reply
-
 
 MAX_HEAD = 8190
 """A longer head goes to aiohttp, which refuses it (its own line limit is 8190)."""
@@ -103,7 +102,7 @@ class FastRoutes:
     posts: dict[str, tuple[str, PostHandler, int]] = field(default_factory=dict)  # path: (name, handler, body cap)
     limiter: object | None = None  # a tlog.service.limits.RateLimiter: its "request" bucket, as the middleware
     record: Callable[[str, int, float], None] = lambda route, status, seconds: None
-    trusted_proxies: int = 0  # reverse proxies in front, appending to X-Forwarded-For (tlog.service.limits.client_address)
+    trusted_proxies: int = 0  # proxies in front, appending to X-Forwarded-For (tlog.service.limits.client_address)
     answered: int = 0  # requests answered here, and connections handed to aiohttp (tests, debugging)
     handed_off: int = 0
     _exact: dict[bytes, tuple[str, Handler]] = field(default_factory=dict, init=False, repr=False)

@@ -12,7 +12,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from tlog.errors import FormatError, Forbidden
+from tlog.errors import Forbidden, FormatError
 from tlog.formats.keys import Signer, parse_skey
 
 log = logging.getLogger("oap.keys")

@@ -87,7 +87,7 @@ class TokenAuth:
         self.entries = entries
 
     @classmethod
-    def from_file(cls, required_for: Iterable[str], path: Path | None) -> "TokenAuth":
+    def from_file(cls, required_for: Iterable[str], path: Path | None) -> TokenAuth:
         entries = []
         if path is not None:
             for n, line in enumerate(Path(path).read_text().splitlines(), 1):

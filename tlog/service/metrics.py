@@ -1,7 +1,6 @@
 """Request metrics shared by the services (Prometheus)."""
 from __future__ import annotations
 
-
 from aiohttp import web
 
 

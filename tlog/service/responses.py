@@ -62,7 +62,8 @@ def accepts_cbor(accept: str) -> bool:
     return bool(accept) and any(t in accept for t in CBOR_TYPES)
 
 
-def respond(request: web.Request, obj: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def respond(request: web.Request, obj: Any, *, status: int = 200,
+            headers: dict[str, str] | None = None) -> web.Response:
     """JSON by default; CBOR when the client asks for application/oap+cbor."""
     body, ctype = encode_document(obj, wants_cbor(request))
     return web.Response(body=body, status=status, content_type=ctype, headers=headers)

@@ -21,7 +21,7 @@ from pathlib import Path
 import aiosqlite
 import numpy as np
 
-from tlog.errors import FormatError, ForkError, NotFound, Unavailable
+from tlog.errors import ForkError, FormatError, NotFound, Unavailable
 from tlog.formats.hashing import hash_rows, leaf_hash, leaf_hashes
 from tlog.formats.tiles import encode_entry_bundle, parse_entry_bundle
 from tlog.merkle.tree import TreeView
@@ -264,7 +264,7 @@ class EmbeddedStorage:
         assert self.state is not None, "open() first"
         return self.state
 
-    def entries(self) -> "EmbeddedEntries":
+    def entries(self) -> EmbeddedEntries:
         return EmbeddedEntries(self.db_path, self.leaves, read_only_dir=self.read_only)
 
     def _fault(self, name: str) -> None:
@@ -358,7 +358,8 @@ class EmbeddedStorage:
             log.error("leaf index update failed (repaired before the next batch): %s", e)
             self._leaves_behind = True
 
-    def _sign_and_record(self, size: int, root: bytes, sign: Signer, *, entries, hashes_synced: int | None = None) -> str:
+    def _sign_and_record(self, size: int, root: bytes, sign: Signer, *, entries,
+                         hashes_synced: int | None = None) -> str:
         """Fork guard, then sign, then commit entries + checkpoint in one transaction."""
         row = self.conn.execute("SELECT root FROM checkpoints WHERE size = ?", (size,)).fetchone()
         if row is not None and row[0] != root:

@@ -349,5 +349,5 @@ class HashFiles:
     def _pread(self, level: int, index: int) -> bytes:
         data = os.pread(self._fd(level), 32, index * 32)
         if len(data) != 32:
-            raise IOError(f"hash file level {level} is short at index {index}")
+            raise OSError(f"hash file level {level} is short at index {index}")
         return data
