@@ -4,11 +4,16 @@ Three witnesses (8081-8083), a log (8080) that requires cosignatures from 2 of
 them, and the registry (8090) anchored in that log, each as its own process,
 as they would run in production. Keys and configs are made on first start
 under ./data and reused afterwards; Ctrl-C stops everything cleanly.
+
+With `--scale` (`make run-scale`) the log runs as two frontends (8080 and 8085) on a
+PostgreSQL server and an S3-compatible bucket (SeaweedFS) started here, from the
+binaries the `scale` extra installs; readers can fetch the log from the bucket alone.
 """
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -21,13 +26,15 @@ import click
 from tlog.formats.keys import CosignatureSigner
 from tlog.server.service import load_or_create_key
 from tlog.server.witnessing import policy_text
-from tlog.service.keyfiles import read_private_key
+from tlog.service.keyfiles import read_private_key, write_secret
+from tlog.service.serve import port_holder
 
 BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"
 
 
 def _prefix_output(name: str, proc: subprocess.Popen) -> None:
+    assert proc.stdout is not None
     for line in proc.stdout:
         sys.stdout.write(f"[{name}] {line}")
         sys.stdout.flush()
@@ -48,6 +55,20 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None
     raise click.ClickException(f"{url} did not become healthy")
 
 
+def _check_free(ports: list[int]) -> None:
+    """Every port this network listens on is free, or one clear line says which is not."""
+    for port in ports:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                holder = port_holder(port)
+                click.echo(f"error: {HOST}:{port} is already in use" + (f" by {holder}" if holder else "")
+                           + " (another oap-localnet?); stop it first", err=True)
+                sys.exit(2)
+
+
 def _witness_key(data: Path, name: str) -> str:
     key = data / "witness.key"
     if not key.exists():
@@ -65,13 +86,19 @@ def _witness_key(data: Path, name: str) -> str:
 @click.option("--log-port", type=int, default=8080, show_default=True)
 @click.option("--registry-port", type=int, default=8090, show_default=True)
 @click.option("--registry/--no-registry", default=True, show_default=True)
+@click.option("--scale", is_flag=True, help="Two log frontends on PostgreSQL and an S3 bucket (SeaweedFS).")
+@click.option("--postgres-port", type=int, default=5433, show_default=True, help="With --scale.")
+@click.option("--s3-port", type=int, default=8333, show_default=True, help="With --scale.")
 def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: int, registry_port: int,
-         registry: bool) -> None:
+         registry: bool, scale: bool, postgres_port: int, s3_port: int) -> None:
     """Run a log, its witnesses and the registry on 127.0.0.1 until Ctrl-C."""
     if quorum > n_witnesses:
         raise click.BadParameter("quorum exceeds the number of witnesses")
+    frontends = [log_port, log_port + 5] if scale else [log_port]
+    _check_free(frontends + [log_port + i for i in range(1, n_witnesses + 1)] + ([registry_port] if registry else [])
+                + ([postgres_port, s3_port] if scale else []))
     data_dir.mkdir(parents=True, exist_ok=True)
-    log_dir = data_dir / "log"
+    log_dir = data_dir / ("scale" if scale else "log")
     log_vkey = load_or_create_key(log_dir, origin).vkey
     log_url = f"http://{HOST}:{log_port}"
 
@@ -91,6 +118,7 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     policy.write_text(policy_text(log_vkey, rows, quorum))
 
     procs: list[tuple[str, subprocess.Popen]] = []
+    engines: list = []
 
     def spawn(name: str, args: list[str], health: str) -> None:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -106,21 +134,35 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    bucket_url = ""
     try:
         for i, (wname, _, wurl) in enumerate(rows, 1):
             wdir = data_dir / f"witness-{i}"
             spawn(wname, [str(BIN / "oap-witness"), "serve", "--config", str(wdir / "witness.toml"),
                           "--data", str(wdir)], wurl)
-        spawn("log", [str(BIN / "oap-log"), "serve", "--data", str(log_dir), "--port", str(log_port),
-                      "--origin", origin, "--witness-policy", str(policy)], log_url)
+        if scale:
+            bucket_url = _start_engines(log_dir, postgres_port, s3_port, engines)
+            for n, port in enumerate(frontends, 1):
+                fdir = log_dir / f"frontend-{n}"
+                fdir.mkdir(parents=True, exist_ok=True)
+                spawn(f"log-{n}", [str(BIN / "oap-log"), "serve", "--config", str(log_dir / "log.toml"),
+                                   "--data", str(fdir), "--port", str(port), "--origin", origin,
+                                   "--witness-policy", str(policy)], f"http://{HOST}:{port}")
+        else:
+            spawn("log", [str(BIN / "oap-log"), "serve", "--data", str(log_dir), "--port", str(log_port),
+                          "--origin", origin, "--witness-policy", str(policy)], log_url)
         reg_url = f"http://{HOST}:{registry_port}"
         if registry:
             spawn("registry", [str(BIN / "oap-registry"), "serve", "--data", str(data_dir / "registry"),
                                "--port", str(registry_port), "--log-url", log_url], reg_url)
         click.echo("")
         click.echo("OAP local network is up (Ctrl-C stops it):")
-        click.echo(f"  log       {log_url}   origin {origin}")
+        for port in frontends:
+            click.echo(f"  log       http://{HOST}:{port}   origin {origin}")
         click.echo(f"            verifier key {log_vkey}")
+        if scale:
+            click.echo(f"  postgres  {engines[0].dsn}")
+            click.echo(f"  bucket    {bucket_url}/checkpoint   (tiles under {bucket_url}/tile/, public read)")
         for _, vkey, wurl in rows:
             click.echo(f"  witness   {wurl}   {vkey}")
         if registry:
@@ -143,4 +185,28 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+        for engine in reversed(engines):
+            engine.stop()
         click.echo("stopped cleanly")
+
+
+def _start_engines(log_dir: Path, postgres_port: int, s3_port: int, engines: list) -> str:
+    """PostgreSQL and SeaweedFS under `log_dir`, and the frontends' shared configuration."""
+    from tlog.cli.engines import Postgres, Seaweed
+
+    pg = Postgres(log_dir / "postgres", port=postgres_port).start()
+    engines.append(pg)
+    creds = log_dir / "bucket.credentials"
+    if creds.exists():
+        key_id, secret = read_private_key(creds).split()
+    else:
+        key_id, secret = "oap", os.urandom(16).hex()
+        write_secret(creds, f"{key_id} {secret}")
+    weed = Seaweed(log_dir / "seaweed", access_key=key_id, secret_key=secret, s3_port=s3_port).start()
+    engines.append(weed)
+    weed.create_bucket("oap-log")
+    bucket_url = weed.bucket_url("oap-log")
+    (log_dir / "log.toml").write_text(
+        f'[log]\nstorage = "postgres"\npostgres_dsn = "{pg.dsn}"\nbucket_url = "{bucket_url}"\n'
+        f'bucket_credentials_file = "{creds.resolve()}"\nkey_file = "{(log_dir / "log.key").resolve()}"\n')
+    return bucket_url

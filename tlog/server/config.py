@@ -13,10 +13,27 @@ from tlog.errors import ConfigError
 from tlog.service.config import HTTPConfig, check_http_limits
 
 
+def _dsn_has_password(dsn: str) -> bool:
+    """Whether a libpq connection string (URI or key=value) carries a password."""
+    import re
+    from urllib.parse import urlsplit
+
+    if dsn.startswith(("postgres://", "postgresql://")):
+        return urlsplit(dsn).password is not None or "password=" in dsn
+    return re.search(r"(^|\s)password\s*=", dsn) is not None
+
+
 @dataclass(frozen=True)
 class LogConfig(HTTPConfig):
     data_dir: Path = Path("data")
     port: int = 8080
+    key_file: Path | None = None  # the log's signing key; default data_dir/log.key (frontends share one)
+    storage: str = "embedded"  # "embedded" (SQLite + hash files in data_dir) or "postgres" (+ a bucket)
+    postgres_dsn: str = ""  # libpq connection string without a password (PGPASSWORD or a 0600 PGPASSFILE)
+    bucket_url: str = ""  # S3-compatible endpoint and bucket, e.g. http://127.0.0.1:8333/oap-log (postgres only)
+    bucket_region: str = "us-east-1"
+    bucket_credentials_file: Path | None = None  # "access_key secret_key" (mode 0600); else AWS_* variables
+    checkpoint_publish_interval: float = 1.0  # at most one write of the bucket's checkpoint object per interval
     origin: str = "oap.localhost/log"
     max_batch: int = 1024
     batch_interval_ms: int = 50
@@ -43,6 +60,22 @@ class LogConfig(HTTPConfig):
 
     def validate(self) -> None:
         check_http_limits(self)
+        if self.storage not in ("embedded", "postgres"):
+            raise ConfigError("storage must be 'embedded' or 'postgres'")
+        if self.storage == "postgres":
+            if not self.postgres_dsn:
+                raise ConfigError("storage = 'postgres' needs postgres_dsn")
+            if _dsn_has_password(self.postgres_dsn):
+                raise ConfigError("postgres_dsn must not hold a password: use PGPASSWORD or a PGPASSFILE (mode 0600)")
+            if self.read_workers:
+                raise ConfigError("read_workers serve the embedded storage's hash files; with postgres, run more "
+                                  "frontends instead")
+        elif self.bucket_url or self.postgres_dsn:
+            raise ConfigError("postgres_dsn and bucket_url need storage = 'postgres'")
+        if self.bucket_url and not self.bucket_url.startswith(("http://", "https://")):
+            raise ConfigError("bucket_url must be http(s)://host[:port]/bucket")
+        if not 0.05 <= self.checkpoint_publish_interval <= 3600:
+            raise ConfigError("checkpoint_publish_interval must be 0.05..3600 seconds")
         if not 0 <= self.read_workers <= 64:
             raise ConfigError("read_workers must be 0..64")
         if not 0 <= self.map_window_mb <= 1 << 20:

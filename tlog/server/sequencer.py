@@ -141,6 +141,12 @@ class Sequencer:
             self._serve(out)
             return out
 
+    def observe(self, state: LogState) -> None:
+        """A newer published state that another frontend produced (shared storage): serve it."""
+        if self.publisher is None and (self.state is None or state.size > self.state.size
+                                       or (state.size == self.state.size and state.note != self.state.note)):
+            self._serve(state)
+
     def _serve(self, state: LogState) -> None:
         """`state` is the one readers get from now on; tell the `on_publish` listeners."""
         self.state = state

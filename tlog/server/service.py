@@ -5,6 +5,7 @@ built on top of it, and tests drive it directly.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -27,14 +28,14 @@ from tlog.storage.interface import EntryReader, HashReader, LogState, LogStorage
 log = logging.getLogger("oap.tlog.server")
 
 
-def load_or_create_key(data_dir: Path, origin: str) -> keys.Signer:
+def load_or_create_key(data_dir: Path, origin: str, key_file: Path | None = None) -> keys.Signer:
     """The log key: generated on first start (0600, never printed), reused after.
 
     A key is bound to its origin (key name = origin); a new origin needs a new
     key and a new data directory, so a mismatch is refused, not papered over.
     The verifier key and a client trust policy are written beside it.
     """
-    path = data_dir / "log.key"
+    path = key_file or data_dir / "log.key"
     created = not path.exists()
     signer = keys.Signer.from_skey(keyfiles.load_or_create(
         path, lambda: keys.Signer.generate(origin).to_skey(), what=f"log key for origin {origin}"))
@@ -78,6 +79,18 @@ def checkpoint_signer(signer: keys.Signer) -> Signer:
 
 def open_storage(config: LogConfig) -> LogStorage:
     """The storage backend the configuration names (`tlog.storage.interface`)."""
+    if config.storage == "postgres":
+        from tlog.storage.postgres import PostgresStorage
+
+        bucket = None
+        if config.bucket_url:
+            from tlog.storage.bucket import Bucket, TilePublisher
+
+            bucket = TilePublisher(Bucket.from_config(config.bucket_url, region=config.bucket_region,
+                                                      credentials_file=config.bucket_credentials_file),
+                                   checkpoint_interval=config.checkpoint_publish_interval)
+        return PostgresStorage(config.postgres_dsn, config.data_dir / "cache", bucket=bucket,
+                               map_window=config.map_window_mb << 20)
     return EmbeddedStorage(config.data_dir, hash_sync_interval=config.hash_sync_interval,
                            map_window=config.map_window_mb << 20)
 
@@ -97,7 +110,7 @@ class LogService:
     @classmethod
     async def open(cls, config: LogConfig) -> LogService:
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        signer = load_or_create_key(config.data_dir, config.origin)
+        signer = load_or_create_key(config.data_dir, config.origin, config.key_file)
         storage = open_storage(config)
         metrics = LogMetrics()
 
@@ -118,11 +131,16 @@ class LogService:
                     metrics.witness_results.labels(o.name, "ok" if o.signature else "failed").inc()
                 return published
 
+        shared = hasattr(storage, "on_state")  # several frontends: the integrator publishes, in storage
         seq = Sequencer(
             storage, checkpoint_signer(signer), max_batch=config.max_batch,
             batch_interval=config.batch_interval_ms / 1000, max_pending=config.max_pending, on_batch=on_batch,
-            publisher=publisher,
+            publisher=None if shared else publisher,
         )
+        if shared:
+            loop = asyncio.get_running_loop()
+            storage.publish, storage.loop = publisher, loop  # type: ignore[attr-defined]
+            storage.on_state = lambda s: loop.call_soon_threadsafe(seq.observe, s)  # type: ignore[attr-defined]
         state = await seq.start()
         metrics.tree_size.set(state.size)
         reader = storage.entries()

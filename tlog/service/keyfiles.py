@@ -31,14 +31,19 @@ def load_or_create(path: Path, make: Callable[[], str], *, what: str) -> str:
 
 
 def write_private_key(path: str | os.PathLike[str], skey_text: str) -> None:
-    """Create `path` holding `skey_text` with mode 0600; never overwrite.
+    """Create `path` holding a signer key (Go's format) with mode 0600; never overwrite."""
+    parse_skey(skey_text)  # never write something we could not load back
+    write_secret(path, skey_text)
+
+
+def write_secret(path: str | os.PathLike[str], text: str) -> None:
+    """Create `path` holding `text` with mode 0600; never overwrite.
 
     O_EXCL makes creation atomic (FileExistsError if it exists: an existing
-    key may be the only copy). File and directory are fsynced so the key
+    key may be the only copy). File and directory are fsynced so the secret
     survives a crash once this returns.
     """
-    parse_skey(skey_text)  # never write something we could not load back
-    data = (skey_text + "\n").encode("utf-8")
+    data = (text + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.fchmod(fd, 0o600)  # exact mode, whatever the umask
@@ -59,7 +64,7 @@ def write_private_key(path: str | os.PathLike[str], skey_text: str) -> None:
 
 
 def read_private_key(path: str | os.PathLike[str]) -> str:
-    """Read a signer key file, refusing one that group or others could access.
+    """Read a key or credentials file, refusing one that group or others could access.
 
     Checked on the open descriptor (no race with a chmod); raises Forbidden.
     """
