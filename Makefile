@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv clean crash fuzz soak bench bench-quick tools
+.PHONY: run run-scale test venv clean crash fuzz soak bench bench-quick tools
 
 $(STAMP): pyproject.toml setup.py tlog/_native.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,scale,engines]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -17,6 +17,11 @@ venv: $(STAMP)
 # A log (8080) requiring 2 of 3 witnesses (8081-8083) and the registry (8090), data in ./data
 run: $(STAMP)
 	$(BIN)/oap-localnet --data ./data
+
+# The same network with the log as two frontends on PostgreSQL and an S3 bucket (SeaweedFS),
+# both started here from PyPI packages; data in ./data/scale
+run-scale: $(STAMP)
+	$(BIN)/oap-localnet --data ./data --scale
 
 test: $(STAMP) tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider

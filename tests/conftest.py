@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -49,3 +50,58 @@ def server(tmp_path):
     yield start
     for p in procs:
         p.kill()
+
+
+# --- real PostgreSQL and SeaweedFS, shared by the scale-out tests -------------------------------
+
+
+class Engines:
+    """One PostgreSQL and one SeaweedFS server for the whole session (tlog.cli.engines);
+    each test gets its own database and bucket."""
+
+    def __init__(self, root: Path) -> None:
+        from tlog.cli.engines import Postgres, Seaweed
+
+        self.root = root
+        self.pg = Postgres(root / "pg").start()
+        self.weed = Seaweed(root / "weed").start()
+        self.creds = root / "bucket.credentials"
+        self.creds.write_text(f"{self.weed.access_key} {self.weed.secret_key}\n")
+        self.creds.chmod(0o600)
+        self._n = 0
+
+    def database(self) -> str:
+        """A new, empty database; its DSN."""
+        import psycopg
+
+        self._n += 1
+        name = f"t{os.getpid()}_{self._n}"
+        with psycopg.connect(self.pg.dsn, autocommit=True) as c:
+            c.execute(f"CREATE DATABASE {name}")
+        return self.pg.dsn.replace("dbname=postgres", f"dbname={name}")
+
+    def bucket(self) -> str:
+        """A new, empty bucket; its URL."""
+        self._n += 1
+        name = f"b{os.getpid()}-{self._n}"
+        self.weed.create_bucket(name)
+        return self.weed.bucket_url(name)
+
+    def close(self) -> None:
+        self.weed.stop()
+        self.pg.stop()
+
+
+@pytest.fixture(scope="session")
+def engines():
+    import shutil
+    import tempfile
+
+    # Not under pytest's tmp directory: PostgreSQL runs as its own user when the tests run as
+    # root, and that user must reach its directory.
+    root = Path(tempfile.mkdtemp(prefix="oap-engines-", dir="/tmp"))
+    root.chmod(0o755)
+    e = Engines(root)
+    yield e
+    e.close()
+    shutil.rmtree(root, ignore_errors=True)

@@ -135,7 +135,8 @@ class Seaweed:
         self.dir = Path(directory).resolve()
         self.access_key = access_key
         self.secret_key = secret_key or os.urandom(16).hex()
-        self.ports = {k: free_port() for k in ("master", "volume", "filer")}
+        self.ports = {k: free_port() for k in ("master", "volume", "filer", "master.grpc", "volume.grpc",
+                                               "filer.grpc", "s3.grpc")}
         self.ports["s3"] = s3_port or free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -159,11 +160,11 @@ class Seaweed:
         config.chmod(0o600)
         p = self.ports
         args = [weed, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.dir / 'data'}",
-                f"-master.port={p['master']}", f"-master.port.grpc={p['master'] + 10000}",
-                f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume'] + 10000}",
-                "-filer", f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer'] + 10000}",
+                f"-master.port={p['master']}", f"-master.port.grpc={p['master.grpc']}",
+                f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume.grpc']}",
+                "-filer", f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer.grpc']}",
                 f"-filer.localSocket={self.dir / 'filer.sock'}",
-                "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3'] + 10000}", f"-s3.config={config}",
+                "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3.grpc']}", f"-s3.config={config}",
                 "-master.volumeSizeLimitMB=64", "-volume.max=64"]
         with open(self.dir / "weed.log", "ab") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -195,7 +196,7 @@ class Seaweed:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(20)
+                self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 self.kill()
 

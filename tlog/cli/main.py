@@ -1,6 +1,7 @@
 """`oap-log`: run a log, make keys, anchor receipts, fetch proofs, verify offline."""
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -275,6 +276,45 @@ def verify(bundles, policy_file, receipt, salt_file, quiet) -> None:
                 click.echo(f"FAIL {path}: {getattr(e, 'message', e)}")
     click.echo(f"{len(bundles) - failures} verified, {failures} failed")
     sys.exit(1 if failures else 0)
+
+
+@main.command()
+@click.argument("url")
+@click.option("--policy", "policy_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="tlog-policy file: log key, witnesses, quorum.")
+@click.option("--entries/--no-entries", default=True, show_default=True,
+              help="Also read every entry bundle and check each entry against its leaf hash.")
+def audit(url: str, policy_file: Path, entries: bool) -> None:
+    """Verify a log from its tiles alone: URL is the log, or any static copy of its bucket.
+
+    The checkpoint must satisfy the policy, the tiles must hash to its root, and (by
+    default) every entry must hash to its leaf. Exit 1 on the first problem.
+    """
+    import aiohttp
+
+    from tlog.client.audit import audit as run_audit
+    from tlog.client.verifier import TrustPolicy
+
+    policy = TrustPolicy.from_text(policy_file.read_text())
+    base = url.rstrip("/")
+
+    async def go():
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:
+            async def fetch(path: str) -> bytes:
+                async with s.get(f"{base}/{path}") as r:
+                    if r.status != 200:
+                        raise OAPError(f"{base}/{path}: HTTP {r.status}")
+                    return await r.read()
+
+            return await run_audit(fetch, policy, entries=entries)
+
+    try:
+        result = asyncio.run(go())
+    except (OAPError, aiohttp.ClientError, OSError) as e:
+        fail(getattr(e, "message", None) or f"cannot read {base}: {e}", 1)
+    cp = result.checkpoint.checkpoint
+    click.echo(f"OK   {cp.origin} at size {cp.size}: {result.tiles} tiles and {result.entries} entries verified "
+               f"(witnesses: {', '.join(sorted(result.checkpoint.witnesses)) or 'none required'})")
 
 
 def _check_receipt(entry: bytes | None, receipt: Path, salt_file: Path | None) -> None:

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from tlog.formats.hashing import EMPTY_ROOT, leaf_hash, node_hash
+from tlog.formats.hashing import EMPTY_ROOT, leaf_hash, node_hash, node_hashes
 
 CompleteNode = Callable[[int, int], bytes]
 
@@ -193,3 +193,19 @@ def memory_view(leaves: Sequence[bytes]) -> TreeView:
 
 def hash_entries(entries: Sequence[bytes]) -> list[bytes]:
     return [leaf_hash(e) for e in entries]
+
+
+def root_of_leaves(leaves: np.ndarray) -> bytes:
+    """RFC 9162 MTH of an (n, 32) array of leaf hashes, one batched hashing pass per level.
+
+    Pairing adjacent nodes and carrying an odd last node up unchanged gives the same
+    root as the RFC's split at the largest power of two below n.
+    """
+    level = np.ascontiguousarray(leaves, dtype=np.uint8).reshape(-1, 32)
+    if level.shape[0] == 0:
+        return EMPTY_ROOT
+    while level.shape[0] > 1:
+        even = level.shape[0] & ~1
+        paired = node_hashes(level[0:even:2], level[1:even:2])
+        level = np.concatenate([paired, level[even:]]) if even < level.shape[0] else paired
+    return level[0].tobytes()

@@ -420,7 +420,6 @@ class PostgresStorage:
     def _sign_and_cas(self, conn, old: int, target: int) -> None:
         assert self._sign is not None
         root = self._extend(conn, target)
-        view = TreeView(target, self.hashes.read)
         if self.bucket is not None:
             self.bucket.stage(self.hashes, self._entries_between(conn), old, target)
         note = self._sign(target, root)
@@ -435,7 +434,7 @@ class PostgresStorage:
                                  (target, root, note, self.name, time.time(), old, target)).rowcount
             if moved != 1:
                 raise RuntimeError(f"the head moved past {old} under this integrator")
-        self._publish(conn, LogState(target, root, note, view))
+        self._publish(conn, LogState(target, root, note, TreeView(target, self.hashes.read)))
 
     def _publish(self, conn, state: LogState) -> None:
         """Cosign (when witnesses are configured), record the published note, notify."""
