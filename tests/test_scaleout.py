@@ -271,7 +271,7 @@ async def _write_load(urls: list[str], stop: asyncio.Event, acked: dict[bytes, i
                         acked[canonical_entry(entry)] = doc["index"]
                     else:
                         errors += 1
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except (TimeoutError, aiohttp.ClientError):
                 errors += 1
                 await asyncio.sleep(0.05)
     return errors
