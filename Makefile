@@ -26,15 +26,26 @@ run-scale: $(STAMP)
 test: $(STAMP) tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# promtool (the Prometheus rules linter) from Debian's prometheus package, unpacked into
-# .venv/bin without installing the service. Best effort: where apt is not available the
-# alert-rule lint test says so and skips.
-tools: $(BIN)/promtool
+# Tools some tests use, unpacked from Debian packages into .venv (apt-get download only:
+# nothing is installed on the system). Best effort: where apt is not available the tests
+# that need them say so and skip.
+# - promtool (Prometheus rules linter), from the prometheus package;
+# - Go and golang.org/x/mod, whose sumdb/tlog is the independent C2SP client that
+#   tests/interop/tlogverify.go verifies logs and buckets with.
+tools: $(BIN)/promtool $(VENV)/go/.unpacked
 $(BIN)/promtool: | $(STAMP)
 	@d=$$(mktemp -d); ( cd $$d && command -v apt-get >/dev/null && \
 	  { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get download prometheus >/dev/null 2>&1; }; } && \
 	  dpkg-deb -x prometheus_*.deb x && cp x/usr/bin/promtool $(CURDIR)/$(BIN)/promtool ) \
 	  || echo "promtool not available: the alert-rule lint test will be skipped"; rm -rf $$d
+
+$(VENV)/go/.unpacked: | $(STAMP)
+	@d=$$(mktemp -d); ( cd $$d && command -v apt-get >/dev/null && \
+	  { apt-get download golang-1.19-go golang-1.19-src golang-golang-x-mod-dev >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && \
+	      apt-get download golang-1.19-go golang-1.19-src golang-golang-x-mod-dev >/dev/null 2>&1; }; } && \
+	  mkdir -p $(CURDIR)/$(VENV)/go && for f in *.deb; do dpkg-deb -x $$f $(CURDIR)/$(VENV)/go; done && \
+	  touch $(CURDIR)/$@ ) || echo "Go not available: the Go interop test will be skipped"; rm -rf $$d
 
 # 50 kill -9 cycles on the log+witness+registry network, then 50 on the log alone with crash
 # points inside batches (5-cycle versions run in `make test`)

@@ -105,3 +105,26 @@ def engines():
     yield e
     e.close()
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def go_tlogverify(tmp_path_factory) -> Path:
+    """tests/interop/tlogverify.go built with the Go toolchain `make tools` unpacks into
+    .venv/go (Debian's golang and golang.org/x/mod): an independent C2SP tlog client."""
+    import subprocess
+
+    root = Path(sys.executable).parent.parent / "go"
+    goroot, xmod = root / "usr/lib/go-1.19", root / "usr/share/gocode/src/golang.org/x/mod"
+    if not (goroot / "bin/go").exists() or not xmod.exists():
+        pytest.skip("Go is not available (make tools unpacks it where apt-get works): Go interop check skipped")
+    work = tmp_path_factory.mktemp("go")
+    (work / "src/golang.org/x").mkdir(parents=True)
+    (work / "src/golang.org/x/mod").symlink_to(xmod)
+    (work / "src/tlogverify").mkdir()
+    (work / "src/tlogverify/main.go").write_text((Path(__file__).parent / "interop/tlogverify.go").read_text())
+    env = {**os.environ, "GOROOT": str(goroot), "GOPATH": str(work), "GO111MODULE": "off",
+           "GOCACHE": str(work / "cache"), "GOFLAGS": ""}
+    out = work / "tlogverify"
+    subprocess.run([str(goroot / "bin/go"), "build", "-o", str(out), "tlogverify"], env=env, check=True,
+                   capture_output=True, timeout=300)
+    return out

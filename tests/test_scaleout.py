@@ -183,7 +183,7 @@ def test_a_database_restart_is_503_then_recovers_with_nothing_lost(engines, tmp_
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_tiles_bundles_and_checkpoint_in_the_bucket_verify_with_no_log_running(engines, tmp_path):
+def test_tiles_bundles_and_checkpoint_in_the_bucket_verify_with_no_log_running(engines, tmp_path, go_tlogverify):
     dsn, url = engines.database(), engines.bucket()
     pub = TilePublisher(Bucket.from_config(url, credentials_file=engines.creds), checkpoint_interval=0.05)
     a = frontend(tmp_path, dsn, "a", bucket=pub)
@@ -206,6 +206,11 @@ def test_tiles_bundles_and_checkpoint_in_the_bucket_verify_with_no_log_running(e
 
     result = asyncio.run(fetch_all())
     assert result.checkpoint.checkpoint.size == state.size == 650 and result.entries == 650
+    # and with Go's sumdb/tlog, an independent client, reading the bucket anonymously
+    import subprocess
+
+    out = subprocess.run([str(go_tlogverify), url, SIGNER.vkey, "100"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "OK size=650 checked=100", out.stdout + out.stderr
     # partial tiles superseded by full ones are gone; the current partials stay
     bucket = Bucket.from_config(url, credentials_file=engines.creds)
     names = bucket.list("tile/0/")
