@@ -1,6 +1,7 @@
 """Back up a running log, destroy it, restore, and continue consistently (ops runbook)."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -28,13 +29,17 @@ async def test_backup_destroy_restore_continue(server, tmp_path):
     async with LogClient(srv.url, policy=policy) as c:
         anchored = await c.anchor_many([receipt_entry(leaf_hash(i.to_bytes(4, "big")), SEED) for i in range(300)])
         at_backup = policy.verify_checkpoint(await c.checkpoint()).checkpoint
-        r = CliRunner().invoke(main, ["backup", "--data", str(data), "--out", str(tmp_path / "bk")])
+        # (the CLI runs its own event loop: off this test's loop)
+        r = await asyncio.to_thread(CliRunner().invoke, main, ["backup", "--data", str(data), "--out",
+                                                                str(tmp_path / "bk")])
         assert r.exit_code == 0, r.output
         assert json.loads(r.output)["tree_size"] == 300
     assert stat.S_IMODE(os.stat(tmp_path / "bk" / "log.key").st_mode) == 0o600
     srv.kill()
     shutil.rmtree(data)  # destroy
-    shutil.copytree(tmp_path / "bk", data)  # restore
+    r = CliRunner().invoke(main, ["restore", "--from", str(tmp_path / "bk"), "--data", str(data)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output.strip().splitlines()[-1])["tree_size"] == 300
     srv2 = server(data=data)
     assert srv2.vkey == srv.vkey
     async with LogClient(srv2.url, policy=policy) as c:
@@ -48,3 +53,20 @@ async def test_backup_destroy_restore_continue(server, tmp_path):
         verify_consistency(at_backup.size, new.size, at_backup.root, new.root,
                            await c.consistency(at_backup.size, new.size))
         assert await c.root_from_tiles(new.size) == new.root
+
+
+def test_a_backup_without_its_checkpoint_or_into_a_used_log_is_refused(server, tmp_path):
+    from tlog.client.client import SyncLogClient
+
+    data = tmp_path / "data"
+    srv = server(data=data)
+    with SyncLogClient(srv.url) as c:
+        c.anchor(receipt_entry(leaf_hash(b"one"), SEED))
+    r = CliRunner().invoke(main, ["backup", "--data", str(data), "--out", str(tmp_path / "bk")])
+    assert r.exit_code == 0, r.output
+    srv.kill()
+    r = CliRunner().invoke(main, ["restore", "--from", str(tmp_path / "bk"), "--data", str(data)])
+    assert r.exit_code != 0 and "not empty" in r.output  # data still holds the log (and its empty tree)
+    (tmp_path / "bk" / "checkpoint").unlink()
+    r = CliRunner().invoke(main, ["restore", "--from", str(tmp_path / "bk"), "--data", str(tmp_path / "new")])
+    assert r.exit_code != 0 and "no checkpoint" in r.output

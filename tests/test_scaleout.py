@@ -361,3 +361,51 @@ def test_an_unreachable_bucket_is_503_and_recovers(engines, tmp_path):
     finally:
         a.close()
     assert json.loads(json.dumps(r.indices)) == list(range(10))
+
+
+def test_migrate_an_embedded_log_to_postgres_and_a_bucket(engines, tmp_path, server):
+    """oap-log migrate: the same entries at the same indices, the same root and key; the
+    bucket then verifies from anonymous reads alone, and the log goes on appending."""
+    import subprocess
+
+    from tlog.client.client import SyncLogClient
+    from tlog.formats.entries import commitment_entry
+
+    from .services import BIN
+
+    src = tmp_path / "embedded"
+    srv = server("--origin", SIGNER.name, data=src)
+    with SyncLogClient(srv.url) as c:
+        anchored = c.anchor_many([commitment_entry(leaf_hash(b"m%d" % i)) for i in range(700)])
+        before = c.checkpoint()
+    srv.stop()
+    f = Frontends(engines, tmp_path)
+    f.key.unlink()  # the key comes with the log
+    r = subprocess.run([str(BIN / "oap-log"), "migrate", "--from-data", str(src), "--to-config", str(f.config),
+                        "--to-data", str(tmp_path / "one")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"migrated": 700, "tree_size": 700, "storage": "postgres"}
+    one = f.start("one")
+    try:
+        assert one.vkey == srv.vkey  # same key, same origin: clients and witnesses see the same log
+        policy = TrustPolicy.for_log(srv.vkey)
+        old = policy.verify_checkpoint(before).checkpoint
+        with SyncLogClient(one.url, policy=policy) as c:
+            now = policy.verify_checkpoint(c.checkpoint()).checkpoint
+            assert (now.size, now.root) == (old.size, old.root)
+            for a in anchored[::97]:
+                policy.verify_bundle(c.bundle_for(a.index))
+            assert c.anchor(commitment_entry(leaf_hash(b"after"))).index == 700
+    finally:
+        f.stop_all()
+
+    async def audit_bucket() -> object:
+        async with aiohttp.ClientSession() as s:
+            async def fetch(path: str) -> bytes:
+                async with s.get(f"{f.bucket}/{path}") as resp:
+                    assert resp.status == 200, path
+                    return await resp.read()
+
+            return await audit(fetch, policy, entries=True, previous=(old.size, old.root))
+
+    assert asyncio.run(audit_bucket()).entries == 701

@@ -108,33 +108,157 @@ def token(types: str, label: str) -> None:
     click.echo(f"tokens_file line: {digest} {types} {label}".rstrip())
 
 
+def _log_config(config_file: Path | None, data_dir: Path | None) -> LogConfig:
+    return load_config(LogConfig, section="log", env_prefix="OAP_LOG_", config_file=config_file, data_dir=data_dir)
+
+
+_log_source = [
+    click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                 help="The log's TOML file ([log] table): which storage, where."),
+    click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path),
+                 help="The log's data directory (embedded storage, and its key)."),
+]
+
+
+def _with(options):
+    def wrap(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return wrap
+
+
+def _copy_keys(src_dir: Path, key_file: Path | None, dst_dir: Path) -> None:
+    import shutil
+
+    for name in ("log.key", "log.vkey", "log.policy"):
+        src = key_file if (name == "log.key" and key_file is not None) else src_dir / name
+        if src.exists() and not (dst_dir / name).exists():
+            shutil.copy2(src, dst_dir / name)  # copy2 keeps the 0600 mode of the key
+
+
 @main.command()
-@click.option("--data", "data_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
+@_with(_log_source)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Backup directory to create.")
-def backup(data_dir: Path, out: Path) -> None:
-    """Online, consistent backup of a log's data directory (the server may keep running).
+def backup(config_file: Path | None, data_dir: Path | None, out: Path) -> None:
+    """Online backup of a log (it may keep running): every entry up to its latest
+    checkpoint, that checkpoint, and the key files. Works for every storage."""
+    from tlog.server.service import open_snapshot
+    from tlog.storage.transfer import export
 
-    Copies the database with SQLite's backup API (a consistent snapshot of
-    entries and signed checkpoints) and the key files; the hash files are not
-    copied: they are rebuilt from the database on start.
-    """
-    import shutil
-    import sqlite3
+    cfg = _log_config(config_file, data_dir)
 
-    out.mkdir(parents=True, exist_ok=False)
-    src = sqlite3.connect(f"file:{data_dir / 'log.db'}?mode=ro", uri=True)
-    dst = sqlite3.connect(out / "log.db")
-    with dst:
-        src.backup(dst)
-    size = dst.execute("SELECT COALESCE(MAX(size), 0) FROM checkpoints").fetchone()[0]
-    dst.close()
-    src.close()
-    for name in ("log.key", "log.vkey", "log.policy"):
-        if (data_dir / name).exists():
-            shutil.copy2(data_dir / name, out / name)  # copy2 keeps the 0600 mode of the key
+    async def run() -> int:
+        snap = open_snapshot(cfg)
+        await snap.entries.open()
+        try:
+            with click.progressbar(length=snap.size, label="backing up", file=sys.stderr,
+                                   hidden=snap.size < 100_000) as bar:
+                return await export(snap, out, bar.update)
+        finally:
+            await snap.entries.close()
+
+    try:
+        size = asyncio.run(run())
+    except FileExistsError:
+        fail(f"{out} exists; a backup goes to a new directory")
+    except OAPError as e:
+        fail(e.message)
+    _copy_keys(cfg.data_dir, cfg.key_file, out)
     fsync_dir(out)
     click.echo(json.dumps({"backup": str(out), "tree_size": size}))
+
+
+def _import(cfg: LogConfig, note: str, entries, total: int) -> int:
+    """Append `entries` into the (empty) log `cfg` names, checked against `note`; the size."""
+    from tlog.server.service import checkpoint_signer, load_or_create_key, open_storage
+    from tlog.storage.transfer import import_into
+
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    signer = load_or_create_key(cfg.data_dir, cfg.origin, cfg.key_file)
+    sign = checkpoint_signer(signer)
+    storage = open_storage(cfg)
+    try:
+        storage.open(sign)
+        with click.progressbar(length=total, label="importing", file=sys.stderr, hidden=total < 100_000) as bar:
+            return import_into(storage, sign, note, entries, bar.update).size
+    finally:
+        storage.close()
+
+
+@main.command()
+@click.option("--from", "src", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
+              help="A backup directory (oap-log backup).")
+@_with(_log_source)
+def restore(src: Path, config_file: Path | None, data_dir: Path | None) -> None:
+    """Restore a backup into an empty log (any storage): same entries, same indices, same
+    root as the backup's checkpoint, signed again by the backup's key. Stop the log first."""
+    from tlog.storage.transfer import checkpoint_of, read_backup
+
+    cfg = _log_config(config_file, data_dir)
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    _copy_keys(src, None, cfg.key_file.parent if cfg.key_file else cfg.data_dir)
+    try:
+        note, entries = read_backup(src)
+        size = _import(cfg, note, entries, checkpoint_of(note)[0])
+    except OAPError as e:
+        fail(e.message)
+    click.echo(json.dumps({"restored": str(src), "tree_size": size}))
+
+
+@main.command()
+@click.option("--from-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="TOML file of the source log.")
+@click.option("--from-data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Data directory of the source log (embedded storage).")
+@click.option("--to-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="TOML file of the target log (e.g. storage = \"postgres\" and a bucket).")
+@click.option("--to-data", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Data directory of the target (its cache, and the key unless key_file is set).")
+def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, to_data: Path | None) -> None:
+    """Move a log to another storage, e.g. from the embedded store to PostgreSQL and a bucket.
+
+    Stop the source log's writers first; the target must be empty. Every entry keeps its
+    index, the target's root is checked against the source's checkpoint, and the key moves
+    with the log (same origin, same verifier key: clients and witnesses see no change).
+    """
+    from tlog.server.service import open_snapshot
+
+    src = _log_config(from_config, from_data)
+    dst = _log_config(to_config, to_data)
+    try:
+        origin = keys.Signer.from_skey(keyfiles.read_private_key(src.key_file or src.data_dir / "log.key")).name
+    except (OSError, OAPError) as e:
+        fail(f"the source log's key: {getattr(e, 'message', e)}", 2)
+    if dst.origin != origin:
+        fail(f"the target's origin {dst.origin!r} is not the source's {origin!r} (set origin in the target's "
+             "configuration)", 2)
+    dst.data_dir.mkdir(parents=True, exist_ok=True)
+    _copy_keys(src.data_dir, src.key_file, dst.key_file.parent if dst.key_file else dst.data_dir)
+
+    def stream(snap, loop: asyncio.AbstractEventLoop):
+        """The source's entries in order, a bundle at a time (memory stays flat)."""
+        from tlog.formats.tiles import TILE_WIDTH, parse_entry_bundle
+
+        for start in range(0, snap.size, TILE_WIDTH):
+            bundle = loop.run_until_complete(snap.entries.bundle(start, min(TILE_WIDTH, snap.size - start)))
+            yield from parse_entry_bundle(bundle)
+
+    loop = asyncio.new_event_loop()
+    try:
+        snap = open_snapshot(src)
+        loop.run_until_complete(snap.entries.open())
+        try:
+            size = _import(dst, snap.note, stream(snap, loop), snap.size)
+        finally:
+            loop.run_until_complete(snap.entries.close())
+    except OAPError as e:
+        fail(e.message)
+    finally:
+        loop.close()
+    click.echo(json.dumps({"migrated": snap.size, "tree_size": size, "storage": dst.storage}))
 
 
 def _seed_from(path: Path) -> bytes:

@@ -24,6 +24,7 @@ from tlog.server.witnessing import WitnessSet, policy_text
 from tlog.service import keyfiles
 from tlog.storage.embedded import EmbeddedStorage
 from tlog.storage.interface import EntryReader, HashReader, LogState, LogStorage, Signer
+from tlog.storage.transfer import Snapshot
 
 log = logging.getLogger("oap.tlog.server")
 
@@ -93,6 +94,17 @@ def open_storage(config: LogConfig) -> LogStorage:
                                map_window=config.map_window_mb << 20)
     return EmbeddedStorage(config.data_dir, hash_sync_interval=config.hash_sync_interval,
                            map_window=config.map_window_mb << 20)
+
+
+def open_snapshot(config: LogConfig) -> Snapshot:
+    """The configured log's latest committed checkpoint and its entries, read-only."""
+    if config.storage == "postgres":
+        from tlog.storage import postgres
+
+        return postgres.snapshot(config.postgres_dsn)
+    from tlog.storage import embedded
+
+    return embedded.snapshot(config.data_dir)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from tlog.storage.files import lock_dir, read_only_sqlite_uri
 from tlog.storage.hashfiles import HashFiles
 from tlog.storage.interface import BatchResult, CorruptionError, LogState, Signer
 from tlog.storage.leafindex import LeafIndex
+from tlog.storage.transfer import Snapshot
 
 log = logging.getLogger("oap.tlog.store")
 
@@ -476,11 +477,29 @@ def _slice_runs(rows: list, start: int, count: int) -> list[bytes]:
     return out
 
 
+def snapshot(data_dir: Path) -> Snapshot:
+    """The latest committed checkpoint of the log in `data_dir` and a reader of its entries,
+    read-only: the log may be running (its writer is not disturbed) or stopped."""
+    db_path = Path(data_dir) / "log.db"
+    if not db_path.exists():
+        raise NotFound(f"no log in {data_dir}")
+    read_only = not os.access(data_dir, os.W_OK) or _read_only_fs(Path(data_dir))
+    uri = read_only_sqlite_uri(db_path) if read_only else f"file:{db_path}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        row = conn.execute("SELECT size, note FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        raise NotFound(f"the log in {data_dir} has signed nothing yet")
+    return Snapshot(row[0], row[1], EmbeddedEntries(db_path, None, read_only_dir=read_only))
+
+
 class EmbeddedEntries:
     """The `EntryReader` of the embedded backend: its own aiosqlite connection (WAL
     readers never block the writer), and the writer's leaf-hash index (lock-free reads)."""
 
-    def __init__(self, db_path: Path, leaves: LeafIndex, *, read_only_dir: bool = False) -> None:
+    def __init__(self, db_path: Path, leaves: LeafIndex | None, *, read_only_dir: bool = False) -> None:
         self.db_path = db_path
         self.read_only_dir = read_only_dir
         self.db: aiosqlite.Connection | None = None
@@ -523,6 +542,8 @@ class EmbeddedEntries:
             return await cur.fetchall()
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
+        if self.leaves is None:
+            raise NotFound("this reader has no leaf-hash index (a snapshot)")
         idx = self.leaves.index_of(leaf_hash, size)
         if idx is None:
             raise NotFound("no entry with that leaf hash")

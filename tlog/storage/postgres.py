@@ -45,6 +45,7 @@ from tlog.storage import hashfiles
 from tlog.storage.files import lock_dir
 from tlog.storage.hashfiles import HashFiles
 from tlog.storage.interface import BatchResult, CorruptionError, LogState, Signer
+from tlog.storage.transfer import Snapshot
 
 log = logging.getLogger("oap.tlog.postgres")
 
@@ -462,6 +463,20 @@ class PostgresStorage:
             return [bytes(r[0]) for r in rows]
 
         return read
+
+
+def snapshot(dsn: str) -> Snapshot:
+    """The published head of the log in this database and a reader of its entries."""
+    conn = _connect(dsn)
+    try:
+        row = conn.execute("SELECT published_size, published_note FROM oap_head").fetchone()
+    except Exception as e:  # noqa: BLE001 - no schema: no log
+        raise NotFound(f"no log in this database: {type(e).__name__}") from None
+    finally:
+        conn.close()
+    if row is None:
+        raise NotFound("the log in this database has signed nothing yet")
+    return Snapshot(row[0], row[1], PostgresEntries(dsn))
 
 
 class PostgresEntries:
