@@ -235,6 +235,7 @@ class Frontends:
         from tlog.service.keyfiles import write_private_key
 
         self.dsn, self.bucket = engines.database(), engines.bucket()
+        tmp_path.mkdir(parents=True, exist_ok=True)
         self.key = tmp_path / "log.key"
         write_private_key(self.key, SIGNER.to_skey())
         self.config = tmp_path / "log.toml"
@@ -243,6 +244,7 @@ class Frontends:
             f'bucket_credentials_file = "{engines.creds}"\nkey_file = "{self.key}"\norigin = "{SIGNER.name}"\n'
             'batch_interval_ms = 5\nrate_limit_write = 0\nrate_limit_read = 0\ncheckpoint_publish_interval = 0.1\n')
         self.tmp = tmp_path
+        tmp_path.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, Service] = {}
 
     def start(self, name: str) -> Service:

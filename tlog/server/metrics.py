@@ -37,3 +37,21 @@ class LogMetrics:
             registry=r,
         )
         self.request_seconds = Histogram("oap_log_http_request_seconds", "HTTP request latency", ["route"], registry=r)
+
+    def watch_storage(self, storage: object) -> None:
+        """Gauges read from a shared (PostgreSQL) storage at scrape time: whether this
+        frontend is the integrator, how far integration lags the sequence, bucket write
+        errors, and how often the integrator role was lost."""
+        r = self.registry
+        Gauge("oap_log_integrator", "1 on the frontend that holds the integrator role", registry=r) \
+            .set_function(lambda: float(getattr(storage, "integrating", False)))
+        Gauge("oap_log_integration_lag_entries", "Entries sequenced but not yet in a published checkpoint "
+              "(as the integrator last saw it)", registry=r).set_function(lambda: float(getattr(storage, "lag", 0)))
+        Gauge("oap_log_integrator_role_lost_total", "Times this frontend lost the integrator role", registry=r) \
+            .set_function(lambda: float(getattr(storage, "lost_role", 0)))
+        bucket = getattr(storage, "bucket", None)
+        if bucket is not None:
+            Gauge("oap_log_bucket_write_errors_total", "Failed writes to the bucket (tiles, bundles, checkpoint)",
+                  registry=r).set_function(lambda: float(bucket.errors))
+            Gauge("oap_log_bucket_objects_written_total", "Tiles and bundles created in the bucket", registry=r) \
+                .set_function(lambda: float(bucket.written))

@@ -149,6 +149,7 @@ class LogService:
             batch_interval=config.batch_interval_ms / 1000, max_pending=config.max_pending, on_batch=on_batch,
             publisher=None if shared else publisher,
         )
+        metrics.watch_storage(storage)
         if shared:
             loop = asyncio.get_running_loop()
             storage.publish, storage.loop = publisher, loop  # type: ignore[attr-defined]

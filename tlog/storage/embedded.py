@@ -132,6 +132,9 @@ class Checkpointer:
 
 class EmbeddedStorage:
     faults: Fault | None = None  # class-wide: set only by the crash harness's own entry point
+    integrating = True  # the one writer of its directory integrates every batch it sequences
+    lag = 0
+    lost_role = 0
 
     def __init__(self, data_dir: Path, *, hash_sync_interval: float = 5.0,
                  map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20) -> None:

@@ -123,6 +123,7 @@ class PostgresStorage:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.integrating = False  # this frontend holds the integrator role
         self.lost_role = 0  # times the role was lost (a failed CAS, a dropped connection)
+        self.lag = 0  # entries sequenced beyond the published head, when the integrator last looked
         self._sign: Signer | None = None
         self._writer = None  # the sequencer's connection
         self._cond = threading.Condition()  # guards self.state
@@ -410,6 +411,7 @@ class PostgresStorage:
         """Integrate everything sequenced; False when there was nothing to do."""
         (size, root, note), (psize, pnote) = self._read_head(conn)
         target = conn.execute("SELECT next FROM oap_sequence").fetchone()[0]
+        self.lag = target - psize
         if target > size:
             self._sign_and_cas(conn, size, target)
             return True
