@@ -47,11 +47,13 @@ $(VENV)/go/.unpacked: | $(STAMP)
 	  mkdir -p $(CURDIR)/$(VENV)/go && for f in *.deb; do dpkg-deb -x $$f $(CURDIR)/$(VENV)/go; done && \
 	  touch $(CURDIR)/$@ ) || echo "Go not available: the Go interop test will be skipped"; rm -rf $$d
 
-# 50 kill -9 cycles on the log+witness+registry network, then 50 on the log alone with crash
-# points inside batches (5-cycle versions run in `make test`)
+# 50 kill -9 cycles on the log+witness+registry network, 50 on the log alone with crash
+# points inside batches, 30 on the scale-out log (a frontend, the integrator, PostgreSQL or
+# SeaweedFS killed each cycle); 5-cycle versions run in `make test`
 crash: $(STAMP)
 	$(BIN)/python -m tests.crashharness --cycles 50
 	$(BIN)/python -m tests.crashharness --cycles 50 --log-only
+	$(BIN)/python -m tests.crashharness --cycles 30 --scale
 
 # 10,000+ hostile HTTP requests to every service (a short version runs in `make test`)
 fuzz: $(STAMP)

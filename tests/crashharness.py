@@ -113,8 +113,9 @@ def entry(n: int) -> dict:
     return receipt_entry(leaf_hash(b"crash" + n.to_bytes(8, "big")), SEED)
 
 
-async def load(url: str, obs: Observed, counter: list[int], stop: asyncio.Event, workers: int = 16) -> None:
-    timeout = aiohttp.ClientTimeout(total=10)
+async def load(url: str, obs: Observed, counter: list[int], stop: asyncio.Event, workers: int = 16,
+               timeout_s: float = 10) -> None:
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as s:
 
         async def single():
@@ -226,14 +227,138 @@ def ok(report: dict) -> bool:
             and report["tiles_match_root"] and report["acknowledged"] > 0)
 
 
+# --- the scale-out log: PostgreSQL, SeaweedFS and two frontends ---------------------------------
+
+
+async def run_scale(cycles: int, workdir: Path, seed: int = 0, progress: bool = False) -> dict:
+    """kill -9 a frontend (the integrator or not), PostgreSQL or SeaweedFS at random, under
+    write load on both frontends; then check what was acknowledged, that the database holds
+    one root per size, and that the bucket verifies from anonymous reads alone."""
+    import psycopg
+
+    from tlog.cli.engines import Postgres, Seaweed
+    from tlog.client.audit import audit
+    from tlog.formats.keys import Signer
+    from tlog.service.keyfiles import write_private_key, write_secret
+
+    rng = random.Random(seed)
+    workdir.chmod(0o755)  # PostgreSQL runs as its own user when this runs as root
+    pg = Postgres(workdir / "pg").start()
+    weed = Seaweed(workdir / "weed").start()
+    weed.create_bucket("oap-log")
+    key = workdir / "log.key"
+    signer = Signer.generate("crash.scale/log")
+    write_private_key(key, signer.to_skey())
+    creds = workdir / "bucket.credentials"
+    write_secret(creds, f"{weed.access_key} {weed.secret_key}")
+    config = workdir / "log.toml"
+    config.write_text(f'[log]\nstorage = "postgres"\npostgres_dsn = "{pg.dsn}"\n'
+                      f'bucket_url = "{weed.bucket_url("oap-log")}"\nbucket_credentials_file = "{creds}"\n'
+                      f'key_file = "{key}"\norigin = "{signer.name}"\nbatch_interval_ms = 5\n'
+                      'rate_limit_write = 0\nrate_limit_read = 0\ncheckpoint_publish_interval = 0.1\n')
+    from .services import Service
+
+    ports = [free_port(), free_port()]
+
+    def frontend(n: int) -> Service:
+        return Service(f"log-{n}", [str(BIN / "oap-log"), "serve", "--config", str(config), "--data",
+                                    str(workdir / f"frontend-{n}"), "--port", str(ports[n])], ENV).start()
+
+    fronts = [frontend(0), frontend(1)]
+    obs, counter, modes = Observed(), [0], []
+    t0 = time.monotonic()
+    try:
+        for cycle in range(cycles):
+            stop = asyncio.Event()
+            tasks = [asyncio.create_task(load(f.url, obs, counter, stop, workers=4, timeout_s=3)) for f in fronts]
+            await asyncio.sleep(rng.uniform(0.3, 1.2))
+            mode = rng.choice(["frontend", "frontend", "integrator", "postgres", "bucket"])
+            if mode in ("frontend", "integrator"):
+                n = 0 if mode == "integrator" else 1  # frontend 0 usually holds the role: kill it too
+                fronts[n].kill()
+                await asyncio.sleep(rng.uniform(0.1, 0.5))
+                fronts[n] = frontend(n)
+            elif mode == "postgres":
+                pg.kill()
+                await asyncio.sleep(rng.uniform(0.1, 0.5))
+                pg.start()
+            else:
+                weed.kill()
+                await asyncio.sleep(rng.uniform(0.1, 0.5))
+                weed.start()
+            await asyncio.sleep(0.5)
+            stop.set()
+            await asyncio.gather(*tasks)
+            modes.append(mode)
+            if progress:
+                print(f"cycle {cycle + 1}/{cycles}: {mode}, {len(obs.acked)} acknowledged so far "
+                      f"({time.monotonic() - t0:.1f} s)", flush=True)
+        # the end: everything acknowledged is in the log, and the bucket says the same
+        policy = TrustPolicy.for_log(signer.vkey)
+        deadline = time.monotonic() + 60
+        async with LogClient(fronts[0].url) as client:
+            while True:
+                final = policy.verify_checkpoint(await client.checkpoint()).checkpoint
+                async with aiohttp.ClientSession() as s:
+                    async with s.get(weed.bucket_url("oap-log") + "/checkpoint") as r:
+                        bucket_note = await r.text()
+                if policy.verify_checkpoint(bucket_note).checkpoint.size == final.size or \
+                        time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+            stored = await fetch_entries(fronts[0].url, final.size)
+            lost = [n for n, idx in obs.acked.items() if idx >= final.size or stored[idx] != canonical_entry(entry(n))]
+            inconsistent = []
+            for size, root in sorted(obs.checkpoints.items()):
+                try:
+                    verify_consistency(size, final.size, root, final.root, await client.consistency(size, final.size))
+                except Exception:
+                    inconsistent.append(size)
+
+        async with aiohttp.ClientSession() as s:
+            async def fetch(path: str) -> bytes:
+                async with s.get(weed.bucket_url("oap-log") + "/" + path) as r:
+                    if r.status != 200:
+                        raise RuntimeError(f"bucket {path}: HTTP {r.status}")
+                    return await r.read()
+
+            try:
+                bucket = await audit(fetch, policy, entries=True, previous=(final.size, final.root))
+                bucket_ok = bucket.checkpoint.checkpoint.size >= final.size
+            except Exception as e:  # noqa: BLE001 - reported
+                bucket_ok = False
+                print(f"bucket audit failed: {e}", flush=True)
+        with psycopg.connect(pg.dsn) as conn:
+            db_forks = conn.execute("SELECT count(*) - count(DISTINCT size) FROM oap_checkpoints").fetchone()[0]
+    finally:
+        for f in fronts:
+            f.kill()
+        weed.stop()
+        pg.stop()
+    return {"cycles": cycles, "modes": {m: modes.count(m) for m in sorted(set(modes))},
+            "acknowledged": len(obs.acked), "final_size": final.size, "checkpoints_seen": len(obs.checkpoints),
+            "lost_or_moved": lost, "forks": obs.forks, "database_forks": db_forks,
+            "inconsistent_checkpoints": inconsistent, "bucket_verified": bucket_ok,
+            "seconds": round(time.monotonic() - t0, 1)}
+
+
+def scale_ok(report: dict) -> bool:
+    return (not report["lost_or_moved"] and not report["forks"] and not report["database_forks"]
+            and not report["inconsistent_checkpoints"] and report["bucket_verified"] and report["acknowledged"] > 0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cycles", type=int, default=50)
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--log-only", action="store_true", help="only the log (crash points inside batches)")
+    ap.add_argument("--scale", action="store_true", help="the scale-out log: PostgreSQL, SeaweedFS, 2 frontends")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as d:
-        if args.log_only:
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        if args.scale:
+            report = asyncio.run(run_scale(args.cycles, Path(d), args.seed, progress=True))
+            good = scale_ok(report)
+        elif args.log_only:
             report = asyncio.run(run(args.cycles, Path(d), args.seed, progress=True))
             good = ok(report)
         else:

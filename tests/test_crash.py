@@ -1,7 +1,9 @@
 """Short crash-harness runs (5 kill -9 cycles each); `make crash` runs 50 on the network."""
+from pathlib import Path
+
 import pytest
 
-from .crashharness import network_ok, ok, run, run_network
+from .crashharness import network_ok, ok, run, run_network, run_scale, scale_ok
 
 pytestmark = pytest.mark.slow
 
@@ -42,3 +44,14 @@ def test_a_crash_during_the_first_start_is_a_crash_cycle_and_the_next_start_reco
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+
+
+async def test_scale_out_crash_cycles(tmp_path_factory):
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:  # PostgreSQL's own user must reach it
+        report = await run_scale(cycles=5, workdir=Path(d), seed=7)
+    assert report["acknowledged"] > 0 and report["checkpoints_seen"] > 0
+    assert report["lost_or_moved"] == [] and report["forks"] == [] and report["database_forks"] == 0
+    assert report["inconsistent_checkpoints"] == [] and report["bucket_verified"]
+    assert scale_ok(report)

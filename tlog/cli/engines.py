@@ -165,7 +165,8 @@ class Seaweed:
                 "-filer", f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer.grpc']}",
                 f"-filer.localSocket={self.dir / 'filer.sock'}",
                 "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3.grpc']}", f"-s3.config={config}",
-                "-master.volumeSizeLimitMB=64", "-volume.max=64"]
+                "-master.volumeSizeLimitMB=64", "-volume.max=64", "-master.electionTimeout=1s",
+                "-volume.preStopSeconds=1"]
         with open(self.dir / "weed.log", "ab") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -196,7 +197,7 @@ class Seaweed:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(5)
+                self.proc.wait(2)
             except subprocess.TimeoutExpired:
                 self.kill()
 

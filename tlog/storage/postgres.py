@@ -385,7 +385,7 @@ class PostgresStorage:
             except Unavailable as e:  # no witness quorum, the bucket down: the head is kept, retried
                 log.warning("publishing the checkpoint failed (retrying in %.1f s): %s", backoff, e.message)
                 self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, 5.0)
             except (ForkError, LogHalted) as e:
                 log.critical("HALTED: %s", e.message)
                 self._halted = e
@@ -505,12 +505,21 @@ class PostgresEntries:
 
         k = self._next = (self._next + 1) % len(self._conns)
         async with self._locks[k]:
-            try:
-                cur = await self._conns[k].execute(sql, args)
-                return await cur.fetchall()
-            except psycopg.OperationalError:
-                self._conns[k] = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, connect_timeout=10)
-                raise Unavailable("the log's database is not reachable", retry_after=1) from None
+            for attempt in (1, 2):  # reads are idempotent: once more on a fresh connection
+                try:
+                    if self._conns[k].closed:
+                        self._conns[k] = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True,
+                                                                               connect_timeout=10)
+                    cur = await self._conns[k].execute(sql, args)
+                    return await cur.fetchall()
+                except (psycopg.OperationalError, psycopg.InterfaceError):
+                    if attempt == 2:
+                        raise Unavailable("the log's database is not reachable", retry_after=1) from None
+                    try:
+                        await self._conns[k].close()
+                    except Exception:  # noqa: BLE001 - already broken
+                        pass
+        raise AssertionError("unreachable")
 
     async def entry(self, index: int, size: int) -> tuple[bytes, bytes]:
         if not 0 <= index < size:
