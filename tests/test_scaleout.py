@@ -398,6 +398,7 @@ def test_migrate_an_embedded_log_to_postgres_and_a_bucket(engines, tmp_path, ser
             for a in anchored[::97]:
                 policy.verify_bundle(c.bundle_for(a.index))
             assert c.anchor(commitment_entry(leaf_hash(b"after"))).index == 700
+        assert one.stop() == 0  # a clean stop writes the last checkpoint to the bucket
     finally:
         f.stop_all()
 

@@ -18,7 +18,6 @@ away for those this process wrote, and by `sweep` for any a crash left behind.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -139,8 +138,29 @@ def _path(level: int, index: int, width: int) -> str:
     return entries_path(index, width) if level < 0 else tile_path(level, index, width)
 
 
+def partial_tiles(size: int) -> list[tuple[int, int, int]]:
+    """(tile level, index, width) of the partial tiles of a tree of `size` leaves: at most
+    one per level, the right edge; tile level -1 is the entry bundles."""
+    out = []
+    level = -1
+    while True:
+        count = size >> (0 if level < 0 else TILE_HEIGHT * level)
+        if count == 0:
+            break
+        if count % TILE_WIDTH:
+            out.append((level, count // TILE_WIDTH, count % TILE_WIDTH))
+        level += 1
+    return out
+
+
 class TilePublisher:
-    """Publishes a log's tiles, entry bundles and checkpoint to a `Bucket`."""
+    """Publishes a log's tiles, entry bundles and checkpoint to a `Bucket`.
+
+    Full tiles and bundles are written as the tree grows (`stage`, before each signature);
+    partial ones only for the sizes whose checkpoint object is written, at most once per
+    interval (`publish_checkpoint` then `flush_due`): a reader of the bucket needs the
+    partial tiles of the checkpoint it reads, and no others. All on the integrator's thread.
+    """
 
     def __init__(self, bucket: Bucket, *, checkpoint_interval: float = 1.0, workers: int = 8) -> None:
         self.bucket, self.interval = bucket, checkpoint_interval
@@ -149,21 +169,12 @@ class TilePublisher:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="oap-bucket")
         self._partials: dict[tuple[int, int], str] = {}  # (level, index) -> the partial tile last written
         self._obsolete: list[str] = []
-        self._pending: str | None = None
+        self._pending: tuple[str, int] | None = None  # (note, size) waiting for its turn
         self._last = 0.0
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
+        self._hashes: HashReader | None = None
+        self._read_entries: Callable[[int, int], list[bytes]] | None = None
 
-    def stage(self, hashes: HashReader, read_entries: Callable[[int, int], list[bytes]], old: int, new: int) -> None:
-        """Write every tile and entry bundle of the tree of `new` leaves that the tree of
-        `old` leaves did not have (create-only), before the checkpoint for `new` is signed."""
-        work = []
-        for level, index, width in changed_tiles(old, new):
-            if level < 0:
-                data = encode_entry_bundle(read_entries(index * TILE_WIDTH, width))
-            else:
-                data = hashes.read_range(level * TILE_HEIGHT, index * TILE_WIDTH, width)
-            work.append((level, index, width, data))
+    def _put_all(self, work: list[tuple[int, int, int, bytes]]) -> None:
         futures = [self._pool.submit(self.bucket.put_create_only, _path(lv, ix, w), d) for lv, ix, w, d in work]
         try:
             for f in futures:
@@ -172,51 +183,68 @@ class TilePublisher:
         except Exception:
             self.errors += 1
             raise
-        for level, index, width, _ in work:
+
+    def _tiles(self, wanted: list[tuple[int, int, int]]) -> list[tuple[int, int, int, bytes]]:
+        assert self._hashes is not None and self._read_entries is not None
+        work = []
+        bundles = [(ix, w) for lv, ix, w in wanted if lv < 0]
+        if bundles:  # one read of the entries for all the bundles
+            first = bundles[0][0] * TILE_WIDTH
+            data = self._read_entries(first, bundles[-1][0] * TILE_WIDTH + bundles[-1][1] - first)
+        for level, index, width in wanted:
+            if level < 0:
+                at = index * TILE_WIDTH - first
+                work.append((level, index, width, encode_entry_bundle(data[at:at + width])))
+            else:
+                work.append((level, index, width,
+                             self._hashes.read_range(level * TILE_HEIGHT, index * TILE_WIDTH, width)))
+        return work
+
+    def stage(self, hashes: HashReader, read_entries: Callable[[int, int], list[bytes]], old: int, new: int) -> None:
+        """Write every full tile and entry bundle that the tree of `new` leaves has and the tree
+        of `old` leaves had not (create-only), before the checkpoint for `new` is signed."""
+        self._hashes, self._read_entries = hashes, read_entries
+        full = [t for t in changed_tiles(old, new) if t[2] == TILE_WIDTH]
+        self._put_all(self._tiles(full))
+        for level, index, _ in full:
             previous = self._partials.pop((level, index), None)
             if previous is not None:
-                self._obsolete.append(previous)  # superseded by a wider or a full tile
-            if width < TILE_WIDTH:
-                self._partials[(level, index)] = _path(level, index, width)
+                self._obsolete.append(previous)
 
-    def publish_checkpoint(self, note: str) -> None:
-        """Overwrite the checkpoint object, at most once per interval (the latest note wins),
-        then delete the partial tiles this checkpoint no longer needs."""
-        with self._lock:
-            self._pending = note
-            wait = self._last + self.interval - time.monotonic()
-            if wait > 0:
-                if self._timer is None:
-                    self._timer = threading.Timer(wait, self._flush)
-                    self._timer.daemon = True
-                    self._timer.start()
-                return
-        self._flush()
+    def publish_checkpoint(self, note: str, size: int) -> None:
+        """The checkpoint object is to show `note` (of a tree of `size`); written by
+        `flush_due` at most once per interval, the latest note winning."""
+        self._pending = (note, size)
+        self.flush_due()
 
-    def _flush(self) -> None:
-        with self._lock:
-            note, self._pending, self._timer = self._pending, None, None
-            obsolete, self._obsolete = self._obsolete, []
-            self._last = time.monotonic()
-        if note is None:
-            return
-        try:
-            self.bucket.put(CHECKPOINT_KEY, note.encode())
-            self.bucket.delete(obsolete)
-        except Exception as e:  # noqa: BLE001 - retried with the next checkpoint
-            self.errors += 1
-            log.warning("publishing the checkpoint object failed (retried with the next one): %s", e)
-            with self._lock:
-                if self._pending is None:
-                    self._pending = note
-                self._obsolete.extend(obsolete)
+    def flush_due(self) -> None:
+        if self._pending is not None and time.monotonic() - self._last >= self.interval:
+            self.flush()
 
     def flush(self) -> None:
-        """Write a pending checkpoint now (at shutdown)."""
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-        self._flush()
+        """Write the pending checkpoint now: its partial tiles first (create-only), then the
+        checkpoint object, then delete the partial tiles that full ones replaced."""
+        if self._pending is None:
+            return
+        note, size = self._pending
+        try:
+            partial = [t for t in partial_tiles(size) if self._partials.get((t[0], t[1])) != _path(*t)]
+            self._put_all(self._tiles(partial))
+            for level, index, width in partial:
+                previous = self._partials.get((level, index))
+                if previous is not None:
+                    self._obsolete.append(previous)
+                self._partials[(level, index)] = _path(level, index, width)
+            self.bucket.put(CHECKPOINT_KEY, note.encode())
+        except Exception:
+            self.errors += 1
+            raise
+        self._pending, self._last = None, time.monotonic()
+        obsolete, self._obsolete = self._obsolete, []
+        try:
+            self.bucket.delete(obsolete)
+        except Exception as e:  # noqa: BLE001 - garbage only: swept later
+            log.warning("deleting %d obsolete partial tiles failed: %s", len(obsolete), e)
 
     def sweep(self, old: int, new: int) -> int:
         """Delete the partial tiles made obsolete by the tiles that became full between trees
@@ -224,11 +252,13 @@ class TilePublisher:
         gone = []
         for level, index, width in changed_tiles(old, new):
             if width == TILE_WIDTH:
-                prefix = _path(level, index, width) + ".p/"
-                gone += self.bucket.list(prefix)
+                gone += self.bucket.list(_path(level, index, width) + ".p/")
         self.bucket.delete(gone)
         return len(gone)
 
     def close(self) -> None:
-        self.flush()
+        try:
+            self.flush()
+        except Exception as e:  # noqa: BLE001 - the next integrator publishes it
+            log.warning("the last checkpoint could not be written to the bucket: %s", e)
         self._pool.shutdown(wait=True)

@@ -124,6 +124,8 @@ class PostgresStorage:
         self.integrating = False  # this frontend holds the integrator role
         self.lost_role = 0  # times the role was lost (a failed CAS, a dropped connection)
         self.lag = 0  # entries sequenced beyond the published head, when the integrator last looked
+        self._bucket_conn: Any = None
+        self._bucket_lock = threading.Lock()
         self._sign: Signer | None = None
         self._writer = None  # the sequencer's connection
         self._cond = threading.Condition()  # guards self.state
@@ -173,6 +175,8 @@ class PostgresStorage:
             self._writer.close()
         if self.bucket is not None:
             self.bucket.close()
+        if self._bucket_conn is not None:
+            self._bucket_conn.close()
         self.hashes.sync()
         self.hashes.close()
         if self._lock_fd is not None:
@@ -379,6 +383,8 @@ class PostgresStorage:
                     self.integrating = True
                     log.info("this frontend is the integrator")
                 if not self._integrate_once(conn):
+                    if self.bucket is not None:
+                        self.bucket.flush_due()  # a checkpoint object held back by the interval
                     for _ in conn.notifies(timeout=0.05, stop_after=1):
                         pass
                 backoff = 0.5
@@ -440,7 +446,13 @@ class PostgresStorage:
         self._publish(conn, LogState(target, root, note, TreeView(target, self.hashes.read)))
 
     def _publish(self, conn, state: LogState) -> None:
-        """Cosign (when witnesses are configured), record the published note, notify."""
+        """Cosign (when witnesses are configured), write the checkpoint object to the bucket
+        when its interval is due, then record the published note and notify.
+
+        The bucket comes before the database's published head: while the bucket refuses
+        writes, nothing new is published, so writes answer 503 (the entries stay sequenced)
+        rather than being acknowledged into a log its readers cannot see.
+        """
         published = state
         if self.publish is not None and self.loop is not None:
             fut = asyncio.run_coroutine_threadsafe(self.publish(state), self.loop)
@@ -449,19 +461,27 @@ class PostgresStorage:
             except TimeoutError:
                 fut.cancel()
                 raise Unavailable("the witnesses did not cosign in time", retry_after=1) from None
+        if self.bucket is not None:
+            self.bucket.publish_checkpoint(published.note, published.size)
         with conn.transaction():
             conn.execute("UPDATE oap_head SET published_size = %s, published_note = %s "
                          "WHERE published_size < %s OR (published_size = %s AND published_note <> %s)",
                          (published.size, published.note, published.size, published.size, published.note))
             conn.execute(f"NOTIFY {HEAD_CHANNEL}")
-        if self.bucket is not None:
-            self.bucket.publish_checkpoint(published.note)
         self._serve(published)
 
-    def _entries_between(self, conn) -> Callable[[int, int], list[bytes]]:
+    def _entries_between(self, conn: Any = None) -> Callable[[int, int], list[bytes]]:
+        """Entry reads for the bucket's entry bundles, on a connection of their own (the
+        last checkpoint is flushed at close, after the integrator's connection is gone)."""
         def read(start: int, count: int) -> list[bytes]:
-            rows = conn.execute("SELECT data FROM oap_entries WHERE idx >= %s AND idx < %s ORDER BY idx",
-                                (start, start + count)).fetchall()
+            with self._bucket_lock:
+                if self._bucket_conn is None or self._bucket_conn.closed:
+                    self._bucket_conn = _connect(self.dsn)
+                rows = self._bucket_conn.execute(
+                    "SELECT data FROM oap_entries WHERE idx >= %s AND idx < %s ORDER BY idx",
+                    (start, start + count)).fetchall()
+            if len(rows) != count:
+                raise CorruptionError(f"entries {start}..{start + count - 1} are missing")
             return [bytes(r[0]) for r in rows]
 
         return read
