@@ -46,7 +46,7 @@ from httpload import (  # noqa: E402
 
 from tlog.formats.hashing import leaf_hash, node_hash, node_hashes  # noqa: E402
 from tlog.merkle.batchverify import verify_inclusion_batch  # noqa: E402
-from tlog.merkle.proofs import ProofBatch, consistency_levels, inclusion_levels, inclusion_matrix  # noqa: E402
+from tlog.merkle.proofs import ProofBatch, consistency_levels, inclusion_levels  # noqa: E402
 from tlog.merkle.tree import TreeView  # noqa: E402
 from tlog.merkle.verify import verify_consistency, verify_inclusion  # noqa: E402
 from tlog.server.sequencer import Sequencer  # noqa: E402
@@ -66,9 +66,11 @@ STATUS_POPULATION = 10_000  # status_lookups: ids asked (the epoch caches up to 
 RESULTS = HERE / "results"
 
 QUICK = dict(big_log2=20, pm_log2=18, batch=20_000, pm_subset=5_000, reps=3, append_entries=50_000,
-             http_seconds=3, batched_requests=40, single_total=30_000, witness_logs=40, witness_per_log=25)
+             http_seconds=3, batched_requests=40, single_total=30_000, witness_logs=40, witness_per_log=25,
+             scale_log2=18)
 FULL = dict(big_log2=24, pm_log2=20, batch=100_000, pm_subset=100_000, reps=5, append_entries=300_000,
-            http_seconds=10, batched_requests=240, single_total=200_000, witness_logs=100, witness_per_log=100)
+            http_seconds=10, batched_requests=240, single_total=200_000, witness_logs=100, witness_per_log=100,
+            scale_log2=20)
 
 
 def log(msg: str) -> None:
@@ -102,6 +104,18 @@ class Bench:
 
     def add(self, r: Result) -> None:
         self.results[r.name] = r
+
+    # --- scale-out: PostgreSQL + SeaweedFS + two frontends (benchmarks/scaleout.py) -----
+
+    def scaleout(self) -> None:
+        import scaleout
+
+        secs = self.cfg["http_seconds"]
+        self.add(scaleout.append_batched(secs))
+        self.add(scaleout.append_single(secs))
+        tiles = self.results.get("tile_reads")
+        for r in scaleout.proofs_and_tiles(1 << self.cfg["scale_log2"], secs, tiles.value if tiles else None):
+            self.add(r)
 
     # --- in-process benchmarks -----------------------------------------------------------
 
@@ -158,7 +172,6 @@ class Bench:
             ref = view.inclusion_proof(int(batches[-1][i]))
             assert pb.split(text=False)[i] == ref
             verify_inclusion(int(batches[-1][i]), n, hashes.read(0, int(batches[-1][i])), ref, view.root)
-        tm, _ = best_of(lambda: inclusion_matrix(view, hashes, batches[0]), 2)
         tj, _ = best_of(lambda: pb.json(), 2)
         tc, _ = best_of(lambda: pb.cbor(), 2)
         store.close()
@@ -180,7 +193,7 @@ class Bench:
             "second_batch_proofs_per_s": round(bsz / second),
             "small_pages_first_pass_proofs_per_s": round(small_first), "small_pages_proofs_per_s": round(small),
             "small_pages_windows_regrown": regrown, "no_window_proofs_per_s": round(unbounded),
-            "proof_major_matrix_per_s": round(bsz / tm), "json_encode_per_s": round(bsz / tj),
+            "json_encode_per_s": round(bsz / tj),
             "cbor_encode_per_s": round(bsz / tc), "cores": 1,
             "code": "tlog.merkle.proofs.inclusion_levels (what POST /v1/proof/inclusion:batch calls)"}, target=1e6))
 
@@ -704,15 +717,21 @@ def _notes(r: Result) -> str:
             "memory": ["rss_anon_mb", "rss_file_mb", "no_window_peak_rss_mb", "no_window_proofs_per_s"],
             "witness_cosign": ["logs", "p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
             "status_lookups": ["p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
-            "sha256_nodes": ["batched_node_hashes_per_s"]}.get(r.name, [])
+            "sha256_nodes": ["batched_node_hashes_per_s"],
+            "scale_append_batched": ["p50_ms", "server_cpu_util", "client_cpu_util"],
+            "scale_append_single": ["p50_ms", "p99_ms", "server_cpu_util", "client_cpu_util"],
+            "scale_proofs_batched": ["one_frontend_proofs_per_s", "in_process_proofs_per_s"],
+            "scale_tile_reads": ["p99_ms", "log_tile_reads_req_per_s"]}.get(r.name, [])
     return " ".join(f"{k}={p[k]:,}" if isinstance(p.get(k), (int, float)) and not isinstance(p.get(k), bool)
                     else f"{k}={p.get(k)}" for k in keys if k in p)
 
 
 ORDER = ["sha256_nodes", "proofs_batched", "proofs_batched_vs_pymerkle", "verify_batched", "consistency_proofs",
-         "append_durable", "http_appends", "http_reads", "witness_cosign", "status_lookups"]
+         "append_durable", "http_appends", "http_reads", "witness_cosign", "status_lookups", "scaleout"]
 GROUP = {"http_append_batched": "http_appends", "http_append_single": "http_appends",
-         "http_proofs_batched": "http_reads", "tile_reads": "http_reads", "memory": "http_reads"}
+         "http_proofs_batched": "http_reads", "tile_reads": "http_reads", "memory": "http_reads",
+         "scale_append_batched": "scaleout", "scale_append_single": "scaleout", "scale_proofs_batched": "scaleout",
+         "scale_tile_reads": "scaleout"}
 
 
 def main() -> None:

@@ -88,7 +88,7 @@ class Postgres:
         if not (self.data / "PG_VERSION").exists():
             subprocess.run([str(self.bin / "initdb"), "-D", str(self.data), "--auth=trust", "-U", "postgres",
                             "--encoding=UTF8", "--locale=C"], check=True, capture_output=True, **self.as_user)
-        opts = f"-h 127.0.0.1 -p {self.port} -k {self.dir} -c max_connections=200 -c fsync=on " \
+        opts = f"-h 127.0.0.1 -p {self.port} -k {self.dir} -c max_connections=200 -c fsync=on -c max_wal_size=4GB -c wal_compression=on " \
                "-c synchronous_commit=on -c full_page_writes=on"
         subprocess.run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "postgres.log"),
                         "-o", opts, "-w", "-t", str(int(timeout)), "start"], check=True, capture_output=True,
