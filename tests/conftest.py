@@ -87,6 +87,12 @@ class Engines:
         self.weed.create_bucket(name)
         return self.weed.bucket_url(name)
 
+    def bucket_of(self, url: str):
+        """A client of the bucket at `url`, with the session's credentials."""
+        from tlog.storage.bucket import Bucket
+
+        return Bucket.from_config(url, key_id=self.weed.access_key, secret=self.weed.secret_key)
+
     def close(self) -> None:
         self.weed.stop()
         self.pg.stop()

@@ -185,7 +185,7 @@ def test_a_database_restart_is_503_then_recovers_with_nothing_lost(engines, tmp_
 
 def test_tiles_bundles_and_checkpoint_in_the_bucket_verify_with_no_log_running(engines, tmp_path, go_tlogverify):
     dsn, url = engines.database(), engines.bucket()
-    pub = TilePublisher(Bucket.from_config(url, credentials_file=engines.creds), checkpoint_interval=0.05)
+    pub = TilePublisher(engines.bucket_of(url), checkpoint_interval=0.05)
     a = frontend(tmp_path, dsn, "a", bucket=pub)
     try:
         for k in range(5):
@@ -212,7 +212,7 @@ def test_tiles_bundles_and_checkpoint_in_the_bucket_verify_with_no_log_running(e
     out = subprocess.run([str(go_tlogverify), url, SIGNER.vkey, "100"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "OK size=650 checked=100", out.stdout + out.stderr
     # partial tiles superseded by full ones are gone; the current partials stay
-    bucket = Bucket.from_config(url, credentials_file=engines.creds)
+    bucket = engines.bucket_of(url)
     names = bucket.list("tile/0/")
     assert "tile/0/001" in names and "tile/0/002.p/138" in names
     assert not [n for n in names if n.startswith("tile/0/000.p/") or n.startswith("tile/0/001.p/")]
@@ -220,7 +220,7 @@ def test_tiles_bundles_and_checkpoint_in_the_bucket_verify_with_no_log_running(e
 
 def test_a_tile_that_differs_in_the_bucket_is_a_fork(engines):
     url = engines.bucket()
-    bucket = Bucket.from_config(url, credentials_file=engines.creds)
+    bucket = engines.bucket_of(url)
     assert bucket.put_create_only("tile/0/000.p/1", b"a" * 32) is True
     assert bucket.put_create_only("tile/0/000.p/1", b"a" * 32) is False  # identical: success
     with pytest.raises(ForkError):
@@ -347,16 +347,13 @@ def test_an_unreachable_bucket_is_503_and_recovers(engines, tmp_path):
     """The bucket refuses writes (here: credentials it does not know): writes answer 503
     while the entries stay sequenced; with the bucket back, the head is published."""
     dsn, url = engines.database(), engines.bucket()
-    bad = tmp_path / "bad.credentials"
-    bad.write_text("nobody wrong\n")
-    bad.chmod(0o600)
-    pub = TilePublisher(Bucket.from_config(url, credentials_file=bad), checkpoint_interval=0.05)
+    pub = TilePublisher(Bucket.from_config(url, key_id="nobody", secret="wrong"), checkpoint_interval=0.05)
     a = frontend(tmp_path, dsn, "a", bucket=pub, wait_timeout=3)
     try:
         with pytest.raises(Unavailable):
             a.append(entries("x", 10), SIGN)
         assert pub.errors > 0
-        pub.bucket = Bucket.from_config(url, credentials_file=engines.creds)  # the bucket is back
+        pub.bucket = engines.bucket_of(url)  # the bucket is back
         a.wait_timeout = 30
         r = a.append(entries("x", 10), SIGN)  # the same entries: their existing indices
         assert r.state.size == 10 and not any(r.fresh)

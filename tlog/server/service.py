@@ -78,6 +78,24 @@ def checkpoint_signer(signer: keys.Signer) -> Signer:
     return sign
 
 
+def bucket_credentials(config: LogConfig) -> tuple[str, str]:
+    """The bucket's access key and secret: from `bucket_credentials_file` ("<access key>
+    <secret key>", mode 0600, never logged) or from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."""
+    import os
+
+    if config.bucket_credentials_file is not None:
+        try:
+            key_id, secret = keyfiles.read_private_key(config.bucket_credentials_file).split()
+        except ValueError:
+            raise ConfigError(f"{config.bucket_credentials_file}: expected '<access key> <secret key>'") from None
+        return key_id, secret
+    key_id, secret = os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+    if not key_id or not secret:
+        raise ConfigError("bucket credentials: set bucket_credentials_file, or AWS_ACCESS_KEY_ID and "
+                          "AWS_SECRET_ACCESS_KEY")
+    return key_id, secret
+
+
 def open_storage(config: LogConfig) -> LogStorage:
     """The storage backend the configuration names (`tlog.storage.interface`)."""
     if config.storage == "postgres":
@@ -87,8 +105,9 @@ def open_storage(config: LogConfig) -> LogStorage:
         if config.bucket_url:
             from tlog.storage.bucket import Bucket, TilePublisher
 
-            bucket = TilePublisher(Bucket.from_config(config.bucket_url, region=config.bucket_region,
-                                                      credentials_file=config.bucket_credentials_file),
+            key_id, secret = bucket_credentials(config)
+            bucket = TilePublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
+                                                      region=config.bucket_region),
                                    checkpoint_interval=config.checkpoint_publish_interval)
         return PostgresStorage(config.postgres_dsn, config.data_dir / "cache", bucket=bucket,
                                map_window=config.map_window_mb << 20)

@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from tlog.errors import ConfigError, ForkError, Unavailable
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, encode_entry_bundle, entries_path, tile_path
@@ -39,11 +38,9 @@ class Bucket:
         self.store = store
 
     @classmethod
-    def from_config(cls, url: str, *, region: str = "us-east-1", credentials_file: Path | None = None) -> Bucket:
-        """`url` is http(s)://host[:port]/bucket. Credentials come from `credentials_file`
-        ("<access key> <secret key>", mode 0600, never logged) or from AWS_ACCESS_KEY_ID and
-        AWS_SECRET_ACCESS_KEY."""
-        import os
+    def from_config(cls, url: str, *, key_id: str, secret: str, region: str = "us-east-1") -> Bucket:
+        """`url` is http(s)://host[:port]/bucket; the access key and secret come from the
+        caller (a 0600 file or the environment: `tlog.server.service.bucket_credentials`)."""
         from urllib.parse import urlsplit
 
         from obstore.store import S3Store
@@ -52,18 +49,6 @@ class Bucket:
         bucket = parts.path.strip("/")
         if not parts.netloc or not bucket or "/" in bucket:
             raise ConfigError(f"bucket_url must be http(s)://host[:port]/bucket, not {url!r}")
-        if credentials_file is not None:
-            from tlog.service.keyfiles import read_private_key
-
-            try:
-                key_id, secret = read_private_key(credentials_file).split()
-            except ValueError:
-                raise ConfigError(f"{credentials_file}: expected '<access key> <secret key>'") from None
-        else:
-            key_id, secret = os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", "")
-            if not key_id or not secret:
-                raise ConfigError("bucket credentials: set bucket_credentials_file, or AWS_ACCESS_KEY_ID and "
-                                  "AWS_SECRET_ACCESS_KEY")
         store = S3Store(bucket, endpoint=f"{parts.scheme}://{parts.netloc}", region=region,
                         access_key_id=key_id, secret_access_key=secret, virtual_hosted_style_request=False,
                         client_options={"allow_http": parts.scheme == "http", "timeout": "30s",
