@@ -75,17 +75,19 @@ def log_service(data: Path, *extra: str, env: dict | None = None) -> Service:
                            *extra], env)
 
 
-def witness_service(data: Path, log_vkey: str, *extra: str, name: str = "witness.test", log_url: str = "") -> Service:
+def witness_service(data: Path, log_vkey: str, *extra: str, name: str = "witness.test", log_url: str = "",
+                    env: dict | None = None) -> Service:
     data.mkdir(parents=True, exist_ok=True)
     cfg = data / "witness.toml"
     cfg.write_text(f'[witness]\nname = "{name}"\nport = 0\n\n[[witness.logs]]\norigin = "{ORIGIN}"\n'
                    f'vkey = "{log_vkey}"\n' + (f'url = "{log_url}"\n' if log_url else ""))
-    return Service("witness", [str(BIN / "oap-witness"), "serve", "--config", str(cfg), "--data", str(data), *extra])
+    return Service("witness", [str(BIN / "oap-witness"), "serve", "--config", str(cfg), "--data", str(data), *extra],
+                   env)
 
 
-def registry_service(data: Path, log_url: str, *extra: str) -> Service:
+def registry_service(data: Path, log_url: str, *extra: str, env: dict | None = None) -> Service:
     return Service("registry", [str(BIN / "oap-registry"), "serve", "--data", str(data), "--port", "0",
-                                "--log-url", log_url, *extra])
+                                "--log-url", log_url, *extra], env)
 
 
 async def fetch_entries(url: str, size: int) -> list[bytes]:
