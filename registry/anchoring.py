@@ -27,14 +27,13 @@ from tlog.client.client import LogClient
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import InvalidInput, OAPError, VerificationError
 from tlog.formats.canonical import jcs
-from tlog.formats.did import did_key_from_public
+from tlog.formats.did import did_key_from_public, is_did
 from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.entries import canonical_entry, decode_entry, receipt_entry, registry_entry
 from tlog.formats.hashing import format_sha256
 from tlog.formats.proofbundle import parse_proof_bundle
 from tlog.formats.strict import loads_json
-
-from .records import format_utc, is_did
+from tlog.formats.times import format_utc
 
 GENESIS_FORMAT = "oap-registry/1"
 

@@ -12,8 +12,9 @@ import aiohttp
 from tlog.client.client import ServerError, oap_request
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
+from tlog.formats.times import format_utc
 
-from .records import format_utc, sign_record
+from .records import sign_record
 
 
 def _now() -> str:

@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from tlog.errors import ConfigError
+from tlog.formats.did import is_did
 from tlog.service.config import HTTPConfig, check_http_limits, is_loopback
-
-from .records import is_did
 
 
 @dataclass(frozen=True)

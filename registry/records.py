@@ -33,16 +33,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from tlog.errors import Conflict, Forbidden, FormatError, InvalidInput, SignatureError
 from tlog.formats import ed25519
 from tlog.formats.canonical import check_json_value, jcs
-from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, parse_utc, validate_conformance
-from tlog.formats.did import did_key_from_public, public_from_did_key
+from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, validate_conformance
+from tlog.formats.did import MAX_DID, did_key_from_public, is_did, public_from_did_key
 from tlog.formats.encoding import b64dec, b64enc
 from tlog.formats.hashing import sha256
+from tlog.formats.times import parse_utc
 
 from .layout import REVOCATION_KINDS, record_path
 
@@ -65,9 +66,7 @@ MAX_FUTURE = timedelta(days=366)
 ID_PREFIXES = {"revocation": "urn:oap:revocation:", "kill_switch": "urn:oap:kill-switch:",
                "key_event": "urn:oap:key-event:", "conformance": "urn:oap:conformance:"}
 _URN = re.compile(r"urn:oap:[\x21-\x7e]{1,240}")
-_DID = re.compile(r"did:[a-z0-9]+:(?:[A-Za-z0-9._\-]|%[0-9A-Fa-f]{2})+(?::(?:[A-Za-z0-9._\-]|%[0-9A-Fa-f]{2})*)*")
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[\x21-\x7e]+")
-_MAX_DID = 256
 _MAX_URI = 512
 
 _COMMON = {"type", "id", "effective_at", "issued_at", "issued_by", "signature"}
@@ -78,24 +77,11 @@ _FIELDS: dict[str, tuple[set[str], set[str]]] = {
 }
 
 
-def format_utc(dt: datetime) -> str:
-    """RFC 3339 UTC with "Z", the one spelling `tlog.formats.conformance.parse_utc` accepts."""
-    dt = dt.astimezone(UTC)
-    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
-    if dt.microsecond:
-        text += f".{dt.microsecond:06d}".rstrip("0")
-    return text + "Z"
-
-
 def _time(value: object, where: str) -> datetime:
     try:
         return parse_utc(value, where)
     except InvalidInput:
         raise InvalidInput(f"{where} must be an RFC 3339 UTC time like 2026-01-02T03:04:05Z") from None
-
-
-def is_did(text: object) -> bool:
-    return isinstance(text, str) and len(text) <= _MAX_DID and _DID.fullmatch(text) is not None
 
 
 @dataclass(frozen=True)
@@ -215,7 +201,7 @@ def _record_id(body: dict[str, Any], rtype: str) -> str:
 
 def _did(value: object, where: str) -> str:
     if not is_did(value):
-        raise InvalidInput(f"{where} must be a DID (did:<method>:<id>, at most {_MAX_DID} characters)")
+        raise InvalidInput(f"{where} must be a DID (did:<method>:<id>, at most {MAX_DID} characters)")
     return value  # type: ignore[return-value]
 
 

@@ -28,6 +28,7 @@ import cbor2
 from aiohttp import web
 
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
+from tlog.formats.did import is_did
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import query_int, read_document
 from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
@@ -39,7 +40,7 @@ from tlog.service.sending import send_large
 
 from .githttp import GitReadOnly
 from .layout import classify
-from .records import is_did, vc_status_key
+from .records import vc_status_key
 from .service import RegistryService
 from .status import Produced
 

@@ -36,10 +36,11 @@ from tlog.formats.canonical import jcs
 from tlog.formats.did import did_key_from_public
 from tlog.formats.encoding import b64enc
 from tlog.formats.hashing import format_sha256, sha256
+from tlog.formats.times import format_utc
 
 from .index import CommitInfo, Index
 from .layout import anchor_path, receipt_proof_path
-from .records import Record, format_utc
+from .records import Record
 from .sortedtree import Leaf, SortedTree
 from .store import RegistryRepo
 

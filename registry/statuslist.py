@@ -28,8 +28,9 @@ from tlog.errors import InvalidInput, SignatureError
 from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
 from tlog.formats.hashing import sha256
+from tlog.formats.times import format_utc
 
-from .records import STATUS_LIST_BITS, format_utc
+from .records import STATUS_LIST_BITS
 
 VC_CONTEXT = "https://www.w3.org/ns/credentials/v2"
 MAX_DECODED = 16 * 1024 * 1024  # a hostile list cannot make us inflate more than this

@@ -31,11 +31,12 @@ from tlog.client.verifier import TrustPolicy
 from tlog.errors import OAPError, VerificationError
 from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
-from tlog.formats.conformance import MAX_CLOCK_SKEW, parse_utc
+from tlog.formats.conformance import MAX_CLOCK_SKEW
 from tlog.formats.did import public_from_did_key
 from tlog.formats.encoding import b64dec
 from tlog.formats.hashing import HASH_SIZE, format_sha256, leaf_hash, parse_sha256, sha256
 from tlog.formats.strict import loads_json
+from tlog.formats.times import parse_utc
 from tlog.merkle.verify import verify_inclusion
 
 from .anchoring import verify_commit_anchor, verify_receipt_anchor

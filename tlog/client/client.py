@@ -21,7 +21,7 @@ from tlog.client.verifier import TrustPolicy
 from tlog.errors import NotFound, OAPError, VerificationError
 from tlog.formats.encoding import b64dec
 from tlog.formats.entries import canonical_entry
-from tlog.formats.hashing import leaf_hash
+from tlog.formats.hashing import format_sha256, leaf_hash
 from tlog.formats.proofbundle import ProofBundle
 
 
@@ -135,6 +135,32 @@ class LogClient:
 
     async def entry(self, index: int) -> dict:
         return await self._request("GET", f"/v1/entries/{index}")
+
+    async def receipts_page(self, signer: str, *, since: str | None = None, after: int = -1,
+                            limit: int = 1000) -> dict:
+        """One page of a signer's receipt entries (`/v1/receipts`)."""
+        params = {"signer": signer, "limit": str(limit)} | ({"since": since} if since else {})
+        if after >= 0:
+            params["after"] = str(after)
+        return await self._request("GET", "/v1/receipts", params=params)
+
+    async def receipts(self, signer: str, *, since: str | None = None, max_pages: int = 10_000) -> list[dict]:
+        """Every receipt entry of `signer` (logged or claiming to be signed at or after
+        `since`), page by page, in index order."""
+        out: list[dict] = []
+        after = -1
+        for _ in range(max_pages):
+            page = await self.receipts_page(signer, since=since, after=after)
+            out += page["receipts"]
+            if "next_after" not in page:
+                return out
+            after = page["next_after"]
+        raise OAPError(f"more than {max_pages} pages of receipts: narrow the query with since")
+
+    async def receipts_anchoring(self, receipt_hash: bytes) -> list[dict]:
+        """The receipt entries that anchor this receipt hash (who signed it, and where)."""
+        r = await self._request("GET", "/v1/entries:lookup", params={"receipt_hash": format_sha256(receipt_hash)})
+        return r["receipts"]
 
     async def prove(self, index: int, size: int | None = None) -> dict:
         params = {"index": str(index)} | ({"size": str(size)} if size else {})

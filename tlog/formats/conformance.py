@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from tlog.errors import FormatError, InvalidInput, SignatureError
@@ -27,6 +27,7 @@ from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.did import did_key_from_public, public_from_did_key
 from tlog.formats.encoding import b64dec, b64enc
 from tlog.formats.hashing import parse_sha256
+from tlog.formats.times import parse_utc
 
 LEVELS = frozenset({"L0", "L1", "L2", "L3", "L4", "L5", "L1-NC", "L3-NC"})
 MIN_WITNESSES = {"L4": 1, "L5": 3}
@@ -48,7 +49,6 @@ _FIELDS = frozenset(
 )
 _SIG_FIELDS = frozenset({"by", "alg", "value"})
 _URN = re.compile(r"urn:oap:[\x21-\x7e]+")
-_RFC3339_UTC = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?Z", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -61,24 +61,6 @@ class ConformanceReceipt:
     issued_at: datetime
     expires_at: datetime
     witnesses: tuple[str, ...]
-
-
-def parse_utc(value: object, field: str) -> datetime:
-    """RFC 3339 timestamp in UTC with a "Z" suffix and at most 6 fraction digits.
-
-    Only "Z" is accepted (no offsets) so one instant has one spelling in a
-    signed receipt; fractions are capped at microseconds so comparisons with
-    datetime are exact.
-    """
-    m = _RFC3339_UTC.fullmatch(value) if isinstance(value, str) else None
-    if m is None:
-        raise InvalidInput(f"conformance receipt: {field} must be an RFC 3339 UTC time like 2026-01-02T03:04:05Z")
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    micro = int((m.group(7) or "0").ljust(6, "0"))
-    try:
-        return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
-    except ValueError:
-        raise InvalidInput(f"conformance receipt: {field} is not a valid date and time") from None
 
 
 def signing_bytes(receipt: dict[str, Any]) -> bytes:
@@ -129,8 +111,8 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
     if len(digest) != 32:  # bytes.fromhex skips spaces; insist on 64 hex digits
         raise InvalidInput("conformance receipt: results_digest must be 'sha256:' followed by 64 hex digits")
 
-    issued_at = parse_utc(receipt["issued_at"], "issued_at")
-    expires_at = parse_utc(receipt["expires_at"], "expires_at")
+    issued_at = parse_utc(receipt["issued_at"], "conformance receipt: issued_at")
+    expires_at = parse_utc(receipt["expires_at"], "conformance receipt: expires_at")
     if expires_at <= issued_at:
         raise InvalidInput("conformance receipt: expires_at must be after issued_at")
     if expires_at - issued_at > MAX_VALIDITY:

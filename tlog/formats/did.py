@@ -12,6 +12,7 @@ as strings (the conformance rules count *distinct* witness DIDs, §31).
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import base58
@@ -23,6 +24,13 @@ ED25519_MULTICODEC = b"\xed\x01"
 DID_KEY_PREFIX = "did:key:z"
 RAW_KEY_PREFIX = "ed25519:"
 _MAX_DID_LEN = 64  # an Ed25519 did:key is 56 characters; longer input is never valid
+MAX_DID = 256  # any DID this project accepts
+_DID = re.compile(r"did:[a-z0-9]+:(?:[A-Za-z0-9._\-]|%[0-9A-Fa-f]{2})+(?::(?:[A-Za-z0-9._\-]|%[0-9A-Fa-f]{2})*)*")
+
+
+def is_did(text: object) -> bool:
+    """DID syntax (W3C DID Core §3.1), any method, at most MAX_DID characters."""
+    return isinstance(text, str) and len(text) <= MAX_DID and _DID.fullmatch(text) is not None
 
 
 def did_key_from_public(pub: bytes) -> str:

@@ -20,9 +20,11 @@ hashes, so both forms of one entry yield one leaf. Errors are `InvalidInput`
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
+
+import cbor2
 
 from tlog.errors import FormatError, InvalidInput, SignatureError, TooLarge
 from tlog.formats import ed25519
@@ -32,6 +34,7 @@ from tlog.formats.did import did_key_from_public, parse_signer
 from tlog.formats.encoding import b64dec, b64enc
 from tlog.formats.hashing import format_sha256, is_sha256_text, parse_sha256, sha256
 from tlog.formats.strict import loads_cbor
+from tlog.formats.times import parse_utc
 
 MAX_ENTRY_BYTES = 65535
 """tlog-tiles entry bundles prefix each entry with a 16-bit length."""
@@ -94,7 +97,7 @@ def _verify(kind: str, pub: bytes, message: bytes, sig: bytes) -> None:
 
 def _receipt(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
     """Signature is Ed25519 over the raw 32-byte receipt hash; hex is lowercased."""
-    _fields(obj, "receipt", {"type", "receipt_hash", "signer", "signature"}, frozenset({"receipt_id"}))
+    _fields(obj, "receipt", {"type", "receipt_hash", "signer", "signature"}, frozenset({"receipt_id", "timestamp"}))
     digest = _sha256_field(obj["receipt_hash"], "receipt entry: receipt_hash")
     pub, sig = _signer_and_signature(obj, "receipt")
     out = {"type": "receipt", "receipt_hash": format_sha256(digest),
@@ -107,7 +110,50 @@ def _receipt(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
                 f"at most {MAX_RECEIPT_ID_LEN} characters"
             )
         out["receipt_id"] = rid
+    if "timestamp" in obj:
+        out["timestamp"] = _receipt_timestamp(obj["timestamp"])
     _verify("receipt", pub, digest, sig)
+    return out
+
+
+def _receipt_timestamp(value: object) -> str:
+    """The receipt's own `timestamp` (OAP-CORE-1.0 §19.1), copied by the anchoring client so
+    the log can list a signer's receipts by time (§28.5). The signature covers only the
+    receipt hash: whoever holds the receipt checks that its hash matches."""
+    parse_utc(value, "receipt entry: timestamp")
+    assert isinstance(value, str)
+    return value
+
+
+class ReceiptRow(NamedTuple):
+    """A receipt entry in the log's index by signer (OAP-CORE-1.0 §28.5)."""
+
+    signer: str  # did:key form for Ed25519 keys, so one key has one name; other DIDs as given
+    index: int
+    receipt_hash: bytes
+    timestamp: str | None  # the receipt's own claim, when the anchoring client copied it
+    signed_at: float | None  # that claim as Unix time, for range queries
+    logged_at: float  # when the log committed it: what a key's thief cannot backdate
+
+
+def receipt_rows(rows: Sequence[tuple[int, object, bytes]], logged_at: float) -> list[ReceiptRow]:
+    """The index rows of the receipt entries among (index, _, stored entry) rows."""
+    out = []
+    for idx, _, data in rows:
+        if b"receipt_hash" not in data:  # every receipt entry names it: others skip the decode
+            continue
+        obj = cbor2.loads(data)  # written by this log after validation: the strict parser is not needed
+        if not isinstance(obj, dict) or obj.get("type") != "receipt":
+            continue
+        signer = obj["signer"]
+        if not signer.startswith("did:key:"):
+            try:
+                signer = did_key_from_public(parse_signer(signer))
+            except InvalidInput:
+                pass  # another DID method: indexed as given
+        ts = obj.get("timestamp")
+        signed_at = datetime.fromisoformat(ts).timestamp() if ts is not None else None  # validated on entry
+        out.append(ReceiptRow(signer, idx, bytes.fromhex(obj["receipt_hash"][7:]), ts, signed_at, logged_at))
     return out
 
 
@@ -241,7 +287,8 @@ def commitment_for(receipt_hash: bytes, salt: bytes) -> bytes:
     return sha256(receipt_hash + salt)
 
 
-def receipt_entry(receipt_hash: bytes, seed: bytes, receipt_id: str | None = None) -> dict[str, Any]:
+def receipt_entry(receipt_hash: bytes, seed: bytes, receipt_id: str | None = None,
+                  timestamp: str | None = None) -> dict[str, Any]:
     """Build a signed `receipt` submission (signer as did:key)."""
     if len(receipt_hash) != 32:
         raise InvalidInput("receipt_hash must be 32 bytes")
@@ -253,6 +300,8 @@ def receipt_entry(receipt_hash: bytes, seed: bytes, receipt_id: str | None = Non
     }
     if receipt_id is not None:
         entry["receipt_id"] = receipt_id
+    if timestamp is not None:
+        entry["timestamp"] = timestamp
     return entry
 
 

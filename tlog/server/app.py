@@ -6,6 +6,8 @@
     POST /v1/entries:batch                  {"entries": [...]} -> results in request order
     GET  /v1/entries/<index>                an entry
     GET  /v1/entries:lookup?leaf_hash=      index of a leaf hash
+    GET  /v1/entries:lookup?receipt_hash=   the receipt entries that anchor a receipt hash
+    GET  /v1/receipts?signer=&since=        receipt entries by signer (OAP-CORE-1.0 §28.5)
     GET  /v1/proof/inclusion?index=&size=   RFC 9162 inclusion proof (or by leaf_hash=)
     POST /v1/proof/inclusion:batch          {"indices": [...], "size"?} -> proofs, streamed
     GET  /v1/proof/consistency?old=&new=    RFC 9162 consistency proof
@@ -22,6 +24,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from functools import lru_cache
 
 import cbor2
@@ -29,10 +32,19 @@ import numpy as np
 from aiohttp import web
 
 from tlog.errors import FormatError, InvalidInput, NotFound, NotPublished, OAPError, TooLarge
+from tlog.formats.did import did_key_from_public, is_did, parse_signer
 from tlog.formats.encoding import b64dec, b64enc
-from tlog.formats.entries import MAX_ENTRY_BYTES, canonical_entry, commitment_json_entry, decode_entry
+from tlog.formats.entries import (
+    MAX_ENTRY_BYTES,
+    ReceiptRow,
+    canonical_entry,
+    commitment_json_entry,
+    decode_entry,
+)
+from tlog.formats.hashing import format_sha256, parse_sha256
 from tlog.formats.strict import ITEMS_PER_ENTRY, MAX_DOCUMENT_ITEMS
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
+from tlog.formats.times import format_utc, parse_utc
 from tlog.merkle.proofs import PROOF_CHUNK, cbor_map_parts, inclusion_pieces
 from tlog.server.appends import SingleAppends, batch_answer
 from tlog.server.service import LogService
@@ -62,6 +74,7 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 CHECKPOINT_CACHE = "public, max-age=1, must-revalidate"
 CHECKPOINT_HEADERS = (("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", CHECKPOINT_CACHE))
 TILE_HEADERS = (("Content-Type", "application/octet-stream"), ("Cache-Control", IMMUTABLE))
+MAX_RECEIPTS = 1000  # receipts per page of /v1/receipts
 _COMMITMENT_DOC = {"type": "commitment"}  # what `authorize` looks at in a commitment submission
 
 # Clients walk the same tiles: parsing a path costs more than serving it from the cache.
@@ -109,6 +122,25 @@ def _leaf_param(text: str) -> bytes:
     return raw
 
 
+def _signer_param(text: str) -> str:
+    """A signer as the receipts index names it: did:key for an Ed25519 key however spelled
+    (did:key or "ed25519:<base64>"), any other DID as given."""
+    try:
+        return did_key_from_public(parse_signer(text))
+    except InvalidInput:
+        if is_did(text):
+            return text
+    raise InvalidInput("signer must be a DID or an ed25519:<base64> key")
+
+
+def _receipt_json(r: ReceiptRow) -> dict:
+    out = {"index": r.index, "signer": r.signer, "receipt_hash": format_sha256(r.receipt_hash),
+           "logged_at": format_utc(datetime.fromtimestamp(r.logged_at, UTC))}
+    if r.timestamp is not None:
+        out["timestamp"] = r.timestamp
+    return out
+
+
 def _entry_types(entries: list) -> set[str]:
     return {e["type"] for e in entries if isinstance(e, dict) and isinstance(e.get("type"), str)}
 
@@ -134,6 +166,7 @@ class LogAPI:
             web.post("/v1/entries:batch", self.add_batch),
             web.get("/v1/entries:lookup", self.lookup),
             web.get("/v1/entries/{index}", self.get_entry),
+            web.get("/v1/receipts", self.receipts),
             web.get("/v1/proof/inclusion", self.inclusion),
             web.post("/v1/proof/inclusion:batch", self.inclusion_batch),
             web.get("/v1/proof/consistency", self.consistency),
@@ -265,10 +298,34 @@ class LogAPI:
         return respond(request, body, headers={"Cache-Control": IMMUTABLE})
 
     async def lookup(self, request: web.Request) -> web.Response:
+        if "receipt_hash" in request.query:
+            digest = parse_sha256(request.query["receipt_hash"], "receipt_hash")
+            state = self.served()
+            rows = await self.svc.reader.receipts(state.size, receipt_hash=digest, limit=MAX_RECEIPTS)
+            if not rows:
+                raise NotFound("no receipt entry anchors this receipt hash")
+            return respond(request, {"tree_size": state.size, "receipts": [_receipt_json(r) for r in rows]})
         lh = _leaf_param(request.query.get("leaf_hash", ""))
         state = self.served()
         idx = await self.svc.reader.index_of(lh, state.size)
         return respond(request, {"index": idx, "leaf_hash": b64enc(lh)})
+
+    async def receipts(self, request: web.Request) -> web.Response:
+        """A signer's receipt entries, in index order, a page at a time: after a key is
+        compromised, its owner lists what it signed since (OAP-CORE-1.0 §28.5)."""
+        q = request.query
+        signer = _signer_param(q.get("signer", ""))
+        since = parse_utc(q["since"], "since").timestamp() if "since" in q else None
+        after = query_int(request, "after") if "after" in q else -1
+        limit = query_int(request, "limit", default=MAX_RECEIPTS)
+        if not 1 <= limit <= MAX_RECEIPTS:
+            raise InvalidInput(f"limit must be in 1..{MAX_RECEIPTS}")
+        state = self.served()
+        rows = await self.svc.reader.receipts(state.size, signer=signer, since=since, after=after, limit=limit)
+        body: dict = {"tree_size": state.size, "signer": signer, "receipts": [_receipt_json(r) for r in rows]}
+        if len(rows) == limit:
+            body["next_after"] = rows[-1].index
+        return respond(request, body)
 
     async def inclusion(self, request: web.Request) -> web.Response:
         state = self.served()

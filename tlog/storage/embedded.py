@@ -22,6 +22,7 @@ import aiosqlite
 import numpy as np
 
 from tlog.errors import ForkError, FormatError, NotFound, Unavailable
+from tlog.formats.entries import ReceiptRow, receipt_rows
 from tlog.formats.hashing import hash_rows, leaf_hash, leaf_hashes
 from tlog.formats.tiles import encode_entry_bundle, parse_entry_bundle
 from tlog.merkle.tree import TreeView
@@ -54,6 +55,16 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     signed_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value);
+CREATE TABLE IF NOT EXISTS receipts (
+    signer TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    receipt_hash BLOB NOT NULL,
+    ts TEXT,
+    signed_at REAL,
+    logged_at REAL NOT NULL,
+    PRIMARY KEY (signer, idx)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS receipts_by_hash ON receipts (receipt_hash);
 """
 
 Fault = Callable[[str], None]
@@ -177,6 +188,8 @@ class EmbeddedStorage:
             raise CorruptionError("this data directory predates entry runs and is read-only: "
                                   "start the log once on a writable copy to upgrade it")
         size = self._committed_size(check=True)
+        if not self.read_only:
+            self._index_receipts(size)
         synced = self.hashes.intact_size(min(int(self._meta("hashes_synced") or 0), size))
         if self.read_only:
             synced = self.hashes.intact_size(size)
@@ -200,6 +213,33 @@ class EmbeddedStorage:
             note = latest[2]
         self.state = LogState(size, view.root, note, view)
         return self.state
+
+    def _index_receipts(self, size: int) -> None:
+        """Index the receipts of a log written before the index existed (once): commits
+        keep it current from then on. Their logged time is that of the first checkpoint
+        that covered them."""
+        if self._meta("receipts_indexed") == "all":
+            return
+        signed = self.conn.execute("SELECT size, signed_at FROM checkpoints ORDER BY size").fetchall()
+        sizes = [r[0] for r in signed]
+        import bisect
+
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for start in range(0, size, 65536):
+                datas = read_entries(c, start, min(65536, size - start))
+                rows = receipt_rows([(start + k, None, data) for k, data in enumerate(datas)], 0.0)
+                for r in rows:
+                    at = bisect.bisect_right(sizes, r.index)
+                    r = r._replace(logged_at=signed[at][1] if at < len(signed) else time.time())
+                    c.execute("INSERT OR IGNORE INTO receipts VALUES (?, ?, ?, ?, ?, ?)", r)
+            c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('receipts_indexed', 'all')")
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
 
     def _committed_size(self, *, check: bool = False) -> int:
         """Entries in the database; with `check`, refuse runs that leave a gap or overlap."""
@@ -376,10 +416,12 @@ class EmbeddedStorage:
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
+            now = time.time()
             c.executemany("INSERT INTO runs (first, count, data) VALUES (?, ?, ?)", entry_runs(entries))
+            c.executemany("INSERT OR IGNORE INTO receipts VALUES (?, ?, ?, ?, ?, ?)", receipt_rows(entries, now))
             c.execute(
                 "INSERT OR IGNORE INTO checkpoints (size, root, note, signed_at) VALUES (?, ?, ?, ?)",
-                (size, root, note, time.time()),
+                (size, root, note, now),
             )
             if hashes_synced:
                 c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('hashes_synced', ?)", (hashes_synced,))
@@ -543,6 +585,28 @@ class EmbeddedEntries:
     async def _runs(self, start: int, count: int) -> list:
         async with self.db.execute(_RUNS_SQL, _runs_args(start, count)) as cur:
             return await cur.fetchall()
+
+    async def receipts(self, size: int, *, signer: str | None = None, receipt_hash: bytes | None = None,
+                       since: float | None = None, after: int = -1, limit: int = 1000) -> list[ReceiptRow]:
+        where: list[str] = ["idx < ?", "idx > ?"]
+        args: list = [size, after]
+        if since is not None:
+            where.append("(logged_at >= ? OR signed_at >= ?)")
+            args += [since, since]
+        if signer is not None:
+            where.append("signer = ?")
+            args.append(signer)
+        if receipt_hash is not None:
+            where.append("receipt_hash = ?")
+            args.append(receipt_hash)
+        sql = f"SELECT signer, idx, receipt_hash, ts, signed_at, logged_at FROM receipts " \
+              f"WHERE {' AND '.join(where)} ORDER BY idx LIMIT ?"
+        assert self.db is not None
+        try:
+            async with self.db.execute(sql, (*args, limit)) as cur:
+                return [ReceiptRow(*row) for row in await cur.fetchall()]
+        except sqlite3.OperationalError:  # a read-only copy of a log from before the index
+            raise NotFound("this copy of the log has no receipt index") from None
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
         if self.leaves is None:

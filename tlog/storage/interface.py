@@ -27,9 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tlog.formats.entries import ReceiptRow
 from tlog.merkle.tree import HashReader, TreeView
 
-__all__ = ["BatchResult", "CorruptionError", "EntryReader", "HashReader", "LogState", "LogStorage", "Signer"]
+__all__ = ["BatchResult", "CorruptionError", "EntryReader", "HashReader", "LogState", "LogStorage", "ReceiptRow",
+           "Signer"]
 
 Signer = Callable[[int, bytes], str]
 """(tree size, root hash) -> the signed checkpoint note for them."""
@@ -76,6 +78,13 @@ class EntryReader(Protocol):
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
         """The index of the entry with this leaf hash in a tree of `size`; NotFound if none."""
+        ...
+
+    async def receipts(self, size: int, *, signer: str | None = None, receipt_hash: bytes | None = None,
+                       since: float | None = None, after: int = -1, limit: int = 1000) -> list[ReceiptRow]:
+        """Receipt entries of a tree of `size` by signer and/or receipt hash, in index order
+        from above `after`, at most `limit`. With `since` (Unix time), only those logged or
+        claiming to be signed at or after it: a thief backdates the claim, not the log."""
         ...
 
 

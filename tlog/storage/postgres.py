@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from tlog.errors import ForkError, LogHalted, NotFound, Unavailable
+from tlog.formats.entries import ReceiptRow, receipt_rows
 from tlog.formats.hashing import leaf_hashes
 from tlog.formats.tiles import encode_entry_bundle
 from tlog.merkle.tree import TreeView
@@ -75,6 +76,16 @@ CREATE TABLE IF NOT EXISTS oap_head (
     integrator     TEXT NOT NULL DEFAULT '',
     updated_at     DOUBLE PRECISION NOT NULL
 );
+CREATE TABLE IF NOT EXISTS oap_receipts (
+    signer       TEXT NOT NULL,
+    idx          BIGINT NOT NULL,
+    receipt_hash BYTEA NOT NULL,
+    ts           TEXT,
+    signed_at    DOUBLE PRECISION,
+    logged_at    DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (signer, idx)
+);
+CREATE INDEX IF NOT EXISTS oap_receipts_by_hash ON oap_receipts (receipt_hash);
 INSERT INTO oap_sequence (one, next) VALUES (TRUE, 0) ON CONFLICT DO NOTHING;
 """
 
@@ -209,6 +220,8 @@ class PostgresStorage:
         import psycopg
 
         conn = self._writer
+        # decoded before the sequence row is locked: other frontends wait on that lock
+        receipts = {r.index: r for r in receipt_rows(list(zip(range(len(datas)), leaves, datas)), 0.0)}
         try:
             if conn is None or conn.closed:
                 conn = self._writer = _connect(self.dsn, autocommit=False)
@@ -216,12 +229,15 @@ class PostgresStorage:
                 nxt = conn.execute("SELECT next FROM oap_sequence FOR UPDATE").fetchone()[0]
                 known = dict(conn.execute("SELECT leaf, idx FROM oap_entries WHERE leaf = ANY(%s)",
                                           (list(set(leaves)),)).fetchall())
-                indices, fresh, new = [], [], []
-                for lh, data in zip(leaves, datas):
+                indices, fresh, new, rows = [], [], [], []
+                now = time.time()
+                for k, (lh, data) in enumerate(zip(leaves, datas)):
                     idx = known.get(lh)
                     if idx is None:
                         idx = known[lh] = nxt + len(new)
                         new.append((idx, lh, data))
+                        if k in receipts:
+                            rows.append(receipts[k]._replace(index=idx, logged_at=now))
                         fresh.append(True)
                     else:
                         fresh.append(False)
@@ -231,6 +247,11 @@ class PostgresStorage:
                         cp.set_types(["int8", "bytea", "bytea"])
                         for row in new:
                             cp.write_row(row)
+                    if rows:
+                        with conn.cursor().copy("COPY oap_receipts FROM STDIN (FORMAT BINARY)") as cp:
+                            cp.set_types(["text", "int8", "bytea", "text", "float8", "float8"])
+                            for r in rows:
+                                cp.write_row(r)
                     conn.execute("UPDATE oap_sequence SET next = %s", (nxt + len(new),))
                     conn.execute(f"NOTIFY {SEQUENCE_CHANNEL}")
             return indices, fresh
@@ -555,6 +576,23 @@ class PostgresEntries:
         if len(rows) != count:
             raise NotFound("entries not available")
         return encode_entry_bundle([bytes(r[0]) for r in rows])
+
+    async def receipts(self, size: int, *, signer: str | None = None, receipt_hash: bytes | None = None,
+                       since: float | None = None, after: int = -1, limit: int = 1000) -> list[ReceiptRow]:
+        where: list[str] = ["idx < %s", "idx > %s"]
+        args: list = [size, after]
+        if since is not None:
+            where.append("(logged_at >= %s OR signed_at >= %s)")
+            args += [since, since]
+        if signer is not None:
+            where.append("signer = %s")
+            args.append(signer)
+        if receipt_hash is not None:
+            where.append("receipt_hash = %s")
+            args.append(receipt_hash)
+        rows = await self._query(f"SELECT signer, idx, receipt_hash, ts, signed_at, logged_at FROM oap_receipts "
+                                 f"WHERE {' AND '.join(where)} ORDER BY idx LIMIT %s", (*args, limit))
+        return [ReceiptRow(r[0], int(r[1]), bytes(r[2]), r[3], r[4], float(r[5])) for r in rows]
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
         rows = await self._query("SELECT idx FROM oap_entries WHERE leaf = %s AND idx < %s", (leaf_hash, size))

@@ -1,0 +1,37 @@
+"""Times as OAP writes them: RFC 3339 in UTC with a "Z", at most microseconds.
+
+One instant has one spelling in signed data: no offsets, and fractions capped at
+microseconds so comparisons with `datetime` are exact.
+"""
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from tlog.errors import InvalidInput
+
+__all__ = ["format_utc", "parse_utc"]
+
+_RFC3339_UTC = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?Z", re.ASCII)
+
+
+def parse_utc(value: object, field: str) -> datetime:
+    """An RFC 3339 UTC time ("2026-01-02T03:04:05.25Z"); InvalidInput naming `field` otherwise."""
+    m = _RFC3339_UTC.fullmatch(value) if isinstance(value, str) else None
+    if m is None:
+        raise InvalidInput(f"{field} must be an RFC 3339 UTC time like 2026-01-02T03:04:05Z")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    micro = int((m.group(7) or "0").ljust(6, "0"))
+    try:
+        return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
+    except ValueError:
+        raise InvalidInput(f"{field} is not a valid date and time") from None
+
+
+def format_utc(dt: datetime) -> str:
+    """The one spelling `parse_utc` reads back to the same instant."""
+    dt = dt.astimezone(UTC)
+    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    if dt.microsecond:
+        text += f".{dt.microsecond:06d}".rstrip("0")
+    return text + "Z"
