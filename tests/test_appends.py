@@ -25,7 +25,7 @@ from tlog.merkle.verify import verify_inclusion
 from tlog.server.appends import SingleAppends, added_document
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
-from tlog.service.responses import encode_document
+from tlog.service.responses import CBOR, CONTENT_TYPES, JSON, OAP_JSON, encode_document
 
 
 def commitment(i: int, salt: int = 0) -> bytes:
@@ -49,23 +49,25 @@ async def _append_rounds(svc: LogService, rounds: list[list[tuple[int, bool]]]) 
     appends = SingleAppends(svc.sequencer, svc.hashes, svc.metrics)
     seen: set[int] = set()
     for batch in rounds:
-        entries = [(commitment(i), cbor) for i, cbor in batch]
-        futures = [appends.submit(e, cbor, 0.0) for e, cbor in entries]
+        entries = [(commitment(i), fmt) for i, fmt in batch]
+        futures = [appends.submit(e, fmt, 0.0) for e, fmt in entries]
         replies = await asyncio.gather(*futures)
-        for (i, cbor), (e, _), reply in zip(batch, entries, replies):
+        for (i, fmt), (e, _), reply in zip(batch, entries, replies):
+            cbor = fmt == CBOR
             doc = cbor2.loads(reply.body) if cbor else json.loads(reply.body)
             fresh = i not in seen  # entries commit in submission order: the first of equal ones is new
             seen.add(i)
             assert doc["duplicate"] is (not fresh)
             assert reply.body == reference(svc, doc["tree_size"], doc["index"], e, fresh, cbor)
-            assert dict(reply.headers)["Content-Type"] == ("application/oap+cbor" if cbor else "application/json")
+            assert dict(reply.headers)["Content-Type"] == CONTENT_TYPES[fmt]  # what Accept asked for
             bundle = parse_proof_bundle(doc["bundle"])
             assert bundle.extra == e and bundle.index == doc["index"]
             verify_inclusion(doc["index"], svc.state.size, leaf_hash(e), list(bundle.proof), svc.state.root)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.booleans()), min_size=1, max_size=30),
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.sampled_from([JSON, OAP_JSON, CBOR])), min_size=1,
+                                  max_size=30),
                 min_size=1, max_size=5))
 def test_batch_answers_match_the_plain_document(tmp_path_factory, rounds):
     async def main():
@@ -82,7 +84,7 @@ async def test_first_entry_and_a_larger_tree(tmp_path):
     """Tree size 1 (an empty proof, no proof lines in the bundle) and then a few hundred more."""
     svc = await open_log(tmp_path)
     try:
-        await _append_rounds(svc, [[(0, False)], [(i, i % 7 == 0) for i in range(1, 300)], [(5, False)]])
+        await _append_rounds(svc, [[(0, JSON)], [(i, CBOR if i % 7 == 0 else i % 2) for i in range(1, 300)], [(5, JSON)]])
     finally:
         await svc.close()
 

@@ -486,7 +486,7 @@ def test_commitment_fast_path_equals_the_general_path(doc):
 
     fast = E._commitment_bytes(doc)
     try:
-        general = E.dcbor(E._VALIDATORS["commitment"](doc, datetime.now(UTC))) \
+        general = E.dcbor(E._VALIDATORS["commitment"](doc, datetime.now(UTC), None)) \
             if doc.get("type") == "commitment" else None
     except InvalidInput:
         general = None

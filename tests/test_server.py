@@ -201,7 +201,7 @@ BAD_REQUESTS = [
     ("GET", "/tile/0/%2e%2e/%2e%2e/log.key", None, None, 400, "invalid_input"),
     ("GET", "/tile/entries/000.p/0", None, None, 400, "invalid_input"),
     ("GET", "/nowhere", None, None, 404, "not_found"),
-    ("DELETE", "/checkpoint", None, None, 405, "not_found"),
+    ("DELETE", "/checkpoint", None, None, 405, "invalid_input"),
 ]
 
 

@@ -56,7 +56,10 @@ class NotFound(OAPError):
 
 
 class MethodNotAllowed(OAPError):
-    status, code = 405, "not_found"
+    """The resource exists; the method does not apply to it. App. B has no 405 row:
+    the code is the one for a request that cannot be served as sent."""
+
+    status, code = 405, "invalid_input"
 
 
 class Conflict(OAPError):
@@ -64,9 +67,10 @@ class Conflict(OAPError):
 
 
 class RequestTimeout(OAPError):
-    """The client did not deliver its request body in time (slow client)."""
+    """The client did not deliver its request body in time (slow client). App. B's
+    `timeout` is an action that ran too long (504), not this: the input never came."""
 
-    status, code = 408, "timeout"
+    status, code = 408, "invalid_input"
 
 
 class RateLimited(OAPError):
@@ -77,6 +81,12 @@ class Unavailable(OAPError):
     """Writes cannot be accepted right now (disk full, shutting down): HTTP 503."""
 
     status, code = 503, "maintenance"
+
+
+class UpstreamError(OAPError):
+    """Something this service depends on failed: a DID document's host, a log (App. B)."""
+
+    status, code = 502, "upstream_error"
 
 
 class NotPublished(Unavailable):

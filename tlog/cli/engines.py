@@ -205,6 +205,22 @@ class Postgres:
             self.proc.wait(10)
 
 
+def _admin_ports() -> tuple[int, int]:
+    """`weed mini`'s maintenance worker dials the admin gRPC port at the admin port + 10000
+    whatever -admin.port.grpc says: a free pair with that relation, below 65536."""
+    for _ in range(200):
+        p = free_port()
+        if p + 10000 > 65535:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p + 10000))
+        except OSError:
+            continue
+        return p, p + 10000
+    raise RuntimeError("no free pair of ports for the SeaweedFS admin server")
+
+
 class Seaweed:
     """A single-node SeaweedFS (`weed mini`: master, volume, filer, S3 gateway) in `directory`.
 
@@ -212,8 +228,7 @@ class Seaweed:
     that any HTTP client can fetch tiles straight from the bucket, as from a CDN.
     """
 
-    _PORTS = ("master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc", "s3.grpc",
-              "admin", "admin.grpc")
+    _PORTS = ("master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc", "s3.grpc")
 
     def __init__(self, directory: Path, *, access_key: str = "oap", secret_key: str = "",
                  s3_port: int | None = None) -> None:
@@ -224,6 +239,7 @@ class Seaweed:
         # the HTTP port + 10000 for gRPC, which is past 65535 for a fifth of free ports.
         self.ports = {k: free_port() for k in self._PORTS}
         self.ports["s3"] = s3_port or free_port()
+        self.ports["admin"], self.ports["admin.grpc"] = _admin_ports()
         self.proc: subprocess.Popen | None = None
 
     @property

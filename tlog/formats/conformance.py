@@ -24,8 +24,9 @@ from typing import Any
 from tlog.errors import FormatError, InvalidInput, SignatureError
 from tlog.formats import ed25519
 from tlog.formats.canonical import check_json_value, jcs
-from tlog.formats.did import did_key_from_public, public_from_did_key
-from tlog.formats.encoding import b64dec, b64enc
+from tlog.formats.did import did_key_from_public, is_did
+from tlog.formats.diddoc import ED25519, P256, SECP256K1, KeyLookup, split_did_url, verify_signed_by
+from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import parse_sha256
 from tlog.formats.times import parse_utc
 
@@ -42,6 +43,8 @@ MAX_CLOCK_SKEW = timedelta(minutes=5)
 ID_PREFIX = "urn:oap:conformance:"
 MAX_ID_LEN = 256
 ALG = "EdDSA"
+ALGS = {ED25519: "EdDSA", P256: "ES256", SECP256K1: "ES256K"}
+"""The JOSE name a signature's `alg` must give for the key that made it (App. C)."""
 
 _FIELDS = frozenset(
     {"id", "subject", "level", "profile", "suite", "results_digest",
@@ -68,13 +71,15 @@ def signing_bytes(receipt: dict[str, Any]) -> bytes:
     return jcs({k: v for k, v in receipt.items() if k != "signatures"})
 
 
-def validate_conformance(receipt: object, *, now: datetime, require_witnesses: bool = True) -> ConformanceReceipt:
+def validate_conformance(receipt: object, *, now: datetime, require_witnesses: bool = True,
+                         lookup: KeyLookup | None = None) -> ConformanceReceipt:
     """Check a conformance receipt completely; raise InvalidInput naming the problem.
 
     Schema (exactly the fields of DESIGN §5, unknown fields refused because the
     log stores the receipt verbatim), time window, the subject's self signature,
-    witness signatures (distinct did:key DIDs other than the subject, each
-    verifying) and the level's witness minimum. `now` must be timezone-aware.
+    witness signatures (distinct DIDs other than the subject, each verifying) and
+    the level's witness minimum. `now` must be timezone-aware. Subjects and
+    witnesses named by DIDs other than did:key need `lookup` (tlog.formats.diddoc).
     """
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
@@ -94,10 +99,8 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
         raise InvalidInput(f"conformance receipt: id must be '{ID_PREFIX}<id>' "
                            f"(printable ASCII, at most {MAX_ID_LEN} chars)")
     subject = receipt["subject"]
-    try:
-        subject_key = public_from_did_key(subject)
-    except InvalidInput as e:
-        raise InvalidInput(f"conformance receipt: subject: {e}") from None
+    if not is_did(subject) or "#" in subject:
+        raise InvalidInput("conformance receipt: subject must be a DID")
     level = receipt["level"]
     if not isinstance(level, str) or level not in LEVELS:
         raise InvalidInput(f"conformance receipt: level must be one of {', '.join(sorted(LEVELS))}")
@@ -122,7 +125,7 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
     if now >= expires_at:
         raise InvalidInput("conformance receipt: expired")
 
-    witnesses = _check_signatures(receipt, subject, subject_key)
+    witnesses = _check_signatures(receipt, subject, lookup)
     needed = MIN_WITNESSES.get(level, 0) if require_witnesses else 0
     if len(witnesses) < needed:
         raise InvalidInput(
@@ -131,7 +134,7 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
     return ConformanceReceipt(rid, subject, level, issued_at, expires_at, witnesses)
 
 
-def _check_signatures(receipt: dict[str, Any], subject: str, subject_key: bytes) -> tuple[str, ...]:
+def _check_signatures(receipt: dict[str, Any], subject: str, lookup: KeyLookup | None) -> tuple[str, ...]:
     sigs = receipt["signatures"]
     if not isinstance(sigs, list) or not sigs:
         raise InvalidInput("conformance receipt: signatures must be a non-empty list")
@@ -142,30 +145,33 @@ def _check_signatures(receipt: dict[str, Any], subject: str, subject_key: bytes)
         where = f"conformance receipt: signatures[{i}]"
         if not isinstance(sig, dict) or sig.keys() != _SIG_FIELDS:
             raise InvalidInput(f"{where} must be {{\"by\", \"alg\", \"value\"}} exactly")
-        if sig["alg"] != ALG:
-            raise InvalidInput(f"{where}: alg must be {ALG!r}")
+        if sig["alg"] not in ALGS.values():
+            raise InvalidInput(f"{where}: alg must be one of {', '.join(ALGS.values())}")
         by = sig["by"]
+        if not isinstance(by, str) or not is_did(split_did_url(by)[0]):
+            raise InvalidInput(f"{where}: by must be a DID")
+        who = split_did_url(by)[0]  # a DID URL names one key of the DID: the witness is the DID
         try:
-            key = subject_key if by == subject else public_from_did_key(by)
-        except InvalidInput as e:
-            raise InvalidInput(f"{where}: by: {e}") from None
-        try:
-            value = b64dec(sig["value"], what="value") if isinstance(sig["value"], str) else b""
+            value = b64dec_either(sig["value"], what="value")
         except FormatError as e:
             raise InvalidInput(f"{where}: {e}") from None
         if len(value) != 64:
-            raise InvalidInput(f"{where}: value must be base64 of a 64-byte Ed25519 signature")
+            raise InvalidInput(f"{where}: value must be base64 of a 64-byte signature")
         try:
-            ed25519.verify(key, message, value)
+            key = verify_signed_by(by, message, value, lookup)
         except SignatureError:
-            who = "self signature" if by == subject else f"witness signature by {by}"
-            raise InvalidInput(f"{where}: {who} does not verify") from None
-        if by == subject:
+            what = "self signature" if who == subject else f"witness signature by {by}"
+            raise InvalidInput(f"{where}: {what} does not verify") from None
+        except InvalidInput as e:
+            raise type(e)(f"{where}: by: {e.message}") from None
+        if ALGS[key.curve] != sig["alg"]:
+            raise InvalidInput(f"{where}: alg must be {ALGS[key.curve]} for the key that signed")
+        if who == subject:
             self_sigs += 1
-        elif by in witnesses:
-            raise InvalidInput(f"{where}: duplicate witness {by}")
+        elif who in witnesses:
+            raise InvalidInput(f"{where}: duplicate witness {who}")
         else:
-            witnesses.append(by)
+            witnesses.append(who)
     if self_sigs != 1:
         raise InvalidInput(f"conformance receipt: needs exactly one self signature by the subject, has {self_sigs}")
     return tuple(witnesses)

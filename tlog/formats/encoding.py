@@ -57,3 +57,30 @@ def b64dec_hash(text: str, *, what: str = "hash") -> bytes:
     if len(out) != 32:
         raise FormatError(f"{what}: must decode to 32 bytes, got {len(out)}")
     return out
+
+
+def b64url_dec(text: object, *, what: str = "base64url") -> bytes:
+    """Strict base64url without padding (RFC 4648 §5, as JOSE writes it), canonical."""
+    if not isinstance(text, str) or not text.isascii():
+        raise FormatError(f"{what}: not base64url text")
+    if len(text) % 4 == 1 or "=" in text:
+        raise FormatError(f"{what}: bad base64url length or padding")
+    raw = text.encode("ascii")
+    try:
+        out = pybase64.b64decode(raw + b"=" * (-len(raw) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        raise FormatError(f"{what}: invalid base64url") from None
+    if pybase64.b64encode(out, altchars=b"-_").rstrip(b"=") != raw:
+        raise FormatError(f"{what}: non-canonical base64url")
+    return out
+
+
+def b64dec_either(text: object, *, what: str = "base64") -> bytes:
+    """Standard base64 with padding, or base64url without: OAP's examples write
+    signatures as base64url (OAP-CORE-1.0 §8.2), C2SP and this log as standard base64.
+    Both are strict, so one text still decodes one way."""
+    if not isinstance(text, str):
+        raise FormatError(f"{what}: must be a base64 string")
+    if "-" in text or "_" in text or len(text) % 4:
+        return b64url_dec(text, what=what)
+    return b64dec(text, what=what)

@@ -30,8 +30,9 @@ from tlog.errors import FormatError, InvalidInput, SignatureError, TooLarge
 from tlog.formats import ed25519
 from tlog.formats.canonical import check_json_value, dcbor, jcs
 from tlog.formats.conformance import validate_conformance
-from tlog.formats.did import did_key_from_public, parse_signer
-from tlog.formats.encoding import b64dec, b64enc
+from tlog.formats.did import MAX_DID, did_key_from_public, parse_signer
+from tlog.formats.diddoc import KeyLookup, split_did_url, verify_signed_by
+from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import format_sha256, is_sha256_text, parse_sha256, sha256
 from tlog.formats.strict import loads_cbor
 from tlog.formats.times import parse_utc
@@ -68,38 +69,39 @@ def _sha256_field(value: object, field: str) -> bytes:
     return digest
 
 
-def _signer_and_signature(obj: dict[str, Any], kind: str) -> tuple[bytes, bytes]:
-    try:
-        pub = parse_signer(obj["signer"])
-    except InvalidInput as e:
-        raise InvalidInput(f"{kind} entry: signer: {e}") from None
+def _signer_and_signature(obj: dict[str, Any], kind: str) -> tuple[str, bytes]:
+    signer = obj["signer"]
+    if not isinstance(signer, str) or len(signer) > MAX_DID + 64:
+        raise InvalidInput(f"{kind} entry: signer must be a DID or 'ed25519:<base64 key>'")
     sig_text = obj["signature"]
     if not isinstance(sig_text, str):
         raise InvalidInput(f"{kind} entry: signature must be a base64 string")
     try:
-        sig = b64dec(sig_text, what="signature")
+        sig = b64dec_either(sig_text, what="signature")
     except FormatError as e:
         raise InvalidInput(f"{kind} entry: {e}") from None
     if len(sig) != 64:
         raise InvalidInput(f"{kind} entry: signature must be base64 of 64 bytes")
-    return pub, sig
+    return signer, sig
 
 
-def _verify(kind: str, pub: bytes, message: bytes, sig: bytes) -> None:
+def _verify(kind: str, signer: str, message: bytes, sig: bytes, lookup: KeyLookup | None) -> None:
     try:
-        ed25519.verify(pub, message, sig)
+        verify_signed_by(signer, message, sig, lookup)
     except SignatureError:
         raise InvalidInput(f"{kind} entry: signature does not verify for signer") from None
+    except InvalidInput as e:
+        raise type(e)(f"{kind} entry: signer: {e.message}") from None
 
 
 # --- per-type validation -------------------------------------------------------
 
 
-def _receipt(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
+def _receipt(obj: dict[str, Any], now: datetime, lookup: KeyLookup | None) -> dict[str, Any]:
     """Signature is Ed25519 over the raw 32-byte receipt hash; hex is lowercased."""
     _fields(obj, "receipt", {"type", "receipt_hash", "signer", "signature"}, frozenset({"receipt_id", "timestamp"}))
     digest = _sha256_field(obj["receipt_hash"], "receipt entry: receipt_hash")
-    pub, sig = _signer_and_signature(obj, "receipt")
+    signer, sig = _signer_and_signature(obj, "receipt")
     out = {"type": "receipt", "receipt_hash": format_sha256(digest),
            "signer": obj["signer"], "signature": obj["signature"]}
     if "receipt_id" in obj:
@@ -112,7 +114,7 @@ def _receipt(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
         out["receipt_id"] = rid
     if "timestamp" in obj:
         out["timestamp"] = _receipt_timestamp(obj["timestamp"])
-    _verify("receipt", pub, digest, sig)
+    _verify("receipt", signer, digest, sig, lookup)
     return out
 
 
@@ -150,21 +152,21 @@ def receipt_rows(rows: Sequence[tuple[int, object, bytes]], logged_at: float) ->
             try:
                 signer = did_key_from_public(parse_signer(signer))
             except InvalidInput:
-                pass  # another DID method: indexed as given
+                signer = split_did_url(signer)[0]  # another DID method: the DID, whichever of its keys
         ts = obj.get("timestamp")
         signed_at = datetime.fromisoformat(ts).timestamp() if ts is not None else None  # validated on entry
         out.append(ReceiptRow(signer, idx, bytes.fromhex(obj["receipt_hash"][7:]), ts, signed_at, logged_at))
     return out
 
 
-def _commitment(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
+def _commitment(obj: dict[str, Any], now: datetime, lookup: KeyLookup | None) -> dict[str, Any]:
     """Privileged Mode (§18.4): exactly the commitment, nothing that identifies anyone."""
     _fields(obj, "commitment", {"type", "commitment"})
     digest = _sha256_field(obj["commitment"], "commitment entry: commitment")
     return {"type": "commitment", "commitment": format_sha256(digest)}
 
 
-def _conformance(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
+def _conformance(obj: dict[str, Any], now: datetime, lookup: KeyLookup | None) -> dict[str, Any]:
     """Stored verbatim: the receipt's signatures cover its exact JCS form.
 
     The log anchors a receipt before its peers witness it (a witness checks
@@ -173,11 +175,11 @@ def _conformance(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
     present must verify. The registry enforces the witness count.
     """
     _fields(obj, "conformance", {"type", "receipt"})
-    validate_conformance(obj["receipt"], now=now, require_witnesses=False)
+    validate_conformance(obj["receipt"], now=now, require_witnesses=False, lookup=lookup)
     return {"type": "conformance", "receipt": obj["receipt"]}
 
 
-def _registry(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
+def _registry(obj: dict[str, Any], now: datetime, lookup: KeyLookup | None) -> dict[str, Any]:
     """Signature is Ed25519 over jcs(entry without "signature"); git ids lowercase only,
     since the signature covers their exact spelling and cannot survive normalising."""
     _fields(obj, "registry", {"type", "commit", "tree", "seq", "signer", "signature"})
@@ -187,13 +189,13 @@ def _registry(obj: dict[str, Any], now: datetime) -> dict[str, Any]:
     seq = obj["seq"]
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
         raise InvalidInput(f"registry entry: seq must be an integer from 0 to {MAX_SEQ}")
-    pub, sig = _signer_and_signature(obj, "registry")
+    signer, sig = _signer_and_signature(obj, "registry")
     out = {k: obj[k] for k in ("type", "commit", "tree", "seq", "signer", "signature")}
-    _verify("registry", pub, jcs({k: v for k, v in out.items() if k != "signature"}), sig)
+    _verify("registry", signer, jcs({k: v for k, v in out.items() if k != "signature"}), sig, lookup)
     return out
 
 
-_VALIDATORS: dict[str, Callable[[dict[str, Any], datetime], dict[str, Any]]] = {
+_VALIDATORS: dict[str, Callable[[dict[str, Any], datetime, KeyLookup | None], dict[str, Any]]] = {
     "receipt": _receipt,
     "commitment": _commitment,
     "conformance": _conformance,
@@ -235,11 +237,13 @@ def commitment_json_entry(body: bytes) -> bytes | None:
 # --- public API ----------------------------------------------------------------
 
 
-def canonical_entry(obj: object, *, now: datetime | None = None) -> bytes:
+def canonical_entry(obj: object, *, now: datetime | None = None, lookup: KeyLookup | None = None) -> bytes:
     """Validate a decoded submission and return its deterministic-CBOR entry bytes.
 
     `obj` comes from `loads_json` or `loads_cbor` (same keys in both). `now`
-    (default: the current UTC time) decides conformance receipt expiry.
+    (default: the current UTC time) decides conformance receipt expiry. `lookup`
+    gives the keys of signers named by DIDs other than did:key (resolved before,
+    by the caller: `tlog.formats.diddoc.dids_to_resolve` says which).
     Raises InvalidInput (400) naming the field, TooLarge (413) over
     MAX_ENTRY_BYTES.
     """
@@ -253,7 +257,7 @@ def canonical_entry(obj: object, *, now: datetime | None = None) -> bytes:
     validator = _VALIDATORS.get(kind) if isinstance(kind, str) else None
     if validator is None:
         raise InvalidInput(f"entry type must be one of: {', '.join(_VALIDATORS)}")
-    entry = validator(obj, now if now is not None else datetime.now(UTC))
+    entry = validator(obj, now if now is not None else datetime.now(UTC), lookup)
     data = dcbor(entry)
     if len(data) > MAX_ENTRY_BYTES:
         raise TooLarge(f"entry is {len(data)} bytes; the limit is {MAX_ENTRY_BYTES}",

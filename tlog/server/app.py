@@ -25,7 +25,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import cbor2
 import numpy as np
@@ -33,6 +33,7 @@ from aiohttp import web
 
 from tlog.errors import FormatError, InvalidInput, NotFound, NotPublished, OAPError, TooLarge
 from tlog.formats.did import did_key_from_public, is_did, parse_signer
+from tlog.formats.diddoc import MAX_DIDS_PER_DOCUMENT, KeyLookup, dids_to_resolve, needs_resolution
 from tlog.formats.encoding import b64dec, b64enc
 from tlog.formats.entries import (
     MAX_ENTRY_BYTES,
@@ -66,7 +67,7 @@ from tlog.service.limits import Admitted, RateLimiter, TokenAuth, WriteGate
 from tlog.service.metrics import RequestMetrics
 from tlog.service.middleware import request_client
 from tlog.service.reply import Reply
-from tlog.service.responses import accepts_cbor, respond, wants_cbor
+from tlog.service.responses import CBOR, CONTENT_TYPES, reply_format, respond
 from tlog.service.sending import answer, send_large
 from tlog.storage.interface import HashReader, LogState
 
@@ -96,11 +97,27 @@ def hash_tile(hashes: HashReader, size: Callable[[], int], path: str) -> Reply |
     return Reply(hashes.read_range(level, index * TILE_WIDTH, width), TILE_HEADERS)
 
 
-def _canonical_all(items: list) -> list[bytes]:
+def _dids_of(items: list) -> set[str]:
+    """The DIDs to resolve before the entries can be checked: receipt and registry
+    signers that are not did:key, and the principals of conformance receipts."""
+    dids: set[str] = set()
+    for item in items:
+        if not isinstance(item, dict) or item.get("type") == "commitment":
+            continue
+        if item.get("type") == "conformance":
+            dids |= dids_to_resolve(item)
+        elif (did := needs_resolution(item.get("signer"))) is not None:
+            dids.add(did)
+        if len(dids) > MAX_DIDS_PER_DOCUMENT:
+            raise InvalidInput(f"at most {MAX_DIDS_PER_DOCUMENT} distinct DIDs other than did:key per request")
+    return dids
+
+
+def _canonical_all(items: list, lookup: KeyLookup | None = None) -> list[bytes]:
     out = []
     for i, item in enumerate(items):
         try:
-            out.append(canonical_entry(item))
+            out.append(canonical_entry(item, lookup=lookup))
         except InvalidInput as e:
             raise type(e)(f"entries[{i}]: {e.message}", index=i) from None
     return out
@@ -241,19 +258,32 @@ class LogAPI:
                 return self._add_large_entry(body, req, admitted, t0)
             else:
                 doc = decode_document(body, req.content_type or "", max_items=self.budget(1, admitted))
+                dids = _dids_of([doc])
+                if dids:  # a signer to resolve first: off the fast path
+                    self.gate.authorize(admitted, _entry_types([doc]), 1)
+                    return self._add_resolved(doc, dids, reply_format(req.accept), t0)
                 entry = canonical_entry(doc)
             self.gate.authorize(admitted, _entry_types([doc]), 1)
         except OAPError as e:
             failed = asyncio.get_running_loop().create_future()
             failed.set_exception(e)  # answered through the error middleware's mapping
             return failed
-        return self.appends.submit(entry, accepts_cbor(req.accept), t0)
+        return self.appends.submit(entry, reply_format(req.accept), t0)
+
+    async def _lookup(self, dids: set[str]) -> KeyLookup | None:
+        resolver = self.svc.resolver
+        return None if resolver is None or not dids else await resolver.lookup_for(dids)
+
+    async def _add_resolved(self, doc: object, dids: set[str], fmt: int, t0: float) -> Reply:
+        entry = canonical_entry(doc, lookup=await self._lookup(dids))
+        return await self.appends.submit(entry, fmt, t0)
 
     async def _add_large_entry(self, body: bytes, req: FastRequest, admitted: Admitted, t0: float) -> Reply:
         doc = await decode(body, cbor=body_is_cbor(req.content_type), max_items=self.budget(1, admitted))
-        entry = await offload(canonical_entry, doc)
         self.gate.authorize(admitted, _entry_types([doc]), 1)
-        return await self.appends.submit(entry, accepts_cbor(req.accept), t0)
+        lookup = await self._lookup(_dids_of([doc]))
+        entry = await offload(partial(canonical_entry, lookup=lookup), doc)
+        return await self.appends.submit(entry, reply_format(req.accept), t0)
 
     async def add_entry(self, request: web.Request) -> web.Response:
         t0 = time.perf_counter()
@@ -261,8 +291,8 @@ class LogAPI:
                                    request_client(request, self.cfg.trusted_proxies))
         doc = await read_document(request, self.cfg.max_entry_body, max_items=self.budget(1, admitted))
         self.gate.authorize(admitted, _entry_types([doc]), 1)
-        entry = canonical_entry(doc)
-        return (await self.appends.submit(entry, wants_cbor(request), t0)).response()
+        entry = canonical_entry(doc, lookup=await self._lookup(_dids_of([doc])))
+        return (await self.appends.submit(entry, reply_format(request.headers.get("Accept", "")), t0)).response()
 
     async def add_batch(self, request: web.Request) -> web.StreamResponse:
         cfg, m = self.cfg, self.m
@@ -273,7 +303,8 @@ class LogAPI:
         if not items:
             raise InvalidInput("entries must not be empty")
         self.gate.authorize(admitted, _entry_types(items), len(items))
-        canon = await offload(_canonical_all, items) if len(items) > 16 else _canonical_all(items)
+        lookup = await self._lookup(_dids_of(items))
+        canon = await offload(_canonical_all, items, lookup) if len(items) > 16 else _canonical_all(items, lookup)
         added = await self.svc.sequencer.add_many(canon)
         fresh = sum(added.fresh)
         m.entries.inc(fresh)
@@ -281,9 +312,9 @@ class LogAPI:
         m.append_seconds.observe(time.perf_counter() - t0)
         m.tree_size.set(self.svc.state.size)
         m.proofs.labels("inclusion").inc(len(added))
-        cbor = wants_cbor(request)
-        return await answer(request, batch_answer(added.state, self.svc.hashes, added, cbor=cbor),
-                            content_type="application/oap+cbor" if cbor else "application/json",
+        fmt = reply_format(request.headers.get("Accept", ""))
+        return await answer(request, batch_answer(added.state, self.svc.hashes, added, cbor=fmt == CBOR),
+                            content_type=CONTENT_TYPES[fmt],
                             streamed=len(added) > PROOF_CHUNK, reserve=4 * PROOF_CHUNK * 1024)
 
     # --- reads and proofs -----------------------------------------------------------------
@@ -370,7 +401,8 @@ class LogAPI:
         self.m.proofs.labels("inclusion").inc(len(indices))
         # Both encodings are written by numpy (tlog.merkle.proofs), PROOF_CHUNK proofs at a
         # time: a 100,000-proof answer (~115 MB of JSON) is never held whole.
-        cbor = wants_cbor(request)
+        fmt = reply_format(request.headers.get("Accept", ""))
+        cbor = fmt == CBOR
         note = state.note if size == state.size else None
         if cbor:
             prefix, suffix = cbor_map_parts({"tree_size": cbor2.dumps(size), "checkpoint": cbor2.dumps(note)},
@@ -384,7 +416,7 @@ class LogAPI:
             yield from inclusion_pieces(view, self.svc.hashes, idx, cbor=cbor)
             yield suffix
 
-        return await answer(request, pieces(), content_type="application/oap+cbor" if cbor else "application/json",
+        return await answer(request, pieces(), content_type=CONTENT_TYPES[fmt],
                             streamed=idx.size > PROOF_CHUNK, reserve=4 * PROOF_CHUNK * 1024)
 
     async def consistency(self, request: web.Request) -> web.Response:

@@ -29,12 +29,12 @@ from tlog.merkle.proofs import PROOF_CHUNK, b64_rows, cbor_head, cbor_map_parts,
 from tlog.server.metrics import LogMetrics
 from tlog.server.sequencer import AddedBatch, Sequencer
 from tlog.service.reply import Reply
-from tlog.service.responses import encode_document
+from tlog.service.responses import CBOR, CONTENT_TYPES, encode_document
 from tlog.storage.interface import HashReader, LogState
 
 log = logging.getLogger("oap.tlog.appends")
 
-_JSON = (("Content-Type", "application/json"),)
+_JSON = tuple((("Content-Type", t), ("Vary", "Accept")) for t in CONTENT_TYPES[:2])
 _HEADER_JSON = json.dumps(HEADER)[1:-1]
 
 
@@ -58,10 +58,10 @@ class SingleAppends:
     def __init__(self, sequencer: Sequencer, hashes: HashReader, metrics: LogMetrics) -> None:
         self._sequencer, self._hashes, self._m = sequencer, hashes, metrics
         self._inclusion = metrics.proofs.labels("inclusion")
-        self._done: list[tuple[asyncio.Future, bytes, bool, float, asyncio.Future]] = []
+        self._done: list[tuple[asyncio.Future, bytes, int, float, asyncio.Future]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def submit(self, entry: bytes, cbor: bool, t0: float) -> asyncio.Future:
+    def submit(self, entry: bytes, fmt: int, t0: float) -> asyncio.Future:
         """The future of the Reply to one entry, once it is durable (and published).
 
         Its exception is the sequencer's (e.g. Unavailable) when it refused the entry or
@@ -75,15 +75,15 @@ class SingleAppends:
         except Exception as e:  # refused at once (halted, full, shutting down): answered the same way
             out.set_exception(e)
             return out
-        added.add_done_callback(lambda f: self._landed(f, entry, cbor, t0, out))
+        added.add_done_callback(lambda f: self._landed(f, entry, fmt, t0, out))
         return out
 
-    def _landed(self, added: asyncio.Future, entry: bytes, cbor: bool, t0: float, out: asyncio.Future) -> None:
+    def _landed(self, added: asyncio.Future, entry: bytes, fmt: int, t0: float, out: asyncio.Future) -> None:
         # The sequencer resolves a whole batch's futures in one go, so their callbacks run
         # back to back and the flush scheduled by the first runs after the last.
         if not self._done:
             self._loop.call_soon(self._flush)
-        self._done.append((added, entry, cbor, t0, out))
+        self._done.append((added, entry, fmt, t0, out))
 
     def _flush(self) -> None:
         done, self._done = self._done, []
@@ -125,8 +125,8 @@ class SingleAppends:
         shared = ',"tree_size":%d,"checkpoint":%s,"bundle":"%s\\nextra ' % (state.size, note, _HEADER_JSON)
         tail = "\\n" + note[1:] + "}"
         proof_bytes = None
-        for k, ((_, entry, cbor, _, out), r, i, proof) in enumerate(zip(items, results, indices, proofs)):
-            if cbor:  # rare: the plain document, deterministic CBOR
+        for k, ((_, entry, fmt, _, out), r, i, proof) in enumerate(zip(items, results, indices, proofs)):
+            if fmt == CBOR:  # rare: the plain document, deterministic CBOR
                 if proof_bytes is None:
                     proof_bytes = batch.split(text=False)
                 doc = added_document(state, i, r.leaf_hashes[0], r.fresh[0], proof_bytes[k], entry)
@@ -140,7 +140,7 @@ class SingleAppends:
                 % (i, leaves[44 * k:44 * k + 44], hashes, "false" if r.fresh[0] else "true"),
                 shared, b64enc(entry), "\\nindex %d\\n" % i, lines, tail,
             )).encode()
-            out.set_result(Reply(body, _JSON))
+            out.set_result(Reply(body, _JSON[fmt]))
 
 
 def batch_answer(state: LogState, hashes: HashReader, added: AddedBatch, *, cbor: bool,

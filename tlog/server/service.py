@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from tlog.didresolver import DidResolver
 from tlog.errors import ConfigError
 from tlog.formats import keys
 from tlog.formats.checkpoint import Checkpoint
@@ -137,6 +138,7 @@ class LogService:
     reader: EntryReader
     metrics: LogMetrics
     witnesses: WitnessSet | None = None
+    resolver: DidResolver | None = None  # signers named by did:web, did:plc
 
     @classmethod
     async def open(cls, config: LogConfig) -> LogService:
@@ -177,13 +179,15 @@ class LogService:
         metrics.tree_size.set(state.size)
         reader = storage.entries()
         await reader.open()
-        return cls(config, signer, storage, seq, reader, metrics, witnesses)
+        return cls(config, signer, storage, seq, reader, metrics, witnesses, DidResolver.from_config(config))
 
     async def close(self) -> None:
         await self.sequencer.close()
         await self.reader.close()
         if self.witnesses is not None:
             await self.witnesses.close()
+        if self.resolver is not None:
+            await self.resolver.close()
 
     @property
     def hashes(self) -> HashReader:

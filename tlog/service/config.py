@@ -130,6 +130,14 @@ class HTTPConfig:
     bytes_in_flight_mb: int = 64  # large answers being built or sent, across all connections (503 above)
     trusted_proxies: int = 0  # reverse proxies in front that append to X-Forwarded-For (0: ignore it)
     log_format: str = "text"
+    # Principals named by DIDs other than did:key (tlog.didresolver)
+    did_resolution: bool = True  # fetch did:web and did:plc documents (off: did:key and pinned only)
+    did_plc_directory: str = "https://plc.directory"
+    did_cache_seconds: float = 300.0
+    did_timeout: float = 5.0
+    did_allow_private_networks: bool = False  # did:web hosts on loopback/private addresses (tests, intranets)
+    did_ca_file: Path | None = None  # extra CA certificates for did:web hosts
+    did_documents_dir: Path | None = None  # pinned DID documents (*.json), never fetched
 
     def validate(self) -> None:
         check_http_limits(self)
@@ -149,6 +157,10 @@ def check_http_limits(cfg: HTTPConfig) -> None:
         raise ConfigError("bytes_in_flight_mb must be 1..65536")
     if cfg.log_format not in ("text", "json"):
         raise ConfigError("log_format must be 'text' or 'json'")
+    if not 0 < cfg.did_timeout <= 60 or not 0 <= cfg.did_cache_seconds <= 86400:
+        raise ConfigError("did_timeout must be in (0, 60] and did_cache_seconds in [0, 86400] seconds")
+    if not cfg.did_plc_directory.startswith(("https://", "http://127.0.0.1", "http://localhost", "http://[::1]")):
+        raise ConfigError("did_plc_directory must be an https:// URL (or http:// on loopback, for tests)")
     rate = getattr(cfg, "rate_limit", None)
     if rate is not None and (rate < 0 or cfg.rate_limit_burst < 1):
         raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")

@@ -22,10 +22,12 @@ JSON_TYPES = ("application/oap+json", "application/json")
 
 CBOR_TYPES = ("application/oap+cbor", "application/cbor")
 
-_CODES = {400: "invalid_input", 401: "auth_required", 403: "policy_block", 404: "not_found", 405: "not_found",
-          408: "timeout",
-          409: "conflict", 411: "invalid_input", 413: "invalid_input", 414: "invalid_input", 415: "invalid_input",
-          429: "rate_limited", 431: "invalid_input", 503: "maintenance"}
+# App. B codes for aiohttp's own refusals; statuses App. B has no row for (405, 408,
+# 411, 413-415, 431) take the code of input that cannot be served as sent.
+_CODES = {400: "invalid_input", 401: "auth_required", 403: "policy_block", 404: "not_found",
+          405: "invalid_input", 408: "invalid_input", 409: "conflict", 411: "invalid_input", 413: "invalid_input",
+          414: "invalid_input", 415: "invalid_input", 429: "rate_limited", 431: "invalid_input",
+          502: "upstream_error", 503: "maintenance", 504: "timeout"}
 
 
 
@@ -47,11 +49,25 @@ def error_reply(exc: BaseException) -> tuple[int, Reply]:
     return resp.status, Reply(resp.body, tuple(resp.headers.items()))
 
 
-def encode_document(obj: Any, cbor: bool) -> tuple[bytes, str]:
+JSON, OAP_JSON, CBOR = 0, 1, 2
+"""The answer formats, as `reply_format` picks them from Accept."""
+CONTENT_TYPES = ("application/json", "application/oap+json", "application/oap+cbor")
+
+
+def reply_format(accept: str) -> int:
+    return CBOR if accepts_cbor(accept) else OAP_JSON if "application/oap+json" in accept else JSON
+
+
+def json_type(accept: str) -> str:
+    """application/oap+json to a client that asked for it (App. D), else application/json."""
+    return "application/oap+json" if "application/oap+json" in accept else "application/json"
+
+
+def encode_document(obj: Any, cbor: bool, accept: str = "") -> tuple[bytes, str]:
     """(body, Content-Type): JSON by default, deterministic CBOR on request."""
     if cbor:
         return cbor2.dumps(obj, canonical=True), "application/oap+cbor"
-    return json.dumps(obj, separators=(",", ":")).encode(), "application/json"
+    return json.dumps(obj, separators=(",", ":")).encode(), json_type(accept)
 
 
 def wants_cbor(request: web.Request) -> bool:
@@ -64,6 +80,10 @@ def accepts_cbor(accept: str) -> bool:
 
 def respond(request: web.Request, obj: Any, *, status: int = 200,
             headers: dict[str, str] | None = None) -> web.Response:
-    """JSON by default; CBOR when the client asks for application/oap+cbor."""
-    body, ctype = encode_document(obj, wants_cbor(request))
-    return web.Response(body=body, status=status, content_type=ctype, headers=headers)
+    """JSON by default; CBOR when the client asks for application/oap+cbor. The answer's
+    type follows Accept, so caches key on it."""
+    accept = request.headers.get("Accept", "")
+    body, ctype = encode_document(obj, accepts_cbor(accept), accept)
+    resp = web.Response(body=body, status=status, content_type=ctype, headers=headers)
+    resp.headers["Vary"] = "Accept"
+    return resp
