@@ -42,13 +42,14 @@ class Batcher:
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    async def submit(self, doc: object) -> Accepted:
+    async def submit(self, doc: object, documents: dict | None = None) -> Accepted:
+        """Queue one submission; `documents` are the DID documents resolved for it."""
         if self._closing:
             raise Unavailable("the registry is shutting down")
         if len(self._queue) >= self.max_pending:
             raise Unavailable("the registry is at capacity; retry shortly", retry_after=1)
         fut = asyncio.get_running_loop().create_future()
-        self._queue.put([Item(doc, fut)])
+        self._queue.put([Item(doc, fut, documents or {})])
         return await asyncio.shield(fut)
 
     async def _run(self) -> None:

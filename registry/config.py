@@ -50,6 +50,7 @@ class RegistryConfig(HTTPConfig):
     max_git_body: int = 16 * 1024 * 1024
     max_packs: int = 64  # compact the repository when batches have left more packs than this
     bootstrap_witnesses: str = ""
+    l4_witnesses_hold_level: bool = False  # stricter than §31: an L4 receipt's witness must hold L4/L5 here
     rate_limit: float = 200.0  # requests per second per client (0: off); 429 + Retry-After
     rate_limit_burst: float = 400.0
 

@@ -30,14 +30,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tlog.client.verifier import TrustPolicy
-from tlog.errors import OAPError, VerificationError
+from tlog.errors import InvalidInput, OAPError, VerificationError
+from tlog.formats.canonical import jcs
 from tlog.formats.conformance import MAX_CLOCK_SKEW
+from tlog.formats.diddoc import keys_from_document
+from tlog.formats.hashing import sha256
 from tlog.formats.strict import loads_json
 from tlog.storage.files import write_atomic
 
 from .anchoring import Genesis, parse_genesis, verify_commit_anchor, verify_receipt_anchor
 from .index import CommitInfo, Index, Layered
-from .layout import GENESIS, anchor_path, classify, receipt_proof_path
+from .layout import GENESIS, PathInfo, anchor_path, classify, id_hash, receipt_proof_path
 from .records import Record, check_record, check_rules
 from .store import RegistryRepo, message_paths
 
@@ -123,14 +126,21 @@ class Replayer:
             self.index.anchors_in_tree.add(a_seq)  # type: ignore[arg-type]
             self._keep_anchor(a_seq, bundle)  # type: ignore[arg-type]
         now = _utc(c.commit_time)
+        for p in order:
+            if infos[p].what == "did_document":
+                self._did_document(p, infos[p], self.repo.blob(files[p]), cid, seq)
         batch = Index()
         state = Layered(self.index, batch)
         records: list[Record] = []
+        lookup = self.index.did_documents.lookup
         for p in order:
             if infos[p].what != "record":
                 continue
             data = self.repo.blob(files[p])
-            rec = check_record(loads_json(data), now=now if self.strict else None)
+            try:
+                rec = check_record(loads_json(data), now=now if self.strict else None, lookup=lookup)
+            except OAPError as e:
+                raise self._fail("bad_record", f"{p}: {e.message}", cid, seq) from None
             if rec.content != data or rec.path != p:
                 raise self._fail("bad_record", f"{p}: not the canonical bytes or path of record {rec.id}", cid, seq)
             if self.strict and not check_rules(rec, state, now):
@@ -152,6 +162,19 @@ class Replayer:
             self.index.add(rec, seq)
         self.index.add_commit(CommitInfo(seq, cid, tree, c.commit_time))
         return records
+
+    def _did_document(self, path: str, info: PathInfo, data: bytes, cid: str, seq: int) -> None:
+        """A DID document the registry stored: its path names its DID and content."""
+        try:
+            doc = loads_json(data)
+            did = doc.get("id") if isinstance(doc, dict) else None
+            if not isinstance(did, str) or id_hash(did) != info.hash or jcs(doc) != data \
+                    or sha256(data).hex() != info.content_hash:
+                raise InvalidInput("not the canonical document of the DID its path names")
+            keys = keys_from_document(did, doc)
+        except OAPError as e:
+            raise self._fail("bad_layout", f"{path}: {e.message}", cid, seq) from None
+        self.index.did_documents.add(did, info.content_hash or "", keys, path)
 
     def _genesis(self, files: dict[str, str], cid: str) -> None:
         if set(files) != {GENESIS}:

@@ -14,7 +14,38 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 
+from tlog.errors import InvalidInput
+from tlog.formats.diddoc import VerificationKey
+
 from .records import Record
+
+
+class DidDocuments:
+    """The DID documents a registry stored beside the records they signed: every
+    version, by DID. A record is checked against the keys of all versions stored up
+    to its commit, as the registry checked it against the version it fetched."""
+
+    def __init__(self) -> None:
+        self._keys: dict[str, dict[str, tuple[VerificationKey, ...]]] = defaultdict(dict)
+        self._paths: dict[str, list[str]] = defaultdict(list)
+
+    def add(self, did: str, content_hash: str, keys: tuple[VerificationKey, ...], path: str) -> None:
+        if content_hash not in self._keys[did]:
+            self._keys[did][content_hash] = keys
+            self._paths[did].append(path)
+
+    def paths(self, did: str) -> list[str]:
+        """Where the stored versions of `did`'s document are, oldest first."""
+        return list(self._paths.get(did, ()))
+
+    def has(self, did: str, content_hash: str) -> bool:
+        return content_hash in self._keys.get(did, {})
+
+    def lookup(self, did: str) -> list[VerificationKey]:
+        versions = self._keys.get(did)
+        if not versions:
+            raise InvalidInput(f"no DID document of {did} is stored in this registry")
+        return [k for keys in versions.values() for k in keys]
 
 
 @dataclass(frozen=True)
@@ -35,6 +66,7 @@ class Index:
         self.known: set[str] = set()
         self.commits: list[CommitInfo] = []
         self.anchors_in_tree: set[int] = set()
+        self.did_documents = DidDocuments()
         self._receipts: dict[str, list[Record]] = defaultdict(list)
         self._revocations: dict[str, list[Record]] = defaultdict(list)
         self._key_events: dict[str, list[Record]] = defaultdict(list)

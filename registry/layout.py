@@ -7,6 +7,8 @@
     killswitch/ab/cd/<sha256(id)>.tlog-proof       ... and the log anchor of that invocation as a receipt
     keys/ab/cd/<sha256(id)>.json                   key events (controllers, rotation; §5.3)
     anchors/<seq // 1000>/<seq>.tlog-proof         log anchor of registry commit <seq>, added by commit seq+1
+    dids/ab/cd/<sha256(did)>/<sha256(doc)>.json    a DID document as the registry resolved it, added with the
+                                                   first record it checked a signature of (§5.1)
 
 Paths are sharded by the SHA-256 of the record id so that no directory grows
 past 256 entries per level and a record's place is computable from its id
@@ -32,6 +34,7 @@ _RECORD_RE = re.compile(
     rf"(?P<dir>conformance|killswitch|keys|revocations/(?P<kind>did|vc|key|conformance))"
     rf"/(?P<a>[0-9a-f]{{2}})/(?P<b>[0-9a-f]{{2}})/(?P<h>{_HEX64})(?P<ext>\.json|\.tlog-proof)"
 )
+_DID_DOC_RE = re.compile(rf"dids/([0-9a-f]{{2}})/([0-9a-f]{{2}})/({_HEX64})/({_HEX64})\.json")
 _ANCHOR_RE = re.compile(r"anchors/(0|[1-9][0-9]{0,15})/(0|[1-9][0-9]{0,15})\.tlog-proof")
 
 
@@ -62,6 +65,13 @@ def receipt_proof_path(record_path_: str) -> str:
     return record_path_[: -len(".json")] + ".tlog-proof"
 
 
+def did_document_path(did: str, content: bytes) -> str:
+    """Where the registry keeps a version of a DID's document (`content`: its JCS bytes).
+    Versions sit side by side: a mirror checks each record against the document
+    versions stored up to its commit, as the registry checked it when it was new."""
+    return f"dids/{_shard(id_hash(did))}/{sha256(content).hex()}.json"
+
+
 def anchor_path(seq: int) -> str:
     if seq < 0:
         raise ValueError("negative seq")
@@ -77,6 +87,7 @@ class PathInfo:
     kind: str | None = None
     hash: str | None = None
     seq: int | None = None
+    content_hash: str | None = None  # DID documents: sha256 of the file
 
 
 _TYPE_OF_DIR = {"conformance": "conformance", "killswitch": "kill_switch", "keys": "key_event"}
@@ -92,6 +103,11 @@ def classify(path: str) -> PathInfo:
         if int(m.group(1)) != seq // 1000:
             raise InvalidInput(f"{path}: anchor in the wrong shard")
         return PathInfo("anchor", seq=seq)
+    m = _DID_DOC_RE.fullmatch(path)
+    if m:
+        if m.group(1) != m.group(3)[:2] or m.group(2) != m.group(3)[2:4]:
+            raise InvalidInput(f"{path}: DID document in the wrong shard")
+        return PathInfo("did_document", hash=m.group(3), content_hash=m.group(4))
     m = _RECORD_RE.fullmatch(path)
     if m is None:
         raise InvalidInput(f"{path}: not a path of the registry layout")

@@ -11,14 +11,20 @@ Four record types (DESIGN §5, OAP-CORE-1.0 §22, §28.5, §31, §5.3):
   `effective_at`, signed by the subject's key or a controller of it.
 - `kill_switch`: a principal revokes every subscription token, OAuth grant,
   trust token and webhook subscription it has granted (§22.3).
-- `key_event`: `add_controller` / `rotate`: a key becomes a controller of a
-  subject DID (§5.3 rotation and recovery); controllers may then sign
-  revocations and kill switches for the subject.
+- `key_event`: `add_controller` / `rotate` (§5.3 rotation and recovery): a key
+  becomes a controller of a subject DID; controllers may then sign revocations
+  and kill switches for the subject. `add_controller` adds a key beside the ones
+  the subject has; `rotate` replaces: from its effective time the subject's
+  previous key (the subject itself when it is a did:key, else the key of the
+  previous rotation) no longer speaks for it.
 
-Every record except a conformance receipt carries `issued_by` (an Ed25519
-did:key) and `signature`: standard base64 of Ed25519 over the RFC 8785 form of
-the record without `signature` — the convention of `tlog.formats.entries` registry
-entries and `tlog.formats.conformance`. The stored file is `jcs(record)`.
+Every record except a conformance receipt carries `issued_by` (a DID) and
+`signature`: a signature (standard base64, or base64url without padding) over the
+RFC 8785 form of the record without `signature` — the convention of
+`tlog.formats.entries` registry entries and `tlog.formats.conformance`. A did:key
+signs with its own key; other DIDs with a key of their DID document, which the
+registry stores beside the record (`layout.did_document_path`) so that a mirror
+checks the signature as the registry did. The stored file is `jcs(record)`.
 
 Checks are split in two so that a mirror replaying history runs exactly the
 checks the registry ran: `check_record(body, now)` needs only the record,
@@ -41,7 +47,8 @@ from tlog.formats import ed25519
 from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, validate_conformance
 from tlog.formats.did import MAX_DID, did_key_from_public, is_did, public_from_did_key
-from tlog.formats.encoding import b64dec, b64enc
+from tlog.formats.diddoc import KeyLookup, verify_signed_by
+from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import sha256
 from tlog.formats.times import parse_utc
 
@@ -163,22 +170,20 @@ def sign_record(unsigned: dict[str, Any], seed: bytes) -> dict[str, Any]:
     return body
 
 
-def _verify_signature(body: dict[str, Any], what: str) -> None:
-    try:
-        key = public_from_did_key(body["issued_by"])
-    except InvalidInput as e:
-        raise InvalidInput(f"{what}: issued_by: {e}") from None
+def _verify_signature(body: dict[str, Any], what: str, lookup: KeyLookup | None) -> None:
     sig = body["signature"]
     try:
-        raw = b64dec(sig, what="signature") if isinstance(sig, str) else b""
+        raw = b64dec_either(sig, what="signature")
     except FormatError as e:
         raise InvalidInput(f"{what}: {e}") from None
     if len(raw) != 64:
-        raise InvalidInput(f"{what}: signature must be base64 of a 64-byte Ed25519 signature")
+        raise InvalidInput(f"{what}: signature must be base64 of a 64-byte signature")
     try:
-        ed25519.verify(key, signing_bytes(body), raw)
+        verify_signed_by(body["issued_by"], signing_bytes(body), raw, lookup)
     except SignatureError:
         raise InvalidInput(f"{what}: signature by {body['issued_by']} does not verify") from None
+    except InvalidInput as e:
+        raise type(e)(f"{what}: issued_by: {e.message}") from None
 
 
 def _fields(body: dict[str, Any], rtype: str) -> None:
@@ -200,7 +205,7 @@ def _record_id(body: dict[str, Any], rtype: str) -> str:
 
 
 def _did(value: object, where: str) -> str:
-    if not is_did(value):
+    if not is_did(value) or "#" in value:  # type: ignore[operator]
         raise InvalidInput(f"{where} must be a DID (did:<method>:<id>, at most {MAX_DID} characters)")
     return value  # type: ignore[return-value]
 
@@ -219,26 +224,27 @@ def _small_int(value: object, where: str, limit: int) -> int:
     return value
 
 
-def check_record(body: object, *, now: datetime | None) -> Record:
+def check_record(body: object, *, now: datetime | None, lookup: KeyLookup | None = None) -> Record:
     """Schema, signatures and (when `now` is given) the time window of one record.
 
     `now=None` skips the time window (loading a registry's own history, where
     each record was checked at its commit time); conformance receipts are then
-    checked as of their own `issued_at`.
+    checked as of their own `issued_at`. `lookup` gives the keys of signers named
+    by DIDs other than did:key.
     """
     if not isinstance(body, dict):
         raise InvalidInput("record must be an object")
     check_json_value(body)
     rtype = body["type"] if "type" in body else "conformance"  # receipts are stored bare
     if rtype == "conformance":
-        return _conformance(body, now)
+        return _conformance(body, now, lookup)
     if rtype not in _FIELDS:
         raise InvalidInput(f"type must be one of: {', '.join(RECORD_TYPES)}")
     _fields(body, rtype)
     rid = _record_id(body, rtype)
     issued_at = _time(body["issued_at"], f"{rtype}: issued_at")
     effective = _time(body["effective_at"], f"{rtype}: effective_at")
-    issued_by = _did_key(body["issued_by"], f"{rtype}: issued_by")
+    issued_by = _did(body["issued_by"], f"{rtype}: issued_by")
     extra: dict[str, Any] = {}
     if rtype == "revocation":
         kind = body["kind"]
@@ -273,7 +279,7 @@ def check_record(body: object, *, now: datetime | None) -> Record:
             raise InvalidInput(f"{rtype}: issued_at is in the future")
         if effective > now + MAX_FUTURE:
             raise InvalidInput(f"{rtype}: effective_at is more than a year ahead")
-    _verify_signature(body, rtype)
+    _verify_signature(body, rtype, lookup)
     return Record(rtype, rid, body, jcs(body), record_path(rtype, rid, extra.get("kind")), subject, issued_by,
                   effective, **extra)
 
@@ -299,10 +305,10 @@ def _revocation_subject(body: dict[str, Any], kind: str) -> str:
     return subject
 
 
-def _conformance(body: dict[str, Any], now: datetime | None) -> Record:
+def _conformance(body: dict[str, Any], now: datetime | None, lookup: KeyLookup | None) -> Record:
     issued = body.get("issued_at")
     at = now if now is not None else _time(issued, "conformance receipt: issued_at")
-    c = validate_conformance(body, now=at)
+    c = validate_conformance(body, now=at, lookup=lookup)
     return Record("conformance", c.id, body, jcs(body), record_path("conformance", c.id), c.subject, c.subject,
                   c.issued_at, expires_at=c.expires_at, level=c.level, witnesses=c.witnesses)
 
@@ -329,11 +335,23 @@ def revoked_at(state: RegistryState, key: str, at: datetime) -> datetime | None:
 
 
 def controllers(state: RegistryState, subject: str, at: datetime) -> set[str]:
-    """Keys that may speak for `subject` at `at`: itself (a did:key) and every key
-    a key event made its controller, minus keys revoked by then."""
-    out = {subject} if subject.startswith("did:key:") else set()
-    out |= {e.key for e in state.key_events_of(subject) if e.effective_at <= at and e.key}
-    return {k for k in out if revoked_at(state, k, at) is None}
+    """Who may speak for `subject` at `at`: the subject itself (a did:key with its key,
+    another DID with the keys of its document), every key an `add_controller` event
+    made its controller, and the key of its latest `rotate` event, which retires the
+    subject's did:key and the keys of earlier rotations; minus keys revoked by then."""
+    events = sorted((e for e in state.key_events_of(subject) if e.effective_at <= at and e.key),
+                    key=lambda e: e.effective_at)  # stable: commit order breaks ties
+    rotations = [e.key for e in events if e.body["event"] == "rotate"]
+    out = {e.key for e in events if e.body["event"] == "add_controller"}
+    if rotations:
+        out.add(rotations[-1])
+        retired = set(rotations[:-1]) | ({subject} if subject.startswith("did:key:") else set())
+        out -= retired - {rotations[-1]}
+        if not subject.startswith("did:key:"):
+            out.add(subject)
+    else:
+        out.add(subject)
+    return {k for k in out if k is not None and revoked_at(state, k, at) is None}
 
 
 def holds_high_level(state: RegistryState, did: str, at: datetime) -> bool:
@@ -379,10 +397,15 @@ def check_rules(rec: Record, state: RegistryState, now: datetime) -> bool:
     return True
 
 
-def _witness_rule(rec: Record, state: RegistryState, now: datetime) -> None:
+QUALIFIED_WITNESS_LEVELS = frozenset({"L5"})
+"""§31: L5 needs three witnesses that hold a valid L4 or L5 receipt themselves; L4
+needs one independent peer witness, with no level asked of it."""
+
+
+def _witness_rule(rec: Record, state: RegistryState, now: datetime, strict_l4: bool = False) -> None:
     need = MIN_WITNESSES.get(rec.level or "", 0)
-    if not need:
-        return
+    if not need or (rec.level not in QUALIFIED_WITNESS_LEVELS and not (strict_l4 and rec.level == "L4")):
+        return  # the count itself is checked with the signatures (validate_conformance)
     ok = [w for w in rec.witnesses if w in state.bootstrap_witnesses or holds_high_level(state, w, now)]
     if len(ok) < need:
         missing = [w for w in rec.witnesses if w not in ok]
@@ -392,7 +415,12 @@ def _witness_rule(rec: Record, state: RegistryState, now: datetime) -> None:
         )
 
 
-def validate_submission(doc: object, state: RegistryState, now: datetime) -> tuple[Record, bool]:
-    """Everything a submission must pass: (record, is_new)."""
-    rec = check_record(parse_submission(doc), now=now)
+def validate_submission(doc: object, state: RegistryState, now: datetime, *, lookup: KeyLookup | None = None,
+                        strict_l4: bool = False) -> tuple[Record, bool]:
+    """Everything a submission must pass: (record, is_new). `strict_l4` is the registry
+    setting `l4_witnesses_hold_level`: L4 witnesses must hold L4/L5 too (stricter than
+    §31; mirrors replay with the spec's rule, which accepts everything it accepts)."""
+    rec = check_record(parse_submission(doc), now=now, lookup=lookup)
+    if strict_l4 and rec.type == "conformance":
+        _witness_rule(rec, state, now, strict_l4=True)
     return rec, check_rules(rec, state, now)

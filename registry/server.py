@@ -29,6 +29,7 @@ from aiohttp import web
 
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
 from tlog.formats.did import is_did
+from tlog.formats.diddoc import dids_to_resolve
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import query_int, read_document
 from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
@@ -154,7 +155,9 @@ class RegistryAPI:
             raise Forbidden("this is a read-only mirror; submit records to the primary registry")
         try:
             doc = await read_document(request, self.cfg.max_body)
-            acc = await self.svc.batcher.submit(doc)
+            dids = dids_to_resolve(doc)
+            documents = await self.svc.resolver.documents_for(dids) if dids and self.svc.resolver else {}
+            acc = await self.svc.batcher.submit(doc, documents)
         except OAPError as e:
             self.m.rejected.labels(e.code).inc()
             raise

@@ -23,6 +23,7 @@ import aiohttp
 
 from tlog.client.client import LogClient
 from tlog.client.verifier import TrustPolicy
+from tlog.didresolver import DidResolver
 from tlog.errors import ConfigError, NotFound, Unavailable
 from tlog.formats import keys
 from tlog.formats.did import did_key_from_public
@@ -92,6 +93,7 @@ class RegistryService:
     mirror: Mirror | None = None
     producer: StatusProducer | None = None
     epoch: Epoch | None = None
+    resolver: DidResolver | None = None  # signers named by did:web, did:plc
     gate: ReadGate = field(default_factory=ReadGate)
     _tasks: list[asyncio.Task] = field(default_factory=list)
     _dirty: asyncio.Event = field(default_factory=asyncio.Event)
@@ -168,7 +170,9 @@ class RegistryService:
             policy = policy or TrustPolicy.for_log(replayer.genesis.log_vkey)
         self.anchorer = Anchorer(cfg.log_url, self.seed, policy)
         self.registry = me
-        self.writer = RegistryWriter(self.repo, self.index, self.anchorer, self.data_dir, self.executor, replayer)
+        self.writer = RegistryWriter(self.repo, self.index, self.anchorer, self.data_dir, self.executor, replayer,
+                                     strict_l4=cfg.l4_witnesses_hold_level)
+        self.resolver = DidResolver.from_config(cfg)
         self.writer.on_commit = self._on_commit
         self.writer.gate, self.writer.max_packs = self.gate, cfg.max_packs
         if genesis is not None:
@@ -210,6 +214,8 @@ class RegistryService:
         self._dirty.set()
         if self.batcher is not None:
             await self.batcher.close()
+        if self.resolver is not None:
+            await self.resolver.close()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

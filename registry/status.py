@@ -34,6 +34,7 @@ from typing import Any
 from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
 from tlog.formats.did import did_key_from_public
+from tlog.formats.diddoc import dids_to_resolve
 from tlog.formats.encoding import b64enc
 from tlog.formats.hashing import format_sha256, sha256
 from tlog.formats.times import format_utc
@@ -227,8 +228,23 @@ class StatusProducer:
         if rec.type == "kill_switch":
             proof = self.repo.read(commit.tree, receipt_proof_path(rec.path))
             revocation["receipt_anchor"] = proof.decode() if proof else ""
+        documents = self._did_documents(rec, commit.tree)
+        if documents:
+            revocation["did_documents"] = documents
         body["revocation"] = revocation
         return body
+
+    def _did_documents(self, rec: Record, tree: str) -> list[dict[str, Any]]:
+        """The stored DID documents the record's signatures were checked with, each with
+        its Git path in the record's tree: a verifier checks the signatures offline."""
+        out = []
+        for did in sorted(dids_to_resolve(rec.body)):
+            for path in self.index.did_documents.paths(did):
+                data = self.repo.read(tree, path)
+                if data is not None:
+                    out.append({"path": path, "document": json.loads(data),
+                                "git_path": [b64enc(t) for t in self.repo.tree_path(tree, path)]})
+        return out
 
     def _finish(self, epoch: Epoch, key: str, body: dict[str, Any]) -> Produced:
         signed = sign_object(body, self.seed)

@@ -33,6 +33,7 @@ from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
 from tlog.formats.conformance import MAX_CLOCK_SKEW
 from tlog.formats.did import public_from_did_key
+from tlog.formats.diddoc import MAX_DIDS_PER_DOCUMENT, KeyLookup, keys_from_document
 from tlog.formats.encoding import b64dec
 from tlog.formats.hashing import HASH_SIZE, format_sha256, leaf_hash, parse_sha256, sha256
 from tlog.formats.strict import loads_json
@@ -40,6 +41,7 @@ from tlog.formats.times import parse_utc
 from tlog.merkle.verify import verify_inclusion
 
 from .anchoring import verify_commit_anchor, verify_receipt_anchor
+from .layout import classify, id_hash
 from .records import KILL_SWITCH_CLASSES, check_record, vc_status_key
 
 STATUSES = ("good", "revoked", "unknown")
@@ -144,7 +146,8 @@ def _leaf(item: object, size: int, root: bytes, what: str) -> dict[str, Any]:
     if not isinstance(item, dict) or set(item) != {"index", "leaf", "inclusion_proof"}:
         raise _fail(f"{what}: must be {{index, leaf, inclusion_proof}}")
     index, proof = item["index"], item["inclusion_proof"]
-    if type(index) is not int or not isinstance(proof, list):
+    if type(index) is not int or not isinstance(proof, list) or not isinstance(item["leaf"], str) \
+            or not all(isinstance(h, str) for h in proof):
         raise _fail(f"{what}: malformed")
     try:
         data = b64dec(item["leaf"], what="leaf")
@@ -200,11 +203,13 @@ def _check_revoked(resp: dict[str, Any], key: str, size: int, root: bytes, regis
         raise _fail("the leaf proven is not this id's")
     rv = resp["revocation"]
     fields = {"revoked_at", "reason", "record", "path", "seq", "commit", "tree", "git_path", "anchor"}
-    if not isinstance(rv, dict) or not fields <= set(rv) or not set(rv) <= fields | {"receipt_anchor"}:
+    if not isinstance(rv, dict) or not fields <= set(rv) or not set(rv) <= fields | {"receipt_anchor",
+                                                                                       "did_documents"}:
         raise _fail("revocation block malformed")
     record = rv["record"]
+    lookup = _did_documents(rv.get("did_documents", []), rv["tree"])
     try:
-        rec = check_record(record, now=None)
+        rec = check_record(record, now=None, lookup=lookup)
     except OAPError as e:
         raise _fail(f"revocation record: {e.message}") from None
     content = jcs(record)
@@ -225,6 +230,46 @@ def _check_revoked(resp: dict[str, Any], key: str, size: int, root: bytes, regis
     except OAPError as e:
         raise _fail(e.message) from None
     return {"revoked_at": revoked_at, "reason": rv["reason"], "record": record}
+
+
+def _did_documents(items: object, tree: object) -> KeyLookup | None:
+    """The DID documents a revoked answer carries for signers other than did:key, each
+    proven to be in the registry's tree at the record's commit: the lookup to check
+    the record's signatures with, as the registry checked them."""
+    if not isinstance(items, list) or len(items) > MAX_DIDS_PER_DOCUMENT * 8:
+        raise _fail("did_documents must be a list")
+    if not items:
+        return None
+    docs = []
+    for item in items:
+        if not isinstance(item, dict) or set(item) != {"path", "document", "git_path"}:
+            raise _fail("a did_documents item is {path, document, git_path}")
+        doc, path = item["document"], item["path"]
+        try:
+            info = classify(path) if isinstance(path, str) else None
+            content = jcs(doc)
+        except OAPError as e:
+            raise _fail(e.message) from None
+        did = doc.get("id") if isinstance(doc, dict) else None
+        if info is None or info.what != "did_document" or not isinstance(did, str) or id_hash(did) != info.hash \
+                or sha256(content).hex() != info.content_hash:
+            raise _fail(f"{path}: not the path of this DID document")
+        if not isinstance(tree, str):
+            raise _fail("revocation: tree malformed")
+        _verify_git_path(tree, path, item["git_path"], content)
+        docs.append((did, doc))
+    by_did: dict[str, list] = {}
+    for did, doc in docs:
+        try:
+            by_did.setdefault(did, []).extend(keys_from_document(did, doc))
+        except OAPError as e:
+            raise _fail(e.message) from None
+
+    def lookup(did: str) -> list:
+        if did not in by_did:
+            raise _fail(f"no DID document of {did} in the answer")
+        return by_did[did]
+    return lookup
 
 
 def _record_revokes(rec, key: str, reason: str, revoked_at: datetime) -> None:

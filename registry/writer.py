@@ -28,17 +28,22 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from tlog.errors import Conflict, OAPError, Unavailable
+from tlog.formats.canonical import jcs
+from tlog.formats.diddoc import keys_from_document, lookup_from
+from tlog.formats.hashing import sha256
+from tlog.formats.strict import loads_json
 from tlog.storage.files import write_atomic
 
 from .anchoring import Anchorer
 from .history import Replayer
 from .index import CommitInfo, Index, Layered
-from .layout import GENESIS, anchor_path, receipt_proof_path
+from .layout import GENESIS, anchor_path, did_document_path, receipt_proof_path
 from .records import Record, validate_submission
 from .store import MAIN, ReadGate, RegistryRepo
 
@@ -59,6 +64,7 @@ class Accepted:
 class Item:
     doc: object
     future: asyncio.Future
+    documents: dict[str, Any] = field(default_factory=dict)  # DID -> document, resolved for this submission
 
 
 write_durably = write_atomic  # the project's one durable-write helper (tlog.storage.files)
@@ -66,8 +72,9 @@ write_durably = write_atomic  # the project's one durable-write helper (tlog.sto
 
 class RegistryWriter:
     def __init__(self, repo: RegistryRepo, index: Index, anchorer: Anchorer, data_dir: Path,
-                 executor: ThreadPoolExecutor, replayer: Replayer) -> None:
+                 executor: ThreadPoolExecutor, replayer: Replayer, *, strict_l4: bool = False) -> None:
         self.repo, self.index, self.anchorer = repo, index, anchorer
+        self.strict_l4 = strict_l4  # the l4_witnesses_hold_level setting
         self.data_dir = data_dir
         self.anchors_dir = data_dir / "anchors"
         self.anchors_dir.mkdir(parents=True, exist_ok=True)
@@ -179,7 +186,8 @@ class RegistryWriter:
         accepted: list[tuple[Item, Record, bool]] = []
         for it in items:
             try:
-                rec, fresh = validate_submission(it.doc, state, now)
+                lookup = lookup_from(it.documents.items()) if it.documents else None
+                rec, fresh = validate_submission(it.doc, state, now, lookup=lookup, strict_l4=self.strict_l4)
             except OAPError as e:
                 self._fail_all([it], e)
                 continue
@@ -187,6 +195,7 @@ class RegistryWriter:
                 batch.add(rec, -1)
             accepted.append((it, rec, fresh))
         fresh_recs = [rec for _, rec, fresh in accepted if fresh]
+        documents = self._new_documents([it for it, _, fresh in accepted if fresh])
         if not fresh_recs and not anchor_only:
             for it, rec, _ in accepted:  # all duplicates of published records
                 await self._resolve_duplicate(it, rec)
@@ -202,6 +211,7 @@ class RegistryWriter:
         if kills:
             bundles = await self.anchorer.anchor_receipts([(r.hash, r.id) for r in kills])
             receipts = {r.path: b for r, b in zip(kills, bundles)}
+        files += [(path, content) for path, _, _, content in documents]
         for rec in fresh_recs:
             files.append((rec.path, rec.content))
             if rec.path in receipts:
@@ -229,6 +239,8 @@ class RegistryWriter:
         self.pending_path.unlink()
         if head is not None:
             self.index.anchors_in_tree.add(head.seq)
+        for path, did, content_hash, content in documents:
+            self.index.did_documents.add(did, content_hash, keys_from_document(did, loads_json(content)), path)
         for rec in fresh_recs:
             self.index.add(rec, seq)
         info = CommitInfo(seq, cid, tree, when)
@@ -240,6 +252,20 @@ class RegistryWriter:
                 it.future.set_result(Accepted(rec, fresh, seq, cid, bundle, receipts.get(rec.path)))
             else:
                 await self._resolve_duplicate(it, rec)
+
+    def _new_documents(self, items: list[Item]) -> list[tuple[str, str, str, bytes]]:
+        """(path, DID, content hash, JCS bytes) of the resolved DID documents of `items`
+        this registry does not hold yet: stored with the records whose signatures they
+        checked, so that a mirror checks them the same way."""
+        out: dict[str, tuple[str, str, str, bytes]] = {}
+        for it in items:
+            for did, doc in it.documents.items():
+                content = jcs(doc)
+                content_hash = sha256(content).hex()
+                if not self.index.did_documents.has(did, content_hash):
+                    path = did_document_path(did, content)
+                    out[path] = (path, did, content_hash, content)
+        return list(out.values())
 
     async def _resolve_duplicate(self, it: Item, rec: Record) -> None:
         seq = self.index.seq_of[rec.path]

@@ -118,6 +118,21 @@ def test_only_the_subject_or_a_controller_may_revoke():
     assert fresh and rec.issued_by == did(B)
 
 
+def test_rotate_retires_the_old_key_and_add_controller_does_not():
+    D = generate_seed()
+    idx = state(make_key_event(A, subject=did(A), key=did(D)),  # D: a recovery key beside A
+                make_key_event(A, subject=did(A), key=did(B), event="rotate"))
+    assert controllers(idx, did(A), now_utc()) == {did(B), did(D)}  # A itself is retired
+    with pytest.raises(Forbidden, match="controller"):
+        validate_submission(make_key_event(A, subject=did(A), key=did(C)), idx, now_utc())
+    rec, _ = validate_submission(make_key_event(B, subject=did(A), key=did(C), event="rotate"), idx, now_utc())
+    idx.add(rec, 9)
+    assert controllers(idx, did(A), now_utc()) == {did(C), did(D)}  # B retired by the next rotation
+    with pytest.raises(Forbidden):
+        validate_submission(make_kill_switch(B, principal=did(A)), idx, now_utc())
+    assert validate_submission(make_kill_switch(C, principal=did(A)), idx, now_utc())[1]
+
+
 def test_a_revoked_key_cannot_sign_new_records_but_can_revoke_itself_again():
     idx = state(make_revocation(A, kind="key", subject=did(A)))
     with pytest.raises(Forbidden, match="revoked"):
@@ -172,15 +187,22 @@ def test_l0_to_l3_need_no_witness():
     assert fresh and rec.level == "L3" and rec.subject == did(A)
 
 
-def test_l4_witness_must_hold_a_valid_l4_or_l5_receipt_here():
+def test_l4_needs_one_peer_witness_of_any_standing_as_31_says():
+    doc = conformance_doc(receipt(A, "L4", witnesses=(W1,)))
+    rec, fresh = validate_submission(doc, Index(), now_utc())  # W1 holds no receipt: fine for L4
+    assert fresh and rec.witnesses == (did(W1),)
+    with pytest.raises(InvalidInput, match="at least 1 witness"):
+        validate_submission(conformance_doc(receipt(A, "L4")), Index(), now_utc())
+
+
+def test_l4_witness_standing_is_a_registry_setting():
     doc = conformance_doc(receipt(A, "L4", witnesses=(W1,)))
     with pytest.raises(Forbidden, match="L4/L5"):
-        validate_submission(doc, Index(), now_utc())
-    rec, fresh = validate_submission(doc, Index([did(W1)]), now_utc())
-    assert fresh
+        validate_submission(doc, Index(), now_utc(), strict_l4=True)
+    assert validate_submission(doc, Index([did(W1)]), now_utc(), strict_l4=True)[1]
     idx = state(conformance_doc(receipt(W1, "L4", witnesses=(W2,))), bootstrap=[did(W2)])
     assert holds_high_level(idx, did(W1), now_utc())
-    assert validate_submission(doc, idx, now_utc())[1]
+    assert validate_submission(doc, idx, now_utc(), strict_l4=True)[1]
 
 
 def test_l5_needs_three_qualified_witnesses():
@@ -194,15 +216,17 @@ def test_l5_needs_three_qualified_witnesses():
 
 def test_an_expired_or_revoked_witness_receipt_does_not_qualify():
     w_receipt = receipt(W1, "L4", witnesses=(C,), issued=now_utc() - timedelta(days=10), valid=timedelta(days=20))
-    idx = state(conformance_doc(w_receipt), bootstrap=[did(C)])
+    idx = state(conformance_doc(w_receipt), bootstrap=[did(C), did(W2), did(W3)])
     later = now_utc() + timedelta(days=11)
     assert holds_high_level(idx, did(W1), now_utc()) and not holds_high_level(idx, did(W1), later)
+    l5 = conformance_doc(receipt(A, "L5", witnesses=(W1, W2, W3)))
+    assert validate_submission(l5, idx, now_utc())[1]  # W1 qualifies while its receipt is valid
     revocation = make_revocation(W1, kind="conformance", subject=w_receipt["id"])
     rec, _ = validate_submission(revocation, idx, now_utc())
     idx.add(rec, 9)
     assert not holds_high_level(idx, did(W1), now_utc())
-    with pytest.raises(Forbidden):
-        validate_submission(conformance_doc(receipt(A, "L4", witnesses=(W1,))), idx, now_utc())
+    with pytest.raises(Forbidden, match="qualified: 2"):
+        validate_submission(l5, idx, now_utc())
 
 
 def test_a_conformance_revocation_needs_the_receipt_and_its_subject():
@@ -259,6 +283,16 @@ def test_absence_proof_with_a_gap_between_leaves_is_refused():
         verify_absence(forged, "d", t.size, t.root)
     with pytest.raises(StatusVerificationError):
         verify_absence(proof, "d", t.size, _tree(["a", "c"]).root)
+
+
+@pytest.mark.parametrize("field, value", [("leaf", 7), ("leaf", None), ("inclusion_proof", [1]),
+                                          ("inclusion_proof", [None]), ("index", "0")])
+def test_a_leaf_of_the_wrong_json_type_is_a_verification_error_not_a_crash(field, value):
+    t = _tree(["a", "c", "e"])
+    proof = t.absence("d")
+    forged = {**proof, "left": {**proof["left"], field: value}}
+    with pytest.raises(StatusVerificationError, match="malformed"):
+        verify_absence(forged, "d", t.size, t.root)
 
 
 def test_empty_tree_proves_absence_with_no_leaves():

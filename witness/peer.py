@@ -36,6 +36,7 @@ from tlog.errors import Forbidden, InvalidInput
 from tlog.formats import ed25519
 from tlog.formats.conformance import ConformanceReceipt, validate_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
+from tlog.formats.diddoc import KeyLookup
 from tlog.formats.entries import canonical_entry
 from tlog.formats.strict import loads_json
 
@@ -94,8 +95,9 @@ class PeerWitness:
         assert isinstance(doc, dict)
         return doc, own
 
-    def witness(self, doc: object) -> dict[str, Any]:
-        """Check a request {"receipt", "bundle"} and return our signature (see module doc)."""
+    def witness(self, doc: object, lookup: KeyLookup | None = None) -> dict[str, Any]:
+        """Check a request {"receipt", "bundle"} and return our signature (see module doc).
+        `lookup`: the keys of a subject or witnesses named by DIDs other than did:key."""
         now = self.now()
         mine = self.standing(now)
         if not isinstance(doc, dict) or set(doc) != {"receipt", "bundle"}:
@@ -103,13 +105,13 @@ class PeerWitness:
         receipt, bundle = doc["receipt"], doc["bundle"]
         if not isinstance(bundle, str):
             raise InvalidInput("bundle must be the .tlog-proof text")
-        checked = validate_conformance(receipt, now=now)
+        checked = validate_conformance(receipt, now=now, lookup=lookup)
         assert isinstance(receipt, dict)
         if checked.subject == self.did:
             raise Forbidden("a witness cannot witness its own conformance receipt (§31: independent peers)")
         if self.policy is None:
             raise Forbidden("this witness trusts no log for inclusion checks (configure trusted_logs or trust_policy)")
-        entry = canonical_entry({"type": "conformance", "receipt": receipt}, now=now)
+        entry = canonical_entry({"type": "conformance", "receipt": receipt}, now=now, lookup=lookup)
         included = self.policy.verify_bundle(bundle, entry=entry)  # VerificationError (422) / FormatError (400)
         sig = witness_signature(receipt, self._seed)
         signatures = list(receipt["signatures"])

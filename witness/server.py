@@ -17,10 +17,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 from aiohttp import web
 
+from tlog.didresolver import DidResolver
 from tlog.errors import NotFound, OAPError, RateLimited, TooLarge
+from tlog.formats.diddoc import dids_to_resolve
 from tlog.formats.keys import CosignatureSigner
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import offload, read_body, read_document
@@ -62,6 +65,7 @@ class WitnessService:
     witness: Witness
     peer: PeerWitness
     metrics: WitnessMetrics
+    resolver: DidResolver | None = None  # subjects and witnesses named by did:web, did:plc
 
     @classmethod
     def open(cls, config: WitnessConfig, *, clock: Callable[[], float] = time.time,
@@ -77,7 +81,7 @@ class WitnessService:
         for rec in state.all_sync():
             if rec.origin in configured:
                 metrics.log_size.labels(rec.origin).set(rec.size)
-        return cls(config, signer, state, witness, peer, metrics)
+        return cls(config, signer, state, witness, peer, metrics, DidResolver.from_config(config))
 
     def close(self) -> None:
         self.state.close()
@@ -164,7 +168,9 @@ class WitnessAPI:
             # A receipt and its .tlog-proof bundle: parsed within the document budget, and
             # decoded and checked off the event loop, so the cosigning path is never held up.
             doc = await read_document(request, self.cfg.max_conformance_body)
-            out = await offload(self.svc.peer.witness, doc)
+            dids = dids_to_resolve(doc)
+            lookup = await self.svc.resolver.lookup_for(dids) if dids and self.svc.resolver else None
+            out = await offload(partial(self.svc.peer.witness, lookup=lookup), doc)
         except OAPError as e:
             self.m.conformance.labels(str(e.status)).inc()
             raise
@@ -194,4 +200,10 @@ def build_app(svc: WitnessService) -> web.Application:
     app.add_routes(api.routes())
     add_ops_routes(app, svc.metrics.registry, health=api.health)
     app[FAST_ROUTES_KEY] = api.fast_routes()
+    if svc.resolver is not None:
+        resolver = svc.resolver
+
+        async def close_resolver(_: web.Application) -> None:
+            await resolver.close()
+        app.on_cleanup.append(close_resolver)
     return app
