@@ -19,7 +19,7 @@ everything unusual and refusals keep their one code path (`tlog.service.response
 handler that refuses a request, cannot answer it synchronously, or raises,
 returns it to aiohttp untouched. Answers are built by the same functions the
 aiohttp handlers call, so both paths send the same bytes
-(tests/test_fastpath.py compares them header by header); a POST that fails
+(tests/service/test_fastpath.py compares them header by header); a POST that fails
 after it was accepted (the log is full or halted) is answered through the
 error middleware's own mapping (`tlog.service.responses.error_reply`).
 
