@@ -31,9 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.httpfuzz import rss_kb  # noqa: E402
-from tests.services import Service, log_service, witness_service  # noqa: E402
 from tlog.service.limits import new_token  # noqa: E402
+
+from tests.httpfuzz import rss_kb  # noqa: E402
+from tests.support.services import Service, log_service, witness_service  # noqa: E402
 
 BOMB = b"\x9a" + (256 * 1024 - 5).to_bytes(4, "big") + b"\x80" * (256 * 1024 - 5)
 

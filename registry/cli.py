@@ -10,7 +10,9 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import aiohttp
 import click
@@ -25,7 +27,7 @@ from .config import RegistryConfig
 
 STATUS_EXIT = {"good": 0, "revoked": 3, "unknown": 4}
 
-
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _seed(path: Path) -> bytes:
@@ -74,7 +76,7 @@ def main() -> None:
 @click.option("--bootstrap-witness", "bootstrap", multiple=True,
               help="DID accepted as an L4/L5 witness without a receipt (genesis only; repeatable).")
 @click.option("--rate-limit", type=float, default=None, help="Requests/s per client (0: off).")
-def serve(config_file, bootstrap, **flags) -> None:
+def serve(config_file: Path | None, bootstrap: tuple[str, ...], **flags: Any) -> None:
     """Run the registry (or a mirror) until Ctrl-C or SIGTERM."""
     cfg = load_config(RegistryConfig, section="registry", env_prefix="OAP_REGISTRY_", config_file=config_file,
                       bootstrap_witnesses=",".join(bootstrap) if bootstrap else None, **flags)
@@ -116,7 +118,7 @@ def keygen(out: Path) -> None:
 def _submit(url: str, record: dict, out: Path | None) -> None:
     from .client import RegistryClient
 
-    async def go():
+    async def go() -> dict[str, Any]:
         async with RegistryClient(url) as c:
             return await c.submit(record)
 
@@ -161,7 +163,8 @@ def submit(record: Path, url: str, out: Path | None) -> None:
 @click.option("--status-list-index", type=int, default=None, help="vc: the credential's statusListIndex.")
 @URL_OPT
 @ANCHOR_OUT
-def revoke(key_file, kind, subject, reason, effective_at, status_list_index, url, out) -> None:
+def revoke(key_file: Path, kind: str, subject: str | None, reason: str, effective_at: str | None,
+           status_list_index: int | None, url: str, out: Path | None) -> None:
     """Sign and submit a revocation."""
     from .client import did_of, make_revocation
 
@@ -180,7 +183,7 @@ def revoke(key_file, kind, subject, reason, effective_at, status_list_index, url
 @click.option("--effective-at", default=None)
 @URL_OPT
 @ANCHOR_OUT
-def kill_switch(key_file, principal, effective_at, url, out) -> None:
+def kill_switch(key_file: Path, principal: str | None, effective_at: str | None, url: str, out: Path | None) -> None:
     """Revoke every token, grant and webhook subscription of a principal (§22.3)."""
     from .client import make_kill_switch
 
@@ -194,7 +197,7 @@ def kill_switch(key_file, principal, effective_at, url, out) -> None:
 @click.option("--event", type=click.Choice(["add_controller", "rotate"]), default="add_controller")
 @URL_OPT
 @ANCHOR_OUT
-def key_event(key_file, subject, controller, event, url, out) -> None:
+def key_event(key_file: Path, subject: str, controller: str, event: str, url: str, out: Path | None) -> None:
     """Make another key a controller of a subject (rotation, recovery)."""
     from .client import make_key_event
 
@@ -214,7 +217,8 @@ def key_event(key_file, subject, controller, event, url, out) -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Save the fetched response here.")
 @click.option("--allow-stale", is_flag=True, help="Accept a response past its next_update.")
 @URL_OPT
-def status(target, offline, registry_key, log_policy, log_vkey, issuer, out, allow_stale, url) -> None:
+def status(target: str, offline: bool, registry_key: str | None, log_policy: Path | None, log_vkey: str | None,
+           issuer: str | None, out: Path | None, allow_stale: bool, url: str) -> None:
     """Fetch (or, with --offline, read) a status response and verify it.
 
     Exit 0 good, 3 revoked, 4 unknown; 1 if the response does not verify.
@@ -232,7 +236,7 @@ def status(target, offline, registry_key, log_policy, log_vkey, issuer, out, all
     else:
         from .client import RegistryClient
 
-        async def go():
+        async def go() -> tuple[dict[str, Any], Any]:
             async with RegistryClient(url) as c:
                 r = await c.status(target, issuer)
                 return r, (await c.info())["status_service"]
@@ -266,7 +270,8 @@ def status(target, offline, registry_key, log_policy, log_vkey, issuer, out, all
 # --- mirror, rebuild, verify ----------------------------------------------------------------
 
 
-def _mirror_once(data: Path, upstream: str, registry_key, policy, metrics_file, quiet) -> int:
+def _mirror_once(data: Path, upstream: str, registry_key: str | None, policy: TrustPolicy | None,
+                 metrics_file: Path | None, quiet: bool) -> int:
     from .index import Index
     from .mirror import Mirror, UpstreamError
     from .service import lock_data_dir
@@ -318,7 +323,7 @@ TRUST_OPTS = [
 ]
 
 
-def _trust_opts(fn):
+def _trust_opts(fn: F) -> F:
     for opt in reversed(TRUST_OPTS):
         fn = opt(fn)
     return fn
@@ -331,7 +336,8 @@ def _trust_opts(fn):
 @click.option("--metrics-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write Prometheus metrics here (node_exporter textfile format).")
 @click.option("--quiet", is_flag=True)
-def mirror(upstream, data_dir, registry_key, log_policy, log_vkey, metrics_file, quiet) -> None:
+def mirror(upstream: str, data_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkey: str | None,
+           metrics_file: Path | None, quiet: bool) -> None:
     """Fetch and verify new upstream commits; advance only if all verify (exit 1 if refused)."""
     sys.exit(_mirror_once(data_dir, upstream, registry_key, _trust(log_policy, log_vkey), metrics_file, quiet))
 
@@ -341,7 +347,8 @@ def mirror(upstream, data_dir, registry_key, log_policy, log_vkey, metrics_file,
 @click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @_trust_opts
 @click.option("--quiet", is_flag=True)
-def rebuild(source, data_dir, registry_key, log_policy, log_vkey, quiet) -> None:
+def rebuild(source: str, data_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkey: str | None,
+            quiet: bool) -> None:
     """Rebuild a registry from any mirror into an empty data directory, verifying all of it."""
     if data_dir.exists() and any(data_dir.iterdir()):
         fail(f"{data_dir} is not empty", 2)
@@ -358,7 +365,8 @@ def rebuild(source, data_dir, registry_key, log_policy, log_vkey, quiet) -> None
 @click.option("--head-anchor", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The head commit's .tlog-proof (GET /v1/anchors/<seq>).")
 @click.option("--url", default=None, help="Fetch the head commit's .tlog-proof from this registry or mirror.")
-def verify(repo_dir, registry_key, log_policy, log_vkey, head_anchor, url) -> None:
+def verify(repo_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkey: str | None,
+           head_anchor: Path | None, url: str | None) -> None:
     """Check a whole registry history (a bare repo or a `git clone`) against the log, offline."""
     from .history import Replayer, replay
     from .index import Index
@@ -370,6 +378,7 @@ def verify(repo_dir, registry_key, log_policy, log_vkey, head_anchor, url) -> No
     repo = RegistryRepo(gitdir)
     index = Index()
     r = Replayer(repo, index, strict=True, registry=registry_key, policy=_trust(log_policy, log_vkey))
+    head_checked = False
     try:
         head = repo.ref(MAIN)
         n = len(repo.chain(head, None)) if head else 0
@@ -377,19 +386,24 @@ def verify(repo_dir, registry_key, log_policy, log_vkey, head_anchor, url) -> No
             replay(repo, index, head, r, progress=bar.update)
         if head_anchor is not None:
             r.verify_head_anchor(head_anchor.read_text())
+            head_checked = True
         elif url and index.head is not None:
             from .mirror import fetch_url
 
             r.verify_head_anchor(fetch_url(f"{url.rstrip('/')}/v1/anchors/{index.head.seq}"))
-            head_anchor = url
+            head_checked = True
     except OAPError as e:
         click.echo(f"FAIL: {e.message}")
         sys.exit(1)
     finally:
         repo.close()
     h = index.head
+    if head_checked:
+        assert h is not None  # verify_head_anchor refuses an empty registry
+        head_note = f", head {h.seq} too"
+    else:
+        head_note = f"; head {h.seq if h else '-'} unchecked (--head-anchor)"
     click.echo(f"OK: {n} commit(s), {len(index.records)} record(s), registry {r.registry}; anchors of commits "
-               f"0..{h.seq - 1 if h else -1} verified in the log"
-               + (f", head {h.seq} too" if head_anchor else f"; head {h.seq if h else '-'} unchecked (--head-anchor)"))
+               f"0..{h.seq - 1 if h else -1} verified in the log" + head_note)
     if r.tofu_log:
         click.echo("warning: log key taken from registry.json; pin it with --log-policy", err=True)

@@ -16,7 +16,7 @@ send timeout (which also stops the worker).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from io import BytesIO
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from aiohttp import web
 from dulwich.errors import GitProtocolError
 from dulwich.protocol import ReceivableProtocol
 from dulwich.repo import Repo
-from dulwich.server import DictBackend, UploadPackHandler
+from dulwich.server import BackendRepo, DictBackend, UploadPackHandler
 
 from tlog.errors import Forbidden, InvalidInput
 from tlog.service.bodies import read_body
@@ -47,13 +47,15 @@ class GitReadOnly:
         self.max_body = max_body
         self.gate = gate
 
-    def _run(self, body: bytes, *, advertise: bool, write: Callable[[bytes], object] | None = None) -> bytes:
+    def _run(self, body: bytes, *, advertise: bool, write: Callable[[bytes], int | None] | None = None) -> bytes:
         """Answer one upload-pack request; the output goes to `write` as it is made (or is returned)."""
         repo = Repo(self.repo_path)
         try:
             out = BytesIO()
             proto = ReceivableProtocol(BytesIO(body).read, write or out.write)
-            handler = UploadPackHandler(DictBackend({b".": repo}), [b"."], proto,  # type: ignore[list-item]
+            repos: dict[bytes, BackendRepo] = {b".": repo}
+            # dulwich types the path argument as str; it is the repos key, bytes here
+            handler = UploadPackHandler(DictBackend(repos), [b"."], proto,  # type: ignore[list-item]
                                         stateless_rpc=True, advertise_refs=advertise)
             if advertise:
                 handler.proto.write_pkt_line(b"# service=git-upload-pack\n")
@@ -115,8 +117,8 @@ class GitReadOnly:
             await worker
             raise first  # a refused request (InvalidInput) is answered before anything was sent
 
-        async def rest():
-            item = first
+        async def rest() -> AsyncIterator[bytes]:
+            item: bytes | BaseException | None = first
             while item is not None:
                 if isinstance(item, BaseException):
                     raise RuntimeError(f"git-upload-pack failed mid-pack: {item}") from item

@@ -26,6 +26,7 @@ checks their signatures only. Failures raise `HistoryError` carrying the commit.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -116,15 +117,16 @@ class Replayer:
             raise self._fail("missing_anchor", f"must add exactly the anchor of commit {seq - 1}", cid, seq)
         for p in anchors:
             a_seq = infos[p].seq
+            assert a_seq is not None  # classify gives every anchor path its seq
             bundle = self.repo.blob(files[p])
             if self.strict:
-                target = self.index.commits[a_seq] if a_seq is not None and a_seq < seq else None
+                target = self.index.commits[a_seq] if a_seq < seq else None
                 if target is None:
                     raise self._fail("bad_anchor", f"{p} anchors a commit that is not before it", cid, seq)
                 verify_commit_anchor(bundle, commit=target.commit, tree=target.tree, seq=a_seq,
                                      registry=self.registry or "", policy=self.policy)
-            self.index.anchors_in_tree.add(a_seq)  # type: ignore[arg-type]
-            self._keep_anchor(a_seq, bundle)  # type: ignore[arg-type]
+            self.index.anchors_in_tree.add(a_seq)
+            self._keep_anchor(a_seq, bundle)
         now = _utc(c.commit_time)
         for p in order:
             if infos[p].what == "did_document":
@@ -211,7 +213,8 @@ class Replayer:
         write_atomic(path, bundle)  # served as immutable: must never be torn or empty
 
 
-def replay(repo: RegistryRepo, index: Index, head: str | None, replayer: Replayer, progress=None) -> None:
+def replay(repo: RegistryRepo, index: Index, head: str | None, replayer: Replayer,
+           progress: Callable[[int], object] | None = None) -> None:
     """Apply every commit from the index's head (exclusive) to `head`."""
     if head is None:
         return

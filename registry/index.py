@@ -122,8 +122,11 @@ class Index:
             for key in rec.status_keys():
                 self._revocations[key].append(rec)
             self.known.update((*rec.status_keys(), rec.issued_by, rec.subject))
-        for who in {rec.id, rec.subject, rec.issued_by, rec.key, *rec.witnesses} - {None}:
-            self._about[who].append(rec.path)  # type: ignore[index]
+        about = {rec.id, rec.subject, rec.issued_by, *rec.witnesses}
+        if rec.key is not None:
+            about.add(rec.key)
+        for who in about:  # each once: the order of the lists is the order of the records
+            self._about[who].append(rec.path)
 
     def add_commit(self, info: CommitInfo) -> None:
         if info.seq != len(self.commits):
@@ -140,8 +143,9 @@ class Index:
             out.anchors_in_tree = set(self.anchors_in_tree)
             out.per_commit.update(self.per_commit)
             for mine, theirs in ((out._receipts, self._receipts), (out._revocations, self._revocations),
-                                 (out._key_events, self._key_events), (out._about, self._about)):
+                                 (out._key_events, self._key_events)):
                 mine.update({k: list(v) for k, v in theirs.items()})
+            out._about.update({k: list(v) for k, v in self._about.items()})
             return out
 
     # --- queries ---------------------------------------------------------------------

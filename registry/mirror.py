@@ -25,21 +25,26 @@ import logging
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dulwich.client import get_transport_and_path
 
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import Conflict, OAPError
 
+from .anchoring import Genesis
 from .history import HistoryError, Replayer, replay
 from .index import Index
 from .metrics import RegistryMetrics
 from .store import MAIN, RegistryRepo
+
+if TYPE_CHECKING:
+    from dulwich.objects import ObjectID
+    from dulwich.refs import Ref
 
 log = logging.getLogger("oap.registry.mirror")
 UPSTREAM_REF = b"refs/mirror/upstream"
@@ -90,7 +95,7 @@ class Mirror:
         self.progress = progress
         self.anchors_dir = self.data_dir / "anchors"
         self.tofu_log = False
-        self.genesis = None
+        self.genesis: Genesis | None = None
 
     def load(self) -> None:
         """Rebuild the index from the local (already verified) main."""
@@ -115,7 +120,7 @@ class Mirror:
             raise UpstreamError("upstream /v1/info names no repository")
         client, path = get_transport_and_path(f"{self.upstream}/{name}.git")
 
-        def wants(refs, depth=None):
+        def wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
             head = refs.get(MAIN)
             return [head] if head is not None and head not in self.repo.repo.object_store else []
 
@@ -127,7 +132,7 @@ class Mirror:
         if head is None:
             return name, None
         head_hex = head.decode() if isinstance(head, bytes) else head
-        self.repo.repo.refs[UPSTREAM_REF] = head_hex.encode()
+        self.repo.set_ref(UPSTREAM_REF, head_hex)
         return name, head_hex
 
     def sync(self) -> SyncResult:
@@ -204,7 +209,7 @@ class Mirror:
             while self.repo.ref(ref.encode()) is not None:
                 n += 1
                 ref = f"{QUARANTINE.decode()}{stamp}-{reason}-{n}"
-            self.repo.repo.refs[ref.encode()] = upstream.encode()
+            self.repo.set_ref(ref.encode(), upstream)
         report = {
             "time": stamp, "upstream": self.upstream, "reason": reason, "message": message,
             "local_head": local, "upstream_head": upstream, "quarantine_ref": ref,

@@ -202,6 +202,7 @@ class RegistryAPI:
         except InvalidInput:
             raise NotFound(f"{path} is not a registry path") from None
         rec = self.svc.index.records.get(path)
+        data: bytes | None
         if rec is not None:
             data = rec.content
         else:

@@ -13,11 +13,12 @@ import asyncio
 import json
 import logging
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 import aiohttp
 
@@ -37,12 +38,15 @@ from .config import RegistryConfig
 from .history import Replayer, replay
 from .index import CommitInfo, Index
 from .metrics import RegistryMetrics
-from .mirror import Mirror
+from .mirror import Mirror, SyncResult
 from .records import Record
 from .status import Epoch, Produced, StatusProducer
 from .statuslist import status_list_credential
 from .store import MAIN, ReadGate, RegistryRepo
 from .writer import RegistryWriter, write_durably
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 log = logging.getLogger("oap.registry")
 KEY_NAME = "oap-registry"
@@ -104,7 +108,7 @@ class RegistryService:
     def data_dir(self) -> Path:
         return self.config.data_dir
 
-    async def in_thread(self, fn, *args):
+    async def in_thread(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     # --- open / close ------------------------------------------------------------------
@@ -232,7 +236,7 @@ class RegistryService:
 
     # --- mirror loop --------------------------------------------------------------------
 
-    async def sync_once(self):
+    async def sync_once(self) -> SyncResult:
         assert self.mirror is not None
         result = await self.in_thread(self.mirror.sync)
         if await self.in_thread(self.repo.pack_count) > self.config.max_packs:
@@ -344,6 +348,7 @@ class RegistryService:
         if now is not None:
             return now
         producer, epoch = self.producer, self.epoch  # status_now checked both, with no await since
+        assert producer is not None and epoch is not None
         got = await self.in_thread(producer.produce_revoked, epoch, key)
         producer.remember(epoch, key, got)
         self._count_status(got.body["status"])

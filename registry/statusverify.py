@@ -42,7 +42,7 @@ from tlog.merkle.verify import verify_inclusion
 
 from .anchoring import verify_commit_anchor, verify_receipt_anchor
 from .layout import classify, id_hash
-from .records import KILL_SWITCH_CLASSES, check_record, vc_status_key
+from .records import KILL_SWITCH_CLASSES, Record, check_record, vc_status_key
 
 STATUSES = ("good", "revoked", "unknown")
 
@@ -182,9 +182,9 @@ def verify_absence(proof: object, key: str, size: int, root: bytes) -> None:
         raise _fail("left leaf does not sort before the id")
     if right is not None and not k < right["id"].encode("utf-8"):
         raise _fail("right leaf does not sort after the id")
-    if left is None and right["_index"] != 0:
+    if left is None and right is not None and right["_index"] != 0:
         raise _fail("id sorts before the first leaf, but the right leaf is not leaf 0")
-    if right is None and left["_index"] != size - 1:
+    if right is None and left is not None and left["_index"] != size - 1:
         raise _fail("id sorts after the last leaf, but the left leaf is not the last")
     if left is not None and right is not None and right["_index"] != left["_index"] + 1:
         raise _fail("bracketing leaves are not adjacent")
@@ -272,7 +272,7 @@ def _did_documents(items: object, tree: object) -> KeyLookup | None:
     return lookup
 
 
-def _record_revokes(rec, key: str, reason: str, revoked_at: datetime) -> None:
+def _record_revokes(rec: Record, key: str, reason: str, revoked_at: datetime) -> None:
     """The record must be one that revokes `key`, at the time and for the reason claimed."""
     if rec.type == "revocation":
         want = vc_status_key(rec.subject, rec.issued_by) if rec.kind == "vc" else rec.subject

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from dulwich.diff_tree import tree_changes
 from dulwich.objects import Blob, Commit, Tree
@@ -29,7 +30,11 @@ from dulwich.repo import Repo
 
 from tlog.errors import Conflict, InvalidInput
 
-MAIN = b"refs/heads/main"
+if TYPE_CHECKING:  # dulwich's typing names for a ref and a hex object id (both bytes)
+    from dulwich.objects import ObjectID
+    from dulwich.refs import Ref
+
+MAIN: Ref = cast("Ref", b"refs/heads/main")
 IDENTITY = b"OAP Registry <registry@oap.invalid>"
 FILE_MODE = 0o100644
 
@@ -48,8 +53,12 @@ def _hex(sha: bytes | str) -> str:
     return sha.decode("ascii") if isinstance(sha, bytes) else sha
 
 
-def _raw(sha: str | bytes) -> bytes:
-    return sha.encode("ascii") if isinstance(sha, str) else sha
+def _raw(sha: str | bytes) -> ObjectID:
+    return cast("ObjectID", sha.encode("ascii") if isinstance(sha, str) else sha)
+
+
+def _ref(name: bytes) -> Ref:
+    return cast("Ref", name)
 
 
 def commit_message(summary: str, paths: Iterable[str]) -> bytes:
@@ -69,7 +78,7 @@ class RegistryRepo:
         if not (self.path / "HEAD").exists():
             self.path.mkdir(parents=True, exist_ok=True)
             repo = Repo.init_bare(str(self.path))
-            repo.refs.set_symbolic_ref(b"HEAD", MAIN)
+            repo.refs.set_symbolic_ref(_ref(b"HEAD"), MAIN)
             cfg = repo.get_config()
             cfg.set((b"core",), b"fsyncObjectFiles", True)
             cfg.write_to_path()
@@ -83,17 +92,22 @@ class RegistryRepo:
 
     def ref(self, name: bytes = MAIN) -> str | None:
         try:
-            return _hex(self.repo.refs[name])
+            return _hex(self.repo.refs[_ref(name)])
         except KeyError:
             return None
 
     def refs_under(self, prefix: bytes) -> dict[str, str]:
-        return {_hex(k): _hex(v) for k, v in self.repo.refs.as_dict(prefix).items()}
+        return {_hex(k): _hex(v) for k, v in self.repo.refs.as_dict(_ref(prefix)).items()}
+
+    def set_ref(self, name: bytes, sha: str) -> None:
+        """Point `name` at `sha` whatever it held (refs other than main: the mirror's
+        upstream and quarantine refs)."""
+        self.repo.refs[_ref(name)] = _raw(sha)
 
     def cas(self, name: bytes, old: str | None, new: str) -> None:
         """Move `name` from `old` (None: must not exist) to `new`, or raise Conflict."""
-        ok = self.repo.refs.set_if_equals(name, _raw(old) if old else None, _raw(new)) if old else \
-            self.repo.refs.add_if_new(name, _raw(new))
+        ok = self.repo.refs.set_if_equals(_ref(name), _raw(old) if old else None, _raw(new)) if old else \
+            self.repo.refs.add_if_new(_ref(name), _raw(new))
         if not ok:
             raise Conflict(f"{name.decode()} moved concurrently (expected {old}, found {self.ref(name)})")
 
@@ -184,7 +198,8 @@ class RegistryRepo:
         self.repo.object_store.add_objects([(o, None) for o in new_objects])
         return _hex(c.id), _hex(tree_id), True
 
-    def _update_tree(self, tree_id: bytes | None, changes: dict, out: list, added: list[str], prefix: str) -> bytes:
+    def _update_tree(self, tree_id: ObjectID | None, changes: dict, out: list, added: list[str],
+                     prefix: str) -> ObjectID:
         old = self.repo[tree_id] if tree_id else Tree()
         if not isinstance(old, Tree):
             raise Conflict(f"{prefix}: not a directory")
@@ -238,10 +253,12 @@ class RegistryRepo:
                 new = ch.new.path if ch.new is not None else None
                 bad.append(f"{ch.type} {(old or new or b'').decode('utf-8', 'replace')}")
                 continue
-            if ch.new.mode != FILE_MODE:
-                bad.append(f"add {ch.new.path.decode('utf-8', 'replace')} with mode {ch.new.mode:o}")
+            entry = ch.new
+            assert entry is not None  # an add has a new side
+            if entry.mode != FILE_MODE:
+                bad.append(f"add {entry.path.decode('utf-8', 'replace')} with mode {entry.mode:o}")
                 continue
-            out.append(Added(ch.new.path.decode("utf-8"), _hex(ch.new.sha)))
+            out.append(Added(entry.path.decode("utf-8"), _hex(entry.sha)))
         if bad:
             raise AddOnlyViolation("not add-only: " + "; ".join(bad[:10]), changes=bad[:100])
         return out

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 from tlog.errors import Conflict, OAPError, Unavailable
 from tlog.formats.canonical import jcs
@@ -46,6 +46,9 @@ from .index import CommitInfo, Index, Layered
 from .layout import GENESIS, anchor_path, did_document_path, receipt_proof_path
 from .records import Record, validate_submission
 from .store import MAIN, ReadGate, RegistryRepo
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 log = logging.getLogger("oap.registry.writer")
 
@@ -86,7 +89,7 @@ class RegistryWriter:
         self.gate: ReadGate | None = None  # set by the service: compaction keeps Git readers out
         self.max_packs = 64
 
-    async def in_thread(self, fn, *args):
+    async def in_thread(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     @property
@@ -129,9 +132,9 @@ class RegistryWriter:
                 log.error("%s", self.broken)
                 return
             self.pending_path.unlink()
-        head = self.index.head
-        if head is not None and self.anchor_text(head.seq) is None:
-            self._keep_anchor(head.seq, await self.anchorer.anchor_commit(head.commit, head.tree, head.seq))
+        last = self.index.head
+        if last is not None and self.anchor_text(last.seq) is None:
+            self._keep_anchor(last.seq, await self.anchorer.anchor_commit(last.commit, last.tree, last.seq))
 
     async def create_genesis(self, content: bytes) -> None:
         """Commit 0: `registry.json` only, anchored like every other commit."""

@@ -1,41 +1,16 @@
+"""Fixtures shared by the test directories: `server`, a real `oap-log serve` process, and
+`hash_impl`, which runs a batch-hashing test once per implementation."""
 from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tlog.formats.checkpoint import Checkpoint
-from tlog.formats.keys import Signer
-from tlog.formats.note import sign_note
+from tlog.formats import hashing
 
-from .services import Service
-
-BIN = Path(sys.executable).parent
-
-
-def make_signer(origin: str = "test.example/log") -> Signer:
-    return Signer(origin, bytes(range(32)))
-
-
-def checkpoint_signer(signer: Signer):
-    return lambda size, root: sign_note(Checkpoint(signer.name, size, root).to_text(), [signer])
-
-
-class ServerProcess(Service):
-    """A real `oap-log serve` process on 127.0.0.1 with a kernel-chosen port."""
-
-    def __init__(self, data: Path, *extra: str) -> None:
-        super().__init__("log", [str(BIN / "oap-log"), "serve", "--data", str(data), "--port", "0", *extra])
-        self.data = data
-
-    def stop(self) -> int:
-        rc = super().stop()
-        time.sleep(0.1)  # let the drain thread read the last lines
-        self.output = self.log_text
-        return rc
+from tests.support.services import ServerProcess
 
 
 @pytest.fixture
@@ -134,3 +109,13 @@ def go_tlogverify(tmp_path_factory) -> Path:
     subprocess.run([str(goroot / "bin/go"), "build", "-o", str(out), "tlogverify"], env=env, check=True,
                    capture_output=True, timeout=300)
     return out
+
+
+@pytest.fixture(params=["native", "hashlib"])
+def hash_impl(request, monkeypatch):
+    """Run a test through the C batch hashing and again through hashlib alone."""
+    if request.param == "hashlib":
+        monkeypatch.setattr(hashing, "native", None)
+    elif hashing.native is None:
+        pytest.skip("tlog._native is not built here")
+    return request.param

@@ -47,7 +47,7 @@ from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import parse_note
 from tlog.merkle.verify import verify_consistency
 
-from .services import fetch_entries
+from tests.support.services import fetch_entries
 
 BIN = Path(sys.executable).parent
 CRASH_POINTS = ["after_hash_append", "after_sign", "before_commit", "after_commit"]
@@ -390,7 +390,7 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
     from tlog.server.service import load_or_create_key
     from tlog.server.witnessing import policy_text
 
-    from .services import ORIGIN, Service, registry_service
+    from tests.support.services import ORIGIN, Service, registry_service
 
     rng = random.Random(seed)
     log_dir, w_dir, r_dir = workdir / "log", workdir / "witness", workdir / "registry"

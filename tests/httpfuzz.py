@@ -158,7 +158,7 @@ async def fuzz(base_url: str, endpoints: list[Endpoint], *, requests: int, pid: 
             ])
             record(await raw_request(host, port, data, timeout=10), "raw")
             return
-        if kind < 0.24 and ep.method == "POST":  # hostile bodies within the size cap (tests/test_hostile.py)
+        if kind < 0.24 and ep.method == "POST":  # hostile bodies within the size cap (tests/system/test_hostile.py)
             n = rng.choice([4096, 65536, 250_000] if requests >= 2000 else [4096, 16384])  # make fuzz: bigger
             data = rng.choice([
                 b"\x9a" + n.to_bytes(4, "big") + b"\x80" * n,  # CBOR array of empty arrays
@@ -344,7 +344,7 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
     """Fuzz a log, a witness and a registry (real processes), each with `requests` requests."""
     from pathlib import Path
 
-    from .services import log_service, registry_service, witness_service
+    from tests.support.services import log_service, registry_service, witness_service
 
     workdir = Path(workdir)
     import os

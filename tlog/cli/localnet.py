@@ -33,8 +33,8 @@ BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"
 
 
-def _prefix_output(name: str, proc: subprocess.Popen) -> None:
-    assert proc.stdout is not None
+def _prefix_output(name: str, proc: subprocess.Popen[str]) -> None:
+    assert proc.stdout is not None  # started with stdout=PIPE
     for line in proc.stdout:
         sys.stdout.write(f"[{name}] {line}")
         sys.stdout.flush()

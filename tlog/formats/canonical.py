@@ -196,7 +196,7 @@ def dcbor(obj: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> bytes:
     by the bytewise order of their encodings. (cbor2 sorts length-first, the
     RFC 7049 rule; for keys that are all text strings — the only keys the data
     model allows — that is the same order, because a text string's header grows
-    with its length. tests/test_canonical.py checks this.) The value is checked
+    with its length. tests/formats/test_canonical.py checks this.) The value is checked
     against the data model first, so nothing without a JSON twin gets encoded.
     """
     check_json_value(obj, max_depth=max_depth)

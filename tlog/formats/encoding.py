@@ -21,7 +21,7 @@ def b64enc(data: bytes) -> str:
     return pybase64.b64encode(data).decode("ascii")
 
 
-def b64encode_bytes(data: bytes) -> bytes:
+def b64encode_bytes(data: bytes | bytearray | memoryview) -> bytes:
     """Standard padded base64 as bytes (for writers that assemble documents in bytes)."""
     return pybase64.b64encode(data)
 

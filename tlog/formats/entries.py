@@ -273,8 +273,11 @@ def decode_entry(data: bytes) -> dict[str, Any]:
     return obj
 
 
-def receipt_hash(receipt: dict[str, Any]) -> bytes:
-    """SHA-256 of the RFC 8785 form of the whole receipt as given (§19.1, §19.2)."""
+def receipt_hash(receipt: object) -> bytes:
+    """SHA-256 of the RFC 8785 form of the whole receipt as given (§19.1, §19.2).
+
+    A receipt is a JSON object, but any JSON value hashes the same way: `oap-log verify
+    --receipt` hashes the file it is given as it is."""
     return sha256(jcs(receipt))
 
 

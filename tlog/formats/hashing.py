@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from typing import TypeGuard
 
 import numpy as np
 
@@ -95,7 +96,7 @@ def hash_rows(hashes: Sequence[bytes] | np.ndarray) -> np.ndarray:
     return np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(len(hashes), HASH_SIZE)
 
 
-def leaf_hashes(entries: list[bytes]) -> np.ndarray:
+def leaf_hashes(entries: Sequence[bytes]) -> np.ndarray:
     """Leaf hashes of many entries as an (m, 32) array."""
     if native is not None:
         digests = native.leaf_hashes(entries)
@@ -104,7 +105,7 @@ def leaf_hashes(entries: list[bytes]) -> np.ndarray:
     return np.frombuffer(digests, dtype=np.uint8).reshape(len(entries), HASH_SIZE)
 
 
-def leaf_hashes_hashlib(entries: list[bytes]) -> bytes:
+def leaf_hashes_hashlib(entries: Sequence[bytes]) -> bytes:
     """The hashlib path of leaf_hashes, as concatenated digests."""
     return b"".join([_sha256(b"\x00" + e).digest() for e in entries])
 
@@ -126,7 +127,7 @@ def parse_sha256(text: object, field: str = "hash") -> bytes:
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
 
-def is_sha256_text(text: object) -> bool:
+def is_sha256_text(text: object) -> TypeGuard[str]:
     """True for "sha256:" followed by exactly 64 ASCII hex digits (either case)."""
     return (type(text) is str and len(text) == 71 and text.startswith("sha256:")
             and _HEX64.fullmatch(text, 7) is not None)

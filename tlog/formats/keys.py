@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar, Self
+from typing import ClassVar, NoReturn, Self
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
@@ -261,7 +261,7 @@ class _Ed25519Key:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, key_id={self.key_id.hex()})"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("signing keys are not picklable (keep the seed in this process)")
 
 

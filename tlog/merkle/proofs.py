@@ -14,6 +14,7 @@ the whole document with a few numpy operations, never a Python loop per hash.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from tlog.errors import InvalidInput
 from tlog.formats.encoding import b64encode_bytes
 from tlog.formats.hashing import node_hashes
 from tlog.merkle.tree import HashReader, TreeView, height
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # numpy's stubs give arrays __buffer__ on Python 3.12+ only
 
 
 class ProofBatch:
@@ -135,7 +139,7 @@ class ProofBatch:
         small = counts < 24
         out[:, 0] = np.where(small, 0, 0x98)
         out[:, 1] = np.where(small, 0x80 | np.minimum(counts, 23), counts)
-        flat = memoryview(out.reshape(-1))
+        flat = memoryview(cast("Buffer", out.reshape(-1)))
         starts = np.arange(b, dtype=np.int64) * width + small
         stops = np.arange(b, dtype=np.int64) * width + 2 + 34 * counts
         return np.frombuffer(b"".join([prefix, head, *[flat[a:z] for a, z in zip(starts.tolist(), stops.tolist())],
@@ -213,11 +217,11 @@ def inclusion_pieces(view: TreeView, hashes: HashReader, indices: np.ndarray, *,
     for a in range(0, idx.size, chunk):
         batch = inclusion_levels(view, hashes, idx[a:a + chunk])
         if cbor:
-            yield memoryview(batch.cbor_document())[len(cbor_head(4, len(batch))):]
+            yield memoryview(cast("Buffer", batch.cbor_document()))[len(cbor_head(4, len(batch))):]
         else:
             if a:
                 yield b","
-            yield memoryview(batch.json_document())[1:-1]
+            yield memoryview(cast("Buffer", batch.json_document()))[1:-1]
     if not cbor:
         yield b"]"
 
@@ -320,7 +324,7 @@ def b64_rows(flat: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     m = flat.shape[0]
     padded = np.zeros((m, 33), dtype=np.uint8)
     padded[:, :32] = flat
-    enc = np.frombuffer(b64encode_bytes(memoryview(padded.reshape(-1))), dtype=np.uint8).reshape(m, 44)
+    enc = np.frombuffer(b64encode_bytes(memoryview(cast("Buffer", padded.reshape(-1)))), dtype=np.uint8).reshape(m, 44)
     if out is None:
         out = enc.copy()
     else:
@@ -391,7 +395,9 @@ def cbor_map_parts(items: dict[str, bytes], hole: str) -> tuple[bytes, bytes]:
     the bytes before that value and the bytes after it."""
     keys = sorted(((_cbor_text(k), k, v) for k, v in {**items, hole: b""}.items()),
                   key=lambda kv: (len(kv[0]), kv[0]))
-    before, after, seen = [cbor_head(5, len(keys))], [], False
+    before: list[bytes] = [cbor_head(5, len(keys))]
+    after: list[bytes] = []
+    seen = False
     for enc, k, v in keys:
         if k == hole:
             before.append(enc)

@@ -19,7 +19,7 @@ everything unusual and refusals keep their one code path (`tlog.service.response
 handler that refuses a request, cannot answer it synchronously, or raises,
 returns it to aiohttp untouched. Answers are built by the same functions the
 aiohttp handlers call, so both paths send the same bytes
-(tests/test_fastpath.py compares them header by header); a POST that fails
+(tests/service/test_fastpath.py compares them header by header); a POST that fails
 after it was accepted (the log is full or halted) is answered through the
 error middleware's own mapping (`tlog.service.responses.error_reply`).
 
@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol, cast
 
 from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
@@ -75,6 +75,18 @@ aiohttp, so it must not have side effects before its last check; the awaitable's
 errors are answered like the error middleware answers them."""
 
 
+class Limiter(Protocol):
+    """The rate limiter a fast route charges (a tlog.service.limits.RateLimiter)."""
+
+    def allows(self, client: str, kind: str, cost: float = 1.0) -> bool:
+        """Whether `check` would pass now, taking nothing."""
+        ...
+
+    def check(self, client: str, kind: str, cost: float = 1.0) -> None:
+        """Take `cost` tokens or raise."""
+        ...
+
+
 class Request(NamedTuple):
     """What the fast path read of a request's headers."""
 
@@ -100,7 +112,7 @@ class FastRoutes:
 
     routes: dict[str, tuple[str, Handler]]
     posts: dict[str, tuple[str, PostHandler, int]] = field(default_factory=dict)  # path: (name, handler, body cap)
-    limiter: object | None = None  # a tlog.service.limits.RateLimiter: its "request" bucket, as the middleware
+    limiter: Limiter | None = None  # a tlog.service.limits.RateLimiter: its "request" bucket, as the middleware
     record: Callable[[str, int, float], None] = lambda route, status, seconds: None
     trusted_proxies: int = 0  # proxies in front, appending to X-Forwarded-For (tlog.service.limits.client_address)
     answered: int = 0  # requests answered here, and connections handed to aiohttp (tests, debugging)
@@ -148,7 +160,8 @@ class FastRoutes:
         return None
 
 
-_MISS = object()
+_MISS: tuple[str, str, Handler] = ("", "", lambda path, accept: None)
+"""Not in `FastRoutes._lines` (a sentinel of its values' type, compared by identity)."""
 _MAX_KEPT_LINE = 300  # bytes; a canonical tile path is at most 256 characters
 _date_cache: list = [0, b""]
 
@@ -186,7 +199,7 @@ def _response(status: int, reply: Reply, close: bool) -> bytes:
     ))
 
 
-def drop(transport: asyncio.BaseTransport) -> None:
+def drop(transport: asyncio.WriteTransport) -> None:
     """Close a connection at once, with what the kernel still holds for it discarded (a reset):
     a client that stopped reading must not keep megabytes of socket buffer alive."""
     sock = transport.get_extra_info("socket")
@@ -234,8 +247,8 @@ class FastProtocol(asyncio.Protocol):
     # --- asyncio.Protocol ---------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        tcp_nodelay(transport, True)  # type: ignore[arg-type]
+        self._transport = cast(asyncio.Transport, transport)  # a stream connection's, as create_server makes
+        tcp_nodelay(self._transport, True)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, (tuple, list)) and peer:
             self._peer = str(peer[0])
@@ -308,7 +321,7 @@ class FastProtocol(asyncio.Protocol):
                 return
         rest = self._buf = buf[pos:]
         if rest and self._busy is not None:
-            self._transport.pause_reading()  # what the client sends next waits for the answer
+            transport.pause_reading()  # what the client sends next waits for the answer
         elif rest and not self._reading_paused \
                 and (len(rest) > MAX_HEAD + self._routes.max_post or not _could_be_fast(rest)):
             self._handoff(rest)  # aiohttp answers garbage at once, where waiting for a head would stall
@@ -511,7 +524,7 @@ class FastSite(web.TCPSite):
     """A TCPSite whose connections start on `FastProtocol` (a plain TCPSite without routes)."""
 
     def __init__(self, runner: web.AppRunner, host: str, port: int, *, routes: FastRoutes | None,
-                 timeout: float, **kwargs) -> None:
+                 timeout: float, **kwargs: Any) -> None:
         super().__init__(runner, host, port, **kwargs)
         self._fast, self._fast_timeout = routes, timeout
         self._fast_conns: set[FastProtocol] = set()
@@ -530,7 +543,7 @@ class FastSite(web.TCPSite):
         sockets = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
 
-    async def adopt(self, sock, pending: bytes = b"") -> None:
+    async def adopt(self, sock: socket.socket, pending: bytes = b"") -> None:
         """Serve a connection another process accepted (and read `pending` from) as one of ours."""
         aio = self._runner.server
         assert aio is not None and self._fast is not None

@@ -215,7 +215,7 @@ def _ip_bucket(text: str) -> str | None:
     except ValueError:
         return None
     if ip.version == 6:
-        mapped = ip.ipv4_mapped  # type: ignore[union-attr]
+        mapped = ip.ipv4_mapped
         key = str(mapped) if mapped is not None else str(ipaddress.ip_network((ip, 64), strict=False))
     else:
         key = str(ip)

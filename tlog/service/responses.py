@@ -46,7 +46,9 @@ def error_reply(exc: BaseException) -> tuple[int, Reply]:
     else:
         log.error("unhandled error on the fast path", exc_info=exc)
         resp = error_response(500, "internal_error", "internal error")
-    return resp.status, Reply(resp.body, tuple(resp.headers.items()))
+    body = resp.body
+    assert isinstance(body, bytes)  # json_response encodes its text once, to bytes
+    return resp.status, Reply(body, tuple(resp.headers.items()))
 
 
 JSON, OAP_JSON, CBOR = 0, 1, 2

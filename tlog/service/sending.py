@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterable, Iterable
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -17,7 +18,7 @@ SEND_TIMEOUT = 30.0
 
 SEND_TIMEOUT_KEY = web.AppKey("send_timeout", float)
 
-IN_FLIGHT_KEY = web.AppKey("bytes_in_flight", object)
+_Resp = TypeVar("_Resp", bound=web.StreamResponse)
 
 
 class BytesInFlight:
@@ -39,6 +40,9 @@ class BytesInFlight:
         self.used -= n
 
 
+IN_FLIGHT_KEY = web.AppKey("bytes_in_flight", BytesInFlight)
+
+
 def send_limits(app: web.Application, *, send_timeout: float, bytes_in_flight: int) -> None:
     app[SEND_TIMEOUT_KEY] = send_timeout
     app[IN_FLIGHT_KEY] = BytesInFlight(bytes_in_flight)
@@ -49,7 +53,7 @@ def _abort(request: web.Request) -> None:
         drop(request.transport)
 
 
-async def send(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
+async def send(request: web.Request, resp: _Resp) -> _Resp:
     """Send `resp` now, dropping the connection if the client does not take it within the
     app's send timeout (aiohttp itself waits for a non-reading client forever).
 
@@ -69,10 +73,10 @@ async def send(request: web.Request, resp: web.StreamResponse) -> web.StreamResp
     return resp
 
 
-async def send_large(request: web.Request, resp: web.Response) -> web.StreamResponse:
+async def send_large(request: web.Request, resp: web.Response) -> web.Response:
     """`send` for an answer built whole (an entry bundle, a Git pack): its bytes count
     against the bytes-in-flight cap until the socket has taken them."""
-    inflight: BytesInFlight | None = request.app.get(IN_FLIGHT_KEY)  # type: ignore[assignment]
+    inflight = request.app.get(IN_FLIGHT_KEY)
     size = len(resp.body) if isinstance(resp.body, (bytes, bytearray, memoryview)) else 0
     held = inflight.reserve(size) if inflight is not None else 0
     try:
@@ -93,7 +97,7 @@ async def stream(request: web.Request, chunks: Iterable[bytes | memoryview] | As
     answer started (an I/O error) drops the connection: the client sees a cut answer,
     never a complete-looking wrong one.
     """
-    inflight: BytesInFlight | None = request.app.get(IN_FLIGHT_KEY)  # type: ignore[assignment]
+    inflight = request.app.get(IN_FLIGHT_KEY)
     held = inflight.reserve(reserve) if inflight is not None else 0
     timeout = request.app.get(SEND_TIMEOUT_KEY, SEND_TIMEOUT)
     try:

@@ -42,10 +42,14 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from tlog.formats.hashing import hash_rows, node_hashes_of_pairs
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # numpy's stubs give arrays __buffer__ on Python 3.12+ only
 
 MAX_LEVELS = 64
 DEFAULT_MAP_WINDOW_MB = 16
@@ -340,7 +344,7 @@ class HashFiles:
             first = lo
 
     def _pwrite_all(self, level: int, nodes: np.ndarray, first: int) -> None:
-        view = memoryview(np.ascontiguousarray(nodes)).cast("B")
+        view = memoryview(cast("Buffer", np.ascontiguousarray(nodes))).cast("B")
         fd, off = self._fd(level), first * 32
         while view:
             n = os.pwrite(fd, view, off)

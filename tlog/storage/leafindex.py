@@ -276,10 +276,12 @@ class LeafIndex:
             self._reset(size)
         if self.indexed_size < size:
             self._grow_for(size - self.indexed_size)
+            table = self._table  # opened above, perhaps grown into a new one
+            assert table is not None
             for lo in range(self.indexed_size, size, _REBUILD_CHUNK):
                 hi = min(size, lo + _REBUILD_CHUNK)
-                self.count += self._table.insert(_tags(self.leaves(lo, hi - lo)), np.arange(lo, hi, dtype=np.int64))
-            self._table.release()  # a rebuild touches every page: do not keep them all mapped
+                self.count += table.insert(_tags(self.leaves(lo, hi - lo)), np.arange(lo, hi, dtype=np.int64))
+            table.release()  # a rebuild touches every page: do not keep them all mapped
             self.indexed_size = size
             self._write_header(clean=False)
 
@@ -332,6 +334,7 @@ class LeafIndex:
     def _grow_for(self, more: int) -> None:
         """Keep the load at or below one half: double into a new file, then swap it in."""
         t = self._table
+        assert t is not None, "the index is open (catch_up)"
         if 2 * (self.count + more) <= t.capacity:
             return
         capacity = _capacity_for(self.count + more)
@@ -343,7 +346,7 @@ class LeafIndex:
             tmp = self.path.with_name(self.path.name + ".new")
             new_fd, new = self._create_file(tmp, capacity)
         self.count = _reinsert(new, tags, idx)
-        if not self.read_only:
+        if new_fd is not None:  # not read-only: the new file
             self._pack_header(new_fd, new, indexed=self.indexed_size, count=self.count, clean=False)
             os.replace(tmp, self.path)
         self._set_table(new_fd, new)
@@ -363,9 +366,11 @@ class LeafIndex:
         if keys.shape[0] != size - old:
             raise ValueError("one leaf hash per entry of [old, size) is needed")
         self._grow_for(keys.shape[0])
-        self.count += self._table.insert(_tags(keys), np.arange(old, size, dtype=np.int64))
-        if 0 < self.window < self._table.capacity * SLOT_SIZE:
-            self._table.release()
+        table = self._table  # open: _grow_for has checked
+        assert table is not None
+        self.count += table.insert(_tags(keys), np.arange(old, size, dtype=np.int64))
+        if 0 < self.window < table.capacity * SLOT_SIZE:
+            table.release()
         self.indexed_size = size
         self._write_header(clean=False)  # ~2 us: keeps the tail to re-read after a crash short
         return True
@@ -379,7 +384,7 @@ class LeafIndex:
             return {}
         rows = hash_rows(leaf_hashes)
         found = t.find(rows, self.leaf_at, self.indexed_size)
-        return {leaf_hashes[i]: int(found[i]) for i in np.flatnonzero(found >= 0)}
+        return {leaf_hashes[i]: int(found[i]) for i in np.flatnonzero(found >= 0).tolist()}
 
     def index_of(self, leaf_hash: bytes, size: int) -> int | None:
         if len(leaf_hash) != 32:

@@ -1,0 +1,328 @@
+"""Registry records, layout, sorted-tree proofs and status lists: pure, no I/O."""
+from __future__ import annotations
+
+import base64
+import gzip
+from datetime import timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from registry.client import make_key_event, make_kill_switch, make_revocation
+from registry.index import Index
+from registry.layout import anchor_path, classify, record_path
+from registry.records import (
+    STATUS_LIST_BITS,
+    check_record,
+    check_rules,
+    controllers,
+    holds_high_level,
+    sign_record,
+    validate_submission,
+)
+from registry.sortedtree import Leaf, SortedTree
+from registry.status import build_tree, next_change, revoked_entries
+from registry.statuslist import add_proof, bit, decode_list, encode_list, verify_proof
+from registry.statusverify import StatusVerificationError, verify_absence
+from tlog.errors import Conflict, Forbidden, InvalidInput, SignatureError
+from tlog.formats.canonical import jcs
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.hashing import sha256
+
+from tests.support.registry import conformance_doc, did, now_utc, receipt, utc
+
+A, B, C, W1, W2, W3 = (generate_seed() for _ in range(6))
+
+
+def state(*docs, bootstrap=()) -> Index:
+    """An index holding `docs`, each validated in turn (as the writer does)."""
+    idx = Index(bootstrap)
+    for i, doc in enumerate(docs):
+        rec, fresh = validate_submission(doc, idx, now_utc())
+        assert fresh
+        idx.add(rec, i)
+    return idx
+
+
+# --- layout ------------------------------------------------------------------------
+
+
+def test_paths_are_sharded_by_the_hash_of_the_id():
+    rid = "urn:oap:revocation:1"
+    h = sha256(rid.encode()).hex()
+    assert record_path("revocation", rid, "key") == f"revocations/key/{h[:2]}/{h[2:4]}/{h}.json"
+    assert record_path("conformance", "urn:oap:conformance:x").startswith("conformance/")
+    assert record_path("kill_switch", "urn:oap:kill-switch:x").startswith("killswitch/")
+    assert record_path("key_event", "urn:oap:key-event:x").startswith("keys/")
+    assert anchor_path(1234) == "anchors/1/1234.tlog-proof"
+    assert classify(anchor_path(1234)).seq == 1234
+    assert classify(record_path("revocation", rid, "vc")).kind == "vc"
+
+
+@pytest.mark.parametrize("path", [
+    "README.md", "revocations/key/01/00/" + "0" * 64 + ".json", "anchors/2/1234.tlog-proof",
+    "revocations/other/ab/cd/" + "ab" * 32 + ".json", "conformance/ab/cd/" + "ab" * 32 + ".tlog-proof",
+    "anchors/0/01.tlog-proof",
+])
+def test_paths_outside_the_layout_are_refused(path):
+    with pytest.raises(InvalidInput):
+        classify(path)
+
+
+# --- revocations, controllers, kill switch ----------------------------------------------------
+
+
+def test_self_revocation_of_a_key_is_valid_and_revokes_its_status_key():
+    doc = make_revocation(A, kind="key", subject=did(A), reason="key_compromise")
+    rec, fresh = validate_submission(doc, Index(), now_utc())
+    assert fresh and rec.status_keys() == (did(A),)
+    assert rec.content == jcs(doc) and rec.path.startswith("revocations/key/")
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.update(reason="because"), "reason"),
+    (lambda d: d.update(kind="cert"), "kind"),
+    (lambda d: d.update(extra=1), "unknown field"),
+    (lambda d: d.pop("effective_at"), "missing"),
+    (lambda d: d.update(id="urn:other:1"), "id must be"),
+    (lambda d: d.update(effective_at="2026-01-01T00:00:00+01:00"), "RFC 3339"),
+])
+def test_schema_errors_name_the_problem(mutate, message):
+    doc = make_revocation(A, kind="key", subject=did(A))
+    mutate(doc)
+    with pytest.raises(InvalidInput, match=message):
+        check_record(doc, now=now_utc())
+
+
+def test_a_modified_record_no_longer_verifies():
+    doc = make_revocation(A, kind="did", subject=did(A))
+    doc["reason"] = "superseded"
+    with pytest.raises(InvalidInput, match="does not verify"):
+        check_record(doc, now=now_utc())
+
+
+def test_issued_in_the_future_is_refused():
+    doc = make_revocation(A, kind="key", subject=did(A))
+    doc["issued_at"] = utc(now_utc() + timedelta(hours=1))
+    with pytest.raises(InvalidInput, match="future"):
+        check_record(sign_record(doc, A), now=now_utc())
+
+
+def test_only_the_subject_or_a_controller_may_revoke():
+    with pytest.raises(Forbidden, match="controller"):
+        validate_submission(make_revocation(B, kind="did", subject=did(A)), Index(), now_utc())
+    idx = state(make_key_event(A, subject=did(A), key=did(B)))
+    assert did(B) in controllers(idx, did(A), now_utc())
+    rec, fresh = validate_submission(make_revocation(B, kind="did", subject=did(A)), idx, now_utc())
+    assert fresh and rec.issued_by == did(B)
+
+
+def test_rotate_retires_the_old_key_and_add_controller_does_not():
+    D = generate_seed()
+    idx = state(make_key_event(A, subject=did(A), key=did(D)),  # D: a recovery key beside A
+                make_key_event(A, subject=did(A), key=did(B), event="rotate"))
+    assert controllers(idx, did(A), now_utc()) == {did(B), did(D)}  # A itself is retired
+    with pytest.raises(Forbidden, match="controller"):
+        validate_submission(make_key_event(A, subject=did(A), key=did(C)), idx, now_utc())
+    rec, _ = validate_submission(make_key_event(B, subject=did(A), key=did(C), event="rotate"), idx, now_utc())
+    idx.add(rec, 9)
+    assert controllers(idx, did(A), now_utc()) == {did(C), did(D)}  # B retired by the next rotation
+    with pytest.raises(Forbidden):
+        validate_submission(make_kill_switch(B, principal=did(A)), idx, now_utc())
+    assert validate_submission(make_kill_switch(C, principal=did(A)), idx, now_utc())[1]
+
+
+def test_a_revoked_key_cannot_sign_new_records_but_can_revoke_itself_again():
+    idx = state(make_revocation(A, kind="key", subject=did(A)))
+    with pytest.raises(Forbidden, match="revoked"):
+        validate_submission(make_key_event(A, subject=did(A), key=did(B)), idx, now_utc())
+    rec, fresh = validate_submission(make_revocation(A, kind="key", subject=did(A)), idx, now_utc())
+    assert fresh
+
+
+def test_a_revoked_controller_loses_its_authority():
+    idx = state(make_key_event(A, subject=did(A), key=did(B)), make_revocation(B, kind="key", subject=did(B)))
+    assert did(B) not in controllers(idx, did(A), now_utc())
+    with pytest.raises(Forbidden):
+        validate_submission(make_revocation(B, kind="did", subject=did(A)), idx, now_utc())
+
+
+def test_same_id_other_content_is_a_conflict_and_same_record_is_a_duplicate():
+    doc = make_revocation(A, kind="key", subject=did(A))
+    idx = state(doc)
+    rec, fresh = validate_submission(doc, idx, now_utc())
+    assert not fresh
+    other = make_revocation(A, kind="key", subject=did(A), reason="superseded", record_id=doc["id"])
+    with pytest.raises(Conflict):
+        validate_submission(other, idx, now_utc())
+
+
+def test_vc_revocations_are_scoped_to_their_issuer_and_need_an_index():
+    with pytest.raises(InvalidInput, match="status_list_index"):
+        check_record(make_revocation(A, kind="vc", subject="https://issuer.example/vc/1"), now=now_utc())
+    with pytest.raises(InvalidInput, match="credential id"):
+        check_record(make_revocation(A, kind="vc", subject=did(B) + "#oauth_grants", status_list_index=1),
+                     now=now_utc())
+    with pytest.raises(InvalidInput, match="0 to 131071"):
+        check_record(make_revocation(A, kind="vc", subject="urn:uuid:1", status_list_index=STATUS_LIST_BITS),
+                     now=now_utc())
+    rec = check_record(make_revocation(A, kind="vc", subject="urn:uuid:1", status_list_index=7), now=now_utc())
+    assert rec.status_keys() == (f"vc {did(A)} urn:uuid:1",) and rec.issuer_list == (0, 7)
+
+
+def test_kill_switch_by_the_principal_revokes_its_four_token_classes():
+    rec, _ = validate_submission(make_kill_switch(A), Index(), now_utc())
+    assert set(rec.status_keys()) == {f"{did(A)}#{c}" for c in
+                                      ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")}
+    with pytest.raises(Forbidden):
+        validate_submission(make_kill_switch(B, principal=did(A)), Index(), now_utc())
+
+
+# --- conformance: §31 witness rule -----------------------------------------------------------
+
+
+def test_l0_to_l3_need_no_witness():
+    rec, fresh = validate_submission(conformance_doc(receipt(A, "L3")), Index(), now_utc())
+    assert fresh and rec.level == "L3" and rec.subject == did(A)
+
+
+def test_l4_needs_one_peer_witness_of_any_standing_as_31_says():
+    doc = conformance_doc(receipt(A, "L4", witnesses=(W1,)))
+    rec, fresh = validate_submission(doc, Index(), now_utc())  # W1 holds no receipt: fine for L4
+    assert fresh and rec.witnesses == (did(W1),)
+    with pytest.raises(InvalidInput, match="at least 1 witness"):
+        validate_submission(conformance_doc(receipt(A, "L4")), Index(), now_utc())
+
+
+def test_l4_witness_standing_is_a_registry_setting():
+    doc = conformance_doc(receipt(A, "L4", witnesses=(W1,)))
+    with pytest.raises(Forbidden, match="L4/L5"):
+        validate_submission(doc, Index(), now_utc(), strict_l4=True)
+    assert validate_submission(doc, Index([did(W1)]), now_utc(), strict_l4=True)[1]
+    idx = state(conformance_doc(receipt(W1, "L4", witnesses=(W2,))), bootstrap=[did(W2)])
+    assert holds_high_level(idx, did(W1), now_utc())
+    assert validate_submission(doc, idx, now_utc(), strict_l4=True)[1]
+
+
+def test_l5_needs_three_qualified_witnesses():
+    idx = state(*(conformance_doc(receipt(w, "L4", witnesses=(C,))) for w in (W1, W2)), bootstrap=[did(C)])
+    two = conformance_doc(receipt(A, "L5", witnesses=(W1, W2, W3)))
+    with pytest.raises(Forbidden, match="qualified: 2"):
+        validate_submission(two, idx, now_utc())
+    three = conformance_doc(receipt(A, "L5", witnesses=(W1, W2, C)))
+    assert validate_submission(three, idx, now_utc())[1]
+
+
+def test_an_expired_or_revoked_witness_receipt_does_not_qualify():
+    w_receipt = receipt(W1, "L4", witnesses=(C,), issued=now_utc() - timedelta(days=10), valid=timedelta(days=20))
+    idx = state(conformance_doc(w_receipt), bootstrap=[did(C), did(W2), did(W3)])
+    later = now_utc() + timedelta(days=11)
+    assert holds_high_level(idx, did(W1), now_utc()) and not holds_high_level(idx, did(W1), later)
+    l5 = conformance_doc(receipt(A, "L5", witnesses=(W1, W2, W3)))
+    assert validate_submission(l5, idx, now_utc())[1]  # W1 qualifies while its receipt is valid
+    revocation = make_revocation(W1, kind="conformance", subject=w_receipt["id"])
+    rec, _ = validate_submission(revocation, idx, now_utc())
+    idx.add(rec, 9)
+    assert not holds_high_level(idx, did(W1), now_utc())
+    with pytest.raises(Forbidden, match="qualified: 2"):
+        validate_submission(l5, idx, now_utc())
+
+
+def test_a_conformance_revocation_needs_the_receipt_and_its_subject():
+    r = receipt(A)
+    with pytest.raises(InvalidInput, match="not in this registry"):
+        validate_submission(make_revocation(A, kind="conformance", subject=r["id"]), Index(), now_utc())
+    idx = state(conformance_doc(r))
+    with pytest.raises(Forbidden):
+        validate_submission(make_revocation(B, kind="conformance", subject=r["id"]), idx, now_utc())
+    assert validate_submission(make_revocation(A, kind="conformance", subject=r["id"]), idx, now_utc())[1]
+
+
+def test_expired_receipts_and_scheduled_revocations_show_in_status_at_their_time():
+    r = receipt(A, valid=timedelta(days=1))
+    later = utc(now_utc() + timedelta(hours=2))
+    idx = state(conformance_doc(r), make_revocation(B, kind="key", subject=did(B), effective_at=later))
+    assert revoked_entries(idx, now_utc()) == {}
+    assert next_change(idx, now_utc()) == now_utc() + timedelta(hours=2)
+    after = revoked_entries(idx, now_utc() + timedelta(days=2))
+    assert after[r["id"]].reason == "expired" and did(B) in after
+    assert check_rules(check_record(make_revocation(C, kind="key", subject=did(C)), now=now_utc()), idx, now_utc())
+
+
+# --- sorted Merkle tree: non-revocation proofs ---------------------------------------------------
+
+
+def _tree(keys) -> SortedTree:
+    return SortedTree([Leaf(k, jcs({"id": k, "reason": "x", "record": "sha256:" + "0" * 64,
+                                     "revoked_at": "2026-01-01T00:00:00Z"})) for k in keys])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.text(alphabet="abcdz:#", min_size=1, max_size=4), max_size=12),
+       st.text(alphabet="abcdz:#", min_size=1, max_size=4))
+def test_absence_proofs_verify_exactly_for_absent_ids(keys, probe):
+    t = _tree(keys)
+    if probe in keys:
+        with pytest.raises(KeyError):
+            t.absence(probe)
+        proof = t.membership(probe)
+        assert t.leaves[proof["index"]].key == probe
+    else:
+        verify_absence(t.absence(probe), probe, t.size, t.root)
+        for member in list(keys)[:3]:  # a proof for one id never vouches for a revoked one
+            with pytest.raises(StatusVerificationError):
+                verify_absence(t.absence(probe), member, t.size, t.root)
+
+
+def test_absence_proof_with_a_gap_between_leaves_is_refused():
+    t = _tree(["a", "c", "e"])
+    proof = t.absence("d")  # brackets c (1) and e (2)
+    forged = {**proof, "left": t.absence("b")["left"]}  # a (0) and e (2): skips c
+    with pytest.raises(StatusVerificationError, match="adjacent"):
+        verify_absence(forged, "d", t.size, t.root)
+    with pytest.raises(StatusVerificationError):
+        verify_absence(proof, "d", t.size, _tree(["a", "c"]).root)
+
+
+@pytest.mark.parametrize("field, value", [("leaf", 7), ("leaf", None), ("inclusion_proof", [1]),
+                                          ("inclusion_proof", [None]), ("index", "0")])
+def test_a_leaf_of_the_wrong_json_type_is_a_verification_error_not_a_crash(field, value):
+    t = _tree(["a", "c", "e"])
+    proof = t.absence("d")
+    forged = {**proof, "left": {**proof["left"], field: value}}
+    with pytest.raises(StatusVerificationError, match="malformed"):
+        verify_absence(forged, "d", t.size, t.root)
+
+
+def test_empty_tree_proves_absence_with_no_leaves():
+    t = build_tree({})
+    verify_absence(t.absence("anything"), "anything", 0, t.root)
+
+
+# --- W3C Bitstring Status List ------------------------------------------------------------------
+
+
+def test_bitstring_encoding_follows_the_w3c_format():
+    enc = encode_list([0, 42, STATUS_LIST_BITS - 1])
+    assert enc.startswith("u") and "=" not in enc
+    raw = gzip.decompress(base64.urlsafe_b64decode(enc[1:] + "=" * (-len(enc[1:]) % 4)))
+    assert len(raw) * 8 >= 131072
+    assert raw[0] == 0x80  # index 0 is the left-most bit
+    bits = decode_list(enc)
+    assert [i for i in (0, 1, 41, 42, 43, STATUS_LIST_BITS - 1) if bit(bits, i)] == [0, 42, STATUS_LIST_BITS - 1]
+    assert encode_list([42, 0]) == encode_list([0, 42])  # deterministic bytes
+    with pytest.raises(InvalidInput):
+        decode_list("u" + base64.urlsafe_b64encode(gzip.compress(b"\0" * 100)).decode().rstrip("="))
+
+
+def test_eddsa_jcs_2022_proof_verifies_and_detects_tampering():
+    doc = {"@context": ["https://www.w3.org/ns/credentials/v2"], "id": "urn:x", "credentialSubject": {"n": 1}}
+    secured = add_proof(doc, A, did(A), now_utc())
+    from tlog.formats.ed25519 import public_from_seed
+
+    verify_proof(secured, public_from_seed(A))
+    with pytest.raises(SignatureError):
+        verify_proof({**secured, "credentialSubject": {"n": 2}}, public_from_seed(A))
+    with pytest.raises(SignatureError):
+        verify_proof(secured, public_from_seed(B))

@@ -1,0 +1,455 @@
+"""The registry service end to end: real log process, real aiohttp servers, real git.
+
+Covers: JSON/CBOR submission of every record type with validation before
+commit, sharded add-only paths, many records per commit under load (stall
+hook), compare-and-swap refs, crash recovery without equivocation, anchoring
+of every commit (and the whole history checked by `oap-registry verify` on a
+real `git clone`), push refused, signed OCSP-style status with caching, kill
+switch, conformance levels and expiry, W3C status lists, 4xx errors.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from urllib.parse import quote
+
+import aiohttp
+import cbor2
+import pytest
+
+from registry.anchoring import verify_commit_anchor, verify_receipt_anchor
+from registry.client import make_key_event, make_kill_switch, make_revocation
+from registry.records import KILL_SWITCH_CLASSES
+from registry.statuslist import bit, decode_list, verify_proof
+from registry.statusverify import StatusVerificationError, verify_status
+from registry.store import MAIN
+from tlog.formats.did import public_from_did_key
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.proofbundle import parse_proof_bundle
+
+from tests.support.registry import (
+    BIN,
+    conformance_doc,
+    did,
+    git,
+    now_utc,
+    receipt,
+    run,
+    start_registry,
+    utc,
+    wait_epoch_after,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def reg(tmp_path, log_server):
+    r = await start_registry(tmp_path / "reg", log_server)
+    yield r
+    await r.stop()
+
+
+async def test_records_of_every_type_are_validated_committed_and_anchored(reg):
+    a, b = generate_seed(), generate_seed()
+    docs = [
+        conformance_doc(receipt(a, "L2")),
+        make_key_event(a, subject=did(a), key=did(b)),
+        make_revocation(b, kind="did", subject=did(a), reason="affiliation_changed"),
+    ]
+    results = []
+    for doc in docs:
+        status, body = await reg.post(doc)
+        assert status == 200, body
+        assert not body["duplicate"]
+        results.append(body)
+    cbor_doc = make_kill_switch(b)
+    status, body = await reg.post(None, raw=cbor2.dumps(cbor_doc), headers={"Content-Type": "application/oap+cbor"})
+    assert status == 200 and body["type"] == "kill_switch", body
+    results.append(body)
+    for res in results:
+        commit = reg.svc.index.commits[res["seq"]]
+        assert commit.commit == res["commit"]
+        verify_commit_anchor(res["anchor"], commit=res["commit"], tree=commit.tree, seq=res["seq"],
+                             registry=reg.svc.registry, policy=reg.policy)
+        st, got, _ = await reg.get("/v1/records/" + quote(res["id"], safe=":"))
+        assert st == 200 and got["path"] == res["path"] and got["seq"] == res["seq"]
+        st, raw, _ = await reg.get("/v1/files/" + res["path"])
+        assert st == 200 and raw == got["record"]
+    assert results[0]["path"].startswith("conformance/") and results[2]["path"].startswith("revocations/did/")
+    # the kill switch was anchored as a receipt and its proof committed beside it
+    verify_receipt_anchor(body["receipt_anchor"], receipt_hash=reg.svc.index.records[body["path"]].hash,
+                          receipt_id=cbor_doc["id"], registry=reg.svc.registry, policy=reg.policy)
+    st, raw, _ = await reg.get("/v1/files/" + body["path"][:-5] + ".tlog-proof")
+    assert st == 200 and raw.decode() == body["receipt_anchor"]
+    # re-submitting is idempotent
+    status, again = await reg.post(docs[2])
+    assert status == 200 and again["duplicate"] and again["seq"] == results[2]["seq"]
+    st, listing, _ = await reg.get("/v1/records", params={"subject": did(a)})
+    assert {r["type"] for r in listing["records"]} == {"conformance", "key_event", "revocation"}
+
+
+@pytest.mark.parametrize("case", ["bad_json", "media_type", "bad_signature", "not_controller", "conflict",
+                                  "unknown_receipt", "too_large", "wrong_type"])
+async def test_bad_submissions_get_a_clear_4xx(reg, case):
+    a, b = generate_seed(), generate_seed()
+    good = make_revocation(a, kind="key", subject=did(a))
+    expect = {"bad_json": (400, "invalid_input"), "media_type": (415, "invalid_input"),
+              "bad_signature": (400, "invalid_input"), "not_controller": (403, "policy_block"),
+              "conflict": (409, "conflict"), "unknown_receipt": (400, "invalid_input"),
+              "too_large": (413, "invalid_input"), "wrong_type": (400, "invalid_input")}[case]
+    kw: dict = {}
+    doc: object = good
+    if case == "bad_json":
+        kw = {"raw": b'{"type": "revocation",'}
+    elif case == "media_type":
+        kw = {"headers": {"Content-Type": "text/plain"}}
+    elif case == "bad_signature":
+        doc = {**good, "reason": "superseded"}
+    elif case == "not_controller":
+        doc = make_revocation(b, kind="did", subject=did(a))
+    elif case == "conflict":
+        assert (await reg.post(good))[0] == 200
+        doc = make_revocation(a, kind="key", subject=did(a), reason="superseded", record_id=good["id"])
+    elif case == "unknown_receipt":
+        doc = make_revocation(a, kind="conformance", subject="urn:oap:conformance:nope")
+    elif case == "too_large":
+        kw = {"raw": b'{"a":"' + b"x" * (2 * 1024 * 1024) + b'"}'}
+    elif case == "wrong_type":
+        doc = {"type": "payment"}
+    status, body = await reg.post(doc, **kw)
+    assert (status, body["error"]) == expect, body
+    assert body["message"]
+    if case != "conflict":
+        assert reg.svc.index.head.seq == 0  # nothing was committed
+
+
+async def test_more_404_and_400_are_json(reg):
+    for path, code in [("/v1/nope", 404), ("/v1/anchors/abc", 400), ("/v1/anchors/99", 404),
+                       ("/v1/records/urn:oap:revocation:none", 404), ("/v1/files/README.md", 404),
+                       ("/v1/status-lists/not-a-did/0", 400)]:
+        st, body, _ = await reg.get(path)
+        assert st == code and body["error"] in ("not_found", "invalid_input"), (path, body)
+    st, body, _ = await reg.get("/registry.git/info/refs")  # the dumb protocol is not served
+    assert st == 403 and body["error"] == "policy_block"
+    async with aiohttp.ClientSession() as s:
+        for garbage in (b"garbage", b"00ffxx", b"0032want " + b"0" * 40 + b"\n0000"):
+            async with s.post(reg.url + "/registry.git/git-upload-pack", data=garbage) as r:
+                assert r.status == 400 and (await r.json())["error"] == "invalid_input"
+
+
+async def test_under_load_many_records_share_one_commit(reg):
+    """Deterministic: the first batch is stalled before publishing while 30 more queue up."""
+    stalled, release = asyncio.Event(), asyncio.Event()
+
+    async def hold():
+        stalled.set()
+        await release.wait()
+
+    reg.svc.writer.before_publish = hold
+    s0 = generate_seed()
+    first = asyncio.create_task(reg.post(make_revocation(s0, kind="key", subject=did(s0))))
+    await stalled.wait()
+    reg.svc.writer.before_publish = None
+    seeds = [generate_seed() for _ in range(30)]
+    rest = [asyncio.create_task(reg.post(make_revocation(s, kind="key", subject=did(s)))) for s in seeds]
+    await asyncio.sleep(0.1)  # let them queue behind the stalled batch
+    release.set()
+    out = [await t for t in [first, *rest]]
+    assert all(st == 200 for st, _ in out)
+    seqs = {body["seq"] for _, body in out[1:]}
+    assert len(seqs) == 1, seqs  # 30 records, one commit
+    seq = seqs.pop()
+    assert reg.svc.index.per_commit[seq] == 30
+    st, listing, _ = await reg.get("/v1/records", params={"type": "revocation", "limit": "10", "offset": "25"})
+    assert listing["total"] == 31 and len(listing["records"]) == 6 and listing["next_offset"] is None
+
+
+async def test_a_foreign_ref_move_is_refused_by_compare_and_swap(reg):
+    """Someone moves refs/heads/main while a batch is being anchored: the CAS fails,
+    the foreign value is kept, and the writer stops instead of guessing."""
+    repo = reg.svc.repo
+    head = repo.ref(MAIN)
+    foreign, _, _ = repo.build_commit(head, [("anchors/0/0.tlog-proof", b"x")], "foreign", 1)
+
+    async def move():
+        repo.cas(MAIN, head, foreign)
+
+    reg.svc.writer.before_publish = move
+    status, body = await reg.post(make_revocation(a := generate_seed(), kind="key", subject=did(a)))
+    assert status == 409 and body["error"] == "conflict"
+    assert repo.ref(MAIN) == foreign  # not overwritten
+    status, body = await reg.post(make_revocation(a, kind="key", subject=did(a)))
+    assert status == 503 and body["error"] == "maintenance"
+    st, ready, _ = await reg.get("/readyz")
+    assert st == 503 and ready["problems"]
+
+
+async def test_a_commit_anchored_before_a_crash_is_published_on_restart_with_the_same_log_entry(tmp_path, log_server):
+    reg = await start_registry(tmp_path / "reg", log_server)
+
+    async def crash():
+        raise RuntimeError("simulated crash after anchoring, before the ref moves")
+
+    reg.svc.writer.before_publish = crash
+    doc = make_revocation(a := generate_seed(), kind="key", subject=did(a))
+    status, body = await reg.post(doc)
+    assert status == 503
+    pending = json.loads((tmp_path / "reg" / "pending.json").read_text())
+    first_index = parse_proof_bundle((tmp_path / "reg" / "anchors" / f"{pending['seq']}.tlog-proof").read_text()).index
+    assert reg.svc.repo.ref(MAIN) == pending["parent"]
+    await reg.stop()
+    reg = await start_registry(tmp_path / "reg", log_server)
+    try:
+        assert reg.svc.repo.ref(MAIN) == pending["commit"]
+        assert not (tmp_path / "reg" / "pending.json").exists()
+        again = parse_proof_bundle((tmp_path / "reg" / "anchors" / f"{pending['seq']}.tlog-proof").read_text())
+        assert again.index == first_index  # the identical entry: the log deduplicated it, no second seq
+        status, body = await reg.post(doc)
+        assert status == 200 and body["duplicate"] and body["seq"] == pending["seq"]
+    finally:
+        await reg.stop()
+
+
+async def test_git_clone_works_push_is_refused_and_the_whole_history_verifies(reg, tmp_path):
+    seeds = [generate_seed() for _ in range(3)]
+    for s in seeds:
+        assert (await reg.post(make_revocation(s, kind="key", subject=did(s))))[0] == 200
+    ks = make_kill_switch(generate_seed())
+    assert (await reg.post(ks))[0] == 200
+    clone = tmp_path / "clone"
+    await git("clone", "-q", f"{reg.url}/registry.git", str(clone))
+    log = (await git("log", "--format=%H %s", cwd=clone)).splitlines()
+    assert len(log) == reg.svc.index.head.seq + 1
+    assert log[0].split()[0] == reg.svc.index.head.commit
+    files = set((await git("ls-files", cwd=clone)).split())
+    assert {"registry.json", "anchors/0/0.tlog-proof"} <= files
+    assert all(r.path in files for r in reg.svc.index.all_records())
+    (clone / "x.json").write_text("{}")
+    await git("add", "x.json", cwd=clone)
+    await git("commit", "-q", "-m", "sneak", cwd=clone)
+    code, _, err = await run("git", "push", "origin", "main", cwd=clone)
+    assert code != 0 and "403" in err
+    assert reg.svc.repo.ref(MAIN) == reg.svc.index.head.commit
+    # every commit checked against the log from the clone alone (plus the head's served anchor)
+    await git("reset", "-q", "--hard", "origin/main", cwd=clone)
+    head = reg.svc.index.head.seq
+    code, out, err = await run(str(BIN / "oap-registry"), "verify", str(clone), "--registry-key", reg.svc.registry,
+                               "--log-vkey", reg.log.vkey, "--url", reg.url)
+    assert code == 0, out + err
+    assert f"OK: {head + 1} commit(s)" in out and "head" in out
+    code, out, _ = await run(str(BIN / "oap-registry"), "verify", str(clone), "--registry-key", did(seeds[1]),
+                             "--log-vkey", reg.log.vkey)
+    assert code == 1 and "registry key" in out
+
+
+async def test_status_good_unknown_revoked_signed_cacheable_and_verifiable(reg):
+    a, b = generate_seed(), generate_seed()
+    assert (await reg.post(conformance_doc(receipt(a))))[0] == 200
+    status, body = await reg.post(make_revocation(b, kind="key", subject=did(b), reason="key_compromise",
+                                                  effective_at=utc(now_utc() - timedelta(hours=1))))
+    assert status == 200
+    await wait_epoch_after(reg, body["seq"])
+    expect = {did(a): "good", did(b): "revoked", did(generate_seed()): "unknown"}
+    for key, want in expect.items():
+        st, resp, headers = await reg.get("/v1/status/" + key)
+        assert st == 200 and resp["status"] == want
+        v = verify_status(resp, registry=reg.svc.registry, policy=reg.policy)
+        assert v.status == want and v.log_checked
+        max_age = int(headers["Cache-Control"].split("max-age=")[1].split(",")[0])
+        assert 0 <= max_age <= (v.next_update - v.this_update).total_seconds()
+        st, _, h304 = await reg.get("/v1/status/" + key, headers={"If-None-Match": headers["ETag"]})
+        assert st == 304 and h304["ETag"] == headers["ETag"]
+    epoch = reg.svc.epoch
+    assert did(b) in epoch.responses  # pre-produced ...
+    epoch.responses.clear()  # ... and, past the pre-production limit, produced on first request
+    st, resp, _ = await reg.get("/v1/status/" + did(b))
+    assert verify_status(resp, registry=reg.svc.registry, policy=reg.policy).status == "revoked"
+    assert did(b) in epoch.on_demand
+    assert resp["revocation"]["record"]["reason"] == "key_compromise"
+    assert resp["revocation"]["anchor"].startswith("c2sp.org/tlog-proof@v1")
+    # CBOR on request
+    st, raw, headers = await reg.get("/v1/status/" + did(a), headers={"Accept": "application/oap+cbor"})
+    assert headers["Content-Type"].startswith("application/oap+cbor") and cbor2.loads(raw)["status"] == "good"
+    # every tampering is caught
+    st, good, _ = await reg.get("/v1/status/" + did(a))
+    for forged in ({**good, "status": "unknown"}, {**resp, "id": did(a)},
+                   {**resp, "revocation": {**resp["revocation"], "reason": "superseded"}}):
+        with pytest.raises(StatusVerificationError):
+            verify_status(forged, registry=reg.svc.registry, policy=reg.policy)
+    with pytest.raises(StatusVerificationError, match="not signed"):
+        verify_status(good, registry=did(a), policy=reg.policy)
+    with pytest.raises(StatusVerificationError, match="stale"):
+        verify_status(good, registry=reg.svc.registry, now=now_utc() + timedelta(days=1))
+    st, body, _ = await reg.get("/v1/status/" + quote("bad id", safe=""))
+    assert st == 400 and body["error"] == "invalid_input"
+
+
+async def test_status_answers_are_the_same_on_the_fast_path_and_through_aiohttp(reg):
+    """`GET /v1/status/<id>` is answered before aiohttp (tlog.service.fastpath) unless the request has
+    a query, a conditional or any other header outside the fast path's allowlist."""
+    from tlog.service.fastpath import FAST_ROUTES_KEY
+
+    routes = reg.runner.app[FAST_ROUTES_KEY]
+    a, b = generate_seed(), generate_seed()
+    assert (await reg.post(conformance_doc(receipt(a))))[0] == 200
+    status, body = await reg.post(make_revocation(b, kind="key", subject=did(b), reason="key_compromise",
+                                                  effective_at=utc(now_utc() - timedelta(hours=1))))
+    await wait_epoch_after(reg, body["seq"])
+    reg.svc.epoch.responses.pop(did(b))  # revoked, not produced yet: Git is read off the loop, by aiohttp
+    keep = ("Content-Type", "ETag", "Expires", "Last-Modified", "Content-Length")
+    # (id, Accept, answered fast): a revoked id not produced yet goes to aiohttp once, then is cached
+    for key, accept, fast_expected in [(did(a), "*/*", 1), (did(generate_seed()), "*/*", 1),
+                                       (did(a), "application/oap+cbor", 1), (did(b), "*/*", 0),
+                                       (did(b), "*/*", 1), ("urn:oap:x:" + "y" * 900, "*/*", 1)]:
+        before = routes.answered
+        fast = await reg.get("/v1/status/" + key, headers={"Accept": accept})
+        fast_hit = routes.answered - before
+        slow = await reg.get("/v1/status/" + key, headers={"Accept": accept, "X-Via": "aiohttp"})
+        assert routes.answered - before == fast_hit
+        assert fast[0] == slow[0] == 200 and fast[1] == slow[1]
+        assert {h: fast[2][h] for h in keep} == {h: slow[2][h] for h in keep}
+        assert fast[2]["Cache-Control"].startswith("public, max-age=")
+        assert fast_hit == fast_expected, key
+        if fast[2]["Content-Type"] == "application/json":
+            assert verify_status(fast[1], registry=reg.svc.registry, policy=reg.policy).status == fast[1]["status"]
+
+
+async def test_kill_switch_revokes_every_token_class_from_its_effective_time(reg):
+    p = generate_seed()
+    soon = utc(now_utc() + timedelta(seconds=2))
+    status, body = await reg.post(make_kill_switch(p, effective_at=soon))
+    assert status == 200 and body["receipt_anchor"]
+    await wait_epoch_after(reg, body["seq"])
+    for cls in KILL_SWITCH_CLASSES:  # before the effective time: still good (the principal is known)
+        st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
+        assert resp["status"] == "good", resp["status"]
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 15
+    while loop.time() < end:  # the epoch's next_update is the kill switch's effective time
+        st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#oauth_grants", safe=":"))
+        if resp["status"] == "revoked":
+            break
+        await asyncio.sleep(0.2)
+    assert resp["status"] == "revoked"
+    for cls in KILL_SWITCH_CLASSES:
+        st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
+        v = verify_status(resp, registry=reg.svc.registry, policy=reg.policy)
+        assert v.status == "revoked" and v.reason == "kill_switch" and utc(v.revoked_at) == soon
+    st, resp, _ = await reg.get("/v1/status/" + did(p))
+    assert resp["status"] == "good"  # the principal's DID itself is not revoked
+
+
+async def test_conformance_levels_and_expiry_through_the_service(tmp_path, log_server):
+    boot = generate_seed()
+    reg = await start_registry(tmp_path / "reg", log_server, bootstrap_witnesses=did(boot))
+    try:
+        w = [generate_seed() for _ in range(3)]
+        for s in w:
+            st, body = await reg.post(conformance_doc(receipt(s, "L4", witnesses=(boot,))))
+            assert st == 200, body
+        st, body = await reg.post(conformance_doc(receipt(generate_seed(), "L5", witnesses=tuple(w))))
+        assert st == 200, body
+        stranger = generate_seed()
+        st, body = await reg.post(conformance_doc(receipt(generate_seed(), "L5", witnesses=(w[0], w[1], stranger))))
+        assert st == 403 and body["error"] == "policy_block" and did(stranger) in body["message"]
+        short = receipt(generate_seed(), "L1", valid=timedelta(seconds=2))
+        st, body = await reg.post(conformance_doc(short))
+        assert st == 200
+        st, info, _ = await reg.get("/v1/info")
+        assert info["head"]["seq"] == body["seq"]
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 15
+        resp = {}
+        while loop.time() < end:
+            st, resp, _ = await reg.get("/v1/status/" + short["id"])
+            if st == 200 and resp["status"] == "revoked":
+                break
+            await asyncio.sleep(0.2)
+        v = verify_status(resp, registry=reg.svc.registry, policy=reg.policy)
+        assert v.status == "revoked" and v.reason == "expired"
+    finally:
+        await reg.stop()
+
+
+async def test_bitstring_status_lists_follow_vc_revocations(reg):
+    issuer = generate_seed()
+    for idx in (3, 42):
+        st, body = await reg.post(make_revocation(issuer, kind="vc", subject=f"https://issuer.example/vc/{idx}",
+                                                  status_list_index=idx))
+        assert st == 200
+    await wait_epoch_after(reg, body["seq"])
+    st, cred, headers = await reg.get(f"/v1/status-lists/{did(issuer)}/0")
+    assert st == 200 and "BitstringStatusListCredential" in cred["type"]
+    subject = cred["credentialSubject"]
+    assert subject["statusPurpose"] == "revocation" and subject["ttl"] > 0
+    bits = decode_list(subject["encodedList"])
+    assert len(bits) * 8 >= 131072
+    assert [i for i in range(64) if bit(bits, i)] == [3, 42]
+    verify_proof(cred, public_from_did_key(reg.svc.registry))
+    assert "max-age=" in headers["Cache-Control"] and headers["ETag"]
+    st, other, _ = await reg.get(f"/v1/status-lists/{did(generate_seed())}")
+    assert not any(decode_list(other["credentialSubject"]["encodedList"]))
+    # the same revocation through the OCSP-style service, scoped to the issuer
+    st, resp, _ = await reg.get("/v1/status/" + quote("https://issuer.example/vc/42", safe=""),
+                                params={"issuer": did(issuer)})
+    assert resp["status"] == "revoked"
+    st, resp, _ = await reg.get("/v1/status/" + quote("https://issuer.example/vc/42", safe=""),
+                                params={"issuer": did(generate_seed())})
+    assert resp["status"] == "unknown"
+
+
+async def test_health_and_metrics(reg):
+    st, body, _ = await reg.get("/healthz")
+    assert st == 200 and body["status"] == "ok"
+    assert (await reg.post(make_revocation(a := generate_seed(), kind="key", subject=did(a))))[0] == 200
+    await reg.post({"type": "nope"})
+    st, text, _ = await reg.get("/metrics")
+    text = text.decode()
+    assert 'oap_registry_records_total{type="revocation"} 1.0' in text
+    assert 'oap_registry_records_rejected_total{code="invalid_input"} 1.0' in text
+    assert "oap_registry_head_seq 1.0" in text
+    st, info, _ = await reg.get("/v1/info")
+    assert info["registry"] == reg.svc.registry and info["log"]["vkey"] == reg.log.vkey
+
+
+async def test_one_pack_per_batch_is_compacted_and_clones_still_work(tmp_path, log_server):
+    reg = await start_registry(tmp_path / "reg", log_server, max_packs=2)
+    try:
+        for _ in range(5):
+            assert (await reg.post(make_revocation(s := generate_seed(), kind="key", subject=did(s))))[0] == 200
+        assert reg.svc.index.head.seq == 5
+        assert reg.svc.repo.pack_count() <= 2  # six batches wrote six packs
+        clone = tmp_path / "clone"
+        await git("clone", "-q", f"{reg.url}/registry.git", str(clone))
+        assert len((await git("log", "--format=%H", cwd=clone)).split()) == 6
+        st, rec, _ = await reg.get(f"/v1/files/{next(reg.svc.index.all_records()).path}")
+        assert st == 200 and rec["type"] == "revocation"
+    finally:
+        await reg.stop()
+
+
+async def test_an_idle_registry_commits_the_last_anchor_once(tmp_path, log_server):
+    reg = await start_registry(tmp_path / "reg", log_server, anchor_idle_seconds=0.2)
+    try:
+        st, body = await reg.post(make_revocation(a := generate_seed(), kind="key", subject=did(a)))
+        assert st == 200
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 10
+        while reg.svc.index.head.seq == body["seq"] and loop.time() < end:
+            await asyncio.sleep(0.05)
+        head = reg.svc.index.head
+        assert head.seq == body["seq"] + 1 and reg.svc.index.per_commit.get(head.seq, 0) == 0
+        assert body["seq"] in reg.svc.index.anchors_in_tree  # the record commit is now proven in the tree
+        assert not reg.svc.index.head_unproven()  # so the idle loop has nothing more to commit
+        data = await reg.svc.in_thread(reg.svc.repo.read, head.tree, f"anchors/0/{body['seq']}.tlog-proof")
+        assert data.decode() == body["anchor"] or parse_proof_bundle(data).index == \
+            parse_proof_bundle(body["anchor"]).index
+    finally:
+        await reg.stop()
+
+
+async def test_one_process_per_data_directory(reg, log_server):
+    with pytest.raises(Exception, match="in use by another registry process"):
+        await start_registry(reg.svc.data_dir, log_server)

@@ -1,0 +1,495 @@
+"""The persisted tree: hash files, SQLite store, recovery, fork guard, sequencer."""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+
+import numpy as np
+import pytest
+
+from tlog.errors import ForkError, NotFound
+from tlog.formats.hashing import leaf_hash
+from tlog.merkle.proofs import inclusion_levels
+from tlog.merkle.tree import memory_view
+from tlog.server.sequencer import Sequencer
+from tlog.storage.embedded import EmbeddedStorage
+from tlog.storage.interface import CorruptionError
+
+from tests.support.signers import checkpoint_signer, make_signer
+
+SIGN = checkpoint_signer(make_signer())
+
+
+def entries(n: int, seed: int = 0) -> list[bytes]:
+    rng = random.Random(seed)
+    return [seed.to_bytes(4, "big") + i.to_bytes(4, "big") + rng.randbytes(rng.randrange(0, 64)) for i in range(n)]
+
+
+def commit_all(store: EmbeddedStorage, data: list[bytes], rng: random.Random) -> None:
+    i = 0
+    while i < len(data):
+        k = rng.choice([1, 2, 3, 7, 255, 256, 257, 1000])
+        store.append(data[i : i + k], SIGN)
+        i += k
+
+
+def test_batches_match_reference_and_batched_proofs(tmp_path):
+    rng = random.Random(1)
+    store = EmbeddedStorage(tmp_path)
+    state = store.open(SIGN)
+    assert state.size == 0 and state.root == memory_view([]).root
+    data = entries(5000)
+    commit_all(store, data, rng)
+    ref = memory_view([leaf_hash(d) for d in data])
+    st = store.state
+    assert st.size == 5000 and st.root == ref.root
+    idx = np.array([rng.randrange(5000) for _ in range(500)] + [0, 4999])
+    assert inclusion_levels(st.view, store.hashes, idx).split(text=False) == [ref.inclusion_proof(int(i)) for i in idx]
+    for size in (1, 2, 255, 256, 257, 4097):  # older sizes from the same files
+        from tlog.merkle.tree import TreeView
+
+        old = TreeView(size, store.hashes.read)
+        assert old.root == memory_view([leaf_hash(d) for d in data[:size]]).root
+    store.close()
+
+
+def test_dedup_within_and_across_batches(tmp_path):
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    a, b = b"alpha", b"beta"
+    r1 = store.append([a, a, b], SIGN)
+    assert r1.indices == [0, 0, 1] and r1.fresh == [True, False, True]
+    r2 = store.append([b], SIGN)
+    assert r2.indices == [1] and r2.fresh == [False] and r2.state.size == 2
+    store.close()
+
+
+def test_reopen_is_identical_and_checkpoint_reused(tmp_path):
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    commit_all(store, entries(1000), random.Random(2))
+    before = store.state
+    store.close()
+    again = EmbeddedStorage(tmp_path)
+    st = again.open(SIGN)
+    assert (st.size, st.root, st.note) == (before.size, before.root, before.note)
+    again.close()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage_tail", "zeros_middle", "delete"])
+def test_hash_files_repaired_from_database(tmp_path, damage):
+    # zeros_middle: damage after the last hash fsync (a torn page after power loss)
+    store = EmbeddedStorage(tmp_path, hash_sync_interval=1e9 if damage == "zeros_middle" else 0)
+    store.open(SIGN)
+    data = entries(3000)
+    commit_all(store, data, random.Random(3))
+    root = store.state.root
+    store.hashes.close()
+    store.conn.close()
+    os.close(store._lock_fd)  # a crash: the process's flock goes with it
+    level0 = tmp_path / "hashes" / "level-00"
+    raw = level0.read_bytes()
+    if damage == "truncate":
+        level0.write_bytes(raw[: len(raw) - 32 * 100 - 5])
+    elif damage == "garbage_tail":
+        level0.write_bytes(raw + os.urandom(77))
+    elif damage == "zeros_middle":
+        level0.write_bytes(raw[:3200] + b"\x00" * 320 + raw[3520:])
+    else:
+        level0.unlink()
+    again = EmbeddedStorage(tmp_path)
+    st = again.open(SIGN)
+    assert st.size == 3000 and st.root == root
+    ref = memory_view([leaf_hash(d) for d in data])
+    for i in (0, 100, 101, 2999):
+        assert st.view.inclusion_proof(i) == ref.inclusion_proof(i)
+    again.close()
+
+
+def test_fork_guard_refuses_second_root_and_keeps_nothing(tmp_path):
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    store.append([b"a"], SIGN)
+    # Pretend a checkpoint for size 2 with another root was signed before.
+    store.conn.execute("INSERT INTO checkpoints VALUES (2, ?, 'x', 0)", (b"\x07" * 32,))
+    with pytest.raises(ForkError):
+        store.append([b"b"], SIGN)
+    assert store.state.size == 1
+    assert store.conn.execute("SELECT SUM(count) FROM runs").fetchone()[0] == 1
+    assert os.path.getsize(tmp_path / "hashes" / "level-00") == 32  # cut back
+    store.close()
+
+
+def test_refuses_inconsistent_database(tmp_path):
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    store.append([b"a", b"b"], SIGN)
+    store.conn.execute("UPDATE runs SET data = ? WHERE first = 0", (b"\x00\x01a\x00\x04evil",))
+    store.close()
+    for f in (tmp_path / "hashes").iterdir():  # force a rebuild from the tampered database
+        f.unlink()
+    with pytest.raises(CorruptionError):
+        EmbeddedStorage(tmp_path).open(SIGN)
+
+
+async def test_sequencer_concurrent_adds_and_batching(tmp_path):
+    store = EmbeddedStorage(tmp_path)
+    seen_batches: list[int] = []
+    seq = Sequencer(store, SIGN, max_batch=64, batch_interval=0.02, on_batch=lambda n, s: seen_batches.append(n))
+    await seq.start()
+    data = entries(500, seed=9)
+    results = await asyncio.gather(*(seq.add(d) for d in data + data[:50]))
+    idx = [r.index for r in results]
+    assert sorted(set(idx)) == list(range(500))
+    assert idx[500:] == idx[:50]  # duplicates get the existing index
+    assert max(seen_batches) <= 64 and sum(seen_batches) >= 500
+    for r in results:
+        assert r.state.size > r.index
+        ref = memory_view([leaf_hash(x) for x in sorted(data, key=lambda x: idx[data.index(x)])][: r.state.size])
+        assert r.state.root == ref.root
+        break
+    many = await seq.add_many(entries(10, seed=10))
+    assert [m.index for m in many] == list(range(500, 510))
+    await seq.close()
+    # everything acknowledged survives a reopen
+    store2 = EmbeddedStorage(tmp_path)
+    assert store2.open(SIGN).size == 510
+    store2.close()
+
+
+def test_leaf_index_is_derived_and_rebuilt(tmp_path):
+    """The dedup index lives outside the fsync path; losing it loses nothing."""
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    data = entries(700, seed=4)
+    commit_all(store, data, random.Random(4))
+    store.close()
+    # A crash between the main commit and the index update leaves the index behind;
+    # a reboot (power loss) may leave it corrupt. Both are repaired on open.
+    from tlog.storage import leafindex
+
+    def rewrite(indexed: int | None = None, boot: bytes | None = None, wipe_from: int = 0) -> None:
+        path = tmp_path / "leafindex.bin"
+        raw = bytearray(path.read_bytes())
+        f = list(leafindex._HDR.unpack_from(raw, 0))
+        if indexed is not None:
+            f[2] = indexed
+        if boot is not None:
+            f[6] = boot
+        f[5] = 0  # not closed cleanly
+        leafindex._HDR.pack_into(raw, 0, *f)
+        slots = np.frombuffer(raw, dtype=leafindex.SLOT, offset=leafindex.HEADER)
+        slots[slots["idx"] > wipe_from] = 0  # idx is stored + 1
+        path.write_bytes(bytes(raw))
+
+    rewrite(indexed=500, wipe_from=500)
+    again = EmbeddedStorage(tmp_path)
+    again.open(SIGN)
+    r = again.append(data[600:610], SIGN)
+    assert r.indices == list(range(600, 610)) and r.fresh == [False] * 10
+    again.close()
+    rewrite(boot=b"another-boot", wipe_from=0)
+    third = EmbeddedStorage(tmp_path)
+    third.open(SIGN)
+    assert third.leaves.lookup([leaf_hash(data[0]), leaf_hash(data[699])]) == {
+        leaf_hash(data[0]): 0, leaf_hash(data[699]): 699}
+    third.close()
+
+
+def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path, monkeypatch):
+    """Review finding: a failed index update followed by a successful one must not
+    leave a permanent gap (resubmitting would then get a second index)."""
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    store.append([b"a"], SIGN)
+    real_add = store.leaves.add
+
+    def failing_add(*a, **k):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(store.leaves, "add", failing_add)
+    assert store.append([b"b"], SIGN).indices == [1]  # durable; index update lost
+    monkeypatch.setattr(store.leaves, "add", real_add)
+    store.append([b"c"], SIGN)
+    r = store.append([b"b"], SIGN)
+    assert r.indices == [1] and r.fresh == [False]  # same entry, same index
+    assert store.leaves.lookup([leaf_hash(b"b")]) == {leaf_hash(b"b"): 1}
+    store.close()
+    again = EmbeddedStorage(tmp_path)
+    again.open(SIGN)
+    assert again.leaves.lookup([leaf_hash(b"b"), leaf_hash(b"c")]) == {leaf_hash(b"b"): 1, leaf_hash(b"c"): 2}
+    again.close()
+
+
+def test_entries_table_of_an_older_log_moves_into_runs(tmp_path):
+    """A data directory written with one row per entry opens as the same log."""
+    import sqlite3
+
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    data = entries(700, seed=11)
+    commit_all(store, data, random.Random(11))
+    root = store.state.root
+    store.close()
+    db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    rows = []
+    for first, count, blob in db.execute("SELECT first, count, data FROM runs ORDER BY first"):
+        pos = 0
+        for i in range(count):
+            k = int.from_bytes(blob[pos:pos + 2], "big")
+            rows.append((first + i, leaf_hash(blob[pos + 2:pos + 2 + k]), blob[pos + 2:pos + 2 + k]))
+            pos += 2 + k
+    assert [r[2] for r in rows] == data
+    db.execute("DROP TABLE runs")
+    db.execute("CREATE TABLE entries (idx INTEGER PRIMARY KEY, leaf_hash BLOB NOT NULL, data BLOB NOT NULL)")
+    db.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows)
+    db.close()
+    again = EmbeddedStorage(tmp_path)
+    st = again.open(SIGN)
+    assert st.size == 700 and st.root == root
+    from tlog.storage.embedded import read_entries
+
+    assert read_entries(again.conn, 0, 700) == data
+    assert read_entries(again.conn, 255, 3) == data[255:258]
+    assert again.conn.execute("SELECT name FROM sqlite_master WHERE name = 'entries'").fetchone() is None
+    r = again.append(data[10:12], SIGN)
+    assert r.indices == [10, 11] and r.fresh == [False, False]
+    again.close()
+
+
+def test_runs_with_a_gap_refuse_to_open(tmp_path):
+    import sqlite3
+
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    commit_all(store, entries(600, seed=12), random.Random(12))
+    store.close()
+    db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    db.execute("DELETE FROM runs WHERE first = (SELECT first FROM runs ORDER BY first LIMIT 1 OFFSET 1)")
+    db.close()
+    with pytest.raises(CorruptionError):
+        EmbeddedStorage(tmp_path).open(SIGN)
+
+
+async def test_entry_reader_bundles_from_runs(tmp_path):
+    """Entry bundles straight from stored runs (exact cover) or re-encoded (partial)."""
+    from tlog.formats.tiles import encode_entry_bundle
+
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    data = entries(600, seed=13)
+    store.append(data[:300], SIGN)  # runs [0,256) [256,300)
+    for i in range(300, 600, 7):  # then small runs
+        store.append(data[i : i + 7], SIGN)
+    reader = store.entries()
+    await reader.open()
+    try:
+        for start, count in ((0, 256), (256, 256), (256, 44), (256, 10), (300, 7), (301, 5), (512, 88), (590, 10)):
+            assert await reader.bundle(start, count) == encode_entry_bundle(data[start : start + count])
+        with pytest.raises(NotFound):
+            await reader.bundle(512, 89)
+        assert await reader.entry(299, 600) == (leaf_hash(data[299]), data[299])
+    finally:
+        await reader.close()
+        store.close()
+
+
+def test_landed_batch_with_a_failing_index_update_keeps_hashes_and_state_together(tmp_path):
+    """Review finding: a batch whose COMMIT landed but reported an error moved the
+    state forward; if the leaf index then failed too (ENOSPC growing it), the hash
+    files were cut back under that state and the next batch signed a wrong root."""
+    import errno
+
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    data = [i.to_bytes(4, "big") for i in range(100_000)]
+    store.append(data[:30_000], SIGN)  # the index grows past 32k entries next
+    real_record, real_create = store._sign_and_record, store.leaves._create_file
+
+    def landed_then_failed(*a, **kw):
+        real_record(*a, **kw)
+        raise OSError(errno.EIO, "disk I/O error reported by COMMIT")
+
+    def full_disk(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    store._sign_and_record, store.leaves._create_file = landed_then_failed, full_disk
+    with pytest.raises(OSError):
+        store.append(data[30_000:39_000], SIGN)
+    store._sign_and_record, store.leaves._create_file = real_record, real_create
+    assert store.state.size == 39_000
+    assert (tmp_path / "hashes" / "level-00").stat().st_size == 39_000 * 32
+    store.append(data[39_000:], SIGN)
+    assert store.state.root == memory_view([leaf_hash(x) for x in data]).root
+    r = store.append(data[30_000:30_010], SIGN)  # the index caught up: same indices
+    assert r.indices == list(range(30_000, 30_010)) and r.fresh == [False] * 10
+    store.close()
+
+
+def test_a_damaged_run_is_corruption_not_a_hang(tmp_path):
+    import shutil
+    import sqlite3
+
+    from tlog.formats.tiles import encode_entry_bundle
+
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    store.append([b"e%d" % i for i in range(10)], SIGN)
+    store.close()
+    db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    db.execute("UPDATE runs SET data = ? WHERE first = 0", (encode_entry_bundle([b"e%d" % i for i in range(9)]),))
+    db.execute("DELETE FROM meta WHERE key = 'hashes_synced'")
+    db.close()
+    shutil.rmtree(tmp_path / "hashes")
+    with pytest.raises(CorruptionError, match="damaged"):
+        EmbeddedStorage(tmp_path).open(SIGN)
+
+
+def test_one_writer_per_data_directory(tmp_path):
+    from tlog.errors import ConfigError
+
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    with pytest.raises(ConfigError, match="in use by another log process"):
+        EmbeddedStorage(tmp_path)
+    store.close()
+    again = EmbeddedStorage(tmp_path)  # released by close()
+    again.open(SIGN)
+    again.close()
+
+
+async def test_a_batch_closes_interval_after_its_first_item_even_if_it_queued_during_a_commit(monkeypatch):
+    """Items that queued while the writer was busy have waited already: the next batch is
+    cut at once, not a whole interval after the writer comes back (the loop clock is faked)."""
+    import asyncio
+
+    from tlog.service.batching import BatchQueue
+
+    loop = asyncio.get_running_loop()
+    now = [1000.0]
+    monkeypatch.setattr(loop, "time", lambda: now[0])
+    q: BatchQueue[int] = BatchQueue(max_batch=100, interval=0.010)
+    q.put([1, 2])
+    now[0] += 0.050  # a commit that took 50 ms; meanwhile more arrived
+    q.put([3])
+    task = asyncio.ensure_future(q.next_batch())
+    for _ in range(3):
+        await asyncio.sleep(0)  # no timer can fire: the clock stands still
+    assert task.done() and task.result() == [1, 2, 3]
+    q.put([4])  # a fresh batch waits its interval from its own first item
+    task = asyncio.ensure_future(q.next_batch())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not task.done()
+    now[0] += 0.011
+    q.close()
+    assert await asyncio.wait_for(task, 5) == [4]
+
+
+async def test_a_submission_larger_than_a_batch_spans_batches_in_order(tmp_path):
+    """add_many of 150 entries with max_batch 64, singles queued before and after it: the
+    big group is filled across three batches, the singles each land in one."""
+    store = EmbeddedStorage(tmp_path)
+    seen: list[int] = []
+    seq = Sequencer(store, SIGN, max_batch=64, batch_interval=0.01, on_batch=lambda n, s: seen.append(n))
+    await seq.start()
+    before, big, after = entries(10, seed=21), entries(150, seed=22), entries(10, seed=23)
+    got = await asyncio.gather(*(seq.add(d) for d in before), seq.add_many(big), *(seq.add(d) for d in after))
+    singles_before, many, singles_after = got[:10], got[10], got[11:]
+    assert [a.index for a in singles_before] == list(range(10))
+    assert many.indices == list(range(10, 160)) and all(many.fresh)
+    assert many.leaf_hashes == [leaf_hash(d) for d in big]
+    assert [a.index for a in singles_after] == list(range(160, 170))
+    assert len(seen) >= 3 and max(seen) <= 64
+    assert {a.state.size for a in singles_before} == {64}  # the first batch: 10 singles + 54 of the group
+    assert many.state.size == 170  # covered by the batch that took its last entries
+    await seq.close()
+
+
+def _wal_db(path):
+    import sqlite3
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE t (x BLOB)")
+    for _ in range(64):
+        conn.execute("INSERT INTO t VALUES (?)", (os.urandom(16384),))  # 1 MiB, all in the WAL
+    return conn
+
+
+def _wait_for(cond, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def test_checkpointer_runs_when_the_log_goes_quiet(tmp_path):
+    from tlog.storage.embedded import Checkpointer
+
+    db = tmp_path / "q.db"
+    conn = _wal_db(db)
+    commits = [0]
+    cp = Checkpointer(db, lambda: commits[0], interval=0.05, max_age=1000)
+    try:
+        # quiet: copied back, though no batch commit was counted (a migration's writes, say)
+        assert _wait_for(lambda: db.stat().st_size > 1 << 20, 30)
+    finally:
+        cp.stop()
+        conn.close()
+
+
+def test_checkpointer_under_steady_writes_waits_for_max_age(tmp_path):
+    from tlog.storage.embedded import Checkpointer
+
+    db = tmp_path / "b.db"
+    conn = _wal_db(db)
+    ticks = iter(range(1, 1 << 30))
+    busy = lambda: next(ticks)  # noqa: E731 - a commit between every two looks: never quiet
+    cp = Checkpointer(db, busy, interval=0.02, max_age=1000)
+    time.sleep(0.5)
+    cp.stop()
+    assert db.stat().st_size < 1 << 20  # 25 looks, never quiet, max_age far: nothing copied yet
+    cp = Checkpointer(db, busy, interval=0.02, max_age=0.2)
+    try:
+        assert _wait_for(lambda: db.stat().st_size > 1 << 20, 30)
+    finally:
+        cp.stop()
+        conn.close()
+
+
+def _wal_frames(db_path):
+    """(frames in the WAL, frames copied back) from the WAL index (the -shm file)."""
+    import struct
+
+    shm = (db_path.parent / (db_path.name + "-shm")).read_bytes()
+    return struct.unpack_from("=I", shm, 16)[0], struct.unpack_from("=I", shm, 96)[0]
+
+
+def test_migrated_log_wal_is_checkpointed_when_quiet(tmp_path):
+    """Found in review: the move of an old `entries` table into runs is one large
+    transaction that no batch commit follows; the quiet log must still copy it back."""
+    import sqlite3
+
+    store = EmbeddedStorage(tmp_path)
+    store.open(SIGN)
+    data = entries(20000, seed=3)
+    commit_all(store, data, random.Random(3))
+    store.close()
+    db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    db.execute("DROP TABLE runs")
+    db.execute("CREATE TABLE entries (idx INTEGER PRIMARY KEY, leaf_hash BLOB NOT NULL, data BLOB NOT NULL)")
+    db.executemany("INSERT INTO entries VALUES (?, ?, ?)", [(i, leaf_hash(d), d) for i, d in enumerate(data)])
+    db.close()  # the last connection: checkpointed, WAL removed
+    again = EmbeddedStorage(tmp_path)
+    again.open(SIGN)  # moves the entries into runs
+    try:
+        assert _wait_for(lambda: _wal_frames(tmp_path / "log.db")[0] > 0
+                         and _wal_frames(tmp_path / "log.db")[1] == _wal_frames(tmp_path / "log.db")[0], 30)
+    finally:
+        again.close()

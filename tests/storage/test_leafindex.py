@@ -1,0 +1,246 @@
+"""The leaf-hash index (tlog.storage.leafindex) against a plain dict, through resizes,
+forced tag collisions, torn slots, crashes and read-only directories."""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+
+from tlog.formats.hashing import leaf_hash
+from tlog.storage import leafindex
+from tlog.storage.leafindex import LeafIndex
+
+from tests.support.procmem import mapped_kb
+
+
+class Leaves:
+    """A stand-in level-0 hash file: the list of leaf hashes in log order."""
+
+    def __init__(self) -> None:
+        self.hashes: list[bytes] = []
+
+    def at(self, ix: np.ndarray) -> np.ndarray:
+        assert ix.size == 0 or int(ix.max()) < len(self.hashes)  # never asked past the end
+        return np.frombuffer(b"".join(self.hashes[int(i)] for i in ix), dtype=np.uint8).reshape(-1, 32)
+
+    def range(self, start: int, count: int) -> np.ndarray:
+        return np.frombuffer(b"".join(self.hashes[start : start + count]), dtype=np.uint8).reshape(count, 32)
+
+
+def make(tmp_path, leaves: Leaves, **kw) -> LeafIndex:
+    idx = LeafIndex(tmp_path / "leafindex.bin", leaf_at=leaves.at, leaves=leaves.range, **kw)
+    idx.catch_up(len(leaves.hashes))
+    return idx
+
+
+def append(idx: LeafIndex, leaves: Leaves, new: list[bytes]) -> bool:
+    old = len(leaves.hashes)
+    leaves.hashes.extend(new)
+    return idx.add(new, old, old + len(new))
+
+
+def test_matches_a_dict_across_resizes(tmp_path):
+    rng = random.Random(7)
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    start_capacity = idx._table.capacity
+    want: dict[bytes, int] = {}
+    for _ in range(40):
+        new = [rng.randbytes(32) for _ in range(rng.choice([1, 2, 999, 3000, 7000]))]
+        assert append(idx, leaves, new)
+        want.update({h: len(want) + i for i, h in enumerate(new)})
+    assert idx._table.capacity > start_capacity  # resized at least once
+    assert idx.count == len(want) and 2 * idx.count <= idx._table.capacity
+    probe = rng.sample(list(want), 5000) + [rng.randbytes(32) for _ in range(5000)]
+    assert idx.lookup(probe) == {h: want[h] for h in probe if h in want}
+    for h in probe[:50]:
+        assert idx.index_of(h, len(want)) == want.get(h)
+    assert idx.index_of(probe[0], want[probe[0]]) is None  # not yet in a tree of that size
+    idx.close()
+    # reopened cleanly: same answers, count from the header
+    again = make(tmp_path, leaves)
+    assert again.count == len(want)
+    assert again.lookup(probe) == {h: want[h] for h in probe if h in want}
+    again.close()
+
+
+def test_same_tag_different_hash_is_told_apart_by_the_full_hash(tmp_path):
+    """Tags are only 8 bytes: entries sharing a tag (ground by an attacker, or
+    by chance) share a probe chain, and the level-0 check keeps them apart."""
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    base = os.urandom(8)
+    same_tag = [base + os.urandom(24) for _ in range(50)]
+    assert append(idx, leaves, same_tag[:40])
+    assert idx.lookup(same_tag) == {h: i for i, h in enumerate(same_tag[:40])}
+    assert append(idx, leaves, same_tag[40:])
+    assert idx.lookup(same_tag) == {h: i for i, h in enumerate(same_tag)}
+    idx.close()
+
+
+def test_torn_and_garbage_slots_never_give_a_wrong_index(tmp_path):
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    hashes = [leaf_hash(str(i).encode()) for i in range(2000)]
+    assert append(idx, leaves, hashes)
+    slots = idx._table.slots
+    rng = np.random.default_rng(3)
+    full = np.flatnonzero(slots[:, 1] != 0)
+    victims = rng.choice(full, 300, replace=False)
+    slots[victims[:100], 1] = rng.integers(1, 2001, 100, dtype=np.uint64)  # idx torn: wrong index
+    slots[victims[100:200], 0] = rng.integers(0, 2**63, 100, dtype=np.uint64)  # tag torn
+    slots[victims[200:], 1] = 0  # not written at all
+    got = idx.lookup(hashes)
+    assert all(hashes[i] == h for h, i in zip(got, got.values()))  # every answer is right
+    assert all(got[h] == i for i, h in enumerate(hashes) if h in got)
+    idx.close()
+
+
+def test_lost_update_and_crash_tail_are_refilled(tmp_path):
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    assert append(idx, leaves, [os.urandom(32) for _ in range(100)])
+    old = len(leaves.hashes)
+    leaves.hashes.extend(os.urandom(32) for _ in range(50))  # committed, index update lost
+    later = [os.urandom(32) for _ in range(10)]
+    assert not append(idx, leaves, later)  # refuses to paper over the gap
+    idx.catch_up(len(leaves.hashes))
+    assert idx.lookup(leaves.hashes) == {h: i for i, h in enumerate(leaves.hashes)}
+    assert idx.indexed_size == old + 60
+    # a kill -9: no clean close, the header says 160; entries 160..199 never indexed
+    leaves.hashes.extend(os.urandom(32) for _ in range(40))
+    os.close(idx._fd)
+    idx._fd = None
+    again = make(tmp_path, leaves)
+    assert again.lookup(leaves.hashes) == {h: i for i, h in enumerate(leaves.hashes)}
+    again.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_after_a_machine_restart_only_an_unclean_index_is_rebuilt(tmp_path, monkeypatch, clean):
+    """A clean close fsyncs the table and marks it valid on any boot; a table left by
+    a process that did not close it may have lost mapped stores with the machine."""
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    assert append(idx, leaves, [os.urandom(32) for _ in range(3000)])
+    if clean:
+        idx.close()
+        assert leafindex._HDR.unpack(os.pread(os.open(tmp_path / "leafindex.bin", os.O_RDONLY),
+                                              leafindex._HDR.size, 0))[6].rstrip(b"\0") == b"synced"
+    else:
+        os.close(idx._fd)  # a kill -9: the header still names this boot
+        idx._fd = None
+    monkeypatch.setattr(leafindex, "boot_id", lambda: "another-boot")
+    rebuilt = []
+    real = leaves.range
+    leaves.range = lambda start, count: rebuilt.append(count) or real(start, count)
+    again = make(tmp_path, leaves)
+    assert (sum(rebuilt) == 3000) != clean  # read every leaf again only when unclean
+    assert again.lookup(leaves.hashes) == {h: i for i, h in enumerate(leaves.hashes)}
+    assert append(again, leaves, [os.urandom(32) for _ in range(10)])
+    again.close()
+    ro = make(tmp_path, leaves, read_only=True)  # a read-only directory takes a synced table as it is
+    assert ro._table.mm is not None
+    assert ro.lookup(leaves.hashes[::97]) == {h: i * 97 for i, h in enumerate(leaves.hashes[::97])}
+    ro.close()
+
+
+def test_reopening_a_synced_table_syncs_its_new_header_before_any_store(tmp_path, monkeypatch):
+    """Once a SYNCED table is opened for writing, its header must say so on disk before
+    the map takes a store: a SYNCED header surviving a power loss over a changed table
+    would be trusted on the next boot with a count that is too small."""
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    assert append(idx, leaves, [os.urandom(32) for _ in range(100)])
+    idx.close()
+    assert not append(idx, leaves, [os.urandom(32)])  # a closed index takes nothing more
+    leaves.hashes.pop()
+    path = tmp_path / "leafindex.bin"
+    synced_at = []  # the header's boot field on disk at each fdatasync
+    real = os.fdatasync
+
+    def spy(fd):
+        real(fd)
+        synced_at.append(leafindex._HDR.unpack(os.pread(fd, leafindex._HDR.size, 0))[6].rstrip(b"\0"))
+
+    monkeypatch.setattr(leafindex.os, "fdatasync", spy)
+    again = make(tmp_path, leaves)
+    assert synced_at and synced_at[0] == leafindex.boot_id().encode()  # synced, and no longer "synced"
+    assert append(again, leaves, [os.urandom(32) for _ in range(10)])
+    assert again.lookup(leaves.hashes) == {h: i for i, h in enumerate(leaves.hashes)}
+    again.close()
+    assert leafindex._HDR.unpack(path.read_bytes()[: leafindex._HDR.size])[6].rstrip(b"\0") == b"synced"
+
+
+def test_index_ahead_of_the_log_or_damaged_is_rebuilt(tmp_path):
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    assert append(idx, leaves, [os.urandom(32) for _ in range(300)])
+    idx.close()
+    del leaves.hashes[200:]  # an older backup of the log
+    again = make(tmp_path, leaves)
+    assert again.indexed_size == 200
+    assert again.lookup(leaves.hashes) == {h: i for i, h in enumerate(leaves.hashes)}
+    again.close()
+    path = tmp_path / "leafindex.bin"
+    with open(path, "r+b") as f:
+        f.write(b"garbage!")
+    third = make(tmp_path, leaves)
+    assert third.lookup(leaves.hashes) == {h: i for i, h in enumerate(leaves.hashes)}
+    third.close()
+    path.write_bytes(path.read_bytes()[:5000])  # truncated
+    fourth = make(tmp_path, leaves)
+    assert fourth.lookup(leaves.hashes[:3]) == {h: i for i, h in enumerate(leaves.hashes[:3])}
+    fourth.close()
+
+
+def test_old_sqlite_index_is_removed(tmp_path):
+    (tmp_path / "leafindex.db").write_bytes(b"x")
+    (tmp_path / "leafindex.db-wal").write_bytes(b"x")
+    idx = make(tmp_path, Leaves())
+    assert not (tmp_path / "leafindex.db").exists() and not (tmp_path / "leafindex.db-wal").exists()
+    idx.close()
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_read_only_serves_from_file_or_memory(tmp_path, stale):
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    assert append(idx, leaves, [os.urandom(32) for _ in range(500)])
+    idx.close()
+    if stale:
+        leaves.hashes.extend(os.urandom(32) for _ in range(70000))  # behind, and past one resize
+    before = (tmp_path / "leafindex.bin").read_bytes()
+    ro = make(tmp_path, leaves, read_only=True)
+    assert ro.lookup(leaves.hashes[::7]) == {h: i * 7 for i, h in enumerate(leaves.hashes[::7])}
+    ro.close()
+    assert (tmp_path / "leafindex.bin").read_bytes() == before  # nothing written
+
+
+def test_positions_are_keyed_per_file(tmp_path):
+    tags = np.arange(1000, dtype=np.uint64)
+    a = leafindex._positions(tags, 1, (1 << 16) - 1)
+    b = leafindex._positions(tags, 2, (1 << 16) - 1)
+    assert (a != b).mean() > 0.99
+    assert a.min() >= 0 and a.max() < 1 << 16
+
+
+@pytest.mark.parametrize("window", [0, 64 << 10, 4 << 20])
+def test_a_table_larger_than_the_window_stays_out_of_rss(tmp_path, window):
+    """The log's map window (bytes; 0: none) bounds the table's share of RSS: a table
+    larger than the window (here 1 MiB against 64 KiB) is unmapped after every batch;
+    one that fits stays mapped, as it would with no window."""
+    leaves = Leaves()
+    idx = make(tmp_path, leaves, window=window)
+    for _ in range(5):
+        assert append(idx, leaves, [os.urandom(32) for _ in range(4000)])
+    assert idx._table.capacity * leafindex.SLOT_SIZE == 1 << 20
+    path = tmp_path / "leafindex.bin"
+    if window == 64 << 10:
+        assert mapped_kb(path) == 0
+    else:
+        assert mapped_kb(path) > 100  # thousands of random slots touched
+    assert idx.lookup(leaves.hashes[:50]) == {h: i for i, h in enumerate(leaves.hashes[:50])}
+    idx.close()

@@ -1,0 +1,126 @@
+"""The package map holds: layers import only the layers below them, pure packages
+import no I/O, and no module imports itself back through others (docs/architecture.md)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("tlog", "witness", "registry")
+
+# What each layer may import from this project (a prefix match on module names).
+ALLOWED = {
+    "tlog": (),
+    "tlog.errors": (),
+    "tlog.formats": ("tlog.errors", "tlog.formats", "tlog._native"),
+    "tlog.merkle": ("tlog.errors", "tlog.formats", "tlog.merkle"),
+    "tlog.storage": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage"),
+    "tlog.service": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.service"),
+    "tlog.didresolver": ("tlog.errors", "tlog.formats"),
+    "tlog.client": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.didresolver", "tlog.client"),
+    "tlog.server": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage", "tlog.service", "tlog.didresolver",
+                    "tlog.server"),
+    "tlog.cli": ("tlog",),
+    "witness": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.files", "tlog.service", "tlog.client",
+                "tlog.didresolver", "witness"),
+    "registry": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.files", "tlog.service", "tlog.client",
+                 "tlog.didresolver", "registry"),
+}
+# Pure layers: no network, disk, database or framework.
+IO_MODULES = ("aiohttp", "aiosqlite", "sqlite3", "socket", "asyncio", "dulwich", "prometheus_client", "click",
+              "mmap", "fcntl", "subprocess", "psycopg", "aiobotocore", "botocore", "obstore", "shutil", "tempfile")
+PURE = ("tlog.formats", "tlog.merkle", "tlog.errors")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            rel = path.relative_to(ROOT).with_suffix("")
+            name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            out[name] = path
+    return out
+
+
+def imports(name: str, path: Path) -> set[str]:
+    """Every module `name` imports, at any depth of the file (relative imports resolved)."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            found.add(mod)
+            found.update(f"{mod}.{a.name}" for a in node.names)  # `from pkg import module`
+    return found
+
+
+def layer(name: str) -> str:
+    return max((k for k in ALLOWED if name == k or name.startswith(k + ".")), key=len)
+
+
+def test_each_layer_imports_only_what_is_below_it():
+    mods = modules()
+    bad = []
+    for name, path in mods.items():
+        allowed = ALLOWED[layer(name)]
+        for imp in imports(name, path):
+            if imp.split(".")[0] not in PACKAGES or imp in mods and imp == name:
+                continue
+            if not any(imp == a or imp.startswith(a + ".") for a in allowed) and imp.split(".")[0] in PACKAGES:
+                if imp in mods or imp.rpartition(".")[0] in mods:
+                    bad.append(f"{name} imports {imp}")
+    assert bad == [], "\n".join(sorted(bad))
+
+
+def test_pure_packages_import_no_io():
+    bad = []
+    for name, path in modules().items():
+        if any(name == p or name.startswith(p + ".") for p in PURE):
+            for imp in imports(name, path):
+                if imp.split(".")[0] in IO_MODULES:
+                    bad.append(f"{name} imports {imp}")
+    assert bad == [], "\n".join(sorted(bad))
+
+
+def test_no_import_cycles():
+    mods = modules()
+    graph = {n: {i if i in mods else i.rpartition(".")[0] for i in imports(n, p)} & set(mods) - {n}
+             for n, p in mods.items()}
+    # Tarjan's strongly connected components: any with more than one module is a cycle.
+    index, low, on, stack, cycles = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert cycles == [], cycles

@@ -1,0 +1,192 @@
+"""POST /v1/conformance/witness: peer-witnessing of conformance receipts (DESIGN §4, OAP §31)."""
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tlog.formats import ed25519
+from tlog.formats.conformance import sign_conformance, validate_conformance, witness_signature
+from tlog.formats.did import did_key_from_public
+from tlog.formats.entries import canonical_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.formats.keys import Signer
+from tlog.formats.proofbundle import ProofBundle
+from tlog.merkle.tree import memory_view
+from tlog.service.keyfiles import write_private_key
+from witness.keyfiles import identity_key_name
+
+from tests.support.witness import V8_NAME, MemLog, running_witness, witness_config
+
+IDENTITY = bytes([41]) * 32  # the witness's did:key
+SUBJECT = bytes([42]) * 32  # the implementation asking to be witnessed
+PEERS = [bytes([50 + i]) * 32 for i in range(3)]  # other witnesses
+
+
+def did(seed: bytes) -> str:
+    return did_key_from_public(ed25519.public_from_seed(seed))
+
+
+def ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def receipt(subject: bytes, level: str, peers: list[bytes], *, days: tuple[int, int] = (-1, 60),
+            rid: str = "urn:oap:conformance:test-1") -> dict[str, Any]:
+    now = datetime.now(UTC).replace(microsecond=0)
+    r = sign_conformance({
+        "id": rid, "subject": did(subject), "level": level, "profile": "commercial",
+        "suite": {"name": "oap-suite", "version": "1.0.0"}, "results_digest": "sha256:" + "cd" * 32,
+        "issued_at": ts(now + timedelta(days=days[0])), "expires_at": ts(now + timedelta(days=days[1])),
+    }, subject)
+    for p in peers:
+        r["signatures"].append(witness_signature(r, p))
+    return r
+
+
+def anchored(log: MemLog, rec: dict[str, Any], *, others: int = 4) -> str:
+    """A .tlog-proof for the conformance entry of `rec` at index 2 of a small in-memory log."""
+    entry = canonical_entry({"type": "conformance", "receipt": rec})
+    entries = [bytes([i]) * 8 for i in range(2)] + [entry] + [bytes([9, i]) for i in range(others)]
+    log.leaves = [leaf_hash(e) for e in entries]
+    size = len(entries)
+    proof = tuple(memory_view(log.leaves).inclusion_proof(2))
+    return ProofBundle(index=2, proof=proof, checkpoint=log.checkpoint(size), extra=entry).to_text()
+
+
+def setup(tmp: Path, *, own: dict | None | str = "L4", trusted: list[str] | None = None, **kw):
+    tmp.mkdir(parents=True, exist_ok=True)
+    ident = tmp / "identity.key"
+    if not ident.exists():
+        write_private_key(ident, Signer(identity_key_name(V8_NAME), IDENTITY).to_skey())
+    own_path = tmp / "own.json"
+    if isinstance(own, str):
+        own = receipt(IDENTITY, own, PEERS[:1 if own == "L4" else 3 if own == "L5" else 0],
+                      rid="urn:oap:conformance:witness")
+    if own is not None:
+        own_path.write_text(json.dumps(own))
+    log = MemLog(origin="conformance.example/log", seed=bytes([3]) * 32)
+    cfg = witness_config(tmp, [], own_receipt=own_path,
+                         trusted_logs=tuple(trusted if trusted is not None else [log.vkey]), **kw)
+    return cfg, log
+
+
+async def ask(session, url: str, body: Any, *, ctype: str = "application/json") -> tuple[int, dict]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    async with session.post(url + "/v1/conformance/witness", data=data, headers={"Content-Type": ctype}) as r:
+        return r.status, await r.json()
+
+
+async def test_happy_path_signature_in_receipt_form(tmp_path):
+    cfg, log = setup(tmp_path)
+    rec = receipt(SUBJECT, "L4", PEERS[1:2])
+    bundle = anchored(log, rec)
+    async with running_witness(cfg) as (svc, url, session):
+        assert svc.peer.did == did(IDENTITY)
+        status, out = await ask(session, url, {"receipt": rec, "bundle": bundle})
+        assert status == 200, out
+        sig = out["signature"]
+        assert set(sig) == {"by", "alg", "value"} and sig["by"] == did(IDENTITY) and sig["alg"] == "EdDSA"
+        assert sig == witness_signature(rec, IDENTITY)
+        checked = validate_conformance(out["receipt"], now=datetime.now(UTC))
+        assert did(IDENTITY) in checked.witnesses and len(checked.witnesses) == 2
+        assert out["inclusion"] == {"origin": log.origin, "index": 2, "tree_size": 7}
+        assert validate_conformance(out["witness_receipt"], now=datetime.now(UTC)).subject == did(IDENTITY)
+        # Asking again gives the same signature and does not add it twice.
+        status, again = await ask(session, url, {"receipt": out["receipt"], "bundle": anchored(log, out["receipt"])})
+        assert status == 200 and again["signature"] == sig
+        assert again["receipt"]["signatures"].count(sig) == 1
+        async with session.get(url + "/metrics") as r:
+            assert 'oap_witness_conformance_requests_total{status="200"} 2.0' in await r.text()
+
+
+@pytest.mark.parametrize("own,why", [
+    (None, "missing"),
+    ("L3", "level L3"),
+    ("expired", "expired"),
+    ("other", "about"),
+    ("tampered", "does not verify"),
+    ("L4-no-peer", "needs at least 1 witness"),
+])
+async def test_refuses_without_its_own_valid_l4_receipt(tmp_path, own, why):
+    if own == "expired":
+        own = receipt(IDENTITY, "L4", PEERS[:1], days=(-100, -10))
+    elif own == "other":
+        own = receipt(SUBJECT, "L4", PEERS[:1])
+    elif own == "tampered":
+        own = receipt(IDENTITY, "L4", PEERS[:1])
+        own["profile"] = "research"
+    elif own == "L4-no-peer":
+        own = receipt(IDENTITY, "L4", [])
+    cfg, log = setup(tmp_path, own=own)
+    rec = receipt(SUBJECT, "L4", PEERS[1:2])
+    async with running_witness(cfg) as (svc, url, session):
+        status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
+    assert status == 403 and out["error"] == "policy_block"
+    assert why in out["message"] and "own conformance receipt" in out["message"]
+
+
+async def test_own_level_l5_required_when_configured(tmp_path):
+    cfg, log = setup(tmp_path, own="L4", require_own_level="L5")
+    rec = receipt(SUBJECT, "L4", PEERS[1:2])
+    async with running_witness(cfg) as (svc, url, session):
+        status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
+        assert status == 403 and "L5" in out["message"]
+    cfg2, log2 = setup(tmp_path / "l5", own="L5", require_own_level="L5")
+    async with running_witness(cfg2) as (svc, url, session):
+        assert (await ask(session, url, {"receipt": rec, "bundle": anchored(log2, rec)}))[0] == 200
+
+
+async def test_refusals_of_the_request(tmp_path):
+    cfg, log = setup(tmp_path)
+    rec = receipt(SUBJECT, "L4", PEERS[1:2])
+    good = anchored(log, rec)
+    async with running_witness(cfg) as (svc, url, session):
+        async def expect(body, status, code, fragment="", **kw):
+            got, out = await ask(session, url, body, **kw)
+            assert (got, out["error"]) == (status, code), out
+            assert fragment in out["message"], out
+
+        # Not the shape asked for.
+        await expect(b"{not json", 400, "invalid_input")
+        await expect({"receipt": rec}, 400, "invalid_input", "bundle")
+        await expect({"receipt": rec, "bundle": 5}, 400, "invalid_input")
+        await expect({"receipt": rec, "bundle": good}, 415, "invalid_input", ctype="text/plain")
+        # The receipt itself.
+        bad_sig = dict(rec, profile="research")
+        await expect({"receipt": bad_sig, "bundle": good}, 400, "invalid_input", "does not verify")
+        old = receipt(SUBJECT, "L4", PEERS[1:2], days=(-100, -10))
+        await expect({"receipt": old, "bundle": anchored(log, rec)}, 400, "invalid_input", "expired")
+        mine = receipt(IDENTITY, "L4", PEERS[1:2])
+        await expect({"receipt": mine, "bundle": anchored(log, mine)}, 403, "policy_block", "own")
+        # Its inclusion.
+        other_rec = receipt(SUBJECT, "L4", PEERS[1:2], rid="urn:oap:conformance:test-2")
+        await expect({"receipt": rec, "bundle": anchored(MemLog(origin=log.origin, seed=log.seed), other_rec)},
+                     422, "output_unverifiable", "differs")
+        stranger = MemLog(origin="evil.example/log", seed=bytes([4]) * 32)
+        await expect({"receipt": rec, "bundle": anchored(stranger, rec)}, 422, "output_unverifiable", "not signed")
+        lines = good.split("\n")
+        lines[3] = lines[4]  # a wrong inclusion-proof hash
+        await expect({"receipt": rec, "bundle": "\n".join(lines)}, 422, "output_unverifiable", "inclusion")
+        await expect({"receipt": rec, "bundle": "not a bundle\n"}, 400, "invalid_input")
+        # And the good request still works.
+        assert (await ask(session, url, {"receipt": rec, "bundle": good}))[0] == 200
+
+
+async def test_refuses_when_no_log_is_trusted(tmp_path):
+    cfg, log = setup(tmp_path, trusted=[])
+    rec = receipt(SUBJECT, "L4", PEERS[1:2])
+    async with running_witness(cfg) as (svc, url, session):
+        status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
+    assert status == 403 and "trusts no log" in out["message"]
+
+
+async def test_own_receipt_check_can_be_disabled(tmp_path):
+    cfg, log = setup(tmp_path, own=None, require_own_level="none")
+    rec = receipt(SUBJECT, "L3", [])
+    async with running_witness(cfg) as (svc, url, session):
+        status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
+    assert status == 200 and "witness_receipt" not in out
