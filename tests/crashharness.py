@@ -256,7 +256,7 @@ async def run_scale(cycles: int, workdir: Path, seed: int = 0, progress: bool = 
                       f'bucket_url = "{weed.bucket_url("oap-log")}"\nbucket_credentials_file = "{creds}"\n'
                       f'key_file = "{key}"\norigin = "{signer.name}"\nbatch_interval_ms = 5\n'
                       'rate_limit_write = 0\nrate_limit_read = 0\ncheckpoint_publish_interval = 0.1\n')
-    from .services import Service
+    from tests.support.services import Service
 
     ports = [free_port(), free_port()]
 

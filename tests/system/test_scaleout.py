@@ -248,7 +248,7 @@ class Frontends:
         self.procs: dict[str, Service] = {}
 
     def start(self, name: str) -> Service:
-        from .services import BIN
+        from tests.support.services import BIN
 
         svc = Service(name, [str(BIN / "oap-log"), "serve", "--config", str(self.config), "--data",
                              str(self.tmp / name), "--port", "0"]).start()
@@ -370,7 +370,7 @@ def test_migrate_an_embedded_log_to_postgres_and_a_bucket(engines, tmp_path, ser
     from tlog.client.client import SyncLogClient
     from tlog.formats.entries import commitment_entry
 
-    from .services import BIN
+    from tests.support.services import BIN
 
     src = tmp_path / "embedded"
     srv = server("--origin", SIGNER.name, data=src)
