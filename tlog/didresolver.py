@@ -63,6 +63,10 @@ def _public(address: str) -> bool:
         return False
 
 
+class _NotPublic(OSError):
+    """A name that resolves to no public address (the refusal, told apart from DNS failures)."""
+
+
 class _PublicOnly(AbstractResolver):
     """Name resolution that drops every non-global address (no SSRF into the host's
     own network): the address connected to is the address checked."""
@@ -73,7 +77,7 @@ class _PublicOnly(AbstractResolver):
     async def resolve(self, host: str, port: int = 0, family: int = 0) -> list[ResolveResult]:
         found = [r for r in await self._inner.resolve(host, port, family) if _public(r["host"])]
         if not found:
-            raise OSError(f"{host} resolves to no public address")
+            raise _NotPublic(f"{host} resolves to no public address")
         return found
 
     async def close(self) -> None:
@@ -244,8 +248,14 @@ class DidResolver:
                         raise InvalidInput(f"{did} does not resolve: {url} answered {r.status}")
                     if r.status != 200:
                         raise UpstreamError(f"{did}: {url} answered {r.status}")
-                    body = await r.content.read(MAX_DOCUMENT + 1)
+                    if (r.content_length or 0) > MAX_DOCUMENT:
+                        raise InvalidInput(f"{did}: the DID document is larger than {MAX_DOCUMENT} bytes")
+                    body = b""
+                    while len(body) <= MAX_DOCUMENT and (chunk := await r.content.read(MAX_DOCUMENT + 1 - len(body))):
+                        body += chunk
             except (TimeoutError, aiohttp.ClientError, OSError) as e:
+                if isinstance(e, _NotPublic) or isinstance(getattr(e, "os_error", None), _NotPublic):
+                    raise InvalidInput(f"{did}: the document's host is not a public address") from None
                 raise UpstreamError(f"{did}: fetching {url} failed: {type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200] if str(e) else ''}") from None
         if len(body) > MAX_DOCUMENT:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime
 import ssl
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,14 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
 
+from tlog.formats.conformance import ALGS
+from tlog.formats.conformance import signing_bytes as receipt_signing_bytes
 from tlog.formats.diddoc import ED25519, P256, SECP256K1
+from tlog.formats.encoding import b64enc
+from tlog.formats.times import format_utc
 
 _MULTICODEC = {ED25519: b"\xed\x01", P256: b"\x80\x24", SECP256K1: b"\xe7\x01"}
+PLC_WITNESS = "did:plc:ewvi7nxzyoun6zhxrhs64oiz"  # the example DID of the did:plc specification
 _CURVE = {P256: ec.SECP256R1(), SECP256K1: ec.SECP256K1()}
 
 
@@ -80,6 +86,20 @@ def document(did: str, keys: dict[str, Key], *, style: str = "multikey", asserti
     doc: dict[str, Any] = {"@context": ["https://www.w3.org/ns/did/v1"], "id": did, "verificationMethod": methods}
     doc["assertionMethod"] = [f"{did}#{f}" for f in (assertion if assertion is not None else keys)]
     return doc
+
+
+
+def did_receipt(subject: str, key: Key, *, witnesses: tuple[tuple[str, Key], ...] = (), level: str = "L3") -> dict:
+    """A conformance receipt self-signed by `subject` (#k) with `key`, and by each witness."""
+    issued = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    body = {"id": f"urn:oap:conformance:{uuid.uuid4()}", "subject": subject, "level": level,
+            "profile": "standard", "suite": {"name": "oap-test-suite", "version": "1.0.0"},
+            "results_digest": "sha256:" + "cd" * 32, "issued_at": format_utc(issued),
+            "expires_at": format_utc(issued + datetime.timedelta(days=30))}
+    message = receipt_signing_bytes(body)
+    sigs = [{"by": f"{subject}#k", "alg": ALGS[key.curve], "value": b64enc(key.sign(message))}]
+    sigs += [{"by": w, "alg": ALGS[k.curve], "value": b64enc(k.sign(message))} for w, k in witnesses]
+    return {**body, "signatures": sigs}
 
 
 def make_ca(directory: Path) -> tuple[Path, ssl.SSLContext]:

@@ -47,9 +47,9 @@ def receipt(subject: bytes, level: str, peers: list[bytes], *, days: tuple[int, 
     return r
 
 
-def anchored(log: MemLog, rec: dict[str, Any], *, others: int = 4) -> str:
+def anchored(log: MemLog, rec: dict[str, Any], *, others: int = 4, lookup=None) -> str:
     """A .tlog-proof for the conformance entry of `rec` at index 2 of a small in-memory log."""
-    entry = canonical_entry({"type": "conformance", "receipt": rec})
+    entry = canonical_entry({"type": "conformance", "receipt": rec}, lookup=lookup)
     entries = [bytes([i]) * 8 for i in range(2)] + [entry] + [bytes([9, i]) for i in range(others)]
     log.leaves = [leaf_hash(e) for e in entries]
     size = len(entries)
@@ -190,3 +190,32 @@ async def test_own_receipt_check_can_be_disabled(tmp_path):
     async with running_witness(cfg) as (svc, url, session):
         status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
     assert status == 200 and "witness_receipt" not in out
+
+
+async def test_a_did_web_subject_with_a_did_plc_peer_is_witnessed(tmp_path):
+    """Subjects and peers named by did:web / did:plc (OAP-CORE-1.0 §5.1), resolved from
+    local hosts: the witness checks their ES256 / ES256K signatures, then adds its own."""
+    from tlog.formats.diddoc import lookup_from
+
+    from tests.support.didhosts import PLC_WITNESS, DidHosts, Key, did_receipt, document
+
+    hosts = await DidHosts().start(tmp_path / "tls")
+    try:
+        subject_key, peer_key = Key("P-256"), Key("secp256k1")
+        subject = hosts.web_did("impl")
+        hosts.publish_web(subject, document(subject, {"k": subject_key}))
+        hosts.publish_plc(PLC_WITNESS, document(PLC_WITNESS, {"atproto": peer_key}))
+        cfg, log = setup(tmp_path / "w", did_ca_file=hosts.ca_file, did_allow_private_networks=True,
+                         did_plc_directory=hosts.plc_url)
+        rec = did_receipt(subject, subject_key, witnesses=((PLC_WITNESS, peer_key),), level="L4")
+        forged = did_receipt(subject, Key("P-256"), level="L4")
+        pinned = lookup_from([(subject, hosts.docs["/impl/did.json"]), (PLC_WITNESS, hosts.docs[f"/{PLC_WITNESS}"])])
+        async with running_witness(cfg) as (svc, url, session):
+            status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec, lookup=pinned)})
+            assert status == 200, out
+            assert out["signature"] == witness_signature(rec, IDENTITY)
+            status, out = await ask(session, url, {"receipt": forged, "bundle": anchored(log, rec, lookup=pinned)})
+            assert status == 400 and "does not verify" in out["message"]
+        assert hosts.hits["/impl/did.json"] >= 1 and hosts.hits[f"/{PLC_WITNESS}"] == 1
+    finally:
+        await hosts.close()

@@ -400,15 +400,32 @@ def info(url: str) -> None:
               help="Also check that the (single) bundle anchors this receipt.")
 @click.option("--salt", "salt_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="With --receipt: open a privileged-mode commitment with this salt file.")
+@click.option("--did-document", "did_documents", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A pinned DID document (JSON) of a signer that is not a did:key, e.g. a did:web "
+                   "saved while it was reachable: the entry's signature is then checked offline too. Repeatable.")
 @click.option("--quiet", is_flag=True, help="Print only failures and the summary.")
-def verify(bundles, policy_file, receipt, salt_file, quiet) -> None:
-    """Verify .tlog-proof bundles offline (no network). Exit 1 if any fails."""
+def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet) -> None:
+    """Verify .tlog-proof bundles offline (no network). Exit 1 if any fails.
+
+    Each bundle's inclusion in a checkpoint the policy accepts is checked; so is the
+    signature of a receipt or registry entry it carries (did:key signers always,
+    other DIDs when their document is given with --did-document)."""
     from tlog.client.verifier import TrustPolicy
+    from tlog.formats.diddoc import lookup_from, needs_resolution
+    from tlog.formats.entries import check_entry_signature
 
     try:
         policy = TrustPolicy.from_text(policy_file.read_text())
+        pinned: dict[str, object] = {}
+        for p in did_documents:
+            doc = loads_json(p.read_bytes())
+            if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
+                fail(f"{p}: not a DID document (a JSON object with an id)", 2)
+            pinned[doc["id"]] = doc
+        lookup = lookup_from(pinned.items())
     except (OAPError, UnicodeDecodeError) as e:
-        fail(f"{policy_file}: {getattr(e, 'message', e)}", 2)
+        fail(f"{getattr(e, 'message', e)}", 2)
     if (receipt or salt_file) and len(bundles) != 1:
         fail("--receipt and --salt check one bundle at a time", 2)
     failures = 0
@@ -420,11 +437,21 @@ def verify(bundles, policy_file, receipt, salt_file, quiet) -> None:
                 v = policy.verify_bundle(path.read_bytes())
                 if receipt is not None:
                     _check_receipt(v.entry, receipt, salt_file)
+                signed = ""
+                if v.entry is not None:
+                    signer = _entry_signer(v.entry)
+                    did = needs_resolution(signer)
+                    if signer is None:
+                        pass
+                    elif did is not None and did not in pinned:
+                        signed = f"; signed by {signer}: not checked, pass its --did-document"
+                    else:
+                        signed = f"; signed by {check_entry_signature(v.entry, lookup)}"
                 if show_each:
                     cp = v.checkpoint
                     wit = ", ".join(sorted(cp.witnesses)) or "none required"
                     click.echo(f"OK   {path}: index {v.index} in {cp.checkpoint.origin} at size "
-                               f"{cp.checkpoint.size} (witnesses: {wit})")
+                               f"{cp.checkpoint.size} (witnesses: {wit}){signed}")
             except OSError as e:
                 failures += 1
                 click.echo(f"FAIL {path}: cannot read: {e.strerror}")
@@ -472,6 +499,15 @@ def audit(url: str, policy_file: Path, entries: bool) -> None:
     cp = result.checkpoint.checkpoint
     click.echo(f"OK   {cp.origin} at size {cp.size}: {result.tiles} tiles and {result.entries} entries verified "
                f"(witnesses: {', '.join(sorted(result.checkpoint.witnesses)) or 'none required'})")
+
+
+def _entry_signer(entry: bytes) -> str | None:
+    try:
+        obj = decode_entry(entry)
+    except OAPError:
+        return None  # not an OAP entry (another log's format): inclusion is all there is to check
+    signer = obj.get("signer") if obj.get("type") in ("receipt", "registry") else None
+    return signer if isinstance(signer, str) else None
 
 
 def _check_receipt(entry: bytes | None, receipt: Path, salt_file: Path | None) -> None:

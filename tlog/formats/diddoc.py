@@ -166,7 +166,7 @@ def _jwk_key(jwk: object) -> tuple[str, bytes]:
         x, y = b64url_dec(jwk.get("x"), what="publicKeyJwk x"), b64url_dec(jwk.get("y"), what="publicKeyJwk y")
         if len(x) != 32 or len(y) != 32:
             raise FormatError("EC JWK coordinates must be 32 bytes")
-        return crv, bytes([2 + (y[-1] & 1)]) + x  # compressed point
+        return crv, b"\x04" + x + y  # uncompressed: decoding it checks the point is on the curve
     raise FormatError("publicKeyJwk must be an Ed25519, P-256 or secp256k1 key")
 
 

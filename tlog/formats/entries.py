@@ -265,6 +265,18 @@ def canonical_entry(obj: object, *, now: datetime | None = None, lookup: KeyLook
     return data
 
 
+def check_entry_signature(data: bytes, lookup: KeyLookup | None) -> str | None:
+    """The signer of a stored receipt or registry entry, once its signature is checked
+    again (offline, with pinned DID documents for DIDs other than did:key); None for an
+    unsigned entry type. What a bundle's reader checks beyond inclusion: that the entry
+    the log anchored was signed by whom it names."""
+    obj = decode_entry(data)
+    if obj["type"] not in ("receipt", "registry"):
+        return None
+    _VALIDATORS[obj["type"]](obj, datetime.now(UTC), lookup)
+    return str(obj["signer"])
+
+
 def decode_entry(data: bytes) -> dict[str, Any]:
     """Stored entry bytes -> the JSON-shaped dict (for GET /v1/entries/<i>)."""
     obj = loads_cbor(data)
