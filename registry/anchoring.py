@@ -135,8 +135,9 @@ def verify_receipt_anchor(bundle: str | bytes, *, receipt_hash: bytes, receipt_i
 class Anchorer:
     """Writes anchors to a log (LogClient) and checks every bundle it gets back."""
 
-    def __init__(self, log_url: str, seed: bytes, policy: TrustPolicy | None, *, timeout: float = 30.0) -> None:
-        self.client = LogClient(log_url, policy=policy, timeout=timeout)
+    def __init__(self, log_url: str, seed: bytes, policy: TrustPolicy | None, *, timeout: float = 30.0,
+                 token: str | None = None) -> None:
+        self.client = LogClient(log_url, policy=policy, timeout=timeout, token=token)
         self.seed = seed
         self.registry = did_key_from_public(public_from_seed(seed))
 

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from tlog.client.client import ServerError, oap_request
+from tlog.client.client import ServerError, bearer, check_url, oap_request
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.times import format_utc
@@ -59,8 +59,9 @@ RegistryError = ServerError  # a refusal from the registry: status, OAP code, me
 
 
 class RegistryClient:
-    def __init__(self, url: str, *, timeout: float = 60.0) -> None:
-        self.url = url.rstrip("/")
+    def __init__(self, url: str, *, timeout: float = 60.0, token: str | None = None) -> None:
+        self.url = check_url(url, "registry URL")
+        self._headers = bearer(token)
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
 
     async def __aenter__(self) -> RegistryClient:
@@ -70,7 +71,8 @@ class RegistryClient:
         await self._session.close()
 
     async def _call(self, method: str, path: str, body: Any = None, params: dict | None = None) -> Any:
-        data, content_type = await oap_request(self._session, method, self.url + path, body=body, params=params)
+        data, content_type = await oap_request(self._session, method, self.url + path, body=body, params=params,
+                                               headers=self._headers)
         return json.loads(data) if content_type.endswith("json") else data.decode()
 
     async def submit(self, record: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ class RegistryConfig(HTTPConfig):
     log_url: str = ""
     log_policy: Path | None = None
     log_wait_seconds: float = 30.0  # at start, wait this long for the log to answer
+    log_token_file: Path | None = None  # a bearer token (`oap-log token`) for a log that requires one for writes
     key_file: Path | None = None  # default: <data_dir>/registry.key, created on first start
     public_url: str = ""  # base of status list credential ids; required when listening beyond loopback
     upstream: str = ""  # mirror mode: the registry to follow (read-only here)

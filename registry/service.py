@@ -22,7 +22,7 @@ from typing import Any, TypeVar, TypeVarTuple
 
 import aiohttp
 
-from tlog.client.client import LogClient
+from tlog.client.client import LogClient, token_from
 from tlog.client.verifier import TrustPolicy
 from tlog.didresolver import DidResolver
 from tlog.errors import ConfigError, NotFound, Unavailable
@@ -172,7 +172,7 @@ class RegistryService:
                 raise ConfigError(f"the log at {cfg.log_url} has key {info['verifier_key']}, but this registry "
                                   f"anchors in {replayer.genesis.log_vkey}")
             policy = policy or TrustPolicy.for_log(replayer.genesis.log_vkey)
-        self.anchorer = Anchorer(cfg.log_url, self.seed, policy)
+        self.anchorer = Anchorer(cfg.log_url, self.seed, policy, token=self._log_token())
         self.registry = me
         self.writer = RegistryWriter(self.repo, self.index, self.anchorer, self.data_dir, self.executor, replayer,
                                      strict_l4=cfg.l4_witnesses_hold_level)
@@ -202,6 +202,10 @@ class RegistryService:
                         raise ConfigError(f"the log at {self.config.log_url} is not reachable: {e}") from None
                     await asyncio.sleep(0.5)
 
+    def _log_token(self) -> str | None:
+        path = self.config.log_token_file
+        return token_from(path) if path is not None else None
+
     async def _open_mirror(self) -> None:
         cfg = self.config
         self.mirror = Mirror(self.data_dir, cfg.upstream, repo=self.repo, index=self.index,
@@ -210,7 +214,7 @@ class RegistryService:
         self.registry = self.mirror.registry or ""
         if cfg.log_url:
             self.seed = load_or_create_key(cfg.key_file or cfg.data_dir / "registry.key")
-            self.anchorer = Anchorer(cfg.log_url, self.seed, None)
+            self.anchorer = Anchorer(cfg.log_url, self.seed, None, token=self._log_token())
         self._tasks.append(asyncio.create_task(self._follow(), name="registry-mirror"))
 
     async def close(self) -> None:

@@ -194,7 +194,9 @@ BAD = [
     (f"witness a\x0b {RAIN}\n", 1, "control"),
     ("# comment with \x1b escape\n", 1, "control"),
     ("Log x\n", 1, "unknown keyword"),
-    ("logs x\n", 1, "unknown keyword"),
+    ("logs x\n", 1, "expected 'logs <k>'"),
+    ("nologs x\n", 1, "unknown keyword"),
+    ("log " + LOG + "\nlogs 1\nlogs 1\n", 3, "more than one logs line"),
 ]
 
 
@@ -323,3 +325,15 @@ def test_arbitrary_input_only_format_error(text: str | bytes) -> None:
     except FormatError:
         return
     assert parse_policy(p.to_text()) == p
+
+
+def test_logs_k_demands_anchoring_in_k_logs_and_round_trips() -> None:
+    """`logs <k>` (OAP-CORE-1.0 §19.3): an OAP extension; one log suffices without it."""
+    other = "other.example/log+" + LOG.split("+", 1)[1].replace("Aa1E", "Ab1E")
+    p = parse_policy(f"log {LOG}\nlog {other} https://other.example\nlogs 2\n")
+    assert p.log_quorum == 2 and parse_policy(p.to_text()) == p and "logs 2" in p.to_text()
+    assert parse_policy(f"log {LOG}\n").log_quorum == 1 and "logs" not in parse_policy(f"log {LOG}\n").to_text()
+    with pytest.raises(FormatError, match="lists only 1 log"):
+        parse_policy(f"log {LOG}\nlogs 2\n")
+    with pytest.raises(FormatError, match="lists 1 log"):
+        Policy((PolicyLog(LOG),), {}, {}, None, 3)

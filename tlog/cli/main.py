@@ -269,6 +269,11 @@ def _seed_from(path: Path) -> bytes:
 # --- add / prove / info ------------------------------------------------------------
 
 
+URL_HELP = "The log's base URL (http:// or https://; default from OAP_LOG_URL)."
+TOKEN_HELP = ("A file holding a bearer token from `oap-log token`, for a log that requires one for writes "
+              "(default: the OAP_TOKEN environment variable).")
+
+
 @main.command()
 @click.argument("receipt", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--hash", "hash_", help="Anchor this receipt hash (sha256:<hex>) instead of a receipt file.")
@@ -277,50 +282,116 @@ def _seed_from(path: Path) -> bytes:
               help="Anchor a prepared entry (JSON) of any type.")
 @click.option("--key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Signer key for receipt entries (from `oap-log keygen`).")
-@click.option("--url", default=DEFAULT_URL, show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Where to write the .tlog-proof.")
-def add(receipt, hash_, commitment, entry_file, key, url, out) -> None:
-    """Anchor a receipt (file or --hash), a privileged commitment, or an entry."""
-    from tlog.client.client import SyncLogClient
+@click.option("--url", "urls", multiple=True,
+              help="A log to anchor in; repeat it to anchor in several logs at once (OAP-CORE-1.0 §19.3). "
+                   "Default: the policy's log URLs, else OAP_LOG_URL, else " + DEFAULT_URL + ".")
+@click.option("--policy", "policy_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="tlog-policy: every bundle is verified against it before it is written, its `log` lines "
+                   "give the URLs when --url is not given, and its `logs <k>` line how many must succeed.")
+@click.option("--min-logs", type=click.IntRange(1, 32), default=None,
+              help="Fail unless at least this many logs anchored the entry (default: the policy's "
+                   "`logs <k>`, else 1).")
+@click.option("--timeout", type=click.FloatRange(0.1, 600), default=30.0, show_default=True,
+              help="Seconds to wait for each log; a log that is down delays nothing beyond this.")
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help=TOKEN_HELP)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the proof: a .tlog-proof for one log, an anchors file (JSON) holding "
+                   "every log's .tlog-proof for several. Default: next to the receipt.")
+def add(receipt, hash_, commitment, entry_file, key, urls, policy_file, min_logs, timeout, token_file, out) -> None:
+    """Anchor a receipt (file or --hash), a privileged commitment, or an entry, in one
+    log or several, and write the proof to verify offline with `oap-log verify`."""
+    from tlog.client.client import anchor_in_logs, check_url, token_from
+    from tlog.client.verifier import TrustPolicy
+    from tlog.formats.anchors import anchors_text
 
     if sum(x is not None for x in (receipt, hash_, entry_file)) != 1:
         fail("give exactly one of RECEIPT, --hash or --entry")
     try:
+        policy = TrustPolicy.from_text(policy_file.read_text()) if policy_file else None
+        if not urls:
+            urls = tuple(log.url for log in policy.policy.logs if log.url) if policy else ()
+            urls = urls or (DEFAULT_URL,)
+        urls = tuple(check_url(u, "--url") for u in urls)
+        need = min_logs or (policy.policy.log_quorum if policy else 1)
+        if need > len(urls):
+            fail(f"{need} log(s) must anchor the entry, and only {len(urls)} URL(s) are given")
+        token = token_from(token_file)
         if entry_file is not None:
-            entry = loads_json(entry_file.read_bytes())
-            stem = entry_file
+            stem: Path = entry_file
+        elif receipt is not None:
+            stem = receipt
         else:
-            if receipt is not None:
-                obj = loads_json(receipt.read_bytes())
-                if not isinstance(obj, dict):
-                    fail("a receipt must be a JSON object")
-                rh = receipt_hash(obj)
-                rid = obj.get("receipt_id") if isinstance(obj.get("receipt_id"), str) else None
-                ts = _receipt_time(obj.get("timestamp"))
-                stem = receipt
-            else:
-                rh, rid, ts, stem = parse_sha256(hash_, "--hash"), None, None, Path(hash_[7:23])
-            if commitment:
-                salt = os.urandom(32)
-                c = commitment_for(rh, salt)
-                salt_path = Path(str(out or stem) + ".salt.json")
-                keys_write_secret(salt_path, {"receipt_hash": format_sha256(rh), "salt": salt.hex(),
-                                              "commitment": format_sha256(c)})
-                click.echo(f"salt kept locally in {salt_path} (needed to open the commitment)", err=True)
-                entry = commitment_entry(c)
-            else:
-                if key is None:
-                    fail("a receipt entry is signed: pass --key (make one with `oap-log keygen`)")
-                entry = receipt_entry(rh, _seed_from(key), rid if rid and rid.startswith("urn:oap:") else None,
-                                      timestamp=ts)
-        with SyncLogClient(url) as client:
-            anchored = client.anchor(entry)
+            stem = Path(parse_sha256(hash_, "--hash").hex()[:16])
+        dest = out or Path(str(stem) + (".tlog-proof" if len(urls) == 1 else ".anchors.json"))
+        _check_writable(dest)  # before anything is anchored, not after
+        entry = _entry_to_anchor(receipt, hash_, commitment, entry_file, key, out, stem)
+        results = asyncio.run(anchor_in_logs(entry, urls, policy=policy, timeout=timeout, token=token))
     except OAPError as e:
         fail(e.message)
-    dest = out or Path(str(stem) + ".tlog-proof")
-    dest.write_text(anchored.bundle)
-    click.echo(json.dumps({"index": anchored.index, "tree_size": anchored.tree_size,
-                           "duplicate": anchored.duplicate, "bundle": str(dest)}))
+    done = [r for r in results if r.anchored is not None]
+    for r in results:
+        if r.anchored is None:
+            click.echo(f"warning: {r.url}: {r.error}", err=True)
+    if len(done) < need:
+        fail(f"anchored in {len(done)} of {len(urls)} log(s); {need} required")
+    bundles = [r.anchored.bundle for r in done if r.anchored is not None]
+    dest.write_text(bundles[0] if len(urls) == 1 else anchors_text(bundles))
+    first = done[0].anchored
+    assert first is not None
+    if len(urls) == 1:
+        click.echo(json.dumps({"index": first.index, "tree_size": first.tree_size,
+                               "duplicate": first.duplicate, "bundle": str(dest)}))
+    else:
+        click.echo(json.dumps({"anchored_in": [{"url": r.url, "index": r.anchored.index,
+                                                "tree_size": r.anchored.tree_size}
+                                               for r in done if r.anchored is not None],
+                               "failed": [{"url": r.url, "error": r.error} for r in results if r.anchored is None],
+                               "bundle": str(dest)}))
+
+
+def _check_writable(dest: Path) -> None:
+    parent = dest.parent if str(dest.parent) else Path(".")
+    if not parent.is_dir():
+        raise InvalidInput(f"--out: the directory {parent} does not exist")
+    if dest.is_dir():
+        raise InvalidInput(f"--out: {dest} is a directory")
+    if not os.access(parent, os.W_OK):
+        raise InvalidInput(f"--out: the directory {parent} is not writable")
+
+
+def _entry_to_anchor(receipt: Path | None, hash_: str | None, commitment: bool, entry_file: Path | None,
+                     key: Path | None, out: Path | None, stem: Path) -> dict:
+    """The entry `add` submits: a prepared one, a signed receipt entry, or a commitment
+    (whose salt is written, mode 0600, before anything leaves the machine)."""
+    if entry_file is not None:
+        entry = loads_json(entry_file.read_bytes())
+        if not isinstance(entry, dict):
+            raise InvalidInput("an entry must be a JSON object")
+        return entry
+    if receipt is not None:
+        obj = loads_json(receipt.read_bytes())
+        if not isinstance(obj, dict):
+            raise InvalidInput("a receipt must be a JSON object")
+        rh = receipt_hash(obj)
+        rid = obj.get("receipt_id") if isinstance(obj.get("receipt_id"), str) else None
+        ts = _receipt_time(obj.get("timestamp"))
+    else:
+        assert hash_ is not None
+        rh, rid, ts = parse_sha256(hash_, "--hash"), None, None
+    if commitment:
+        salt = os.urandom(32)
+        c = commitment_for(rh, salt)
+        salt_path = Path(str(out or stem) + ".salt.json")
+        try:
+            keys_write_secret(salt_path, {"receipt_hash": format_sha256(rh), "salt": salt.hex(),
+                                          "commitment": format_sha256(c)})
+        except FileExistsError:
+            raise InvalidInput(f"{salt_path} exists: refusing to overwrite a salt (pass another --out)") from None
+        click.echo(f"salt kept locally in {salt_path} (needed to open the commitment)", err=True)
+        return commitment_entry(c)
+    if key is None:
+        raise InvalidInput("a receipt entry is signed: pass --key (make one with `oap-log keygen`)")
+    return receipt_entry(rh, _seed_from(key), rid if rid and rid.startswith("urn:oap:") else None, timestamp=ts)
 
 
 def _receipt_time(value: object) -> str | None:
@@ -338,7 +409,7 @@ def _receipt_time(value: object) -> str | None:
 @click.option("--since", default=None,
               help="Only receipts logged, or claiming to be signed, at or after this RFC 3339 UTC time "
                    "(e.g. the key's compromise).")
-@click.option("--url", default=DEFAULT_URL, show_default=True, help="The log's base URL.")
+@click.option("--url", default=DEFAULT_URL, show_default=True, help=URL_HELP)
 def receipts(signer: str, since: str | None, url: str) -> None:
     """List the receipt entries a key signed, one JSON object per line (OAP-CORE-1.0 §28.5)."""
     from tlog.client.client import SyncLogClient
@@ -359,7 +430,7 @@ def keys_write_secret(path: Path, obj: dict) -> None:
 
 @main.command()
 @click.argument("index", type=int)
-@click.option("--url", default=DEFAULT_URL, show_default=True)
+@click.option("--url", default=DEFAULT_URL, show_default=True, help=URL_HELP)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the bundle here.")
 def prove(index: int, url: str, out: Path | None) -> None:
     """Fetch a fresh .tlog-proof bundle for the entry at INDEX."""
@@ -377,7 +448,7 @@ def prove(index: int, url: str, out: Path | None) -> None:
 
 
 @main.command()
-@click.option("--url", default=DEFAULT_URL, show_default=True)
+@click.option("--url", default=DEFAULT_URL, show_default=True, help=URL_HELP)
 def info(url: str) -> None:
     """Origin, verifier key and size of a log."""
     from tlog.client.client import SyncLogClient
@@ -405,15 +476,15 @@ def info(url: str) -> None:
               help="A pinned DID document (JSON) of a signer that is not a did:key, e.g. a did:web "
                    "saved while it was reachable: the entry's signature is then checked offline too. Repeatable.")
 @click.option("--quiet", is_flag=True, help="Print only failures and the summary.")
-def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per bundle, then a summary object.")
+def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_json) -> None:
     """Verify .tlog-proof bundles offline (no network). Exit 1 if any fails.
 
     Each bundle's inclusion in a checkpoint the policy accepts is checked; so is the
     signature of a receipt or registry entry it carries (did:key signers always,
     other DIDs when their document is given with --did-document)."""
     from tlog.client.verifier import TrustPolicy
-    from tlog.formats.diddoc import lookup_from, needs_resolution
-    from tlog.formats.entries import check_entry_signature
+    from tlog.formats.diddoc import lookup_from
 
     try:
         policy = TrustPolicy.from_text(policy_file.read_text())
@@ -429,36 +500,31 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet) -> No
     if (receipt or salt_file) and len(bundles) != 1:
         fail("--receipt and --salt check one bundle at a time", 2)
     failures = 0
-    show_each = not quiet and len(bundles) <= 20
+    show_each = as_json or (not quiet and len(bundles) <= 20)
     with click.progressbar(bundles, label="verifying", file=sys.stderr,
-                           hidden=len(bundles) <= 20) as bar:
+                           hidden=as_json or len(bundles) <= 20) as bar:
         for path in bar:
-            try:
-                v = policy.verify_bundle(path.read_bytes())
-                if receipt is not None:
-                    _check_receipt(v.entry, receipt, salt_file)
-                signed = ""
-                if v.entry is not None:
-                    signer = _entry_signer(v.entry)
-                    did = needs_resolution(signer)
-                    if signer is None:
-                        pass
-                    elif did is not None and did not in pinned:
-                        signed = f"; signed by {signer}: not checked, pass its --did-document"
-                    else:
-                        signed = f"; signed by {check_entry_signature(v.entry, lookup)}"
-                if show_each:
-                    cp = v.checkpoint
-                    wit = ", ".join(sorted(cp.witnesses)) or "none required"
-                    click.echo(f"OK   {path}: index {v.index} in {cp.checkpoint.origin} at size "
-                               f"{cp.checkpoint.size} (witnesses: {wit}){signed}")
-            except OSError as e:
-                failures += 1
-                click.echo(f"FAIL {path}: cannot read: {e.strerror}")
-            except (OAPError, UnicodeDecodeError) as e:
-                failures += 1
-                click.echo(f"FAIL {path}: {getattr(e, 'message', e)}")
-    click.echo(f"{len(bundles) - failures} verified, {failures} failed")
+            result = _verify_one(path, policy, receipt, salt_file, pinned, lookup)
+            failures += not result["ok"]
+            if as_json:
+                click.echo(json.dumps(result, separators=(",", ":")))
+            elif not result["ok"]:
+                click.echo(f"FAIL {path}: {result['error']}")
+            elif show_each:
+                for i, log in enumerate(result["logs"]):
+                    wit = ", ".join(log["witnesses"]) or "none required"
+                    signed = ""
+                    if i == 0 and "signer" in result:
+                        checked = "" if result["signature_checked"] else ": not checked, pass its --did-document"
+                        signed = f"; signed by {result['signer']}{checked}"
+                    click.echo(f"OK   {path}: index {log['index']} in {log['origin']} at size "
+                               f"{log['tree_size']} (witnesses: {wit}){signed}")
+                for f in result["not_counted"]:
+                    click.echo(f"     {path}: {f['log']} does not count: {f['reason']}")
+    if as_json:
+        click.echo(json.dumps({"verified": len(bundles) - failures, "failed": failures}))
+    else:
+        click.echo(f"{len(bundles) - failures} verified, {failures} failed")
     sys.exit(1 if failures else 0)
 
 
@@ -499,6 +565,39 @@ def audit(url: str, policy_file: Path, entries: bool) -> None:
     cp = result.checkpoint.checkpoint
     click.echo(f"OK   {cp.origin} at size {cp.size}: {result.tiles} tiles and {result.entries} entries verified "
                f"(witnesses: {', '.join(sorted(result.checkpoint.witnesses)) or 'none required'})")
+
+
+def _verify_one(path: Path, policy, receipt: Path | None, salt_file: Path | None,
+                pinned: dict[str, object], lookup) -> dict:
+    """What `verify` found for one file: ok, each log's anchor, the signer, or the error."""
+    from tlog.formats.diddoc import needs_resolution
+    from tlog.formats.entries import check_entry_signature
+
+    out: dict = {"bundle": str(path), "ok": False}
+    try:
+        anchors = policy.verify_anchored(path.read_bytes())
+        v = anchors.entries[0]
+        if receipt is not None:
+            _check_receipt(v.entry, receipt, salt_file)
+        signer = _entry_signer(v.entry) if v.entry is not None else None
+        if signer is not None:
+            did = needs_resolution(signer)
+            out["signer"] = signer
+            out["signature_checked"] = did is None or did in pinned
+            if out["signature_checked"]:
+                check_entry_signature(v.entry, lookup)
+    except OSError as e:
+        out["error"] = f"cannot read: {e.strerror}"
+        return out
+    except (OAPError, UnicodeDecodeError) as e:
+        out["error"] = str(getattr(e, "message", e))
+        return out
+    out["ok"] = True
+    out["logs"] = [{"origin": ve.checkpoint.checkpoint.origin, "index": ve.index,
+                    "tree_size": ve.checkpoint.checkpoint.size, "witnesses": sorted(ve.checkpoint.witnesses)}
+                   for ve in anchors.entries]
+    out["not_counted"] = [{"log": where, "reason": reason} for where, reason in anchors.failures]
+    return out
 
 
 def _entry_signer(entry: bytes) -> str | None:

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from tlog.client.tilereader import TileTree, view, with_tiles
 from tlog.client.verifier import TrustPolicy
-from tlog.errors import NotFound, OAPError, VerificationError
+from tlog.errors import InvalidInput, NotFound, OAPError, UpstreamError, VerificationError
+from tlog.formats.diddoc import skip_resolved_signatures
 from tlog.formats.encoding import b64dec
 from tlog.formats.entries import canonical_entry
 from tlog.formats.hashing import format_sha256, leaf_hash
@@ -33,27 +37,74 @@ class ServerError(OAPError):
         self.status, self.code = status, code
 
 
+def check_url(url: str, what: str = "URL") -> str:
+    """A service base URL, refused early and in one line when it cannot be one (a bare
+    host:port is the usual slip), rather than as a traceback from deep in aiohttp."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput(f"the {what} must be an http:// or https:// URL, got {url!r}")
+    return url.rstrip("/")
+
+
+def bearer(token: str | None) -> dict[str, str]:
+    """The Authorization header of an `oap-log token` (none without one)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def token_from(path: str | Path | None = None) -> str | None:
+    """The bearer token for writes: read from `path` (first line; the file should be
+    mode 0600), else the OAP_TOKEN environment variable, else none. Never from a flag:
+    flags show in `ps` and shell history."""
+    if path is not None:
+        try:
+            text = Path(path).read_text().strip().splitlines()
+        except OSError as e:
+            raise InvalidInput(f"cannot read the token file {path}: {e.strerror}") from None
+        if not text or not text[0].strip():
+            raise InvalidInput(f"the token file {path} is empty")
+        return text[0].strip()
+    return os.environ.get("OAP_TOKEN") or None
+
+
 async def oap_request(session: aiohttp.ClientSession, method: str, url: str, *, body: Any = None,
-                      params: dict | None = None) -> tuple[bytes, str]:
+                      params: dict | None = None, headers: dict[str, str] | None = None) -> tuple[bytes, str]:
     """One request to an OAP service (log, witness, registry): a JSON body out, the raw
     body and content type back; a non-200 answer becomes NotFound or ServerError with
-    the service's OAP error code and message."""
-    kw: dict[str, Any] = {"params": params}
+    the service's OAP error code and message, and a service that cannot be reached an
+    UpstreamError that says so in one line."""
+    kw: dict[str, Any] = {"params": params, "headers": dict(headers or {})}
     if body is not None:
         kw["data"] = json.dumps(body, separators=(",", ":")).encode()
-        kw["headers"] = {"Content-Type": "application/oap+json"}
-    async with session.request(method, url, **kw) as resp:
-        data = await resp.read()
-        if resp.status != 200:
-            try:
-                err = json.loads(data)
-                code, msg = err.get("error", "unknown"), err.get("message", "")
-            except (ValueError, AttributeError):
-                code, msg = "unknown", data[:200].decode("utf-8", "replace")
-            if resp.status == 404:
-                raise NotFound(msg)
-            raise ServerError(resp.status, code, msg)
-        return data, resp.content_type
+        kw["headers"]["Content-Type"] = "application/oap+json"
+    try:
+        async with session.request(method, url, **kw) as resp:
+            return await _answer(resp)
+    except (TimeoutError, aiohttp.ClientError, OSError) as e:
+        raise UpstreamError(f"cannot reach {url.split('?')[0]}: {_reason(e)}") from None
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, TimeoutError):
+        return "no answer within the timeout"
+    os_error = getattr(e, "os_error", None)
+    if isinstance(os_error, OSError) and os_error.strerror:
+        return os_error.strerror.lower()
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text[:200]}" if text else type(e).__name__
+
+
+async def _answer(resp: aiohttp.ClientResponse) -> tuple[bytes, str]:
+    data = await resp.read()
+    if resp.status != 200:
+        try:
+            err = json.loads(data)
+            code, msg = err.get("error", "unknown"), err.get("message", "")
+        except (ValueError, AttributeError):
+            code, msg = "unknown", data[:200].decode("utf-8", "replace")
+        if resp.status == 404:
+            raise NotFound(msg)
+        raise ServerError(resp.status, code, msg)
+    return data, resp.content_type
 
 
 @dataclass(frozen=True)
@@ -67,10 +118,14 @@ class Anchored:
 
 
 class LogClient:
+    """One log. `token` (an `oap-log token`; see `token_from`) is sent with every request
+    as a bearer token: logs that require one for writes accept the client's appends."""
+
     def __init__(self, url: str, *, policy: TrustPolicy | None = None, timeout: float = 60.0,
-                 session: aiohttp.ClientSession | None = None) -> None:
-        self.url = url.rstrip("/")
+                 session: aiohttp.ClientSession | None = None, token: str | None = None) -> None:
+        self.url = check_url(url, "log URL")
         self.policy = policy
+        self._headers = bearer(token)
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session = session
         self._own_session = session is None
@@ -93,13 +148,14 @@ class LogClient:
             self._session = None
 
     async def _request(self, method: str, path: str, *, body: Any = None, params=None, raw: bool = False):
-        data, _ = await oap_request(self.session, method, self.url + path, body=body, params=params)
+        data, _ = await oap_request(self.session, method, self.url + path, body=body, params=params,
+                                    headers=self._headers)
         return data if raw else json.loads(data)
 
     # --- writes ----------------------------------------------------------------------
 
     async def anchor(self, entry: dict) -> Anchored:
-        canon = canonical_entry(entry)
+        canon = canonical_entry(entry, lookup=skip_resolved_signatures)
         r = await self._request("POST", "/v1/entries", body=entry)
         if b64dec(r["leaf_hash"]) != leaf_hash(canon):
             raise VerificationError("server's leaf hash is not the hash of the entry sent")
@@ -110,7 +166,7 @@ class LogClient:
 
     async def anchor_many(self, entries: Sequence[dict]) -> list[Anchored]:
         """One `entries:batch` request; bundles are built here from the shared checkpoint."""
-        canon = [canonical_entry(e) for e in entries]
+        canon = [canonical_entry(e, lookup=skip_resolved_signatures) for e in entries]
         r = await self._request("POST", "/v1/entries:batch", body={"entries": list(entries)})
         out = []
         for c, res in zip(canon, r["results"], strict=True):
@@ -192,6 +248,37 @@ class LogClient:
         tree = TileTree(size)
         v = await with_tiles(tree, self.fetch, view)
         return v.root
+
+
+@dataclass(frozen=True)
+class LogAnchor:
+    """One log's answer to `anchor_in_logs`: the anchor, or why there is none."""
+
+    url: str
+    anchored: Anchored | None
+    error: str | None = None
+
+
+async def anchor_in_logs(entry: dict, urls: Sequence[str], *, policy: TrustPolicy | None = None,
+                         timeout: float = 30.0, token: str | None = None) -> list[LogAnchor]:
+    """Anchor one entry in several logs at once (OAP-CORE-1.0 §19.3), in the order of
+    `urls`. A log that is down or slow costs at most `timeout`: its LogAnchor carries
+    the error and the others are kept. With a policy every bundle is verified against
+    it before it counts; `anchors_text` then writes them to one file."""
+    canonical_entry(entry, lookup=skip_resolved_signatures)  # a malformed entry fails here, once
+
+    async def one(url: str) -> LogAnchor:
+        try:
+            async with LogClient(url, policy=policy, timeout=timeout, token=token) as client:
+                return LogAnchor(url, await asyncio.wait_for(client.anchor(entry), timeout))
+        except TimeoutError:
+            return LogAnchor(url, None, f"no answer within {timeout:g} s")
+        except OAPError as e:
+            return LogAnchor(url, None, e.message)
+
+    if len(set(urls)) != len(urls):
+        raise InvalidInput("the same log URL is given twice")
+    return list(await asyncio.gather(*(one(u) for u in urls)))
 
 
 class SyncLogClient:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tlog.errors import FormatError, PolicyError, SignatureError, UnknownKeyError, VerificationError
+from tlog.formats.anchors import parse_anchors
 from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
@@ -109,6 +110,57 @@ class TrustPolicy:
         vc = self.verify_checkpoint(b.checkpoint)
         verify_inclusion(b.index, vc.checkpoint.size, leaf, b.proof, vc.checkpoint.root)
         return VerifiedEntry(b.index, leaf, entry, vc)
+
+    def verify_anchored(self, data: str | bytes, *, entry: bytes | None = None) -> VerifiedAnchors:
+        """Verify an anchors file (`tlog.formats.anchors`) or a single tlog-proof: every
+        bundle against this policy, all for the same entry, and at least the policy's
+        `logs <k>` distinct logs among those that verify (one log being wrong or absent
+        fails only when it leaves fewer than k). PolicyError says which failed and why."""
+        return _verify_anchored(self, data, entry)
+
+
+@dataclass(frozen=True)
+class VerifiedAnchors:
+    """An entry proven included in `len(entries)` distinct logs of the policy; `failures`
+    are the bundles that did not verify (a log the policy does not trust, a bad proof),
+    which do not count, with the reason for each."""
+
+    entry: bytes | None
+    entries: tuple[VerifiedEntry, ...]
+    failures: tuple[tuple[str, str], ...]  # (origin or "bundle <i>", reason)
+
+    @property
+    def logs(self) -> tuple[str, ...]:
+        return tuple(v.checkpoint.checkpoint.origin for v in self.entries)
+
+
+def _verify_anchored(policy: TrustPolicy, data: str | bytes, entry: bytes | None) -> VerifiedAnchors:
+    bundles = parse_anchors(data)
+    verified: list[VerifiedEntry] = []
+    failures: list[tuple[str, str]] = []
+    seen_logs: set[str] = set()
+    for i, b in enumerate(bundles):
+        try:
+            v = policy.verify_bundle(b, entry=entry)
+        except (VerificationError, FormatError) as e:
+            failures.append((f"bundle {i}", e.message))
+            continue
+        if entry is None:
+            entry = v.entry
+        elif v.entry is not None and v.entry != entry:
+            failures.append((v.checkpoint.checkpoint.origin, "anchors a different entry than the other bundles"))
+            continue
+        if v.checkpoint.log_key in seen_logs:
+            failures.append((v.checkpoint.checkpoint.origin, "a second bundle from the same log counts once"))
+            continue
+        seen_logs.add(v.checkpoint.log_key)
+        verified.append(v)
+    need = policy.policy.log_quorum
+    if len(verified) < need:
+        why = "; ".join(f"{where}: {reason}" for where, reason in failures)
+        raise PolicyError(f"anchored in {len(verified)} log(s) of the policy, and it requires {need}"
+                          + (f" ({why})" if why else ""))
+    return VerifiedAnchors(entry, tuple(verified), tuple(failures))
 
 
 def root_for(index: int, size: int, leaf: bytes, proof) -> bytes:

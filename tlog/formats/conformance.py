@@ -25,7 +25,7 @@ from tlog.errors import FormatError, InvalidInput, SignatureError
 from tlog.formats import ed25519
 from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.did import did_key_from_public, is_did
-from tlog.formats.diddoc import ED25519, P256, SECP256K1, KeyLookup, split_did_url, verify_signed_by
+from tlog.formats.diddoc import ED25519, P256, SECP256K1, UNCHECKED, KeyLookup, split_did_url, verify_signed_by
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import parse_sha256
 from tlog.formats.times import parse_utc
@@ -164,7 +164,7 @@ def _check_signatures(receipt: dict[str, Any], subject: str, lookup: KeyLookup |
             raise InvalidInput(f"{where}: {what} does not verify") from None
         except InvalidInput as e:
             raise type(e)(f"{where}: by: {e.message}") from None
-        if ALGS[key.curve] != sig["alg"]:
+        if key.curve != UNCHECKED and ALGS[key.curve] != sig["alg"]:
             raise InvalidInput(f"{where}: alg must be {ALGS[key.curve]} for the key that signed")
         if who == subject:
             self_sigs += 1

@@ -8,6 +8,12 @@ and tabs only; blank lines and "#" comments are ignored:
     witness <name> <vkey> [<url>]
     group <name> <k|all|any> <member>...
     quorum <name|none>
+    logs <k>
+
+`logs <k>` is an OAP extension (OAP-CORE-1.0 §19.3: receipts SHOULD be anchored
+in at least two logs): an entry counts only when it is proven included in at
+least k of the listed logs (`tlog.client.verifier.TrustPolicy.verify_anchored`).
+Without it one log suffices, as in the draft.
 
 Witnesses and groups share one namespace; "none" is predefined. A group or
 the quorum may only name things defined on *preceding* lines, which makes
@@ -108,6 +114,7 @@ class Policy:
     witnesses: Mapping[str, PolicyWitness]
     groups: Mapping[str, PolicyGroup]
     quorum: str | None = None
+    log_quorum: int = 1  # `logs <k>`: in how many of the logs an entry must be anchored
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "witnesses", MappingProxyType(dict(self.witnesses)))
@@ -133,6 +140,8 @@ class Policy:
             defined[name] = g
         if self.quorum is not None and self.quorum not in defined:
             raise FormatError(f"quorum {self.quorum!r} is not defined")
+        if not 1 <= self.log_quorum <= max(1, len(self.logs)):
+            raise FormatError(f"logs {self.log_quorum}: the policy lists {len(self.logs)} log(s)")
 
     def quorum_met(self, cosigned: set[str] | frozenset[str]) -> bool:
         """True iff the witnesses named in `cosigned` satisfy the quorum.
@@ -164,6 +173,8 @@ class Policy:
             k = "all" if g.threshold == n else "any" if g.threshold == 1 else str(g.threshold)
             out.append(_join("group", g.name, k, *g.members))
         out.append("quorum " + (self.quorum if self.quorum is not None else NONE))
+        if self.log_quorum > 1:
+            out.append(f"logs {self.log_quorum}")
         return "\n".join(out) + "\n"
 
 
@@ -205,6 +216,7 @@ def parse_policy(text: str | bytes) -> Policy:
     defined: dict[str, object] = {}  # the shared witness/group namespace
     quorum: str | None = None
     quorum_seen = False
+    log_quorum: int | None = None
 
     lines = text.split("\n")
     if lines[-1] == "":
@@ -257,6 +269,12 @@ def parse_policy(text: str | bytes) -> Policy:
                     if args[0] not in defined:
                         raise FormatError(f"quorum {args[0]!r} is not defined on a preceding line")
                     quorum = args[0]
+            elif kw == "logs":
+                if len(args) != 1 or not _K_RE.fullmatch(args[0]):
+                    raise FormatError("expected 'logs <k>' (k >= 1)")
+                if log_quorum is not None:
+                    raise FormatError("more than one logs line")
+                log_quorum = int(args[0])
             else:
                 raise FormatError(f"unknown keyword {kw!r}")
         except FormatError as e:
@@ -264,4 +282,6 @@ def parse_policy(text: str | bytes) -> Policy:
     if (witnesses or groups) and not quorum_seen:
         # A forgotten quorum line must not silently mean "no witnesses needed".
         raise FormatError("policy names witnesses but has no quorum line (write 'quorum none' to require none)")
-    return Policy(tuple(logs), witnesses, groups, quorum)
+    if log_quorum is not None and log_quorum > len(logs):
+        raise FormatError(f"logs {log_quorum}: the policy lists only {len(logs)} log(s)")
+    return Policy(tuple(logs), witnesses, groups, quorum, log_quorum or 1)
