@@ -27,20 +27,24 @@ test: $(STAMP) tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # Tools some tests use, unpacked from Debian packages into .venv (apt-get download only:
-# nothing is installed on the system). Best effort: where apt is not available the tests
-# that need them say so and skip.
+# nothing is installed on the system; it says so when it runs, and OAP_NO_APT=1 skips it).
+# Best effort: where apt is not available the tests that need them say so and skip.
 # - promtool (Prometheus rules linter), from the prometheus package;
 # - Go and golang.org/x/mod, whose sumdb/tlog is the independent C2SP client that
 #   tests/interop/tlogverify.go verifies logs and buckets with.
 tools: $(BIN)/promtool $(VENV)/go/.unpacked
 $(BIN)/promtool: | $(STAMP)
-	@d=$$(mktemp -d); ( cd $$d && command -v apt-get >/dev/null && \
+	@[ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null && \
+	  echo "make tools: apt-get download prometheus (promtool) into .venv; nothing is installed system-wide (OAP_NO_APT=1 skips)"; true
+	@d=$$(mktemp -d); ( cd $$d && [ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null && \
 	  { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get download prometheus >/dev/null 2>&1; }; } && \
 	  dpkg-deb -x prometheus_*.deb x && cp x/usr/bin/promtool $(CURDIR)/$(BIN)/promtool ) \
 	  || echo "promtool not available: the alert-rule lint test will be skipped"; rm -rf $$d
 
 $(VENV)/go/.unpacked: | $(STAMP)
-	@d=$$(mktemp -d); ( cd $$d && command -v apt-get >/dev/null && \
+	@[ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null && \
+	  echo "make tools: apt-get download golang-1.19 and golang.org/x/mod into .venv/go; nothing is installed system-wide (OAP_NO_APT=1 skips)"; true
+	@d=$$(mktemp -d); ( cd $$d && [ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null && \
 	  { apt-get download golang-1.19-go golang-1.19-src golang-golang-x-mod-dev >/dev/null 2>&1 || \
 	    { apt-get update -qq >/dev/null 2>&1 && \
 	      apt-get download golang-1.19-go golang-1.19-src golang-golang-x-mod-dev >/dev/null 2>&1; }; } && \
@@ -67,9 +71,11 @@ soak: $(STAMP)
 clean:
 	rm -rf $(VENV) data
 
-# Benchmarks (issue 7): results in benchmarks/results/latest.json, table on stdout.
-# HTTP load uses wrk when it can be installed, else a Python load generator.
-WRK = command -v wrk >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+# Benchmarks: results in benchmarks/results/latest.json, table on stdout.
+# HTTP load uses wrk when it can be installed (apt-get install wrk, a system package: said
+# when it runs; OAP_NO_APT=1 skips it), else a Python load generator.
+WRK = command -v wrk >/dev/null 2>&1 || { [ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null 2>&1 && \
+	echo "make bench: apt-get install wrk (HTTP load generator; OAP_NO_APT=1 skips)" && \
 	{ apt-get install -y -q wrk || { apt-get update -q && apt-get install -y -q wrk; }; } >/dev/null 2>&1; } || \
 	echo "wrk not installable: the HTTP benchmarks use the Python load generator"
 

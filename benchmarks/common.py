@@ -95,7 +95,14 @@ def machine() -> dict[str, Any]:
         "aiohttp": aiohttp.__version__,
         "openssl": ssl.OPENSSL_VERSION,
         "wrk": wrk,
+        "native_extension": native_extension(),  # tlog._native built: bulk hashing through OpenSSL
     }
+
+
+def native_extension() -> bool:
+    from tlog.formats import hashing
+
+    return hashing.native is not None
 
 
 # --- entries -----------------------------------------------------------------------

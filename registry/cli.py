@@ -21,9 +21,10 @@ from tlog.client.verifier import TrustPolicy
 from tlog.errors import ConfigError, OAPError
 from tlog.formats import keys
 from tlog.service import keyfiles
-from tlog.service.cli import Running, fail, load_config, run, serve_options
+from tlog.service.cli import Running, fail, load_config, native_notice, run, serve_options
 
 from .config import RegistryConfig
+from .records import REASONS
 
 STATUS_EXIT = {"good": 0, "revoked": 3, "unknown": 4}
 
@@ -53,6 +54,7 @@ def _trust(policy_file: Path | None, vkey: str | None) -> TrustPolicy | None:
 @click.version_option(package_name="oap-tlog")
 def main() -> None:
     """OAP Registry: add-only Git registry of conformance receipts and revocations."""
+    native_notice()
 
 
 # --- serve -------------------------------------------------------------------------
@@ -133,7 +135,8 @@ def _submit(url: str, record: dict, out: Path | None) -> None:
     click.echo(json.dumps({k: v for k, v in res.items() if k not in ("anchor", "receipt_anchor")}))
 
 
-URL_OPT = click.option("--url", default="http://127.0.0.1:8090", show_default=True, envvar="OAP_REGISTRY_URL")
+URL_OPT = click.option("--url", default="http://127.0.0.1:8090", show_default=True, envvar="OAP_REGISTRY_URL",
+                       help="The registry's base URL (or OAP_REGISTRY_URL).")
 ANCHOR_OUT = click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
                           help="Write the commit's .tlog-proof here.")
 
@@ -158,7 +161,8 @@ def submit(record: Path, url: str, out: Path | None) -> None:
               help="Key of the subject or of a controller.")
 @click.option("--kind", type=click.Choice(["did", "vc", "key", "conformance"]), required=True)
 @click.option("--subject", default=None, help="What is revoked (default: the key's own did:key).")
-@click.option("--reason", default="unspecified", show_default=True)
+@click.option("--reason", type=click.Choice(sorted(REASONS)), default="unspecified", show_default=True,
+              help="Why (RFC 5280 reason codes); key_compromise with an earlier --effective-at for a stolen key.")
 @click.option("--effective-at", default=None, help="RFC 3339 UTC time (default now; earlier for a compromise).")
 @click.option("--status-list-index", type=int, default=None, help="vc: the credential's statusListIndex.")
 @URL_OPT
@@ -216,13 +220,16 @@ def key_event(key_file: Path, subject: str, controller: str, event: str, url: st
 @click.option("--issuer", default=None, help="For a credential id: the issuer DID.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Save the fetched response here.")
 @click.option("--allow-stale", is_flag=True, help="Accept a response past its next_update.")
+@click.option("--json", "as_json", is_flag=True, help="The verified answer as one JSON object.")
 @URL_OPT
 def status(target: str, offline: bool, registry_key: str | None, log_policy: Path | None, log_vkey: str | None,
-           issuer: str | None, out: Path | None, allow_stale: bool, url: str) -> None:
+           issuer: str | None, out: Path | None, allow_stale: bool, as_json: bool, url: str) -> None:
     """Fetch (or, with --offline, read) a status response and verify it.
 
     Exit 0 good, 3 revoked, 4 unknown; 1 if the response does not verify.
     """
+    from tlog.formats.times import relative
+
     from .statusverify import verify_status
 
     policy = _trust(log_policy, log_vkey)
@@ -256,14 +263,26 @@ def status(target: str, offline: bool, registry_key: str | None, log_policy: Pat
     try:
         v = verify_status(resp, registry=registry_key, policy=policy, allow_stale=allow_stale)
     except OAPError as e:
-        click.echo(f"INVALID: {e.message}")
+        if as_json:
+            click.echo(json.dumps({"valid": False, "error": e.message}))
+        else:
+            click.echo(f"INVALID: {e.message}")
         sys.exit(1)
-    line = f"{v.status.upper()}  {v.id}  (epoch {v.epoch}, this_update {resp['this_update']}, " \
-           f"next_update {resp['next_update']}, log anchors {'verified' if v.log_checked else 'not checked'})"
-    click.echo(line)
+    by = v.record.get("issued_by", v.record.get("subject")) if v.record else None
+    if as_json:
+        out_obj: dict[str, Any] = {"valid": True, "status": v.status, "id": v.id, "epoch": v.epoch,
+                                   "this_update": resp["this_update"], "next_update": resp["next_update"],
+                                   "log_checked": v.log_checked}
+        if v.status == "revoked":
+            out_obj |= {"revoked_at": resp["revocation"]["revoked_at"], "reason": v.reason, "by": by}
+        click.echo(json.dumps(out_obj))
+        sys.exit(STATUS_EXIT[v.status])
+    click.echo(f"{v.status.upper()}  {v.id}")
+    click.echo(f"  answered {resp['this_update']} ({relative(v.this_update)}), fresh until {resp['next_update']} "
+               f"({relative(v.next_update)}); epoch {v.epoch}; "
+               f"log anchors {'verified' if v.log_checked else 'not checked'}")
     if v.status == "revoked":
-        click.echo(f"  revoked at {resp['revocation']['revoked_at']} reason {v.reason} "
-                   f"by {v.record.get('issued_by', v.record.get('subject')) if v.record else '?'}")
+        click.echo(f"  revoked at {resp['revocation']['revoked_at']} reason {v.reason} by {by or '?'}")
     sys.exit(STATUS_EXIT[v.status])
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 import click
 
 from tlog.errors import ConfigError, OAPError
-from tlog.service.cli import Running, fail, load_config, run, serve_options
+from tlog.service.cli import Running, fail, load_config, native_notice, run, serve_options
 from tlog.service.logs import setup_logging
 
 from .config import WitnessConfig
@@ -35,6 +36,7 @@ _data_option = click.option("--data", "data_dir", type=click.Path(file_okay=Fals
 @click.version_option(package_name="oap-tlog")
 def main() -> None:
     """OAP witness: cosigns checkpoints of C2SP logs (tlog-witness) and peer-witnesses conformance receipts."""
+    native_notice()
 
 
 # --- serve -------------------------------------------------------------------------
@@ -111,20 +113,30 @@ def feed(config_file, data_dir, origins, interval, once, rounds, publish_dir) ->
     if not logs:
         fail("no configured log has a url to poll", 2)
     try:
-        ok = asyncio.run(_feed(cfg, logs, interval=interval, rounds=1 if once else rounds, publish_dir=publish_dir))
+        chosen = cfg.data_dir != WitnessConfig.data_dir  # --data, the config file or the environment named it
+        ok = asyncio.run(_feed(cfg, logs, interval=interval, rounds=1 if once else rounds, publish_dir=publish_dir,
+                               chosen=chosen))
     except (ConfigError, OAPError) as e:
         fail(str(e), 2)
     sys.exit(0 if ok else 1)
 
 
-async def _feed(cfg: WitnessConfig, logs, *, interval: float, rounds: int | None, publish_dir: Path | None) -> bool:
+async def _feed(cfg: WitnessConfig, logs, *, interval: float, rounds: int | None, publish_dir: Path | None,
+                chosen: bool = True) -> bool:
     from .core import Witness
     from .feeder import Feeder
     from .keyfiles import load_or_create_keys
     from .state import WitnessState
 
-    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    fresh = not cfg.key_path.exists()
+    if fresh and not chosen:
+        # A feeder cosigns as an existing witness: a new identity in a default directory
+        # would silently be a second witness nobody trusts.
+        raise ConfigError(f"no witness key at {cfg.key_path}: pass the witness's --data (or --config), "
+                          "or create the witness first with `oap-witness serve` or `oap-witness keygen`")
     signer, _ = load_or_create_keys(cfg)
+    if fresh:
+        click.echo(f"created a new witness key {signer.vkey} in {cfg.data_dir}", err=True)
     state = WitnessState(cfg.state_path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -150,9 +162,13 @@ async def _feed(cfg: WitnessConfig, logs, *, interval: float, rounds: int | None
 @main.command()
 @_config_option
 @_data_option
-def status(config_file, data_dir) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per log.")
+def status(config_file, data_dir, as_json) -> None:
     """Latest cosigned size and root per log, from the state database."""
+    from datetime import UTC, datetime
+
     from tlog.formats.encoding import b64enc
+    from tlog.formats.times import format_utc, relative
 
     from .state import WitnessState
 
@@ -162,6 +178,12 @@ def status(config_file, data_dir) -> None:
     state = WitnessState(cfg.state_path)
     try:
         for rec in state.all_sync():
-            click.echo(f"{rec.origin}\t{rec.size}\t{b64enc(rec.root)}\t{rec.cosigned_at}")
+            when = datetime.fromtimestamp(rec.cosigned_at, UTC)
+            if as_json:
+                click.echo(json.dumps({"origin": rec.origin, "size": rec.size, "root": b64enc(rec.root),
+                                       "cosigned_at": format_utc(when)}))
+            else:
+                click.echo(f"{rec.origin}  size {rec.size}  root {b64enc(rec.root)}  "
+                           f"cosigned {format_utc(when)} ({relative(when)})")
     finally:
         state.close()

@@ -83,6 +83,13 @@ def test_serve_revoke_and_check_status_offline(tmp_path, log_server):
         assert r.returncode == 3 and r.stdout.startswith("REVOKED"), r.stdout + r.stderr
         r = cli("status", "--offline", str(saved), *trust)
         assert r.returncode == 3 and "key_compromise" in r.stdout and "log anchors verified" in r.stdout
+        assert " ago)" in r.stdout and "(in " in r.stdout  # the answer's age and freshness, for people
+        r = cli("status", "--offline", str(saved), "--json", *trust)
+        js = json.loads(r.stdout)
+        assert r.returncode == 3 and js["status"] == "revoked" and js["reason"] == "key_compromise"
+        assert js["valid"] and js["log_checked"] and js["by"] == did
+        r = cli("revoke", "--key", str(tmp_path / "alice.key"), "--kind", "key", "--reason", "stolen")
+        assert r.returncode == 2 and "key_compromise" in r.stderr  # the allowed values are listed
         resp = json.loads(saved.read_text())
         resp["revocation"]["record"]["reason"] = "superseded"
         (tmp_path / "forged.json").write_text(json.dumps(resp))

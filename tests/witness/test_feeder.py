@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 
@@ -74,9 +75,23 @@ def test_feed_cli_once(server, tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert f"{origin}: cosigned size {info['tree_size']}" in out.stdout
+    assert "created a new witness key" in out.stderr  # said, not silent
     out = subprocess.run([str(BIN / "oap-witness"), "status", "--config", str(conf)],
                          capture_output=True, text=True, timeout=60)
-    assert out.stdout.split("\t")[:2] == [origin, "20"]
+    assert out.stdout.startswith(f"{origin}  size 20  root ") and " ago)" in out.stdout, out.stdout
+    out = subprocess.run([str(BIN / "oap-witness"), "status", "--config", str(conf), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    row = json.loads(out.stdout)
+    assert row["origin"] == origin and row["size"] == 20 and row["cosigned_at"].endswith("Z")
+
+    # a config that names no data directory: feed refuses to make an identity in ./witness-data
+    bare = tmp_path / "bare.toml"
+    bare.write_text(conf.read_text().replace(f'data_dir = "{tmp_path / "data"}"', ""))
+    assert "data_dir" not in bare.read_text()
+    out = subprocess.run([str(BIN / "oap-witness"), "feed", "--config", str(bare), "--once"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 2 and "no witness key" in out.stderr and "--data" in out.stderr
+    assert not (tmp_path / "witness-data").exists()
 
 
 class FakeLog:

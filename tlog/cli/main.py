@@ -18,7 +18,7 @@ from tlog.formats.strict import loads_json
 from tlog.formats.times import parse_utc
 from tlog.server.config import LogConfig
 from tlog.service import keyfiles
-from tlog.service.cli import Running, fail, load_config, run, serve_options
+from tlog.service.cli import Running, fail, load_config, native_notice, run, serve_options
 from tlog.storage.files import fsync_dir, write_atomic
 
 DEFAULT_URL = os.environ.get("OAP_LOG_URL", "http://127.0.0.1:8080")
@@ -31,6 +31,7 @@ DEFAULT_URL = os.environ.get("OAP_LOG_URL", "http://127.0.0.1:8080")
 @click.version_option(package_name="oap-tlog")
 def main() -> None:
     """OAP transparency log (C2SP checkpoints, tiles and .tlog-proof bundles)."""
+    native_notice()
 
 
 # --- serve -------------------------------------------------------------------------
@@ -565,6 +566,36 @@ def audit(url: str, policy_file: Path, entries: bool) -> None:
     cp = result.checkpoint.checkpoint
     click.echo(f"OK   {cp.origin} at size {cp.size}: {result.tiles} tiles and {result.entries} entries verified "
                f"(witnesses: {', '.join(sorted(result.checkpoint.witnesses)) or 'none required'})")
+
+
+@main.command()
+@click.argument("receipts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--after", default=None, help="Start from the receipt citing this hash (sha256:<hex>): the head "
+                                            "of a chain checked before.")
+@click.option("--principal", default=None, help="Every receipt must name this principal_did.")
+@click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
+def chain(receipts: tuple[Path, ...], after: str | None, principal: str | None, as_json: bool) -> None:
+    """Check a principal's receipt hash chain (OAP-CORE-1.0 §19.2), offline: every
+    receipt cites the previous one's hash; a lost, altered or forked receipt breaks it.
+    Exit 1 on any break."""
+    from tlog.client.chain import verify_chain
+
+    try:
+        start = parse_sha256(after, "--after") if after else None
+        docs = [loads_json(p.read_bytes()) for p in receipts]
+        report = verify_chain(docs, after=start, principal=principal)
+    except OAPError as e:
+        fail(e.message, 2)
+    head = format_sha256(report.head) if report.head else None
+    if as_json:
+        click.echo(json.dumps({"ok": report.ok, "length": len(report.chain), "head": head,
+                               "problems": list(report.problems)}))
+    else:
+        for problem in report.problems:
+            click.echo(f"BREAK {problem}")
+        state = "OK" if report.ok else "BROKEN"
+        click.echo(f"{state}: {len(report.chain)} of {len(docs)} receipts on the chain; head {head}")
+    sys.exit(0 if report.ok else 1)
 
 
 def _verify_one(path: Path, policy, receipt: Path | None, salt_file: Path | None,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from tlog.errors import InvalidInput
 
-__all__ = ["format_utc", "parse_utc"]
+__all__ = ["format_utc", "parse_utc", "relative"]
 
 _RFC3339_UTC = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?Z", re.ASCII)
 
@@ -35,3 +35,16 @@ def format_utc(dt: datetime) -> str:
     if dt.microsecond:
         text += f".{dt.microsecond:06d}".rstrip("0")
     return text + "Z"
+
+
+def relative(dt: datetime, now: datetime | None = None) -> str:
+    """"3 min ago" / "in 2 h": how far `dt` is from now, for people reading a CLI."""
+    seconds = ((now or datetime.now(UTC)) - dt).total_seconds()
+    n = abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if n >= size:
+            text = f"{int(n // size)} {unit}"
+            break
+    else:
+        text = f"{int(n)} s"
+    return f"{text} ago" if seconds >= 0 else f"in {text}"

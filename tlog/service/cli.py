@@ -3,6 +3,7 @@ loading the configuration, and running a service until a signal."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,6 +19,20 @@ from tlog.service.logs import setup_logging
 from tlog.service.serve import serve_until_signal
 
 C = TypeVar("C", bound=HTTPConfig)
+
+
+NATIVE_MISSING = ("note: the optional C extension tlog._native is not built, so bulk hashing uses hashlib "
+                  "(same results, about 4x slower); with a C compiler and the OpenSSL headers installed, "
+                  "reinstall the package to build it")
+
+
+def native_notice() -> None:
+    """Say once, at the start of a CLI, when the C extension is missing: a slow log is
+    better explained than discovered. Silent with OAP_QUIET_NATIVE=1."""
+    from tlog.formats import hashing
+
+    if hashing.native is None and not os.environ.get("OAP_QUIET_NATIVE"):
+        click.echo(NATIVE_MISSING, err=True)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
