@@ -43,9 +43,10 @@ def test_make_says_when_it_uses_apt_get_and_oap_no_apt_skips_it():
     """`make test` fetches promtool and Go with apt-get download (into .venv only), and
     `make bench` may install wrk: each is announced and skipped with OAP_NO_APT=1."""
     text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
-    commands = [line for line in text.splitlines() if "apt-get download" in line or "apt-get install" in line]
+    commands = [line for line in text.splitlines() if not line.startswith("#")
+                and ("apt-get download" in line or "apt-get install" in line)]
     assert commands
     for cmd in commands:
         assert "OAP_NO_APT" in cmd, cmd
-    announced = [line for line in text.splitlines() if "echo" in line and "apt-get" in line]
-    assert len(announced) >= 3 and all("OAP_NO_APT=1 skips" in line for line in announced)
+    assert len(commands) >= 3
+    assert sum("OAP_NO_APT=1 skips" in line for line in commands) >= 3
