@@ -19,17 +19,56 @@ BIN = Path(sys.executable).parent
 
 
 def tour_script() -> str:
-    section = README.read_text().split("## Five-minute tour", 1)[1].split("### Run a witness", 1)[0]
+    section = README.read_text().split("## Five-minute tour", 1)[1].split("### Anchor in two logs", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
-    assert blocks, "the tour has no shell block"
-    return "\n".join(blocks)
+    assert len(blocks) == 1, "the tour is one shell block"
+    return blocks[0]
 
 
-def test_readme_tour(tmp_path):
+def fenced(text: str) -> list[tuple[str, str]]:
+    """(info string, body) of each fenced code block, in order."""
+    out, info, body = [], None, []
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if info is None:
+                info, body = line[3:].strip(), []
+            else:
+                out.append((info, "\n".join(body)))
+                info = None
+        elif info is not None:
+            body.append(line)
+    return out
+
+
+def sample_output() -> tuple[str, str]:
+    """The add line and the verify line the tour says it prints."""
+    section = README.read_text().split("## Five-minute tour", 1)[1].split("### Anchor in two logs", 1)[0]
+    plain = [body for info, body in fenced(section) if info == ""]
+    return plain[0].strip(), plain[1].strip().splitlines()[0]
+
+
+def python_example() -> str:
+    section = README.read_text().split("### From Python", 1)[1]
+    return re.findall(r"```python\n(.*?)```", section, re.S)[0]
+
+
+def ports(script: str, base: int) -> str:
+    for old, new in (("8090", base + 9), ("8080", base), ("8081", base + 1)):
+        script = script.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
+    return script
+
+
+def test_readme_tour_runs_as_written_twice_in_a_scratch_directory(tmp_path):
+    """A fake checkout (`.venv/bin` and `data/` as `make run` leaves them) runs the tour
+    from its top directory; the tour's files go to a scratch directory each time."""
+    repo, scratch = tmp_path / "repo", tmp_path / "scratch"
+    (repo / ".venv").mkdir(parents=True)
+    (repo / ".venv" / "bin").symlink_to(BIN)
+    scratch.mkdir()
     base = random.randrange(20000, 40000, 10)
-    net = subprocess.Popen([str(BIN / "oap-localnet"), "--data", str(tmp_path / "data"), "--log-port", str(base),
+    net = subprocess.Popen([str(BIN / "oap-localnet"), "--data", "./data", "--log-port", str(base),
                             "--registry-port", str(base + 9)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, start_new_session=True, cwd=tmp_path)
+                           text=True, start_new_session=True, cwd=repo)
     up = threading.Event()
     lines: list[str] = []
 
@@ -42,20 +81,41 @@ def test_readme_tour(tmp_path):
     threading.Thread(target=read, daemon=True).start()
     try:
         assert up.wait(90), "".join(lines[-30:])
-        script = tour_script()
-        for old, new in (("8090", base + 9), ("8080", base), ("8081", base + 1)):
-            script = script.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
-        env = {**os.environ, "OAP_LOG_URL": f"http://127.0.0.1:{base}", "OAP_REGISTRY_URL": f"http://127.0.0.1:{base + 9}",
-               "PATH": f"{BIN}:{os.environ['PATH']}"}
-        r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        out = r.stdout + r.stderr
-        assert out.count("1 verified, 0 failed") == 2
-        assert "(witnesses: w1, w2, w3)" in out or "(witnesses: w1, w2)" in out or "witnesses: w" in out
-        assert (tmp_path / "privileged.tlog-proof.salt.json").exists()
-        assert (tmp_path / "status.json").exists() and '"revoked"' in (tmp_path / "status.json").read_text()
-        assert (tmp_path / "registry-clone" / ".git").exists()
+        before = sorted(p.name for p in repo.iterdir())
+        script = ports(tour_script(), base)
+        env = {**os.environ, "OAP_LOG_URL": f"http://127.0.0.1:{base}",
+               "OAP_REGISTRY_URL": f"http://127.0.0.1:{base + 9}", "TMPDIR": str(scratch),
+               "PATH": "/usr/bin:/bin"}
+        add_line, verify_line = sample_output()
+        outputs = []
+        for _ in range(2):
+            r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=repo, env=env,
+                               capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+            outputs.append(r.stdout + r.stderr)
+        first, second = outputs
+        # the first run prints what the README shows (a fresh network)
+        assert add_line in first, first[:2000]
+        pattern = re.escape(verify_line).replace(re.escape("w1, w2, w3"), r"w[123](, w[123])+")
+        pattern = pattern.replace(re.escape("z6Mk..."), r"z6Mk\w+")
+        assert re.search(pattern, first), first[:3000]
+        assert first.count("1 verified, 0 failed") == 2 and second.count("1 verified, 0 failed") == 2
+        assert '"index": 2,' not in second  # run again: new entries
+        # nothing left in the checkout; each run had its own scratch directory
+        assert sorted(p.name for p in repo.iterdir()) == before
+        runs = [d for d in scratch.iterdir() if d.is_dir()]
+        assert len(runs) == 2
+        for d in runs:
+            assert (d / "privileged.tlog-proof.salt.json").exists()
+            assert '"revoked"' in (d / "status.json").read_text()
+            assert (d / "registry-clone" / ".git").exists()
+
+        # the Python example, as written, from the checkout
+        r = subprocess.run([sys.executable, "-c", ports(python_example(), base)], cwd=repo,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        index, size = map(int, r.stdout.split())
+        assert 0 <= index < size
     finally:
         os.killpg(net.pid, signal.SIGINT)
         net.wait(60)
