@@ -25,7 +25,7 @@ import aiohttp
 from tlog.client.client import LogClient, token_from
 from tlog.client.verifier import TrustPolicy
 from tlog.didresolver import DidResolver
-from tlog.errors import ConfigError, NotFound, Unavailable
+from tlog.errors import ConfigError, NotFound, Unavailable, UpstreamError
 from tlog.formats import keys
 from tlog.formats.did import did_key_from_public
 from tlog.formats.hashing import sha256
@@ -197,7 +197,7 @@ class RegistryService:
             while True:
                 try:
                     return await client.info()
-                except (TimeoutError, OSError, aiohttp.ClientError) as e:
+                except (TimeoutError, OSError, aiohttp.ClientError, UpstreamError) as e:
                     if loop.time() >= deadline:
                         raise ConfigError(f"the log at {self.config.log_url} is not reachable: {e}") from None
                     await asyncio.sleep(0.5)

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, TypeVarTuple
 
-from tlog.errors import Conflict, OAPError, Unavailable
+from tlog.errors import Conflict, OAPError, Unavailable, UpstreamError
 from tlog.formats.canonical import jcs
 from tlog.formats.diddoc import keys_from_document, lookup_from
 from tlog.formats.hashing import sha256
@@ -159,6 +159,10 @@ class RegistryWriter:
             await self.recover()
             await self._commit(items, anchor_only)
             await self.maybe_compact()
+        except UpstreamError as e:  # the log cannot be reached: say so without naming its URL
+            log.warning("registry batch not anchored: %s", e.message)
+            self._fail_all(items, Unavailable("the registry cannot reach its log; nothing was committed",
+                                              retry_after=1))
         except OAPError as e:
             self._fail_all(items, e)
         except Exception as e:  # network errors, disk errors: nothing was published

@@ -15,6 +15,7 @@ import pytest
 
 from tlog.client.client import LogClient
 from tlog.client.verifier import TrustPolicy
+from tlog.errors import UpstreamError
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import canonical_entry, commitment_entry, receipt_entry
@@ -44,7 +45,7 @@ async def anchor_all(url: str, items: list[int], workers: int, acked: dict, stop
                 i = queue.pop()
                 try:
                     acked[i] = await client.anchor(entry(i))
-                except (TimeoutError, aiohttp.ClientError, OSError):
+                except UpstreamError:  # the client's one error for a log it cannot reach
                     if stop_on_error:
                         return
                     raise
