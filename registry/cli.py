@@ -197,7 +197,7 @@ def kill_switch(key_file: Path, principal: str | None, effective_at: str | None,
 @main.command("key-event")
 @click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--subject", required=True, help="The DID gaining a controller.")
-@click.option("--controller", required=True, help="did:key of the new controller.")
+@click.option("--controller", required=True, help="DID of the new controller (a did:key, or e.g. a did:web).")
 @click.option("--event", type=click.Choice(["add_controller", "rotate"]), default="add_controller")
 @URL_OPT
 @ANCHOR_OUT

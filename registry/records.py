@@ -271,7 +271,7 @@ def check_record(body: object, *, now: datetime | None, lookup: KeyLookup | None
         subject = _did(body["subject"], "key_event: subject")
         if body["event"] not in KEY_EVENTS:
             raise InvalidInput(f"key_event: event must be one of {', '.join(sorted(KEY_EVENTS))}")
-        extra["key"] = _did_key(body["key"], "key_event: key")
+        extra["key"] = _did(body["key"], "key_event: key")  # any DID: a did:web recovery controller too
         if extra["key"] == subject:
             raise InvalidInput("key_event: a subject is already its own controller")
     if now is not None:

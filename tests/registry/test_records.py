@@ -133,6 +133,32 @@ def test_rotate_retires_the_old_key_and_add_controller_does_not():
     assert validate_submission(make_kill_switch(C, principal=did(A)), idx, now_utc())[1]
 
 
+def test_a_did_web_controller_speaks_for_the_subject_with_its_document_keys():
+    """Controllers and kill-switch principals named by any DID (OAP-CORE-1.0 §5.1, §5.3):
+    an organisation's did:web recovers a did:key agent."""
+    from registry.records import signing_bytes
+    from tlog.formats.diddoc import lookup_from
+
+    from tests.support.didhosts import Key, document
+
+    org, org_key = "did:web:org.example", Key("P-256")
+    lookup = lookup_from([(org, document(org, {"k": org_key}))])
+    idx = state(make_key_event(A, subject=did(A), key=org, event="rotate"))
+    assert controllers(idx, did(A), now_utc()) == {org}
+
+    def by_org(body: dict) -> dict:
+        body = {k: v for k, v in body.items() if k != "signature"} | {"issued_by": org}
+        return body | {"signature": base64.b64encode(org_key.sign(signing_bytes(body))).decode()}
+
+    kill = by_org(make_kill_switch(A, principal=did(A)))
+    assert validate_submission(kill, idx, now_utc(), lookup=lookup)[1]
+    with pytest.raises(InvalidInput, match="does not verify"):  # another key than the document's
+        validate_submission(kill | {"signature": base64.b64encode(Key("P-256").sign(b"x")).decode()}, idx,
+                            now_utc(), lookup=lookup)
+    with pytest.raises(Forbidden, match="controller"):  # the rotation retired A itself
+        validate_submission(make_kill_switch(A, principal=did(A)), idx, now_utc())
+
+
 def test_a_revoked_key_cannot_sign_new_records_but_can_revoke_itself_again():
     idx = state(make_revocation(A, kind="key", subject=did(A)))
     with pytest.raises(Forbidden, match="revoked"):
