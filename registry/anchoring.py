@@ -1,4 +1,4 @@
-"""Anchoring registry history in the log (DESIGN §6) and checking those anchors.
+"""Anchoring registry history in the log (docs/architecture.md §6) and checking those anchors.
 
 Every registry commit `seq` is anchored as a `registry` log entry (commit id,
 tree id, seq, signed by the registry key; `tlog.formats.entries.registry_entry`). The

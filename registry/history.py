@@ -2,7 +2,7 @@
 
 `Replayer.apply(commit)` adds one commit (the next `seq`) to an `Index`. In
 strict mode — mirrors, rebuilds and `oap-registry verify` — it checks what
-DESIGN §6 promises about every commit, in this order:
+docs/architecture.md §6 promises about every commit, in this order:
 
 1. linear history: one parent (none for commit 0), commit times never go
    backwards and are not in the future;

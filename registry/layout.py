@@ -1,4 +1,4 @@
-"""Where things live in the registry's Git tree (DESIGN §6). Pure path maths, no I/O.
+"""Where things live in the registry's Git tree (docs/architecture.md §6). Pure path maths, no I/O.
 
     registry.json                                  genesis: registry key, log, bootstrap witnesses (commit 0 only)
     conformance/ab/cd/<sha256(id)>.json            conformance receipts (OAP-CORE-1.0 §31)

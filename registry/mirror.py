@@ -1,4 +1,4 @@
-"""Verified mirrors of an upstream registry (OAP-CORE-1.0 §32.6, DESIGN §6).
+"""Verified mirrors of an upstream registry (OAP-CORE-1.0 §32.6, docs/architecture.md §6).
 
 `Mirror.sync()`:
 1. fetch the upstream's `refs/heads/main` with dulwich into the local object

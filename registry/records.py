@@ -1,6 +1,6 @@
 """Registry records: schemas, signatures and the rules that need registry state.
 
-Four record types (DESIGN §5, OAP-CORE-1.0 §22, §28.5, §31, §5.3):
+Four record types (docs/architecture.md §5, OAP-CORE-1.0 §22, §28.5, §31, §5.3):
 
 - `conformance`: a conformance receipt, checked by `tlog.formats.conformance`, plus
   the §31 witness rule only a registry can check: every L4/L5 witness must

@@ -1,4 +1,4 @@
-"""Revocation status, OCSP style (OAP-CORE-1.0 §22.1, DESIGN §6): epochs and signed responses.
+"""Revocation status, OCSP style (OAP-CORE-1.0 §22.1, docs/architecture.md §6): epochs and signed responses.
 
 A status id is one of
 - a DID or did:key (revoked by `did` / `key` revocations),

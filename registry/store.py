@@ -1,6 +1,6 @@
 """The registry's bare Git repository (dulwich): add-only commits, compare-and-swap refs.
 
-Contract (DESIGN §6, STYLE 6):
+Contract (docs/architecture.md §6):
 - `build_commit` writes the blobs, trees and the commit of one batch as a
   single pack (one fsync), on top of a parent, and refuses any path that
   already exists with different bytes (add-only: a record is never modified

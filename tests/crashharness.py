@@ -1,4 +1,4 @@
-"""Crash harness (issue 6): kill -9 the log at random moments under concurrent
+"""Crash harness: kill -9 the log at random moments under concurrent
 load, restart, and prove nothing acknowledged was lost or rewritten.
 
 Each cycle restarts the server; in some cycles it is killed with SIGKILL at a

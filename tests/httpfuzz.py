@@ -1,4 +1,4 @@
-"""HTTP fuzzer (issue 6): malformed, oversize, truncated and slow requests to
+"""HTTP fuzzer: malformed, oversize, truncated and slow requests to
 every endpoint of a running service, while valid traffic is sent at the same
 time. Checks: no 5xx, the process stays up, its memory stays bounded, and the
 valid traffic is still served.

@@ -1,1 +1,1 @@
-"""OAP witness: C2SP tlog-witness cosigner, feeder, conformance peer-witnessing (DESIGN §4)."""
+"""OAP witness: C2SP tlog-witness cosigner, feeder, conformance peer-witnessing (docs/architecture.md §4)."""

@@ -1,4 +1,4 @@
-"""Witness configuration: one frozen dataclass, from TOML, env and flags (DESIGN §4).
+"""Witness configuration: one frozen dataclass, from TOML, env and flags (docs/architecture.md §4).
 
 Loaded with `tlog.service.config.load(WitnessConfig, section="witness", ...)`; a file
 looks like this:
@@ -41,7 +41,7 @@ _LOG_FIELDS = frozenset({"origin", "vkey", "url"})
 class WitnessedLog:
     """A log this witness cosigns: its origin, its note key, and (for the feeder) its URL.
 
-    The key name need not equal the origin (c2sp.md §2: sum.golang.org signs
+    The key name need not equal the origin (C2SP tlog-checkpoint: sum.golang.org signs
     origin "go.sum database tree"); Ed25519 (0x01) and ECDSA (0x02) log keys work.
     """
 

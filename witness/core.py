@@ -1,4 +1,4 @@
-"""The witness's add-checkpoint logic (SPEC: https://c2sp.org/tlog-witness@v1.0.0, c2sp.md §4).
+"""The witness's add-checkpoint logic (SPEC: https://c2sp.org/tlog-witness@v1.0.0).
 
 A request body is
 

@@ -1,4 +1,4 @@
-"""Feeder (pull) mode: follow a log that does not push (DESIGN §4, issue point 5).
+"""Feeder (pull) mode: follow a log that does not push (docs/architecture.md §4).
 
 For each configured log with a `url`, a round is:
 
@@ -9,7 +9,7 @@ For each configured log with a `url`, a round is:
    root is not the checkpoint's — tile data is untrusted until then;
 3. build the consistency proof from the old size with the same view, and
    hand it to the same `Witness.add_checkpoint` the HTTP server uses, so the
-   state CAS and every check of c2sp.md §4 apply (a fork is a 422, never a
+   state CAS and every check of C2SP tlog-witness apply (a fork is a 422, never a
    cosignature).
 
 The cosigned checkpoint is published by storing it in the shared state

@@ -6,7 +6,7 @@
   used only to sign conformance receipts (`witness.peer`). Kept apart so the
   cosigning key never signs anything but cosignatures.
 
-Writing and reading go through `tlog.formats.keyfiles.write_private_key` /
+Writing and reading go through `tlog.service.keyfiles.write_private_key` /
 `read_private_key` (O_EXCL, fsync, mode checks).
 """
 from __future__ import annotations

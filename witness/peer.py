@@ -1,4 +1,4 @@
-"""Peer-witnessing of OAP conformance receipts (OAP-CORE-1.0 §31, DESIGN §4).
+"""Peer-witnessing of OAP conformance receipts (OAP-CORE-1.0 §31, docs/architecture.md §4).
 
 `POST /v1/conformance/witness` with `{"receipt": <receipt>, "bundle": <.tlog-proof>}`:
 the witness adds its Ed25519 signature to a receipt only after checking

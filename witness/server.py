@@ -1,6 +1,6 @@
-"""The witness's HTTP API (DESIGN §4; c2sp.md §4): a thin aiohttp layer over `witness.core`.
+"""The witness's HTTP API (docs/architecture.md §4; C2SP tlog-witness): a thin aiohttp layer over `witness.core`.
 
-    POST /add-checkpoint                  tlog-witness; text bodies, statuses of c2sp.md §4
+    POST /add-checkpoint                  tlog-witness; text bodies, statuses of C2SP tlog-witness
     GET  /<hex sha256(origin)>/checkpoint latest cosigned checkpoint (monitoring, tlog-witness HEAD)
     POST /v1/conformance/witness          peer-witnessing of conformance receipts (JSON/CBOR)
     GET  /v1/info                         name, vkey, DID, logs and their monitoring paths

@@ -1,4 +1,4 @@
-"""The witness's durable state: latest cosigned (size, root) per origin (c2sp.md §4).
+"""The witness's durable state: latest cosigned (size, root) per origin (C2SP tlog-witness).
 
 SQLite in WAL mode with synchronous=FULL; a row is replaced only by a
 compare-and-swap, `UPDATE ... WHERE origin = ? AND size = ? AND root = ?`

@@ -1,4 +1,4 @@
-"""tlog-checkpoint v1.0.0 parsing (c2sp.md §2, V3-V6, V13) and the cosignature/v1 message (§3)."""
+"""C2SP tlog-checkpoint v1.0.0 parsing (vectors V3-V6, V13) and the cosignature/v1 message (C2SP tlog-cosignature)."""
 from __future__ import annotations
 
 import base64
@@ -127,7 +127,7 @@ def test_constructor_refuses_what_would_not_parse(args: tuple) -> None:
 
 
 def test_cosignature_message_exact_bytes() -> None:
-    # c2sp.md §3: header line, time line, then the full checkpoint text.
+    # C2SP tlog-cosignature: header line, time line, then the full checkpoint text.
     msg = cosignature_message(V4_CP1, 1700000000)
     assert msg == b"cosignature/v1\ntime 1700000000\n" + V4_CP1.encode()
     assert cosignature_message(V4_CP1.encode(), 0).startswith(b"cosignature/v1\ntime 0\n")

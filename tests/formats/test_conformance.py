@@ -1,4 +1,4 @@
-"""tlog.formats.conformance: OAP conformance receipts (OAP-CORE-1.0 §31, DESIGN §5)."""
+"""tlog.formats.conformance: OAP conformance receipts (OAP-CORE-1.0 §31, docs/architecture.md §5)."""
 from __future__ import annotations
 
 import copy

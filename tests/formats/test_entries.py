@@ -1,4 +1,4 @@
-"""tlog.formats.entries: OAP log entries (DESIGN §3.1)."""
+"""tlog.formats.entries: OAP log entries (docs/architecture.md §3.1)."""
 from __future__ import annotations
 
 import hashlib

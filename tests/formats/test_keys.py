@@ -1,4 +1,4 @@
-"""Signed-note keys (c2sp.md §1, §3; vectors V1, V5, V6, V7, V8) and private-key files."""
+"""Signed-note keys (C2SP signed-note, tlog-cosignature; vectors V1, V5, V6, V7, V8) and private-key files."""
 from __future__ import annotations
 
 import base64
@@ -147,7 +147,7 @@ def test_verifier_constructor_checks_key_id() -> None:
         Verifier("PeterNeumann", key_id("PeterNeumann", 0x05, PETER_PUB), 0x05, PETER_PUB)
 
 
-# --- cosigner keys (c2sp.md §3, V5, V6, V7) ----------------------------------
+# --- cosigner keys (C2SP tlog-cosignature; V5, V6, V7) ------------------------
 
 
 @pytest.mark.parametrize(

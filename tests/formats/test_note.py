@@ -1,4 +1,4 @@
-"""Signed notes (c2sp.md §1; vectors V1-V6, V8)."""
+"""Signed notes (C2SP signed-note); vectors V1-V6, V8, each named below with its source."""
 from __future__ import annotations
 
 import base64

@@ -1,4 +1,4 @@
-"""RFC 9162 trees, proofs and verifiers against the C2SP V11 vectors, the
+"""RFC 9162 trees, proofs and verifiers against the RFC 6962 vectors of transparency-dev/merkle (V11), the
 naive RFC recursion and pymerkle (an independent implementation)."""
 from __future__ import annotations
 

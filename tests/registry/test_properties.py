@@ -1,4 +1,4 @@
-"""Hostile input to the registry's parsers (issue 6 point 3): arbitrary JSON-shaped
+"""Hostile input to the registry's parsers: arbitrary JSON-shaped
 records, status ids and saved status responses raise only typed 4xx errors."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The log side of witnessing (issue 4 point 4) against real witnesses on 127.0.0.1:
+"""The log side of witnessing (docs/architecture.md §3.4) against real witnesses on 127.0.0.1:
 quorum, a dead witness, a hanging one, one that answers garbage, 409 resync,
 and offline verification that enforces the policy's quorum."""
 from __future__ import annotations

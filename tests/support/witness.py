@@ -1,4 +1,4 @@
-"""Shared helpers for the witness tests: the c2sp.md V4/V8 vectors, an in-memory
+"""Shared helpers for the witness tests: the V4 (litewitness) and V8 vectors, an in-memory
 signing log with forks, and a witness service on 127.0.0.1."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from witness.config import WitnessConfig, WitnessedLog
 from witness.core import add_checkpoint_body
 from witness.server import WitnessService, build_app
 
-# --- c2sp.md V4 (litewitness scenario) and V8 ----------------------------------------
+# --- V4 (the litewitness test suite's scenario) and V8 ------------------------------
 
 V4_ORIGIN = "sigsum.org/v1/tree/4d6d8825a6bb689d459628312889dfbb0bcd41b5211d9e1ce768b0ff0309e562"
 V4_VKEY = V4_ORIGIN + "+5202289b+Af/cLU2Y5BJNP+r3iMDC+av9eWCD0fBJVDfzAux5zxAP"

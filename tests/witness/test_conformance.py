@@ -1,4 +1,5 @@
-"""POST /v1/conformance/witness: peer-witnessing of conformance receipts (DESIGN §4, OAP §31)."""
+"""POST /v1/conformance/witness: peer-witnessing of conformance receipts (OAP-CORE-1.0 §31,
+docs/architecture.md §4)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""kill -9 of a real `oap-witness serve` under concurrent conflicting requests (issue point 2).
+"""kill -9 of a real `oap-witness serve` under concurrent conflicting requests (docs/architecture.md §4).
 
 Three forks of one log are pushed by many clients at once; the witness is
 SIGKILLed at varying moments, restarted on the same data directory, and pushed

@@ -1,4 +1,4 @@
-"""Feeder (pull) mode against a real `oap-log serve` and against lying logs (issue point 5)."""
+"""Feeder (pull) mode against a real `oap-log serve` and against lying logs (docs/architecture.md §4)."""
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,4 @@
-"""Property test (issue point 9): malformed add-checkpoint bodies get a 4xx, never a 5xx.
+"""Property test: malformed add-checkpoint bodies get a 4xx, never a 5xx.
 
 Bodies are a valid request for a configured log, broken in one generated way:
 CRLF line endings, too many proof lines, oversize, bad base64, a key the

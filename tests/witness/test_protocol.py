@@ -1,4 +1,4 @@
-"""witness.core + witness.server: tlog-witness add-checkpoint exactly as c2sp.md §4 (V4, V8)."""
+"""witness.core + witness.server: tlog-witness add-checkpoint exactly as C2SP tlog-witness (V4, V8)."""
 from __future__ import annotations
 
 import asyncio
@@ -42,7 +42,7 @@ from tests.support.witness import (
     witness_config,
 )
 
-# The nine steps of c2sp.md V4: (old, proof, checkpoint) -> (status, 409 body).
+# The nine steps of V4 (the litewitness test suite's scenario): (old, proof, checkpoint) -> (status, 409 body).
 V4_STEPS = [
     (0, [], v4_checkpoint(1), 200, None),
     (1, V4_PROOFS[(1, 3)], v4_checkpoint(3, sig=V4_SIGS[3][:-2] + "x="), 403, None),
@@ -122,7 +122,7 @@ async def test_first_checkpoint_with_old_nonzero_is_a_409_with_size_0(state):
 
 
 async def test_status_table(state):
-    """Every row of c2sp.md §4 from the core, with the typed error that maps to it."""
+    """Every status of C2SP tlog-witness from the core, with the typed error that maps to it."""
     log = MemLog().grow(8)
     w = mem_witness(state, log)
     other = MemLog(origin="other.example/log").grow(2)

@@ -1,4 +1,4 @@
-"""Offline verification of `.tlog-proof` bundles against a trust policy (DESIGN §3.6).
+"""Offline verification of `.tlog-proof` bundles against a trust policy (docs/architecture.md §3.6).
 
 Needs no network: the bundle carries the index, the inclusion proof and the
 checkpoint with its cosignatures; the entry comes from the bundle's `extra`

@@ -6,7 +6,7 @@ Two encodings, each with a single job:
   objects in this form (OAP-CORE-1.0 §19.1 receipt hashes, §31 conformance
   receipt signatures), so every signer and verifier must produce the same bytes.
 - `dcbor`: deterministic CBOR (RFC 8949 §4.2.1). Log entries are stored and
-  hashed in this form (DESIGN §3.1): `leaf_hash = SHA-256(0x00 || dcbor(entry))`,
+  hashed in this form (docs/architecture.md §3.1): `leaf_hash = SHA-256(0x00 || dcbor(entry))`,
   so a JSON and a CBOR submission of the same entry must become the same bytes.
 
 Both are only defined on a small data model (`check_json_value`): maps with text

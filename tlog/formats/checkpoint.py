@@ -1,4 +1,4 @@
-"""Checkpoints (SPEC: https://c2sp.org/tlog-checkpoint@v1.0.0, c2sp.md §2, §3).
+"""Checkpoints (SPEC: https://c2sp.org/tlog-checkpoint@v1.0.0; C2SP tlog-cosignature).
 
 A checkpoint is the text of a signed note: origin, tree size, root hash, then
 optional extension lines. Parsing is strict because a checkpoint is what a log
@@ -16,7 +16,7 @@ from tlog.formats.encoding import b64dec_hash, b64enc
 from tlog.formats.hashing import HASH_SIZE
 
 MAX_ORIGIN_BYTES = 255
-"""c2sp.md §2: keep the origin 1..255 bytes (it must fit a u8-length field, cf. §3 ML-DSA)."""
+"""C2SP tlog-checkpoint: keep the origin 1..255 bytes (it must fit a u8-length field, cf. §3 ML-DSA)."""
 
 MAX_TREE_SIZE = 2**64 - 1
 """Tree sizes are uint64 in every C2SP implementation (transparency-dev/formats)."""
@@ -85,7 +85,7 @@ def _as_text(data: str | bytes, what: str) -> str:
 def parse_checkpoint(text: str | bytes) -> Checkpoint:
     """Parse a checkpoint note text (no signature lines); raise FormatError on any deviation.
 
-    Rules (c2sp.md §2, V13): at least three non-empty lines, each ending "\\n";
+    Rules (C2SP tlog-checkpoint): at least three non-empty lines, each ending "\\n";
     origin 1..255 bytes; size ASCII decimal without sign or leading zeros;
     root the canonical base64 of exactly 32 bytes; extension lines non-empty.
     """
@@ -107,7 +107,7 @@ def parse_checkpoint(text: str | bytes) -> Checkpoint:
 
 
 def cosignature_message(checkpoint_text: str | bytes, timestamp: int) -> bytes:
-    """The message an Ed25519 cosigner (type 0x04) signs (c2sp.md §3, tlog-cosignature).
+    """The message an Ed25519 cosigner (type 0x04) signs (C2SP tlog-cosignature).
 
     "cosignature/v1\\n" "time <ts>\\n" then the whole checkpoint text, extension
     lines included, with its final newline and without signature lines. The

@@ -1,4 +1,4 @@
-"""OAP Conformance Receipts (OAP-CORE-1.0 §31, §5.2 OAPConformance; DESIGN §5).
+"""OAP Conformance Receipts (OAP-CORE-1.0 §31, §5.2 OAPConformance; docs/architecture.md §5).
 
 A conformance receipt states the level an implementation reached. There is no
 central issuer (§31), so the receipt carries its own evidence: a self signature
@@ -35,7 +35,7 @@ MIN_WITNESSES = {"L4": 1, "L5": 3}
 """§31: L4 needs at least one, L5 at least three independent peer witnesses."""
 
 MAX_VALIDITY = timedelta(days=90)
-"""DESIGN §5: expires_at <= issued_at + 90 days, so a stale claim ages out."""
+"""docs/architecture.md §5: expires_at <= issued_at + 90 days, so a stale claim ages out."""
 
 MAX_CLOCK_SKEW = timedelta(minutes=5)
 """A receipt may be issued slightly in the future of our clock, not more."""
@@ -75,7 +75,7 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
                          lookup: KeyLookup | None = None) -> ConformanceReceipt:
     """Check a conformance receipt completely; raise InvalidInput naming the problem.
 
-    Schema (exactly the fields of DESIGN §5, unknown fields refused because the
+    Schema (exactly the fields of docs/architecture.md §5, unknown fields refused because the
     log stores the receipt verbatim), time window, the subject's self signature,
     witness signatures (distinct DIDs other than the subject, each verifying) and
     the level's witness minimum. `now` must be timezone-aware. Subjects and

@@ -1,4 +1,4 @@
-"""did:key for Ed25519, resolved offline (OAP-CORE-1.0 §5.1, DESIGN §5).
+"""did:key for Ed25519, resolved offline (OAP-CORE-1.0 §5.1, docs/architecture.md §5).
 
 A did:key DID *is* its public key: "did:key:" + multibase base58btc ("z") of
 the multicodec varint for ed25519-pub (0xed 0x01) followed by the 32 key bytes
@@ -72,7 +72,7 @@ def parse_signer(text: object) -> bytes:
     decoding showed in profiles of the append path. Failures are not cached.
 
     Accepts "did:key:z6Mk..." or a raw key "ed25519:<standard base64 of 32
-    bytes>" (DESIGN §3.1: "signatures and keys base64 or did:key").
+    bytes>" (docs/architecture.md §3.1, signers).
     """
     if isinstance(text, str) and len(text) <= 128:
         return _parse_signer_cached(text)

@@ -1,4 +1,4 @@
-"""OAP log entries (DESIGN §3.1): validate a submission, produce the stored bytes.
+"""OAP log entries (docs/architecture.md §3.1): validate a submission, produce the stored bytes.
 
 The log anchors four kinds of entry:
 
@@ -9,7 +9,7 @@ The log anchors four kinds of entry:
   so it carries nothing else at all;
 - `conformance`: a whole conformance receipt (§31), validated by
   `tlog.formats.conformance`;
-- `registry`: a signed OAP Registry commit (§32.6, DESIGN §6).
+- `registry`: a signed OAP Registry commit (§32.6, docs/architecture.md §6).
 
 A submission arrives as JSON or CBOR (App. D `application/oap+json`,
 `application/oap+cbor`) with the same keys; `canonical_entry` validates it

@@ -1,4 +1,4 @@
-"""Signed-note keys (SPEC: https://c2sp.org/signed-note@v1.0.0, c2sp.md §1, §3).
+"""Signed-note keys (SPEC: https://c2sp.org/signed-note@v1.0.0; C2SP tlog-cosignature).
 
 Verifier keys ("vkeys") are `name+hex8(key ID)+base64(type || public key)`;
 signer keys use the Go convention `PRIVATE+KEY+name+hex8+base64(0x01 || seed)`.
@@ -143,7 +143,7 @@ class Verifier:
 
 
 def parse_vkey(text: str) -> Verifier:
-    """Parse "name+hex8+base64(type||key)" (signed-note vkeys; c2sp.md §1, V1, V7).
+    """Parse "name+hex8+base64(type||key)" (C2SP signed-note verifier keys).
 
     Raises FormatError on a bad shape, unknown type, wrong key length or a
     key ID that does not match the key (so a typo can never pin a wrong key).
@@ -174,7 +174,7 @@ def format_vkey(name: str, key_type: int, public: bytes) -> str:
 
 
 def cosigner_verifier(v: Verifier) -> Verifier:
-    """The cosignature/v1 (0x04) form of a witness key (c2sp.md §3).
+    """The cosignature/v1 (0x04) form of a witness key (C2SP tlog-cosignature).
 
     Witness keys are often published as 0x01 vkeys, but cosignature lines
     carry the 0x04 key ID; recomputing it lets a policy list either form.
@@ -281,7 +281,7 @@ class Signer(_Ed25519Key):
 
 
 class CosignatureSigner(_Ed25519Key):
-    """An Ed25519 cosignature/v1 (0x04) signer (tlog-cosignature, c2sp.md §3).
+    """An Ed25519 cosignature/v1 (0x04) signer (C2SP tlog-cosignature).
 
     Deliberately has no `sign(message)`: a cosignature needs a timestamp and
     must only ever cover a checkpoint, so the one entry point is `cosign`.

@@ -1,4 +1,4 @@
-"""Signed notes (SPEC: https://c2sp.org/signed-note@v1.0.0, c2sp.md §1).
+"""Signed notes (SPEC: https://c2sp.org/signed-note@v1.0.0).
 
 A note is text ending in "\\n", a blank line, then one or more lines
 "— <key name> base64(key ID || signature)\\n". The text MUST be ignored until
@@ -102,7 +102,7 @@ def _b64dec_signature(b64: str) -> bytes:
 
     Deliberately not `encoding.b64dec` (which also demands canonical form):
     Go's note.Open decodes with base64.StdEncoding, so a tampered final
-    character (c2sp.md V4 step 2, "...6gx=") is a signature that fails to
+    character (the litewitness test suite's "...6gx=") is a signature that fails to
     verify (witness: 403), not a malformed note (400). Nothing is lost: the
     signature line is not itself signed, and `line()` re-encodes canonically.
     """
@@ -145,7 +145,7 @@ def parse_signature_lines(text: str) -> tuple[NoteSignature, ...]:
 
 
 def parse_note(data: bytes | str) -> Note:
-    """Check a note's shape (c2sp.md §1) without verifying anything; raise FormatError.
+    """Check a note's shape (C2SP signed-note) without verifying anything; raise FormatError.
 
     The split between text and signatures is at the LAST "\\n\\n" (the text
     may contain blank lines; signature lines cannot be empty).
@@ -197,7 +197,7 @@ def _verifier_table(verifiers: Sequence[Verifier]) -> dict[tuple[str, bytes], Ve
 def open_note(
     data: bytes | str | Note, verifiers: Sequence[Verifier]
 ) -> tuple[Note, list[VerifiedSignature]]:
-    """Parse and verify a note against trusted keys (c2sp.md §1 "Verifying").
+    """Parse and verify a note against trusted keys (C2SP signed-note, "Verifying").
 
     Signatures whose (name, key ID) is not a trusted key are ignored, even if
     one of the two matches. A trusted key whose signature fails rejects the

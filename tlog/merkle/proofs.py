@@ -1,4 +1,4 @@
-"""Batched inclusion proofs: one numpy gather per tree level (DESIGN §3.2).
+"""Batched inclusion proofs: one numpy gather per tree level (docs/architecture.md §3.2).
 
 For indices I in a tree of size n, the sibling at level k is s = (I >> k) ^ 1:
 absent if it starts at or past n, a stored complete node if it ends by n, and

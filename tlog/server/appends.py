@@ -40,7 +40,7 @@ _HEADER_JSON = json.dumps(HEADER)[1:-1]
 
 def added_document(state: LogState, index: int, leaf_hash: bytes, fresh: bool, proof: list[bytes],
                    entry: bytes) -> dict[str, Any]:
-    """The answer to one appended entry (DESIGN §3.5), as a plain document."""
+    """The answer to one appended entry (docs/architecture.md §3.5), as a plain document."""
     return {
         "index": index,
         "leaf_hash": b64enc(leaf_hash),

@@ -1,4 +1,4 @@
-"""The sequencer: one task owns appends (DESIGN §3.3).
+"""The sequencer: one task owns appends (docs/architecture.md §3.3).
 
 Submissions queue; a batch closes after `max_batch` entries or
 `batch_interval` seconds after its first entry; the writer thread commits it

@@ -1,4 +1,4 @@
-"""The log side of witnessing (DESIGN §3.4, C2SP tlog-witness).
+"""The log side of witnessing (docs/architecture.md §3.4, C2SP tlog-witness).
 
 After each batch the log pushes its new checkpoint to every configured
 witness at once (`POST <url>/add-checkpoint` with a consistency proof from

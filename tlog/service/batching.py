@@ -1,4 +1,4 @@
-"""The batch queue shared by the log's sequencer and the registry's batcher (DESIGN §3.3).
+"""The batch queue shared by the log's sequencer and the registry's batcher (docs/architecture.md §3.3).
 
 Items queue up; a batch closes after `max_batch` items or `interval` seconds
 after its first item, whichever comes first, so one transaction and one

@@ -1,4 +1,4 @@
-"""Per-level append-only files of complete subtree hashes (DESIGN §3.2).
+"""Per-level append-only files of complete subtree hashes (docs/architecture.md §3.2).
 
 File `level-KK` holds node (K, j) = MTH of leaves [j*2^K, (j+1)*2^K) at byte
 offset 32*j, for every complete node. A tlog-tiles tile at tile level L is a

@@ -1,4 +1,4 @@
-"""Leaf hash -> index, for deduplication and lookup by leaf hash (DESIGN §3.1).
+"""Leaf hash -> index, for deduplication and lookup by leaf hash (docs/architecture.md §3.1, §3.2).
 
 Derived data, kept out of the fsync path: every leaf hash is also in the
 level-0 hash file (and the entries table), so this index can always be
