@@ -34,7 +34,7 @@ class Network:
         import sys
 
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-        from tests.services import BIN, Service
+        from tests.support.services import BIN, Service
 
         self.work = Path(tempfile.mkdtemp(prefix="oap-bench-scale-", dir="/tmp"))
         self.work.chmod(0o755)
