@@ -24,6 +24,8 @@ run-scale: $(STAMP)
 	$(BIN)/oap-localnet --data ./data --scale
 
 test: $(STAMP) tools
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # Tools some tests use, unpacked from Debian packages into .venv (apt-get download only:

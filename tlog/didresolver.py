@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import socket
 import ssl
 import time
 from collections import OrderedDict
@@ -74,7 +75,8 @@ class _PublicOnly(AbstractResolver):
     def __init__(self) -> None:
         self._inner = aiohttp.ThreadedResolver()
 
-    async def resolve(self, host: str, port: int = 0, family: int = 0) -> list[ResolveResult]:
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
         found = [r for r in await self._inner.resolve(host, port, family) if _public(r["host"])]
         if not found:
             raise _NotPublic(f"{host} resolves to no public address")

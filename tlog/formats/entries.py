@@ -131,7 +131,7 @@ class ReceiptRow(NamedTuple):
     """A receipt entry in the log's index by signer (OAP-CORE-1.0 §28.5)."""
 
     signer: str  # did:key form for Ed25519 keys, so one key has one name; other DIDs as given
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, which nothing here calls
     receipt_hash: bytes
     timestamp: str | None  # the receipt's own claim, when the anchoring client copied it
     signed_at: float | None  # that claim as Unix time, for range queries

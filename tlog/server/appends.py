@@ -82,7 +82,9 @@ class SingleAppends:
         # The sequencer resolves a whole batch's futures in one go, so their callbacks run
         # back to back and the flush scheduled by the first runs after the last.
         if not self._done:
-            self._loop.call_soon(self._flush)
+            loop = self._loop
+            assert loop is not None, "submit() set the loop before any entry could land"
+            loop.call_soon(self._flush)
         self._done.append((added, entry, fmt, t0, out))
 
     def _flush(self) -> None:
@@ -93,8 +95,9 @@ class SingleAppends:
             added, _, _, t0, out = item
             if out.done():  # the waiter went away (aiohttp cancels a handler whose client left)
                 continue
-            if added.exception() is not None:
-                out.set_exception(added.exception())
+            error = added.exception()
+            if error is not None:
+                out.set_exception(error)
                 continue
             self._m.append_seconds.observe(now - t0)
             state = added.result().state
@@ -115,7 +118,7 @@ class SingleAppends:
         fresh = sum(r.fresh[0] for r in results)
         self._m.entries.inc(fresh)
         self._m.duplicates.inc(len(items) - fresh)
-        self._m.tree_size.set(self._sequencer.state.size)
+        self._m.tree_size.set(max(state.size, self._sequencer.state.size if self._sequencer.state else 0))
         self._inclusion.inc(len(items))
         batch = inclusion_levels(state.view, self._hashes, np.array(indices, dtype=np.int64))
         proofs = batch.split(text=True)  # per proof, its base64 strings

@@ -66,6 +66,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from tlog.errors import ConfigError
 from tlog.server.app import CHECKPOINT_HEADERS, hash_tile
@@ -112,7 +113,7 @@ class ReadWorkers:
         self.cfg = cfg
         self.sequencer = sequencer
         self.metrics = metrics
-        self.site = None
+        self.site: Any = None  # the fast-path site, set by start()
         self.children: list[_Child] = []
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
@@ -241,8 +242,12 @@ class ReadWorkers:
         task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, sock: socket.socket, pending: bytes) -> None:
+        site = self.site
+        if site is None:  # stopping before start: nothing can serve it
+            sock.close()
+            return
         try:
-            await self.site.adopt(sock, pending)
+            await site.adopt(sock, pending)
         except OSError:  # the client is already gone
             sock.close()
 

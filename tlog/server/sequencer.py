@@ -27,7 +27,7 @@ Publisher = Callable[[LogState], Awaitable[LogState]]
 
 
 class Added(NamedTuple):  # a tuple: one is made per appended entry, on the event loop
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, which nothing here calls
     leaf_hash: bytes
     fresh: bool
     state: LogState  # the published checkpoint that covers this entry
@@ -64,9 +64,9 @@ class _Group:
 
     def __init__(self, future: asyncio.Future, n: int) -> None:
         self.future, self.n = future, n
-        self.indices: list | None = None  # filled in when the group spans batches
-        self.leaves: list | None = None
-        self.fresh: list | None = None
+        self.indices: list[int] | None = None  # filled in when the group spans batches
+        self.leaves: list[bytes] | None = None
+        self.fresh: list[bool] | None = None
         self.filled = 0  # entries of this group already committed
         self.left = n  # entries of this group not yet taken into a batch
 
@@ -128,11 +128,14 @@ class Sequencer:
 
     async def _publish(self, state: LogState) -> LogState:
         """Run the publisher one call at a time; the served state never moves backwards."""
+        publisher = self.publisher
+        assert publisher is not None, "_publish runs only with a publisher"
         async with self._publish_lock:
-            if self.published and state.size <= self.state.size:
-                return self.state
+            current = self.state
+            if self.published and current is not None and state.size <= current.size:
+                return current
             try:
-                out = await self.publisher(state)
+                out = await publisher(state)
             except LogHalted as e:
                 if self.halted is None:
                     log.critical("HALTED: %s", e.message)
@@ -164,7 +167,7 @@ class Sequencer:
         while not self._closing and self.halted is None:
             await asyncio.sleep(delay)
             durable = self.store.state
-            if durable is None or (self.published and durable.size == self.state.size):
+            if durable is None or (self.published and self.state is not None and durable.size == self.state.size):
                 return
             try:
                 await self._publish(durable)
@@ -211,7 +214,11 @@ class Sequencer:
 
     async def add_many(self, datas: Sequence[bytes]) -> AddedBatch:
         """All or nothing for the caller: resolves when every entry is durable (and published)."""
-        return await asyncio.shield(self._enqueue(datas)) if datas else AddedBatch([], [], [], self.state)
+        if not datas:
+            if self.state is None:
+                raise Unavailable("the log is not open yet")
+            return AddedBatch([], [], [], self.state)
+        return await asyncio.shield(self._enqueue(datas))
 
     # --- the loop ------------------------------------------------------------------
 
@@ -265,16 +272,18 @@ class Sequencer:
             self._serve(state)
         at = 0
         for g, pos, k in spans:
+            done: AddedBatch | None
             if k == g.n:  # the whole group in this batch (always, for a single entry)
                 done = AddedBatch(result.indices[at : at + k], result.leaves[at : at + k],
                                   result.fresh[at : at + k], state)
             else:
-                if g.indices is None:
+                if g.indices is None or g.leaves is None or g.fresh is None:
                     g.indices, g.leaves, g.fresh = [0] * g.n, [b""] * g.n, [False] * g.n
-                g.indices[pos : pos + k] = result.indices[at : at + k]
-                g.leaves[pos : pos + k] = result.leaves[at : at + k]
-                g.fresh[pos : pos + k] = result.fresh[at : at + k]
-                done = AddedBatch(g.indices, g.leaves, g.fresh, state) if g.filled + k == g.n else None
+                indices, leaves, fresh = g.indices, g.leaves, g.fresh
+                indices[pos : pos + k] = result.indices[at : at + k]
+                leaves[pos : pos + k] = result.leaves[at : at + k]
+                fresh[pos : pos + k] = result.fresh[at : at + k]
+                done = AddedBatch(indices, leaves, fresh, state) if g.filled + k == g.n else None
             g.filled += k
             at += k
             if done is not None and not g.future.done():

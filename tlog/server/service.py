@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tlog.didresolver import DidResolver
-from tlog.errors import ConfigError
+from tlog.errors import ConfigError, Unavailable
 from tlog.formats import keys
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.note import sign_note
@@ -197,17 +197,36 @@ class LogService:
         """The tree of an older committed size (right edge cached for a few sizes)."""
         if size == self.state.size:
             return self.state.view
-        return _view_cache(self.storage.hashes, size)
+        return _view_cache(_Hashable(self.storage.hashes), size)
 
     @property
     def state(self) -> LogState:
-        return self.sequencer.state
+        state = self.sequencer.state
+        if state is None:
+            raise Unavailable("the log is not open yet", retry_after=1)
+        return state
 
     @property
     def origin(self) -> str:
         return self.signer.name
 
 
+class _Hashable:
+    """A storage's hash reader as a cache key: by identity, as lru_cache hashed it before."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self, reader: HashReader) -> None:
+        self.reader = reader
+
+    def __hash__(self) -> int:
+        return id(self.reader)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Hashable) and other.reader is self.reader
+
+
 @lru_cache(maxsize=64)
-def _view_cache(hashes: HashReader, size: int) -> TreeView:
+def _view_cache(key: _Hashable, size: int) -> TreeView:
+    hashes = key.reader
     return TreeView(size, hashes.read)

@@ -206,7 +206,7 @@ class WitnessSet:
                 "the witness quorum is not met yet (the entries are durable; retry shortly)",
                 retry_after=1,
             )
-        note = str(add_signatures(state.note, [o.signature for o in cosigned]))
+        note = str(add_signatures(state.note, [o.signature for o in cosigned if o.signature is not None]))
         return replace(state, note=note), outcomes
 
 

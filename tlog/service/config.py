@@ -10,11 +10,14 @@ import os
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tlog.errors import ConfigError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def _coerce(value: Any, typ: Any, name: str) -> Any:
@@ -43,7 +46,7 @@ def _coerce_list(value: Any, name: str) -> tuple:
     """A TOML array of tables -> tuple of (name, vkey, url) rows (witness lists)."""
     if not isinstance(value, (list, tuple)):
         raise ConfigError(f"{name}: expected a list")
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for item in value:
         if isinstance(item, dict):
             extra = set(item) - {"name", "vkey", "url"}
@@ -162,5 +165,5 @@ def check_http_limits(cfg: HTTPConfig) -> None:
     if not cfg.did_plc_directory.startswith(("https://", "http://127.0.0.1", "http://localhost", "http://[::1]")):
         raise ConfigError("did_plc_directory must be an https:// URL (or http:// on loopback, for tests)")
     rate = getattr(cfg, "rate_limit", None)
-    if rate is not None and (rate < 0 or cfg.rate_limit_burst < 1):
+    if rate is not None and (rate < 0 or getattr(cfg, "rate_limit_burst", 1) < 1):
         raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")

@@ -390,7 +390,7 @@ class EmbeddedStorage:
             raise
         except Exception as e:  # still failing (e.g. disk still full): keep the old state
             log.error("could not re-read the store after a failed batch: %s", e)
-            if self.state.size == old:  # never cut the hash files below the state that is served
+            if self.state is not None and self.state.size == old:  # never cut below the state served
                 try:
                     self.hashes.truncate(old)
                 except OSError:
@@ -583,8 +583,11 @@ class EmbeddedEntries:
         return encode_entry_bundle(got)
 
     async def _runs(self, start: int, count: int) -> list:
-        async with self.db.execute(_RUNS_SQL, _runs_args(start, count)) as cur:
-            return await cur.fetchall()
+        db = self.db
+        if db is None:
+            raise Unavailable("the entry reader is not open")
+        async with db.execute(_RUNS_SQL, _runs_args(start, count)) as cur:
+            return list(await cur.fetchall())
 
     async def receipts(self, size: int, *, signer: str | None = None, receipt_hash: bytes | None = None,
                        since: float | None = None, after: int = -1, limit: int = 1000) -> list[ReceiptRow]:

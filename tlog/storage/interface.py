@@ -94,7 +94,11 @@ class LogStorage(Protocol):
 
     read_only: bool  # writes are refused with 503 (a read-only data directory)
     state: LogState | None  # the latest committed tree, after `open`
-    hashes: HashReader  # nodes of every committed tree
+
+    @property
+    def hashes(self) -> HashReader:
+        """Nodes of every committed tree (read-only: a backend may give a richer reader)."""
+        ...
 
     def open(self, sign: Signer) -> LogState:
         """Recover to the committed size (repairing derived data), sign size 0 if new."""

@@ -28,10 +28,11 @@ embedded backend.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ SCHEMA_LOCK = 0x0A9_5C4E  # serialises schema creation between frontends startin
 HEAD_CHANNEL = "oap_head"
 SEQUENCE_CHANNEL = "oap_sequenced"
 
-Publish = Callable[[LogState], Awaitable[LogState]]
+Publish = Callable[[LogState], Coroutine[Any, Any, LogState]]
 """Has a signed state cosigned (the witness quorum): the sequencer's publisher."""
 
 
@@ -124,7 +125,7 @@ class PostgresStorage:
         self.dsn, self.bucket = dsn, bucket
         self.dir = Path(cache_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = lock_dir(self.dir, "cache.lock", "frontend")  # one process per cache directory
+        self._lock_fd: int | None = lock_dir(self.dir, "cache.lock", "frontend")  # one process per cache directory
         self.hashes = HashFiles(self.dir / "hashes", window=map_window)
         self.integrate_enabled = integrate
         self.poll_interval, self.wait_timeout = poll_interval, wait_timeout
@@ -145,7 +146,7 @@ class PostgresStorage:
         self.on_state: Callable[[LogState], None] | None = None  # called with each newer published state
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._halted: ForkError | None = None
+        self._halted: ForkError | LogHalted | None = None
 
     # --- open and close ------------------------------------------------------------
 
@@ -229,7 +230,10 @@ class PostgresStorage:
                 nxt = conn.execute("SELECT next FROM oap_sequence FOR UPDATE").fetchone()[0]
                 known = dict(conn.execute("SELECT leaf, idx FROM oap_entries WHERE leaf = ANY(%s)",
                                           (list(set(leaves)),)).fetchall())
-                indices, fresh, new, rows = [], [], [], []
+                indices: list[int] = []
+                fresh: list[bool] = []
+                new: list[tuple[int, bytes, bytes]] = []
+                rows: list[tuple] = []
                 now = time.time()
                 for k, (lh, data) in enumerate(zip(leaves, datas)):
                     idx = known.get(lh)
@@ -258,7 +262,8 @@ class PostgresStorage:
         except psycopg.Error as e:
             self._writer = None
             try:
-                conn.close()
+                if conn is not None:
+                    conn.close()
             except Exception:  # noqa: BLE001 - already broken
                 pass
             raise Unavailable(f"the log's database refused the batch: {type(e).__name__}", retry_after=1) from None
@@ -476,7 +481,8 @@ class PostgresStorage:
         """
         published = state
         if self.publish is not None and self.loop is not None:
-            fut = asyncio.run_coroutine_threadsafe(self.publish(state), self.loop)
+            fut: concurrent.futures.Future[LogState] = asyncio.run_coroutine_threadsafe(self.publish(state),
+                                                                                          self.loop)
             try:
                 published = fut.result(self.wait_timeout)
             except TimeoutError:
