@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-scale test venv clean crash fuzz soak bench bench-quick tools
+.PHONY: run run-scale test venv clean crash fuzz soak bench bench-quick tools chromium
 
 $(STAMP): pyproject.toml setup.py tlog/_native.c
 	$(PY) -m venv $(VENV)
@@ -34,7 +34,17 @@ test: $(STAMP) tools
 # - promtool (Prometheus rules linter), from the prometheus package;
 # - Go and golang.org/x/mod, whose sumdb/tlog is the independent C2SP client that
 #   tests/interop/tlogverify.go verifies logs and buckets with.
-tools: $(BIN)/promtool $(VENV)/go/.unpacked
+tools: $(BIN)/promtool $(VENV)/go/.unpacked chromium
+# Headless Chromium for the explorer's browser tests (tests/ui): Debian's chromium and
+# chromium-driver, installed with apt-get only where they are missing and apt works (a
+# system install, said when it runs; OAP_NO_APT=1 skips it); otherwise those tests skip.
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  [ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null && \
+	  echo "make tools: apt-get install chromium chromium-driver, for the explorer's browser tests (OAP_NO_APT=1 skips)" && \
+	  { apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }; }; } || \
+	  echo "chromium not installable here: the explorer's browser tests will be skipped"
 $(BIN)/promtool: | $(STAMP)
 	@[ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null && \
 	  echo "make tools: apt-get download prometheus (promtool) into .venv; nothing is installed system-wide (OAP_NO_APT=1 skips)"; true

@@ -38,6 +38,7 @@ from tlog.service.metrics import RequestMetrics
 from tlog.service.reply import Reply
 from tlog.service.responses import accepts_cbor, respond, wants_cbor
 from tlog.service.sending import send_large
+from tlog.service.ui import CORS
 
 from .githttp import GitReadOnly
 from .layout import classify
@@ -88,7 +89,7 @@ def _cache_headers(next_update: datetime, this_update: datetime) -> tuple[tuple[
     """
     max_age = max(0, int(_timestamp(next_update) - time.time()))
     return (("Vary", "Accept"), ("Cache-Control", f"public, max-age={max_age}, no-transform"),
-            ("Expires", _http_date(next_update)), ("Last-Modified", _http_date(this_update)))
+            ("Expires", _http_date(next_update)), ("Last-Modified", _http_date(this_update)), CORS)
 
 
 def _etag(p: Produced, cbor: bool) -> str:

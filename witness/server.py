@@ -4,19 +4,23 @@
     GET  /<hex sha256(origin)>/checkpoint latest cosigned checkpoint (monitoring, tlog-witness HEAD)
     POST /v1/conformance/witness          peer-witnessing of conformance receipts (JSON/CBOR)
     GET  /v1/info                         name, vkey, DID, logs and their monitoring paths
+    GET  /v1/refusals                     the last refused add-checkpoint requests, and why
+    GET  /ui/                             the explorer (tlog/ui)
     GET  /healthz, GET /metrics
 
 add-checkpoint answers in the protocol's own text form (a 409 body is
 "<size>\\n" with Content-Type text/x.tlog.size, other errors a one-line
 text/plain message), mapped from the typed errors in `protocol_error`; the
-JSON endpoints use the shared OAP mapping in `tlog.service.http`.
+JSON endpoints use the shared OAP mapping in `tlog.service.middleware`.
 """
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 
 from aiohttp import web
@@ -25,6 +29,7 @@ from tlog.didresolver import DidResolver
 from tlog.errors import NotFound, OAPError, RateLimited, TooLarge
 from tlog.formats.diddoc import dids_to_resolve
 from tlog.formats.keys import CosignatureSigner
+from tlog.formats.times import format_utc
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import offload, read_body, read_document
 from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
@@ -87,6 +92,19 @@ class WitnessService:
         self.state.close()
 
 
+MAX_REFUSALS = 100  # refused add-checkpoint requests kept for GET /v1/refusals
+
+
+def _origin_of(body: bytes) -> str | None:
+    """The origin line of the checkpoint in an add-checkpoint body, if it has one."""
+    _, sep, rest = body.partition(b"\n\n")
+    line = rest.split(b"\n", 1)[0][:255] if sep else b""
+    try:
+        return line.decode() or None
+    except UnicodeDecodeError:
+        return None
+
+
 class WitnessAPI:
     """The witness's handlers, over a `WitnessService`. `routes` is the whole routing table."""
 
@@ -99,6 +117,7 @@ class WitnessAPI:
         # (per log on its first cosignature, so that a log never cosigned has no series).
         self._ok = self.m.add_checkpoint.labels("200")
         self._per_log: dict[str, tuple] = {}
+        self.refusals: deque[dict] = deque(maxlen=MAX_REFUSALS)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -106,6 +125,7 @@ class WitnessAPI:
             web.get("/{hash:[0-9a-f]{64}}/checkpoint", self.monitoring),
             web.post("/v1/conformance/witness", self.conformance_witness),
             web.get("/v1/info", self.info),
+            web.get("/v1/refusals", self.refusals_list),
         ]
 
     def fast_routes(self) -> FastRoutes:
@@ -122,6 +142,8 @@ class WitnessAPI:
             m.add_checkpoint.labels(str(e.status)).inc()
             if e.status >= 500:
                 log.error("add-checkpoint refused with %d: %s", e.status, e.message)
+            self.refusals.append({"time": format_utc(datetime.now(UTC).replace(microsecond=0)),
+                                  "origin": _origin_of(body), "status": e.status, "reason": e.message[:300]})
             return protocol_error(e)
         self._ok.inc()
         m.cosign_seconds.observe(time.perf_counter() - t0)
@@ -132,6 +154,11 @@ class WitnessAPI:
         cosignatures.inc()
         log_size.set(c.size)
         return Reply(c.body.encode(), TEXT_HEADERS)
+
+    async def refusals_list(self, request: web.Request) -> web.Response:
+        """The last refused add-checkpoint requests, newest first (bounded, in memory): why
+        a log's checkpoints are not being cosigned, for its operator and the explorer."""
+        return respond(request, {"refusals": list(reversed(self.refusals))})
 
     async def add_checkpoint(self, request: web.Request) -> web.Response:
         t0 = time.perf_counter()

@@ -8,6 +8,8 @@
     GET  /v1/entries:lookup?leaf_hash=      index of a leaf hash
     GET  /v1/entries:lookup?receipt_hash=   the receipt entries that anchor a receipt hash
     GET  /v1/receipts?signer=&since=        receipt entries by signer (OAP-CORE-1.0 §28.5)
+    GET  /v1/policy                         the tlog-policy for this log's clients
+    GET  /ui/                               the explorer (tlog/ui)
     GET  /v1/proof/inclusion?index=&size=   RFC 9162 inclusion proof (or by leaf_hash=)
     POST /v1/proof/inclusion:batch          {"indices": [...], "size"?} -> proofs, streamed
     GET  /v1/proof/consistency?old=&new=    RFC 9162 consistency proof
@@ -69,12 +71,13 @@ from tlog.service.middleware import request_client
 from tlog.service.reply import Reply
 from tlog.service.responses import CBOR, CONTENT_TYPES, reply_format, respond
 from tlog.service.sending import answer, send_large
+from tlog.service.ui import CORS
 from tlog.storage.interface import HashReader, LogState
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 CHECKPOINT_CACHE = "public, max-age=1, must-revalidate"
-CHECKPOINT_HEADERS = (("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", CHECKPOINT_CACHE))
-TILE_HEADERS = (("Content-Type", "application/octet-stream"), ("Cache-Control", IMMUTABLE))
+CHECKPOINT_HEADERS = (("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", CHECKPOINT_CACHE), CORS)
+TILE_HEADERS = (("Content-Type", "application/octet-stream"), ("Cache-Control", IMMUTABLE), CORS)
 MAX_RECEIPTS = 1000  # receipts per page of /v1/receipts
 _COMMITMENT_DOC = {"type": "commitment"}  # what `authorize` looks at in a commitment submission
 
@@ -188,6 +191,7 @@ class LogAPI:
             web.post("/v1/proof/inclusion:batch", self.inclusion_batch),
             web.get("/v1/proof/consistency", self.consistency),
             web.get("/v1/info", self.info),
+            web.get("/v1/policy", self.policy),
         ]
 
     def fast_routes(self) -> FastRoutes:
@@ -441,6 +445,15 @@ class LogAPI:
         if seq.halted is not None:
             body["halted_reason"] = seq.halted.message
         return respond(request, body)
+
+    async def policy(self, request: web.Request) -> web.Response:
+        """The tlog-policy this log writes for its clients (its key, witnesses, quorum): what
+        the explorer checks checkpoints against unless its user gives another."""
+        try:
+            text = (self.cfg.data_dir / "log.policy").read_text()
+        except OSError:
+            raise NotFound("this log has no client policy file") from None
+        return web.Response(text=text, content_type="text/plain", headers={"Cache-Control": "no-cache"})
 
     async def ready(self) -> dict:
         seq = self.svc.sequencer

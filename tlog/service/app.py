@@ -13,6 +13,7 @@ from tlog.service.limits import RateLimiter
 from tlog.service.metrics import RequestMetrics
 from tlog.service.middleware import make_error_middleware, rate_limit_middleware, send_timeout_middleware
 from tlog.service.sending import send_limits
+from tlog.service.ui import add_ui
 
 
 def make_app(cfg: HTTPConfig, requests: RequestMetrics, *, max_body: int, limiter: RateLimiter | None = None,
@@ -28,6 +29,7 @@ def make_app(cfg: HTTPConfig, requests: RequestMetrics, *, max_body: int, limite
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
     send_limits(app, send_timeout=cfg.send_timeout, bytes_in_flight=cfg.bytes_in_flight_mb << 20)
     large_body_limit(app)
+    add_ui(app)
     return app
 
 

@@ -1,0 +1,17 @@
+// The explorer core in one import: `import * as oap from './lib/index.js'`.
+// Each module is usable on its own; see NOTES.md for what every verifier checks.
+export * from './errors.js';
+export * from './b64.js';
+export * from './merkle.js';
+export * from './ed25519.js';
+export * from './checkpoint.js';
+export * from './note.js';
+export * from './policy.js';
+export * from './bundle.js';
+export * from './jcs.js';
+export { decodeCBOR, dcbor, decodeEntry, verifyEntryResponse, canonicalEntry, MAX_ENTRY_BYTES } from './cbor.js';
+export * from './didkey.js';
+export * from './times.js';
+export { TILE_HEIGHT, TILE_WIDTH, MAX_LEVEL, tilePath, entriesPath, parseTilePath, partialWidth, tilesForSize, entryLocation, parseEntryBundle } from './tiles.js';
+export { checkRecord, validateConformance, recordPath, recordRevokes, verifyGitPath, KILL_SWITCH_CLASSES } from './records.js';
+export * from './status.js';

@@ -1,0 +1,132 @@
+// C2SP tlog-policy draft (c2sp.md §6), mirroring tlog/formats/policy.py:
+//   log <vkey> [<url>] | witness <name> <vkey> [<url>] | group <name> <k|all|any> <member>...
+//   quorum <name|none> | "#" comments | blank lines
+// Witnesses and groups share one namespace; a group or the quorum may only name
+// things defined on preceding lines, so there are no cycles and `quorumMet`
+// evaluates groups in definition order. Vkeys stay strings here (their shape
+// is checked to spot duplicate keys); bundle.js turns them into verifiers.
+import { b64dec, utf8, fromUtf8, isWellFormed, hex } from './b64.js';
+import { FormatError, pyRepr as q } from './errors.js';
+
+export const NONE = 'none';
+export const MAX_POLICY_BYTES = 64 * 1024;
+const BAD_CHAR = /[\x00-\x08\x0b-\x1f\x7f]/; // allowed: tab, newline, 0x20-0x7E, >= 0x80
+
+/** The key a vkey wraps, without name, key ID or type byte (tlog-policy duplicate rule). */
+function keyMaterial(vkey) {
+  const i = vkey.indexOf('+'), j = i < 0 ? -1 : vkey.indexOf('+', i + 1);
+  if (j < 0 || i === 0 || !/^[0-9a-f]{8}$/.test(vkey.slice(i + 1, j))) throw new FormatError(`malformed vkey ${q(vkey)}`);
+  const blob = b64dec(vkey.slice(j + 1), 'vkey');
+  if (blob.length < 2) throw new FormatError(`malformed vkey ${q(vkey)}`);
+  return hex(blob.subarray(1));
+}
+function addKey(seen, vkey, what) {
+  const k = keyMaterial(vkey);
+  if (seen.has(k)) throw new FormatError(`duplicate ${what} key ${q(vkey)}`);
+  seen.add(k);
+}
+function checkName(name, defined) {
+  if (name === NONE) throw new FormatError("'none' is predefined and cannot be redefined");
+  if (defined.has(name)) throw new FormatError(`name ${q(name)} defined twice`);
+}
+function checkMembers(members, defined) {
+  if (!members.length) throw new FormatError('group needs at least one member');
+  if (new Set(members).size !== members.length) throw new FormatError('a group may list each member only once');
+  for (const m of members) if (!defined.has(m)) throw new FormatError(`group member ${q(m)} is not defined on a preceding line`);
+}
+
+/** Parse a policy -> {logs:[{vkey,url}], witnesses: Map name->{name,vkey,url},
+ * groups: Map name->{name,threshold,members}, quorum: name|null}. FormatError names the line.
+ * As in Python (a deliberate deviation from the draft): no quorum line means "quorum none",
+ * unless the policy names witnesses or groups, which then is an error. */
+export function parsePolicy(text) {
+  if (text instanceof Uint8Array) {
+    if (text.length > MAX_POLICY_BYTES) throw new FormatError('policy larger than 64 KiB');
+    text = fromUtf8(text, 'policy');
+  }
+  if (typeof text !== 'string') throw new FormatError('policy must be text');
+  if (text.length > MAX_POLICY_BYTES) throw new FormatError('policy larger than 64 KiB');
+  if (!isWellFormed(text)) throw new FormatError('policy is not valid UTF-8');
+  const logs = [], witnesses = new Map(), groups = new Map(), defined = new Map();
+  const logKeys = new Set(), witnessKeys = new Set();
+  let quorum = null, quorumSeen = false, logQuorum = null;
+  const lines = text.split('\n');
+  if (lines[lines.length - 1] === '') lines.pop();
+  lines.forEach((raw, n) => {
+    try {
+      if (BAD_CHAR.test(raw)) throw new FormatError('control character');
+      const line = raw.replace(/^[ \t]+|[ \t]+$/g, '');
+      if (!line || line.startsWith('#')) return;
+      const [kw, ...args] = line.split(/[ \t]+/);
+      if (kw === 'log') {
+        if (args.length !== 1 && args.length !== 2) throw new FormatError("expected 'log <vkey> [<url>]'");
+        addKey(logKeys, args[0], 'log');
+        logs.push({ vkey: args[0], url: args[1] ?? null });
+      } else if (kw === 'witness') {
+        if (args.length !== 2 && args.length !== 3) throw new FormatError("expected 'witness <name> <vkey> [<url>]'");
+        checkName(args[0], defined);
+        addKey(witnessKeys, args[1], 'witness');
+        const w = { name: args[0], vkey: args[1], url: args[2] ?? null };
+        witnesses.set(w.name, w); defined.set(w.name, w);
+      } else if (kw === 'group') {
+        if (args.length < 3) throw new FormatError("expected 'group <name> <k|all|any> <member>...'");
+        const [name, k, ...members] = args;
+        checkName(name, defined);
+        checkMembers(members, defined);
+        let threshold;
+        if (k === 'all') threshold = members.length;
+        else if (k === 'any') threshold = 1;
+        else if (/^[1-9][0-9]{0,5}$/.test(k)) {
+          threshold = Number(k);
+          if (threshold > members.length) throw new FormatError(`threshold ${threshold} exceeds ${members.length} members`);
+        } else throw new FormatError(`bad threshold ${q(k)}`);
+        const g = { name, threshold, members };
+        groups.set(name, g); defined.set(name, g);
+      } else if (kw === 'quorum') {
+        if (args.length !== 1) throw new FormatError("expected 'quorum <name|none>'");
+        if (quorumSeen) throw new FormatError('more than one quorum line');
+        quorumSeen = true;
+        if (args[0] !== NONE) {
+          if (!defined.has(args[0])) throw new FormatError(`quorum ${q(args[0])} is not defined on a preceding line`);
+          quorum = args[0];
+        }
+      } else if (kw === 'logs') { // OAP extension (OAP-CORE-1.0 §19.3): anchored in k of the logs
+        if (args.length !== 1 || !/^[1-9][0-9]{0,5}$/.test(args[0])) throw new FormatError("expected 'logs <k>' (k >= 1)");
+        if (logQuorum !== null) throw new FormatError('more than one logs line');
+        logQuorum = Number(args[0]);
+      } else throw new FormatError(`unknown keyword ${q(kw)}`);
+    } catch (e) {
+      if (e instanceof FormatError) { const err = new FormatError(`policy line ${n + 1}: ${e.reason}`); err.line = n + 1; throw err; }
+      throw e;
+    }
+  });
+  if ((witnesses.size || groups.size) && !quorumSeen)
+    throw new FormatError("policy names witnesses but has no quorum line (write 'quorum none' to require none)");
+  if (logQuorum !== null && logQuorum > logs.length) throw new FormatError(`logs ${logQuorum}: the policy lists only ${logs.length} log(s)`);
+  return { logs, witnesses, groups, quorum, logQuorum: logQuorum || 1 };
+}
+
+/** True iff the verified witness names in `cosigned` satisfy the quorum (policy.py quorum_met).
+ * Group names or unknown names in `cosigned` are ignored. No quorum is always met. */
+export function quorumMet(policy, cosigned) {
+  if (policy.quorum === null) return true;
+  const met = new Set([...policy.witnesses.keys()].filter((n) => cosigned.has(n)));
+  for (const g of policy.groups.values()) // definition order: members come first
+    if (g.members.filter((m) => met.has(m)).length >= g.threshold) met.add(g.name);
+  return met.has(policy.quorum);
+}
+
+/** Canonical text: logs, witnesses, groups, quorum ("all" when k == n, "any" when k == 1 < n). */
+export function policyToText(p) {
+  const j = (...xs) => xs.filter((x) => x !== null && x !== undefined).join(' ');
+  const out = [];
+  for (const l of p.logs) out.push(j('log', l.vkey, l.url));
+  for (const w of p.witnesses.values()) out.push(j('witness', w.name, w.vkey, w.url));
+  for (const g of p.groups.values()) {
+    const n = g.members.length, k = g.threshold === n ? 'all' : g.threshold === 1 ? 'any' : String(g.threshold);
+    out.push(j('group', g.name, k, ...g.members));
+  }
+  out.push('quorum ' + (p.quorum ?? NONE));
+  if ((p.logQuorum || 1) > 1) out.push(`logs ${p.logQuorum}`);
+  return out.join('\n') + '\n';
+}
