@@ -208,6 +208,8 @@ def test_registry_status_and_commit_anchors_verify_in_the_page(network, browser,
         state, text = wait_verdict(browser, "status-verdict")
     assert state == "revoked" and "REVOKED (verified)" in text and "log anchors verified" in text, text
     assert "fresh until" in text
+    records = browser.find_element(By.ID, "principal-records").text
+    assert "revocation key" in records and "verified" in records and network["agent"] in records, records
     WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#commits tbody tr"))
     rows = browser.find_elements(By.CSS_SELECTOR, "#commits tbody tr")
     assert rows and all("verified in the log" in r.text for r in rows), [r.text for r in rows]

@@ -238,6 +238,26 @@ async function loadRegistry() {
   rowsInto('commits', rows);
 }
 
+async function showRecords(url, who) {
+  const r = await fetch(`${url}/v1/subjects/${encodeURIComponent(who).replace(/%3A/gi, ':')}`);
+  if (r.status === 404) { rowsInto('principal-records', []); return; }
+  if (!r.ok) throw new Error(`${url}/v1/subjects: ${r.status}`);
+  const rows = [];
+  for (const item of (await r.json()).records) {
+    const body = item.record;
+    let check;
+    try {
+      await oap.checkRecord(body);
+      check = 'verified';
+    } catch (e) {
+      check = body.issued_by && !body.issued_by.startsWith('did:key:') ? 'needs its DID document' : `FAILED: ${reasonOf(e)}`;
+    }
+    const what = body.event || body.kind || body.level || '';
+    rows.push([String(item.seq), `${item.type}${what ? ' ' + what : ''}`, item.id, body.issued_by || body.subject || '', check]);
+  }
+  rowsInto('principal-records', rows);
+}
+
 async function checkStatus() {
   const url = base('registry-url');
   verdict('status-verdict', 'running', 'checking…');
@@ -257,6 +277,7 @@ async function checkStatus() {
       ['fresh until', `${resp.next_update} (${ago(now - nextU)})`]];
     if (v.status === 'revoked') rows.push(['revoked at', resp.revocation.revoked_at], ['reason', String(v.reason)]);
     facts('status-facts', rows);
+    await showRecords(url, id);
   } catch (e) {
     verdict('status-verdict', 'fail', `FAILED: ${reasonOf(e)}`);
   }
