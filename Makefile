@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-scale test venv clean crash fuzz soak bench bench-quick tools
+.PHONY: run run-scale test venv clean crash fuzz soak bench bench-quick bench-growth tools
 
 $(STAMP): pyproject.toml setup.py tlog/_native.c
 	$(PY) -m venv $(VENV)
@@ -86,3 +86,11 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	@$(WRK)
 	$(BIN)/python benchmarks/run.py --quick
+
+# The growth table (benchmarks/growth.py): start-up, proofs/s, appends/s, peak RSS and disk
+# per entry of the embedded log at 2^20, 2^22, 2^24, 2^26 entries and of the PostgreSQL +
+# bucket log at 2^20, 2^22, 2^24 (PostgreSQL and SeaweedFS started here, as for run-scale).
+# Up to an hour and ~25 GB of disk; results in benchmarks/results/growth.json and growth.md.
+# GROWTH_ARGS="--quick" for a smoke run (2^16, 2^18), or e.g. "--sizes 20,22 --backends embedded".
+bench-growth: $(STAMP)
+	$(BIN)/python benchmarks/growth.py $(GROWTH_ARGS)
