@@ -90,7 +90,8 @@ bench-quick: $(STAMP)
 # The growth table (benchmarks/growth.py): start-up, proofs/s, appends/s, peak RSS and disk
 # per entry of the embedded log at 2^20, 2^22, 2^24, 2^26 entries and of the PostgreSQL +
 # bucket log at 2^20, 2^22, 2^24 (PostgreSQL and SeaweedFS started here, as for run-scale).
-# Up to an hour and ~25 GB of disk; results in benchmarks/results/growth.json and growth.md.
+# 780 s on the benchmark machine and ~31 GB of disk at the peak (benchmarks/README.md); results in
+# benchmarks/results/growth.json and growth.md. A time budget (--budget-minutes 60) skips sizes.
 # GROWTH_ARGS="--quick" for a smoke run (2^16, 2^18), or e.g. "--sizes 20,22 --backends embedded".
 bench-growth: $(STAMP)
 	$(BIN)/python benchmarks/growth.py $(GROWTH_ARGS)

@@ -18,6 +18,12 @@ share memory:
 - peak RSS (`VmHWM`) of that process, per phase (reset through /proc/self/clear_refs);
 - disk bytes per entry, before the appends.
 
+Embedded logs come from build.py's bulk builder, cached, and are put back to exactly 2^k
+entries after the measured appends. The PostgreSQL log is grown through
+`PostgresStorage.append` itself (65,536-entry batches), in one database from size to size;
+PostgreSQL and SeaweedFS are started here (tlog.cli.engines), with their data in
+benchmarks/.cache/growth-pg, removed at the end.
+
 Writes benchmarks/results/growth.json (`_meta` from common.machine()) and growth.md (the
 table), prints the JSON on stdout and the table on stderr. See benchmarks/README.md.
 """
@@ -464,25 +470,27 @@ def postgres_size(pg: PgLog, k: int, cfg: dict) -> dict:
 # --- output -----------------------------------------------------------------------------------
 
 def table(results: dict) -> str:
-    rows = ["| backend | leaves | build (s) | start-up (s) | proofs/s (warm) | appends/s | peak RSS (MB) "
-            "| disk bytes/entry |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| backend | entries | build (s) | start-up (s) | start-up, cold / new frontend (s) | proofs/s (warm) "
+            "| appends/s | first append (s) | peak RSS (MB) | disk bytes/entry |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for backend, sizes in results.items():
         if backend.startswith("_"):
             continue
+        name = "PostgreSQL + bucket" if backend == "postgres" else backend
         for k, r in sizes.items():
             if "skipped" in r:
-                rows.append(f"| {backend} | 2^{k} | not measured: {r['skipped']} | | | | | |")
+                rows.append(f"| {name} | 2^{k} | not measured: {r['skipped']} | | | | | | | |")
                 continue
             if backend == "embedded":
                 build = f"{r['build_seconds']:,}" + (" (cached)" if r["cached"] else "")
-                start = f"{r['startup_s']} (cold {r['startup_cold_s']})"
+                other = r["startup_cold_s"]
             else:
-                build = f"{r['grow_seconds']:,} (from 2^{r['grown_from'].bit_length() - 1})" \
-                    if r["grown_from"] else f"{r['grow_seconds']:,}"
-                start = f"{r['startup_s']} (new frontend {r['startup_new_frontend_s']})"
+                build = f"{r['grow_seconds']:,}" + (f" (from {r['grown_from']:,})" if r["grown_from"] else "")
+                other = r["startup_new_frontend_s"]
             over = "" if r["peak_rss_mb"] <= RSS_TARGET_MB else " **over 300**"
-            rows.append(f"| {backend} | 2^{k} | {build} | {start} | {r['proofs_per_s']:,} | {r['appends_per_s']:,} "
-                        f"| {r['peak_rss_mb']}{over} | {r['disk_bytes_per_entry']:,} |")
+            rows.append(f"| {name} | 2^{k} | {build} | {r['startup_s']} | {other} | {r['proofs_per_s']:,} "
+                        f"| {r['appends_per_s']:,} | {r['first_append_s']} | {r['peak_rss_mb']}{over} "
+                        f"| {r['disk_bytes_per_entry']:,} |")
     return "\n".join(rows)
 
 
