@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-scale test venv clean crash fuzz soak bench bench-quick tools chromium
+.PHONY: run run-scale test venv clean crash fuzz soak bench bench-quick bench-growth tools chromium
 
 $(STAMP): pyproject.toml setup.py tlog/_native.c
 	$(PY) -m venv $(VENV)
@@ -98,3 +98,12 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	@$(WRK)
 	$(BIN)/python benchmarks/run.py --quick
+
+# The growth table (benchmarks/growth.py): start-up, proofs/s, appends/s, peak RSS and disk
+# per entry of the embedded log at 2^20, 2^22, 2^24, 2^26 entries and of the PostgreSQL +
+# bucket log at 2^20, 2^22, 2^24 (PostgreSQL and SeaweedFS started here, as for run-scale).
+# 780 s on the benchmark machine and ~31 GB of disk at the peak (benchmarks/README.md); results in
+# benchmarks/results/growth.json and growth.md. A time budget (--budget-minutes 60) skips sizes.
+# GROWTH_ARGS="--quick" for a smoke run (2^16, 2^18), or e.g. "--sizes 20,22 --backends embedded".
+bench-growth: $(STAMP)
+	$(BIN)/python benchmarks/growth.py $(GROWTH_ARGS)

@@ -244,3 +244,38 @@ def test_a_table_larger_than_the_window_stays_out_of_rss(tmp_path, window):
         assert mapped_kb(path) > 100  # thousands of random slots touched
     assert idx.lookup(leaves.hashes[:50]) == {h: i for i, h in enumerate(leaves.hashes[:50])}
     idx.close()
+
+
+def test_a_resize_keeps_both_tables_out_of_rss(tmp_path, monkeypatch):
+    """A table larger than the window doubles a chunk at a time, keeping its key, with both
+    tables unmapped after each chunk: the process never holds either whole. Reading the
+    old table whole and filling the new one at random held both (556 MB of peak RSS on
+    the first append to a log of 2^22 entries)."""
+    monkeypatch.setattr(leafindex, "_REHASH_CHUNK", 1 << 12)  # 64 KiB of slots
+    rng = random.Random(3)
+    leaves = Leaves()
+    idx = make(tmp_path, leaves, window=64 << 10)
+    assert append(idx, leaves, [rng.randbytes(32) for _ in range(1 << 16)])
+    assert idx._table.capacity == 1 << 17  # 2 MiB, exactly half full: the next entry doubles it
+    key = idx._table.key
+    seen: list[tuple[int, int]] = []
+    real_insert = leafindex._Table.insert
+
+    def insert(self, tags, ix):
+        filled = real_insert(self, tags, ix)
+        seen.append((mapped_kb(tmp_path / "leafindex.bin"), mapped_kb(tmp_path / "leafindex.bin.new")))
+        return filled
+
+    monkeypatch.setattr(leafindex._Table, "insert", insert)
+    assert append(idx, leaves, [rng.randbytes(32)])
+    monkeypatch.setattr(leafindex._Table, "insert", real_insert)
+    assert idx._table.capacity == 1 << 18 and idx._table.key == key
+    assert len(seen) >= 32  # one insert per chunk of the old table
+    assert max(old for old, _ in seen) <= 512 and max(new for _, new in seen) <= 1024  # kB, of 2 and 4 MiB
+    want = {h: i for i, h in enumerate(leaves.hashes)}
+    probe = rng.sample(leaves.hashes, 3000) + [rng.randbytes(32) for _ in range(1000)]
+    assert idx.lookup(probe) == {h: want[h] for h in probe if h in want}
+    idx.close()
+    again = make(tmp_path, leaves)  # reopened: the same answers
+    assert again.lookup(probe) == {h: want[h] for h in probe if h in want}
+    again.close()

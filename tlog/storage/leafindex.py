@@ -47,6 +47,7 @@ SLOT = np.dtype([("tag", "<u8"), ("idx", "<u8")])  # the file layout; in memory 
 SLOT_SIZE = 16
 MIN_CAPACITY = 1 << 16
 _REBUILD_CHUNK = 1 << 20
+_REHASH_CHUNK = 1 << 18  # slots of the old table moved per step of a resize (4 MiB; see _rehash)
 _SCALAR_TAIL = 8  # keys left after the vectorised rounds that are probed one by one
 
 # leaf_at(indices) -> (m, 32) uint8 rows of the level-0 hash file; rows past its end are never asked for
@@ -163,16 +164,6 @@ class _Table:
                 p = (p + 1) & mask
         return filled
 
-    def occupied(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every (tag, index) in the table, read in chunks (for a resize)."""
-        tags, idx = [], []
-        for lo in range(0, self.capacity, _REBUILD_CHUNK):
-            s = self.slots[lo : lo + _REBUILD_CHUNK]
-            keep = s[:, 1] != 0
-            tags.append(s[keep, 0])
-            idx.append(s[keep, 1])
-        return np.concatenate(tags), np.concatenate(idx)
-
     def release(self) -> None:
         """Unmap every page of the table from this process (RSS only: a shared file
         mapping's pages, dirty ones included, stay in the page cache)."""
@@ -180,8 +171,22 @@ class _Table:
             self.mm.madvise(mmap.MADV_DONTNEED)
 
     def count(self) -> int:
-        return int(sum(int(np.count_nonzero(self.slots[lo : lo + _REBUILD_CHUNK, 1]))
-                       for lo in range(0, self.capacity, _REBUILD_CHUNK)))
+        """Occupied slots, read in order (with read-ahead, then the table's random-access
+        hint again: see _small_pages)."""
+        self.advise(getattr(mmap, "MADV_SEQUENTIAL", None))
+        try:
+            return int(sum(int(np.count_nonzero(self.slots[lo : lo + _REBUILD_CHUNK, 1]))
+                           for lo in range(0, self.capacity, _REBUILD_CHUNK)))
+        finally:
+            self.advise(getattr(mmap, "MADV_RANDOM", None))
+
+    def advise(self, advice: int | None) -> None:
+        """An madvise hint for the whole table (ignored where refused or unknown)."""
+        if self.mm is not None and advice is not None:
+            try:
+                self.mm.madvise(advice)
+            except OSError:
+                pass
 
 
 class LeafIndex:
@@ -227,7 +232,7 @@ class LeafIndex:
             if os.fstat(fd).st_size != HEADER + capacity * SLOT_SIZE:
                 raise ValueError("bad length")
             prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
-            mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, prot)
+            mm = _small_pages(mmap.mmap(fd, 0, mmap.MAP_SHARED, prot))
         except (ValueError, OSError) as e:
             os.close(fd)
             log.warning("leaf index %s is unusable (%s); rebuilding it", path, e)
@@ -235,7 +240,8 @@ class LeafIndex:
         return fd, _Table(capacity, key, _slots(mm, capacity), mm), (indexed, count if clean else None,
                                                                    boot.rstrip(b"\0").decode("ascii", "replace"))
 
-    def _create_file(self, path: Path, capacity: int) -> tuple[int, _Table]:
+    def _create_file(self, path: Path, capacity: int, key: int | None = None) -> tuple[int, _Table]:
+        """A new table file; `key` None: a new random key."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             # Reserve every block now: a store into a mapped hole on a full disk is a SIGBUS
@@ -245,8 +251,10 @@ class LeafIndex:
             os.close(fd)
             path.unlink(missing_ok=True)
             raise
-        mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        table = _Table(capacity, int.from_bytes(os.urandom(8), "little"), _slots(mm, capacity), mm)
+        mm = _small_pages(mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE))
+        if key is None:
+            key = int.from_bytes(os.urandom(8), "little")
+        table = _Table(capacity, key, _slots(mm, capacity), mm)
         self._pack_header(fd, table, indexed=0, count=0, clean=False)
         return fd, table
 
@@ -338,14 +346,13 @@ class LeafIndex:
         if 2 * (self.count + more) <= t.capacity:
             return
         capacity = _capacity_for(self.count + more)
-        tags, idx = t.occupied()
-        t.release()
+        # The same key: see _rehash (it is what keeps a resize out of the process's RSS).
         if self.read_only:
-            new_fd, new = None, _anon_table(capacity)
+            new_fd, new = None, _anon_table(capacity, t.key)
         else:
             tmp = self.path.with_name(self.path.name + ".new")
-            new_fd, new = self._create_file(tmp, capacity)
-        self.count = _reinsert(new, tags, idx)
+            new_fd, new = self._create_file(tmp, capacity, t.key)
+        self.count = _rehash(t, new, release=0 < self.window < capacity * SLOT_SIZE)
         if new_fd is not None:  # not read-only: the new file
             self._pack_header(new_fd, new, indexed=self.indexed_size, count=self.count, clean=False)
             os.replace(tmp, self.path)
@@ -413,6 +420,27 @@ class LeafIndex:
             self._fd = None
 
 
+_SMALL_PAGE_HINTS = [h for h in (getattr(mmap, "MADV_RANDOM", None), getattr(mmap, "MADV_NOHUGEPAGE", None))
+                     if h is not None]
+
+
+def _small_pages(mm: mmap.mmap) -> mmap.mmap:
+    """Keep the table's pages small. Lookups and inserts touch a few random slots per entry,
+    and the kernel maps a large page-cache folio whole at the first touch of any of its
+    slots (Linux 6.18 maps every page of the folio; earlier kernels a 2 MiB folio with one
+    PMD entry). With the read-around of a fault (read_ahead_kb, 8 MiB on the benchmark
+    machine) the table's pages came in as 2 MiB folios, and a batch of 256 lookups mapped
+    ~200 MB of a 256 MiB table until the batch's release. MADV_RANDOM turns off that
+    read-around, so a fault brings in (or creates) one 4 KiB page; MADV_NOHUGEPAGE refuses
+    PMD maps of large folios already in the page cache (a copied file's)."""
+    for hint in _SMALL_PAGE_HINTS:
+        try:
+            mm.madvise(hint)
+        except OSError:  # EINVAL (e.g. a kernel without transparent huge pages): only a hint
+            pass
+    return mm
+
+
 def _slots(mm: mmap.mmap, capacity: int) -> np.ndarray:
     """The slots of a mapped table file as an (capacity, 2) uint64 array: tag, index + 1."""
     return np.frombuffer(mm, dtype="<u8", count=2 * capacity, offset=HEADER).reshape(capacity, 2)
@@ -425,11 +453,33 @@ def _capacity_for(n: int) -> int:
     return cap
 
 
-def _anon_table(capacity: int) -> _Table:
-    return _Table(capacity, int.from_bytes(os.urandom(8), "little"), np.zeros((capacity, 2), dtype=np.uint64), None)
+def _anon_table(capacity: int, key: int | None = None) -> _Table:
+    if key is None:
+        key = int.from_bytes(os.urandom(8), "little")
+    return _Table(capacity, key, np.zeros((capacity, 2), dtype=np.uint64), None)
 
 
-def _reinsert(table: _Table, tags: np.ndarray, idx1: np.ndarray) -> int:
-    """Move (tag, index + 1) pairs into a fresh table (no full-hash checks needed: all distinct)."""
-    return sum(table.insert(tags[lo : lo + _REBUILD_CHUNK], idx1[lo : lo + _REBUILD_CHUNK].astype(np.int64) - 1)
-               for lo in range(0, tags.size, _REBUILD_CHUNK))
+def _rehash(old: _Table, new: _Table, *, release: bool) -> int:
+    """Move every (tag, index + 1) of `old` into the larger `new`, which has the same key
+    (no full-hash checks needed: all distinct); returns how many.
+
+    `old` is read in slot order, a chunk at a time. A slot's position is the keyed hash of
+    its tag masked to the table size, so with the same key a chunk of `old` lands in `new`
+    at the same positions plus multiples of `old`'s capacity, give or take the probe
+    chains: a chunk touches about its own share of each table. With `release` both tables
+    are unmapped after each chunk, so a resize never brings either table whole into the
+    process's RSS. (Copying out every pair, then filling the new table at random, peaked
+    at 313 MB on the first append to a 2^20-entry log and 556 MB at 2^22, measured with
+    benchmarks/growth.py; the tables there are 32 + 64 MiB and 128 + 256 MiB.)
+    """
+    old.advise(getattr(mmap, "MADV_SEQUENTIAL", None))  # read in order, with read-ahead (it is replaced after)
+    count = 0
+    for lo in range(0, old.capacity, _REHASH_CHUNK):
+        s = old.slots[lo : lo + _REHASH_CHUNK]
+        keep = s[:, 1] != 0
+        count += new.insert(s[keep, 0], s[keep, 1].astype(np.int64) - 1)
+        if release:
+            old.release()
+            new.release()
+    old.release()
+    return count
