@@ -67,8 +67,14 @@ class Network:
         self.fronts = []
 
     def fill(self, n: int) -> None:
-        """Append n entries through the storage interface (the frontends are not running)."""
-        store = PostgresStorage(self.pg.dsn, self.work / "filler", bucket=None)
+        """Append n entries through the storage interface (the frontends are not running),
+        publishing their tiles and bundles to the bucket as a frontend does: the bucket
+        then serves the whole tree."""
+        from tlog.storage.bucket import Bucket, TilePublisher
+
+        publisher = TilePublisher(Bucket.from_config(self.bucket, key_id=self.weed.access_key,
+                                                     secret=self.weed.secret_key))
+        store = PostgresStorage(self.pg.dsn, self.work / "filler", bucket=publisher)
         sign = checkpoint_signer(self.signer)
         store.open(sign)
         try:
@@ -273,12 +279,18 @@ def proofs_and_tiles(n: int, seconds: float, tile_reads_log: float | None) -> li
         port = net.weed.ports["s3"]
         paths = [f"/log/{tile_path(0, int(i))}" for i in rng.integers(0, n // 256, 4096)]
         get = lambda k, i: f"GET {paths[i % 4096]} HTTP/1.1\r\nHost: b\r\n\r\n".encode()  # noqa: E731
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{paths[0]}", timeout=10) as r:  # served, or no figure
+            assert r.status == 200 and len(r.read()) == 256 * 32, "the bucket does not serve the log's tiles"
         tiles = run_load(net, [("127.0.0.1", port)], get, conns=64, seconds=seconds)
         out.append(Result("scale_tile_reads", round(tiles["rate"]), "req/s", {
             "tree_size": n, "source": "SeaweedFS S3 endpoint, anonymous GET (as a CDN in front would)",
             "clients": 64, "p99_ms": tiles["p99_ms"], "errors": tiles["errors"],
             "server_cpu_util": tiles["server_cpu_util"], "client_cpu_util": tiles["client_cpu_util"],
             "log_tile_reads_req_per_s": tile_reads_log}))
+        if tiles["errors"]:
+            raise RuntimeError(f"{tiles['errors']} tile reads from the bucket failed: no figure")
     finally:
         net.close()
     return out
