@@ -5,8 +5,9 @@ request object, router, middlewares and response machinery. A tile or a
 pre-signed status response takes a few microseconds to find, so for the
 routes clients hit in bulk (`/checkpoint`, `/tile/...`, `/v1/status/...`,
 single appends) the framework is almost the whole cost, and it caps a server
-at a fraction of what the same core does with a plain asyncio protocol
-(benchmarks/README.md).
+at a fraction of what the same core does with a plain asyncio protocol (the
+`tile_reads` and `http_append_single` benchmarks compare both with a bare aiohttp
+handler: benchmarks/README.md).
 
 `FastProtocol` is the first protocol of every connection. It reads request
 heads itself and answers only the requests it fully understands: HTTP/1.1,
