@@ -230,6 +230,34 @@ def lying_log(upstream: str):
     return Proxy
 
 
+ROOT = STATIC.parents[2]
+LIB_CSP = ("default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src data:; "
+           "base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'; trusted-types 'none'")
+
+
+class LibChecks(SimpleHTTPRequestHandler):
+    """tests/ui/js (the checks and their fixtures) and the verifiers they import, under a strict CSP."""
+
+    extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript", ".mjs": "text/javascript"}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, directory=str(ROOT), **kwargs)
+
+    def send_head(self):
+        if not self.path.startswith(("/tests/ui/js/", "/tlog/ui/static/lib/")) or ".." in self.path:
+            self.send_error(404)
+            return None
+        return super().send_head()
+
+    def end_headers(self) -> None:
+        self.send_header("Content-Security-Policy", LIB_CSP)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        super().end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
 class StaticHost(SimpleHTTPRequestHandler):
     """A static host with no special headers: the page's own <meta> CSP is all there is."""
 
@@ -423,3 +451,24 @@ def test_the_same_files_work_from_a_static_host(network, browser, tmp_path):
         assert "verified in the log" in text(browser, "commits")
         shot(browser, tmp_path, "static-host-registry")
     no_console_errors(browser)
+
+
+def test_the_verifiers_pass_their_checks_in_chromium(browser):
+    """The 442 checks of tests/ui/js (c2sp.md vectors, the Python code's verdicts and reasons,
+    mutations) run in Chromium, under a CSP whose probes must all hold (no inline script or
+    style, no eval, Trusted Types): WebCrypto Ed25519 and SHA-256 as the explorer uses them."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with http_server(LibChecks) as host:
+        browser.get(f"{host}/tests/ui/js/browser.html")
+        WebDriverWait(browser, 120).until(lambda d: d.title.startswith("DONE"))
+        summary = text(browser, "summary")
+        assert browser.find_element("id", "summary").get_attribute("data-state") == "pass", text(browser, "log")[-3000:]
+    passed = int(summary.split()[0])
+    assert passed >= 442 and " 0 failed" in summary and "CSP probes ok" in summary, summary
+    assert "WebCrypto Ed25519: yes" in text(browser, "env")
+    # the only console errors are the CSP refusals of the page's own probes
+    severe = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    # (an inline script, an inline style, eval and an innerHTML string, each refused)
+    assert len(severe) == 4 and all("violates the following Content Security Policy" in m
+                                    or "This document requires 'Trusted" in m for m in severe), severe
