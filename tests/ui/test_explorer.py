@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
@@ -81,12 +82,23 @@ def network(tmp_path_factory):
         cli("oap-registry", "revoke", "--key", "agent.key", "--kind", "key", "--reason", "key_compromise")
         owner, controller = cli("oap-registry", "keygen", "--out", "owner.key"), cli("oap-registry", "keygen", "--out", "c.key")
         cli("oap-registry", "key-event", "--key", "owner.key", "--subject", owner, "--controller", controller)
+        # status answers show a record once a status epoch covers its commit: wait for it here
+        deadline = time.monotonic() + 90
+        for who, want in ((agent, "revoked"), (owner, "good")):
+            while status_of(registry, who) != want:
+                assert time.monotonic() < deadline, f"{who} never became {want} in the registry's answers"
+                time.sleep(0.2)
         yield {"log": log, "registry": registry, "witness": witness, "index": index, "agent": agent, "owner": owner,
                "dir": tmp, "policy": (tmp / "data" / "log" / "log.policy").read_text(),
                "vkey": (tmp / "data" / "log" / "log.vkey").read_text().strip()}
     finally:
         os.killpg(net.pid, signal.SIGINT)
         net.wait(60)
+
+
+def status_of(registry: str, who: str) -> str:
+    with urllib.request.urlopen(f"{registry}/v1/status/{who}", timeout=10) as r:
+        return json.loads(r.read())["status"]
 
 
 @pytest.fixture(scope="module")
@@ -402,10 +414,7 @@ def test_registry_status_records_and_commit_anchors_verify_in_the_page(network, 
     assert "quorum local-witnesses" in text(browser, "commits-note")
     for who, want in ((network["agent"], "revoked"), (network["owner"], "pass")):
         set_text(browser, "status-id", who)
-        for _ in range(30):  # a record shows in status answers once a status epoch covers its commit
-            state, said = rerun(browser, "status-verdict", "#registry-form button")
-            if state == want:
-                break
+        state, said = rerun(browser, "status-verdict", "#registry-form button")
         assert state == want, said
         assert "(verified): signed by the status key did:key:" in said and "quorum local-witnesses" in said, said
         assert "fresh until" in said and "for another" in said
@@ -426,6 +435,7 @@ def test_witness_view_shows_its_logs_and_refusals(network, browser, tmp_path):
     browser.get(f"{network['witness']}/ui/")
     state, said = wait_verdict(browser, "witness-verdict")
     assert state == "pass" and "1 log(s) followed" in said, said
+    assert wait_verdict(browser, "log-verdict")[0] == "pass"  # and the log it follows, from its URL
     logs = text(browser, "witness-logs")
     assert "oap.localhost/log" in logs and "ago" in logs
     assert "verified: signed by oap.localhost/log, cosigned by witness-1.localhost" in logs, logs

@@ -547,7 +547,8 @@ async function ownService() {
     const info = await get(`${here}/v1/info`);
     if ('published' in info) return { log: here, view: 'log' };
     if ('status_service' in info) return { registry: here, log: info.log && info.log.url ? info.log.url : '', view: 'registry' };
-    if ('identity' in info && Array.isArray(info.logs)) return { witness: here, view: 'witness' };
+    if ('identity' in info && Array.isArray(info.logs))  // and the log it follows, if only one
+      return { witness: here, log: info.logs.length === 1 && info.logs[0].url ? info.logs[0].url : '', view: 'witness' };
   } catch (_) { /* a static host without ?log= */ }
   return null;
 }
