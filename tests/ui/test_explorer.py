@@ -9,6 +9,7 @@ Screenshots of each view are written under pytest's tmp dir, and copied to
 $OAP_UI_SHOTS when it is set (for review)."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -299,6 +300,14 @@ def test_the_log_view_and_an_anchored_entry_verify_in_the_browser(network, brows
     state, said = rerun(browser, "entry-verdict", "#entry-form button")
     assert state == "pass" and f"entry {network['index']}" in said, said
     assert "computed here" in text(browser, "entry-hash")
+    # and by its leaf hash, in hex
+    with urllib.request.urlopen(f"{network['log']}/v1/entries/{network['index']}", timeout=10) as r:
+        leaf = base64.b64decode(json.loads(r.read())["leaf_hash"]).hex()
+    set_text(browser, "entry-receipt", "")
+    set_text(browser, "entry-leaf", leaf)
+    state, said = rerun(browser, "entry-verdict", "#entry-form button")
+    assert state == "pass" and f"entry {network['index']} " in said, said
+    set_text(browser, "entry-leaf", "")
     # the log view: its checkpoint, each witness's cosignature and age, the quorum
     view(browser, "log")
     state, said = wait_verdict(browser, "log-verdict")
