@@ -76,7 +76,7 @@ class _PublicOnly(AbstractResolver):
         self._inner = aiohttp.ThreadedResolver()
 
     async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+                      family: socket.AddressFamily = socket.AF_UNSPEC) -> list[ResolveResult]:
         found = [r for r in await self._inner.resolve(host, port, family) if _public(r["host"])]
         if not found:
             raise _NotPublic(f"{host} resolves to no public address")
