@@ -8,6 +8,7 @@ Reads (primary and mirrors):
   GET  /v1/subjects/<DID or id>        every record naming it
   GET  /v1/files/<path>                raw bytes of a file in the registry tree
   GET  /v1/anchors/<seq>               .tlog-proof of registry commit <seq>
+  GET  /v1/commits?limit=&before=      the latest commits (newest first), their records and log anchors
   GET  /v1/info
   GET  /v1/status/<id>[?issuer=<DID>]  signed OCSP-style status (see registry.status)
   GET  /v1/status-lists/<issuer>[/<n>] W3C BitstringStatusListCredential
@@ -21,7 +22,8 @@ import email.utils
 import logging
 import re
 import time
-from datetime import datetime
+from bisect import bisect_left
+from datetime import UTC, datetime
 from functools import lru_cache
 
 import cbor2
@@ -30,6 +32,8 @@ from aiohttp import web
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
 from tlog.formats.did import is_did
 from tlog.formats.diddoc import dids_to_resolve
+from tlog.formats.proofbundle import parse_proof_bundle
+from tlog.formats.times import format_utc
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import query_int, read_document
 from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
@@ -49,6 +53,8 @@ from .status import Produced
 log = logging.getLogger("oap.registry.server")
 IMMUTABLE = "public, max-age=31536000, immutable"
 MAX_ID = 1024
+MAX_COMMITS = 100  # commits per page of /v1/commits
+RECORDS_PER_COMMIT = 20  # records listed per commit there (record_count has them all)
 
 
 def _record_json(svc: RegistryService, path: str) -> dict:
@@ -56,6 +62,13 @@ def _record_json(svc: RegistryService, path: str) -> dict:
     seq = svc.index.seq_of[path]
     return {"type": rec.type, "id": rec.id, "path": path, "seq": seq, "commit": svc.index.commits[seq].commit,
             "record": rec.body}
+
+
+def _paths_of(order: list[str], seq_of: dict[str, int], seq: int) -> list[str]:
+    """The record paths commit `seq` added: `order` is in commit order, so they are one run."""
+    start = bisect_left(order, seq, key=seq_of.__getitem__)
+    end = bisect_left(order, seq + 1, lo=start, key=seq_of.__getitem__)
+    return order[start:end]
 
 
 _STATUS_ID = re.compile(r"[^\s\x00-\x1f]{1,%d}" % MAX_ID)  # \s is str.isspace()
@@ -138,6 +151,7 @@ class RegistryAPI:
             web.get("/v1/subjects/{who:.+}", self.about),
             web.get("/v1/files/{path:.+}", self.get_file),
             web.get("/v1/anchors/{seq}", self.get_anchor),
+            web.get("/v1/commits", self.commits),
             web.get("/v1/info", self.info),
             web.get("/v1/status/{id:.+}", self.status),
             web.get("/v1/status-lists/{issuer}", self.status_list),
@@ -221,6 +235,45 @@ class RegistryAPI:
             raise InvalidInput("seq must be a non-negative decimal integer")
         text = self.svc.anchor_text(int(raw))
         return web.Response(text=text, content_type="text/plain", headers={"Cache-Control": IMMUTABLE})
+
+    async def commits(self, request: web.Request) -> web.Response:
+        """The latest commits, newest first, each with the records it added and its log
+        anchor (the .tlog-proof, or null until it is in the log): what the explorer lists and
+        verifies, without a request per commit. Pages go back with `before` (a seq)."""
+        limit = query_int(request, "limit", default=20, minimum=1)
+        if limit > MAX_COMMITS:
+            raise InvalidInput(f"limit must be in 1..{MAX_COMMITS}")
+        index = self.svc.index
+        commits = index.commits
+        end = len(commits)
+        if "before" in request.query:
+            end = min(end, query_int(request, "before"))
+        page = commits[max(0, end - limit):end][::-1]
+        anchors = await self.svc.in_thread(self._anchors, [c.seq for c in page])
+        out = []
+        for c, anchor in zip(page, anchors):
+            paths = _paths_of(index.order, index.seq_of, c.seq)
+            out.append({
+                "seq": c.seq, "commit": c.commit, "tree": c.tree,
+                "time": format_utc(datetime.fromtimestamp(c.time, UTC)),
+                "record_count": len(paths),
+                "records": [{"type": index.records[p].type, "id": index.records[p].id, "path": p}
+                            for p in paths[:RECORDS_PER_COMMIT]],
+                "anchor": anchor,
+                "log_index": parse_proof_bundle(anchor).index if anchor is not None else None,
+            })
+        body = {"head": commits[-1].seq if commits else None, "commits": out,
+                "next_before": page[-1].seq if page and page[-1].seq > 0 else None}
+        return respond(request, body)
+
+    def _anchors(self, seqs: list[int]) -> list[str | None]:
+        out: list[str | None] = []
+        for seq in seqs:
+            try:
+                out.append(self.svc.anchor_text(seq))
+            except NotFound:  # not in the log yet (or a mirror that has not fetched it)
+                out.append(None)
+        return out
 
     async def info(self, request: web.Request) -> web.Response:
         return respond(request, self.svc.info())

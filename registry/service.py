@@ -400,7 +400,7 @@ class RegistryService:
             "epoch": self.epoch.number if self.epoch else None,
         }
         if g is not None:
-            out["log"] = {"origin": g.log_origin, "vkey": g.log_vkey}
+            out["log"] = {"origin": g.log_origin, "vkey": g.log_vkey, "url": self.config.log_url or None}
         if self.mirror is not None:
             out["upstream"] = self.mirror.upstream
         return out

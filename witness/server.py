@@ -4,7 +4,7 @@
     GET  /<hex sha256(origin)>/checkpoint latest cosigned checkpoint (monitoring, tlog-witness HEAD)
     POST /v1/conformance/witness          peer-witnessing of conformance receipts (JSON/CBOR)
     GET  /v1/info                         name, vkey, DID, logs and their monitoring paths
-    GET  /v1/refusals                     the last refused add-checkpoint requests, and why
+    GET  /v1/refusals                     the last refused add-checkpoint requests per log, and why
     GET  /ui/                             the explorer (tlog/ui)
     GET  /healthz, GET /metrics
 
@@ -92,7 +92,8 @@ class WitnessService:
         self.state.close()
 
 
-MAX_REFUSALS = 100  # refused add-checkpoint requests kept for GET /v1/refusals
+REFUSALS_PER_LOG = 20  # refused add-checkpoint requests kept per followed log for GET /v1/refusals,
+# and as many for every other origin together (a stranger's requests never push a log's out)
 
 
 def _origin_of(body: bytes) -> str | None:
@@ -117,7 +118,10 @@ class WitnessAPI:
         # (per log on its first cosignature, so that a log never cosigned has no series).
         self._ok = self.m.add_checkpoint.labels("200")
         self._per_log: dict[str, tuple] = {}
-        self.refusals: deque[dict] = deque(maxlen=MAX_REFUSALS)
+        self.refusals: dict[str | None, deque[tuple[int, dict]]] = {
+            log_.origin: deque(maxlen=REFUSALS_PER_LOG) for log_ in self.cfg.logs}
+        self._other_refusals: deque[tuple[int, dict]] = deque(maxlen=REFUSALS_PER_LOG)
+        self._refused = 0  # refusals so far: their order across the per-log lists
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -142,8 +146,7 @@ class WitnessAPI:
             m.add_checkpoint.labels(str(e.status)).inc()
             if e.status >= 500:
                 log.error("add-checkpoint refused with %d: %s", e.status, e.message)
-            self.refusals.append({"time": format_utc(datetime.now(UTC).replace(microsecond=0)),
-                                  "origin": _origin_of(body), "status": e.status, "reason": e.message[:300]})
+            self._refuse(body, e)
             return protocol_error(e)
         self._ok.inc()
         m.cosign_seconds.observe(time.perf_counter() - t0)
@@ -155,10 +158,21 @@ class WitnessAPI:
         log_size.set(c.size)
         return Reply(c.body.encode(), TEXT_HEADERS)
 
+    def _refuse(self, body: bytes, e: OAPError) -> None:
+        """Keep a refusal (time, the checkpoint's origin, status, reason) in its log's list."""
+        origin = _origin_of(body)
+        self._refused += 1
+        kept = self.refusals.get(origin, self._other_refusals)
+        kept.append((self._refused, {"time": format_utc(datetime.now(UTC).replace(microsecond=0)),
+                                     "origin": origin, "status": e.status, "reason": e.message[:300]}))
+
     async def refusals_list(self, request: web.Request) -> web.Response:
-        """The last refused add-checkpoint requests, newest first (bounded, in memory): why
-        a log's checkpoints are not being cosigned, for its operator and the explorer."""
-        return respond(request, {"refusals": list(reversed(self.refusals))})
+        """The last refused add-checkpoint requests, newest first (the last `REFUSALS_PER_LOG`
+        per followed log and as many of all other origins, in memory): why a log's checkpoints
+        are not being cosigned, for its operator and the explorer."""
+        kept = sorted((r for q in (*self.refusals.values(), self._other_refusals) for r in q),
+                      key=lambda r: r[0], reverse=True)
+        return respond(request, {"per_log": REFUSALS_PER_LOG, "refusals": [r for _, r in kept]})
 
     async def add_checkpoint(self, request: web.Request) -> web.Response:
         t0 = time.perf_counter()

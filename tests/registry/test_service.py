@@ -414,6 +414,37 @@ async def test_health_and_metrics(reg):
     assert info["registry"] == reg.svc.registry and info["log"]["vkey"] == reg.log.vkey
 
 
+
+async def test_latest_commits_with_their_records_and_anchors(reg):
+    """GET /v1/commits: newest first, the records each commit added, its log anchor (which
+    verifies), bounded pages back with `before`, and a 4xx with an OAP code for bad input."""
+    seeds = [generate_seed() for _ in range(3)]
+    for s in seeds:
+        assert (await reg.post(make_revocation(s, kind="key", subject=did(s))))[0] == 200
+    head = reg.svc.index.head.seq
+    st, body, headers = await reg.get("/v1/commits?limit=2")
+    assert st == 200 and headers["Access-Control-Allow-Origin"] == "*"
+    assert body["head"] == head and [c["seq"] for c in body["commits"]] == [head, head - 1]
+    anchored = 0
+    for c in body["commits"]:
+        info = reg.svc.index.commits[c["seq"]]
+        assert c["commit"] == info.commit and c["tree"] == info.tree and c["time"].endswith("Z")
+        if c["anchor"] is not None:
+            index = verify_commit_anchor(c["anchor"], commit=c["commit"], tree=c["tree"], seq=c["seq"],
+                                         registry=reg.svc.registry, policy=reg.policy)
+            assert index == c["log_index"]
+            anchored += 1
+    assert anchored  # a POST answers once its commit is anchored
+    st, everything, _ = await reg.get("/v1/commits?limit=100")
+    named = {r["id"] for c in everything["commits"] for r in c["records"]}
+    assert len(named) == 3 and all(c["record_count"] == len(c["records"]) for c in everything["commits"])
+    st, older, _ = await reg.get(f"/v1/commits?limit=100&before={body['next_before']}")
+    assert st == 200 and [c["seq"] for c in older["commits"]] == list(range(head - 2, -1, -1))
+    assert older["next_before"] is None and older["commits"][-1]["records"] == []  # genesis
+    for bad in ("limit=0", "limit=101", "limit=x", "before=-1", "limit=1e3"):
+        st, err, _ = await reg.get(f"/v1/commits?{bad}")
+        assert st == 400 and err["error"] == "invalid_input", bad
+
 async def test_one_pack_per_batch_is_compacted_and_clones_still_work(tmp_path, log_server):
     reg = await start_registry(tmp_path / "reg", log_server, max_packs=2)
     try:

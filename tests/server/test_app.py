@@ -244,6 +244,28 @@ async def test_info_health_metrics(log):
         assert name in text, name
 
 
+
+async def test_policy_cors_on_reads_and_the_explorer(log):
+    """The explorer's needs: the client policy, CORS on every GET (errors too, so a page on
+    another origin reads the reason) and on none of the writes, and /ui/ under a strict CSP."""
+    svc, url, session = log
+    async with session.get(url + "/v1/policy") as r:
+        assert r.status == 200 and r.content_type == "text/plain"
+        assert await r.text() == f"log {svc.signer.vkey}\nquorum none\n"
+        assert r.headers["Access-Control-Allow-Origin"] == "*"
+    TrustPolicy.from_text(svc.policy)  # a policy the verifiers accept
+    st, headers, _ = await post(session, url + "/v1/entries", commitment_entry(leaf_hash(b"p")))
+    assert st == 200 and "Access-Control-Allow-Origin" not in headers
+    for path, status in (("/checkpoint", 200), ("/v1/entries/0", 200), ("/tile/0/000.p/1", 200),
+                         ("/v1/entries/99", 404), ("/v1/entries/x", 400)):
+        async with session.get(url + path, headers={"Origin": "https://elsewhere.example"}) as r:
+            assert r.status == status and r.headers["Access-Control-Allow-Origin"] == "*", path
+    async with session.get(url + "/ui/") as r:
+        assert r.status == 200 and r.content_type == "text/html"
+        csp = r.headers["Content-Security-Policy"]
+        assert "default-src 'none'" in csp and "script-src 'self'" in csp and "unsafe" not in csp
+        assert '<script type="module" src="app.js">' in await r.text()
+
 def _mutations(rng: random.Random) -> list[tuple[str, str, bytes | None, str | None]]:
     good = json.dumps(receipt(1)).encode()
     seeds = [good, json.dumps({"entries": [receipt(2)]}).encode(), b'{"indices":[0,1]}', cbor2.dumps(receipt(3))]

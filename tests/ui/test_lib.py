@@ -1,6 +1,6 @@
 """The explorer's verifiers (tlog/ui/static/lib) against fixtures made by the Python
 code: the same verdict, and the same reason, for every vector and mutation (442 checks),
-run by Node when it is installed."""
+run by Node when it is installed (and in Chromium by tests/ui/test_explorer.py)."""
 from __future__ import annotations
 
 import shutil
@@ -13,7 +13,7 @@ NODE = shutil.which("node")
 RUN = Path(__file__).resolve().parent / "js" / "run.mjs"
 
 
-@pytest.mark.skipif(NODE is None, reason="node not installed: the same checks run in Chromium by tests/ui")
+@pytest.mark.skipif(NODE is None, reason="node not installed: the same checks run in Chromium (tests/ui/test_explorer.py)")
 def test_the_javascript_verifiers_agree_with_the_python_ones():
     out = subprocess.run([NODE, str(RUN)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]

@@ -72,6 +72,32 @@ async def test_http_limits_and_methods(tmp_path):
         assert svc.state.get_sync(log.origin) is None
 
 
+
+async def test_refusals_are_kept_per_log_and_bounded(tmp_path):
+    """Why a log's checkpoints are not cosigned (GET /v1/refusals, for the explorer): the last
+    REFUSALS_PER_LOG per followed log, newest first; a flood for other origins pushes out only
+    other origins' refusals."""
+    from witness.server import REFUSALS_PER_LOG
+
+    log = MemLog().grow(5)
+    cfg = witness_config(tmp_path, [WitnessedLog(log.origin, log.vkey)])
+    async with running_witness(cfg) as (svc, url, session):
+        assert (await post(session, url, log.body(0, 3)))[0] == 200
+        assert (await post(session, url, log.body(0, 5)))[0] == 409  # old size 0, the witness has 3
+        assert (await post(session, url, log.fork(2, tag=7).grow(3).body(3, 5)))[0] == 422  # inconsistent
+        for i in range(REFUSALS_PER_LOG + 5):
+            assert (await post(session, url, f"old 0\n\nother.example/log{i}\n1\nAAAA\n\n".encode()))[0] >= 400
+        async with session.get(url + "/v1/refusals") as r:
+            assert r.status == 200 and r.headers["Access-Control-Allow-Origin"] == "*"
+            body = await r.json()
+    refusals = body["refusals"]
+    mine = [x for x in refusals if x["origin"] == log.origin]
+    assert [x["status"] for x in mine] == [422, 409]  # newest first
+    assert mine[1]["reason"] and mine[0]["time"].endswith("Z")
+    others = [x for x in refusals if x["origin"] != log.origin]
+    assert len(others) == REFUSALS_PER_LOG == body["per_log"]
+    assert others[0]["origin"] == f"other.example/log{REFUSALS_PER_LOG + 4}"  # the oldest ones went
+
 async def test_concurrent_conflicting_requests_never_fork_or_go_backwards(tmp_path):
     """Many clients push three forks of one log at once; every 200 must fit one history."""
     main = MemLog().grow(40)

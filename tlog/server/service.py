@@ -54,19 +54,25 @@ def load_or_create_key(data_dir: Path, origin: str, key_file: Path | None = None
     return signer
 
 
-def witness_set(config: LogConfig, signer: keys.Signer) -> WitnessSet | None:
-    """Witnesses from the config; also (re)writes data/log.policy for clients."""
+def client_policy(config: LogConfig, signer: keys.Signer) -> str:
+    """The tlog-policy clients verify this log's checkpoints with: its key, and the witnesses
+    and quorum it publishes with (none configured: the key alone, `quorum none`)."""
     if config.witness_policy is not None:
         text = Path(config.witness_policy).read_text()
-        ws = WitnessSet.from_policy(text, timeout=config.witness_timeout)
-        client_policy = text if f"log {signer.vkey}" in text else f"log {signer.vkey}\n" + text
-    elif config.witnesses:
-        client_policy = policy_text(signer.vkey, config.witnesses, config.witness_quorum)
-        ws = WitnessSet.from_policy(client_policy, timeout=config.witness_timeout)
-    else:
+        return text if f"log {signer.vkey}" in text else f"log {signer.vkey}\n" + text
+    if config.witnesses:
+        return policy_text(signer.vkey, config.witnesses, config.witness_quorum)
+    return f"log {signer.vkey}\nquorum none\n"
+
+
+def witness_set(config: LogConfig, signer: keys.Signer) -> WitnessSet | None:
+    """Witnesses from the config; also (re)writes data/log.policy for clients."""
+    if config.witness_policy is None and not config.witnesses:
         return None
+    text = client_policy(config, signer)
+    ws = WitnessSet.from_policy(text, timeout=config.witness_timeout)
     try:
-        (config.data_dir / "log.policy").write_text(client_policy)
+        (config.data_dir / "log.policy").write_text(text)
     except OSError as e:  # read-only data directory: clients keep the policy they have
         log.warning("could not write %s: %s", config.data_dir / "log.policy", e)
     return ws
@@ -139,6 +145,7 @@ class LogService:
     metrics: LogMetrics
     witnesses: WitnessSet | None = None
     resolver: DidResolver | None = None  # signers named by did:web, did:plc
+    policy: str = ""  # the client policy (`client_policy`), served at GET /v1/policy
 
     @classmethod
     async def open(cls, config: LogConfig) -> LogService:
@@ -179,7 +186,8 @@ class LogService:
         metrics.tree_size.set(state.size)
         reader = storage.entries()
         await reader.open()
-        return cls(config, signer, storage, seq, reader, metrics, witnesses, DidResolver.from_config(config))
+        return cls(config, signer, storage, seq, reader, metrics, witnesses, DidResolver.from_config(config),
+                   client_policy(config, signer))
 
     async def close(self) -> None:
         await self.sequencer.close()

@@ -1,12 +1,19 @@
 // The explorer page: fetches what the services serve and verifies it here, with the
-// verifiers of lib/ (WebCrypto only). DOM updates use textContent only: the page runs
-// under a CSP with no inline code and Trusted Types.
+// verifiers of lib/ (WebCrypto only). Nothing is trusted because a service said it: a
+// result is green only when the math held in this browser, and it names the keys it was
+// checked against. DOM updates use textContent only: the page runs under a CSP with no
+// inline code and Trusted Types.
 import * as oap from './lib/index.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const here = location.protocol.startsWith('http') ? location.origin : '';
-const state = { policy: null, policyText: '', sizes: [], logInfo: null, registryInfo: null };
+const POLL_MS = 5000;
+const RECENT = 8; // latest entries listed in the log view
+const state = { policy: null, policyText: '', sizes: [], sizesKey: '', logInfo: null, lastSize: null, lastNote: null,
+  registryInfo: null, bundles: [] };
+
+// --- small DOM helpers ----------------------------------------------------------------
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -22,14 +29,19 @@ function verdict(id, stateName, text) {
 function facts(id, rows) {
   const dl = $(id);
   dl.replaceChildren();
-  for (const [k, v] of rows) { dl.append(el('dt', k), el('dd', v)); }
+  for (const [k, v] of rows) dl.append(el('dt', k), el('dd', v));
 }
+/** Table rows; a cell is text, or a DOM node (a button). */
 function rowsInto(tableId, rows) {
   const body = $(tableId).tBodies[0];
   body.replaceChildren();
   for (const cells of rows) {
     const tr = el('tr');
-    for (const c of cells) tr.append(el('td', c));
+    for (const c of cells) {
+      const td = el('td');
+      if (c instanceof Node) td.append(c); else td.textContent = c === null || c === undefined ? '' : String(c);
+      tr.append(td);
+    }
     body.append(tr);
   }
 }
@@ -39,11 +51,17 @@ function ago(seconds) {
     : a >= 60 ? `${Math.floor(a / 60)} min` : `${a} s`;
   return s >= 0 ? `${t} ago` : `in ${t}`;
 }
+const nowSeconds = () => Date.now() / 1000;
 const reasonOf = (e) => (e && e.reason) || (e && e.message) || String(e);
 const base = (id) => $(id).value.trim().replace(/\/+$/, '');
+const pathPart = (s) => encodeURIComponent(s).replace(/%3A/gi, ':');
 
+/** GET a URL; the error names the URL and, for an OAP error body, its code and message. */
 async function get(url, kind = 'json') {
-  const r = await fetch(url, { headers: kind === 'json' ? { Accept: 'application/json' } : {} });
+  let r;
+  try { r = await fetch(url, { headers: kind === 'json' ? { Accept: 'application/json' } : {} }); } catch (e) {
+    throw new Error(`cannot reach ${url} (${reasonOf(e)})`);
+  }
   if (!r.ok) {
     let msg = `${r.status}`;
     try { const j = await r.json(); msg = `${r.status} ${j.error}: ${j.message}`; } catch (_) { /* not JSON */ }
@@ -54,11 +72,12 @@ async function get(url, kind = 'json') {
   return r.text();
 }
 
-// --- policy -------------------------------------------------------------------------
+// --- the trust policy -------------------------------------------------------------------
 
 async function currentPolicy() {
   const text = $('policy').value;
   if (text !== state.policyText || state.policy === null) {
+    state.policy = null;
     state.policy = await oap.TrustPolicy.fromText(text);
     state.policyText = text;
   }
@@ -66,191 +85,389 @@ async function currentPolicy() {
 }
 function policyKeys(p) {
   const logs = p.policy.logs.map((l) => l.vkey).join(', ');
-  const ws = [...p.policy.witnesses.keys()];
+  const ws = [...p.policy.witnesses.values()].map((w) => `${w.name} (${w.vkey})`);
   return `log key ${logs}; witnesses ${ws.length ? ws.join(', ') : 'none'}; quorum ${p.policy.quorum ?? 'none'}`;
 }
+/** A failure, with the keys it was checked against (when the policy parses). */
+async function failure(e) {
+  let keys = '';
+  try { keys = ` (checked against ${policyKeys(await currentPolicy())})`; } catch (_) { /* no usable policy */ }
+  return `FAILED: ${reasonOf(e)}${keys}`;
+}
+function setPolicy(text, source) {
+  $('policy').value = text;
+  $('policy').dataset.edited = '1';
+  $('policy-source').textContent = source;
+  recheck();
+}
+/** The checkpoint shown, checked again against the policy as it now reads. */
+function recheck() {
+  if (state.lastNote) showCheckpoint(state.lastNote).catch(async (e) => verdict('log-verdict', 'fail', await failure(e)));
+}
 
-// --- log view -----------------------------------------------------------------------
+// --- log view ---------------------------------------------------------------------------
 
 async function loadLog() {
   const url = base('log-url');
+  if (!url) return;
   try {
     state.logInfo = await get(`${url}/v1/info`);
     if (!$('policy').dataset.edited) {
-      try { $('policy').value = await get(`${url}/v1/policy`, 'text'); } catch (_) {
-        $('policy').value = `log ${state.logInfo.verifier_key}\nquorum none\n`;
-      }
+      $('policy').value = await get(`${url}/v1/policy`, 'text');
+      $('policy-source').textContent = `From ${url}/v1/policy. A log vouching for its own keys proves nothing: `
+        + 'paste or drop a policy you got elsewhere to pin them.';
     }
-    const note = await get(`${url}/checkpoint`, 'text');
-    await showCheckpoint(note);
+    await showCheckpoint(await get(`${url}/checkpoint`, 'text'));
   } catch (e) {
-    verdict('log-verdict', 'fail', `FAILED: ${reasonOf(e)}`);
+    verdict('log-verdict', 'fail', await failure(e));
   }
 }
 
+/** Each policy witness's cosignature on a parsed note (valid, invalid or absent), and the
+ * signature lines of keys the policy does not name (shown, not checked). */
+async function cosignatureRows(parsed, p) {
+  const rows = [], named = new Set();
+  for (const v of p.logs) named.add(v.name + '\0' + v.keyIdHex);
+  for (const [wname, forms] of p.witnesses) {
+    for (const v of forms) named.add(v.name + '\0' + v.keyIdHex);
+    const row = { witness: wname, keyName: forms[0].name, state: 'no cosignature', ts: null };
+    try {
+      row.ts = (await oap.openNote(parsed, forms)).verified[0].timestamp;
+      row.state = 'verified';
+    } catch (e) {
+      if (e instanceof oap.SignatureError) row.state = 'INVALID';
+      else if (!(e instanceof oap.UnknownKeyError)) row.state = `FAILED: ${reasonOf(e)}`;
+    }
+    rows.push(row);
+  }
+  for (const s of parsed.signatures) {
+    if (named.has(s.name + '\0' + oap.hex(s.keyId))) continue;
+    const ts = s.blob.length === 72 ? oap.cosignatureTimestamp(s.blob) : null;
+    rows.push({ witness: '(not in the policy)', keyName: s.name, state: 'not checked', ts });
+  }
+  return rows;
+}
+
 async function showCheckpoint(note) {
-  let vc;
+  state.lastNote = note;
   const parsed = oap.parseNote(note);
   const cp = oap.parseCheckpoint(parsed.text);
-  facts('log-facts', [['origin', cp.origin], ['size', cp.size.toString()], ['root', oap.b64enc(cp.root)]]);
+  facts('log-facts', [['origin', cp.origin], ['size', cp.size.toString()], ['root', oap.b64enc(cp.root)],
+    ['read', new Date().toISOString()]]);
+  recordSize(cp);
+  let p;
+  try { p = await currentPolicy(); } catch (e) {
+    verdict('log-verdict', 'fail', `FAILED: the trust policy does not parse: ${reasonOf(e)}`);
+    return;
+  }
+  const rows = await cosignatureRows(parsed, p);
+  const now = nowSeconds();
+  rowsInto('cosignatures', rows.map((r) => [r.witness, r.keyName, r.state,
+    r.ts === null ? '' : new Date(Number(r.ts) * 1000).toISOString(), r.ts === null ? '' : ago(now - Number(r.ts))]));
+  const valid = new Set(rows.filter((r) => r.state === 'verified').map((r) => r.witness));
+  const met = oap.quorumMet(p.policy, valid);
+  const q = $('quorum');
+  q.dataset.state = met ? 'pass' : 'fail';
+  q.textContent = p.policy.quorum === null ? 'The policy requires no witness cosignature.'
+    : `Quorum ${p.policy.quorum}: ${met ? 'met' : 'NOT met'} (valid cosignatures from: ${[...valid].sort().join(', ') || 'none'})`;
   try {
-    const p = await currentPolicy();
-    vc = await p.verifyCheckpoint(note);
+    const vc = await p.verifyCheckpoint(note);
     const ws = [...vc.witnesses].sort();
     verdict('log-verdict', 'pass', `VERIFIED checkpoint of size ${cp.size}: signed by the log key ${vc.logKey}; `
       + `witness quorum met (${ws.join(', ') || 'none required'})`);
-    rowsInto('cosignatures', oap.cosignatureAges(vc).map((c) => [c.witness, c.keyName, c.time.toISOString(), ago(c.ageSeconds)]));
   } catch (e) {
-    verdict('log-verdict', 'fail', `FAILED: ${reasonOf(e)}`);
-    rowsInto('cosignatures', parsed.signatures.map((s) => [s.name, '(not verified)', '', '']));
+    verdict('log-verdict', 'fail', await failure(e));
   }
-  const last = state.sizes[state.sizes.length - 1];
-  if (!last || last.size !== cp.size) state.sizes.push({ t: Date.now(), size: cp.size });
-  if (state.sizes.length > 500) state.sizes.shift();
+  if (state.lastSize !== cp.size) {
+    state.lastSize = cp.size;
+    showRecent(base('log-url'), cp.size).catch((e) => rowsInto('recent', [['', '', `FAILED: ${reasonOf(e)}`, '']]));
+  }
+}
+
+// Size over time: the sizes this page has seen, kept in localStorage per log so that the
+// graph grows across visits (best effort: storage may be off).
+function recordSize(cp) {
+  const key = `oap-explorer:sizes:${cp.origin}`;
+  if (state.sizesKey !== key) {
+    state.sizesKey = key;
+    try { state.sizes = JSON.parse(localStorage.getItem(key) || '[]').filter((x) => x && typeof x.t === 'number'); } catch (_) {
+      state.sizes = [];
+    }
+  }
+  const size = Number(cp.size), last = state.sizes[state.sizes.length - 1];
+  if (!last || last.size !== size) {
+    state.sizes.push({ t: Date.now(), size });
+    if (state.sizes.length > 1000) state.sizes.splice(0, state.sizes.length - 1000);
+    try { localStorage.setItem(key, JSON.stringify(state.sizes)); } catch (_) { /* storage off or full */ }
+  }
   drawGrowth();
 }
 
 function drawGrowth() {
-  const c = $('growth'), g = c.getContext('2d');
+  const c = $('growth'), g = c.getContext('2d'), pts = state.sizes;
   g.clearRect(0, 0, c.width, c.height);
-  const pts = state.sizes;
   if (!pts.length) return;
-  const t0 = pts[0].t, t1 = Math.max(pts[pts.length - 1].t, t0 + 1);
-  const maxS = Number(pts[pts.length - 1].size) || 1;
+  const left = 70, right = c.width - 10, top = 10, bottom = c.height - 22;
+  const t0 = pts[0].t, t1 = Math.max(Date.now(), t0 + 1);
+  const s0 = Math.min(...pts.map((p) => p.size)), s1 = Math.max(s0 + 1, ...pts.map((p) => p.size));
+  const x = (t) => left + ((t - t0) / (t1 - t0)) * (right - left);
+  const y = (s) => bottom - ((s - s0) / (s1 - s0)) * (bottom - top);
+  g.strokeStyle = '#cbd5e0';
+  g.beginPath(); g.moveTo(left, top); g.lineTo(left, bottom); g.lineTo(right, bottom); g.stroke();
+  g.fillStyle = '#4a5568';
+  g.font = '11px sans-serif';
+  g.fillText(String(s1), 4, top + 8);
+  g.fillText(String(s0), 4, bottom);
+  g.fillText(new Date(t0).toLocaleTimeString(), left, c.height - 6);
+  const end = new Date(t1).toLocaleTimeString();
+  g.fillText(end, right - g.measureText(end).width, c.height - 6);
   g.strokeStyle = '#2b6cb0';
   g.lineWidth = 2;
   g.beginPath();
   pts.forEach((p, i) => {
-    const x = 5 + ((p.t - t0) / (t1 - t0)) * (c.width - 10);
-    const y = c.height - 5 - (Number(p.size) / maxS) * (c.height - 10);
-    if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
+    if (i === 0) g.moveTo(x(p.t), y(p.size));
+    else { g.lineTo(x(p.t), y(pts[i - 1].size)); g.lineTo(x(p.t), y(p.size)); } // a step: the size held until it grew
   });
+  g.lineTo(x(t1), y(pts[pts.length - 1].size));
   g.stroke();
-  $('growth-text').textContent = `${pts.length} sizes seen since this page opened: from ${pts[0].size} to ${pts[pts.length - 1].size}`;
+  g.fillStyle = '#2b6cb0';
+  for (const p of pts) { g.beginPath(); g.arc(x(p.t), y(p.size), 3, 0, 2 * Math.PI); g.fill(); }
+  $('growth-text').textContent = `${pts.length} size${pts.length === 1 ? '' : 's'} seen by this browser since `
+    + `${new Date(t0).toLocaleString()}: from ${pts[0].size} to ${pts[pts.length - 1].size} entries (checked every ${POLL_MS / 1000} s)`;
 }
 
-// --- entry view ---------------------------------------------------------------------
+function summary(entry) {
+  if (entry.type === 'receipt') return `${entry.receipt_hash}${entry.receipt_id ? ' (' + entry.receipt_id + ')' : ''}`;
+  if (entry.type === 'commitment') return entry.commitment;
+  if (entry.type === 'registry') return `registry commit ${entry.seq} ${String(entry.commit).slice(0, 12)}`;
+  if (entry.type === 'conformance') return `conformance receipt ${entry.receipt && entry.receipt.id}`;
+  return '';
+}
+
+async function showRecent(url, size) {
+  const rows = [];
+  for (let i = Number(size) - 1; i >= 0 && i >= Number(size) - RECENT; i--) {
+    const resp = await get(`${url}/v1/entries/${i}`);
+    const button = el('button', 'verify');
+    button.type = 'button';
+    button.dataset.index = String(i);
+    button.addEventListener('click', () => {
+      for (const f of ['entry-leaf', 'entry-receipt-hash', 'entry-receipt']) $(f).value = '';
+      $('entry-index').value = String(i);
+      openView('entry');
+      lookUpEntry();
+    });
+    rows.push([String(i), resp.entry.type, summary(resp.entry), button]);
+  }
+  rowsInto('recent', rows);
+}
+
+// --- entry view -------------------------------------------------------------------------
+
+/** What `oap-log verify` says of an entry's own signature: checked for did:key signers. */
+async function entrySignature(entry, bytes) {
+  if (entry.type !== 'receipt' && entry.type !== 'registry') return null;
+  const signer = String(entry.signer);
+  if (!signer.startsWith('did:key:') && !signer.startsWith('ed25519:'))
+    return `signed by ${signer}: not checked here (its DID document is needed)`;
+  const canonical = await oap.canonicalEntry(entry); // checks the Ed25519 signature, as the log did
+  if (!oap.bytesEqual(canonical, bytes)) throw new oap.VerificationError('the entry is not in its canonical form');
+  return `signed by ${signer}`;
+}
 
 async function lookUpEntry() {
   const url = base('log-url');
   verdict('entry-verdict', 'running', 'checking…');
   $('entry-json').textContent = '';
   $('entry-proof').textContent = '';
+  $('entry-hash').textContent = '';
   try {
     let index = $('entry-index').value.trim();
     const leaf = $('entry-leaf').value.trim();
-    let rh = $('entry-receipt-hash').value.trim();
+    let rh = $('entry-receipt-hash').value.trim().toLowerCase();
     const receiptText = $('entry-receipt').value.trim();
     if (!index && !leaf && !rh && receiptText) {
       rh = (await oap.receiptHash(receiptText)).text;
-      $('entry-receipt-hash').value = rh;
+      $('entry-hash').textContent = `receipt hash, computed here (RFC 8785 JCS + SHA-256): ${rh}`;
     }
     if (!index && leaf) index = String((await get(`${url}/v1/entries:lookup?leaf_hash=${encodeURIComponent(leaf)}`)).index);
     if (!index && rh) {
       const found = await get(`${url}/v1/entries:lookup?receipt_hash=${encodeURIComponent(rh)}`);
-      if (!found.receipts.length) throw new Error(`no receipt entry anchors ${rh}`);
       index = String(found.receipts[0].index);
+      if (found.receipts.length > 1)
+        $('entry-hash').textContent += ` (also anchored at ${found.receipts.slice(1).map((r) => r.index).join(', ')})`;
     }
     if (!/^[0-9]+$/.test(index)) throw new Error('give an index, a leaf hash, a receipt hash or a receipt');
     const resp = await get(`${url}/v1/entries/${index}`);
-    const checked = await oap.verifyEntryResponse(resp);
-    const entry = oap.b64dec(resp.entry_cbor, 'entry_cbor');
+    const checked = await oap.verifyEntryResponse(resp); // the leaf hash is recomputed from the bytes
     $('entry-json').textContent = JSON.stringify(resp.entry, null, 2);
     const proof = await get(`${url}/v1/proof/inclusion?index=${index}`);
     const bundle = {
       index: BigInt(index), proof: proof.inclusion_proof.map((h) => oap.b64decHash(h)),
-      checkpoint: proof.checkpoint, extra: entry,
+      checkpoint: proof.checkpoint, extra: checked.bytes,
     };
     $('entry-proof').textContent = oap.formatProofBundle(bundle);
     const p = await currentPolicy();
-    const v = await p.verifyBundle(bundle, { entry });
-    if (rh && checked.entry.type === 'receipt' && checked.entry.receipt_hash !== rh) throw new Error('the entry anchors another receipt');
-    const cp = v.checkpoint.checkpoint;
+    const v = await p.verifyBundle(bundle, { entry: checked.bytes });
+    if (rh && (checked.entry.type !== 'receipt' || checked.entry.receipt_hash !== rh))
+      throw new oap.VerificationError('the entry anchors a different receipt');
+    const signed = await entrySignature(checked.entry, checked.bytes);
+    const cp = v.checkpoint.checkpoint, ws = [...v.checkpoint.witnesses].sort();
     verdict('entry-verdict', 'pass', `VERIFIED: entry ${index} (leaf hash ${oap.b64enc(v.leafHash)}) is included in `
-      + `${cp.origin} at size ${cp.size} (root ${oap.b64enc(cp.root)}); checked against ${policyKeys(p)}; `
-      + `cosigned by ${[...v.checkpoint.witnesses].sort().join(', ') || 'no witness (none required)'}`);
+      + `${cp.origin} at size ${cp.size} (root ${oap.b64enc(cp.root)}); the checkpoint is signed by the log key `
+      + `${v.checkpoint.logKey} and cosigned by ${ws.join(', ') || 'no witness (none required)'}`
+      + `${signed ? '; ' + signed + (signed.includes('not checked') ? '' : ' (signature verified)') : ''}. `
+      + `Checked against ${policyKeys(p)}.`);
   } catch (e) {
-    verdict('entry-verdict', 'fail', `FAILED: ${reasonOf(e)}`);
+    verdict('entry-verdict', 'fail', await failure(e));
   }
 }
 
-// --- bundle check -------------------------------------------------------------------
+// --- bundle check -----------------------------------------------------------------------
 
-async function checkBundle() {
+/** tlog/cli/main.py `_check_receipt`: the bundle anchors this receipt (or opens to it with the salt). */
+async function checkReceipt(entryBytes, receiptText, saltText) {
+  if (entryBytes === null) throw new oap.VerificationError('bundle carries no entry to compare with the receipt');
+  const { entry } = await oap.decodeEntry(entryBytes);
+  const digest = await oap.sha256(oap.jcsBytes(oap.parseJSON(receiptText)));
+  if (saltText) {
+    const salt = oap.unhex(String(JSON.parse(saltText).salt));
+    const commitment = 'sha256:' + oap.hex(await oap.sha256(oap.concat(digest, salt)));
+    if (entry.type !== 'commitment' || entry.commitment !== commitment)
+      throw new oap.VerificationError('the commitment does not open to this receipt with this salt');
+  } else if (entry.type !== 'receipt' || entry.receipt_hash !== 'sha256:' + oap.hex(digest)) {
+    throw new oap.VerificationError('the bundle anchors a different receipt');
+  }
+}
+
+/** `oap-log verify`'s "; signed by …" for an OAP entry that carries a signature. */
+async function bundleSigner(entryBytes) {
+  let entry;
+  try { ({ entry } = await oap.decodeEntry(entryBytes)); } catch (_) { return ''; } // not an OAP entry
+  if ((entry.type !== 'receipt' && entry.type !== 'registry') || typeof entry.signer !== 'string') return '';
+  const signed = await entrySignature(entry, entryBytes);
+  return signed ? '; ' + signed : '';
+}
+
+async function checkBundles() {
   verdict('bundle-verdict', 'running', 'checking…');
+  const items = [...state.bundles];
+  if ($('bundle-text').value.trim()) items.unshift({ name: 'pasted bundle', text: $('bundle-text').value });
+  const receipt = $('bundle-receipt').value.trim(), salt = $('bundle-salt').value.trim();
+  let p;
   try {
-    const p = await currentPolicy();
-    const v = await p.verifyBundle($('bundle-text').value);
-    const receipt = $('bundle-receipt').value.trim();
-    if (receipt) {
-      if (v.entry === null) throw new oap.VerificationError('bundle carries no entry to compare with the receipt');
-      const { entry } = await oap.decodeEntry(v.entry);
-      const rh = (await oap.receiptHash(receipt)).text;
-      if (entry.type !== 'receipt' || entry.receipt_hash !== rh) throw new oap.VerificationError('the bundle anchors a different receipt');
-    }
-    const cp = v.checkpoint.checkpoint;
-    verdict('bundle-verdict', 'pass', `OK: index ${v.index} in ${cp.origin} at size ${cp.size} `
-      + `(witnesses: ${[...v.checkpoint.witnesses].sort().join(', ') || 'none required'})${receipt ? '; anchors the receipt given' : ''}`);
+    if (!items.length) throw new Error('give a .tlog-proof bundle');
+    if ((receipt || salt) && items.length !== 1) throw new Error('a receipt and a salt are checked against one bundle at a time');
+    if (salt && !receipt) throw new Error('a salt opens a commitment to a receipt: give the receipt too');
+    p = await currentPolicy();
   } catch (e) {
-    verdict('bundle-verdict', 'fail', `FAIL: ${reasonOf(e)}`);
+    verdict('bundle-verdict', 'fail', `FAILED: ${reasonOf(e)}`);
+    return;
   }
+  const lines = [];
+  let failures = 0;
+  for (const item of items) {
+    try {
+      const v = await p.verifyBundle(item.text);
+      if (receipt) await checkReceipt(v.entry, receipt, salt);
+      const signed = v.entry === null ? '' : await bundleSigner(v.entry);
+      const cp = v.checkpoint.checkpoint, wit = [...v.checkpoint.witnesses].sort().join(', ') || 'none required';
+      lines.push(`OK   ${item.name}: index ${v.index} in ${cp.origin} at size ${cp.size} (witnesses: ${wit})${signed}`
+        + (receipt ? `; ${salt ? 'the commitment opens to' : 'anchors'} the receipt given` : ''));
+    } catch (e) {
+      failures++;
+      lines.push(`FAIL ${item.name}: ${reasonOf(e)}`);
+    }
+  }
+  lines.push(`${items.length - failures} verified, ${failures} failed (checked against ${policyKeys(p)})`);
+  verdict('bundle-verdict', failures ? 'fail' : 'pass', lines.join('\n'));
 }
 
-function droppable(zoneId, targetId) {
+function showBundleList() {
+  $('bundle-list').textContent = state.bundles.length
+    ? `${state.bundles.length} file(s): ${state.bundles.map((b) => b.name).join(', ')}` : '';
+}
+
+/** Files dropped or chosen: bundles, receipts, salts and policies, told apart by name and content. */
+async function takeFiles(files, fallback) {
+  for (const f of files) {
+    const text = await f.text();
+    if (f.name.endsWith('.salt.json')) $('bundle-salt').value = text;
+    else if (text.startsWith('c2sp.org/tlog-proof@v1\n')) state.bundles.push({ name: f.name, text });
+    else if (f.name.endsWith('.policy') || /^(#.*\n|\s*\n)*log /.test(text)) setPolicy(text, `From the file ${f.name}.`);
+    else if (f.name.endsWith('.json')) $(fallback === 'entry-receipt' ? 'entry-receipt' : 'bundle-receipt').value = text;
+    else $(fallback).value = text;
+  }
+  showBundleList();
+}
+
+function droppable(zoneId, fallback) {
   const zone = $(zoneId);
   zone.addEventListener('dragover', (e) => e.preventDefault());
-  zone.addEventListener('drop', async (e) => {
+  zone.addEventListener('drop', (e) => {
     e.preventDefault();
-    const files = [...e.dataTransfer.files];
-    for (const f of files) {
-      const text = await f.text();
-      const target = f.name.endsWith('.json') && zoneId === 'bundle-drop' ? 'bundle-receipt' : targetId;
-      $(target).value = text;
-    }
+    takeFiles([...e.dataTransfer.files], fallback);
   });
 }
 
-// --- registry view ------------------------------------------------------------------
+// --- registry view ----------------------------------------------------------------------
 
+/** The log policy registry anchors are checked with: the loaded one when it is for the
+ * registry's log, else the log key the registry names (no witness quorum then). */
 async function registryPolicy(info) {
-  if (state.logInfo && info.log && state.logInfo.verifier_key === info.log.vkey) return currentPolicy();
-  return info.log ? oap.TrustPolicy.forLog(info.log.vkey) : null;
+  if (!info.log) return { policy: null, said: 'no log: anchors not checked' };
+  try {
+    const p = await currentPolicy();
+    if (p.logs.some((v) => v.vkey === info.log.vkey)) return { policy: p, said: policyKeys(p) };
+  } catch (_) { /* no usable policy loaded */ }
+  return { policy: await oap.TrustPolicy.forLog(info.log.vkey),
+    said: `log key ${info.log.vkey} (from the registry; witness quorum not checked: load the log's policy)` };
 }
 
 async function loadRegistry() {
   const url = base('registry-url');
-  state.registryInfo = await get(`${url}/v1/info`);
-  const info = state.registryInfo;
-  const head = info.head ? info.head.seq : -1;
-  const policy = await registryPolicy(info);
+  if (!url) return;
+  const info = state.registryInfo = await get(`${url}/v1/info`);
+  facts('registry-facts', [['registry', `${info.name} (${info.mode})`], ['anchors signed by', info.registry],
+    ['status answers signed by', info.status_service || 'no status service'],
+    ['head', info.head ? `commit ${info.head.seq} ${info.head.commit}` : 'empty'],
+    ['anchored in', info.log ? `${info.log.origin}${info.log.url ? ' at ' + info.log.url : ''}` : '']]);
+  const { policy, said } = await registryPolicy(info);
+  const data = await get(`${url}/v1/commits?limit=10`);
   const rows = [];
-  for (let seq = head; seq >= 0 && seq > head - 5; seq--) {
-    try {
-      const text = await get(`${url}/v1/anchors/${seq}`, 'text');
-      const b = oap.parseProofBundle(text);
-      const { entry } = await oap.decodeEntry(b.extra);
-      const index = await oap.verifyCommitAnchor(text, { commit: entry.commit, tree: entry.tree, seq: entry.seq, registry: info.registry, policy });
-      rows.push([String(seq), entry.commit.slice(0, 12), String(index), 'verified in the log']);
-    } catch (e) {
-      rows.push([String(seq), '', '', `FAILED: ${reasonOf(e)}`]);
+  for (const c of data.commits) {
+    let check = 'not in the log yet';
+    if (c.anchor !== null) {
+      try {
+        const index = await oap.verifyCommitAnchor(c.anchor, { commit: c.commit, tree: c.tree, seq: c.seq,
+          registry: info.registry, policy });
+        check = `verified in the log (index ${index})`;
+      } catch (e) {
+        check = `FAILED: ${reasonOf(e)}`;
+      }
     }
+    const recs = c.records.map((r) => `${r.type} ${r.id}`).join('\n')
+      + (c.record_count > c.records.length ? `\n(+${c.record_count - c.records.length} more)` : '');
+    rows.push([String(c.seq), c.time, c.commit.slice(0, 12), recs || (c.seq === 0 ? 'genesis' : 'anchor-only'),
+      c.log_index === null ? '' : String(c.log_index), check]);
   }
   rowsInto('commits', rows);
+  $('commits-note').textContent = `Each anchor: the registry's signature on (commit, tree, seq), and its inclusion `
+    + `in the log, checked against ${said}.`;
 }
 
 async function showRecords(url, who) {
-  const r = await fetch(`${url}/v1/subjects/${encodeURIComponent(who).replace(/%3A/gi, ':')}`);
-  if (r.status === 404) { rowsInto('principal-records', []); return; }
-  if (!r.ok) throw new Error(`${url}/v1/subjects: ${r.status}`);
+  const listed = await get(`${url}/v1/records?subject=${encodeURIComponent(who)}&limit=1`);
+  if (!listed.total) { rowsInto('principal-records', [['', '', 'no record names it', '', '']]); return; }
   const rows = [];
-  for (const item of (await r.json()).records) {
+  for (const item of (await get(`${url}/v1/subjects/${pathPart(who)}`)).records) {
     const body = item.record;
     let check;
     try {
       await oap.checkRecord(body);
       check = 'verified';
     } catch (e) {
-      check = body.issued_by && !body.issued_by.startsWith('did:key:') ? 'needs its DID document' : `FAILED: ${reasonOf(e)}`;
+      check = body.issued_by && !String(body.issued_by).startsWith('did:key:') ? 'needs its DID document' : `FAILED: ${reasonOf(e)}`;
     }
     const what = body.event || body.kind || body.level || '';
     rows.push([String(item.seq), `${item.type}${what ? ' ' + what : ''}`, item.id, body.issued_by || body.subject || '', check]);
@@ -261,20 +478,23 @@ async function showRecords(url, who) {
 async function checkStatus() {
   const url = base('registry-url');
   verdict('status-verdict', 'running', 'checking…');
+  facts('status-facts', []);
   try {
     if (!state.registryInfo) await loadRegistry();
     const info = state.registryInfo;
     const id = $('status-id').value.trim();
     if (!id) throw new Error('give a DID or a record id');
-    const resp = await get(`${url}/v1/status/${encodeURIComponent(id).replace(/%3A/gi, ':')}`);
-    const v = await oap.verifyStatus(resp, { registry: info.status_service, policy: await registryPolicy(info) });
-    const now = Date.now() / 1000;
-    const thisU = Number(v.thisUpdate) / 1e6, nextU = Number(v.nextUpdate) / 1e6;
+    const text = await get(`${url}/v1/status/${pathPart(id)}`, 'text');
+    const { policy, said } = await registryPolicy(info);
+    const v = await oap.verifyStatus(text, { registry: info.status_service, policy });
+    const resp = JSON.parse(text);
+    const now = nowSeconds(), thisU = v.thisUpdate.getTime() / 1000, nextU = v.nextUpdate.getTime() / 1000;
     verdict('status-verdict', v.status === 'good' ? 'pass' : v.status === 'revoked' ? 'revoked' : 'unknown',
-      `${v.status.toUpperCase()} (verified): signed by the status key ${info.status_service}; `
-      + `log anchors ${v.logChecked ? 'verified' : 'not checked'}; fresh until ${resp.next_update} (${ago(now - nextU)})`);
-    const rows = [['id', v.id], ['epoch', String(v.epoch)], ['answered', `${resp.this_update} (${ago(now - thisU)})`],
-      ['fresh until', `${resp.next_update} (${ago(now - nextU)})`]];
+      `${v.status.toUpperCase()} (verified): signed by the status key ${info.status_service}; epoch ${v.epoch} `
+      + `anchored in the log, checked against ${said}; answered ${ago(now - thisU)}, fresh until ${resp.next_update} `
+      + `(${nextU > now ? 'for another ' + ago(now - nextU).replace('in ', '') : 'STALE'})`);
+    const rows = [['id', v.id], ['status', v.status], ['epoch', String(v.epoch)],
+      ['answered', `${resp.this_update} (${ago(now - thisU)})`], ['fresh until', `${resp.next_update} (${ago(now - nextU)})`]];
     if (v.status === 'revoked') rows.push(['revoked at', resp.revocation.revoked_at], ['reason', String(v.reason)]);
     facts('status-facts', rows);
     await showRecords(url, id);
@@ -283,47 +503,125 @@ async function checkStatus() {
   }
 }
 
-// --- witness view -------------------------------------------------------------------
+// --- witness view -----------------------------------------------------------------------
 
 async function loadWitness() {
   const url = base('witness-url');
+  if (!url) return;
   try {
     const info = await get(`${url}/v1/info`);
-    const now = Date.now() / 1000;
-    rowsInto('witness-logs', info.logs.map((l) => [l.origin, l.size ?? 'never cosigned',
-      l.cosigned_at ? new Date(l.cosigned_at * 1000).toISOString() : '', l.cosigned_at ? ago(now - l.cosigned_at) : '']));
+    const now = nowSeconds(), rows = [];
+    let bad = 0;
+    for (const l of info.logs) {
+      if (l.size === null) { rows.push([l.origin, 'never cosigned', '', '', '']); continue; }
+      // the witness's own view: the log's signature and this witness's cosignature, checked here
+      try {
+        const note = await get(`${url}${l.checkpoint_path}`, 'text');
+        const logKey = await oap.parseVkey(l.vkey);
+        const { note: parsed } = await oap.openNote(note, [logKey]);
+        const cp = oap.parseCheckpoint(parsed.text);
+        const [c] = await oap.verifyWitnessCosignature(note, info.verifier_key);
+        rows.push([l.origin, cp.size.toString(), new Date(Number(c.timestamp) * 1000).toISOString(),
+          ago(now - Number(c.timestamp)), `verified: signed by ${logKey.name}, cosigned by ${c.name}`]);
+      } catch (e) {
+        bad++;
+        rows.push([l.origin, String(l.size), '', '', `FAILED: ${reasonOf(e)}`]);
+      }
+    }
+    rowsInto('witness-logs', rows);
     const ref = await get(`${url}/v1/refusals`);
     rowsInto('witness-refusals', ref.refusals.map((r) => [r.time, r.origin ?? '', String(r.status), r.reason]));
-    verdict('witness-verdict', 'pass', `witness ${info.name}: ${info.logs.length} log(s) followed; verifier key ${info.verifier_key}`);
+    verdict('witness-verdict', bad ? 'fail' : 'pass', `witness ${info.name}: ${info.logs.length} log(s) followed; `
+      + `cosignatures checked against its key ${info.verifier_key}${bad ? `; ${bad} FAILED` : ''}`);
   } catch (e) {
     verdict('witness-verdict', 'fail', `FAILED: ${reasonOf(e)}`);
   }
 }
 
-// --- wiring -------------------------------------------------------------------------
+// --- wiring -----------------------------------------------------------------------------
+
+/** Which service serves this page (when no URL was given): a log, a registry or a witness. */
+async function ownService() {
+  if (!here || params.has('log') || params.has('registry') || params.has('witness')) return null;
+  try {
+    const info = await get(`${here}/v1/info`);
+    if ('published' in info) return { log: here, view: 'log' };
+    if ('status_service' in info) return { registry: here, log: info.log && info.log.url ? info.log.url : '', view: 'registry' };
+    if ('identity' in info && Array.isArray(info.logs))  // and the log it follows, if only one
+      return { witness: here, log: info.logs.length === 1 && info.logs[0].url ? info.logs[0].url : '', view: 'witness' };
+  } catch (_) { /* a static host without ?log= */ }
+  return null;
+}
+
+const VIEWS = ['log', 'entry', 'bundle', 'registry', 'witness'];
+let defaultView = 'log';
+
+/** One view at a time, named by the URL's #fragment (links to a view keep working). */
+function showView() {
+  const name = VIEWS.includes(location.hash.slice(1)) ? location.hash.slice(1) : defaultView;
+  for (const v of VIEWS) {
+    $(v).hidden = v !== name;
+    if (v === name) $(`nav-${v}`).setAttribute('aria-current', 'page'); else $(`nav-${v}`).removeAttribute('aria-current');
+  }
+}
+function openView(name) {
+  if (location.hash !== '#' + name) location.hash = name; // hashchange shows it
+  showView();
+}
+
+let poller = null;
+
+/** (Re)load every service named in the URL fields, and keep the log's checkpoint fresh. */
+async function loadAll() {
+  state.lastSize = null;
+  state.registryInfo = null;
+  if (poller !== null) { clearInterval(poller); poller = null; }
+  if (base('log-url')) {
+    await loadLog();
+    poller = setInterval(() => {
+      get(`${base('log-url')}/checkpoint`, 'text').then(showCheckpoint)
+        .catch(async (e) => verdict('log-verdict', 'fail', await failure(e)));
+    }, POLL_MS);
+  }
+  if (base('registry-url'))
+    await loadRegistry().catch((e) => { $('commits-note').textContent = `FAILED: ${reasonOf(e)}`; });
+  if (base('witness-url')) await loadWitness();
+}
 
 async function main() {
-  $('log-url').value = params.get('log') || here;
-  $('registry-url').value = params.get('registry') || here;
-  $('witness-url').value = params.get('witness') || here;
-  $('policy').addEventListener('input', () => { $('policy').dataset.edited = '1'; });
-  $('log-form').addEventListener('submit', (e) => { e.preventDefault(); loadLog(); });
+  const own = (await ownService()) || {};
+  // a link to an entry (?index=) or a status (?id=) opens that view
+  defaultView = params.get('index') ? 'entry' : params.get('id') ? 'registry' : own.view || 'log';
+  showView();
+  window.addEventListener('hashchange', showView);
+  $('log-url').value = params.get('log') || own.log || '';
+  $('registry-url').value = params.get('registry') || own.registry || '';
+  $('witness-url').value = params.get('witness') || own.witness || '';
+  $('policy').addEventListener('input', () => {
+    $('policy').dataset.edited = '1';
+    $('policy-source').textContent = 'Edited here.';
+    recheck();
+  });
+  $('services').addEventListener('submit', (e) => {
+    e.preventDefault();
+    // the URL says which services the page shows: it can be bookmarked, or shared from a static host
+    const q = new URLSearchParams();
+    for (const k of ['log', 'registry', 'witness']) if (base(`${k}-url`)) q.set(k, base(`${k}-url`));
+    history.replaceState(null, '', `${location.pathname}?${q}${location.hash}`);
+    loadAll();
+  });
   $('entry-form').addEventListener('submit', (e) => { e.preventDefault(); lookUpEntry(); });
-  $('bundle-check').addEventListener('click', () => checkBundle());
+  $('bundle-check').addEventListener('click', () => checkBundles());
+  $('bundle-files').addEventListener('change', (e) => { state.bundles = []; takeFiles([...e.target.files], 'bundle-text'); });
   $('registry-form').addEventListener('submit', (e) => { e.preventDefault(); checkStatus(); });
-  $('witness-form').addEventListener('submit', (e) => { e.preventDefault(); loadWitness(); });
   droppable('receipt-drop', 'entry-receipt');
   droppable('bundle-drop', 'bundle-text');
+  droppable('policy-drop', 'policy');
   if (params.get('index')) $('entry-index').value = params.get('index');
-  // Which services answer here: load what there is.
-  const kind = await get(`${$('log-url').value}/v1/info`).then((i) => i, () => null);
-  if (kind && 'verifier_key' in kind && 'published' in kind) {
-    await loadLog();
-    setInterval(() => { get(`${base('log-url')}/checkpoint`, 'text').then(showCheckpoint, () => {}); }, 5000);
-    if (params.get('index')) await lookUpEntry();
-  }
-  if (params.get('registry') || (kind && 'status_service' in kind)) loadRegistry().catch(() => {});
-  if (params.get('witness') || (kind && 'identity' in kind)) await loadWitness();
+  if (params.get('id')) $('status-id').value = params.get('id');
+  await loadAll();
+  if (params.get('index') && base('log-url')) await lookUpEntry();
+  if (params.get('id') && base('registry-url')) await checkStatus();
   document.body.dataset.ready = '1';
 }
 main().catch((e) => { document.body.dataset.ready = 'error'; verdict('log-verdict', 'fail', `FAILED: ${reasonOf(e)}`); });
