@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-import random
 import re
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+
+from tests.support.localnet import localnet
 
 pytestmark = pytest.mark.slow
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -65,26 +64,11 @@ def test_readme_tour_runs_as_written_twice_in_a_scratch_directory(tmp_path):
     (repo / ".venv").mkdir(parents=True)
     (repo / ".venv" / "bin").symlink_to(BIN)
     scratch.mkdir()
-    base = random.randrange(20000, 40000, 10)
-    net = subprocess.Popen([str(BIN / "oap-localnet"), "--data", "./data", "--log-port", str(base),
-                            "--registry-port", str(base + 9)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, start_new_session=True, cwd=repo)
-    up = threading.Event()
-    lines: list[str] = []
-
-    def read():
-        for line in net.stdout:
-            lines.append(line)
-            if "network is up" in line:
-                up.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        assert up.wait(90), "".join(lines[-30:])
+    with localnet("./data", cwd=repo) as net:
+        base = net.base
         before = sorted(p.name for p in repo.iterdir())
         script = ports(tour_script(), base)
-        env = {**os.environ, "OAP_LOG_URL": f"http://127.0.0.1:{base}",
-               "OAP_REGISTRY_URL": f"http://127.0.0.1:{base + 9}", "TMPDIR": str(scratch),
+        env = {**os.environ, "OAP_LOG_URL": net.log, "OAP_REGISTRY_URL": net.registry, "TMPDIR": str(scratch),
                "PATH": "/usr/bin:/bin"}
         add_line, verify_line = sample_output()
         outputs = []
@@ -116,6 +100,3 @@ def test_readme_tour_runs_as_written_twice_in_a_scratch_directory(tmp_path):
         assert r.returncode == 0, r.stderr
         index, size = map(int, r.stdout.split())
         assert 0 <= index < size
-    finally:
-        os.killpg(net.pid, signal.SIGINT)
-        net.wait(60)

@@ -12,9 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-import random
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -27,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, Thread
 from pathlib import Path
 
 import pytest
+
+from tests.support.localnet import localnet
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -48,24 +48,8 @@ def network(tmp_path_factory):
     """oap-localnet on free ports, with the README tour's entries (a receipt, its salted
     commitment), a revoked agent key and a principal with a key event."""
     tmp = tmp_path_factory.mktemp("net")
-    base = random.randrange(20000, 40000, 10)
-    net = subprocess.Popen([str(BIN / "oap-localnet"), "--data", str(tmp / "data"), "--log-port", str(base),
-                            "--registry-port", str(base + 9)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, start_new_session=True, cwd=tmp)
-    up = threading.Event()
-    lines: list[str] = []
-
-    def read() -> None:
-        assert net.stdout is not None
-        for line in net.stdout:
-            lines.append(line)
-            if "network is up" in line:
-                up.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        assert up.wait(90), "".join(lines[-30:])
-        log, registry, witness = f"http://127.0.0.1:{base}", f"http://127.0.0.1:{base + 9}", f"http://127.0.0.1:{base + 1}"
+    with localnet(tmp / "data", cwd=tmp) as net:
+        log, registry, witness = net.log, net.registry, net.witness
         env = {**os.environ, "OAP_LOG_URL": log, "OAP_REGISTRY_URL": registry}
 
         def cli(*args: str) -> str:
@@ -92,9 +76,6 @@ def network(tmp_path_factory):
         yield {"log": log, "registry": registry, "witness": witness, "index": index, "agent": agent, "owner": owner,
                "dir": tmp, "policy": (tmp / "data" / "log" / "log.policy").read_text(),
                "vkey": (tmp / "data" / "log" / "log.vkey").read_text().strip()}
-    finally:
-        os.killpg(net.pid, signal.SIGINT)
-        net.wait(60)
 
 
 def status_of(registry: str, who: str) -> str:
