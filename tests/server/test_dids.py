@@ -4,6 +4,7 @@ directory stub on 127.0.0.1; and it refuses what it should, with 4xx/502, never 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 
@@ -41,13 +42,19 @@ async def hosts(tmp_path):
     await h.close()
 
 
-async def start_log(tmp_path: Path, hosts: DidHosts, **did_settings):
+@contextlib.asynccontextmanager
+async def running_log(tmp_path: Path, hosts: DidHosts, **did_settings):
+    """A log on 127.0.0.1 that resolves DIDs from `hosts`; yields its URL."""
     settings = dict(did_ca_file=hosts.ca_file, did_allow_private_networks=True, did_plc_directory=hosts.plc_url)
     settings.update(did_settings)
     svc = await LogService.open(LogConfig(data_dir=tmp_path / "data", port=0, batch_interval_ms=5, **settings))
     server = TestServer(build_app(svc), host="127.0.0.1", port=0)
     await server.start_server()
-    return svc, server, str(server.make_url("")).rstrip("/")
+    try:
+        yield str(server.make_url("")).rstrip("/")
+    finally:
+        await server.close()
+        await svc.close()
 
 
 async def post(url: str, doc: dict) -> tuple[int, dict]:
@@ -63,8 +70,7 @@ async def test_did_web_and_did_plc_signers_are_resolved_and_indexed(tmp_path, ho
     hosts.publish_web(web_did, document(web_did, {"key-1": alice, "key-2": rotated}, style="jwk"))
     plc_key = Key(SECP256K1)
     hosts.publish_plc(PLC_DID, document(PLC_DID, {"atproto": plc_key}))
-    svc, server, url = await start_log(tmp_path, hosts)
-    try:
+    async with running_log(tmp_path, hosts) as url:
         st, a = await post(url, signed_receipt(web_did, alice, 0))
         assert st == 200, a
         st, b = await post(url, signed_receipt(f"{web_did}#key-2", rotated, 1, url_safe=True))
@@ -77,17 +83,13 @@ async def test_did_web_and_did_plc_signers_are_resolved_and_indexed(tmp_path, ho
             async with s.get(f"{url}/v1/receipts", params={"signer": web_did}) as r:
                 listed = await r.json()
         assert [x["index"] for x in listed["receipts"]] == [a["index"], b["index"]]
-    finally:
-        await server.close()
-        await svc.close()
 
 
 async def test_wrong_keys_unknown_dids_and_down_hosts_are_4xx_or_502(tmp_path, hosts):
     alice, mallory = Key(), Key()
     web_did = hosts.web_did("alice")
     hosts.publish_web(web_did, document(web_did, {"k": alice}))
-    svc, server, url = await start_log(tmp_path, hosts)
-    try:
+    async with running_log(tmp_path, hosts) as url:
         st, body = await post(url, signed_receipt(web_did, mallory, 0))
         assert (st, body["error"]) == (400, "invalid_input") and "does not verify" in body["message"]
         st, body = await post(url, signed_receipt(f"{web_did}#other", alice, 0))
@@ -107,26 +109,19 @@ async def test_wrong_keys_unknown_dids_and_down_hosts_are_4xx_or_502(tmp_path, h
         assert st == 400 and "not supported" in body["message"]
         st, _ = await post(url, signed_receipt(web_did, alice, 1))  # and the log still serves
         assert st == 200
-    finally:
-        await server.close()
-        await svc.close()
 
 
 async def test_private_addresses_are_refused_unless_allowed_and_nothing_is_fetched(tmp_path, hosts):
     alice = Key()
     web_did = hosts.web_did("alice")
     hosts.publish_web(web_did, document(web_did, {"k": alice}))
-    svc, server, url = await start_log(tmp_path, hosts, did_allow_private_networks=False)
-    try:
+    async with running_log(tmp_path, hosts, did_allow_private_networks=False) as url:
         st, body = await post(url, signed_receipt(web_did, alice, 0))
         assert (st, body["error"]) == (400, "invalid_input") and "public address" in body["message"]
         literal = "did:web:127.0.0.1%3A" + str(hosts.web_port)
         st, body = await post(url, signed_receipt(literal, alice, 0))
         assert st == 400 and "public address" in body["message"]
         assert hosts.hits == {}
-    finally:
-        await server.close()
-        await svc.close()
 
 
 async def test_pinned_documents_answer_with_resolution_off(tmp_path, hosts):
@@ -135,16 +130,12 @@ async def test_pinned_documents_answer_with_resolution_off(tmp_path, hosts):
     pins = tmp_path / "pins"
     pins.mkdir()
     (pins / "alice.json").write_text(json.dumps(document(pinned_did, {"k": alice})))
-    svc, server, url = await start_log(tmp_path, hosts, did_resolution=False, did_documents_dir=pins)
-    try:
+    async with running_log(tmp_path, hosts, did_resolution=False, did_documents_dir=pins) as url:
         st, body = await post(url, signed_receipt(pinned_did, alice, 0))
         assert st == 200, body
         st, body = await post(url, signed_receipt(hosts.web_did("alice"), alice, 1))
         assert st == 400 and "turned off" in body["message"]
         assert hosts.hits == {}
-    finally:
-        await server.close()
-        await svc.close()
 
 
 async def test_the_resolver_fetches_each_did_once_under_concurrency_and_caches_failures(tmp_path, hosts):
@@ -205,17 +196,13 @@ async def test_offline_verify_checks_a_did_web_signature_with_a_pinned_document(
     web_did = hosts.web_did("alice")
     doc = document(web_did, {"k": alice})
     hosts.publish_web(web_did, doc)
-    svc, server, url = await start_log(tmp_path, hosts)
-    try:
+    async with running_log(tmp_path, hosts) as url:
         st, body = await post(url, signed_receipt(web_did, alice, 7))
         assert st == 200, body
         bundle = tmp_path / "r.tlog-proof"
         code, out, err = await run(str(BIN / "oap-log"), "prove", str(body["index"]), "--url", url,
                                    "--out", str(bundle))
         assert code == 0, out + err
-    finally:
-        await server.close()
-        await svc.close()
     await hosts.close()  # offline from here on
     policy = tmp_path / "data" / "log.policy"
     pinned, wrong = tmp_path / "alice.json", tmp_path / "wrong.json"
