@@ -3,17 +3,21 @@ or served by tests/support/didhosts.py), audit attestations anchored in an in-me
 or a real one, and the VC 2.0 form."""
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import base58
 
 from tlog.formats import ed25519
 from tlog.formats.audit import sign_audit
+from tlog.formats.conformance import sign_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
 from tlog.formats.diddoc import KeyLookup, lookup_from
 from tlog.formats.entries import canonical_entry, receipt_entry
 from tlog.formats.hashing import format_sha256, leaf_hash, sha256
 from tlog.formats.proofbundle import ProofBundle
+from tlog.formats.times import format_utc
 from tlog.merkle.tree import memory_view
 
 from tests.support.witness import MemLog
@@ -80,3 +84,25 @@ class WebSubject:
 
     def lookup(self, *more: tuple[str, Any]) -> KeyLookup:
         return lookup_from([(self.did, self.document), *more])
+
+
+def web_receipt(subject: WebSubject, level: str = "L3", *, witnesses: tuple[WebSubject | bytes, ...] = (),
+                audit: dict[str, Any] | None = None, issued: datetime | None = None,
+                valid: timedelta = timedelta(days=30)) -> dict[str, Any]:
+    """A compact receipt self-signed by `subject` (#k) and by each witness: a WebSubject signs
+    as its #k key, a seed as its did:key."""
+    issued = issued or datetime.now(UTC).replace(microsecond=0)
+    body: dict[str, Any] = {
+        "id": f"urn:oap:conformance:{uuid.uuid4()}", "subject": subject.did, "level": level,
+        "profile": "standard", "suite": {"name": "oap-test-suite", "version": "1.0.0"},
+        "results_digest": "sha256:" + "ab" * 32, "issued_at": format_utc(issued),
+        "expires_at": format_utc(issued + valid)}
+    if audit is not None:
+        body["audit"] = audit
+    signed = sign_conformance(body, subject.seed, by=subject.key_id)
+    for w in witnesses:
+        if isinstance(w, WebSubject):
+            signed["signatures"].append({**witness_signature(signed, w.seed), "by": w.key_id})
+        else:
+            signed["signatures"].append(witness_signature(signed, w))
+    return signed
