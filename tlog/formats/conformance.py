@@ -349,7 +349,8 @@ def offline_independence(subject: str, witnesses: tuple[str, ...], auditor: str 
     for role, who in [*(("witness", w) for w in witnesses), *((("auditor", auditor),) if auditor else ())]:
         why = relation(s, principal(who, keys=_offline_keys(who, lookup)))
         if why is not None:
-            raise Forbidden(f"{what}: {role} {who} is not independent of the subject {subject}: {why}")
+            raise Forbidden(f"{what}: {role} {who} is not independent of the subject {subject}: {why}",
+                            witness=who, rule=why)
 
 
 # --- signing ---------------------------------------------------------------------------
