@@ -48,8 +48,8 @@ from typing import Any, Protocol
 
 from tlog.errors import Conflict, Forbidden, FormatError, InvalidInput, OAPError, SignatureError
 from tlog.formats import ed25519
-from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.anchors import parse_anchors
+from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, claims_of, is_vc, validate_conformance
 from tlog.formats.did import MAX_DID, did_key_from_public, is_did, public_from_did_key
 from tlog.formats.diddoc import KeyLookup, verify_signed_by

@@ -20,10 +20,10 @@ import pytest
 
 from registry.client import make_key_event
 from registry.records import signing_bytes as record_signing_bytes
-from tlog.formats.ed25519 import sign
-from tlog.formats.encoding import b64enc
 from tlog.client.client import LogClient
 from tlog.formats.conformance import add_proof, claims_of, to_vc, validate_conformance
+from tlog.formats.ed25519 import sign
+from tlog.formats.encoding import b64enc
 
 from tests.support.conformance import WebSubject, audit_entry, audit_for, multikey, web_receipt
 from tests.support.didhosts import DidHosts

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from tlog.errors import FormatError, Forbidden, InvalidInput, SignatureError
+from tlog.errors import Forbidden, FormatError, InvalidInput, SignatureError
 from tlog.formats import ed25519
 from tlog.formats.audit import Audit, check_audit
 from tlog.formats.canonical import check_json_value, jcs

@@ -33,8 +33,8 @@ from tlog.formats.did import DID_KEY_PREFIX, RAW_KEY_PREFIX, is_did, parse_signe
 from tlog.formats.encoding import b64url_dec
 
 __all__ = ["MAX_DIDS_PER_DOCUMENT", "UNCHECKED", "KeyLookup", "VerificationKey", "dids_to_resolve", "did_web_url",
-           "key_material", "keys_from_document", "needs_resolution", "normal_public", "plc_url", "signer_keys", "skip_resolved_signatures",
-           "split_did_url", "verify_signed_by"]
+           "key_material", "keys_from_document", "needs_resolution", "normal_public", "plc_url", "signer_keys",
+           "skip_resolved_signatures", "split_did_url", "verify_signed_by"]
 
 ED25519, P256, SECP256K1 = "Ed25519", "P-256", "secp256k1"
 _MULTICODEC = {b"\xed\x01": (ED25519, 32), b"\x80\x24": (P256, 33), b"\xe7\x01": (SECP256K1, 33)}
