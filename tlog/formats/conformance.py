@@ -139,13 +139,17 @@ def claims_of(receipt: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _compact(receipt: dict[str, Any], lookup: KeyLookup | None) -> tuple[dict[str, Any], list[_Signature]]:
-    missing = sorted(_FIELDS - receipt.keys())
+def _exact_fields(obj: dict[str, Any], required: frozenset[str], optional: frozenset[str], what: str) -> None:
+    missing = sorted(required - obj.keys())
     if missing:
-        raise InvalidInput(f"conformance receipt: missing field(s): {', '.join(missing)}")
-    unknown = sorted(receipt.keys() - _FIELDS - _OPTIONAL)
+        raise InvalidInput(f"{what}: missing field(s): {', '.join(missing)}")
+    unknown = sorted(obj.keys() - required - optional)
     if unknown:
-        raise InvalidInput(f"conformance receipt: unknown field(s): {', '.join(unknown)}")
+        raise InvalidInput(f"{what}: unknown field(s): {', '.join(unknown)}")
+
+
+def _compact(receipt: dict[str, Any], lookup: KeyLookup | None) -> tuple[dict[str, Any], list[_Signature]]:
+    _exact_fields(receipt, _FIELDS, _OPTIONAL, "conformance receipt")
     sigs = receipt["signatures"]
     if not isinstance(sigs, list) or not sigs:
         raise InvalidInput("conformance receipt: signatures must be a non-empty list")
@@ -177,12 +181,7 @@ def _compact(receipt: dict[str, Any], lookup: KeyLookup | None) -> tuple[dict[st
 
 
 def _vc(receipt: dict[str, Any], lookup: KeyLookup | None) -> tuple[dict[str, Any], list[_Signature]]:
-    missing = sorted((_VC_FIELDS) - receipt.keys())
-    if missing:
-        raise InvalidInput(f"conformance credential: missing field(s): {', '.join(missing)}")
-    unknown = sorted(receipt.keys() - _VC_FIELDS)
-    if unknown:
-        raise InvalidInput(f"conformance credential: unknown field(s): {', '.join(unknown)}")
+    _exact_fields(receipt, _VC_FIELDS, frozenset(), "conformance credential")
     ctx = receipt["@context"]
     if not isinstance(ctx, list) or not 1 <= len(ctx) <= MAX_CONTEXTS or ctx[0] != VC_CONTEXT \
             or not all(isinstance(c, str) and c for c in ctx) or len(set(ctx)) != len(ctx):
@@ -197,12 +196,7 @@ def _vc(receipt: dict[str, Any], lookup: KeyLookup | None) -> tuple[dict[str, An
     cs = receipt["credentialSubject"]
     if not isinstance(cs, dict):
         raise InvalidInput("conformance credential: credentialSubject must be an object")
-    missing = sorted(_VC_SUBJECT - cs.keys())
-    if missing:
-        raise InvalidInput(f"conformance credential: credentialSubject: missing field(s): {', '.join(missing)}")
-    unknown = sorted(cs.keys() - _VC_SUBJECT - _OPTIONAL)
-    if unknown:
-        raise InvalidInput(f"conformance credential: credentialSubject: unknown field(s): {', '.join(unknown)}")
+    _exact_fields(cs, _VC_SUBJECT, _OPTIONAL, "conformance credential: credentialSubject")
     if cs["id"] != issuer:
         raise InvalidInput("conformance credential: credentialSubject.id must be the issuer (§5.2: self-issued)")
     out = []
