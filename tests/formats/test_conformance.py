@@ -398,3 +398,42 @@ def test_mutations_raise_only_invalid_input(data: st.DataObject) -> None:
     except (InvalidInput, Forbidden):
         pass
     assert r == before  # validation never mutates its input
+
+
+# --- L5 audit attestation (§31) ----------------------------------------------------------------
+
+
+def _with_audit(audit: dict[str, Any]) -> dict[str, Any]:
+    return make("L5", 3, audit=audit)
+
+
+def test_l5_needs_an_audit_attestation() -> None:
+    body = unsigned("L5")
+    del body["audit"]
+    r = sign_conformance(body, SUBJECT_SEED, by=SUBJECT.key_id)
+    for seed in WITNESS_SEEDS[:3]:
+        r["signatures"].append(witness_signature(r, seed))
+    with pytest.raises(InvalidInput, match="level L5 needs an audit attestation"):
+        validate_conformance(r, now=NOW)
+
+
+def test_audit_anchor_must_be_the_auditors_entry_of_the_digest() -> None:
+    from tests.support.conformance import audit_entry, memlog_bundle
+    from tests.support.witness import MemLog
+    from tlog.formats.audit import sign_audit
+    from tlog.formats.entries import canonical_entry
+
+    good = audit_for(SUBJECT.did, AUDITOR_SEED)
+    assert validate_conformance(_with_audit(good), now=NOW).audit.auditor == did_of(AUDITOR_SEED)
+    log = MemLog(origin="audit.example/log", seed=bytes([77]) * 32)
+    other_doc = memlog_bundle(canonical_entry(audit_entry(AUDITOR_SEED, b"another document")), log)
+    by_other = memlog_bundle(canonical_entry(audit_entry(WITNESS_SEEDS[4])), log)
+    for anchor, reason in ((other_doc, "not a receipt entry of the attestation's digest"),
+                           (by_other, "not by the auditor"), ("not a bundle", "anchor")):
+        ref = {k: good[k] for k in ("standard", "uri", "digest")} | {"anchor": anchor}
+        with pytest.raises(InvalidInput, match=reason):
+            validate_conformance(_with_audit(sign_audit(SUBJECT.did, ref, AUDITOR_SEED)), now=NOW)
+    with pytest.raises(InvalidInput, match="auditor's signature"):
+        validate_conformance(_with_audit({**good, "uri": "https://elsewhere.example/r.json"}), now=NOW)
+    with pytest.raises(InvalidInput, match="exactly the fields"):
+        validate_conformance(_with_audit({k: v for k, v in good.items() if k != "anchor"}), now=NOW)

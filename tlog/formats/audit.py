@@ -89,8 +89,6 @@ def _same_principal(signer: str, auditor: str) -> bool:
 
 def check_audit(audit: object, subject: str, lookup: KeyLookup | None, *, where: str = "audit") -> Audit:
     """Schema, the auditor's signature and the anchor's binding (see the module doc)."""
-    from tlog.formats.entries import check_entry_signature  # entries imports conformance, which imports this
-
     if not isinstance(audit, dict):
         raise InvalidInput(f"{where} must be an object")
     if set(audit) != AUDIT_FIELDS:
@@ -129,12 +127,26 @@ def check_audit(audit: object, subject: str, lookup: KeyLookup | None, *, where:
         raise InvalidInput(f"{where}: anchor must carry its log entry (the tlog-proof 'extra' line), the same in "
                            "every bundle")
     try:
-        obj = loads_cbor(entry)
-        if not isinstance(obj, dict) or obj.get("type") != "receipt" or obj.get("receipt_hash") != audit["digest"]:
-            raise InvalidInput("the anchored entry is not a receipt entry of the attestation's digest")
-        signer = check_entry_signature(entry, lookup)
+        _check_anchored_entry(entry, digest, auditor, lookup)
     except InvalidInput as e:
         raise InvalidInput(f"{where}: anchor: {e.message}") from None
-    if signer is None or not _same_principal(signer, auditor):
-        raise InvalidInput(f"{where}: anchor: the anchored entry is signed by {signer}, not by the auditor {auditor}")
     return Audit(standard, uri, digest, auditor, anchor, entry)
+
+
+def _check_anchored_entry(entry: bytes, digest: bytes, auditor: str, lookup: KeyLookup | None) -> None:
+    """The anchored entry is a `receipt` entry (docs/architecture.md §3.1: its signature is
+    over the raw 32-byte receipt hash) of `digest`, signed by the auditor. (Read here, not
+    with `tlog.formats.entries`, which imports this module through the conformance check.)"""
+    obj = loads_cbor(entry)
+    if not isinstance(obj, dict) or obj.get("type") != "receipt" or obj.get("receipt_hash") != format_sha256(digest):
+        raise InvalidInput("the anchored entry is not a receipt entry of the attestation's digest")
+    signer, sig_text = obj.get("signer"), obj.get("signature")
+    if not isinstance(signer, str) or not _same_principal(signer, auditor):
+        raise InvalidInput(f"the anchored entry is signed by {signer}, not by the auditor {auditor}")
+    try:
+        sig = b64dec_either(sig_text, what="signature")
+        if len(sig) != 64:
+            raise InvalidInput("the anchored entry's signature is not 64 bytes")
+        verify_signed_by(signer, digest, sig, lookup)
+    except SignatureError:
+        raise InvalidInput(f"the anchored entry's signature by {signer} does not verify") from None
