@@ -418,10 +418,11 @@ def test_l5_needs_an_audit_attestation() -> None:
 
 
 def test_audit_anchor_must_be_the_auditors_entry_of_the_digest() -> None:
-    from tests.support.conformance import audit_entry, memlog_bundle
-    from tests.support.witness import MemLog
     from tlog.formats.audit import sign_audit
     from tlog.formats.entries import canonical_entry
+
+    from tests.support.conformance import audit_entry, memlog_bundle
+    from tests.support.witness import MemLog
 
     good = audit_for(SUBJECT.did, AUDITOR_SEED)
     assert validate_conformance(_with_audit(good), now=NOW).audit.auditor == did_of(AUDITOR_SEED)
