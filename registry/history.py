@@ -145,7 +145,7 @@ class Replayer:
                 raise self._fail("bad_record", f"{p}: {e.message}", cid, seq) from None
             if rec.content != data or rec.path != p:
                 raise self._fail("bad_record", f"{p}: not the canonical bytes or path of record {rec.id}", cid, seq)
-            if self.strict and not check_rules(rec, state, now):
+            if self.strict and not check_rules(rec, state, now, policy=self.policy):
                 raise self._fail("bad_record", f"{p}: record already present", cid, seq)
             if rec.type == "kill_switch":
                 proof = receipt_proof_path(p)
@@ -176,7 +176,7 @@ class Replayer:
             keys = keys_from_document(did, doc)
         except OAPError as e:
             raise self._fail("bad_layout", f"{path}: {e.message}", cid, seq) from None
-        self.index.did_documents.add(did, info.content_hash or "", keys, path)
+        self.index.did_documents.add(did, info.content_hash or "", keys, path, doc)
 
     def _genesis(self, files: dict[str, str], cid: str) -> None:
         if set(files) != {GENESIS}:

@@ -27,12 +27,20 @@ class DidDocuments:
 
     def __init__(self) -> None:
         self._keys: dict[str, dict[str, tuple[VerificationKey, ...]]] = defaultdict(dict)
+        self._docs: dict[str, list[object]] = defaultdict(list)
         self._paths: dict[str, list[str]] = defaultdict(list)
 
-    def add(self, did: str, content_hash: str, keys: tuple[VerificationKey, ...], path: str) -> None:
+    def add(self, did: str, content_hash: str, keys: tuple[VerificationKey, ...], path: str,
+            document: object = None) -> None:
         if content_hash not in self._keys[did]:
             self._keys[did][content_hash] = keys
             self._paths[did].append(path)
+            if document is not None:
+                self._docs[did].append(document)
+
+    def documents(self, did: str) -> list[object]:
+        """Every stored version of `did`'s document (the independence rules read them whole)."""
+        return list(self._docs.get(did, ()))
 
     def paths(self, did: str) -> list[str]:
         """Where the stored versions of `did`'s document are, oldest first."""
@@ -93,6 +101,9 @@ class Index:
 
     def key_events_of(self, subject: str) -> list[Record]:
         return self._key_events.get(subject, [])
+
+    def did_documents_of(self, did: str) -> list[object]:
+        return self.did_documents.documents(did)
 
     # --- updates ---------------------------------------------------------------------
 
@@ -192,3 +203,6 @@ class Layered:
 
     def key_events_of(self, subject: str) -> Iterable[Record]:
         return chain(self.base.key_events_of(subject), self.top.key_events_of(subject))
+
+    def did_documents_of(self, did: str) -> Iterable[object]:
+        return self.base.did_documents_of(did)  # a batch's documents come with each submission

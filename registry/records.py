@@ -2,11 +2,15 @@
 
 Four record types (docs/architecture.md §5, OAP-CORE-1.0 §22, §28.5, §31, §5.3):
 
-- `conformance`: a conformance receipt, checked by `tlog.formats.conformance`, plus
-  the §31 witness rule only a registry can check: every L4/L5 witness must
-  itself hold a valid L4/L5 receipt *in this registry* (or be one of the
-  bootstrap witnesses named in the registry's genesis file; without those the
-  first L4 receipt could never be witnessed).
+- `conformance`: a conformance receipt (compact or W3C VC 2.0 form), checked by
+  `tlog.formats.conformance`, plus the §31 rules only a registry can check: every
+  L5 witness must itself hold a valid L4/L5 receipt *in this registry* (or be one
+  of the bootstrap witnesses named in the registry's genesis file; without those
+  the first L4 receipt could never be witnessed); every witness and the auditor
+  must be independent of the subject by the rules of `tlog.formats.independence`,
+  applied to the registry's key events and every DID document it stored or
+  resolved for the submission; and an L5 audit attestation's anchor must be
+  included in a log of the registry's trust policy.
 - `revocation`: `kind` did|vc|key|conformance, `subject`, `reason`,
   `effective_at`, signed by the subject's key or a controller of it.
 - `kill_switch`: a principal revokes every subscription token, OAuth grant,
@@ -42,14 +46,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from tlog.errors import Conflict, Forbidden, FormatError, InvalidInput, SignatureError
+from tlog.errors import Conflict, Forbidden, FormatError, InvalidInput, OAPError, SignatureError
 from tlog.formats import ed25519
+from tlog.formats.anchors import parse_anchors
 from tlog.formats.canonical import check_json_value, jcs
-from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, validate_conformance
+from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, claims_of, is_vc, validate_conformance
 from tlog.formats.did import MAX_DID, did_key_from_public, is_did, public_from_did_key
 from tlog.formats.diddoc import KeyLookup, verify_signed_by
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import sha256
+from tlog.formats.independence import Principal, principal, relation
 from tlog.formats.times import parse_utc
 
 from .layout import REVOCATION_KINDS, record_path
@@ -235,7 +241,8 @@ def check_record(body: object, *, now: datetime | None, lookup: KeyLookup | None
     if not isinstance(body, dict):
         raise InvalidInput("record must be an object")
     check_json_value(body)
-    rtype = body["type"] if "type" in body else "conformance"  # receipts are stored bare
+    # Receipts are stored bare: no `type`, or a VC's list of types.
+    rtype = body["type"] if "type" in body and not is_vc(body) else "conformance"
     if rtype == "conformance":
         return _conformance(body, now, lookup)
     if rtype not in _FIELDS:
@@ -326,6 +333,7 @@ class RegistryState(Protocol):
     def receipts_of(self, did: str) -> Iterable[Record]: ...
     def revocations_of(self, status_key: str) -> Iterable[Record]: ...
     def key_events_of(self, subject: str) -> Iterable[Record]: ...
+    def did_documents_of(self, did: str) -> Iterable[object]: ...
 
 
 def revoked_at(state: RegistryState, key: str, at: datetime) -> datetime | None:
@@ -365,9 +373,13 @@ def holds_high_level(state: RegistryState, did: str, at: datetime) -> bool:
     )
 
 
-def check_rules(rec: Record, state: RegistryState, now: datetime) -> bool:
+def check_rules(rec: Record, state: RegistryState, now: datetime, *, documents: Documents | None = None,
+                policy: Any = None) -> bool:
     """Rules against the registry at commit time `now`. Returns False when the
-    identical record is already stored (an idempotent re-submission)."""
+    identical record is already stored (an idempotent re-submission). `documents`: DID
+    documents resolved for this submission and not stored yet; `policy`: the trust
+    policy audit anchors are checked with (None: not checked, a registry loading its
+    own history)."""
     existing = state.content(rec.path)
     if existing is not None:
         if existing == rec.content:
@@ -376,6 +388,8 @@ def check_rules(rec: Record, state: RegistryState, now: datetime) -> bool:
                        path=rec.path)
     if rec.type == "conformance":
         _witness_rule(rec, state, now)
+        _independence_rule(rec, state, documents)
+        _audit_anchor_rule(rec, policy)
         if revoked_at(state, rec.subject, now) is not None:
             raise Forbidden(f"conformance receipt: subject {rec.subject} is revoked")
         return True
@@ -415,12 +429,60 @@ def _witness_rule(rec: Record, state: RegistryState, now: datetime, strict_l4: b
         )
 
 
+Documents = dict[str, Any]
+"""DID -> the document resolved for a submission (not stored yet)."""
+
+
+def principal_in(state: RegistryState, did: str, documents: Documents | None = None) -> Principal:
+    """Everything the registry knows of `did` for the independence rules: every stored
+    version of its DID document (and the one resolved for this submission), and every
+    DID its key events ever named (added or rotated to, revoked or not: a key that once
+    spoke for a subject is never independent of it)."""
+    docs = list(state.did_documents_of(did))
+    if documents and did in documents:
+        docs.append(documents[did])
+    named = {e.key for e in state.key_events_of(did) if e.key} | {e.issued_by for e in state.key_events_of(did)}
+    return principal(did, documents=docs, controllers=named - {did})
+
+
+def _independence_rule(rec: Record, state: RegistryState, documents: Documents | None) -> None:
+    """§31 "independent" peer witnesses and "independent third-party" audit: refused with
+    the witness and the rule (`tlog.formats.independence`)."""
+    audit = claims_of(rec.body).get("audit")
+    auditor = audit["auditor"] if isinstance(audit, dict) else None
+    if not rec.witnesses and auditor is None:
+        return
+    subject = principal_in(state, rec.subject, documents)
+    for role, who in [*(("witness", w) for w in rec.witnesses), *((("auditor", auditor),) if auditor else ())]:
+        why = relation(subject, principal_in(state, who, documents))
+        if why is not None:
+            raise Forbidden(f"conformance receipt: {role} {who} is not independent of the subject {rec.subject}: "
+                            f"{why}", witness=who, rule=why)
+
+
+def _audit_anchor_rule(rec: Record, policy: Any) -> None:
+    """The audit attestation's hash is anchored in a log this registry trusts (its trust
+    policy, as for its own anchors): checked offline from the bundle(s) in `audit.anchor`."""
+    audit = claims_of(rec.body).get("audit")
+    if policy is None or not isinstance(audit, dict):
+        return
+    bundles = parse_anchors(audit["anchor"])  # well-formed and bound to the digest: check_record
+    try:
+        policy.verify_anchored(audit["anchor"], entry=bundles[0].extra)
+    except OAPError as e:
+        raise Forbidden(f"conformance receipt: the audit attestation's anchor is not proven in a log this "
+                        f"registry trusts: {e.message}") from None
+
+
 def validate_submission(doc: object, state: RegistryState, now: datetime, *, lookup: KeyLookup | None = None,
-                        strict_l4: bool = False) -> tuple[Record, bool]:
+                        strict_l4: bool = False, documents: Documents | None = None,
+                        policy: Any = None) -> tuple[Record, bool]:
     """Everything a submission must pass: (record, is_new). `strict_l4` is the registry
     setting `l4_witnesses_hold_level`: L4 witnesses must hold L4/L5 too (stricter than
-    §31; mirrors replay with the spec's rule, which accepts everything it accepts)."""
+    §31; mirrors replay with the spec's rule, which accepts everything it accepts).
+    `documents`: the DID documents resolved for the submission (and its batch);
+    `policy`: the registry's log trust policy (`tlog.client.verifier.TrustPolicy`)."""
     rec = check_record(parse_submission(doc), now=now, lookup=lookup)
     if strict_l4 and rec.type == "conformance":
         _witness_rule(rec, state, now, strict_l4=True)
-    return rec, check_rules(rec, state, now)
+    return rec, check_rules(rec, state, now, documents=documents, policy=policy)

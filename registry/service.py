@@ -175,7 +175,7 @@ class RegistryService:
         self.anchorer = Anchorer(cfg.log_url, self.seed, policy, token=self._log_token())
         self.registry = me
         self.writer = RegistryWriter(self.repo, self.index, self.anchorer, self.data_dir, self.executor, replayer,
-                                     strict_l4=cfg.l4_witnesses_hold_level)
+                                     strict_l4=cfg.l4_witnesses_hold_level, policy=policy)
         self.resolver = DidResolver.from_config(cfg)
         self.writer.on_commit = self._on_commit
         self.writer.gate, self.writer.max_packs = self.gate, cfg.max_packs

@@ -75,9 +75,11 @@ write_durably = write_atomic  # the project's one durable-write helper (tlog.sto
 
 class RegistryWriter:
     def __init__(self, repo: RegistryRepo, index: Index, anchorer: Anchorer, data_dir: Path,
-                 executor: ThreadPoolExecutor, replayer: Replayer, *, strict_l4: bool = False) -> None:
+                 executor: ThreadPoolExecutor, replayer: Replayer, *, strict_l4: bool = False,
+                 policy: Any = None) -> None:
         self.repo, self.index, self.anchorer = repo, index, anchorer
         self.strict_l4 = strict_l4  # the l4_witnesses_hold_level setting
+        self.policy = policy  # the log trust policy audit attestation anchors are checked with
         self.data_dir = data_dir
         self.anchors_dir = data_dir / "anchors"
         self.anchors_dir.mkdir(parents=True, exist_ok=True)
@@ -191,10 +193,14 @@ class RegistryWriter:
         batch = Index()
         state = Layered(self.index, batch)
         accepted: list[tuple[Item, Record, bool]] = []
+        # Every document resolved for the batch: a mirror replaying the commit sees those of
+        # the records it holds, a subset, so it never finds a relation the writer missed.
+        batch_documents = {did: doc for it in items for did, doc in it.documents.items()}
         for it in items:
             try:
                 lookup = lookup_from(it.documents.items()) if it.documents else None
-                rec, fresh = validate_submission(it.doc, state, now, lookup=lookup, strict_l4=self.strict_l4)
+                rec, fresh = validate_submission(it.doc, state, now, lookup=lookup, strict_l4=self.strict_l4,
+                                                 documents=batch_documents, policy=self.policy)
             except OAPError as e:
                 self._fail_all([it], e)
                 continue
@@ -247,7 +253,8 @@ class RegistryWriter:
         if head is not None:
             self.index.anchors_in_tree.add(head.seq)
         for path, did, content_hash, content in documents:
-            self.index.did_documents.add(did, content_hash, keys_from_document(did, loads_json(content)), path)
+            doc = loads_json(content)
+            self.index.did_documents.add(did, content_hash, keys_from_document(did, doc), path, doc)
         for rec in fresh_recs:
             self.index.add(rec, seq)
         info = CommitInfo(seq, cid, tree, when)

@@ -6,9 +6,13 @@ the witness adds its Ed25519 signature to a receipt only after checking
 1. its own standing (§31: witnesses must "themselves hold a valid L4/L5
    receipt"): the configured own receipt exists, is valid now, is about this
    witness's identity key, and is at least `require_own_level`;
-2. the receipt: schema, self signature, level rules, expiry
-   (`tlog.formats.conformance.validate_conformance`);
-3. that the receipt is in a log it trusts: the bundle's entry must be the
+2. the receipt, in either form (compact or W3C VC 2.0 with `eddsa-jcs-2022` proofs):
+   schema, self signature, level rules (the L3+ publisher check, the L5 audit
+   attestation), expiry (`tlog.formats.conformance.validate_conformance`);
+3. that it is independent of the subject (§31 "independent peer-witness"): not the
+   subject, not a key the subject's DID document lists, not on the subject's did:web
+   host (`tlog.formats.independence`; key events are the registry's to check);
+4. that the receipt is in a log it trusts: the bundle's entry must be the
    canonical `conformance` entry of exactly this receipt
    (`tlog.formats.entries.canonical_entry`), verified offline against the configured
    trust policy (`tlog.client.verifier.TrustPolicy.verify_bundle`).
@@ -34,7 +38,12 @@ from typing import Any
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import Forbidden, InvalidInput
 from tlog.formats import ed25519
-from tlog.formats.conformance import ConformanceReceipt, validate_conformance, witness_signature
+from tlog.formats.conformance import (
+    ConformanceReceipt,
+    add_witness_signature,
+    offline_independence,
+    validate_conformance,
+)
 from tlog.formats.did import did_key_from_public
 from tlog.formats.diddoc import KeyLookup
 from tlog.formats.entries import canonical_entry
@@ -83,7 +92,7 @@ class PeerWitness:
             raise Forbidden(f"this witness's own conformance receipt is missing or unreadable: {e.strerror}") from None
         try:
             doc = loads_json(raw)
-            own = validate_conformance(doc, now=now)
+            own = validate_conformance(doc, now=now, check_publisher=False)  # read with no resolver
         except InvalidInput as e:
             raise Forbidden(f"this witness's own conformance receipt is not valid: {e.message}") from None
         if own.subject != self.did:
@@ -109,17 +118,18 @@ class PeerWitness:
         assert isinstance(receipt, dict)
         if checked.subject == self.did:
             raise Forbidden("a witness cannot witness its own conformance receipt (§31: independent peers)")
+        try:
+            offline_independence(checked.subject, (self.did,), None, lookup)
+        except Forbidden as e:
+            raise Forbidden(f"this witness may not witness this receipt: {e.message}") from None
         if self.policy is None:
             raise Forbidden("this witness trusts no log for inclusion checks (configure trusted_logs or trust_policy)")
         entry = canonical_entry({"type": "conformance", "receipt": receipt}, now=now, lookup=lookup)
         included = self.policy.verify_bundle(bundle, entry=entry)  # VerificationError (422) / FormatError (400)
-        sig = witness_signature(receipt, self._seed)
-        signatures = list(receipt["signatures"])
-        if sig not in signatures:  # Ed25519 is deterministic: a repeat request gives the same signature
-            signatures.append(sig)
+        sig, signed = add_witness_signature(receipt, self._seed)  # deterministic: a repeat gives the same
         out: dict[str, Any] = {
             "signature": sig,
-            "receipt": {**receipt, "signatures": signatures},
+            "receipt": signed,
             "inclusion": {"origin": included.checkpoint.checkpoint.origin, "index": included.index,
                           "tree_size": included.checkpoint.checkpoint.size},
         }

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -9,22 +10,34 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlog.errors import InvalidInput
+from tlog.errors import Forbidden, InvalidInput
 from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
 from tlog.formats.conformance import (
     ConformanceReceipt,
     sign_conformance,
     signing_bytes,
-    validate_conformance,
     witness_signature,
 )
+from tlog.formats.conformance import validate_conformance as _validate
 from tlog.formats.did import did_key_from_public
 from tlog.formats.encoding import b64dec, b64enc
+
+from tests.support.conformance import WebSubject, audit_for
 
 NOW = datetime(2026, 5, 2, 10, 0, 0, tzinfo=UTC)
 SUBJECT_SEED = bytes([1]) * 32
 WITNESS_SEEDS = [bytes([10 + i]) * 32 for i in range(5)]
+AUDITOR_SEED = bytes([30]) * 32
+SUBJECT = WebSubject("did:web:impl.example", SUBJECT_SEED)  # L3+ needs a did:web publisher (§31)
+LOOKUP = SUBJECT.lookup()
+
+
+def validate_conformance(receipt: object, **kw: Any) -> ConformanceReceipt:
+    """The module under test, with the subject's DID document pinned (as a log or registry
+    holds it after resolving it)."""
+    kw.setdefault("lookup", LOOKUP)
+    return _validate(receipt, **kw)
 
 
 def did_of(seed: bytes) -> str:
@@ -38,7 +51,7 @@ def ts(t: datetime) -> str:
 def unsigned(level: str = "L3", **over: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": "urn:oap:conformance:01J9V8TEST",
-        "subject": did_of(SUBJECT_SEED),
+        "subject": SUBJECT.did,
         "level": level,
         "profile": "commercial",
         "suite": {"name": "oap-test-suite", "version": "1.0.3"},
@@ -46,12 +59,14 @@ def unsigned(level: str = "L3", **over: Any) -> dict[str, Any]:
         "issued_at": ts(NOW - timedelta(days=1)),
         "expires_at": ts(NOW + timedelta(days=60)),
     }
+    if level == "L5":
+        body["audit"] = audit_for(SUBJECT.did, AUDITOR_SEED)
     body.update(over)
     return body
 
 
 def make(level: str = "L3", witnesses: int = 0, **over: Any) -> dict[str, Any]:
-    receipt = sign_conformance(unsigned(level, **over), SUBJECT_SEED)
+    receipt = sign_conformance(unsigned(level, **over), SUBJECT_SEED, by=SUBJECT.key_id)
     for seed in WITNESS_SEEDS[:witnesses]:
         receipt["signatures"].append(witness_signature(receipt, seed))
     return receipt
@@ -59,7 +74,7 @@ def make(level: str = "L3", witnesses: int = 0, **over: Any) -> dict[str, Any]:
 
 def resign(receipt: dict[str, Any], witnesses: int = 0) -> dict[str, Any]:
     """Re-sign after editing fields, so only the edited rule can fail."""
-    out = sign_conformance(receipt, SUBJECT_SEED)
+    out = sign_conformance(receipt, SUBJECT_SEED, by=SUBJECT.key_id)
     for seed in WITNESS_SEEDS[:witnesses]:
         out["signatures"].append(witness_signature(out, seed))
     return out
@@ -75,9 +90,10 @@ def resign(receipt: dict[str, Any], witnesses: int = 0) -> dict[str, Any]:
 def test_valid_receipts(level: str, witnesses: int) -> None:
     r = make(level, witnesses)
     got = validate_conformance(r, now=NOW)
-    assert got == ConformanceReceipt(
+    assert (got.audit is not None) == (level == "L5")
+    assert dataclasses.replace(got, audit=None) == ConformanceReceipt(
         id="urn:oap:conformance:01J9V8TEST",
-        subject=did_of(SUBJECT_SEED),
+        subject=SUBJECT.did,
         level=level,
         issued_at=NOW - timedelta(days=1),
         expires_at=NOW + timedelta(days=60),
@@ -96,7 +112,7 @@ def test_signatures_cover_jcs_without_signatures() -> None:
     msg = jcs({k: v for k, v in r.items() if k != "signatures"})
     assert signing_bytes(r) == msg
     for sig in r["signatures"]:
-        seed = SUBJECT_SEED if sig["by"] == r["subject"] else WITNESS_SEEDS[0]
+        seed = SUBJECT_SEED if sig["by"] == SUBJECT.key_id else WITNESS_SEEDS[0]
         assert b64dec(sig["value"]) == ed25519.sign(seed, msg)
 
 
@@ -123,8 +139,18 @@ def test_duplicate_witness_does_not_count_twice() -> None:
 
 def test_subject_cannot_witness_itself() -> None:
     r = make("L4", 0)
-    r["signatures"].append(witness_signature(r, SUBJECT_SEED))
+    r["signatures"].append({**witness_signature(r, SUBJECT_SEED), "by": SUBJECT.key_id})
     with pytest.raises(InvalidInput, match="exactly one self signature.*has 2"):
+        validate_conformance(r, now=NOW)
+
+
+def test_the_subjects_own_key_under_another_name_is_not_an_independent_witness() -> None:
+    """§31 independence, rule 4: the did:key of a key the subject's DID document lists is
+    the subject under another name."""
+    r = make("L4", 0)
+    r["signatures"].append(witness_signature(r, SUBJECT_SEED))  # by the did:key of the subject's key
+    with pytest.raises(Forbidden, match=f"witness {did_of(SUBJECT_SEED)} is not independent of the subject "
+                                        f"{SUBJECT.did}: it holds a key that the subject's DID document lists"):
         validate_conformance(r, now=NOW)
 
 
@@ -173,7 +199,7 @@ def test_self_signature_by_other_key_claiming_subject() -> None:
     [
         (lambda s: s.update(alg="ES256"), "alg must be EdDSA for the key that signed"),
         (lambda s: s.update(alg="RS256"), "alg must be one of EdDSA, ES256, ES256K"),
-        (lambda s: s.update(by="did:web:witness.example"), "no DID resolver or pinned DID document"),
+        (lambda s: s.update(by="did:web:witness.example"), "no pinned DID document for did:web:witness.example"),
         (lambda s: s.update(by="ed25519:" + b64enc(bytes(32))), "by must be a DID"),
         (lambda s: s.update(value=b64enc(bytes(63))), "64-byte"),
         (lambda s: s.update(value="not base64!"), "base64"),
@@ -292,7 +318,7 @@ def test_unknown_field() -> None:
         ("id", "urn:oap:conformance:a b", "id must be"),
         ("id", "urn:oap:conformance:" + "x" * 237, "id must be"),
         ("id", 7, "id must be"),
-        ("subject", "did:web:impl.example", "does not verify"),
+        ("subject", "did:web:other.example", "does not verify"),
         ("subject", "did:web:impl.example#key-1", "subject must be a DID"),
         ("subject", "ed25519:" + b64enc(bytes(32)), "subject"),
         ("level", "L6", "level must be one of"),
@@ -369,6 +395,46 @@ def test_mutations_raise_only_invalid_input(data: st.DataObject) -> None:
     before = copy.deepcopy(r)
     try:
         validate_conformance(r, now=NOW)
-    except InvalidInput:
+    except (InvalidInput, Forbidden):
         pass
     assert r == before  # validation never mutates its input
+
+
+# --- L5 audit attestation (§31) ----------------------------------------------------------------
+
+
+def _with_audit(audit: dict[str, Any]) -> dict[str, Any]:
+    return make("L5", 3, audit=audit)
+
+
+def test_l5_needs_an_audit_attestation() -> None:
+    body = unsigned("L5")
+    del body["audit"]
+    r = sign_conformance(body, SUBJECT_SEED, by=SUBJECT.key_id)
+    for seed in WITNESS_SEEDS[:3]:
+        r["signatures"].append(witness_signature(r, seed))
+    with pytest.raises(InvalidInput, match="level L5 needs an audit attestation"):
+        validate_conformance(r, now=NOW)
+
+
+def test_audit_anchor_must_be_the_auditors_entry_of_the_digest() -> None:
+    from tlog.formats.audit import sign_audit
+    from tlog.formats.entries import canonical_entry
+
+    from tests.support.conformance import audit_entry, memlog_bundle
+    from tests.support.witness import MemLog
+
+    good = audit_for(SUBJECT.did, AUDITOR_SEED)
+    assert validate_conformance(_with_audit(good), now=NOW).audit.auditor == did_of(AUDITOR_SEED)
+    log = MemLog(origin="audit.example/log", seed=bytes([77]) * 32)
+    other_doc = memlog_bundle(canonical_entry(audit_entry(AUDITOR_SEED, b"another document")), log)
+    by_other = memlog_bundle(canonical_entry(audit_entry(WITNESS_SEEDS[4])), log)
+    for anchor, reason in ((other_doc, "not a receipt entry of the attestation's digest"),
+                           (by_other, "not by the auditor"), ("not a bundle", "anchor")):
+        ref = {k: good[k] for k in ("standard", "uri", "digest")} | {"anchor": anchor}
+        with pytest.raises(InvalidInput, match=reason):
+            validate_conformance(_with_audit(sign_audit(SUBJECT.did, ref, AUDITOR_SEED)), now=NOW)
+    with pytest.raises(InvalidInput, match="auditor's signature"):
+        validate_conformance(_with_audit({**good, "uri": "https://elsewhere.example/r.json"}), now=NOW)
+    with pytest.raises(InvalidInput, match="exactly the fields"):
+        validate_conformance(_with_audit({k: v for k, v in good.items() if k != "anchor"}), now=NOW)

@@ -31,11 +31,15 @@ from tlog.formats.entries import (
 )
 from tlog.formats.strict import loads_cbor, loads_json
 
+from tests.support.conformance import WebSubject, audit_for
+
 NOW = datetime(2026, 5, 2, 10, 0, 0, tzinfo=UTC)
 SEED = bytes([7]) * 32
 SUBJECT_SEED = bytes([1]) * 32
 WITNESS_SEEDS = [bytes([10 + i]) * 32 for i in range(3)]
 DIGEST = hashlib.sha256(b"an OAP receipt").digest()
+SUBJECT = WebSubject("did:web:impl.example", SUBJECT_SEED)  # L3+ subjects are did:web publishers (§31)
+LOOKUP = SUBJECT.lookup()
 COMMIT = "3b18e512dba79e4c8300dd08aeb37f8e728b8dad"
 TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
@@ -45,19 +49,19 @@ def did_of(seed: bytes) -> str:
 
 
 def conformance_receipt(level: str = "L4", witnesses: int = 1, profile: str = "commercial") -> dict[str, Any]:
-    r = sign_conformance(
-        {
-            "id": "urn:oap:conformance:01J9V8",
-            "subject": did_of(SUBJECT_SEED),
-            "level": level,
-            "profile": profile,
-            "suite": {"name": "oap-test-suite", "version": "1.0.3"},
-            "results_digest": "sha256:" + "cd" * 32,
-            "issued_at": "2026-05-01T00:00:00Z",
-            "expires_at": "2026-07-01T00:00:00Z",
-        },
-        SUBJECT_SEED,
-    )
+    body = {
+        "id": "urn:oap:conformance:01J9V8",
+        "subject": SUBJECT.did,
+        "level": level,
+        "profile": profile,
+        "suite": {"name": "oap-test-suite", "version": "1.0.3"},
+        "results_digest": "sha256:" + "cd" * 32,
+        "issued_at": "2026-05-01T00:00:00Z",
+        "expires_at": "2026-07-01T00:00:00Z",
+    }
+    if level == "L5":
+        body["audit"] = audit_for(SUBJECT.did, bytes([30]) * 32)
+    r = sign_conformance(body, SUBJECT_SEED, by=SUBJECT.key_id)
     for seed in WITNESS_SEEDS[:witnesses]:
         r["signatures"].append(witness_signature(r, seed))
     return r
@@ -74,7 +78,7 @@ def all_entries() -> dict[str, dict[str, Any]]:
 
 
 def canon(obj: object) -> bytes:
-    return canonical_entry(obj, now=NOW)
+    return canonical_entry(obj, now=NOW, lookup=LOOKUP)
 
 
 def shuffled(obj: Any, rng: random.Random) -> Any:
@@ -250,9 +254,10 @@ def test_conformance_entry_rules_are_applied() -> None:
     with pytest.raises(InvalidInput, match="level L5 needs at least 3"):
         from tlog.formats.conformance import validate_conformance
 
-        validate_conformance(conformance_receipt("L5", 2), now=NOW)
+        validate_conformance(conformance_receipt("L5", 2), now=NOW, lookup=LOOKUP)
     with pytest.raises(InvalidInput, match="expired"):
-        canonical_entry({"type": "conformance", "receipt": conformance_receipt()}, now=NOW + timedelta(days=90))
+        canonical_entry({"type": "conformance", "receipt": conformance_receipt()}, now=NOW + timedelta(days=90),
+                        lookup=LOOKUP)
     with pytest.raises(InvalidInput, match="unknown field\\(s\\): anchor"):
         canon({"type": "conformance", "receipt": conformance_receipt(), "anchor": "x"})
     with pytest.raises(InvalidInput, match="must be an object"):
@@ -269,10 +274,10 @@ def test_conformance_entry_uses_current_time_by_default() -> None:
     entry = {"type": "conformance", "receipt": conformance_receipt()}
     real_now = datetime.now(UTC)
     if datetime(2026, 4, 30, 23, 55, tzinfo=UTC) <= real_now < datetime(2026, 7, 1, tzinfo=UTC):
-        assert canonical_entry(entry) == dcbor(entry)
+        assert canonical_entry(entry, lookup=LOOKUP) == dcbor(entry)
     else:
         with pytest.raises(InvalidInput, match="expired|future"):
-            canonical_entry(entry)
+            canonical_entry(entry, lookup=LOOKUP)
 
 
 # --- registry entries ------------------------------------------------------------

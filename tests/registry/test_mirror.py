@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 
 async def populate(reg: Running) -> list[dict]:
     a, b = generate_seed(), generate_seed()
-    docs = [conformance_doc(receipt(a, "L3")), make_key_event(a, subject=did(a), key=did(b)),
+    docs = [conformance_doc(receipt(a, "L2")), make_key_event(a, subject=did(a), key=did(b)),
             make_revocation(b, kind="did", subject=did(a)), make_kill_switch(b),
             make_revocation(b, kind="vc", subject="urn:uuid:42", status_list_index=42)]
     out = []

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import re
 from datetime import timedelta
 
 import pytest
@@ -19,6 +20,7 @@ from registry.records import (
     controllers,
     holds_high_level,
     sign_record,
+    signing_bytes,
     validate_submission,
 )
 from registry.sortedtree import Leaf, SortedTree
@@ -27,9 +29,13 @@ from registry.statuslist import add_proof, bit, decode_list, encode_list, verify
 from registry.statusverify import StatusVerificationError, verify_absence
 from tlog.errors import Conflict, Forbidden, InvalidInput, SignatureError
 from tlog.formats.canonical import jcs
+from tlog.formats.diddoc import lookup_from
 from tlog.formats.ed25519 import generate_seed
+from tlog.formats.ed25519 import sign as ed25519_sign
+from tlog.formats.encoding import b64enc
 from tlog.formats.hashing import sha256
 
+from tests.support.conformance import WebSubject, audit_for, multikey, web_receipt
 from tests.support.registry import conformance_doc, did, now_utc, receipt, utc
 
 A, B, C, W1, W2, W3 = (generate_seed() for _ in range(6))
@@ -208,51 +214,86 @@ def test_kill_switch_by_the_principal_revokes_its_four_token_classes():
 # --- conformance: §31 witness rule -----------------------------------------------------------
 
 
-def test_l0_to_l3_need_no_witness():
-    rec, fresh = validate_submission(conformance_doc(receipt(A, "L3")), Index(), now_utc())
-    assert fresh and rec.level == "L3" and rec.subject == did(A)
+# did:web publishers (§31 L3+ publisher check), their documents as a registry resolved them.
+SA, SW1, SW2, SW3 = (WebSubject(f"did:web:{n}.example", s) for n, s in (("a", A), ("w1", W1), ("w2", W2),
+                                                                     ("w3", W3)))
+DOCS = {p.did: p.document for p in (SA, SW1, SW2, SW3)}
+LOOKUP = lookup_from(DOCS.items())
+
+
+def submit(doc, idx, now=None, **kw):
+    return validate_submission(doc, idx, now or now_utc(), lookup=LOOKUP, documents=DOCS, **kw)
+
+
+def web_state(*docs, bootstrap=()) -> Index:
+    idx = Index(bootstrap)
+    for i, doc in enumerate(docs):
+        rec, fresh = submit(doc, idx)
+        assert fresh
+        idx.add(rec, i)
+    return idx
+
+
+def test_l0_to_l2_need_no_witness_and_no_publisher():
+    rec, fresh = validate_submission(conformance_doc(receipt(A, "L2")), Index(), now_utc())
+    assert fresh and rec.level == "L2" and rec.subject == did(A)
+
+
+@pytest.mark.parametrize("level", ["L3", "L3-NC"])
+def test_l3_needs_a_did_web_publisher(level):
+    with pytest.raises(Forbidden, match=f"level {level} needs the publisher check.*is a did:key"):
+        validate_submission(conformance_doc(receipt(A, level)), Index(), now_utc())
+    rec, fresh = submit(conformance_doc(web_receipt(SA, level)), Index())
+    assert fresh and rec.level == level and rec.subject == SA.did
 
 
 def test_l4_needs_one_peer_witness_of_any_standing_as_31_says():
-    doc = conformance_doc(receipt(A, "L4", witnesses=(W1,)))
-    rec, fresh = validate_submission(doc, Index(), now_utc())  # W1 holds no receipt: fine for L4
+    doc = conformance_doc(web_receipt(SA, "L4", witnesses=(W1,)))
+    rec, fresh = submit(doc, Index())  # W1 holds no receipt: fine for L4
     assert fresh and rec.witnesses == (did(W1),)
     with pytest.raises(InvalidInput, match="at least 1 witness"):
-        validate_submission(conformance_doc(receipt(A, "L4")), Index(), now_utc())
+        submit(conformance_doc(web_receipt(SA, "L4")), Index())
 
 
 def test_l4_witness_standing_is_a_registry_setting():
-    doc = conformance_doc(receipt(A, "L4", witnesses=(W1,)))
+    doc = conformance_doc(web_receipt(SA, "L4", witnesses=(SW1,)))
     with pytest.raises(Forbidden, match="L4/L5"):
-        validate_submission(doc, Index(), now_utc(), strict_l4=True)
-    assert validate_submission(doc, Index([did(W1)]), now_utc(), strict_l4=True)[1]
-    idx = state(conformance_doc(receipt(W1, "L4", witnesses=(W2,))), bootstrap=[did(W2)])
-    assert holds_high_level(idx, did(W1), now_utc())
-    assert validate_submission(doc, idx, now_utc(), strict_l4=True)[1]
+        submit(doc, Index(), strict_l4=True)
+    assert submit(doc, Index([SW1.did]), strict_l4=True)[1]
+    idx = web_state(conformance_doc(web_receipt(SW1, "L4", witnesses=(W2,))), bootstrap=[did(W2)])
+    assert holds_high_level(idx, SW1.did, now_utc())
+    assert submit(doc, idx, strict_l4=True)[1]
 
 
 def test_l5_needs_three_qualified_witnesses():
-    idx = state(*(conformance_doc(receipt(w, "L4", witnesses=(C,))) for w in (W1, W2)), bootstrap=[did(C)])
-    two = conformance_doc(receipt(A, "L5", witnesses=(W1, W2, W3)))
+    idx = web_state(*(conformance_doc(web_receipt(w, "L4", witnesses=(C,))) for w in (SW1, SW2)),
+                    bootstrap=[did(C)])
+    audit = audit_for(SA.did, B)
+    two = conformance_doc(web_receipt(SA, "L5", witnesses=(SW1, SW2, SW3), audit=audit))
     with pytest.raises(Forbidden, match="qualified: 2"):
-        validate_submission(two, idx, now_utc())
-    three = conformance_doc(receipt(A, "L5", witnesses=(W1, W2, C)))
-    assert validate_submission(three, idx, now_utc())[1]
+        submit(two, idx)
+    three = conformance_doc(web_receipt(SA, "L5", witnesses=(SW1, SW2, C), audit=audit))
+    assert submit(three, idx)[1]
 
 
 def test_an_expired_or_revoked_witness_receipt_does_not_qualify():
-    w_receipt = receipt(W1, "L4", witnesses=(C,), issued=now_utc() - timedelta(days=10), valid=timedelta(days=20))
-    idx = state(conformance_doc(w_receipt), bootstrap=[did(C), did(W2), did(W3)])
+    w_receipt = web_receipt(SW1, "L4", witnesses=(C,), issued=now_utc() - timedelta(days=10),
+                            valid=timedelta(days=20))
+    idx = web_state(conformance_doc(w_receipt), bootstrap=[did(C), SW2.did, SW3.did])
     later = now_utc() + timedelta(days=11)
-    assert holds_high_level(idx, did(W1), now_utc()) and not holds_high_level(idx, did(W1), later)
-    l5 = conformance_doc(receipt(A, "L5", witnesses=(W1, W2, W3)))
-    assert validate_submission(l5, idx, now_utc())[1]  # W1 qualifies while its receipt is valid
-    revocation = make_revocation(W1, kind="conformance", subject=w_receipt["id"])
-    rec, _ = validate_submission(revocation, idx, now_utc())
+    assert holds_high_level(idx, SW1.did, now_utc()) and not holds_high_level(idx, SW1.did, later)
+    l5 = conformance_doc(web_receipt(SA, "L5", witnesses=(SW1, SW2, SW3), audit=audit_for(SA.did, B)))
+    assert submit(l5, idx)[1]  # SW1 qualifies while its receipt is valid
+    revocation = sign_record({"type": "revocation", "id": "urn:oap:revocation:w1", "kind": "conformance",
+                              "subject": w_receipt["id"], "reason": "superseded", "issued_at": utc(now_utc()),
+                              "effective_at": utc(now_utc())}, W1)
+    revocation["issued_by"] = SW1.key_id.split("#")[0]
+    revocation = {**revocation, "signature": b64enc(ed25519_sign(W1, signing_bytes(revocation)))}
+    rec, _ = submit(revocation, idx)
     idx.add(rec, 9)
-    assert not holds_high_level(idx, did(W1), now_utc())
+    assert not holds_high_level(idx, SW1.did, now_utc())
     with pytest.raises(Forbidden, match="qualified: 2"):
-        validate_submission(l5, idx, now_utc())
+        submit(l5, idx)
 
 
 def test_a_conformance_revocation_needs_the_receipt_and_its_subject():
@@ -352,3 +393,65 @@ def test_eddsa_jcs_2022_proof_verifies_and_detects_tampering():
         verify_proof({**secured, "credentialSubject": {"n": 2}}, public_from_seed(A))
     with pytest.raises(SignatureError):
         verify_proof(secured, public_from_seed(B))
+
+
+# --- §31 independence of witnesses and auditors ------------------------------------------------
+
+
+def test_a_controller_of_the_subject_is_not_an_independent_witness():
+    event = sign_record({"type": "key_event", "id": "urn:oap:key-event:c", "subject": SA.did, "event": "add_controller",
+                         "key": did(W1), "issued_at": utc(now_utc()), "effective_at": utc(now_utc())}, A)
+    event["issued_by"] = SA.did
+    event["signature"] = b64enc(ed25519_sign(A, signing_bytes(event)))
+    idx = web_state(event)
+    doc = conformance_doc(web_receipt(SA, "L4", witnesses=(W1,)))
+    with pytest.raises(Forbidden, match=f"witness {did(W1)} is not independent of the subject {SA.did}: it is a "
+                                        "controller of the subject"):
+        submit(doc, idx)
+    assert submit(doc, Index())[1]  # the same receipt before the key event
+
+
+@pytest.mark.parametrize("witness_did, rule", [
+    ("did:web:a.example:team", "on the subject's host a.example"),
+    ("did:web:a.example%3A8443", "on the subject's host a.example"),
+    ("did:web:ci.a.example", "subdomain of the subject's host a.example"),
+    ("did:web:example", "parent domain of the subject's host a.example"),
+])
+def test_a_did_web_on_the_subjects_host_is_not_independent(witness_did, rule):
+    w = WebSubject(witness_did, W2)
+    docs = {**DOCS, w.did: w.document}
+    doc = conformance_doc(web_receipt(SA, "L4", witnesses=(w,)))
+    with pytest.raises(Forbidden, match=f"witness {re.escape(w.did)} is not independent.*{rule}"):
+        validate_submission(doc, Index(), now_utc(), lookup=lookup_from(docs.items()), documents=docs)
+
+
+def test_a_sibling_host_and_an_unrelated_host_are_independent():
+    for witness_did in ("did:web:b.example", "did:web:w.other.example"):
+        w = WebSubject(witness_did, W2)
+        docs = {**DOCS, w.did: w.document}
+        doc = conformance_doc(web_receipt(SA, "L4", witnesses=(w,)))
+        assert validate_submission(doc, Index(), now_utc(), lookup=lookup_from(docs.items()), documents=docs)[1]
+
+
+def test_a_key_or_name_the_subjects_document_lists_is_not_independent():
+    # The subject's document lists a second key (#backup) and names a partner in alsoKnownAs.
+    listed = WebSubject(SA.did, A)
+    listed.document["verificationMethod"].append({"id": f"{SA.did}#backup", "type": "Multikey",
+                                                  "controller": SA.did, "publicKeyMultibase": multikey(W1)})
+    listed.document["alsoKnownAs"] = [SW2.did]
+    docs = {**DOCS, SA.did: listed.document}
+    lookup = lookup_from(docs.items())
+    backup = conformance_doc(web_receipt(SA, "L4", witnesses=(W1,)))
+    with pytest.raises(Forbidden, match="holds a key that the subject's DID document lists"):
+        validate_submission(backup, Index(), now_utc(), lookup=lookup, documents=docs)
+    aka = conformance_doc(web_receipt(SA, "L4", witnesses=(SW2,)))
+    with pytest.raises(Forbidden, match="the subject's DID document names it"):
+        validate_submission(aka, Index(), now_utc(), lookup=lookup, documents=docs)
+
+
+def test_the_auditor_must_be_independent_too():
+    idx = Index([did(C), SW1.did, SW2.did])
+    own_audit = audit_for(SA.did, A)  # the subject audits itself with its own key
+    doc = conformance_doc(web_receipt(SA, "L5", witnesses=(SW1, SW2, C), audit=own_audit))
+    with pytest.raises(Forbidden, match=f"auditor {did(A)} is not independent"):
+        submit(doc, idx)

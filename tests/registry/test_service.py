@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import timedelta
 from urllib.parse import quote
 
@@ -24,6 +25,7 @@ from registry.records import KILL_SWITCH_CLASSES
 from registry.statuslist import bit, decode_list, verify_proof
 from registry.statusverify import StatusVerificationError, verify_status
 from registry.store import MAIN
+from tlog.client.client import LogClient
 from tlog.formats.did import public_from_did_key
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.proofbundle import parse_proof_bundle
@@ -342,17 +344,38 @@ async def test_kill_switch_revokes_every_token_class_from_its_effective_time(reg
 
 
 async def test_conformance_levels_and_expiry_through_the_service(tmp_path, log_server):
-    boot = generate_seed()
-    reg = await start_registry(tmp_path / "reg", log_server, bootstrap_witnesses=did(boot))
+    from tests.support.conformance import WebSubject, audit_entry, audit_for, web_receipt
+    from tests.support.didhosts import DidHosts
+
+    hosts = await DidHosts().start(tmp_path / "tls")
+    boot, auditor = generate_seed(), generate_seed()
+    reg = await start_registry(tmp_path / "reg", log_server, bootstrap_witnesses=did(boot), did_ca_file=hosts.ca_file,
+                               did_allow_private_networks=True)
     try:
-        w = [generate_seed() for _ in range(3)]
+        # L4+ subjects are did:web publishers (§31); the witnesses on one host, the subjects on another.
+        w = [WebSubject(hosts.web_did(f"w{i}"), generate_seed()) for i in range(3)]
         for s in w:
-            st, body = await reg.post(conformance_doc(receipt(s, "L4", witnesses=(boot,))))
+            hosts.publish_web(s.did, s.document)
+            st, body = await reg.post(conformance_doc(web_receipt(s, "L4", witnesses=(boot,))))
             assert st == 200, body
-        st, body = await reg.post(conformance_doc(receipt(generate_seed(), "L5", witnesses=tuple(w))))
+
+        def subject() -> WebSubject:
+            sub = WebSubject(f"did:web:127.0.0.1%3A{hosts.web_port}:{uuid.uuid4().hex[:8]}", generate_seed())
+            hosts.publish_web(sub.did, sub.document)
+            return sub
+        a = subject()
+        st, body = await reg.post(conformance_doc(web_receipt(a, "L5", witnesses=tuple(w),
+                                                              audit=audit_for(a.did, auditor))))
+        assert st == 403 and "not proven in a log this registry trusts" in body["message"]  # a MemLog anchor
+        async with LogClient(log_server.url) as client:
+            anchor = (await client.anchor(audit_entry(auditor))).bundle
+        st, body = await reg.post(conformance_doc(web_receipt(a, "L5", witnesses=tuple(w),
+                                                              audit=audit_for(a.did, auditor, anchor=anchor))))
         assert st == 200, body
         stranger = generate_seed()
-        st, body = await reg.post(conformance_doc(receipt(generate_seed(), "L5", witnesses=(w[0], w[1], stranger))))
+        b = subject()
+        st, body = await reg.post(conformance_doc(web_receipt(b, "L5", witnesses=(w[0], w[1], stranger),
+                                                              audit=audit_for(b.did, auditor, anchor=anchor))))
         assert st == 403 and body["error"] == "policy_block" and did(stranger) in body["message"]
         short = receipt(generate_seed(), "L1", valid=timedelta(seconds=2))
         st, body = await reg.post(conformance_doc(short))
@@ -371,6 +394,7 @@ async def test_conformance_levels_and_expiry_through_the_service(tmp_path, log_s
         assert v.status == "revoked" and v.reason == "expired"
     finally:
         await reg.stop()
+        await hosts.close()
 
 
 async def test_bitstring_status_lists_follow_vc_revocations(reg):

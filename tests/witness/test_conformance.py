@@ -20,14 +20,22 @@ from tlog.merkle.tree import memory_view
 from tlog.service.keyfiles import write_private_key
 from witness.keyfiles import identity_key_name
 
+from tests.support.conformance import WebSubject, audit_for
 from tests.support.witness import V8_NAME, MemLog, running_witness, witness_config
 
 IDENTITY = bytes([41]) * 32  # the witness's did:key
 SUBJECT = bytes([42]) * 32  # the implementation asking to be witnessed
 PEERS = [bytes([50 + i]) * 32 for i in range(3)]  # other witnesses
+AUDITOR = bytes([60]) * 32
+# The implementation is a did:web publisher (§31 L3+), its document pinned in the witness's
+# did_documents_dir as the resolver would fetch it.
+WEB = WebSubject("did:web:impl.example", SUBJECT)
+LOOKUP = WEB.lookup()
 
 
 def did(seed: bytes) -> str:
+    if seed == SUBJECT:
+        return WEB.did
     return did_key_from_public(ed25519.public_from_seed(seed))
 
 
@@ -38,17 +46,20 @@ def ts(t: datetime) -> str:
 def receipt(subject: bytes, level: str, peers: list[bytes], *, days: tuple[int, int] = (-1, 60),
             rid: str = "urn:oap:conformance:test-1") -> dict[str, Any]:
     now = datetime.now(UTC).replace(microsecond=0)
-    r = sign_conformance({
+    body = {
         "id": rid, "subject": did(subject), "level": level, "profile": "commercial",
         "suite": {"name": "oap-suite", "version": "1.0.0"}, "results_digest": "sha256:" + "cd" * 32,
         "issued_at": ts(now + timedelta(days=days[0])), "expires_at": ts(now + timedelta(days=days[1])),
-    }, subject)
+    }
+    if level == "L5":
+        body["audit"] = audit_for(did(subject), AUDITOR)
+    r = sign_conformance(body, subject, by=WEB.key_id if subject == SUBJECT else None)
     for p in peers:
         r["signatures"].append(witness_signature(r, p))
     return r
 
 
-def anchored(log: MemLog, rec: dict[str, Any], *, others: int = 4, lookup=None) -> str:
+def anchored(log: MemLog, rec: dict[str, Any], *, others: int = 4, lookup=LOOKUP) -> str:
     """A .tlog-proof for the conformance entry of `rec` at index 2 of a small in-memory log."""
     entry = canonical_entry({"type": "conformance", "receipt": rec}, lookup=lookup)
     entries = [bytes([i]) * 8 for i in range(2)] + [entry] + [bytes([9, i]) for i in range(others)]
@@ -70,6 +81,10 @@ def setup(tmp: Path, *, own: dict | None | str = "L4", trusted: list[str] | None
     if own is not None:
         own_path.write_text(json.dumps(own))
     log = MemLog(origin="conformance.example/log", seed=bytes([3]) * 32)
+    pinned = tmp / "dids"
+    pinned.mkdir(exist_ok=True)
+    (pinned / "impl.json").write_text(json.dumps(WEB.document))
+    kw.setdefault("did_documents_dir", pinned)
     cfg = witness_config(tmp, [], own_receipt=own_path,
                          trusted_logs=tuple(trusted if trusted is not None else [log.vkey]), **kw)
     return cfg, log
@@ -92,10 +107,11 @@ async def test_happy_path_signature_in_receipt_form(tmp_path):
         sig = out["signature"]
         assert set(sig) == {"by", "alg", "value"} and sig["by"] == did(IDENTITY) and sig["alg"] == "EdDSA"
         assert sig == witness_signature(rec, IDENTITY)
-        checked = validate_conformance(out["receipt"], now=datetime.now(UTC))
+        checked = validate_conformance(out["receipt"], now=datetime.now(UTC), lookup=LOOKUP)
         assert did(IDENTITY) in checked.witnesses and len(checked.witnesses) == 2
         assert out["inclusion"] == {"origin": log.origin, "index": 2, "tree_size": 7}
-        assert validate_conformance(out["witness_receipt"], now=datetime.now(UTC)).subject == did(IDENTITY)
+        assert validate_conformance(out["witness_receipt"], now=datetime.now(UTC),
+                                    check_publisher=False).subject == did(IDENTITY)
         # Asking again gives the same signature and does not add it twice.
         status, again = await ask(session, url, {"receipt": out["receipt"], "bundle": anchored(log, out["receipt"])})
         assert status == 200 and again["signature"] == sig
@@ -116,7 +132,7 @@ async def test_refuses_without_its_own_valid_l4_receipt(tmp_path, own, why):
     if own == "expired":
         own = receipt(IDENTITY, "L4", PEERS[:1], days=(-100, -10))
     elif own == "other":
-        own = receipt(SUBJECT, "L4", PEERS[:1])
+        own = receipt(PEERS[2], "L4", PEERS[:1])
     elif own == "tampered":
         own = receipt(IDENTITY, "L4", PEERS[:1])
         own["profile"] = "research"
@@ -161,7 +177,7 @@ async def test_refusals_of_the_request(tmp_path):
         await expect({"receipt": bad_sig, "bundle": good}, 400, "invalid_input", "does not verify")
         old = receipt(SUBJECT, "L4", PEERS[1:2], days=(-100, -10))
         await expect({"receipt": old, "bundle": anchored(log, rec)}, 400, "invalid_input", "expired")
-        mine = receipt(IDENTITY, "L4", PEERS[1:2])
+        mine = receipt(IDENTITY, "L2", PEERS[1:2])  # (a did:key cannot claim L3+: no publisher)
         await expect({"receipt": mine, "bundle": anchored(log, mine)}, 403, "policy_block", "own")
         # Its inclusion.
         other_rec = receipt(SUBJECT, "L4", PEERS[1:2], rid="urn:oap:conformance:test-2")
@@ -220,3 +236,44 @@ async def test_a_did_web_subject_with_a_did_plc_peer_is_witnessed(tmp_path):
         assert hosts.hits["/impl/did.json"] >= 1 and hosts.hits[f"/{PLC_WITNESS}"] == 1
     finally:
         await hosts.close()
+
+
+async def test_refuses_a_subject_whose_did_document_lists_its_identity_key(tmp_path):
+    """§31 independence: an implementation that lists the witness's identity key in its own
+    DID document is the witness under another name; the witness refuses and says why."""
+    related = WebSubject("did:web:impl.example", SUBJECT)
+    related.document["verificationMethod"].append(
+        {"id": "did:web:impl.example#ops", "type": "Multikey", "controller": "did:web:impl.example",
+         "publicKeyMultibase": "z" + __import__("base58").b58encode(
+             b"\xed\x01" + ed25519.public_from_seed(IDENTITY)).decode()})
+    related.document["assertionMethod"].append("did:web:impl.example#ops")
+    cfg, log = setup(tmp_path)
+    (tmp_path / "dids" / "impl.json").write_text(json.dumps(related.document))
+    rec = receipt(SUBJECT, "L4", PEERS[1:2])
+    async with running_witness(cfg) as (svc, url, session):
+        status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec, lookup=related.lookup())})
+    assert status == 403 and out["error"] == "policy_block", out
+    assert f"witness {did(IDENTITY)} is not independent of the subject did:web:impl.example" in out["message"]
+    assert "holds a key that the subject's DID document lists" in out["message"]
+
+
+async def test_a_vc_receipt_gets_an_eddsa_jcs_2022_proof(tmp_path):
+    """A receipt in W3C VC 2.0 form is witnessed with a Data Integrity proof added to its
+    proof set (docs/architecture.md §5), deterministically."""
+    from tlog.formats.conformance import add_proof, claims_of, to_vc
+    from tlog.formats.dataintegrity import did_key_method
+
+    cfg, log = setup(tmp_path)
+    compact = receipt(SUBJECT, "L4", [])
+    vc = add_proof(to_vc(claims_of(compact)), SUBJECT, WEB.key_id)
+    vc = add_proof(vc, PEERS[1])
+    async with running_witness(cfg) as (svc, url, session):
+        status, out = await ask(session, url, {"receipt": vc, "bundle": anchored(log, vc)})
+        assert status == 200, out
+        proof = out["signature"]
+        assert proof["cryptosuite"] == "eddsa-jcs-2022" and proof["verificationMethod"] == did_key_method(did(IDENTITY))
+        assert out["receipt"]["proof"][-1] == proof and len(out["receipt"]["proof"]) == 3
+        checked = validate_conformance(out["receipt"], now=datetime.now(UTC), lookup=LOOKUP)
+        assert checked.form == "vc" and checked.witnesses == (did(PEERS[1]), did(IDENTITY))
+        again = await ask(session, url, {"receipt": out["receipt"], "bundle": anchored(log, out["receipt"])})
+        assert again[0] == 200 and again[1]["signature"] == proof and len(again[1]["receipt"]["proof"]) == 3

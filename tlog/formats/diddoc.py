@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 import base58
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
@@ -33,8 +33,8 @@ from tlog.formats.did import DID_KEY_PREFIX, RAW_KEY_PREFIX, is_did, parse_signe
 from tlog.formats.encoding import b64url_dec
 
 __all__ = ["MAX_DIDS_PER_DOCUMENT", "UNCHECKED", "KeyLookup", "VerificationKey", "dids_to_resolve", "did_web_url",
-           "keys_from_document", "needs_resolution", "plc_url", "signer_keys", "skip_resolved_signatures",
-           "split_did_url", "verify_signed_by"]
+           "key_material", "keys_from_document", "needs_resolution", "normal_public", "plc_url", "signer_keys",
+           "skip_resolved_signatures", "split_did_url", "verify_signed_by"]
 
 ED25519, P256, SECP256K1 = "Ed25519", "P-256", "secp256k1"
 _MULTICODEC = {b"\xed\x01": (ED25519, 32), b"\x80\x24": (P256, 33), b"\xe7\x01": (SECP256K1, 33)}
@@ -46,7 +46,9 @@ _DOMAIN = re.compile(r"(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[
 _SEGMENT = re.compile(r"[A-Za-z0-9._~-]+|%[0-9A-Fa-f]{2}", re.ASCII)
 _PLC = re.compile(r"did:plc:[a-z2-7]{24}", re.ASCII)
 # Fields whose values name a principal that signs something the services check.
-_SIGNER_FIELDS = frozenset({"signer", "by", "issued_by", "subject", "principal"})
+# (`issuer` and `verificationMethod` sign W3C credentials; `auditor` signs an audit attestation.)
+_SIGNER_FIELDS = frozenset({"signer", "by", "issued_by", "subject", "principal", "issuer", "verificationMethod",
+                            "auditor"})
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,27 @@ def _material(method: dict[str, Any]) -> tuple[str, bytes]:
             raise FormatError("publicKeyBase58 must be a 32-byte Ed25519 key")
         return ED25519, raw
     raise FormatError("no supported key material")
+
+
+def key_material(method: object) -> tuple[str, bytes] | None:
+    """(curve, public key) of one verification method of a DID document, or None when it
+    holds no key of the three curves read here. EC keys come back uncompressed, whichever
+    form the method wrote, so that equal keys compare equal."""
+    if not isinstance(method, dict):
+        return None
+    try:
+        curve, public = _material(method)
+        return curve, normal_public(curve, public)
+    except (FormatError, ValueError):
+        return None
+
+
+def normal_public(curve: str, public: bytes) -> bytes:
+    """One spelling per key: EC points uncompressed (ValueError when not on the curve)."""
+    if curve == ED25519:
+        return public
+    point = ec.EllipticCurvePublicKey.from_encoded_point(_CURVES[curve], public)
+    return point.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
 
 
 def keys_from_document(did: str, document: object) -> tuple[VerificationKey, ...]:
