@@ -133,7 +133,8 @@ class RegistryService:
             else:
                 await svc._open_primary()
             if svc.seed is not None and svc.anchorer is not None:
-                svc.producer = StatusProducer(svc.seed, svc.repo, svc.index, svc.data_dir / "anchors")
+                svc.producer = StatusProducer(svc.seed, svc.repo, svc.index, svc.data_dir / "anchors",
+                                              history=svc.registry)
                 svc._tasks.append(asyncio.create_task(svc._epochs(), name="registry-epochs"))
         except BaseException:
             await svc.close()
@@ -263,7 +264,7 @@ class RegistryService:
             self.index = self.mirror.index
             self.registry = self.mirror.registry or ""
             if self.producer is not None:
-                self.producer.index = self.index
+                self.producer.index, self.producer.history = self.index, self.registry
             if result.verified:
                 self._dirty.set()
         return result

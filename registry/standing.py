@@ -239,7 +239,8 @@ class KillState:
 
 def kill_state(state: State, principal: str, at: datetime) -> KillState | None:
     """The principal's kill switches at `at` (§22.3): the earliest one not recovered from, or
-    when all were, the one with the latest recovery (tokens issued before it stay revoked)."""
+    when all were, the one with the latest recovery (tokens issued before it stay revoked;
+    ties: the latest kill switch, then the first committed)."""
     kills = [r for r in state.revocations_of(f"{principal}#{KILL_SWITCH_CLASSES[0]}")
              if r.type == "kill_switch" and r.effective_at <= at]
     if not kills:
@@ -248,7 +249,8 @@ def kill_state(state: State, principal: str, at: datetime) -> KillState | None:
     open_ = [s for s in states if s.reinstated_by is None]
     if open_:
         return min(open_, key=lambda s: s.kill.effective_at)
-    return max(states, key=lambda s: s.reinstated_by.effective_at if s.reinstated_by else s.kill.effective_at)
+    return max(states, key=lambda s: (s.reinstated_by.effective_at if s.reinstated_by else s.kill.effective_at,
+                                      s.kill.effective_at))
 
 
 # --- the standing of one status id ----------------------------------------------------------

@@ -147,9 +147,11 @@ class StatusProducer:
     (ids plainly good or unknown) touches neither.
     """
 
-    def __init__(self, seed: bytes, repo: RegistryRepo, index: Index, anchors_dir: Path) -> None:
+    def __init__(self, seed: bytes, repo: RegistryRepo, index: Index, anchors_dir: Path, *,
+                 history: str = "") -> None:
         self.seed = seed
         self.registry = did_key_from_public(ed25519.public_from_seed(seed))
+        self.history = history or self.registry  # whose commits these are: a mirror answers for its upstream
         self.repo, self.index, self.anchors_dir = repo, index, anchors_dir
 
     def prepare(self, number: int, at: datetime, period: timedelta) -> Epoch:
@@ -167,7 +169,7 @@ class StatusProducer:
             "this_update": format_utc(at), "next_update": format_utc(nxt),
             "registry_seq": head.seq, "registry_commit": head.commit,
             "revoked_size": tree.size, "revoked_root": format_sha256(tree.root),
-            "push": PUSH_PATH, "caveat": CAVEAT,
+            "history": self.history, "push": PUSH_PATH, "caveat": CAVEAT,
         }, self.seed)
         epoch = Epoch(number, at, nxt, head, statement, tree, found, known=self.index.snapshot_known())
         for s in found.values():

@@ -15,7 +15,9 @@ trust policy; no network. Checks, in order:
    `linked_by` and the recovery that `reinstated` a token class, when the answer has
    them) its own signatures verify, the Git path leads from the anchored commit tree
    to exactly its bytes, and that commit's `.tlog-proof` anchors it in the log (and,
-   for a kill switch, the receipt anchor); and the records are ones that decide this
+   for a kill switch, the receipt anchor) — anchors signed by the registry whose history
+   the statement names (`history`: a mirror signs answers about its upstream's records);
+   and the records are ones that decide this
    verdict for this id at that time for that reason (docs/architecture.md §6.1);
 5. the response is fresh: `this_update <= now < next_update`.
 
@@ -140,9 +142,12 @@ def verify_status(resp: object, *, registry: str, policy: TrustPolicy | None = N
     except OAPError as e:
         raise _fail(f"epoch anchor: {e.message}") from None
 
+    history = st.get("history", registry)  # whose commits the records are in: a mirror answers for its upstream
+    if not isinstance(history, str) or not history.startswith("did:key:"):
+        raise _fail("epoch statement: history must be the did:key of a registry")
     out: dict[str, Any] = {}
     if resp["status"] in ("revoked", "suspended"):
-        out = _check_standing(resp, key, size, root, registry, policy)
+        out = _check_standing(resp, key, size, root, history, policy)
     else:
         verify_absence(resp["proof"], key, size, root)
 
