@@ -55,8 +55,9 @@ async def answer(reg: Running, key: str) -> tuple[dict, tuple]:
     assert st == 200, resp
     v = verify_status(resp, registry=status_key(reg), policy=reg.policy)
     assert v.log_checked and v.status == resp["status"]
-    since = v.revoked_at or v.suspended_at
-    return resp, (v.status, utc(since) if since else None, v.reason, utc(v.reinstated_at) if v.reinstated_at else None)
+    since = v.revoked_at or getattr(v, "suspended_at", None)
+    reinstated = getattr(v, "reinstated_at", None)
+    return resp, (v.status, utc(since) if since else None, v.reason, utc(reinstated) if reinstated else None)
 
 
 async def cli_status(reg: Running, key: str, tmp_path: Path) -> tuple[int, dict]:
