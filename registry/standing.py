@@ -26,7 +26,7 @@ and its answers never disagree. They never raise on well-formed state.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -289,17 +289,8 @@ def standing(state: State, key: str, at: datetime) -> Standing | None:
     """
     tc = token_class(key)
     if tc is not None:
-        principal = tc[0]
-        ks = kill_state(state, principal, at)
-        if ks is not None and ks.reinstated_by is None:
-            return Standing(key, "revoked", ks.kill.effective_at, "kill_switch", ks.kill)
-        s = suspension(state, principal, at)
-        if s is not None:
-            return Standing(key, "suspended", s.since, s.reason, s.record, s.linked_by)
-        if ks is not None and ks.reinstated_by is not None:
-            return Standing(key, "revoked", ks.kill.effective_at, "kill_switch", ks.kill,
-                            reinstated_at=ks.reinstated_by.effective_at, reinstated_by=ks.reinstated_by)
-        return None
+        s = _tokens(state, tc[0], at)
+        return replace(s, key=key) if s is not None else None
     found = [Standing(key, "revoked", r.effective_at, r.body["reason"], r)
              for r in state.revocations_of(key) if r.type == "revocation" and r.effective_at <= at]
     if key.startswith(CONFORMANCE_PREFIX):
@@ -313,16 +304,30 @@ def standing(state: State, key: str, at: datetime) -> Standing | None:
     if found:
         return min(found, key=lambda s: s.since)  # ties: revocations (in commit order) first
     if _is_did(key):
-        s = suspension(state, key, at)
-        if s is not None:
-            return Standing(key, "suspended", s.since, s.reason, s.record, s.linked_by)
+        held = suspension(state, key, at)
+        if held is not None:
+            return Standing(key, "suspended", held.since, held.reason, held.record, held.linked_by)
+    return None
+
+
+def _tokens(state: State, principal: str, at: datetime) -> Standing | None:
+    """The standing shared by the principal's four token classes (`key` is the principal)."""
+    ks = kill_state(state, principal, at)
+    if ks is not None and ks.reinstated_by is None:
+        return Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill)
+    s = suspension(state, principal, at)
+    if s is not None:
+        return Standing(principal, "suspended", s.since, s.reason, s.record, s.linked_by)
+    if ks is not None and ks.reinstated_by is not None:
+        return Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill,
+                        reinstated_at=ks.reinstated_by.effective_at, reinstated_by=ks.reinstated_by)
     return None
 
 
 def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
     """Every status id that is not plainly good at `at`, with its standing."""
     ids: set[str] = set()
-    principals: set[str] = set()
+    principals: set[str] = set()  # whose token classes may be revoked or suspended
     for rec in index.all_records():
         if rec.type == "conformance":
             ids.add(rec.id)
@@ -338,14 +343,16 @@ def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
             ids.update(k for k in (rec.subject, rec.key) if k and k.startswith("did:"))
         elif rec.body["event"] == "suspend":
             principals.add(rec.subject)
-    for p in principals:
-        ids.add(p)
-        ids.update(f"{p}#{c}" for c in KILL_SWITCH_CLASSES)
+    ids.update(principals)
     out = {}
     for key in ids:
         s = standing(index, key, at)
         if s is not None:
             out[key] = s
+    for p in principals:
+        s = _tokens(index, p, at)
+        if s is not None:
+            out.update((k, replace(s, key=k)) for k in (f"{p}#{c}" for c in KILL_SWITCH_CLASSES))
     return out
 
 
