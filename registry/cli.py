@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 1 verification failed or the mirror refused the
 upstream (evidence kept); 2 usage, configuration or network error.
-`status` also uses 0 good, 3 revoked, 4 unknown once the response verified.
+`status` also uses 0 good, 3 revoked, 4 unknown, 5 suspended once the response verified.
 """
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from tlog.service import keyfiles
 from tlog.service.cli import Running, fail, load_config, native_notice, run, serve_options
 
 from .config import RegistryConfig
-from .records import REASONS
+from .records import KEY_EVENTS, KEYED_EVENTS, REASONS
 
-STATUS_EXIT = {"good": 0, "revoked": 3, "unknown": 4}
+STATUS_EXIT = {"good": 0, "revoked": 3, "unknown": 4, "suspended": 5}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -196,16 +196,27 @@ def kill_switch(key_file: Path, principal: str | None, effective_at: str | None,
 
 @main.command("key-event")
 @click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--subject", required=True, help="The DID gaining a controller.")
-@click.option("--controller", required=True, help="DID of the new controller (a did:key, or e.g. a did:web).")
-@click.option("--event", type=click.Choice(["add_controller", "rotate"]), default="add_controller")
+@click.option("--subject", required=True, help="The principal DID the event is about.")
+@click.option("--controller", default=None,
+              help="add_controller, rotate: DID of the new controller (a did:key, or e.g. a did:web).")
+@click.option("--event", type=click.Choice(sorted(KEY_EVENTS)), default="add_controller", show_default=True,
+              help="add_controller; rotate (retires the previous key); suspend (until a recovery); "
+                   "resume (recovers from a suspension or a kill switch).")
+@click.option("--reason", type=click.Choice(sorted(REASONS)), default=None, help="suspend: why.")
+@click.option("--effective-at", default=None, help="RFC 3339 UTC time (default now; rotate and resume: not earlier).")
 @URL_OPT
 @ANCHOR_OUT
-def key_event(key_file: Path, subject: str, controller: str, event: str, url: str, out: Path | None) -> None:
-    """Make another key a controller of a subject (rotation, recovery)."""
+def key_event(key_file: Path, subject: str, controller: str | None, event: str, reason: str | None,
+              effective_at: str | None, url: str, out: Path | None) -> None:
+    """Controllers, rotation, suspension and recovery of a principal (§5.3)."""
     from .client import make_key_event
 
-    _submit(url, make_key_event(_seed(key_file), subject=subject, key=controller, event=event), out)
+    if (event in KEYED_EVENTS) != (controller is not None):
+        fail(f"--controller is {'required' if event in KEYED_EVENTS else 'not taken'} with --event {event}", 2)
+    if reason is not None and event != "suspend":
+        fail("--reason goes with --event suspend", 2)
+    _submit(url, make_key_event(_seed(key_file), subject=subject, key=controller, event=event, reason=reason,
+                                effective_at=effective_at), out)
 
 
 # --- status --------------------------------------------------------------------------
@@ -226,7 +237,7 @@ def status(target: str, offline: bool, registry_key: str | None, log_policy: Pat
            issuer: str | None, out: Path | None, allow_stale: bool, as_json: bool, url: str) -> None:
     """Fetch (or, with --offline, read) a status response and verify it.
 
-    Exit 0 good, 3 revoked, 4 unknown; 1 if the response does not verify.
+    Exit 0 good, 3 revoked, 4 unknown, 5 suspended; 1 if the response does not verify.
     """
     from tlog.formats.times import relative
 
@@ -275,6 +286,10 @@ def status(target: str, offline: bool, registry_key: str | None, log_policy: Pat
                                    "log_checked": v.log_checked}
         if v.status == "revoked":
             out_obj |= {"revoked_at": resp["revocation"]["revoked_at"], "reason": v.reason, "by": by}
+            if v.reinstated_at is not None:
+                out_obj["reinstated_at"] = resp["revocation"]["reinstated"]["reinstated_at"]
+        elif v.status == "suspended":
+            out_obj |= {"suspended_at": resp["suspension"]["suspended_at"], "reason": v.reason, "by": by}
         click.echo(json.dumps(out_obj))
         sys.exit(STATUS_EXIT[v.status])
     click.echo(f"{v.status.upper()}  {v.id}")
@@ -283,6 +298,12 @@ def status(target: str, offline: bool, registry_key: str | None, log_policy: Pat
                f"log anchors {'verified' if v.log_checked else 'not checked'}")
     if v.status == "revoked":
         click.echo(f"  revoked at {resp['revocation']['revoked_at']} reason {v.reason} by {by or '?'}")
+        if v.reinstated_at is not None:
+            at = resp["revocation"]["reinstated"]["reinstated_at"]
+            click.echo(f"  reinstated at {at}: tokens issued from then on are not revoked; every earlier one is")
+    elif v.status == "suspended":
+        click.echo(f"  suspended at {resp['suspension']['suspended_at']} reason {v.reason} by {by or '?'}; "
+                   "refuse it until it recovers")
     sys.exit(STATUS_EXIT[v.status])
 
 

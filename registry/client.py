@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 
-from tlog.client.client import ServerError, bearer, check_url, oap_request
+from tlog.client.client import ServerError, bearer, check_url, oap_request, read_answer
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.times import format_utc
@@ -48,11 +49,16 @@ def make_kill_switch(seed: bytes, *, principal: str | None = None, effective_at:
     return sign_record(body, seed)
 
 
-def make_key_event(seed: bytes, *, subject: str, key: str, event: str = "add_controller",
-                   effective_at: str | None = None) -> dict[str, Any]:
-    return sign_record({"type": "key_event", "id": f"urn:oap:key-event:{uuid.uuid4()}", "subject": subject,
-                        "event": event, "key": key, "effective_at": effective_at or _now(),
-                        "issued_at": _now()}, seed)
+def make_key_event(seed: bytes, *, subject: str, key: str | None = None, event: str = "add_controller",
+                   effective_at: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    """`key` for add_controller and rotate; `reason` for suspend (registry.records)."""
+    body: dict[str, Any] = {"type": "key_event", "id": f"urn:oap:key-event:{uuid.uuid4()}", "subject": subject,
+                            "event": event, "effective_at": effective_at or _now(), "issued_at": _now()}
+    if key is not None:
+        body["key"] = key
+    if reason is not None:
+        body["reason"] = reason
+    return sign_record(body, seed)
 
 
 RegistryError = ServerError  # a refusal from the registry: status, OAP code, message
@@ -84,3 +90,28 @@ class RegistryClient:
 
     async def info(self) -> dict[str, Any]:
         return await self._call("GET", "/v1/info")
+
+    async def status_events(self, ids: Sequence[str], issuer: str | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Follow the registry's push stream (`GET /v1/status-events`, Server-Sent Events):
+        each id's signed answer now, then again whenever it changes, until the stream
+        ends. Verify each with `registry.statusverify.verify_status` before acting on it."""
+        params = [("id", i) for i in ids] + ([("issuer", issuer)] if issuer else [])
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=60)  # keep-alives come every 15 s
+        async with self._session.get(self.url + "/v1/status-events", params=params, headers=self._headers,
+                                     timeout=timeout) as resp:
+            if resp.status != 200:
+                await read_answer(resp)  # raises the registry's error
+            event, data = "", b""
+            while True:
+                line = await resp.content.readline()
+                if not line:
+                    return
+                line = line.rstrip(b"\r\n")
+                if line.startswith(b"event:"):
+                    event = line[6:].strip().decode()
+                elif line.startswith(b"data:"):
+                    data += line[5:].lstrip(b" ")
+                elif not line:
+                    if event == "status" and data:
+                        yield json.loads(data)
+                    event, data = "", b""

@@ -78,6 +78,8 @@ class Index:
         self._receipts: dict[str, list[Record]] = defaultdict(list)
         self._revocations: dict[str, list[Record]] = defaultdict(list)
         self._key_events: dict[str, list[Record]] = defaultdict(list)
+        self._naming: dict[str, list[Record]] = defaultdict(list)  # key -> key events naming it as `key`
+        self._pos: dict[str, int] = {}  # record path -> place in commit order
         self._about: dict[str, list[str]] = defaultdict(list)  # DID or id -> record paths
         self.per_commit: dict[int, int] = defaultdict(int)  # seq -> records it added
         self._lock = threading.Lock()  # `add` may run in a mirror's sync thread while the loop reads
@@ -105,6 +107,12 @@ class Index:
     def did_documents_of(self, did: str) -> list[object]:
         return self.did_documents.documents(did)
 
+    def key_events_naming(self, key: str) -> list[Record]:
+        return self._naming.get(key, [])
+
+    def position(self, path: str) -> int:
+        return self._pos[path]
+
     # --- updates ---------------------------------------------------------------------
 
     def add(self, rec: Record, seq: int) -> None:
@@ -122,12 +130,15 @@ class Index:
         self.seq_of[rec.path] = seq
         self.per_commit[seq] += 1
         self.by_id[rec.id] = rec.path
+        self._pos[rec.path] = len(self.order)
         self.order.append(rec.path)
         if rec.type == "conformance":
             self._receipts[rec.subject].append(rec)
             self.known.update((rec.id, rec.subject, *rec.witnesses))
         elif rec.type == "key_event":
             self._key_events[rec.subject].append(rec)
+            if rec.key is not None:
+                self._naming[rec.key].append(rec)
             self.known.update((rec.subject, rec.key or "", rec.issued_by))
         else:
             for key in rec.status_keys():
@@ -151,10 +162,11 @@ class Index:
             out = Index(self.bootstrap_witnesses)
             out.records, out.seq_of, out.by_id = dict(self.records), dict(self.seq_of), dict(self.by_id)
             out.order, out.known, out.commits = list(self.order), set(self.known), list(self.commits)
+            out._pos = dict(self._pos)
             out.anchors_in_tree = set(self.anchors_in_tree)
             out.per_commit.update(self.per_commit)
             for mine, theirs in ((out._receipts, self._receipts), (out._revocations, self._revocations),
-                                 (out._key_events, self._key_events)):
+                                 (out._key_events, self._key_events), (out._naming, self._naming)):
                 mine.update({k: list(v) for k, v in theirs.items()})
             out._about.update({k: list(v) for k, v in self._about.items()})
             return out
@@ -206,3 +218,12 @@ class Layered:
 
     def did_documents_of(self, did: str) -> Iterable[object]:
         return self.base.did_documents_of(did)  # a batch's documents come with each submission
+
+    def key_events_naming(self, key: str) -> Iterable[Record]:
+        return chain(self.base.key_events_naming(key), self.top.key_events_naming(key))
+
+    def position(self, path: str) -> int:
+        """The batch comes after everything committed."""
+        if path in self.base.records:
+            return self.base.position(path)
+        return len(self.base.order) + self.top.position(path)

@@ -17,7 +17,7 @@ class RegistryMetrics:
         self.anchor_failures = Counter("oap_registry_anchor_failures_total", "Log anchoring failures", registry=r)
         self.head_seq = Gauge("oap_registry_head_seq", "Seq of the published head commit", registry=r)
         self.epoch = Gauge("oap_registry_status_epoch", "Current status epoch", registry=r)
-        self.revoked = Gauge("oap_registry_revoked_ids", "Revoked ids in the current epoch", registry=r)
+        self.revoked = Gauge("oap_registry_revoked_ids", "Revoked or suspended ids in the current epoch", registry=r)
         self.status_responses = Counter("oap_registry_status_responses_total", "Status responses served",
                                         ["status"], registry=r)
         self.mirror_refusals = Counter("oap_registry_mirror_refusals_total",

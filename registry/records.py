@@ -15,12 +15,14 @@ Four record types (docs/architecture.md §5, OAP-CORE-1.0 §22, §28.5, §31, §
   `effective_at`, signed by the subject's key or a controller of it.
 - `kill_switch`: a principal revokes every subscription token, OAuth grant,
   trust token and webhook subscription it has granted (§22.3).
-- `key_event`: `add_controller` / `rotate` (§5.3 rotation and recovery): a key
-  becomes a controller of a subject DID; controllers may then sign revocations
+- `key_event` (§5.3 rotation, recovery, suspension): `add_controller` / `rotate`
+  make a key a controller of a subject DID; controllers may then sign revocations
   and kill switches for the subject. `add_controller` adds a key beside the ones
   the subject has; `rotate` replaces: from its effective time the subject's
   previous key (the subject itself when it is a did:key, else the key of the
-  previous rotation) no longer speaks for it.
+  previous rotation) is retired and no longer speaks for anyone. `suspend`
+  suspends the subject until a recovery (`rotate` or `resume`). What the events
+  mean for status answers is `registry.standing`.
 
 Every record except a conformance receipt carries `issued_by` (a DID) and
 `signature`: a signature (standard base64, or base64url without padding) over the
@@ -56,9 +58,18 @@ from tlog.formats.diddoc import KeyLookup, verify_signed_by
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import sha256
 from tlog.formats.independence import Principal, principal, relation
-from tlog.formats.times import parse_utc
+from tlog.formats.times import format_utc, parse_utc
 
 from .layout import REVOCATION_KINDS, record_path
+from .standing import (
+    KILL_SWITCH_CLASSES,
+    RECOVERY_EVENTS,
+    controllers,
+    ended_at,
+    retirement,
+    revoked_at,
+    suspension,
+)
 
 RECORD_TYPES = ("conformance", "revocation", "kill_switch", "key_event")
 REASONS = frozenset({
@@ -66,9 +77,9 @@ REASONS = frozenset({
     "privilege_withdrawn", "affiliation_changed", "loss_of_key", "policy_violation",
 })
 """Revocation reasons, after RFC 5280 §5.3.1 CRLReason, in OAP's snake_case."""
-KEY_EVENTS = frozenset({"add_controller", "rotate"})
-KILL_SWITCH_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")
-"""What a kill switch revokes (§22.3); each is a status id `<principal>#<class>`."""
+KEY_EVENTS = frozenset({"add_controller", "rotate", "suspend", "resume"})
+KEYED_EVENTS = frozenset({"add_controller", "rotate"})
+"""Key events that name a `key`; `suspend` and `resume` concern the subject alone."""
 HIGH_LEVELS = frozenset({"L4", "L5"})
 STATUS_LIST_BITS = 131072
 """W3C Bitstring Status List v1.0 minimum list length (16 KiB)."""
@@ -86,7 +97,7 @@ _COMMON = {"type", "id", "effective_at", "issued_at", "issued_by", "signature"}
 _FIELDS: dict[str, tuple[set[str], set[str]]] = {
     "revocation": (_COMMON | {"kind", "subject", "reason"}, {"status_list", "status_list_index"}),
     "kill_switch": (_COMMON | {"principal"}, {"reason"}),
-    "key_event": (_COMMON | {"subject", "event", "key"}, set()),
+    "key_event": (_COMMON | {"subject", "event"}, {"key", "reason"}),
 }
 
 
@@ -276,11 +287,19 @@ def check_record(body: object, *, now: datetime | None, lookup: KeyLookup | None
             raise InvalidInput("kill_switch: reason must be a string of at most 256 characters")
     else:
         subject = _did(body["subject"], "key_event: subject")
-        if body["event"] not in KEY_EVENTS:
+        event = body["event"]
+        if event not in KEY_EVENTS:
             raise InvalidInput(f"key_event: event must be one of {', '.join(sorted(KEY_EVENTS))}")
-        extra["key"] = _did(body["key"], "key_event: key")  # any DID: a did:web recovery controller too
-        if extra["key"] == subject:
-            raise InvalidInput("key_event: a subject is already its own controller")
+        if event in KEYED_EVENTS:
+            if "key" not in body:
+                raise InvalidInput(f"key_event: {event} needs key (the DID that becomes a controller)")
+            extra["key"] = _did(body["key"], "key_event: key")  # any DID: a did:web recovery controller too
+            if extra["key"] == subject:
+                raise InvalidInput("key_event: a subject is already its own controller")
+        elif "key" in body:
+            raise InvalidInput(f"key_event: {event} concerns the subject alone and takes no key")
+        if "reason" in body and (event != "suspend" or body["reason"] not in REASONS):
+            raise InvalidInput(f"key_event: only suspend takes a reason, one of {', '.join(sorted(REASONS))}")
     if now is not None:
         if issued_at > now + MAX_CLOCK_SKEW:
             raise InvalidInput(f"{rtype}: issued_at is in the future")
@@ -334,43 +353,28 @@ class RegistryState(Protocol):
     def revocations_of(self, status_key: str) -> Iterable[Record]: ...
     def key_events_of(self, subject: str) -> Iterable[Record]: ...
     def did_documents_of(self, did: str) -> Iterable[object]: ...
-
-
-def revoked_at(state: RegistryState, key: str, at: datetime) -> datetime | None:
-    """Earliest effective time of a revocation of status id `key` that is in force at `at`."""
-    times = [r.effective_at for r in state.revocations_of(key) if r.effective_at <= at]
-    return min(times) if times else None
-
-
-def controllers(state: RegistryState, subject: str, at: datetime) -> set[str]:
-    """Who may speak for `subject` at `at`: the subject itself (a did:key with its key,
-    another DID with the keys of its document), every key an `add_controller` event
-    made its controller, and the key of its latest `rotate` event, which retires the
-    subject's did:key and the keys of earlier rotations; minus keys revoked by then."""
-    events = sorted((e for e in state.key_events_of(subject) if e.effective_at <= at and e.key),
-                    key=lambda e: e.effective_at)  # stable: commit order breaks ties
-    rotations = [e.key for e in events if e.body["event"] == "rotate"]
-    out = {e.key for e in events if e.body["event"] == "add_controller"}
-    if rotations:
-        out.add(rotations[-1])
-        retired = set(rotations[:-1]) | ({subject} if subject.startswith("did:key:") else set())
-        out -= retired - {rotations[-1]}
-        if not subject.startswith("did:key:"):
-            out.add(subject)
-    else:
-        out.add(subject)
-    return {k for k in out if k is not None and revoked_at(state, k, at) is None}
+    def key_events_naming(self, key: str) -> Iterable[Record]: ...
+    def position(self, path: str) -> int: ...
 
 
 def holds_high_level(state: RegistryState, did: str, at: datetime) -> bool:
-    """§31: `did` holds a valid (unexpired, unrevoked) L4 or L5 receipt at `at`."""
-    if revoked_at(state, did, at) is not None:
+    """§31: `did` holds a valid (unexpired, unrevoked) L4 or L5 receipt at `at`, and is itself
+    neither revoked, retired by a rotation nor suspended."""
+    if ended_at(state, did, at) is not None or suspension(state, did, at) is not None:
         return False
     return any(
         r.level in HIGH_LEVELS and r.effective_at <= at + MAX_CLOCK_SKEW and r.expires_at is not None
         and at < r.expires_at and revoked_at(state, r.id, at) is None
         for r in state.receipts_of(did)
     )
+
+
+def _retired(state: RegistryState, who: str, now: datetime) -> str | None:
+    ret = retirement(state, who, now)
+    if ret is None:
+        return None
+    return (f"{who} was retired by a rotation of {ret.rotation.subject} at {format_utc(ret.at)}; "
+            "a retired key speaks for no one (§5.3)")
 
 
 def check_rules(rec: Record, state: RegistryState, now: datetime, *, documents: Documents | None = None,
@@ -392,11 +396,21 @@ def check_rules(rec: Record, state: RegistryState, now: datetime, *, documents: 
         _audit_anchor_rule(rec, policy)
         if revoked_at(state, rec.subject, now) is not None:
             raise Forbidden(f"conformance receipt: subject {rec.subject} is revoked")
+        retired = _retired(state, rec.subject, now)
+        if retired:
+            raise Forbidden(f"conformance receipt: subject {retired}")
+        if suspension(state, rec.subject, now) is not None:
+            raise Forbidden(f"conformance receipt: subject {rec.subject} is suspended until it recovers (§5.3)")
         return True
     self_revocation = rec.type == "revocation" and rec.kind in ("did", "key") and rec.issued_by == rec.subject
+    vc = rec.type == "revocation" and rec.kind == "vc"
     if not self_revocation and revoked_at(state, rec.issued_by, now) is not None:
         raise Forbidden(f"{rec.type}: signer {rec.issued_by} is revoked")
-    if rec.type == "revocation" and rec.kind == "vc":
+    if not self_revocation and not vc:  # a retired issuer may still revoke the credentials it issued
+        retired = _retired(state, rec.issued_by, now)
+        if retired:
+            raise Forbidden(f"{rec.type}: signer {retired}")
+    if vc:
         return True  # the signer is the credential's issuer; status is scoped to it (vc_status_key)
     owner = rec.subject
     if rec.type == "revocation" and rec.kind == "conformance":
@@ -406,9 +420,26 @@ def check_rules(rec: Record, state: RegistryState, now: datetime, *, documents: 
         owner = receipt.subject
     if rec.issued_by not in controllers(state, owner, now) and not self_revocation:
         raise Forbidden(f"{rec.type}: {rec.issued_by} is neither {owner} nor a controller of it")
-    if rec.type == "key_event" and revoked_at(state, rec.key or "", now) is not None:
-        raise Forbidden(f"key_event: key {rec.key} is revoked")
+    if rec.type == "key_event":
+        _key_event_rules(rec, state, now)
     return True
+
+
+def _key_event_rules(rec: Record, state: RegistryState, now: datetime) -> None:
+    event = rec.body["event"]
+    if rec.key is not None:
+        if revoked_at(state, rec.key, now) is not None:
+            raise Forbidden(f"key_event: key {rec.key} is revoked")
+        retired = _retired(state, rec.key, now)
+        if retired:
+            raise Forbidden(f"key_event: key {retired}")
+    if event == "add_controller" and suspension(state, rec.subject, now) is not None:
+        raise Forbidden(f"key_event: {rec.subject} is suspended: it gains no controller until it recovers "
+                        "(a rotate or resume by a controller, §5.3)")
+    if event in RECOVERY_EVENTS and rec.effective_at < now - MAX_CLOCK_SKEW:
+        # a recovery reinstates tokens and lifts suspensions from its effective time: never retroactively
+        raise InvalidInput(f"key_event: a {event} cannot take effect in the past (effective_at is before the "
+                           "registry's clock minus 5 minutes)")
 
 
 QUALIFIED_WITNESS_LEVELS = frozenset({"L5"})

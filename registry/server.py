@@ -11,18 +11,21 @@ Reads (primary and mirrors):
   GET  /v1/commits?limit=&before=      the latest commits (newest first), their records and log anchors
   GET  /v1/info
   GET  /v1/status/<id>[?issuer=<DID>]  signed OCSP-style status (see registry.status)
-  GET  /v1/status-lists/<issuer>[/<n>] W3C BitstringStatusListCredential
+  GET  /v1/status-events?id=<id>[&id=..]  push: the signed answer of each id, again whenever it changes (SSE)
+  GET  /v1/status-lists/<issuer>[/<n>[/suspension]]  W3C BitstringStatusListCredential
   GET  /<name>.git/...                 read-only Git smart HTTP (registry.githttp)
   GET  /healthz, /readyz, /metrics
 Errors become `{"error": <App. B code>, "message": ...}` in `tlog.service.responses` only.
 """
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import logging
 import re
 import time
 from bisect import bisect_left
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -41,7 +44,7 @@ from tlog.service.limits import RateLimiter
 from tlog.service.metrics import RequestMetrics
 from tlog.service.reply import Reply
 from tlog.service.responses import accepts_cbor, respond, wants_cbor
-from tlog.service.sending import send_large
+from tlog.service.sending import send_large, stream
 from tlog.service.ui import CORS
 
 from .githttp import GitReadOnly
@@ -55,6 +58,10 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 MAX_ID = 1024
 MAX_COMMITS = 100  # commits per page of /v1/commits
 RECORDS_PER_COMMIT = 20  # records listed per commit there (record_count has them all)
+MAX_WATCHED_IDS = 16  # ids per push stream
+MAX_WATCHERS = 1000  # push streams open at once
+WATCH_SECONDS = 3600.0  # a push stream ends after this; EventSource reconnects by itself
+KEEPALIVE_SECONDS = 15.0
 
 
 def _record_json(svc: RegistryService, path: str) -> dict:
@@ -156,6 +163,8 @@ class RegistryAPI:
             web.get("/v1/status/{id:.+}", self.status),
             web.get("/v1/status-lists/{issuer}", self.status_list),
             web.get("/v1/status-lists/{issuer}/{n}", self.status_list),
+            web.get("/v1/status-lists/{issuer}/{n}/{purpose}", self.status_list),
+            web.get("/v1/status-events", self.status_events),
         ]
 
     def fast_routes(self) -> FastRoutes:
@@ -294,14 +303,62 @@ class RegistryAPI:
     async def status_list(self, request: web.Request) -> web.StreamResponse:
         issuer = request.match_info["issuer"]
         number = request.match_info.get("n", "0")
+        purpose = request.match_info.get("purpose", "revocation")
         if not is_did(issuer):
             raise InvalidInput("status lists are per issuer DID: /v1/status-lists/<issuer DID>/<n>")
         if not number.isdigit() or len(number) > 5 or int(number) >= 65536:
             raise InvalidInput("list number must be 0..65535")
+        if purpose not in ("revocation", "suspension") or "purpose" in request.match_info and purpose != "suspension":
+            raise NotFound("the suspension list is /v1/status-lists/<issuer DID>/<n>/suspension")
         base = self.svc.config.public_url or _listening_url(request)
-        url = f"{base}/v1/status-lists/{issuer}/{int(number)}"
-        epoch, p = self.svc.status_list(issuer, int(number), url)
+        url = f"{base}/v1/status-lists/{issuer}/{int(number)}" + ("/suspension" if purpose == "suspension" else "")
+        epoch, p = self.svc.status_list(issuer, int(number), url, purpose)
         return _cached(request, p, epoch.next_update, epoch.this_update)
+
+    async def status_events(self, request: web.Request) -> web.StreamResponse:
+        """Push (Server-Sent Events): the signed answer of each id now, then again within
+        seconds of every epoch that changes it (a kill switch, revocation, suspension or
+        recovery), so a relying party need not wait for `next_update`. Each event is
+        `event: status`, `id: <epoch>`, `data: <the answer, JSON on one line>`; a comment
+        line every 15 s keeps proxies from closing the stream; it ends after an hour."""
+        ids = request.query.getall("id", [])
+        if not 1 <= len(ids) <= MAX_WATCHED_IDS:
+            raise InvalidInput(f"give the status ids to follow as 1..{MAX_WATCHED_IDS} id parameters")
+        issuer = request.query.get("issuer")
+        keys = list(dict.fromkeys(_status_key(i, issuer) for i in ids))
+        first = {k: (await self.svc.status(k))[1] for k in keys}  # a registry without status answers 404/503 here
+        if self.svc.watchers >= MAX_WATCHERS:
+            raise Unavailable("too many push streams are open; retry shortly", retry_after=5)
+        self.svc.watchers += 1
+        try:
+            return await stream(request, self._events(keys, first), content_type="text/event-stream",
+                                reserve=16 * 1024, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no",
+                                                            CORS[0]: CORS[1]})
+        finally:
+            self.svc.watchers -= 1
+
+    async def _events(self, keys: list[str], answers: dict[str, Produced]) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + WATCH_SECONDS
+        sent: dict[str, tuple] = {}
+        yield b"retry: 2000\n\n"
+        while True:
+            for key, p in answers.items():
+                mark = (p.body["status"], p.body["proof"].get("leaf"))
+                if sent.get(key) != mark:
+                    sent[key] = mark
+                    yield b"event: status\nid: %d\ndata: %s\n\n" % (p.body["epoch"]["epoch"], p.json)
+            left = end - loop.time()
+            if left <= 0 or not self.svc.watching:
+                return
+            number = max(p.body["epoch"]["epoch"] for p in answers.values())
+            epoch = await self.svc.next_epoch(number, min(KEEPALIVE_SECONDS, left))
+            if epoch is None:
+                if not self.svc.watching:
+                    return
+                yield b": keep-alive\n\n"
+                continue
+            answers = {k: (await self.svc.status(k))[1] for k in keys}
 
     async def ready(self) -> dict:
         svc = self.svc
@@ -325,4 +382,9 @@ def build_app(svc: RegistryService) -> web.Application:
     add_ops_routes(app, svc.metrics.registry, ready=api.ready)
     app[FAST_ROUTES_KEY] = api.fast_routes()
     GitReadOnly(svc.repo.path, max_body=svc.config.max_git_body, gate=svc.gate).routes(app, svc.config.name)
+
+    async def end_push_streams(app: web.Application) -> None:
+        svc.stop_watchers()
+
+    app.on_shutdown.append(end_push_streams)
     return app

@@ -103,6 +103,9 @@ class RegistryService:
     _dirty: asyncio.Event = field(default_factory=asyncio.Event)
     _status_counters: dict = field(default_factory=dict)  # labelled children, looked up once
     _closing: bool = False
+    _epoch_future: asyncio.Future | None = None  # resolved when a new epoch is published (push streams)
+    watchers: int = 0  # open push streams
+    _watching: bool = True
 
     @property
     def data_dir(self) -> Path:
@@ -130,7 +133,8 @@ class RegistryService:
             else:
                 await svc._open_primary()
             if svc.seed is not None and svc.anchorer is not None:
-                svc.producer = StatusProducer(svc.seed, svc.repo, svc.index, svc.data_dir / "anchors")
+                svc.producer = StatusProducer(svc.seed, svc.repo, svc.index, svc.data_dir / "anchors",
+                                              history=svc.registry)
                 svc._tasks.append(asyncio.create_task(svc._epochs(), name="registry-epochs"))
         except BaseException:
             await svc.close()
@@ -217,8 +221,18 @@ class RegistryService:
             self.anchorer = Anchorer(cfg.log_url, self.seed, None, token=self._log_token())
         self._tasks.append(asyncio.create_task(self._follow(), name="registry-mirror"))
 
+    @property
+    def watching(self) -> bool:
+        return self._watching
+
+    def stop_watchers(self) -> None:
+        """End the push streams (the server is shutting down; clients reconnect elsewhere)."""
+        self._watching = False
+        self._wake_watchers()
+
     async def close(self) -> None:
         self._closing = True
+        self.stop_watchers()
         self._dirty.set()
         if self.batcher is not None:
             await self.batcher.close()
@@ -250,7 +264,7 @@ class RegistryService:
             self.index = self.mirror.index
             self.registry = self.mirror.registry or ""
             if self.producer is not None:
-                self.producer.index = self.index
+                self.producer.index, self.producer.history = self.index, self.registry
             if result.verified:
                 self._dirty.set()
         return result
@@ -289,6 +303,7 @@ class RegistryService:
         await self.in_thread(self.producer.preproduce, epoch)
         write_durably(self._epoch_file, json.dumps({"epoch": epoch.number}).encode())
         self.epoch = epoch
+        self._wake_watchers()
         self.metrics.epoch.set(epoch.number)
         self.metrics.revoked.set(epoch.tree.size)
         return epoch
@@ -322,7 +337,7 @@ class RegistryService:
 
     def status_now(self, key: str) -> tuple[Epoch, Produced] | None:
         """The answer for `key` without leaving the event loop; None when it needs Git
-        (a `revoked` answer not produced yet: see `status`)."""
+        (a `revoked` or `suspended` answer not produced yet: see `status`)."""
         producer = self.producer
         if producer is None and self.read_only:
             raise Unavailable("the data directory is read-only: no status epoch can be signed and anchored "
@@ -334,7 +349,7 @@ class RegistryService:
             raise Unavailable("no status epoch has been produced yet; retry shortly", retry_after=1)
         got = producer.cached(epoch, key)
         if got is None:
-            if key in epoch.revoked:
+            if key in epoch.standing:
                 return None
             got = producer.produce(epoch, key)
             producer.remember(epoch, key, got)
@@ -353,29 +368,64 @@ class RegistryService:
             return now
         producer, epoch = self.producer, self.epoch  # status_now checked both, with no await since
         assert producer is not None and epoch is not None
-        got = await self.in_thread(producer.produce_revoked, epoch, key)
+        got = await self.in_thread(producer.produce_standing, epoch, key)
         producer.remember(epoch, key, got)
         self._count_status(got.body["status"])
         return epoch, got
 
-    def status_list(self, issuer: str, number: int, url: str) -> tuple[Epoch, Produced]:
+    def status_list(self, issuer: str, number: int, url: str, purpose: str = "revocation") -> tuple[Epoch, Produced]:
+        """The issuer's list `number` for `purpose` (registry.statuslist says what sets its bits)."""
         if self.producer is None or self.seed is None:
             raise NotFound("this registry runs no status service")
         epoch = self.epoch
         if epoch is None:
             raise Unavailable("no status epoch has been produced yet; retry shortly", retry_after=1)
-        cache_key = (issuer, number, url)
+        cache_key = (issuer, number, url, purpose)
         got = epoch.list_cache.get(cache_key)
         if got is None:
             ttl_ms = max(1000, int((epoch.next_update - epoch.this_update).total_seconds() * 1000))
+            whole = epoch.issuer_standing(issuer)
+            if purpose == "revocation":
+                indices, fill = epoch.lists.get((issuer, number), []), whole == "revoked"
+            else:
+                indices, fill = [], whole == "suspended"
             cred = status_list_credential(url=url, registry=self.producer.registry, seed=self.seed,
-                                          indices=epoch.lists.get((issuer, number), []),
-                                          this_update=epoch.this_update, next_update=epoch.next_update, ttl_ms=ttl_ms)
+                                          indices=indices, this_update=epoch.this_update,
+                                          next_update=epoch.next_update, ttl_ms=ttl_ms, purpose=purpose, fill=fill)
             data = json.dumps(cred, separators=(",", ":"), sort_keys=True).encode()
             got = Produced(cred, data, '"' + sha256(data).hex()[:32] + '"')
             if len(epoch.list_cache) < 10_000:
                 epoch.list_cache[cache_key] = got
         return epoch, got
+
+    # --- push: new answers as epochs change ------------------------------------------------
+
+    async def next_epoch(self, after: int | None, timeout: float) -> Epoch | None:
+        """The first epoch newer than number `after`, waiting up to `timeout` seconds;
+        None on timeout or when the service is closing."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._watching:
+            epoch = self.epoch
+            if epoch is not None and (after is None or epoch.number > after):
+                return epoch
+            left = deadline - loop.time()
+            if left <= 0:
+                return None
+            try:
+                await asyncio.wait_for(asyncio.shield(self._epoch_changed()), left)
+            except TimeoutError:
+                return None
+        return None
+
+    def _epoch_changed(self) -> asyncio.Future:
+        if self._epoch_future is None or self._epoch_future.done():
+            self._epoch_future = asyncio.get_running_loop().create_future()
+        return self._epoch_future
+
+    def _wake_watchers(self) -> None:
+        if self._epoch_future is not None and not self._epoch_future.done():
+            self._epoch_future.set_result(None)
 
     # --- reads ------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
-"""A sorted Merkle tree of revoked status ids: membership and non-membership proofs.
+"""A sorted Merkle tree of the status ids that are not plainly good: membership and non-membership proofs.
 
-The leaves are the revoked ids of one status epoch, sorted by the bytes of
+The leaves are the revoked or suspended ids of one status epoch, sorted by the bytes of
 their UTF-8 key, hashed as RFC 9162 leaves (`tlog.formats.hashing.leaf_hash`) into an
 RFC 9162 tree (`tlog.merkle.tree.memory_view`). An id is proven revoked by its leaf
 and inclusion proof; an id is proven *not* revoked by the two adjacent leaves
@@ -9,9 +9,9 @@ or last leaf alone when it sorts outside the tree, or by an empty tree.
 Adjacency is checkable because the tree size is part of the signed epoch
 statement. The tree being sorted is what the registry's signature asserts,
 and anyone with a mirror can rebuild it from the add-only history
-(`registry.status.revoked_entries`) and compare roots.
+(`registry.standing.standings`) and compare roots.
 
-Leaf bytes are `jcs({"id", "reason", "record", "revoked_at"})`. This module
+Leaf bytes are the JCS of the leaf objects `registry.status` documents. This module
 only builds proofs; `registry.statusverify` checks them and shares no code.
 """
 from __future__ import annotations

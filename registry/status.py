@@ -1,26 +1,38 @@
-"""Revocation status, OCSP style (OAP-CORE-1.0 §22.1, docs/architecture.md §6): epochs and signed responses.
+"""Revocation status, OCSP style (OAP-CORE-1.0 §22.1, docs/architecture.md §6.1): epochs and signed responses.
 
 A status id is one of
-- a DID or did:key (revoked by `did` / `key` revocations),
+- a DID or did:key (revoked by `did` / `key` revocations, or — `superseded` — by the
+  rotation that retired the key; suspended while its principal is, §5.3),
 - a conformance receipt id (revoked by a `conformance` revocation, or expired),
 - `<principal DID>#<class>` for class in subscription_tokens, oauth_grants,
   trust_tokens, webhook_subscriptions (revoked by the principal's kill switch,
-  §22.3: every such token or grant of the principal checks as revoked),
+  §22.3, with `reinstated_at` once the principal recovered; suspended while it is),
 - `vc <issuer DID> <credential id>` (a `vc` revocation by that issuer; asked as
   `GET /v1/status/<credential id>?issuer=<DID>`).
 
-Per epoch the registry computes the set of ids revoked at `this_update` from
-its add-only history, builds a sorted Merkle tree of them (`sortedtree`),
-signs an epoch statement with its root and anchors the statement in the log as
-a `receipt` entry. Responses are produced from the epoch: `revoked` carries
-the record, the Git path from the anchored commit tree down to the record and
-that commit's .tlog-proof; `good` (the id is named by some record) and
-`unknown` (it is not) carry the non-revocation proof. Each response is signed
-by the registry key; `registry.statusverify` checks one offline.
+Per epoch the registry computes the standing of every id at `this_update`
+(`registry.standing`), builds a sorted Merkle tree of the ids that are not plainly
+good (`sortedtree`), signs an epoch statement with its root and anchors the
+statement in the log as a `receipt` entry. A leaf is the JCS of one of
 
-`next_update` is `this_update + epoch_seconds`, or earlier when a scheduled
-revocation or a receipt expiry falls before that, so no response claims `good`
-past a change the registry already knows about.
+    revoked                {id, reason, record, revoked_at}
+    revoked, reinstated    {id, reason, record, revoked_at, reinstated_at, reinstated_by}
+    suspended              {id, reason, record, suspended_at}
+
+(`record`, `reinstated_by`: `sha256:` of the records that decided it). Responses are
+produced from the epoch: `revoked` carries a `revocation` block and `suspended` a
+`suspension` block, each with the deciding record, the Git path from the anchored
+commit tree down to it and that commit's .tlog-proof (the same evidence for the
+rotation a retired or lost key is linked by, `linked_by`, and for the recovery,
+`reinstated`); `good` (the id is named by some record) and `unknown` (it is not)
+carry the non-membership proof. Each response is signed by the registry key;
+`registry.statusverify` checks one offline.
+
+`next_update` is `this_update + epoch_seconds`, or earlier when a scheduled record
+or a receipt expiry falls before that, so no response claims `good` past a change
+the registry already knows about. A change the registry learns of later (a kill
+switch committed now) is in a new epoch within seconds, not at `next_update`: the
+statement names the push stream (`push`, Server-Sent Events) that delivers it.
 """
 from __future__ import annotations
 
@@ -41,61 +53,42 @@ from tlog.formats.times import format_utc
 
 from .index import CommitInfo, Index
 from .layout import anchor_path, receipt_proof_path
-from .records import Record
 from .sortedtree import Leaf, SortedTree
+from .standing import Rec, Standing, next_change, standings
 from .store import RegistryRepo
 
 STATEMENT_TYPE = "oap-status-epoch"
 RESPONSE_TYPE = "oap-status-response"
+PUSH_PATH = "/v1/status-events"
+CAVEAT = ("an answer holds as of this_update: a kill switch, revocation or suspension committed later is in a new "
+          "epoch within seconds, yet a cached answer may be used until next_update; to learn of it within seconds, "
+          "subscribe to push (?id=<status id>) or fetch again with Cache-Control: no-cache")
+"""The documented caveat each epoch statement carries (docs/architecture.md §6.1)."""
 MAX_PREPRODUCED = 20_000
-"""Responses signed ahead per epoch (revoked ids first, then known ids); the
+"""Responses signed ahead per epoch (ids with a standing first, then known ids); the
 rest are produced on first request and cached for the epoch (LRU)."""
 MAX_ON_DEMAND = 20_000
 
 
-@dataclass(frozen=True)
-class Revoked:
-    key: str
-    revoked_at: datetime
-    reason: str
-    record: Record
-
-
-def revoked_entries(index: Index, at: datetime) -> dict[str, Revoked]:
-    """Every status id revoked at `at`, with its earliest revocation in force."""
-    out: dict[str, Revoked] = {}
-
-    def put(key: str, when: datetime, reason: str, rec: Record) -> None:
-        if key not in out or when < out[key].revoked_at:
-            out[key] = Revoked(key, when, reason, rec)
-
-    for rec in index.all_records():
-        if rec.type == "conformance":
-            if rec.expires_at is not None and rec.expires_at <= at:
-                put(rec.id, rec.expires_at, "expired", rec)
-        elif rec.type in ("revocation", "kill_switch") and rec.effective_at <= at:
-            reason = rec.body["reason"] if rec.type == "revocation" else "kill_switch"
-            for key in rec.status_keys():
-                put(key, rec.effective_at, reason, rec)
+def leaf_body(s: Standing) -> dict[str, Any]:
+    """The leaf of an id that is not plainly good; its keys say which verdict it is."""
+    out: dict[str, Any] = {"id": s.key, "reason": s.reason, "record": format_sha256(sha256(s.record.content))}
+    if s.status == "suspended":
+        out["suspended_at"] = format_utc(s.since)
+        return out
+    out["revoked_at"] = format_utc(s.since)
+    if s.reinstated_at is not None and s.reinstated_by is not None:
+        out["reinstated_at"] = format_utc(s.reinstated_at)
+        out["reinstated_by"] = format_sha256(sha256(s.reinstated_by.content))
     return out
 
 
-def next_change(index: Index, at: datetime) -> datetime | None:
-    """The first scheduled revocation or expiry after `at`."""
-    times = [t for rec in index.all_records()
-             for t in ((rec.expires_at,) if rec.type == "conformance" else
-                       (rec.effective_at,) if rec.type in ("revocation", "kill_switch") else ())
-             if t is not None and t > at]
-    return min(times) if times else None
+def leaf_bytes(s: Standing) -> bytes:
+    return jcs(leaf_body(s))
 
 
-def leaf_bytes(r: Revoked) -> bytes:
-    return jcs({"id": r.key, "reason": r.reason, "record": format_sha256(r.record.hash),
-                "revoked_at": format_utc(r.revoked_at)})
-
-
-def build_tree(revoked: dict[str, Revoked]) -> SortedTree:
-    return SortedTree([Leaf(k, leaf_bytes(r)) for k, r in revoked.items()])
+def build_tree(found: dict[str, Standing]) -> SortedTree:
+    return SortedTree([Leaf(k, leaf_bytes(s)) for k, s in found.items()])
 
 
 def sign_object(obj: dict[str, Any], seed: bytes) -> dict[str, Any]:
@@ -118,14 +111,14 @@ class Epoch:
     head: CommitInfo
     statement: dict[str, Any]
     tree: SortedTree
-    revoked: dict[str, Revoked]
+    standing: dict[str, Standing]  # every id that is not plainly good
     anchor: str = ""
     responses: dict[str, Produced] = field(default_factory=dict)
     on_demand: OrderedDict = field(default_factory=OrderedDict)
     known: frozenset[str] = frozenset()  # ids named by some record at this epoch: good, not unknown
     located: dict[str, CommitInfo] = field(default_factory=dict)  # record path -> commit that added it
     lists: dict[tuple[str, int], list[int]] = field(default_factory=dict)
-    list_cache: dict[tuple[str, int, str], Produced] = field(default_factory=dict)
+    list_cache: dict[tuple[str, int, str, str], Produced] = field(default_factory=dict)
 
     @property
     def statement_hash(self) -> bytes:
@@ -135,6 +128,15 @@ class Epoch:
     def statement_id(self) -> str:
         return f"urn:oap:status-epoch:{self.number}"
 
+    def issuer_standing(self, issuer: str) -> str | None:
+        """What the issuer's own standing does to its status lists (docs/architecture.md §6.1):
+        `revoked` when it is revoked for any reason but a rotation (`superseded`): every
+        credential it issued is then revoked; `suspended` when it is suspended."""
+        s = self.standing.get(issuer)
+        if s is None or (s.status == "revoked" and s.reason == "superseded"):
+            return None
+        return s.status
+
 
 class StatusProducer:
     """Builds epochs and responses.
@@ -142,20 +144,22 @@ class StatusProducer:
     `prepare` reads the index (call it where the index is updated: the event
     loop); it snapshots all an epoch needs, so `preproduce`, which reads Git
     and signs, can run in the writer thread while commits go on; `produce`
-    (ids not revoked) touches neither.
+    (ids plainly good or unknown) touches neither.
     """
 
-    def __init__(self, seed: bytes, repo: RegistryRepo, index: Index, anchors_dir: Path) -> None:
+    def __init__(self, seed: bytes, repo: RegistryRepo, index: Index, anchors_dir: Path, *,
+                 history: str = "") -> None:
         self.seed = seed
         self.registry = did_key_from_public(ed25519.public_from_seed(seed))
+        self.history = history or self.registry  # whose commits these are: a mirror answers for its upstream
         self.repo, self.index, self.anchors_dir = repo, index, anchors_dir
 
     def prepare(self, number: int, at: datetime, period: timedelta) -> Epoch:
         head = self.index.head
         if head is None:
             raise ValueError("no registry history yet")
-        revoked = revoked_entries(self.index, at)
-        tree = build_tree(revoked)
+        found = standings(self.index, at)
+        tree = build_tree(found)
         nxt = at + period
         change = next_change(self.index, at)
         if change is not None and change < nxt:
@@ -165,30 +169,46 @@ class StatusProducer:
             "this_update": format_utc(at), "next_update": format_utc(nxt),
             "registry_seq": head.seq, "registry_commit": head.commit,
             "revoked_size": tree.size, "revoked_root": format_sha256(tree.root),
+            "history": self.history, "push": PUSH_PATH, "caveat": CAVEAT,
         }, self.seed)
-        epoch = Epoch(number, at, nxt, head, statement, tree, revoked, known=self.index.snapshot_known())
-        for r in revoked.values():
-            epoch.located[r.record.path] = self.index.commits[self.index.seq_of[r.record.path]]
-            if r.record.type == "revocation" and r.record.kind == "vc" and r.record.issuer_list:
-                lst, idx = r.record.issuer_list
-                epoch.lists.setdefault((r.record.issued_by, lst), []).append(idx)
+        epoch = Epoch(number, at, nxt, head, statement, tree, found, known=self.index.snapshot_known())
+        for s in found.values():
+            for rec in s.records():
+                epoch.located[rec.path] = self.index.commits[self.index.seq_of[rec.path]]
+        for rec in self.index.all_records():
+            if rec.type == "revocation" and rec.kind == "vc" and rec.issuer_list and rec.effective_at <= at:
+                lst, idx = rec.issuer_list
+                epoch.lists.setdefault((rec.issued_by, lst), []).append(idx)
         return epoch
 
     def preproduce(self, epoch: Epoch, limit: int = MAX_PREPRODUCED) -> None:
-        """Sign the responses of the ids the registry knows, revoked ones first (reads Git)."""
-        for key in epoch.revoked:
+        """Sign the responses of the ids the registry knows, those with a standing first (reads Git)."""
+        for key in epoch.standing:
             if len(epoch.responses) >= limit:
                 return
-            epoch.responses[key] = self.produce_revoked(epoch, key)
+            epoch.responses[key] = self.produce_standing(epoch, key)
         for key in epoch.known:
             if len(epoch.responses) >= limit:
                 return
             if key and key not in epoch.responses:
                 epoch.responses[key] = self.produce(epoch, key)
 
-    def produce_revoked(self, epoch: Epoch, key: str) -> Produced:
-        """A `revoked` response (reads Git: call from the writer thread)."""
-        return self._finish(epoch, key, self._revoked_body(epoch, key))
+    def produce_standing(self, epoch: Epoch, key: str) -> Produced:
+        """A `revoked` or `suspended` response (reads Git: call from the writer thread)."""
+        s = epoch.standing[key]
+        body = self._base(epoch, key, s.status)
+        body["proof"] = epoch.tree.membership(key)
+        block = self._evidence(epoch, s.record)
+        if s.linked_by is not None:
+            block["linked_by"] = self._evidence(epoch, s.linked_by)
+        if s.status == "suspended":
+            body["suspension"] = {"suspended_at": format_utc(s.since), "reason": s.reason, **block}
+        else:
+            if s.reinstated_at is not None and s.reinstated_by is not None:
+                block["reinstated"] = {"reinstated_at": format_utc(s.reinstated_at),
+                                       **self._evidence(epoch, s.reinstated_by)}
+            body["revocation"] = {"revoked_at": format_utc(s.since), "reason": s.reason, **block}
+        return self._finish(epoch, key, body)
 
     def cached(self, epoch: Epoch, key: str) -> Produced | None:
         return epoch.responses.get(key) or epoch.on_demand.get(key)
@@ -200,8 +220,8 @@ class StatusProducer:
 
     def produce(self, epoch: Epoch, key: str) -> Produced:
         """A `good` or `unknown` response (no Git access)."""
-        if key in epoch.revoked:
-            raise KeyError(f"{key} is revoked: use produce_revoked")
+        if key in epoch.standing:
+            raise KeyError(f"{key} has a standing: use produce_standing")
         status = "good" if key in epoch.known else "unknown"
         body = self._base(epoch, key, status)
         body["proof"] = epoch.tree.absence(key)
@@ -212,29 +232,25 @@ class StatusProducer:
                 "this_update": format_utc(epoch.this_update), "next_update": format_utc(epoch.next_update),
                 "epoch": epoch.statement, "epoch_anchor": epoch.anchor}
 
-    def _revoked_body(self, epoch: Epoch, key: str) -> dict[str, Any]:
-        r = epoch.revoked[key]
-        rec = r.record
+    def _evidence(self, epoch: Epoch, rec: Rec) -> dict[str, Any]:
+        """A record with what proves it is in the registry: the Git path from its anchored
+        commit's tree, that commit's .tlog-proof, the kill switch receipt's anchor and the
+        DID documents its signature was checked with."""
         commit = epoch.located[rec.path]
-        seq = commit.seq
-        body = self._base(epoch, key, "revoked")
-        body["proof"] = epoch.tree.membership(key)
-        revocation: dict[str, Any] = {
-            "revoked_at": format_utc(r.revoked_at), "reason": r.reason, "record": rec.body, "path": rec.path,
-            "seq": seq, "commit": commit.commit, "tree": commit.tree,
+        out: dict[str, Any] = {
+            "record": rec.body, "path": rec.path, "seq": commit.seq, "commit": commit.commit, "tree": commit.tree,
             "git_path": [b64enc(t) for t in self.repo.tree_path(commit.tree, rec.path)],
-            "anchor": (self.anchors_dir / Path(anchor_path(seq)).name).read_text(),
+            "anchor": (self.anchors_dir / Path(anchor_path(commit.seq)).name).read_text(),
         }
         if rec.type == "kill_switch":
             proof = self.repo.read(commit.tree, receipt_proof_path(rec.path))
-            revocation["receipt_anchor"] = proof.decode() if proof else ""
+            out["receipt_anchor"] = proof.decode() if proof else ""
         documents = self._did_documents(rec, commit.tree)
         if documents:
-            revocation["did_documents"] = documents
-        body["revocation"] = revocation
-        return body
+            out["did_documents"] = documents
+        return out
 
-    def _did_documents(self, rec: Record, tree: str) -> list[dict[str, Any]]:
+    def _did_documents(self, rec: Rec, tree: str) -> list[dict[str, Any]]:
         """The stored DID documents the record's signatures were checked with, each with
         its Git path in the record's tree: a verifier checks the signatures offline."""
         out = []

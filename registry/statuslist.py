@@ -1,8 +1,14 @@
 """W3C Bitstring Status List v1.0 credentials for revoked verifiable credentials.
 
 SPEC: https://www.w3.org/TR/vc-bitstring-status-list/ . One list per
-(credential issuer, list number); bit `status_list_index` is set when a `vc`
-revocation record by that issuer is in force. `encodedList` is the multibase
+(credential issuer, list number) and status purpose. `revocation`: bit
+`status_list_index` is set when a `vc` revocation record by that issuer is in
+force, and every bit is set once the issuer itself is revoked for any reason but
+a rotation (a credential cannot outlive the standing of the key that issued it;
+a key retired by a rotation keeps the credentials it issued before). `suspension`:
+every bit is set while the issuer is suspended (OAP-CORE-1.0 §5.3) and clear
+again once it recovers; W3C revocation bits never clear, so a suspension cannot
+use them (docs/architecture.md §6.1). `encodedList` is the multibase
 base64url ("u", no padding) of the GZIP-compressed bitstring; index 0 is the
 left-most (most significant) bit of the first byte; the list holds at least
 131,072 entries (16 KiB) as the spec requires, and `ttl` (milliseconds) tells
@@ -36,10 +42,11 @@ VC_CONTEXT = "https://www.w3.org/ns/credentials/v2"
 MAX_DECODED = 16 * 1024 * 1024  # a hostile list cannot make us inflate more than this
 
 
-def encode_list(indices: Iterable[int], size: int = STATUS_LIST_BITS) -> str:
+def encode_list(indices: Iterable[int], size: int = STATUS_LIST_BITS, *, fill: bool = False) -> str:
+    """`fill`: every bit set (an issuer revoked or suspended as a whole)."""
     if size < STATUS_LIST_BITS or size % 8:
         raise ValueError(f"a status list holds at least {STATUS_LIST_BITS} entries, a multiple of 8")
-    bits = bytearray(size // 8)
+    bits = bytearray(b"\xff" * (size // 8) if fill else size // 8)
     for i in indices:
         if not 0 <= i < size:
             raise ValueError(f"index {i} outside the list")
@@ -110,9 +117,16 @@ def verify_proof(secured: dict[str, Any], public: bytes) -> None:
     ed25519.verify(public, _hash_data(document, config), sig)
 
 
+STATUS_PURPOSES = ("revocation", "suspension")
+
+
 def status_list_credential(*, url: str, registry: str, seed: bytes, indices: Iterable[int], this_update: datetime,
-                           next_update: datetime, ttl_ms: int) -> dict[str, Any]:
-    """A BitstringStatusListCredential (statusPurpose `revocation`) signed by the registry."""
+                           next_update: datetime, ttl_ms: int, purpose: str = "revocation",
+                           fill: bool = False) -> dict[str, Any]:
+    """A BitstringStatusListCredential signed by the registry. `purpose` is the W3C
+    statusPurpose: `revocation` (bits never clear again) or `suspension` (reversible)."""
+    if purpose not in STATUS_PURPOSES:
+        raise ValueError(f"statusPurpose must be one of {STATUS_PURPOSES}")
     doc = {
         "@context": [VC_CONTEXT],
         "id": url,
@@ -123,8 +137,8 @@ def status_list_credential(*, url: str, registry: str, seed: bytes, indices: Ite
         "credentialSubject": {
             "id": f"{url}#list",
             "type": "BitstringStatusList",
-            "statusPurpose": "revocation",
-            "encodedList": encode_list(indices),
+            "statusPurpose": purpose,
+            "encodedList": encode_list(indices, fill=fill),
             "ttl": ttl_ms,
         },
     }

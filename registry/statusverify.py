@@ -9,15 +9,20 @@ trust policy; no network. Checks, in order:
 3. the epoch statement is anchored in the log (a `receipt` entry of its hash,
    signed by the registry) — inclusion checked when a policy is given;
 4. `good` / `unknown`: the bracketing leaves prove the id is not in the
-   sorted tree of revoked ids whose root and size the epoch statement signs;
-   `revoked`: the id's leaf is in that tree, names the record's hash, the
-   record's own signatures verify, the Git path leads from the anchored commit
-   tree to exactly the record's bytes, and that commit's `.tlog-proof` anchors
-   it in the log (and, for a kill switch, the receipt anchor);
+   sorted tree whose root and size the epoch statement signs;
+   `revoked` / `suspended`: the id's leaf is in that tree, is a leaf of that verdict
+   and names the deciding record's hash; for that record (and for the rotation it is
+   `linked_by` and the recovery that `reinstated` a token class, when the answer has
+   them) its own signatures verify, the Git path leads from the anchored commit tree
+   to exactly its bytes, and that commit's `.tlog-proof` anchors it in the log (and,
+   for a kill switch, the receipt anchor) — anchors signed by the registry whose history
+   the statement names (`history`: a mirror signs answers about its upstream's records);
+   and the records are ones that decide this
+   verdict for this id at that time for that reason (docs/architecture.md §6.1);
 5. the response is fresh: `this_update <= now < next_update`.
 
-This module deliberately shares no code with `registry.status` or
-`registry.sortedtree`, which build what it checks; it uses the tlog verifiers.
+This module deliberately shares no code with `registry.status`, `registry.standing`
+or `registry.sortedtree`, which build what it checks; it uses the tlog verifiers.
 Failures raise `StatusVerificationError` naming the check.
 """
 from __future__ import annotations
@@ -44,7 +49,15 @@ from .anchoring import verify_commit_anchor, verify_receipt_anchor
 from .layout import classify, id_hash
 from .records import KILL_SWITCH_CLASSES, Record, check_record, vc_status_key
 
-STATUSES = ("good", "revoked", "unknown")
+STATUSES = ("good", "revoked", "suspended", "unknown")
+_REVOKED = frozenset({"id", "reason", "record", "revoked_at"})
+LEAF_SHAPES = {_REVOKED: "revoked", _REVOKED | {"reinstated_at", "reinstated_by"}: "revoked",
+               frozenset({"id", "reason", "record", "suspended_at"}): "suspended"}
+"""The leaves of the sorted tree, one key set per verdict (registry.status)."""
+_EVIDENCE = frozenset({"record", "path", "seq", "commit", "tree", "git_path", "anchor"})
+_EVIDENCE_OPTIONAL = frozenset({"receipt_anchor", "did_documents"})
+_RECOVERIES = ("rotate", "resume")
+_TOKEN_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")
 
 
 class StatusVerificationError(VerificationError):
@@ -62,6 +75,8 @@ class VerifiedStatus:
     revoked_at: datetime | None = None
     reason: str | None = None
     record: dict[str, Any] | None = None
+    suspended_at: datetime | None = None
+    reinstated_at: datetime | None = None  # a token class: tokens issued from then on are not revoked
 
 
 def _fail(msg: str) -> StatusVerificationError:
@@ -96,6 +111,8 @@ def verify_status(resp: object, *, registry: str, policy: TrustPolicy | None = N
     need = {"type", "id", "status", "this_update", "next_update", "epoch", "epoch_anchor", "proof", "signature"}
     if resp.get("status") == "revoked":
         need.add("revocation")
+    elif resp.get("status") == "suspended":
+        need.add("suspension")
     if set(resp) != need or resp["type"] != "oap-status-response" or resp["status"] not in STATUSES:
         raise _fail("not an oap-status-response")
     key = resp["id"]
@@ -125,9 +142,12 @@ def verify_status(resp: object, *, registry: str, policy: TrustPolicy | None = N
     except OAPError as e:
         raise _fail(f"epoch anchor: {e.message}") from None
 
+    history = st.get("history", registry)  # whose commits the records are in: a mirror answers for its upstream
+    if not isinstance(history, str) or not history.startswith("did:key:"):
+        raise _fail("epoch statement: history must be the did:key of a registry")
     out: dict[str, Any] = {}
-    if resp["status"] == "revoked":
-        out = _check_revoked(resp, key, size, root, registry, policy)
+    if resp["status"] in ("revoked", "suspended"):
+        out = _check_standing(resp, key, size, root, history, policy)
     else:
         verify_absence(resp["proof"], key, size, root)
 
@@ -155,9 +175,9 @@ def _leaf(item: object, size: int, root: bytes, what: str) -> dict[str, Any]:
         leaf = loads_json(data)
     except OAPError as e:
         raise _fail(f"{what}: {e.message}") from None
-    if not isinstance(leaf, dict) or jcs(leaf) != data or set(leaf) != {"id", "reason", "record", "revoked_at"} \
+    if not isinstance(leaf, dict) or jcs(leaf) != data or frozenset(leaf) not in LEAF_SHAPES \
             or not isinstance(leaf["id"], str):
-        raise _fail(f"{what}: leaf is not a canonical revoked-id leaf")
+        raise _fail(f"{what}: leaf is not a canonical status leaf")
     if any(len(h) != HASH_SIZE for h in hashes):
         raise _fail(f"{what}: proof hashes must be 32 bytes")
     try:
@@ -190,46 +210,92 @@ def verify_absence(proof: object, key: str, size: int, root: bytes) -> None:
         raise _fail("bracketing leaves are not adjacent")
 
 
-# --- revoked: record, Git path, anchors ------------------------------------------------
+# --- revoked / suspended: records, Git paths, anchors -----------------------------------------
 
 
-def _check_revoked(resp: dict[str, Any], key: str, size: int, root: bytes, registry: str,
-                   policy: TrustPolicy | None) -> dict[str, Any]:
+def _check_standing(resp: dict[str, Any], key: str, size: int, root: bytes, registry: str,
+                    policy: TrustPolicy | None) -> dict[str, Any]:
+    status = resp["status"]
     proof = resp["proof"]
     if not isinstance(proof, dict) or proof.get("type") != "sorted-merkle-membership":
-        raise _fail("a revoked response needs a sorted-merkle-membership proof")
-    leaf = _leaf({k: v for k, v in proof.items() if k != "type"}, size, root, "revoked leaf")
+        raise _fail(f"a {status} response needs a sorted-merkle-membership proof")
+    leaf = _leaf({k: v for k, v in proof.items() if k != "type"}, size, root, f"{status} leaf")
     if leaf["id"] != key:
         raise _fail("the leaf proven is not this id's")
-    rv = resp["revocation"]
-    fields = {"revoked_at", "reason", "record", "path", "seq", "commit", "tree", "git_path", "anchor"}
-    if not isinstance(rv, dict) or not fields <= set(rv) or not set(rv) <= fields | {"receipt_anchor",
-                                                                                       "did_documents"}:
-        raise _fail("revocation block malformed")
-    record = rv["record"]
-    lookup = _did_documents(rv.get("did_documents", []), rv["tree"])
+    if LEAF_SHAPES[frozenset(leaf) - {"_index"}] != status:
+        raise _fail(f"the leaf proven is not a {status} leaf")
+    revoked = status == "revoked"
+    name, when = ("revocation", "revoked_at") if revoked else ("suspension", "suspended_at")
+    block = resp[name]
+    allowed = _EVIDENCE | _EVIDENCE_OPTIONAL | {when, "reason", "linked_by"} | ({"reinstated"} if revoked else set())
+    if not isinstance(block, dict) or not _EVIDENCE | {when, "reason"} <= set(block) or not set(block) <= allowed:
+        raise _fail(f"{name} block malformed")
+    rec, content = _evidence(block, registry, policy, f"{name} record")
+    if leaf["record"] != format_sha256(sha256(content)) or leaf[when] != block[when] \
+            or leaf["reason"] != block["reason"]:
+        raise _fail("the leaf does not commit to this record")
+    since = _time(block[when], when)
+    linked = _evidence(block["linked_by"], registry, policy, "linked_by")[0] if "linked_by" in block else None
+    out: dict[str, Any] = {"reason": block["reason"], "record": block["record"]}
+    if not revoked:
+        _record_suspends(rec, linked, key, block["reason"], since)
+        return out | {"suspended_at": since}
+    _record_revokes(rec, linked, key, block["reason"], since)
+    out["revoked_at"] = since
+    if "reinstated" in block:
+        r = block["reinstated"]
+        if not isinstance(r, dict) or not _EVIDENCE | {"reinstated_at"} <= set(r) \
+                or not set(r) <= _EVIDENCE | _EVIDENCE_OPTIONAL | {"reinstated_at"}:
+            raise _fail("reinstated block malformed")
+        rrec, rcontent = _evidence(r, registry, policy, "reinstating record")
+        if leaf.get("reinstated_at") != r["reinstated_at"] \
+                or leaf.get("reinstated_by") != format_sha256(sha256(rcontent)):
+            raise _fail("the leaf does not commit to this reinstatement")
+        out["reinstated_at"] = _time(r["reinstated_at"], "reinstated_at")
+        _record_reinstates(rrec, key, since, out["reinstated_at"])
+    elif "reinstated_at" in leaf:
+        raise _fail("the leaf names a reinstatement the answer does not prove")
+    return out
+
+
+def _evidence(block: dict[str, Any], registry: str, policy: TrustPolicy | None, what: str) -> tuple[Record, bytes]:
+    """A record the answer relies on: its signatures, its Git path from the anchored commit
+    tree, the commit's log anchor (and a kill switch's receipt anchor)."""
+    if not isinstance(block, dict) or not _EVIDENCE <= set(block):
+        raise _fail(f"{what}: evidence malformed")
+    if type(block["seq"]) is not int or not isinstance(block["commit"], str) or not isinstance(block["tree"], str):
+        raise _fail(f"{what}: seq, commit, tree malformed")
+    record = block["record"]
+    lookup = _did_documents(block.get("did_documents", []), block["tree"])
     try:
         rec = check_record(record, now=None, lookup=lookup)
     except OAPError as e:
-        raise _fail(f"revocation record: {e.message}") from None
+        raise _fail(f"{what}: {e.message}") from None
     content = jcs(record)
-    if leaf["record"] != format_sha256(sha256(content)) or leaf["revoked_at"] != rv["revoked_at"] \
-            or leaf["reason"] != rv["reason"] or rv["path"] != rec.path:
-        raise _fail("the leaf does not commit to this record")
-    revoked_at = _time(rv["revoked_at"], "revoked_at")
-    _record_revokes(rec, key, rv["reason"], revoked_at)
-    _verify_git_path(rv["tree"], rec.path, rv["git_path"], content)
-    if type(rv["seq"]) is not int or not isinstance(rv["commit"], str) or not isinstance(rv["tree"], str):
-        raise _fail("revocation: seq, commit, tree malformed")
+    if block["path"] != rec.path:
+        raise _fail(f"{what}: path is not the record's")
+    _verify_git_path(block["tree"], rec.path, block["git_path"], content)
     try:
-        verify_commit_anchor(rv["anchor"], commit=rv["commit"], tree=rv["tree"], seq=rv["seq"],
+        verify_commit_anchor(block["anchor"], commit=block["commit"], tree=block["tree"], seq=block["seq"],
                              registry=registry, policy=policy)
         if rec.type == "kill_switch":
-            verify_receipt_anchor(rv.get("receipt_anchor", ""), receipt_hash=sha256(content), receipt_id=rec.id,
+            verify_receipt_anchor(block.get("receipt_anchor", ""), receipt_hash=sha256(content), receipt_id=rec.id,
                                   registry=registry, policy=policy)
     except OAPError as e:
         raise _fail(e.message) from None
-    return {"revoked_at": revoked_at, "reason": rv["reason"], "record": record}
+    return rec, content
+
+
+def _principal_of(key: str) -> tuple[str, bool]:
+    """(principal, True) for a token class id `<principal>#<class>`, else (key, False)."""
+    principal, sep, cls = key.rpartition("#")
+    if sep and cls in _TOKEN_CLASSES:
+        return principal, True
+    return key, False
+
+
+def _rotation(rec: Record | None) -> bool:
+    return rec is not None and rec.type == "key_event" and rec.body["event"] == "rotate"
 
 
 def _did_documents(items: object, tree: object) -> KeyLookup | None:
@@ -272,20 +338,56 @@ def _did_documents(items: object, tree: object) -> KeyLookup | None:
     return lookup
 
 
-def _record_revokes(rec: Record, key: str, reason: str, revoked_at: datetime) -> None:
+def _record_revokes(rec: Record, linked: Record | None, key: str, reason: str, revoked_at: datetime) -> None:
     """The record must be one that revokes `key`, at the time and for the reason claimed."""
     if rec.type == "revocation":
         want = vc_status_key(rec.subject, rec.issued_by) if rec.kind == "vc" else rec.subject
-        ok = key == want and reason == rec.body["reason"] and revoked_at == rec.effective_at
+        ok = key == want and reason == rec.body["reason"] and revoked_at == rec.effective_at and linked is None
     elif rec.type == "kill_switch":
         ok = key in {f"{rec.subject}#{c}" for c in KILL_SWITCH_CLASSES} and reason == "kill_switch" \
-            and revoked_at == rec.effective_at
+            and revoked_at == rec.effective_at and linked is None
     elif rec.type == "conformance":
-        ok = key == rec.id and reason == "expired" and revoked_at == rec.expires_at
+        ok = key == rec.id and reason == "expired" and revoked_at == rec.expires_at and linked is None
+    elif _rotation(rec):  # superseded: the subject's did:key, or the key of its previous rotation, is retired
+        if linked is None:
+            retires = key == rec.subject and key.startswith("did:key:")
+        else:
+            retires = _rotation(linked) and linked.subject == rec.subject and linked.key == key \
+                and rec.key != key and linked.effective_at <= rec.effective_at
+        ok = retires and reason == "superseded" and revoked_at == rec.effective_at
     else:
         ok = False
     if not ok:
         raise _fail("the record does not revoke this id at that time for that reason")
+
+
+def _record_reinstates(rec: Record, key: str, revoked_at: datetime, reinstated_at: datetime) -> None:
+    """A recovery (rotate or resume) of the token class's principal, after the kill switch."""
+    principal, is_class = _principal_of(key)
+    ok = is_class and rec.type == "key_event" and rec.body["event"] in _RECOVERIES and rec.subject == principal \
+        and reinstated_at == rec.effective_at and reinstated_at > revoked_at
+    if not ok:
+        raise _fail("the record does not reinstate this id at that time")
+
+
+def _record_suspends(rec: Record, linked: Record | None, key: str, reason: str, suspended_at: datetime) -> None:
+    """A `suspend` of the principal, or (automatic suspension, §5.3) a loss_of_key revocation
+    of its key: the principal's did:key, or the key a rotation of it made its key."""
+    principal, _ = _principal_of(key)
+    if rec.type == "key_event":
+        ok = rec.body["event"] == "suspend" and rec.subject == principal and linked is None \
+            and suspended_at == rec.effective_at and reason == rec.body.get("reason", "unspecified")
+    elif rec.type == "revocation":
+        if linked is None:
+            names = rec.subject == principal
+        else:
+            names = _rotation(linked) and linked.subject == principal and linked.key == rec.subject
+        ok = names and rec.body["reason"] == reason == "loss_of_key" and rec.kind in ("did", "key") \
+            and suspended_at >= rec.effective_at
+    else:
+        ok = False
+    if not ok:
+        raise _fail("the record does not suspend this id at that time for that reason")
 
 
 def _git_sha(kind: bytes, data: bytes) -> str:

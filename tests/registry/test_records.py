@@ -24,7 +24,8 @@ from registry.records import (
     validate_submission,
 )
 from registry.sortedtree import Leaf, SortedTree
-from registry.status import build_tree, next_change, revoked_entries
+from registry.standing import next_change, standings
+from registry.status import build_tree
 from registry.statuslist import add_proof, bit, decode_list, encode_list, verify_proof
 from registry.statusverify import StatusVerificationError, verify_absence
 from tlog.errors import Conflict, Forbidden, InvalidInput, SignatureError
@@ -129,12 +130,12 @@ def test_rotate_retires_the_old_key_and_add_controller_does_not():
     idx = state(make_key_event(A, subject=did(A), key=did(D)),  # D: a recovery key beside A
                 make_key_event(A, subject=did(A), key=did(B), event="rotate"))
     assert controllers(idx, did(A), now_utc()) == {did(B), did(D)}  # A itself is retired
-    with pytest.raises(Forbidden, match="controller"):
+    with pytest.raises(Forbidden, match="retired by a rotation"):
         validate_submission(make_key_event(A, subject=did(A), key=did(C)), idx, now_utc())
     rec, _ = validate_submission(make_key_event(B, subject=did(A), key=did(C), event="rotate"), idx, now_utc())
     idx.add(rec, 9)
     assert controllers(idx, did(A), now_utc()) == {did(C), did(D)}  # B retired by the next rotation
-    with pytest.raises(Forbidden):
+    with pytest.raises(Forbidden, match="retired by a rotation"):
         validate_submission(make_kill_switch(B, principal=did(A)), idx, now_utc())
     assert validate_submission(make_kill_switch(C, principal=did(A)), idx, now_utc())[1]
 
@@ -161,7 +162,7 @@ def test_a_did_web_controller_speaks_for_the_subject_with_its_document_keys():
     with pytest.raises(InvalidInput, match="does not verify"):  # another key than the document's
         validate_submission(kill | {"signature": base64.b64encode(Key("P-256").sign(b"x")).decode()}, idx,
                             now_utc(), lookup=lookup)
-    with pytest.raises(Forbidden, match="controller"):  # the rotation retired A itself
+    with pytest.raises(Forbidden, match="retired by a rotation"):  # the rotation retired A itself
         validate_submission(make_kill_switch(A, principal=did(A)), idx, now_utc())
 
 
@@ -310,9 +311,9 @@ def test_expired_receipts_and_scheduled_revocations_show_in_status_at_their_time
     r = receipt(A, valid=timedelta(days=1))
     later = utc(now_utc() + timedelta(hours=2))
     idx = state(conformance_doc(r), make_revocation(B, kind="key", subject=did(B), effective_at=later))
-    assert revoked_entries(idx, now_utc()) == {}
+    assert standings(idx, now_utc()) == {}
     assert next_change(idx, now_utc()) == now_utc() + timedelta(hours=2)
-    after = revoked_entries(idx, now_utc() + timedelta(days=2))
+    after = standings(idx, now_utc() + timedelta(days=2))
     assert after[r["id"]].reason == "expired" and did(B) in after
     assert check_rules(check_record(make_revocation(C, kind="key", subject=did(C)), now=now_utc()), idx, now_utc())
 

@@ -78,7 +78,7 @@ async def oap_request(session: aiohttp.ClientSession, method: str, url: str, *, 
         kw["headers"]["Content-Type"] = "application/oap+json"
     try:
         async with session.request(method, url, **kw) as resp:
-            return await _answer(resp)
+            return await read_answer(resp)
     except (TimeoutError, aiohttp.ClientError, OSError) as e:
         raise UpstreamError(f"cannot reach {url.split('?')[0]}: {_reason(e)}") from None
 
@@ -93,7 +93,9 @@ def _reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[:200]}" if text else type(e).__name__
 
 
-async def _answer(resp: aiohttp.ClientResponse) -> tuple[bytes, str]:
+async def read_answer(resp: aiohttp.ClientResponse) -> tuple[bytes, str]:
+    """The body and content type of a 200 answer; any other status raises the service's error
+    (NotFound, or ServerError with its OAP code and message)."""
     data = await resp.read()
     if resp.status != 200:
         try:

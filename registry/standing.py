@@ -1,0 +1,365 @@
+"""Who speaks for a principal, and the standing of each status id, at a given time.
+
+The meaning of the registry's records for relying parties (OAP-CORE-1.0 §5.3, §22.3,
+§28.5; docs/architecture.md §6.1 says what each answer lets a relying party conclude):
+
+- A **revocation** ends a DID, key, conformance receipt or credential for good from its
+  `effective_at`; the earliest one in force decides.
+- A **rotation** (`rotate` key event) retires the subject's previous key — the subject
+  itself when it is a did:key, else the key of the previous rotation — from its
+  `effective_at`, everywhere: a retired key answers `revoked` with reason `superseded`,
+  signs no registry record (but its own revocation and the revocation of credentials it
+  issued) and is nobody's controller any more.
+- A **kill switch** revokes the principal's four token classes (`<principal>#<class>`).
+  A later **recovery** (a `rotate` or `resume` of the principal, committed after the kill
+  switch and effective after it) reinstates tokens issued from the recovery on; every
+  token issued before it stays revoked.
+- A principal is **suspended** (§5.3) from a signed `suspend` key event until a recovery,
+  and automatically while its primary key (its latest rotation key, else itself) has a
+  `loss_of_key` revocation in force and no controller is left that could sign a recovery.
+  A suspension covers the principal's DID and its token classes.
+
+Pure functions over the registry's state (`records.RegistryState`, which `index.Index`
+implements); `records.check_rules` and `status` both read them, so the registry's rules
+and its answers never disagree. They never raise on well-formed state.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Protocol
+
+KILL_SWITCH_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")
+"""What a kill switch revokes (§22.3); each is a status id `<principal>#<class>`."""
+RECOVERY_EVENTS = frozenset({"rotate", "resume"})
+"""Key events that recover a principal from a kill switch or a suspension. `add_controller`
+does not: whoever holds a key the principal lost could add a controller of their own."""
+CONFORMANCE_PREFIX = "urn:oap:conformance:"
+
+
+class Rec(Protocol):
+    """The parts of a `records.Record` read here."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def subject(self) -> str: ...
+    @property
+    def effective_at(self) -> datetime: ...
+    @property
+    def expires_at(self) -> datetime | None: ...
+    @property
+    def key(self) -> str | None: ...
+    @property
+    def body(self) -> dict[str, Any]: ...
+    @property
+    def content(self) -> bytes: ...
+    def status_keys(self) -> tuple[str, ...]: ...
+
+
+class State(Protocol):
+    """What these functions read from a registry (`records.RegistryState`)."""
+
+    def conformance(self, receipt_id: str) -> Rec | None: ...
+    def revocations_of(self, status_key: str) -> Iterable[Rec]: ...
+    def key_events_of(self, subject: str) -> Iterable[Rec]: ...
+    def key_events_naming(self, key: str) -> Iterable[Rec]: ...
+    def position(self, path: str) -> int: ...
+
+
+class Indexed(State, Protocol):
+    def all_records(self) -> Iterator[Rec]: ...
+
+
+def token_class(key: str) -> tuple[str, str] | None:
+    """(principal, class) when `key` is a kill-switch token class id, else None."""
+    principal, sep, cls = key.rpartition("#")
+    return (principal, cls) if sep and cls in KILL_SWITCH_CLASSES and principal.startswith("did:") else None
+
+
+def _is_did(key: str) -> bool:
+    return key.startswith("did:") and "#" not in key
+
+
+# --- revocation and retirement ------------------------------------------------------------
+
+
+def revoked_at(state: State, key: str, at: datetime) -> datetime | None:
+    """Earliest effective time of a revocation of status id `key` that is in force at `at`."""
+    times = [r.effective_at for r in state.revocations_of(key) if r.effective_at <= at]
+    return min(times) if times else None
+
+
+def _rotations(state: State, subject: str, at: datetime) -> list[Rec]:
+    """`subject`'s rotations in force at `at`, in the order they take effect (commit order breaks ties)."""
+    return sorted((e for e in state.key_events_of(subject) if e.body["event"] == "rotate" and e.effective_at <= at),
+                  key=lambda e: e.effective_at)
+
+
+@dataclass(frozen=True)
+class Retirement:
+    at: datetime
+    rotation: Rec  # the rotation that retired the key
+    linked_by: Rec | None  # the rotation that had made it the subject's key (None: the did:key subject itself)
+
+
+def retirement(state: State, key: str, at: datetime) -> Retirement | None:
+    """When a rotation retired `key` (§5.3, §28.5), the earliest if several did."""
+    found: list[Retirement] = []
+    if key.startswith("did:key:"):
+        rotations = _rotations(state, key, at)
+        if rotations:
+            found.append(Retirement(rotations[0].effective_at, rotations[0], None))
+    for made in state.key_events_naming(key):
+        if made.body["event"] != "rotate" or made.effective_at > at:
+            continue
+        rotations = _rotations(state, made.subject, at)
+        later = rotations[[r.path for r in rotations].index(made.path) + 1:]
+        nxt = next((r for r in later if r.key != key), None)
+        if nxt is not None:
+            found.append(Retirement(nxt.effective_at, nxt, made))
+    return min(found, key=lambda r: r.at) if found else None
+
+
+def ended_at(state: State, key: str, at: datetime) -> datetime | None:
+    """When `key` stopped speaking for anyone: revoked, or retired by a rotation."""
+    times = [t for t in (revoked_at(state, key, at), getattr(retirement(state, key, at), "at", None))
+             if t is not None]
+    return min(times) if times else None
+
+
+def controllers(state: State, subject: str, at: datetime) -> set[str]:
+    """Who may speak for `subject` at `at`: the subject itself (a did:key with its key,
+    another DID with the keys of its document), every key an `add_controller` event
+    made its controller, and the key of its latest `rotate` event, which retires the
+    subject's did:key and the keys of earlier rotations; minus keys revoked or retired by then."""
+    events = sorted((e for e in state.key_events_of(subject) if e.effective_at <= at and e.key),
+                    key=lambda e: e.effective_at)  # stable: commit order breaks ties
+    rotations = [e.key for e in events if e.body["event"] == "rotate"]
+    out = {e.key for e in events if e.body["event"] == "add_controller"}
+    if rotations:
+        out.add(rotations[-1])
+        retired = set(rotations[:-1]) | ({subject} if subject.startswith("did:key:") else set())
+        out -= retired - {rotations[-1]}
+        if not subject.startswith("did:key:"):
+            out.add(subject)
+    else:
+        out.add(subject)
+    return {k for k in out if k is not None and ended_at(state, k, at) is None}
+
+
+def primary_key(state: State, principal: str, at: datetime) -> tuple[str, Rec | None]:
+    """The key that signs for `principal` at `at` and the rotation that made it so:
+    its latest rotation key, else the principal itself."""
+    rotations = _rotations(state, principal, at)
+    if rotations and rotations[-1].key:
+        return rotations[-1].key, rotations[-1]
+    return principal, None
+
+
+# --- recovery, suspension, kill switches ------------------------------------------------------
+
+
+def recovery(state: State, principal: str, after: Rec, at: datetime) -> Rec | None:
+    """The first recovery of `principal` from `after` (a kill switch or a suspension): a
+    `rotate` or `resume` committed after it and effective after it, by `at`. Commit order
+    matters: a rotation that was already in the registry cannot undo a kill switch that
+    is backdated before it."""
+    pos = state.position(after.path)
+    found = [e for e in state.key_events_of(principal)
+             if e.body["event"] in RECOVERY_EVENTS and after.effective_at < e.effective_at <= at
+             and state.position(e.path) > pos]
+    return min(found, key=lambda e: e.effective_at) if found else None
+
+
+@dataclass(frozen=True)
+class Suspension:
+    since: datetime
+    reason: str
+    record: Rec  # the `suspend` event, or the loss_of_key revocation of an automatic suspension
+    linked_by: Rec | None = None  # automatic: the rotation that made the lost key the principal's
+
+
+def _lost(state: State, principal: str, at: datetime) -> tuple[Rec, Rec | None] | None:
+    key, via = primary_key(state, principal, at)
+    losses = [r for r in state.revocations_of(key)
+              if r.type == "revocation" and r.body["reason"] == "loss_of_key" and r.effective_at <= at]
+    return (min(losses, key=lambda r: r.effective_at), via) if losses else None
+
+
+def _change_times(state: State, principal: str, at: datetime) -> set[datetime]:
+    """Every time by `at` at which the principal's controllers or primary key may have changed."""
+    events = list(state.key_events_of(principal))
+    times = {e.effective_at for e in events}
+    for k in {principal} | {e.key for e in events if e.key}:
+        times.update(r.effective_at for r in state.revocations_of(k))
+        ret = retirement(state, k, at)
+        if ret is not None:
+            times.add(ret.at)
+    return {t for t in times if t <= at}
+
+
+def automatic_suspension(state: State, principal: str, at: datetime) -> Suspension | None:
+    """§5.3 "loss of a primary key without a documented recovery path triggers automatic
+    suspension": the primary key has a `loss_of_key` revocation in force and no controller
+    is left that could sign a recovery. `since` is when that last became true."""
+    lost = _lost(state, principal, at)
+    if lost is None or controllers(state, principal, at):
+        return None
+    since = at
+    for t in sorted(_change_times(state, principal, at), reverse=True):
+        earlier = _lost(state, principal, t)
+        if earlier is None or controllers(state, principal, t):
+            break
+        since, lost = t, earlier
+    return Suspension(since, "loss_of_key", lost[0], lost[1])
+
+
+def suspension(state: State, principal: str, at: datetime) -> Suspension | None:
+    """The principal's suspension in force at `at` (the earliest if several are), or None."""
+    found = [Suspension(e.effective_at, e.body.get("reason", "unspecified"), e)
+             for e in state.key_events_of(principal)
+             if e.body["event"] == "suspend" and e.effective_at <= at and recovery(state, principal, e, at) is None]
+    auto = automatic_suspension(state, principal, at)
+    if auto is not None:
+        found.append(auto)
+    return min(found, key=lambda s: s.since) if found else None
+
+
+@dataclass(frozen=True)
+class KillState:
+    kill: Rec
+    reinstated_by: Rec | None  # the recovery; None: every token of the principal is revoked
+
+
+def kill_state(state: State, principal: str, at: datetime) -> KillState | None:
+    """The principal's kill switches at `at` (§22.3): the earliest one not recovered from, or
+    when all were, the one with the latest recovery (tokens issued before it stay revoked;
+    ties: the latest kill switch, then the first committed)."""
+    kills = [r for r in state.revocations_of(f"{principal}#{KILL_SWITCH_CLASSES[0]}")
+             if r.type == "kill_switch" and r.effective_at <= at]
+    if not kills:
+        return None
+    states = [KillState(k, recovery(state, principal, k, at)) for k in kills]
+    open_ = [s for s in states if s.reinstated_by is None]
+    if open_:
+        return min(open_, key=lambda s: s.kill.effective_at)
+    return max(states, key=lambda s: (s.reinstated_by.effective_at if s.reinstated_by else s.kill.effective_at,
+                                      s.kill.effective_at))
+
+
+# --- the standing of one status id ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What the registry answers for a status id that is not plainly `good` at a time.
+
+    `status` is `revoked` or `suspended`; `since` is `revoked_at` / `suspended_at`;
+    `record` decided it (a revocation, kill switch, rotation, `suspend` event, a
+    loss_of_key revocation, or an expired conformance receipt), `linked_by` the rotation
+    that made the key it names the principal's key. A revoked token class whose principal
+    recovered carries `reinstated_at` / `reinstated_by`: tokens issued from then on are
+    not revoked, every earlier one is.
+    """
+
+    key: str
+    status: str
+    since: datetime
+    reason: str
+    record: Rec
+    linked_by: Rec | None = None
+    reinstated_at: datetime | None = None
+    reinstated_by: Rec | None = None
+
+    def records(self) -> tuple[Rec, ...]:
+        return tuple(r for r in (self.record, self.linked_by, self.reinstated_by) if r is not None)
+
+
+def standing(state: State, key: str, at: datetime) -> Standing | None:
+    """The standing of status id `key` at `at`; None when it is plainly good (or unknown).
+
+    Precedence, fail safe: a permanent revocation (or, for a token class, a kill switch
+    not recovered from) over a suspension over a kill switch recovered from.
+    """
+    tc = token_class(key)
+    if tc is not None:
+        s = _tokens(state, tc[0], at)
+        return replace(s, key=key) if s is not None else None
+    found = [Standing(key, "revoked", r.effective_at, r.body["reason"], r)
+             for r in state.revocations_of(key) if r.type == "revocation" and r.effective_at <= at]
+    if key.startswith(CONFORMANCE_PREFIX):
+        receipt = state.conformance(key)
+        if receipt is not None and receipt.expires_at is not None and receipt.expires_at <= at:
+            found.append(Standing(key, "revoked", receipt.expires_at, "expired", receipt))
+    elif _is_did(key):
+        ret = retirement(state, key, at)
+        if ret is not None:
+            found.append(Standing(key, "revoked", ret.at, "superseded", ret.rotation, ret.linked_by))
+    if found:
+        return min(found, key=lambda s: s.since)  # ties: revocations (in commit order) first
+    if _is_did(key):
+        held = suspension(state, key, at)
+        if held is not None:
+            return Standing(key, "suspended", held.since, held.reason, held.record, held.linked_by)
+    return None
+
+
+def _tokens(state: State, principal: str, at: datetime) -> Standing | None:
+    """The standing shared by the principal's four token classes (`key` is the principal)."""
+    ks = kill_state(state, principal, at)
+    if ks is not None and ks.reinstated_by is None:
+        return Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill)
+    s = suspension(state, principal, at)
+    if s is not None:
+        return Standing(principal, "suspended", s.since, s.reason, s.record, s.linked_by)
+    if ks is not None and ks.reinstated_by is not None:
+        return Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill,
+                        reinstated_at=ks.reinstated_by.effective_at, reinstated_by=ks.reinstated_by)
+    return None
+
+
+def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
+    """Every status id that is not plainly good at `at`, with its standing."""
+    ids: set[str] = set()
+    principals: set[str] = set()  # whose token classes may be revoked or suspended
+    for rec in index.all_records():
+        if rec.type == "conformance":
+            ids.add(rec.id)
+        elif rec.type == "kill_switch":
+            principals.add(rec.subject)
+        elif rec.type == "revocation":
+            ids.update(rec.status_keys())
+            if rec.body["reason"] == "loss_of_key":  # whose primary key may this be?
+                principals.add(rec.subject)
+                principals.update(e.subject for e in index.key_events_naming(rec.subject)
+                                  if e.body["event"] == "rotate")
+        elif rec.body["event"] == "rotate":
+            ids.update(k for k in (rec.subject, rec.key) if k and k.startswith("did:"))
+        elif rec.body["event"] == "suspend":
+            principals.add(rec.subject)
+    ids.update(principals)
+    out = {}
+    for key in ids:
+        s = standing(index, key, at)
+        if s is not None:
+            out[key] = s
+    for p in principals:
+        s = _tokens(index, p, at)
+        if s is not None:
+            out.update((k, replace(s, key=k)) for k in (f"{p}#{c}" for c in KILL_SWITCH_CLASSES))
+    return out
+
+
+def next_change(index: Indexed, at: datetime) -> datetime | None:
+    """The first time after `at` at which a standing may change: a scheduled revocation,
+    kill switch or key event taking effect, or a receipt expiring."""
+    times = [t for rec in index.all_records()
+             for t in ((rec.expires_at,) if rec.type == "conformance" else (rec.effective_at,))
+             if t is not None and t > at]
+    return min(times) if times else None

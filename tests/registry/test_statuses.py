@@ -1,0 +1,275 @@
+"""Rotation, kill switch and recovery, suspension, end to end (OAP-CORE-1.0 §5.3, §22.3, §28.5;
+docs/architecture.md §6.1): a real log process and registry on 127.0.0.1, records submitted over
+HTTP as a client would, and for each step the signed status answer (verified offline), the W3C
+status list bits, `oap-registry status` (online and --offline) and a verifying mirror's own answer.
+The registry's epochs are an hour long here: every change must show without waiting for one.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from registry.client import RegistryClient, make_key_event, make_kill_switch, make_revocation
+from registry.statuslist import decode_list, verify_proof
+from registry.statusverify import verify_status
+from tlog.formats.did import public_from_did_key
+from tlog.formats.ed25519 import generate_seed
+
+from tests.support.registry import BIN, Running, did, now_utc, run, start_registry, utc, wait_epoch_after
+
+pytestmark = pytest.mark.slow
+CLI = str(BIN / "oap-registry")
+ALL = "all"
+
+
+@pytest.fixture
+async def reg(tmp_path, log_server):
+    r = await start_registry(tmp_path / "reg", log_server, epoch_seconds=3600)
+    yield r
+    await r.stop()
+
+
+def status_key(reg: Running) -> str:
+    """The key status answers are signed with: a mirror signs with its own."""
+    assert reg.svc.producer is not None
+    return reg.svc.producer.registry
+
+
+async def post(reg: Running, doc: dict) -> dict:
+    st, body = await reg.post(doc)
+    assert st == 200, body
+    await wait_epoch_after(reg, body["seq"])
+    return body
+
+
+async def answer(reg: Running, key: str) -> tuple[dict, tuple]:
+    """The signed answer, verified offline against the registry key and the log, and its verdict:
+    (status, revoked_at or suspended_at, reason, reinstated_at)."""
+    st, resp, _ = await reg.get("/v1/status/" + quote(key, safe=":"))
+    assert st == 200, resp
+    v = verify_status(resp, registry=status_key(reg), policy=reg.policy)
+    assert v.log_checked and v.status == resp["status"]
+    since = v.revoked_at or getattr(v, "suspended_at", None)
+    reinstated = getattr(v, "reinstated_at", None)
+    return resp, (v.status, utc(since) if since else None, v.reason, utc(reinstated) if reinstated else None)
+
+
+async def cli_status(reg: Running, key: str, tmp_path: Path) -> tuple[int, dict]:
+    """`oap-registry status` online (saving the answer), then --offline on the saved file: both agree."""
+    saved = tmp_path / f"{uuid.uuid4()}.json"
+    trust = ("--registry-key", reg.svc.registry, "--log-vkey", reg.log.vkey, "--json")
+    code, out, err = await run(CLI, "status", key, "--url", reg.url, "--out", str(saved), *trust)
+    offline, out2, err2 = await run(CLI, "status", "--offline", str(saved), *trust)
+    assert code == offline and json.loads(out) == json.loads(out2), (out + err, out2 + err2)
+    return code, json.loads(out)
+
+
+async def list_bits(reg: Running, issuer: str, purpose: str = "") -> set[int] | str:
+    """The set bits of the issuer's status list 0 (`ALL` when every bit is set), its proof checked."""
+    st, cred, _ = await reg.get(f"/v1/status-lists/{issuer}/0{purpose}")
+    assert st == 200, cred
+    verify_proof(cred, public_from_did_key(status_key(reg)))
+    assert cred["credentialSubject"]["statusPurpose"] == (purpose.strip("/") or "revocation")
+    bits = decode_list(cred["credentialSubject"]["encodedList"])
+    if bits == b"\xff" * len(bits):
+        return ALL
+    return {8 * i + j for i, byte in enumerate(bits) if byte for j in range(8) if byte & (0x80 >> j)}
+
+
+async def mirror_verdicts(reg: Running, keys: list[str], tmp_path: Path) -> dict[str, tuple]:
+    """A verifying mirror replays the whole history (`oap-registry mirror`, then a serving mirror
+    with a status service of its own key): it accepts it, and answers with these verdicts."""
+    code, out, err = await run(CLI, "mirror", "--upstream", reg.url, "--data", str(tmp_path / "m"),
+                               "--registry-key", reg.svc.registry, "--log-vkey", reg.log.vkey)
+    assert code == 0 and out.startswith("OK"), out + err
+    mirror = await start_registry(tmp_path / "m", reg.log, upstream=reg.url, registry_key=reg.svc.registry,
+                                  mirror_interval=3600, epoch_seconds=3600)
+    try:
+        result = await mirror.svc.sync_once()
+        assert not result.refused, result.message
+        await wait_epoch_after(mirror, reg.svc.index.head.seq)
+        return {k: (await answer(mirror, k))[1] for k in keys}
+    finally:
+        await mirror.stop()
+
+
+# --- finding 1: a rotated-away key ------------------------------------------------------------
+
+
+async def test_a_rotated_away_key_answers_revoked_superseded_from_the_rotation(reg, tmp_path):
+    p, a, b = generate_seed(), generate_seed(), generate_seed()
+    await post(reg, make_revocation(p, kind="vc", subject="urn:uuid:cred-3", status_list_index=3))
+    assert (await answer(reg, did(p)))[1][0] == "good"
+    at = utc(now_utc())
+    await post(reg, make_key_event(p, subject=did(p), key=did(a), event="rotate", effective_at=at))
+    resp, verdict = await answer(reg, did(p))
+    assert verdict == ("revoked", at, "superseded", None)
+    assert resp["revocation"]["record"]["key"] == did(a) and "linked_by" not in resp["revocation"]
+    code, js = await cli_status(reg, did(p), tmp_path)
+    assert code == 3 and js["reason"] == "superseded" and js["revoked_at"] == at
+    # a retired key keeps the credentials it issued before (its list is not filled) and may revoke them
+    await post(reg, make_revocation(p, kind="vc", subject="urn:uuid:cred-4", status_list_index=4))
+    assert await list_bits(reg, did(p)) == {3, 4}
+    st, body = await reg.post(make_kill_switch(p))  # but speaks for no one
+    assert st == 403 and "retired by a rotation" in body["message"]
+    # the key of the previous rotation is retired by the next one; the answer links the two rotations
+    at2 = utc(now_utc())
+    await post(reg, make_key_event(a, subject=did(p), key=did(b), event="rotate", effective_at=at2))
+    resp, verdict = await answer(reg, did(a))
+    assert verdict == ("revoked", at2, "superseded", None)
+    assert resp["revocation"]["linked_by"]["record"]["key"] == did(a)
+    assert (await answer(reg, did(b)))[1][0] == "good"
+    keys = [did(p), did(a), did(b)]
+    assert await mirror_verdicts(reg, keys, tmp_path) == {k: (await answer(reg, k))[1] for k in keys}
+
+
+# --- finding 2: kill switch, recovery, times, fresh answers -------------------------------------------
+
+
+async def test_kill_recover_kill_and_a_push_stream_sees_each_within_seconds(reg, tmp_path):
+    p, c = generate_seed(), generate_seed()
+    grants = f"{did(p)}#oauth_grants"
+    await post(reg, make_key_event(p, subject=did(p), key=did(c)))
+    st, resp, _ = await reg.get("/v1/status/" + quote(grants, safe=":"))
+    statement = resp["epoch"]
+    assert statement["push"] == "/v1/status-events" and "next_update" in statement["caveat"]
+    t0 = now_utc()
+    pushed: asyncio.Queue = asyncio.Queue()
+
+    async def follow() -> None:
+        async with RegistryClient(reg.url) as client:
+            async for ans in client.status_events([grants]):
+                await pushed.put(ans)
+
+    async def next_push(want: str, reinstated: bool) -> dict:
+        while True:  # bounded: the epochs are an hour long, so only a push within 30 s can satisfy this
+            ans = await asyncio.wait_for(pushed.get(), 30)
+            v = verify_status(ans, registry=reg.svc.registry, policy=reg.policy)
+            if v.status == want and (v.reinstated_at is not None) == reinstated:
+                return ans
+
+    watcher = asyncio.create_task(follow())
+    try:
+        assert (await asyncio.wait_for(pushed.get(), 30))["status"] == "unknown"
+        kill1 = utc(t0 - timedelta(minutes=3))
+        st, body = await reg.post(make_kill_switch(p, effective_at=kill1))
+        assert st == 200
+        await next_push("revoked", False)
+        assert (await answer(reg, grants))[1] == ("revoked", kill1, "kill_switch", None)
+        code, js = await cli_status(reg, grants, tmp_path)
+        assert code == 3 and js["revoked_at"] == kill1 and "reinstated_at" not in js
+
+        recovered = utc(t0 - timedelta(minutes=2))
+        await reg.post(make_key_event(c, subject=did(p), event="resume", effective_at=recovered))
+        pushed_answer = await next_push("revoked", True)
+        assert pushed_answer["revocation"]["reinstated"]["reinstated_at"] == recovered
+        assert (await answer(reg, grants))[1] == ("revoked", kill1, "kill_switch", recovered)
+        code, js = await cli_status(reg, grants, tmp_path)
+        assert code == 3 and js["reinstated_at"] == recovered
+
+        kill2 = utc(t0 - timedelta(minutes=1))
+        await reg.post(make_kill_switch(c, principal=did(p), effective_at=kill2))
+        await next_push("revoked", False)
+        assert (await answer(reg, grants))[1] == ("revoked", kill2, "kill_switch", None)  # the second one shows
+        code, js = await cli_status(reg, grants, tmp_path)
+        assert code == 3 and js["revoked_at"] == kill2 and "reinstated_at" not in js
+    finally:
+        watcher.cancel()
+    assert await list_bits(reg, did(p)) == set()  # a kill switch revokes tokens, not credentials
+    keys = [f"{did(p)}#{c}" for c in ("oauth_grants", "trust_tokens")] + [did(p)]
+    assert await mirror_verdicts(reg, keys, tmp_path) == {k: (await answer(reg, k))[1] for k in keys}
+
+
+async def test_revoke_key_a_then_rotate_to_b_then_revoke_b(reg, tmp_path):
+    a, b, c = generate_seed(), generate_seed(), generate_seed()
+    await post(reg, make_key_event(a, subject=did(a), key=did(c)))
+    await post(reg, make_revocation(a, kind="vc", subject="urn:uuid:cred-7", status_list_index=7))
+    assert await list_bits(reg, did(a)) == {7}
+    compromised = utc(now_utc() - timedelta(hours=1))
+    await post(reg, make_revocation(a, kind="key", subject=did(a), reason="key_compromise", effective_at=compromised))
+    assert await list_bits(reg, did(a)) == ALL  # nothing the compromised key issued can be told apart
+    rotated = utc(now_utc())
+    await post(reg, make_key_event(c, subject=did(a), key=did(b), event="rotate", effective_at=rotated))
+    assert (await answer(reg, did(a)))[1] == ("revoked", compromised, "key_compromise", None)
+    assert (await answer(reg, did(b)))[1][0] == "good" and await list_bits(reg, did(b)) == set()
+    revoked_b = utc(now_utc())
+    await post(reg, make_revocation(b, kind="key", subject=did(b), reason="key_compromise", effective_at=revoked_b))
+    assert (await answer(reg, did(b)))[1] == ("revoked", revoked_b, "key_compromise", None)
+    assert await list_bits(reg, did(b)) == ALL
+    code, js = await cli_status(reg, did(a), tmp_path)
+    assert code == 3 and js["revoked_at"] == compromised and js["reason"] == "key_compromise"
+    code, js = await cli_status(reg, did(b), tmp_path)
+    assert code == 3 and js["revoked_at"] == revoked_b
+    assert (await answer(reg, f"{did(a)}#trust_tokens"))[1][0] == "unknown"  # the principal's tokens stand
+    keys = [did(a), did(b)]
+    assert await mirror_verdicts(reg, keys, tmp_path) == {k: (await answer(reg, k))[1] for k in keys}
+
+
+async def test_push_stream_input_is_checked(reg):
+    for params in ([], [("id", f"did:key:z{i}") for i in range(17)], [("id", "bad id")]):
+        st, body, _ = await reg.get("/v1/status-events", params=params)
+        assert st == 400 and body["error"] == "invalid_input", body
+
+
+# --- finding 9: suspension --------------------------------------------------------------------------
+
+
+async def test_suspension_by_a_controller_until_a_resume(reg, tmp_path):
+    p, c, d = generate_seed(), generate_seed(), generate_seed()
+    tokens = f"{did(p)}#subscription_tokens"
+    await post(reg, make_key_event(p, subject=did(p), key=did(c)))
+    await post(reg, make_revocation(p, kind="vc", subject="urn:uuid:cred-1", status_list_index=1))
+    code, out, err = await run(CLI, "key-event", "--key", str(_keyfile(tmp_path, c)), "--subject", did(p),
+                               "--event", "suspend", "--reason", "loss_of_key", "--url", reg.url)
+    assert code == 0, out + err
+    await wait_epoch_after(reg, json.loads(out)["seq"])
+    resp, verdict = await answer(reg, did(p))
+    assert verdict[0] == "suspended" and verdict[2] == "loss_of_key"
+    assert resp["suspension"]["record"]["event"] == "suspend" and resp["suspension"]["record"]["issued_by"] == did(c)
+    assert (await answer(reg, tokens))[1] == verdict
+    code, js = await cli_status(reg, did(p), tmp_path)
+    assert code == 5 and js["status"] == "suspended" and js["suspended_at"] == verdict[1]
+    assert await list_bits(reg, did(p), "/suspension") == ALL and await list_bits(reg, did(p)) == {1}
+    st, body = await reg.post(make_key_event(c, subject=did(p), key=did(d)))
+    assert st == 403 and "suspended" in body["message"]
+    keys = [did(p), tokens]
+    assert await mirror_verdicts(reg, keys, tmp_path / "1") == {k: (await answer(reg, k))[1] for k in keys}
+
+    await post(reg, make_key_event(c, subject=did(p), event="resume"))
+    assert (await answer(reg, did(p)))[1][0] == "good" and (await answer(reg, tokens))[1][0] == "unknown"
+    assert await list_bits(reg, did(p), "/suspension") == set()
+    code, js = await cli_status(reg, did(p), tmp_path)
+    assert code == 0 and js["status"] == "good"
+    assert await mirror_verdicts(reg, keys, tmp_path / "2") == {k: (await answer(reg, k))[1] for k in keys}
+
+
+async def test_a_lost_key_without_a_recovery_path_suspends_its_principal(reg, tmp_path):
+    q = generate_seed()
+    lost = utc(now_utc() - timedelta(minutes=10))
+    await post(reg, make_revocation(q, kind="key", subject=did(q), reason="loss_of_key", effective_at=lost))
+    assert (await answer(reg, did(q)))[1] == ("revoked", lost, "loss_of_key", None)
+    resp, verdict = await answer(reg, f"{did(q)}#trust_tokens")
+    assert verdict == ("suspended", lost, "loss_of_key", None)
+    assert resp["suspension"]["record"]["reason"] == "loss_of_key"
+    code, js = await cli_status(reg, f"{did(q)}#trust_tokens", tmp_path)
+    assert code == 5 and js["reason"] == "loss_of_key"
+    assert await list_bits(reg, did(q)) == ALL  # the key itself is revoked: that outranks a suspension
+    assert await list_bits(reg, did(q), "/suspension") == set()
+    keys = [did(q), f"{did(q)}#trust_tokens"]
+    assert await mirror_verdicts(reg, keys, tmp_path) == {k: (await answer(reg, k))[1] for k in keys}
+
+
+def _keyfile(tmp_path: Path, seed: bytes) -> Path:
+    """The seed as a key file `oap-registry` reads (tlog signer-key format, 0600)."""
+    from tlog.formats import keys
+    from tlog.service import keyfiles
+
+    path = tmp_path / f"{uuid.uuid4()}.key"
+    keyfiles.write_private_key(path, keys.Signer("oap-registry", seed).to_skey())
+    return path
