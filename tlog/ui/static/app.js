@@ -78,9 +78,9 @@ async function main() {
   router.onRoute((p) => { route(p); });
   for (const v of [entries, entry, search, bundle, registry]) v.init();
   trust.init(trustChanged);
-  onHead((head) => {
+  onHead((head) => { // the log view and the trust line follow every new checkpoint, shown or not
     trust.alarms();
-    if (current === 'log') log.showHead(head);
+    log.showHead(head);
   });
   if (location.protocol.startsWith('http')) await app.trust.loadShipped(new URL('trust.policy', location.href).href);
   const params = router.params();

@@ -155,9 +155,11 @@ const cosignatures = {
     const pol = ctx.policy.policy, total = pol.witnesses.size;
     const valid = new Set(rows.filter((x) => x.state === 'verified').map((x) => x.witness));
     const names = oap.pySorted(valid);
-    const detail = rows.filter((x) => x.witness !== null).map((x) => h('span', { class: 'cosig', data: { state: x.state } },
-      `${x.witness}: ${x.state}`, x.ts !== null && x.state === 'verified' ? [' at ', time(isoOf(x.ts))] : '',
-      x.reason ? ` (${x.reason})` : ''));
+    const word = { verified: '✓', absent: 'none', invalid: '✗ invalid' };
+    const detail = rows.filter((x) => x.witness !== null).map((x) => h('span', { class: 'cosig', data: { state: x.state },
+      title: x.ts !== null ? `${x.witness}: ${x.state}, cosigned ${isoOf(x.ts)}` : `${x.witness}: ${x.state}` },
+    `${x.witness} ${word[x.state] || x.state}`, x.ts !== null && x.state === 'verified' ? ` ${ago(Date.now() / 1000 - Number(x.ts))}` : '',
+    x.reason ? ` (${x.reason})` : ''));
     const bad = rows.filter((x) => x.state === 'invalid');
     if (bad.length) return r(FAIL, `cosignature of ${bad.map((x) => x.witness).join(', ')} does not verify`, ...detail);
     if (pol.quorum === null) {

@@ -79,7 +79,6 @@ export async function render(params) {
       ['commitment', entry.commitment ? value(entry.commitment, 'commitment') : undefined],
       ['registry commit', entry.type === 'registry' ? [commitLink(entry.seq, entry.commit, `seq ${entry.seq}`), ' ', value(entry.commit, 'commit')] : undefined],
       ['also anchored at', also.length ? also.map((i, k) => [k ? ', ' : '', entryLink(i)]) : undefined],
-      ['checkpoint', `size ${ctx.cp.size}`],
     ]);
     fill('entry-links', rawLink(`${url}/v1/entries/${index}`, 'raw entry'), ' ', rawLink(`${url}/v1/proof/inclusion?index=${index}`, 'raw proof'), ' ',
       h('a', { href: href({ view: 'entries', before: (BigInt(index) + 1n).toString() }), text: 'its neighbours' }));

@@ -38,7 +38,7 @@ export function showHead(head) {
   fill('log-links', rawLink(`${app.log}/checkpoint`, 'raw checkpoint'), ' ', rawLink(`${app.log}/v1/info`, 'raw info'), ' ',
     copyButton(note, 'checkpoint'), ' ', downloadButton(note, 'checkpoint.txt', 'download checkpoint'));
   rows('cosignatures', (ctx.cosignatures || []).map((c) => ({
-    state: c.state === 'verified' ? 'pass' : c.state === 'invalid' ? 'fail' : 'idle',
+    state: c.state === 'verified' ? (ctx.pinned ? 'pass' : 'unpinned') : c.state === 'invalid' ? 'fail' : 'idle',
     cells: [c.witness === null ? '(not in the policy)' : c.witness, c.vkey ? value(c.vkey, `key of ${c.witness}`) : c.keyName,
       c.state === 'verified' ? 'verified' : c.state === 'invalid' ? `INVALID${c.reason ? ': ' + c.reason : ''}` : c.state === 'absent' ? 'no cosignature' : 'not checked',
       c.ts === null ? '' : time(isoOf(c.ts))],
@@ -68,7 +68,7 @@ function neighbours(head) {
   const cos = new Map(((head.ctx && head.ctx.cosignatures) || []).map((c) => [c.witness, c.state]));
   for (const w of app.witnesses) {
     const st = cos.get(w.name);
-    list.push({ state: st === 'verified' ? 'pass' : '', cells: [`witness ${w.name}`,
+    list.push({ state: st === 'verified' ? (head.ctx.pinned ? 'pass' : 'unpinned') : '', cells: [`witness ${w.name}`,
       h('a', { href: href({ view: 'witness', w: w.url }), text: w.url }),
       st === 'verified' ? 'cosigned this checkpoint' : st === 'absent' ? 'no cosignature on this checkpoint' : st || 'not in the policy'] });
   }

@@ -13,6 +13,7 @@ import { readEntries, entryLink, summary, principalLink, commitLink, signerLink 
 
 const PAGE = 100;
 const SCAN = 1024n; // entries read per step of a receipt-id search
+const REGISTRY_IDS = /^urn:oap:(revocation|kill-switch|key-event|conformance):/; // records.js ID_PREFIXES
 let generation = 0;
 
 export function init() {
@@ -113,7 +114,7 @@ const SEARCHES = {
    * found by reading the latest entry bundles (a step of SCAN entries; ?before= goes back). */
   async id(q, params, stale) {
     const list = [];
-    if (app.registry) {
+    if (app.registry && REGISTRY_IDS.test(q)) {
       try {
         const rec = await get(`${app.registry}/v1/records/${pathPart(q)}`);
         list.push({ cells: [rec.log_index !== undefined && rec.log_index !== null ? entryLink(rec.log_index) : '',

@@ -21,7 +21,7 @@ export async function render(params) {
   if (chosen && !known.some((w) => w.url === chosen)) known.push({ name: '(not named by the log)', url: chosen });
   rows('witness-list', known.map((w) => {
     const c = cos.get(w.name);
-    return { state: c && c.state === 'verified' ? 'pass' : '', cells: [w.name,
+    return { state: c && c.state === 'verified' ? (head.ctx.pinned ? 'pass' : 'unpinned') : '', cells: [w.name,
       h('a', { href: href({ view: 'witness', w: w.url }), text: w.url, attrs: w.url === chosen ? { 'aria-current': 'true' } : {} }),
       c && c.vkey ? value(c.vkey, `key of ${w.name}`) : '—',
       c ? (c.state === 'verified' ? ['cosigned, ', time(isoOf(c.ts))] : c.state === 'absent' ? 'no cosignature' : c.state) : 'not in the policy'] };
@@ -45,7 +45,7 @@ export async function render(params) {
         const { note: parsed } = await oap.openNote(note, [logKey]);
         const cp = oap.parseCheckpoint(parsed.text);
         const [c] = await oap.verifyWitnessCosignature(note, info.verifier_key);
-        out.push({ state: 'pass', cells: [l.url ? h('a', { href: href({ view: 'log', log: l.url }), text: l.origin }) : l.origin, cp.size.toString(),
+        out.push({ state: app.trust.pinFor(l.origin) ? 'pass' : 'unpinned', cells: [l.url ? h('a', { href: href({ view: 'log', log: l.url }), text: l.origin }) : l.origin, cp.size.toString(),
           time(isoOf(c.timestamp)), `verified: signed by ${logKey.name}, cosigned by ${c.name}`] });
       } catch (e) {
         bad++;
