@@ -119,9 +119,11 @@ def browser():
 
 
 @contextmanager
-def single_log(tmp: Path, origin: str, entries: int, *, key_from: Path | None = None, salt: bytes = b""):
+def single_log(tmp: Path, origin: str, entries: int, *, key_from: Path | None = None, salt: bytes = b"",
+               mirrors: tuple[str, ...] = ()):
     """A log of its own (no witnesses) with `entries` commitments, started as a real process on
-    a kernel-chosen port; with `key_from`, it signs with the key of that other log."""
+    a kernel-chosen port; with `key_from`, it signs with the key of that other log; it names
+    `mirrors` in its info."""
     from tlog.formats.entries import commitment_entry
     from tlog.formats.hashing import leaf_hash
 
@@ -129,7 +131,8 @@ def single_log(tmp: Path, origin: str, entries: int, *, key_from: Path | None = 
     if key_from is not None:
         for name in ("log.key", "log.vkey"):
             shutil.copy2(key_from / name, tmp / name)
-    proc = ServerProcess(tmp, "--origin", origin).start()
+    (tmp.parent / f"{tmp.name}.toml").write_text(f"[log]\nmirror_urls = {json.dumps(list(mirrors))}\n")
+    proc = ServerProcess(tmp, "--origin", origin, "--config", str(tmp.parent / f"{tmp.name}.toml")).start()
     try:
         for start in range(0, entries, 1000):
             batch = [commitment_entry(leaf_hash(salt + i.to_bytes(8, "big"))) for i in range(start, min(entries, start + 1000))]
@@ -283,6 +286,32 @@ def lying_log(upstream: str):
             pass
 
     return Proxy
+
+
+def mirror_of(upstream: dict):
+    """A read-only copy of a log: its checkpoint and tiles, as a tlog-mirror serves them
+    (here passed through from `upstream["url"]`, set once that log is up)."""
+
+    class Mirror(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path != "/checkpoint" and not self.path.startswith("/tile/"):
+                self.send_error(404)
+                return
+            try:
+                with urllib.request.urlopen(upstream["url"] + self.path, timeout=10) as r:
+                    status, body = r.status, r.read()
+            except urllib.error.HTTPError as e:
+                status, body = e.code, e.read()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Mirror
 
 
 ROOT = STATIC.parents[2]
@@ -466,6 +495,39 @@ def test_an_inconsistent_pair_of_checkpoints_is_the_loudest_thing_on_the_page(ne
         assert browser.find_elements("css selector", "#alarms [data-kind='inconsistent']")
         browser.find_element("css selector", "#alarms [data-kind='inconsistent'] button.small").click()  # dismiss
         wait_for(browser, lambda d: not d.find_elements("css selector", "#alarms [data-kind='inconsistent']"), "dismissed")
+        no_console_errors(browser)
+        browser.get("about:blank")
+
+
+def test_a_logs_mirrors_are_shown_and_checked_against_it(network, browser, tmp_path):
+    """A log names its mirrors: the page checks each mirror's checkpoint as the log's (same
+    pin) and proves the two consistent; a mirror serving another history under the log's key
+    fails, and is the alarm."""
+    from selenium.webdriver.common.by import By
+
+    honest_up, forked_up = {}, {}
+    with http_server(mirror_of(honest_up)) as honest, http_server(mirror_of(forked_up)) as forked, \
+            single_log(tmp_path / "m", "mirrored.test/log", 4, mirrors=(honest, forked)) as log, \
+            single_log(tmp_path / "f", "mirrored.test/log", 6, key_from=tmp_path / "m", salt=b"f") as fork:
+        honest_up["url"], forked_up["url"] = log.url, fork.url
+        fresh(browser, f"{network['log']}/ui/?log={log.url}")
+        click(browser, "#tofu")
+        assert wait_verdict(browser, "log-verdict", ("pass", "fail"))[0] == "pass"
+
+        def mirrors(b):
+            cells = b.find_elements(By.CSS_SELECTOR, "#neighbours .verdict.compact")
+            states = [c.get_attribute("data-state") for c in cells]
+            return cells if len(cells) == 2 and all(st in FINAL for st in states) else None
+
+        cells = wait_for(browser, mirrors, "both mirrors checked")
+        got = {c.get_attribute("data-state"): c.text for c in cells}
+        assert set(got) == {"pass", "fail"}, got
+        assert "the mirror and the log disagree" in got["fail"] or "INCONSISTENT" in got["fail"], got
+        rows = {r.find_elements(By.CSS_SELECTOR, "td")[1].text: r.text for r in browser.find_elements(By.CSS_SELECTOR, "#neighbours tbody tr")
+                if "mirror" in r.text}
+        assert set(rows) == {honest, forked} and "VERIFIED" in rows[honest] and "FAILED" in rows[forked], rows
+        wait_for(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#alarms [data-kind='inconsistent']"), "the alarm")
+        shot(browser, tmp_path, "mirrors-1400")
         no_console_errors(browser)
         browser.get("about:blank")
 

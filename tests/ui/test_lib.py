@@ -88,3 +88,17 @@ def test_the_operator_ships_a_trust_policy_with_the_explorer(tmp_path):
             LogConfig(ui_trust_policy=tmp_path / "bad.policy").validate()
     with pytest.raises(ConfigError, match="ui_trust_policy"):
         LogConfig(ui_trust_policy=tmp_path / "missing.policy").validate()
+
+
+def test_every_explorer_file_is_package_data():
+    """An installed package serves the same page: each file under tlog/ui/static matches a
+    package-data pattern of pyproject.toml (a new directory of modules needs its own)."""
+    import tomllib
+    from fnmatch import fnmatch
+
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["tlog.ui"]
+    static = root / "tlog" / "ui"
+    files = [p.relative_to(static).as_posix() for p in (static / "static").rglob("*") if p.is_file()]
+    missing = [f for f in files if not any(fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)]
+    assert files and missing == [], missing

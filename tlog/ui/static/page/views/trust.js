@@ -94,8 +94,12 @@ export function bar() {
 }
 
 /** The alarms: evidence of two histories (kept until dismissed), and key changes. */
+let shown = null;
 export function alarms() {
   const list = app.trust.alarms();
+  const said = JSON.stringify(list);
+  if (said === shown) { bar(); return; } // unchanged: leave the box (and the focus in it) alone
+  shown = said;
   fill('alarms', list.map((a) => {
     if (a.kind === 'conflict') {
       const evidence = `Two checkpoints of ${a.origin}, signed by ${a.vkey}, that cannot both be true (${a.reason}).\n\n`
@@ -128,7 +132,10 @@ export async function render() {
   const actions = [];
   if (o && !pin && app.served) actions.push(h('button', { type: 'button', id: 'tofu-here', text: "Trust this log's key (first use)", on: { click: tofu } }));
   if (o && app.trust.pins[o]) actions.push(h('button', { type: 'button', text: `Unpin ${o}`, on: { click: async () => { app.trust.unpin(o); await changed(); } } }));
-  if (o && !pin && app.served && !$('policy').value) { $('policy').value = app.served; source = { kind: 'pasted', detail: '', text: null }; }
+  if (o && !pin && app.served && !$('policy').value) { // the log's own policy, to read before trusting it
+    $('policy').value = app.served;
+    source = { kind: 'tofu', detail: app.log, text: app.served };
+  }
   fill('trust-actions', actions);
   const pins = Object.entries(app.trust.pins).map(([org, p]) => ({ state: 'pass', cells: [org, keysIn(p.text, org).map((k) => value(k, 'pinned key')),
     [SOURCES[p.source] || p.source, p.detail ? ` (${p.detail})` : '', p.at ? [', ', time(p.at)] : ''],
