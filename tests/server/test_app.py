@@ -233,6 +233,8 @@ async def test_info_health_metrics(log):
     async with session.get(url + "/v1/info") as r:
         info = await r.json()
     assert info["origin"] == svc.origin and info["verifier_key"] == svc.signer.vkey and info["tree_size"] == 1
+    # no neighbours configured: the explorer's pages are told so, not left guessing
+    assert (info["public_url"], info["registry_url"], info["witnesses"], info["mirrors"]) == (None, None, [], [])
     async with session.get(url + "/healthz") as r:
         assert r.status == 200
     async with session.get(url + "/readyz") as r:

@@ -164,6 +164,25 @@ async def test_http_receipts_by_signer_pages_and_lookup(log):
     assert status == 200 and [r["index"] for r in body["receipts"]] == [1]
 
 
+async def test_http_entries_carry_their_log_time_where_the_log_records_one(log):
+    """A receipt entry's answer says when the log committed it (its receipt index row, also
+    for one receipt hash anchored by two signers); other entry types carry no log time."""
+    url, session = log
+    for e in (receipt_entry(rh(9), ALICE), receipt_entry(rh(9), BOB)):
+        async with session.post(url + "/v1/entries", data=json.dumps(e).encode(),
+                                headers={"Content-Type": "application/json"}) as r:
+            assert r.status == 200, await r.text()
+    _, listed = await _get(session, f"{url}/v1/entries:lookup?receipt_hash={format_sha256(rh(9))}")
+    assert [r["index"] for r in listed["receipts"]] == [6, 7]
+    _, alice = await _get(session, f"{url}/v1/receipts?signer={ALICE_DID}")
+    logged = {r["index"]: r["logged_at"] for r in alice["receipts"] + listed["receipts"]}
+    for index in (0, 2, 5, 6, 7):
+        status, body = await _get(session, f"{url}/v1/entries/{index}")
+        assert status == 200 and body["logged_at"] == logged[index], index
+    status, body = await _get(session, f"{url}/v1/entries/3")  # a commitment: no log time recorded
+    assert status == 200 and body["entry"]["type"] == "commitment" and "logged_at" not in body
+
+
 @pytest.mark.parametrize("query, code", [
     ("/v1/receipts", 400),
     ("/v1/receipts?signer=alice", 400),

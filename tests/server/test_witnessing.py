@@ -104,7 +104,8 @@ async def test_quorum_dead_witness_recovery_and_offline_quorum(tmp_path):
     log_vkey = load_or_create_key(tmp_path / "log", ORIGIN).vkey
     ws = [await Witness(tmp_path, f"w{i}.test", log_vkey).start() for i in (1, 2, 3)]
     rows = [(w.name, w.vkey, w.url) for w in ws]
-    svc, server, url = await open_log(tmp_path, rows, 2, witness_timeout=5.0)
+    svc, server, url = await open_log(tmp_path, rows, 2, witness_timeout=5.0, registry_url="https://registry.test",
+                                      mirror_urls=("https://mirror.test/log",))
     policy_text = (tmp_path / "log" / "log.policy").read_text()
     assert "quorum local-witnesses" in policy_text and all(w.vkey in policy_text for w in ws)
     policy = TrustPolicy.from_text(policy_text)
@@ -116,6 +117,11 @@ async def test_quorum_dead_witness_recovery_and_offline_quorum(tmp_path):
             assert len(cosigners(a.checkpoint)) >= 2 and cosigners(a.checkpoint) <= {"w1.test", "w2.test", "w3.test"}
             cp = await c.checkpoint()
             assert len(cosigners(cp)) >= 2
+            # its info names its neighbours: what the explorer's pages find each other with
+            info = await c.info()
+            assert info["witnesses"] == [{"name": w.name, "url": w.url} for w in ws]
+            assert (info["registry_url"], info["mirrors"], info["public_url"]) == (
+                "https://registry.test", ["https://mirror.test/log"], None)
 
             # offline: the CLI enforces the quorum of the policy file
             bundle = tmp_path / "a.tlog-proof"

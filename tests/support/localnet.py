@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,12 +38,28 @@ class LocalNet:
 @contextlib.contextmanager
 def localnet(data: str | Path, *, cwd: Path | None = None, timeout: float = 90) -> Iterator[LocalNet]:
     """Start the network with its data in `data`, yield once it says it is up, stop it
-    with Ctrl-C (SIGINT to its process group) on exit."""
+    with Ctrl-C (SIGINT to its process group) on exit. Ports are picked at random; when
+    one is taken (by another process on a busy machine), another set is tried."""
+    for attempt in range(5):
+        net, proc = _start(data, cwd, timeout)
+        if proc is not None:
+            break
+        if attempt == 4 or "already in use" not in "".join(net.lines):
+            raise AssertionError("".join(net.lines[-30:]))
+    try:
+        yield net
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(60)
+
+
+def _start(data: str | Path, cwd: Path | None, timeout: float) -> tuple[LocalNet, subprocess.Popen | None]:
+    """The network up (its process), or None if it exited or did not come up in time."""
     net = LocalNet(random.randrange(20000, 40000, 10))
     proc = subprocess.Popen([str(BIN / "oap-localnet"), "--data", str(data), "--log-port", str(net.base),
                              "--registry-port", str(net.base + 9)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=cwd)
-    up = threading.Event()
+    up, ended = threading.Event(), threading.Event()
 
     def read() -> None:
         assert proc.stdout is not None
@@ -50,11 +67,15 @@ def localnet(data: str | Path, *, cwd: Path | None = None, timeout: float = 90) 
             net.lines.append(line)
             if "network is up" in line:
                 up.set()
+        ended.set()
 
     threading.Thread(target=read, daemon=True).start()
-    try:
-        assert up.wait(timeout), "".join(net.lines[-30:])
-        yield net
-    finally:
+    deadline = time.monotonic() + timeout
+    while not up.is_set() and not ended.is_set() and time.monotonic() < deadline:
+        up.wait(0.1)
+    if up.is_set():
+        return net, proc
+    if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(60)
+    proc.wait(60)
+    return net, None

@@ -2,8 +2,10 @@
 as separate processes on 127.0.0.1 (free ports), then a clean Ctrl-C."""
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -29,6 +31,13 @@ def test_local_network_end_to_end(tmp_path):
             a = log.anchor(receipt_entry(leaf_hash(b"localnet"), generate_seed()))
         assert len(parse_note(a.checkpoint).signatures) >= 3  # log + at least 2 witnesses
         assert len(policy.verify_bundle(a.bundle).checkpoint.witnesses) >= 2
+        # every explorer page finds the others (the log names them) and ships the network's policy
+        info = json.loads(urllib.request.urlopen(f"{net.log}/v1/info", timeout=10).read())
+        assert (info["public_url"], info["registry_url"], info["mirrors"]) == (net.log, net.registry, [])
+        assert [w["url"] for w in info["witnesses"]] == [f"http://127.0.0.1:{net.base + i}" for i in (1, 2, 3)]
+        for service in (net.log, net.registry, net.witness):
+            with urllib.request.urlopen(f"{service}/ui/trust.policy", timeout=10) as r:
+                assert r.read().decode() == policy_text, service
         clone = tmp_path / "clone"
         r = subprocess.run(["git", "clone", "-q", f"{net.registry}/registry.git", str(clone)],
                            capture_output=True, text=True, timeout=60)

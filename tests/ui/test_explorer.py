@@ -1,15 +1,17 @@
 """The explorer (/ui/) in a real browser: headless Chromium from the system packages,
 driven by selenium, against a real local network (`oap-localnet`: a log, three
-witnesses with quorum 2, a registry) on 127.0.0.1. The verdicts come from the page's
-own verification (WebCrypto), so a green result means the math held in the browser;
-the failures are the specific reasons the verifiers give. Every test also reads the
-browser's console: no SEVERE entry is allowed.
+witnesses with quorum 2, a registry, each shipping the network's policy with its
+explorer) and against single logs the tests start, on 127.0.0.1. The verdicts come from
+the page's own verification (WebCrypto): a green result means the math held in the
+browser against a pinned policy; the failures are the specific reasons the verifiers
+give. Every test also reads the browser's console: no SEVERE entry is allowed.
 
-Screenshots of each view are written under pytest's tmp dir, and copied to
-$OAP_UI_SHOTS when it is set (for review)."""
+Screenshots of each view at 1400 and 360 px are written under pytest's tmp dir, and
+copied to $OAP_UI_SHOTS when it is set (for review)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -18,6 +20,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
 from functools import partial
@@ -27,11 +30,16 @@ from pathlib import Path
 import pytest
 
 from tests.support.localnet import localnet
+from tests.support.services import ServerProcess
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 STATIC = Path(__file__).resolve().parents[2] / "tlog" / "ui" / "static"
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
+AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"
 CHROMIUM, DRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
+FINAL = ("pass", "fail", "unpinned", "revoked", "unknown", "info")
+WAIT = 60  # seconds: the longest any condition may take on a busy machine
 
 try:
     import selenium  # noqa: F401
@@ -45,8 +53,8 @@ if not HAVE:
 
 @pytest.fixture(scope="module")
 def network(tmp_path_factory):
-    """oap-localnet on free ports, with the README tour's entries (a receipt, its salted
-    commitment), a revoked agent key and a principal with a key event."""
+    """oap-localnet on free ports, with the README tour's entries (a receipt signed by a
+    did:key, its salted commitment), a revoked agent key and a principal with a key event."""
     tmp = tmp_path_factory.mktemp("net")
     with localnet(tmp / "data", cwd=tmp) as net:
         log, registry, witness = net.log, net.registry, net.witness
@@ -60,8 +68,11 @@ def network(tmp_path_factory):
 
         cli("oap-log", "keygen", "--name", "ui.test", "--out", "me.key")
         (tmp / "receipt.json").write_text(json.dumps({"receipt_id": "urn:oap:receipt:ui", "type": "invocation",
+                                                      "timestamp": "2026-05-02T10:00:00.215Z",
                                                       "input_hash": "sha256:" + "ab" * 32}))
         index = json.loads(cli("oap-log", "add", "receipt.json", "--key", "me.key"))["index"]
+        (tmp / "second.json").write_text(json.dumps({"receipt_id": "urn:oap:receipt:ui2", "type": "invocation"}))
+        second = json.loads(cli("oap-log", "add", "second.json", "--key", "me.key"))["index"]
         cli("oap-log", "add", "receipt.json", "--commitment", "--out", "privileged.tlog-proof")
         agent = cli("oap-registry", "keygen", "--out", "agent.key")
         cli("oap-registry", "revoke", "--key", "agent.key", "--kind", "key", "--reason", "key_compromise")
@@ -73,14 +84,20 @@ def network(tmp_path_factory):
             while status_of(registry, who) != want:
                 assert time.monotonic() < deadline, f"{who} never became {want} in the registry's answers"
                 time.sleep(0.2)
-        yield {"log": log, "registry": registry, "witness": witness, "index": index, "agent": agent, "owner": owner,
-               "dir": tmp, "policy": (tmp / "data" / "log" / "log.policy").read_text(),
+        signer = fetch_json(f"{log}/v1/entries/{index}")["entry"]["signer"]
+        yield {"log": log, "registry": registry, "witness": witness, "index": index, "second": second,
+               "signer": signer, "agent": agent, "owner": owner, "dir": tmp,
+               "policy": (tmp / "data" / "log" / "log.policy").read_text(),
                "vkey": (tmp / "data" / "log" / "log.vkey").read_text().strip()}
 
 
+def fetch_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())
+
+
 def status_of(registry: str, who: str) -> str:
-    with urllib.request.urlopen(f"{registry}/v1/status/{who}", timeout=10) as r:
-        return json.loads(r.read())["status"]
+    return fetch_json(f"{registry}/v1/status/{who}")["status"]
 
 
 @pytest.fixture(scope="module")
@@ -90,50 +107,84 @@ def browser():
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,2200",
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1600",
                 "--disable-gpu", "--no-first-run", "--disable-extensions", "--disable-background-networking"):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
-    driver.set_page_load_timeout(60)
+    driver.set_page_load_timeout(WAIT)
+    driver.set_script_timeout(WAIT)
     yield driver
     driver.quit()
 
 
+@contextmanager
+def single_log(tmp: Path, origin: str, entries: int, *, key_from: Path | None = None, salt: bytes = b"",
+               mirrors: tuple[str, ...] = ()):
+    """A log of its own (no witnesses) with `entries` commitments, started as a real process on
+    a kernel-chosen port; with `key_from`, it signs with the key of that other log; it names
+    `mirrors` in its info."""
+    from tlog.formats.entries import commitment_entry
+    from tlog.formats.hashing import leaf_hash
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    if key_from is not None:
+        for name in ("log.key", "log.vkey"):
+            shutil.copy2(key_from / name, tmp / name)
+    (tmp.parent / f"{tmp.name}.toml").write_text(f"[log]\nmirror_urls = {json.dumps(list(mirrors))}\n")
+    proc = ServerProcess(tmp, "--origin", origin, "--config", str(tmp.parent / f"{tmp.name}.toml")).start()
+    try:
+        for start in range(0, entries, 1000):
+            batch = [commitment_entry(leaf_hash(salt + i.to_bytes(8, "big"))) for i in range(start, min(entries, start + 1000))]
+            req = urllib.request.Request(f"{proc.url}/v1/entries:batch", data=json.dumps({"entries": batch}).encode(),
+                                         headers={"Content-Type": "application/json"}, method="POST")
+            with urllib.request.urlopen(req, timeout=60) as r:
+                assert r.status == 200
+        deadline = time.monotonic() + WAIT
+        while fetch_json(f"{proc.url}/v1/info").get("tree_size") != entries:
+            assert time.monotonic() < deadline, "the log never published its entries"
+            time.sleep(0.05)
+        yield proc
+    finally:
+        proc.stop()
+
+
 # --- helpers ----------------------------------------------------------------------------------
 
-def wait_verdict(driver, element_id: str, states: tuple[str, ...] = ("pass", "fail", "revoked", "unknown")) -> tuple[str, str]:
-    """The verdict element's state and text once it has one of `states` (an explicit wait).
-    The text is the element's textContent: a verdict of a view not shown is read too."""
-    from selenium.webdriver.common.by import By
+def wait_for(driver, condition, what: str, timeout: float = WAIT):
     from selenium.webdriver.support.ui import WebDriverWait
 
-    el = driver.find_element(By.ID, element_id)
-    WebDriverWait(driver, 30).until(lambda d: el.get_attribute("data-state") in states)
-    return el.get_attribute("data-state"), el.get_attribute("textContent")
+    return WebDriverWait(driver, timeout, ignored_exceptions=(Exception,)).until(condition, what)
 
 
-def wait_ready(driver) -> None:
-    """Until the page has loaded every service it was pointed at."""
-    from selenium.webdriver.support.ui import WebDriverWait
+def wait_verdict(driver, element_id: str, states: tuple[str, ...] = FINAL) -> tuple[str, str]:
+    """The verdict element's state and text once it has one of `states` (an explicit wait)."""
+    def settled(d):
+        el = d.find_element("id", element_id)
+        return (el.get_attribute("data-state"), el.get_attribute("textContent")) if el.get_attribute("data-state") in states else None
 
-    WebDriverWait(driver, 60).until(lambda d: d.find_element("tag name", "body").get_attribute("data-ready"))
-    assert driver.find_element("tag name", "body").get_attribute("data-ready") == "1"
-
-
-def view(driver, name: str) -> None:
-    """Open a view from the navigation, as a user would, and wait until it shows."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    driver.find_element(By.ID, f"nav-{name}").click()
-    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, name).is_displayed())
+    return wait_for(driver, settled, f"a verdict in #{element_id}")
 
 
-def click(driver, selector: str) -> None:
-    from selenium.webdriver.common.by import By
+def open_page(driver, url: str) -> None:
+    """Load a URL and wait until the page has loaded every service it was pointed at."""
+    driver.get(url)
+    ready = wait_for(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-ready"), f"{url} ready")
+    assert ready == "1", ready
 
-    driver.find_element(By.CSS_SELECTOR, selector).click()
+
+def fresh(driver, url: str) -> None:
+    """Open `url` in a browser that remembers nothing for its origin (no pins, no history),
+    with the console of earlier pages read and dropped."""
+    driver.get("about:blank")
+    driver.get_log("browser")
+    driver.get(url)
+    driver.execute_script("localStorage.clear();")
+    open_page(driver, url)
+
+
+def state_of(driver, element_id: str) -> str:
+    return driver.find_element("id", element_id).get_attribute("data-state")
 
 
 def stale(driver, element_id: str) -> None:
@@ -141,21 +192,33 @@ def stale(driver, element_id: str) -> None:
     driver.execute_script("document.getElementById(arguments[0]).dataset.state = 'stale';", element_id)
 
 
+def click(driver, selector: str) -> None:
+    driver.find_element("css selector", selector).click()
+
+
 def rerun(driver, element_id: str, selector: str) -> tuple[str, str]:
-    """Start a check again and wait for its new verdict."""
     stale(driver, element_id)
     click(driver, selector)
     return wait_verdict(driver, element_id)
 
 
 def text(driver, element_id: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.ID, element_id).text
+    return driver.find_element("id", element_id).get_attribute("textContent")
 
 
-def no_console_errors(driver) -> None:
-    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+def set_text(driver, element_id: str, value: str) -> None:
+    """Set a field as a user would (paste), firing its input event."""
+    driver.execute_script("const e = document.getElementById(arguments[0]); e.value = arguments[1];"
+                          "e.dispatchEvent(new Event('input'));", element_id, value)
+
+
+def console_errors(driver, allowed: tuple[str, ...] = ()) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser")
+            if e["level"] == "SEVERE" and not any(a in e["message"] for a in allowed)]
+
+
+def no_console_errors(driver, allowed: tuple[str, ...] = ()) -> None:
+    severe = console_errors(driver, allowed)
     assert severe == [], severe
 
 
@@ -170,17 +233,18 @@ def shot(driver, tmp_path: Path, name: str) -> None:
         shutil.copy(path, out / path.name)
 
 
-def set_text(driver, element_id: str, value: str) -> None:
-    """Set a field as a user would (paste), firing its input event."""
-    driver.execute_script("const e = document.getElementById(arguments[0]); e.value = arguments[1];"
-                          "e.dispatchEvent(new Event('input'));", element_id, value)
+def keys_named(driver, element_id: str) -> list[str]:
+    """The full keys, hashes and DIDs an element shows (shortened on screen, whole in their title)."""
+    return driver.execute_script("return [...document.getElementById(arguments[0]).querySelectorAll('.value [title]')]"
+                                 ".map(e => e.title);", element_id)
 
 
-def set_policy(driver, value: str) -> tuple[str, str]:
-    """Paste a trust policy; the log view checks its checkpoint again: that verdict."""
-    stale(driver, "log-verdict")
-    set_text(driver, "policy", value)
-    return wait_verdict(driver, "log-verdict")
+def no_green(driver) -> None:
+    """Nothing on the page is green: no verdict, table row or trust line is in the pass state
+    (the rows of a checklist say which checks held; their verdict says what that is worth)."""
+    green = driver.execute_script("return [...document.querySelectorAll('[data-state=\"pass\"]:not(li)')]"
+                                  ".map(e => (e.id || e.tagName) + ': ' + e.textContent.slice(0, 120));")
+    assert green == [], green
 
 
 @contextmanager
@@ -224,9 +288,36 @@ def lying_log(upstream: str):
     return Proxy
 
 
+def mirror_of(upstream: dict):
+    """A read-only copy of a log: its checkpoint and tiles, as a tlog-mirror serves them
+    (here passed through from `upstream["url"]`, set once that log is up)."""
+
+    class Mirror(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path != "/checkpoint" and not self.path.startswith("/tile/"):
+                self.send_error(404)
+                return
+            try:
+                with urllib.request.urlopen(upstream["url"] + self.path, timeout=10) as r:
+                    status, body = r.status, r.read()
+            except urllib.error.HTTPError as e:
+                status, body = e.code, e.read()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Mirror
+
+
 ROOT = STATIC.parents[2]
 LIB_CSP = ("default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src data:; "
            "base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'; trusted-types 'none'")
+NO_SHIPPED_POLICY = "trust.policy - Failed to load resource"  # a static host without one answers 404
 
 
 class LibChecks(SimpleHTTPRequestHandler):
@@ -261,214 +352,538 @@ class StaticHost(SimpleHTTPRequestHandler):
         pass
 
 
-# --- the views --------------------------------------------------------------------------------
+def views(net: dict) -> dict[str, tuple[str, str]]:
+    """Every view of the network's explorer: (query, the verdict element it ends in)."""
+    q = urllib.parse.quote
+    return {
+        "log": ("view=log", "log-verdict"),
+        "entries": ("view=entries", "entries-verdict"),
+        "entry": (f"view=entry&index={net['index']}", "entry-verdict"),
+        "search": (f"view=search&q={q(net['signer'])}", "search-verdict"),
+        "bundle": ("view=bundle", "bundle-verdict"),
+        "registry": ("view=registry&before=4", "registry-verdict"),
+        "principal": (f"view=principal&id={q(net['agent'])}", "status-verdict"),
+        "commit": ("view=commit&seq=1", "commit-verdict"),
+        "witness": (f"view=witness&w={q(net['witness'])}", "witness-verdict"),
+        "trust": ("view=trust", "trust-state"),
+    }
 
-def test_the_log_view_and_an_anchored_entry_verify_in_the_browser(network, browser, tmp_path):
+
+# --- trust ------------------------------------------------------------------------------------
+
+def test_make_run_pages_find_every_service_and_a_shared_entry_link_verifies_pinned(network, browser, tmp_path):
+    """The done criterion: /ui/ on the log shows the log, its witnesses and its registry with no
+    URL typed, and a shared link to the tour's entry opens verified against a pinned policy
+    (the one the operator shipped with the page)."""
     from selenium.webdriver.common.by import By
 
-    browser.get(f"{network['log']}/ui/?index={network['index']}")  # a link to an entry opens the entry view
-    state, said = wait_verdict(browser, "entry-verdict")
-    assert state == "pass", said
-    assert f"VERIFIED: entry {network['index']}" in said and network["vkey"] in said and "oap.localhost/log" in said
-    assert "signed by did:key:" in said and "(signature verified)" in said  # the receipt's own signature
-    assert '"receipt_hash": "sha256:' in text(browser, "entry-json")
-    assert text(browser, "entry-proof").startswith("c2sp.org/tlog-proof@v1")
-    wait_ready(browser)
-    shot(browser, tmp_path, "entry")
-    # looked up by the receipt itself, hashed in the page (JCS + SHA-256)
-    set_text(browser, "entry-index", "")
-    set_text(browser, "entry-receipt", (network["dir"] / "receipt.json").read_text())
-    state, said = rerun(browser, "entry-verdict", "#entry-form button")
-    assert state == "pass" and f"entry {network['index']}" in said, said
-    assert "computed here" in text(browser, "entry-hash")
-    # and by its leaf hash, in hex
-    with urllib.request.urlopen(f"{network['log']}/v1/entries/{network['index']}", timeout=10) as r:
-        leaf = base64.b64decode(json.loads(r.read())["leaf_hash"]).hex()
-    set_text(browser, "entry-receipt", "")
-    set_text(browser, "entry-leaf", leaf)
-    state, said = rerun(browser, "entry-verdict", "#entry-form button")
-    assert state == "pass" and f"entry {network['index']} " in said, said
-    set_text(browser, "entry-leaf", "")
-    # the log view: its checkpoint, each witness's cosignature and age, the quorum
-    view(browser, "log")
+    fresh(browser, f"{network['log']}/ui/")
     state, said = wait_verdict(browser, "log-verdict")
-    assert state == "pass" and "VERIFIED checkpoint" in said and "witness quorum met" in said, said
-    assert network["vkey"] in said
-    rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#cosignatures tbody tr")]
-    assert len(rows) == 3 and sum("verified" in r and "ago" in r for r in rows) >= 2, rows
-    assert text(browser, "quorum").startswith("Quorum local-witnesses: met")
-    assert "entries" in text(browser, "growth-text")
-    shot(browser, tmp_path, "log")
-    # one click on the latest entries verifies one the tour anchored
-    set_text(browser, "entry-receipt", "")
-    buttons = browser.find_elements(By.CSS_SELECTOR, "#recent tbody button")
-    assert len(buttons) >= 2
-    index = buttons[1].get_attribute("data-index")
-    stale(browser, "entry-verdict")
-    buttons[1].click()
+    assert state == "pass" and "VERIFIED" in said and network["vkey"] in keys_named(browser, "log-verdict"), said
+    assert "the policy shipped with this page by its operator" in said
+    assert "cosignatures" in said and "quorum local-witnesses met" in said, said
+    assert state_of(browser, "trust-bar") == "pass"
+    neighbours = text(browser, "neighbours")
+    assert network["registry"] in neighbours and network["witness"] in neighbours, neighbours
+    assert neighbours.count("cosigned this checkpoint") >= 2, neighbours
+    rows = browser.find_elements(By.CSS_SELECTOR, "#cosignatures tbody tr")
+    assert len(rows) == 3 and sum(r.get_attribute("data-state") == "pass" for r in rows) >= 2
+    # the registry and witness tabs are filled from what the log names
+    click(browser, "#nav-registry")
+    state, said = wait_verdict(browser, "registry-verdict")
+    assert state == "pass" and "anchor(s) verified" in said, said
+    click(browser, "#nav-witness")
+    state, said = wait_verdict(browser, "witness-verdict")
+    assert state == "pass" and "the pinned policy names (witness w1" in said, said
+    # the shared link, in a browser that has never seen this log
+    link = f"{network['log']}/ui/?view=entry&index={network['index']}"
+    fresh(browser, link)
     state, said = wait_verdict(browser, "entry-verdict")
-    assert state == "pass" and f"entry {index} " in said, said
-    assert browser.find_element(By.ID, "entry").is_displayed()
+    assert state == "pass" and f"entry {network['index']} is in oap.localhost/log" in said, said
+    assert "inclusion proof" in said and "entry signature" in said and network["signer"][:16] in said, said
+    facts = text(browser, "entry-facts")
+    assert "logged at" in facts and "claimed time2026-05-02T10:00:00.215Z" in facts, facts
+    assert text(browser, "entry-proof").startswith("c2sp.org/tlog-proof@v1")
     no_console_errors(browser)
 
 
-def test_a_wrong_key_or_a_missing_quorum_shows_the_specific_failure(network, browser, tmp_path):
+def test_an_unpinned_log_never_shows_green_until_trusted_on_first_use(network, browser, tmp_path):
+    """The same files from a static host that ships no policy: every view says what the log
+    says about itself, nothing is green; trusting the log's key on first use pins it."""
+    q = urllib.parse.quote
+    with http_server(partial(StaticHost, directory=str(STATIC))) as host:
+        base = f"{host}/index.html?log={q(network['log'])}"
+        fresh(browser, base)
+        for name, (query, verdict) in views(network).items():
+            open_page(browser, f"{base}&{query}")
+            state, said = wait_verdict(browser, verdict, FINAL + ("idle",))
+            assert state != "pass", (name, said)
+            no_green(browser)
+            if name in ("log", "entry", "entries", "registry", "commit"):
+                assert state == "unpinned" and "not checked against a key you trust" in said, (name, said)
+            if name == "principal":
+                assert state == "revoked" and "NOT PINNED" in said, said  # revoked, and said to be unpinned
+        assert state_of(browser, "trust-bar") == "unpinned"
+        shot(browser, tmp_path, "unpinned-1400")
+        open_page(browser, f"{base}&view=log")
+        stale(browser, "log-verdict")
+        click(browser, "#tofu")  # trust on first use: the log's own policy, remembered
+        state, said = wait_verdict(browser, "log-verdict")
+        assert state == "pass" and "trusted on first use" in said, said
+        open_page(browser, f"{base}&view=entry&index={network['index']}")  # remembered across visits
+        assert wait_verdict(browser, "entry-verdict")[0] == "pass"
+        assert state_of(browser, "trust-bar") == "pass"
+    no_console_errors(browser, allowed=(NO_SHIPPED_POLICY,))
 
+
+def test_a_changed_key_for_a_known_origin_is_flagged(network, browser, tmp_path):
+    """Two logs with one origin and two keys: the second is refused against the key trusted on
+    first use, and the page says loudly that the key changed (also when nothing was pinned)."""
+    with single_log(tmp_path / "c", "keys.test/log", 3) as c, single_log(tmp_path / "d", "keys.test/log", 3) as d:
+        assert c.vkey != d.vkey
+        page = f"{network['log']}/ui/"
+        fresh(browser, f"{page}?log={c.url}")
+        assert wait_verdict(browser, "log-verdict")[0] == "unpinned"
+        # unpinned, but seen: another key for the same origin is flagged
+        open_page(browser, f"{page}?log={d.url}")
+        state, said = wait_verdict(browser, "log-verdict")
+        assert state == "fail" and "log key changed" in said, said
+        alarm = wait_for(browser, lambda b: b.find_element("css selector", "#alarms [data-kind='key-changed']"), "an alarm")
+        assert "KEY CHANGED for keys.test/log" in alarm.text and c.vkey in alarm.text and d.vkey in alarm.text
+        shot(browser, tmp_path, "key-changed-unpinned-1400")
+        # pinned on first use: the other key is refused outright
+        fresh(browser, f"{page}?log={c.url}")
+        stale(browser, "log-verdict")
+        click(browser, "#tofu")
+        assert wait_verdict(browser, "log-verdict")[0] == "pass"
+        open_page(browser, f"{page}?log={d.url}")
+        state, said = wait_verdict(browser, "log-verdict")
+        assert state == "fail" and "not signed by a log key of the policy" in said, said
+        assert c.vkey in keys_named(browser, "log-verdict")  # the key it was checked against
+        alarm = wait_for(browser, lambda b: b.find_element("css selector", "#alarms [data-kind='key-changed']"), "an alarm")
+        assert "trusted on first use names" in alarm.text and d.vkey in alarm.text, alarm.text
+        assert browser.find_element("id", "alarms").get_attribute("role") == "alert"
+        shot(browser, tmp_path, "key-changed-pinned-1400")
+        no_console_errors(browser)
+        browser.get("about:blank")  # before the logs stop: the page polls them
+
+
+def test_an_inconsistent_pair_of_checkpoints_is_the_loudest_thing_on_the_page(network, browser, tmp_path):
+    """Two logs with one origin and one key but different entries (a fork): the second
+    checkpoint cannot extend the first (the consistency proof from its tiles fails), the page
+    says so above everything and keeps the evidence across visits until dismissed."""
+    with single_log(tmp_path / "a", "fork.test/log", 3) as a, \
+            single_log(tmp_path / "b", "fork.test/log", 5, key_from=tmp_path / "a", salt=b"fork") as b:
+        assert a.vkey == b.vkey
+        page = f"{network['log']}/ui/"
+        fresh(browser, f"{page}?log={a.url}")
+        assert wait_verdict(browser, "log-verdict")[0] == "unpinned"
+        open_page(browser, f"{page}?log={b.url}")
+        state, said = wait_verdict(browser, "log-verdict")
+        assert state == "fail" and "INCONSISTENT" in said and "two different histories" in said, said
+        alarm = wait_for(browser, lambda d: d.find_element("css selector", "#alarms [data-kind='inconsistent']"), "an alarm")
+        assert "INCONSISTENT: fork.test/log has shown two different histories" in alarm.text
+        assert alarm.find_element("css selector", "button.download").text == "download the evidence"
+        # the loudest: first in the page, above the trust line and every view
+        first = browser.execute_script("return document.querySelector('header .alarm, main .verdict, #trust-bar').className")
+        assert first == "alarm", first
+        shot(browser, tmp_path, "inconsistent-1400")
+        browser.set_window_size(360, 1600)
+        shot(browser, tmp_path, "inconsistent-360")
+        browser.set_window_size(1400, 1600)
+        open_page(browser, f"{page}?view=entries")  # kept across visits, on every view
+        assert browser.find_elements("css selector", "#alarms [data-kind='inconsistent']")
+        browser.find_element("css selector", "#alarms [data-kind='inconsistent'] button.small").click()  # dismiss
+        wait_for(browser, lambda d: not d.find_elements("css selector", "#alarms [data-kind='inconsistent']"), "dismissed")
+        no_console_errors(browser)
+        browser.get("about:blank")
+
+
+def test_a_logs_mirrors_are_shown_and_checked_against_it(network, browser, tmp_path):
+    """A log names its mirrors: the page checks each mirror's checkpoint as the log's (same
+    pin) and proves the two consistent; a mirror serving another history under the log's key
+    fails, and is the alarm."""
+    from selenium.webdriver.common.by import By
+
+    honest_up, forked_up = {}, {}
+    with http_server(mirror_of(honest_up)) as honest, http_server(mirror_of(forked_up)) as forked, \
+            single_log(tmp_path / "m", "mirrored.test/log", 4, mirrors=(honest, forked)) as log, \
+            single_log(tmp_path / "f", "mirrored.test/log", 6, key_from=tmp_path / "m", salt=b"f") as fork:
+        honest_up["url"], forked_up["url"] = log.url, fork.url
+        fresh(browser, f"{network['log']}/ui/?log={log.url}")
+        click(browser, "#tofu")
+        assert wait_verdict(browser, "log-verdict", ("pass", "fail"))[0] == "pass"
+
+        def mirrors(b):
+            cells = b.find_elements(By.CSS_SELECTOR, "#neighbours .verdict.compact")
+            states = [c.get_attribute("data-state") for c in cells]
+            return cells if len(cells) == 2 and all(st in FINAL for st in states) else None
+
+        cells = wait_for(browser, mirrors, "both mirrors checked")
+        got = {c.get_attribute("data-state"): c.text for c in cells}
+        assert set(got) == {"pass", "fail"}, got
+        assert "the mirror and the log disagree" in got["fail"] or "INCONSISTENT" in got["fail"], got
+        rows = {r.find_elements(By.CSS_SELECTOR, "td")[1].text: r.text for r in browser.find_elements(By.CSS_SELECTOR, "#neighbours tbody tr")
+                if "mirror" in r.text}
+        assert set(rows) == {honest, forked} and "VERIFIED" in rows[honest] and "FAILED" in rows[forked], rows
+        wait_for(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#alarms [data-kind='inconsistent']"), "the alarm")
+        shot(browser, tmp_path, "mirrors-1400")
+        no_console_errors(browser)
+        browser.get("about:blank")
+
+
+def test_a_wrong_key_or_a_missing_quorum_shows_the_specific_failure(network, browser, tmp_path):
+    """A policy the user pins wins over the operator's: checked against it, the log fails with
+    the specific reason and names the key it was checked against."""
     from tlog.formats.keys import CosignatureSigner, Signer
 
-    browser.get(f"{network['log']}/ui/#entry")
-    wait_ready(browser)
+    fresh(browser, f"{network['log']}/ui/?view=trust")
     other = Signer.generate("oap.localhost/log")
-    click(browser, "#policy-box summary")
-    state, said = set_policy(browser, f"log {other.vkey}\nquorum none\n")
-    assert state == "fail" and "checkpoint is not signed by a log in the policy" in said and other.vkey in said, said
-    set_text(browser, "entry-index", str(network["index"]))
-    state, said = rerun(browser, "entry-verdict", "#entry-form button")
-    assert state == "fail" and "checkpoint is not signed by a log in the policy" in said, said
-    assert f"checked against log key {other.vkey}" in said  # the failure names the key it checked
-    shot(browser, tmp_path, "wrong-key")
+    set_text(browser, "policy", f"log {other.vkey}\nquorum none\n")
+    stale(browser, "log-verdict")
+    click(browser, "#policy-pin")
+    state, said = wait_verdict(browser, "log-verdict")
+    assert state == "fail" and "not signed by a log key of the policy" in said, said
+    assert other.vkey in keys_named(browser, "log-verdict") and "the policy you pasted" in said
+    open_page(browser, f"{network['log']}/ui/?view=entry&index={network['index']}")
+    state, said = wait_verdict(browser, "entry-verdict")
+    assert state == "fail" and "log signature" in said and other.vkey in keys_named(browser, "entry-verdict"), said
+    shot(browser, tmp_path, "wrong-key-1400")
     stranger = CosignatureSigner("stranger.example", os.urandom(32))
-    state, said = set_policy(browser, network["policy"].replace("quorum local-witnesses", "")
-                             + f"witness s {stranger.vkey}\ngroup strict all w1 w2 s\nquorum strict\n")
-    assert state == "fail" and "witness quorum not met" in said, said
-    state, said = rerun(browser, "entry-verdict", "#entry-form button")
-    assert state == "fail" and "witness quorum not met (valid cosignatures from: w1, w2, w3)" in said, said
-    view(browser, "log")
-    assert text(browser, "quorum").startswith("Quorum strict: NOT met")
-    assert "stranger.example no cosignature" in text(browser, "cosignatures")
-    shot(browser, tmp_path, "quorum-not-met")
+    open_page(browser, f"{network['log']}/ui/?view=trust")
+    set_text(browser, "policy", network["policy"].replace("quorum local-witnesses", "")
+             + f"witness s {stranger.vkey}\ngroup strict all w1 w2 s\nquorum strict\n")
+    stale(browser, "log-verdict")
+    click(browser, "#policy-pin")
+    state, said = wait_verdict(browser, "log-verdict")
+    assert state == "fail" and "quorum strict NOT met" in said, said
+    open_page(browser, f"{network['log']}/ui/?view=entry&index={network['index']}")
+    state, said = wait_verdict(browser, "entry-verdict")
+    assert state == "fail" and "quorum strict NOT met" in said, said
+    shot(browser, tmp_path, "quorum-not-met-1400")
     no_console_errors(browser)
 
 
 def test_a_tampered_proof_from_a_lying_log_fails_in_the_page(network, browser, tmp_path):
     with http_server(lying_log(network["log"])) as liar:
-        browser.get(f"{network['log']}/ui/?log={liar}&index={network['index']}")
+        fresh(browser, f"{network['log']}/ui/?log={liar}&view=entry&index={network['index']}")
         state, said = wait_verdict(browser, "entry-verdict")
         assert state == "fail" and "FAILED: inclusion proof does not lead to the checkpoint root" in said, said
-        assert network["vkey"] in said  # what it was checked against
-        assert wait_verdict(browser, "log-verdict")[0] == "pass"  # its checkpoint is the real one
-        shot(browser, tmp_path, "tampered-proof")
+        assert network["vkey"] in keys_named(browser, "entry-verdict")  # what it was checked against
+        assert wait_verdict(browser, "log-verdict")[0] in ("pass", "idle")  # its checkpoint is the real one
+        shot(browser, tmp_path, "tampered-proof-1400")
     no_console_errors(browser)
 
 
-def test_bundle_check_gives_oap_log_verify_verdicts(network, browser, tmp_path):
+# --- links, search, browsing ------------------------------------------------------------------
+
+def test_every_view_reopened_from_its_url_shows_the_same_result(network, browser, tmp_path):
+    """Each view is a URL: opened twice (the second time from the address bar, a fresh load),
+    it gives the same verdict about the same things."""
+    probes = {
+        "entries": "[...document.querySelectorAll('#entries-table tbody tr td:first-child')].map(e => e.textContent).join(',')",
+        "entry": "document.getElementById('entry-facts').textContent.replace(/\\(.*? ago\\)/g, '')",
+        "search": "[...document.querySelectorAll('#search-results tbody tr td:first-child')].map(e => e.textContent).join(',')",
+        "principal": "document.querySelector('#status-verdict .headline').textContent",
+        "commit": "document.getElementById('commit-facts').textContent.replace(/\\(.*? ago\\)/g, '')",
+        "witness": "document.querySelector('#witness-verdict .headline').textContent",
+        "registry": "[...document.querySelectorAll('#commits tbody tr td:first-child')].map(e => e.textContent).join(',')",
+    }
+    size = fetch_json(f"{network['log']}/v1/info")["tree_size"]
+    every = {**views(network), "entries": (f"view=entries&before={size}", "entries-verdict")}
+    fresh(browser, f"{network['log']}/ui/")
+    for name, (query, verdict) in every.items():
+        url = f"{network['log']}/ui/?{query}"
+        seen = []
+        for _ in range(2):
+            open_page(browser, url)
+            state, _ = wait_verdict(browser, verdict, FINAL + ("idle",))
+            probe = browser.execute_script(f"return {probes[name]};") if name in probes else ""
+            seen.append((state, probe, browser.execute_script("return document.body.dataset.view")))
+        assert seen[0] == seen[1], (name, seen)
+        assert seen[0][2] == name and seen[0][0] != "fail", (name, seen)
+    # and the links between them: an entry's signer opens the search for it, its index the entry
+    open_page(browser, f"{network['log']}/ui/?view=entry&index={network['index']}")
+    wait_verdict(browser, "entry-verdict")
+    stale(browser, "search-verdict")
+    browser.find_element("css selector", "#entry-facts a[href*='view=search']").click()
+    state, said = wait_verdict(browser, "search-verdict")
+    assert "view=search" in browser.current_url and str(network["index"]) in text(browser, "search-results")
+    stale(browser, "entry-verdict")
+    browser.find_element("css selector", f"#search-results a[href$='index={network['second']}']").click()
+    state, said = wait_verdict(browser, "entry-verdict")
+    assert state == "pass" and f"entry {network['second']} is in" in said, said
+    browser.back()  # history works: the search again, from its URL
+    state, _ = wait_verdict(browser, "search-verdict")
+    assert browser.execute_script("return document.body.dataset.view") == "search"
+    no_console_errors(browser)
+
+
+def test_search_by_signer_finds_the_tours_receipts(network, browser, tmp_path):
+    q = urllib.parse.quote
+    fresh(browser, f"{network['log']}/ui/?view=search&q={q(network['signer'])}")
+    state, said = wait_verdict(browser, "search-verdict")
+    assert state == "info" and "2 receipt(s) signed by" in said, said
+    results = text(browser, "search-results")
+    assert str(network["index"]) in results and str(network["second"]) in results, results
+    assert "2026-05-02T10:00:00.215Z" in results  # the receipt's claimed time, beside the log's
+    shot(browser, tmp_path, "search-1400")
+    # a time range: nothing was logged before 2000
+    open_page(browser, f"{network['log']}/ui/?view=search&q={q(network['signer'])}&until=2000-01-01T00:00:00Z")
+    state, said = wait_verdict(browser, "search-verdict")
+    assert state == "unknown" and "nothing found" in said, said
+    # the receipt's hash and id find its entry too
+    rh = fetch_json(f"{network['log']}/v1/entries/{network['index']}")["entry"]["receipt_hash"]
+    for query in (rh, "urn:oap:receipt:ui", str(network["index"])):
+        open_page(browser, f"{network['log']}/ui/?view=search&q={q(query)}")
+        wait_verdict(browser, "search-verdict")
+        assert f"index={network['index']}" in browser.execute_script(
+            "return [...document.querySelectorAll('#search-results a')].map(a => a.href).join(' ')"), query
+    no_console_errors(browser)
+
+
+def test_paging_reaches_entry_0_of_a_2000_entry_log(network, browser, tmp_path):
+    """Newest first, a page at a time, read from entry bundles and tiles: every page verifies,
+    and Older reaches entry 0."""
+    from selenium.webdriver.common.by import By
+
+    with single_log(tmp_path / "big", "big.test/log", 2000) as big:
+        fresh(browser, f"{network['log']}/ui/?log={big.url}&view=entries")
+        click(browser, "#tofu")
+        state, said = wait_verdict(browser, "entries-verdict", ("pass", "fail"))
+        assert state == "pass" and "entries 1900–1999" in said and "inclusion of 100 of 100 entries" in said, said
+        shot(browser, tmp_path, "entries-1400")
+        seen = set()
+        for _ in range(25):
+            first = browser.find_element(By.ID, "entries-table").get_attribute("data-first")
+            seen.add(int(first))
+            if first == "0":
+                break
+            stale(browser, "entries-verdict")
+            browser.find_element(By.CSS_SELECTOR, "#entries-pager a[rel='next']").click()
+            state, said = wait_verdict(browser, "entries-verdict")
+            assert state == "pass", said
+        assert 0 in seen and len(seen) == 20, sorted(seen)
+        rows = browser.find_elements(By.CSS_SELECTOR, "#entries-table tbody tr")
+        assert rows[-1].find_element(By.CSS_SELECTOR, "td").text == "0" and len(rows) == 100
+        assert "view=entries&before=100" in browser.current_url
+        # an index far back is one URL away, and its page verifies
+        open_page(browser, f"{network['log']}/ui/?log={big.url}&view=entries&before=1000")
+        state, said = wait_verdict(browser, "entries-verdict")
+        assert state == "pass" and "entries 900–999" in said, said
+        no_console_errors(browser)
+        browser.get("about:blank")
+
+
+# --- verdicts and the other views -------------------------------------------------------------
+
+def test_bundle_check_gives_one_verdict_per_file_and_clears(network, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
     bundle = (network["dir"] / "receipt.json.tlog-proof").read_text()
     receipt = (network["dir"] / "receipt.json").read_text()
-    browser.get(f"{network['log']}/ui/#bundle")
-    wait_ready(browser)
-    set_text(browser, "bundle-text", bundle)
-    set_text(browser, "bundle-receipt", receipt)
-    state, said = rerun(browser, "bundle-verdict", "#bundle-check")
-    assert state == "pass" and said.startswith("OK"), said
-    assert f"pasted bundle: index {network['index']} in oap.localhost/log at size " in said, said
-    assert "(witnesses: w1, w2, w3); signed by did:key:" in said and "anchors the receipt given" in said, said
-    assert "1 verified, 0 failed" in said
-    shot(browser, tmp_path, "bundle")
     lines = bundle.split("\n")
     assert lines[2].startswith("index ") and lines[3]
     lines[3] = ("A" if lines[3][0] != "A" else "B") + lines[3][1:]  # one proof hash changed
-    set_text(browser, "bundle-text", "\n".join(lines))
+    good, bad = tmp_path / "good.tlog-proof", tmp_path / "bad.tlog-proof"
+    good.write_text(bundle)
+    bad.write_text("\n".join(lines))
+    fresh(browser, f"{network['log']}/ui/?view=bundle")
+    browser.find_element(By.ID, "bundle-files").send_keys(f"{good}\n{bad}")
+    wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#bundle-list li")) == 2, "two files listed")
     state, said = rerun(browser, "bundle-verdict", "#bundle-check")
-    assert state == "fail" and said.startswith("FAIL"), said
-    assert "pasted bundle: inclusion proof does not lead to the checkpoint root" in said and "0 verified, 1 failed" in said
-    shot(browser, tmp_path, "bundle-tampered")
+    assert state == "fail" and "1 verified, 1 failed" in said, said
+    cards = {c.get_attribute("data-file"): (c.get_attribute("data-state"), c.text)
+             for c in browser.find_elements(By.CSS_SELECTOR, "#bundle-results .verdict")}
+    assert cards["good.tlog-proof"][0] == "pass", cards  # a good bundle stays green beside a bad one
+    assert cards["bad.tlog-proof"][0] == "fail" and "inclusion proof does not lead to the checkpoint root" in cards["bad.tlog-proof"][1]
+    shot(browser, tmp_path, "bundle-1400")
+    click(browser, "#bundle-clear")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#bundle-list li, #bundle-results .verdict")
+    assert state_of(browser, "bundle-verdict") == "idle"
+    # pasted, with the receipt it anchors; then the salted commitment with its salt
     set_text(browser, "bundle-text", bundle)
+    set_text(browser, "bundle-receipt", receipt)
+    state, said = rerun(browser, "bundle-verdict", "#bundle-check")
+    assert state == "pass" and "1 verified, 0 failed" in said, said
+    card = text(browser, "bundle-results")
+    assert "the entry anchors the receipt given" in card and "cosignatures" in card and "entry signature" in card, card
     set_text(browser, "bundle-receipt", '{"receipt_id": "urn:oap:receipt:other"}')
     state, said = rerun(browser, "bundle-verdict", "#bundle-check")
-    assert state == "fail" and "pasted bundle: the bundle anchors a different receipt" in said, said
-    # Privileged Mode: the salted commitment opens to the receipt with its salt
+    assert state == "fail" and "the bundle anchors a different receipt" in text(browser, "bundle-results")
     set_text(browser, "bundle-text", (network["dir"] / "privileged.tlog-proof").read_text())
     set_text(browser, "bundle-receipt", receipt)
     set_text(browser, "bundle-salt", (network["dir"] / "privileged.tlog-proof.salt.json").read_text())
     state, said = rerun(browser, "bundle-verdict", "#bundle-check")
-    assert state == "pass" and "the commitment opens to the receipt given" in said, said
+    assert state == "pass" and "opens to the receipt given" in text(browser, "bundle-results")
     set_text(browser, "bundle-salt", json.dumps({"salt": "00" * 32}))
     state, said = rerun(browser, "bundle-verdict", "#bundle-check")
-    assert state == "fail" and "the commitment does not open to this receipt with this salt" in said, said
+    assert state == "fail" and "the commitment does not open to this receipt with this salt" in text(browser, "bundle-results")
     no_console_errors(browser)
 
 
 def test_registry_status_records_and_commit_anchors_verify_in_the_page(network, browser, tmp_path):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    # served by the registry itself: it names its log, whose policy (witness quorum) is used
-    browser.get(f"{network['registry']}/ui/")
-    wait_ready(browser)
+    # served by the registry itself: it names its log, whose shipped policy pins it
+    fresh(browser, f"{network['registry']}/ui/")
     assert browser.find_element(By.ID, "registry").is_displayed()
-    assert wait_verdict(browser, "log-verdict")[0] == "pass"
-    WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#commits tbody tr"))
+    state, said = wait_verdict(browser, "registry-verdict")
+    assert state == "pass" and "against the pinned policy for oap.localhost/log" in said, said
     rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#commits tbody tr")]
     assert len(rows) >= 3 and all("verified in the log (index" in r for r in rows if "not in the log yet" not in r), rows
-    assert any("revocation urn:oap:revocation:" in r for r in rows), rows
-    assert "quorum local-witnesses" in text(browser, "commits-note")
+    assert any("revocation" in r and "urn:oap:revocation:" in r for r in rows), rows
     for who, want in ((network["agent"], "revoked"), (network["owner"], "pass")):
+        open_page(browser, f"{network['registry']}/ui/?view=registry")
         set_text(browser, "status-id", who)
         state, said = rerun(browser, "status-verdict", "#registry-form button")
         assert state == want, said
-        assert "(verified): signed by the status key did:key:" in said and "quorum local-witnesses" in said, said
-        assert "fresh until" in said and "for another" in said
+        assert "signature by the status key did:key:" in said and "epoch anchored in the log" in said, said
+        assert "fresh" in said and "for another" in said, said
         records = text(browser, "principal-records")
-        assert "verified" in records and who in records, records
-        shot(browser, tmp_path, f"registry-{'good' if want == 'pass' else want}")
+        assert "verified" in records, records
+        assert f"id={urllib.parse.quote(who, safe='')}" in browser.current_url or who in browser.current_url
+        shot(browser, tmp_path, f"registry-{'good' if want == 'pass' else want}-1400")
     assert "key_event add_controller" in records, records  # the owner's key event
+    # a commit from the list: its anchor checked row by row
+    open_page(browser, f"{network['registry']}/ui/?view=registry")
+    wait_verdict(browser, "registry-verdict")
+    stale(browser, "commit-verdict")
+    browser.find_element(By.CSS_SELECTOR, "#commits tbody tr:last-child a[href*='view=commit']").click()
+    state, said = wait_verdict(browser, "commit-verdict")
+    assert state == "pass" and "anchors this commit" in said and "inclusion proof" in said, said
     no_console_errors(browser)
 
 
 def test_witness_view_shows_its_logs_and_refusals(network, browser, tmp_path):
-    # a refused add-checkpoint (a log this witness does not follow) to show
     req = urllib.request.Request(f"{network['witness']}/add-checkpoint", method="POST",
                                  data=b"old 0\n\nnot.followed/log\n1\nAAAA\n\n")
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(req, timeout=10)
     assert refused.value.code in (400, 403, 404)
-    browser.get(f"{network['witness']}/ui/")
+    fresh(browser, f"{network['witness']}/ui/")
     state, said = wait_verdict(browser, "witness-verdict")
     assert state == "pass" and "1 log(s) followed" in said, said
-    assert wait_verdict(browser, "log-verdict")[0] == "pass"  # and the log it follows, from its URL
+    assert wait_verdict(browser, "log-verdict", FINAL + ("idle",))[0] in ("pass", "idle")
     logs = text(browser, "witness-logs")
     assert "oap.localhost/log" in logs and "ago" in logs
     assert "verified: signed by oap.localhost/log, cosigned by witness-1.localhost" in logs, logs
     refusals = text(browser, "witness-refusals")
     assert "not.followed/log" in refusals and str(refused.value.code) in refusals
-    shot(browser, tmp_path, "witness")
+    listed = text(browser, "witness-list")
+    assert listed.count("http://127.0.0.1:") == 3, listed  # every witness the log names
+    shot(browser, tmp_path, "witness-1400")
     no_console_errors(browser)
 
 
 def test_the_same_files_work_from_a_static_host(network, browser, tmp_path):
-    """tlog/ui/static served as plain files from another origin (no CSP header: the page's
-    own <meta> policy applies), pointed at the services with ?log=&registry=&witness=: the
-    reads cross origins, and the services answer them with CORS."""
-    with http_server(partial(StaticHost, directory=str(STATIC))) as host:
-        browser.get(f"{host}/index.html?log={network['log']}&registry={network['registry']}"
-                    f"&witness={network['witness']}&index={network['index']}")
+    """tlog/ui/static served as plain files from another origin, with the operator's
+    trust.policy beside them (no CSP header: the page's own <meta> policy applies)."""
+    site = tmp_path / "site"
+    shutil.copytree(STATIC, site)
+    (site / "trust.policy").write_text(network["policy"])
+    with http_server(partial(StaticHost, directory=str(site))) as host:
+        fresh(browser, f"{host}/index.html?log={network['log']}&view=entry&index={network['index']}")
         state, said = wait_verdict(browser, "entry-verdict")
-        assert state == "pass" and f"VERIFIED: entry {network['index']}" in said and network["vkey"] in said, said
-        assert wait_verdict(browser, "log-verdict")[0] == "pass"
-        assert wait_verdict(browser, "witness-verdict")[0] == "pass"
-        wait_ready(browser)
-        view(browser, "registry")
-        assert "verified in the log" in text(browser, "commits")
-        shot(browser, tmp_path, "static-host-registry")
+        assert state == "pass" and f"entry {network['index']} is in" in said, said
+        assert network["vkey"] in keys_named(browser, "entry-verdict")
+        open_page(browser, f"{host}/index.html?log={network['log']}&view=registry")
+        assert wait_verdict(browser, "registry-verdict")[0] == "pass"  # the registry, found from the log
+        shot(browser, tmp_path, "static-host-registry-1400")
     no_console_errors(browser)
 
 
-def test_the_verifiers_pass_their_checks_in_chromium(browser):
-    """The 442 checks of tests/ui/js (c2sp.md vectors, the Python code's verdicts and reasons,
-    mutations) run in Chromium, under a CSP whose probes must all hold (no inline script or
-    style, no eval, Trusted Types): WebCrypto Ed25519 and SHA-256 as the explorer uses them."""
-    from selenium.webdriver.support.ui import WebDriverWait
+# --- layout and accessibility ------------------------------------------------------------------
 
+def test_every_view_fits_360_px_has_a_dark_mode_and_passes_axe(network, browser, tmp_path):
+    """At 360 px no page scrolls sideways; prefers-color-scheme: dark changes the colours;
+    axe-core finds no serious or critical violation, light or dark. Screenshots of every view
+    at 1400 and 360 px."""
+    assert hashlib.sha256(AXE.read_bytes()).hexdigest() == AXE_SHA256, "tests/ui/vendor/axe-core/README.md"
+    axe = AXE.read_text()
+    fresh(browser, f"{network['log']}/ui/")
+    try:
+        for width in (1400, 360):
+            browser.set_window_size(width, 1600)
+            for name, (query, verdict) in views(network).items():
+                open_page(browser, f"{network['log']}/ui/?{query}")
+                wait_verdict(browser, verdict, FINAL + ("idle",))
+                sizes = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth];")
+                assert sizes[0] <= sizes[1], (name, width, sizes)
+                shot(browser, tmp_path, f"{name}-{width}")
+                if width == 360:
+                    continue
+                for scheme in ("light", "dark"):
+                    browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                                            {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+                    bad = audit(browser, axe)
+                    assert bad == [], (name, scheme, bad)
+                browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+        # dark mode: the background changes, and the page is drawn in it
+        open_page(browser, f"{network['log']}/ui/?view=entry&index={network['index']}")
+        wait_verdict(browser, "entry-verdict")
+        bg = "return getComputedStyle(document.body).backgroundColor;"
+        light = browser.execute_script(bg)
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        dark = browser.execute_script(bg)
+        assert light != dark and dark == "rgb(18, 22, 29)", (light, dark)
+        shot(browser, tmp_path, "entry-dark-360")
+        browser.set_window_size(1400, 1600)
+        shot(browser, tmp_path, "entry-dark-1400")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+        browser.set_window_size(1400, 1600)
+    # keyboard: the skip link comes first, and every field has a label a screen reader reads
+    unlabeled = browser.execute_script(
+        "return [...document.querySelectorAll('input, textarea')].filter(e => !e.labels || !e.labels.length).map(e => e.id);")
+    assert unlabeled == [], unlabeled
+    from selenium.webdriver.common.keys import Keys
+    browser.find_element("tag name", "body").send_keys(Keys.TAB)
+    assert browser.switch_to.active_element.get_attribute("class") == "skip"
+    no_console_errors(browser)
+
+
+def audit(driver, axe: str) -> list[str]:
+    """axe-core's serious and critical violations on the page shown (it is injected here only)."""
+    if not driver.execute_script("return typeof window.axe === 'object';"):
+        driver.execute_script(axe)
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']}).then(r => done(JSON.stringify(r.violations.map("
+        "v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))))"
+        ".catch(e => done(JSON.stringify([{id: 'axe-error', impact: 'critical', nodes: [String(e)]}])));")
+    return [f"{v['id']} ({v['impact']}): {v['nodes']}" for v in json.loads(result) if v["impact"] in ("serious", "critical")]
+
+
+def test_the_verifiers_pass_their_checks_in_chromium(browser):
+    """The checks of tests/ui/js (c2sp.md vectors, the Python code's verdicts and reasons,
+    mutations, the tile reader) run in Chromium, under a CSP whose probes must all hold (no
+    inline script or style, no eval, Trusted Types): WebCrypto Ed25519 and SHA-256 as the
+    explorer uses them."""
     with http_server(LibChecks) as host:
         browser.get(f"{host}/tests/ui/js/browser.html")
-        WebDriverWait(browser, 120).until(lambda d: d.title.startswith("DONE"))
+        wait_for(browser, lambda d: d.title.startswith("DONE"), "the checks to finish", timeout=120)
         summary = text(browser, "summary")
         assert browser.find_element("id", "summary").get_attribute("data-state") == "pass", text(browser, "log")[-3000:]
     passed = int(summary.split()[0])
-    assert passed >= 442 and " 0 failed" in summary and "CSP probes ok" in summary, summary
+    assert passed >= 453 and " 0 failed" in summary and "CSP probes ok" in summary, summary
     assert "WebCrypto Ed25519: yes" in text(browser, "env")
     # the only console errors are the CSP refusals of the page's own probes
     severe = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     # (an inline script, an inline style, eval and an innerHTML string, each refused)
     assert len(severe) == 4 and all("violates the following Content Security Policy" in m
                                     or "This document requires 'Trusted" in m for m in severe), severe
+
+
+def test_the_entry_a_log_served_is_the_one_verified(network):
+    """What the page's lookups read: the entry's log time is the receipt index's, and the log's
+    info names the neighbours the page shows (the explorer adds nothing the log did not say)."""
+    entry = fetch_json(f"{network['log']}/v1/entries/{network['index']}")
+    listed = fetch_json(f"{network['log']}/v1/receipts?signer={urllib.parse.quote(network['signer'])}")
+    assert entry["logged_at"] == next(r["logged_at"] for r in listed["receipts"] if r["index"] == network["index"])
+    info = fetch_json(f"{network['log']}/v1/info")
+    assert info["registry_url"] == network["registry"] and info["public_url"] == network["log"]
+    assert [w["name"] for w in info["witnesses"]] == ["w1", "w2", "w3"] and info["witnesses"][0]["url"] == network["witness"]
+    with urllib.request.urlopen(f"{network['log']}/ui/trust.policy", timeout=10) as r:
+        assert r.read().decode() == network["policy"]
+    assert base64.b64decode(entry["leaf_hash"])  # a real leaf hash, as the page recomputes it

@@ -1,5 +1,5 @@
 """The explorer's verifiers (tlog/ui/static/lib) against fixtures made by the Python
-code: the same verdict, and the same reason, for every vector and mutation (442 checks),
+code: the same verdict, and the same reason, for every vector and mutation (453 checks, with the tile reader),
 run by Node when it is installed (and in Chromium by tests/ui/test_explorer.py)."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_the_javascript_verifiers_agree_with_the_python_ones():
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     last = out.stdout.strip().splitlines()[-1]
     passed = int(last.split()[0])
-    assert last.endswith("0 failed") and passed >= 442, last
+    assert last.endswith("0 failed") and passed >= 453, last
 
 
 def test_the_explorer_is_served_with_a_strict_csp():
@@ -49,3 +49,56 @@ def test_the_explorer_is_served_with_a_strict_csp():
             assert r.status == 302 and r.headers["Location"] == "/ui/"
 
     asyncio.run(go())
+
+
+def test_the_operator_ships_a_trust_policy_with_the_explorer(tmp_path):
+    """`ui_trust_policy` is served as /ui/trust.policy (what the pages verify against); none
+    configured is a 204 (the pages then say nothing is pinned); a file that is not a policy
+    naming a log is refused when the service starts."""
+    import asyncio
+
+    import pytest
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from tlog.errors import ConfigError
+    from tlog.formats.keys import Signer
+    from tlog.server.config import LogConfig
+    from tlog.service.middleware import make_error_middleware
+    from tlog.service.ui import add_ui
+
+    policy = tmp_path / "net.policy"
+    policy.write_text(f"log {Signer.generate('ship.test/log').vkey}\nquorum none\n")
+
+    async def go() -> None:
+        for shipped, status, body in ((policy, 200, policy.read_text()), (None, 204, "")):
+            app = web.Application(middlewares=[make_error_middleware(lambda *args: None)])
+            add_ui(app, shipped)
+            async with TestClient(TestServer(app)) as client:
+                r = await client.get("/ui/trust.policy")
+                assert r.status == status and await r.text() == body
+                if status == 200:
+                    assert r.headers["Content-Type"].startswith("text/plain") and r.headers["X-Content-Type-Options"] == "nosniff"
+
+    asyncio.run(go())
+    LogConfig(ui_trust_policy=policy).validate()
+    for bad in ("quorum none\n", "log not-a-key\n", "\xff"):
+        (tmp_path / "bad.policy").write_bytes(bad.encode("latin-1"))
+        with pytest.raises(ConfigError, match="ui_trust_policy"):
+            LogConfig(ui_trust_policy=tmp_path / "bad.policy").validate()
+    with pytest.raises(ConfigError, match="ui_trust_policy"):
+        LogConfig(ui_trust_policy=tmp_path / "missing.policy").validate()
+
+
+def test_every_explorer_file_is_package_data():
+    """An installed package serves the same page: each file under tlog/ui/static matches a
+    package-data pattern of pyproject.toml (a new directory of modules needs its own)."""
+    import tomllib
+    from fnmatch import fnmatch
+
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["tlog.ui"]
+    static = root / "tlog" / "ui"
+    files = [p.relative_to(static).as_posix() for p in (static / "static").rglob("*") if p.is_file()]
+    missing = [f for f in files if not any(fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)]
+    assert files and missing == [], missing

@@ -103,6 +103,7 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     log_url = f"http://{HOST}:{log_port}"
 
     rows = []
+    policy = data_dir / "witnesses.policy"
     for i in range(1, n_witnesses + 1):
         wdir = data_dir / f"witness-{i}"
         wdir.mkdir(parents=True, exist_ok=True)
@@ -110,12 +111,21 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
         vkey = _witness_key(wdir, name)
         port = log_port + i
         (wdir / "witness.toml").write_text(
-            f'[witness]\nname = "{name}"\nhost = "{HOST}"\nport = {port}\n\n'
+            f'[witness]\nname = "{name}"\nhost = "{HOST}"\nport = {port}\n'
+            f'ui_trust_policy = "{policy.resolve()}"\n\n'
             f'[[witness.logs]]\norigin = "{origin}"\nvkey = "{log_vkey}"\nurl = "{log_url}"\n'
         )
         rows.append((f"w{i}", vkey, f"http://{HOST}:{port}"))
-    policy = data_dir / "witnesses.policy"
     policy.write_text(policy_text(log_vkey, rows, quorum))
+    # Each service's explorer page ships the network's policy (pinned, not the log's word
+    # about itself) and the log names its registry: /ui/ on any port shows every service.
+    reg_url = f"http://{HOST}:{registry_port}"
+    neighbours = (f'public_url = "{log_url}"\nui_trust_policy = "{policy.resolve()}"\n'
+                  + (f'registry_url = "{reg_url}"\n' if registry else ""))
+    log_toml = data_dir / "log.toml"
+    log_toml.write_text("[log]\n" + neighbours)
+    registry_toml = data_dir / "registry.toml"
+    registry_toml.write_text(f'[registry]\npublic_url = "{reg_url}"\nui_trust_policy = "{policy.resolve()}"\n')
 
     procs: list[tuple[str, subprocess.Popen]] = []
     engines: list = []
@@ -141,7 +151,7 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             spawn(wname, [str(BIN / "oap-witness"), "serve", "--config", str(wdir / "witness.toml"),
                           "--data", str(wdir)], wurl)
         if scale:
-            bucket_url = _start_engines(log_dir, postgres_port, s3_port, engines)
+            bucket_url = _start_engines(log_dir, postgres_port, s3_port, engines, neighbours)
             for n, port in enumerate(frontends, 1):
                 fdir = log_dir / f"frontend-{n}"
                 fdir.mkdir(parents=True, exist_ok=True)
@@ -149,12 +159,12 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
                                    "--data", str(fdir), "--port", str(port), "--origin", origin,
                                    "--witness-policy", str(policy)], f"http://{HOST}:{port}")
         else:
-            spawn("log", [str(BIN / "oap-log"), "serve", "--data", str(log_dir), "--port", str(log_port),
-                          "--origin", origin, "--witness-policy", str(policy)], log_url)
-        reg_url = f"http://{HOST}:{registry_port}"
+            spawn("log", [str(BIN / "oap-log"), "serve", "--config", str(log_toml), "--data", str(log_dir),
+                          "--port", str(log_port), "--origin", origin, "--witness-policy", str(policy)], log_url)
         if registry:
-            spawn("registry", [str(BIN / "oap-registry"), "serve", "--data", str(data_dir / "registry"),
-                               "--port", str(registry_port), "--log-url", log_url], reg_url)
+            spawn("registry", [str(BIN / "oap-registry"), "serve", "--config", str(registry_toml),
+                               "--data", str(data_dir / "registry"), "--port", str(registry_port),
+                               "--log-url", log_url], reg_url)
         click.echo("")
         click.echo("OAP local network is up (Ctrl-C stops it):")
         for port in frontends:
@@ -190,8 +200,9 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
         click.echo("stopped cleanly")
 
 
-def _start_engines(log_dir: Path, postgres_port: int, s3_port: int, engines: list) -> str:
-    """PostgreSQL and SeaweedFS under `log_dir`, and the frontends' shared configuration."""
+def _start_engines(log_dir: Path, postgres_port: int, s3_port: int, engines: list, neighbours: str) -> str:
+    """PostgreSQL and SeaweedFS under `log_dir`, and the frontends' shared configuration
+    (with the `neighbours` settings every log of the network has)."""
     from tlog.cli.engines import Postgres, Seaweed
 
     pg = Postgres(log_dir / "postgres", port=postgres_port).start()
@@ -208,5 +219,6 @@ def _start_engines(log_dir: Path, postgres_port: int, s3_port: int, engines: lis
     bucket_url = weed.bucket_url("oap-log")
     (log_dir / "log.toml").write_text(
         f'[log]\nstorage = "postgres"\npostgres_dsn = "{pg.dsn}"\nbucket_url = "{bucket_url}"\n'
-        f'bucket_credentials_file = "{creds.resolve()}"\nkey_file = "{(log_dir / "log.key").resolve()}"\n')
+        f'bucket_credentials_file = "{creds.resolve()}"\nkey_file = "{(log_dir / "log.key").resolve()}"\n'
+        + neighbours)
     return bucket_url

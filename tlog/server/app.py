@@ -13,7 +13,8 @@
     GET  /v1/proof/inclusion?index=&size=   RFC 9162 inclusion proof (or by leaf_hash=)
     POST /v1/proof/inclusion:batch          {"indices": [...], "size"?} -> proofs, streamed
     GET  /v1/proof/consistency?old=&new=    RFC 9162 consistency proof
-    GET  /v1/info, /healthz, /readyz, /metrics
+    GET  /v1/info                           origin, key, size, and the URLs of its registry, witnesses, mirrors
+    GET  /healthz, /readyz, /metrics
 
 Handlers parse, call the core (sequencer, tree view, entry reader) and shape the
 answer; errors become responses in `tlog.service.responses` only. The reads clients
@@ -45,11 +46,13 @@ from tlog.formats.entries import (
     decode_entry,
 )
 from tlog.formats.hashing import format_sha256, parse_sha256
+from tlog.formats.policy import parse_policy
 from tlog.formats.strict import ITEMS_PER_ENTRY, MAX_DOCUMENT_ITEMS
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
 from tlog.formats.times import format_utc, parse_utc
 from tlog.merkle.proofs import PROOF_CHUNK, cbor_map_parts, inclusion_pieces
 from tlog.server.appends import SingleAppends, batch_answer
+from tlog.server.config import LogConfig
 from tlog.server.service import LogService
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import (
@@ -165,6 +168,15 @@ def _entry_types(entries: list) -> set[str]:
     return {e["type"] for e in entries if isinstance(e, dict) and isinstance(e.get("type"), str)}
 
 
+def neighbours(cfg: LogConfig, client_policy: str) -> dict:
+    """The services a reader of this log finds from its /v1/info: its own public URL, its
+    registry, its witnesses (name and URL, from the witness configuration) and its mirrors."""
+    witnesses = [{"name": w.name, "url": w.url} for w in parse_policy(client_policy).witnesses.values()
+                 if w.url] if client_policy else []
+    return {"public_url": cfg.public_url or None, "registry_url": cfg.registry_url or None,
+            "witnesses": witnesses, "mirrors": list(cfg.mirror_urls)}
+
+
 class LogAPI:
     """The log's handlers, over a `LogService`. `routes` is the whole routing table."""
 
@@ -177,6 +189,7 @@ class LogAPI:
                               RateLimiter(cfg.rate_limit_write, cfg.rate_limit_write_burst),
                               RateLimiter(cfg.rate_limit_unauthenticated, max(1.0, 2 * cfg.rate_limit_unauthenticated)))
         self.appends = SingleAppends(svc.sequencer, svc.hashes, self.m)
+        self.neighbours = neighbours(cfg, svc.policy)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -328,9 +341,28 @@ class LogAPI:
         if not raw.isdigit() or len(raw) > 19 or (len(raw) > 1 and raw[0] == "0"):
             raise InvalidInput("index must be a non-negative decimal integer")
         state = self.served()
-        lh, data = await self.svc.reader.entry(int(raw), state.size)
-        body = {"index": int(raw), "leaf_hash": b64enc(lh), "entry": decode_entry(data), "entry_cbor": b64enc(data)}
+        index = int(raw)
+        lh, data = await self.svc.reader.entry(index, state.size)
+        entry = decode_entry(data)
+        body = {"index": index, "leaf_hash": b64enc(lh), "entry": entry, "entry_cbor": b64enc(data)}
+        logged_at = await self._logged_at(index, entry, state.size)
+        if logged_at is not None:
+            body["logged_at"] = logged_at
         return respond(request, body, headers={"Cache-Control": IMMUTABLE})
+
+    async def _logged_at(self, index: int, entry: object, size: int) -> str | None:
+        """When the log committed a receipt entry (its receipt index records it; other entry
+        types carry no log time). None for a copy of the log without that index."""
+        if not isinstance(entry, dict) or entry.get("type") != "receipt":
+            return None
+        try:
+            digest = parse_sha256(entry["receipt_hash"], "receipt_hash")
+            rows = await self.svc.reader.receipts(size, receipt_hash=digest, after=index - 1, limit=1)
+        except NotFound:
+            return None
+        if not rows or rows[0].index != index:
+            return None
+        return _receipt_json(rows[0])["logged_at"]
 
     async def lookup(self, request: web.Request) -> web.Response:
         if "receipt_hash" in request.query:
@@ -444,6 +476,7 @@ class LogAPI:
             body.update(tree_size=state.size, root_hash=b64enc(state.root), checkpoint=state.note)
         if seq.halted is not None:
             body["halted_reason"] = seq.halted.message
+        body.update(self.neighbours)
         return respond(request, body)
 
     async def policy(self, request: web.Request) -> web.Response:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tlog.errors import ConfigError
-from tlog.service.config import HTTPConfig, check_http_limits
+from tlog.service.config import HTTPConfig, check_http_limits, is_base_url
 
 
 def _dsn_has_password(dsn: str) -> bool:
@@ -57,6 +57,11 @@ class LogConfig(HTTPConfig):
     tokens_file: Path | None = None  # lines "<sha256 hex of token> <types|*> [label]"
     read_workers: int = 0  # extra processes answering tile and checkpoint reads (tlog.server.readworkers)
     map_window_mb: int = 16  # MiB of each hash-file level kept mapped (tlog.storage.hashfiles; 0: no limit)
+    # Where readers find this log and its neighbours, named in GET /v1/info (the explorer's
+    # pages find each other with them; the witnesses' URLs come from the witness config)
+    public_url: str = ""  # this log's own URL
+    registry_url: str = ""  # the registry anchored in this log
+    mirror_urls: tuple[str, ...] = ()  # mirrors serving copies of this log (tlog-tiles)
 
     def validate(self) -> None:
         check_http_limits(self)
@@ -114,6 +119,12 @@ class LogConfig(HTTPConfig):
             raise ConfigError("rate limits must be >= 0")
         if self.rate_limit_write and self.rate_limit_write_burst < self.max_batch_entries:
             raise ConfigError("rate_limit_write_burst must allow one full batch (max_batch_entries)")
+        for name, url in (("public_url", self.public_url), ("registry_url", self.registry_url),
+                          *(("mirror_urls", u) for u in self.mirror_urls)):
+            if url and not is_base_url(url):
+                raise ConfigError(f"{name} must be an http(s) URL without a trailing '/' or spaces: {url!r}")
+        if len(self.mirror_urls) > 32:
+            raise ConfigError("mirror_urls: at most 32")
 
     def replace(self, **kw: Any) -> LogConfig:
         cfg = dataclasses.replace(self, **kw)

@@ -29,7 +29,7 @@ def make_app(cfg: HTTPConfig, requests: RequestMetrics, *, max_body: int, limite
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
     send_limits(app, send_timeout=cfg.send_timeout, bytes_in_flight=cfg.bytes_in_flight_mb << 20)
     large_body_limit(app)
-    add_ui(app)
+    add_ui(app, cfg.ui_trust_policy)
     return app
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tlog.errors import ConfigError
+from tlog.errors import ConfigError, FormatError
+from tlog.formats.policy import MAX_POLICY_BYTES, parse_policy
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -101,6 +102,12 @@ def load(cls: type[T], *, section: str, env_prefix: str, file: Path | None = Non
     return cfg
 
 
+def is_base_url(url: str) -> bool:
+    """An http(s) URL a service is reached at: no trailing '/', no spaces, at most 2 KiB."""
+    return (url.startswith(("http://", "https://")) and len(url) <= 2048 and not url.endswith("/")
+            and url.isprintable() and not any(c.isspace() for c in url))
+
+
 def is_loopback(host: str) -> bool:
     """Whether a listen address reaches only this machine ("localhost", 127.0.0.0/8, ::1)."""
     import ipaddress
@@ -141,6 +148,10 @@ class HTTPConfig:
     did_allow_private_networks: bool = False  # did:web hosts on loopback/private addresses (tests, intranets)
     did_ca_file: Path | None = None  # extra CA certificates for did:web hosts
     did_documents_dir: Path | None = None  # pinned DID documents (*.json), never fetched
+    # A tlog-policy shipped with the explorer as /ui/trust.policy: what its pages verify against
+    # (the operator's pin, as a static host would ship it beside the files), instead of the
+    # log's own word (/v1/policy)
+    ui_trust_policy: Path | None = None
 
     def validate(self) -> None:
         check_http_limits(self)
@@ -167,3 +178,19 @@ def check_http_limits(cfg: HTTPConfig) -> None:
     rate = getattr(cfg, "rate_limit", None)
     if rate is not None and (rate < 0 or getattr(cfg, "rate_limit_burst", 1) < 1):
         raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")
+    if cfg.ui_trust_policy is not None:
+        read_ui_trust_policy(cfg.ui_trust_policy)
+
+
+def read_ui_trust_policy(path: Path) -> str:
+    """The text of `ui_trust_policy`, refused (ConfigError) unless it is a policy that names a log."""
+    try:
+        data = Path(path).read_bytes()
+        if len(data) > MAX_POLICY_BYTES:
+            raise FormatError("policy larger than 64 KiB")
+        text = data.decode("utf-8")
+        if not parse_policy(text).logs:
+            raise FormatError("the policy names no log")
+    except (OSError, UnicodeDecodeError, FormatError) as e:
+        raise ConfigError(f"ui_trust_policy {path}: {e}") from None
+    return text

@@ -6,14 +6,20 @@ reads to any origin, since a page may point at another service with `?log=`), an
 `nosniff`. GET answers of the API carry `Access-Control-Allow-Origin: *` so that the
 same pages work from a static host or a CDN that points at a service's URL; writes get
 no CORS headers (browsers then refuse cross-origin writes).
+
+`/ui/trust.policy` is the operator's pin (`ui_trust_policy`): a tlog-policy the pages
+verify against, as a static host ships one beside the files. It is worth exactly as much
+as the page's own code, which comes from the same server; users pin their own in the page.
 """
 from __future__ import annotations
 
 from importlib.resources import files
+from pathlib import Path
 
 from aiohttp import web
 
 from tlog.errors import NotFound
+from tlog.service.config import read_ui_trust_policy
 
 __all__ = ["CORS", "CSP", "add_ui"]
 
@@ -72,14 +78,27 @@ async def _to_index(request: web.Request) -> web.Response:
     raise web.HTTPFound("/ui/")
 
 
+def _trust_policy(text: str | None):
+    async def handler(request: web.Request) -> web.Response:
+        if text is None:  # nothing shipped: the pages verify against what their users pin
+            return web.Response(status=204, headers={"Cache-Control": "no-cache"})
+        return web.Response(text=text, headers={
+            "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-cache"})
+    return handler
+
+
 async def _cors(request: web.Request, response: web.StreamResponse) -> None:
     if request.method in ("GET", "HEAD") and not request.path.startswith("/ui"):
         response.headers.setdefault(*CORS)
 
 
-def add_ui(app: web.Application) -> None:
-    """/ui/ and its files, and CORS on the service's GET answers."""
+def add_ui(app: web.Application, trust_policy: Path | None = None) -> None:
+    """/ui/ and its files (with the operator's `trust_policy`, if any), and CORS on the
+    service's GET answers."""
+    text = read_ui_trust_policy(trust_policy) if trust_policy is not None else None
     app.router.add_get("/ui", _to_index)
     app.router.add_get("/ui/", _index)
+    app.router.add_get("/ui/trust.policy", _trust_policy(text))
     app.router.add_get("/ui/{name:[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*\\.[a-z]+}", _static)
     app.on_response_prepare.append(_cors)

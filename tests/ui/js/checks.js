@@ -12,6 +12,7 @@ import { parseProofBundle, formatProofBundle, TrustPolicy, cosignatureAges, veri
 import { parseJSON, jcs, receiptHash } from '../../../tlog/ui/static/lib/jcs.js';
 import { decodeCBOR, dcbor, decodeEntry, canonicalEntry, verifyEntryResponse } from '../../../tlog/ui/static/lib/cbor.js';
 import { tilePath, entriesPath, parseTilePath, tilesForSize, entryLocation, parseEntryBundle } from '../../../tlog/ui/static/lib/tiles.js';
+import { TileTree } from '../../../tlog/ui/static/lib/tilereader.js';
 import { publicFromDidKey, didKeyFromPublic, parseSigner } from '../../../tlog/ui/static/lib/didkey.js';
 import { ed25519Supported, ed25519Verify } from '../../../tlog/ui/static/lib/ed25519.js';
 import { verifyStatus } from '../../../tlog/ui/static/lib/status.js';
@@ -421,6 +422,52 @@ export async function runAll({ load, log = () => {}, skip = [] }) {
   }
   for (const c of tf.entry_bundles) await check(`entry bundle ${c.hex.slice(0, 12)}... limit ${c.limit}`, () =>
     sameVerdict(c.expect, () => parseEntryBundle(unhex(c.hex), c.limit).map(hex)));
+
+  section('lib/tilereader.js (roots and RFC 9162 proofs from tiles, as tlog/client/tilereader.py)');
+  {
+    // a tiled tree of n leaves, served from memory: levels 0, 8, 16 of the binary tree
+    const tiled = async (n) => {
+      const leaves = [];
+      for (let i = 0; i < n; i++) leaves.push(await leafHash(utf8(`leaf ${i}`)));
+      const rows = [leaves];
+      while (rows[rows.length - 1].length > 1) {
+        const cur = rows[rows.length - 1], next = [];
+        for (let i = 0; i + 1 < cur.length; i += 2) next.push(await nodeHash(cur[i], cur[i + 1]));
+        rows.push(next);
+      }
+      const served = [];
+      const fetchTile = async (path) => {
+        served.push(path);
+        const { level, index, width } = parseTilePath(path);
+        const row = rows[8 * level] || [], start = Number(index) * 256;
+        return concat(...row.slice(start, start + width));
+      };
+      return { leaves, fetchTile, served };
+    };
+    for (const n of [1, 2, 3, 5, 255, 256, 257, 513, 1000]) {
+      await check(`size ${n}: root, inclusion and consistency proofs from tiles verify against the MTH`, async () => {
+        const { leaves, fetchTile } = await tiled(n);
+        const tree = new TileTree(n, fetchTile), root = await tree.root();
+        eq(root, await rootOfLeafHashes(leaves));
+        for (const i of new Set([0, 1, n >> 1, n - 2, n - 1].filter((i) => i >= 0 && i < n)))
+          await verifyInclusion(i, n, leaves[i], await tree.inclusionProof(i), root);
+        for (const m of new Set([0, 1, n >> 1, n - 1, n].filter((m) => m >= 0 && m <= n)))
+          await verifyConsistency(m, n, await rootOfLeafHashes(leaves.slice(0, m)), root, await tree.consistencyProof(m));
+      });
+    }
+    await check('a tile with one changed hash leads to another root; a short tile is refused', async () => {
+      const { leaves, fetchTile } = await tiled(300);
+      const flipped = async (path) => { const t = (await fetchTile(path)).slice(); t[5] ^= 1; return t; };
+      ok(!bytesEqual(await new TileTree(300, flipped).root(), await rootOfLeafHashes(leaves)), 'a changed tile went unnoticed');
+      const short = async (path) => (await fetchTile(path)).slice(32);
+      await rejects(() => new TileTree(300, short).root(), E.FormatError);
+    });
+    await check('only the tiles a proof needs are read (size 1000: its own tile, the right edge, level 1)', async () => {
+      const { fetchTile, served } = await tiled(1000);
+      await new TileTree(1000, fetchTile).inclusionProof(0);
+      eq([...new Set(served)].sort(), ['tile/0/000', 'tile/0/003.p/232', 'tile/1/000.p/3']);
+    });
+  }
 
   section('fixtures/ed25519.json (PyNaCl/libsodium verdicts on edge cases)');
   const ef = await fixture('ed25519.json');

@@ -1,0 +1,91 @@
+// One entry (?view=entry&index=N, &leaf=…, &receipt_hash=…): looked up, its inclusion proof
+// fetched, and every part checked here: the leaf hash recomputed from its bytes, the proof,
+// the checkpoint against the pinned policy, the entry's own signature.
+import * as oap from '../../lib/index.js';
+import { $, h, facts, fill, value, time, rawLink, copyButton, downloadButton, reasonOf } from '../dom.js';
+import { show, failed, running, idle } from '../verdict.js';
+import { app } from '../services.js';
+import { get, getOnce } from '../net.js';
+import { go, href } from '../router.js';
+import { ENTRY_CHECKS, bundleContext, verdictOf } from '../checks.js';
+import { signerLink, commitLink, entryLink } from '../entrydata.js';
+
+const FIELDS = { index: 'entry-index', leaf: 'entry-leaf', receipt_hash: 'entry-receipt-hash' };
+let generation = 0;
+
+export function init() {
+  $('entry-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const q = { view: 'entry' };
+    for (const [k, id] of Object.entries(FIELDS)) if ($(id).value.trim()) q[k] = $(id).value.trim();
+    const receipt = $('entry-receipt').value.trim();
+    if (!q.index && !q.leaf && !q.receipt_hash && receipt) {
+      try {
+        q.receipt_hash = (await oap.receiptHash(receipt)).text;
+        $('entry-hash').textContent = `receipt hash, computed here (RFC 8785 JCS + SHA-256): ${q.receipt_hash}`;
+      } catch (err) {
+        failed('entry-verdict', `the receipt does not parse: ${reasonOf(err)}`);
+        return;
+      }
+    } else {
+      $('entry-hash').textContent = '';
+    }
+    if (Object.keys(q).length === 1) { failed('entry-verdict', 'give an index, a leaf hash, a receipt hash or a receipt'); return; }
+    go(q);
+  });
+}
+
+function clear() {
+  facts('entry-facts', []);
+  for (const id of ['entry-json', 'entry-proof', 'entry-links', 'entry-proof-actions']) fill(id);
+}
+
+export async function render(params) {
+  const mine = ++generation;
+  for (const [k, id] of Object.entries(FIELDS)) $(id).value = params.get(k) || '';
+  clear();
+  const index0 = params.get('index'), leaf = params.get('leaf'), rh = params.get('receipt_hash');
+  if (!index0 && !leaf && !rh) { idle('entry-verdict', 'nothing looked up'); return; }
+  if (!app.log) { failed('entry-verdict', 'no log: give its URL (Trust, Services)'); return; }
+  running('entry-verdict');
+  const url = app.log;
+  try {
+    let index = index0, also = [];
+    if (!index && leaf) index = String((await get(`${url}/v1/entries:lookup?leaf_hash=${encodeURIComponent(leaf)}`)).index);
+    if (!index && rh) {
+      const found = await get(`${url}/v1/entries:lookup?receipt_hash=${encodeURIComponent(rh)}`);
+      index = String(found.receipts[0].index);
+      also = found.receipts.slice(1).map((x) => x.index);
+    }
+    if (!/^(0|[1-9][0-9]{0,18})$/.test(index)) throw new Error('an index is a decimal number');
+    const resp = await getOnce(`${url}/v1/entries/${index}`);
+    const checked = await oap.verifyEntryResponse(resp); // the leaf hash is recomputed from the bytes
+    const proof = await get(`${url}/v1/proof/inclusion?index=${index}`);
+    if (mine !== generation) return;
+    const bundle = { index: BigInt(index), proof: proof.inclusion_proof.map((x) => oap.b64decHash(x)), checkpoint: proof.checkpoint, extra: checked.bytes };
+    const ctx = await bundleContext(app.trust, bundle, { entry: checked.bytes, served: app.served, logUrl: url, live: true,
+      servedKey: app.logInfo ? app.logInfo.verifier_key : null, receiptHash: rh ? rh.toLowerCase() : null });
+    const v = await verdictOf(ENTRY_CHECKS, ctx, `entry ${index} is in ${ctx.cp.origin} at size ${ctx.cp.size}`);
+    if (mine !== generation) return;
+    show('entry-verdict', v);
+    const entry = checked.entry, text = oap.formatProofBundle(bundle);
+    facts('entry-facts', [
+      ['index', String(index)], ['type', entry.type], ['leaf hash', value(oap.b64enc(checked.leafHash), 'leaf hash')],
+      ['logged at', resp.logged_at ? time(resp.logged_at) : h('span', { class: 'muted', text: 'the log records no time for this entry type' })],
+      ['claimed time', entry.timestamp ? [time(entry.timestamp, { age: false }), ' (the receipt\'s own claim, not checked)'] : undefined],
+      ['signer', typeof entry.signer === 'string' ? signerLink(entry.signer) : undefined],
+      ['receipt hash', entry.receipt_hash ? value(entry.receipt_hash, 'receipt hash') : undefined],
+      ['receipt id', entry.receipt_id || undefined],
+      ['commitment', entry.commitment ? value(entry.commitment, 'commitment') : undefined],
+      ['registry commit', entry.type === 'registry' ? [commitLink(entry.seq, entry.commit, `seq ${entry.seq}`), ' ', value(entry.commit, 'commit')] : undefined],
+      ['also anchored at', also.length ? also.map((i, k) => [k ? ', ' : '', entryLink(i)]) : undefined],
+    ]);
+    fill('entry-links', rawLink(`${url}/v1/entries/${index}`, 'raw entry'), ' ', rawLink(`${url}/v1/proof/inclusion?index=${index}`, 'raw proof'), ' ',
+      h('a', { href: href({ view: 'entries', before: (BigInt(index) + 1n).toString() }), text: 'its neighbours' }));
+    $('entry-json').textContent = JSON.stringify(resp.entry, null, 2);
+    $('entry-proof').textContent = text;
+    fill('entry-proof-actions', copyButton(text, 'proof bundle'), ' ', downloadButton(text, `entry-${index}.tlog-proof`, 'download .tlog-proof'));
+  } catch (e) {
+    if (mine === generation) failed('entry-verdict', reasonOf(e));
+  }
+}
