@@ -19,6 +19,7 @@ Example `registry.toml`:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,14 @@ class RegistryConfig(HTTPConfig):
     @property
     def mirror(self) -> bool:
         return bool(self.upstream)
+
+    def upstream_urls(self) -> Iterable[tuple[str, str]]:
+        if self.log_url:
+            yield "log_url", self.log_url
+        if self.upstream:
+            yield "upstream", self.upstream
+        if self.public_url:
+            yield "public_url", self.public_url
 
     def validate(self) -> None:
         check_http_limits(self)
