@@ -66,6 +66,7 @@ class Index:
         self.known: set[str] = set()
         self.commits: list[CommitInfo] = []
         self.anchors_in_tree: set[int] = set()
+        self.several_logs = False  # the genesis names several logs: anchors are anchors files (layout)
         self.did_documents = DidDocuments()
         self._receipts: dict[str, list[Record]] = defaultdict(list)
         self._revocations: dict[str, list[Record]] = defaultdict(list)
@@ -141,6 +142,7 @@ class Index:
             out.records, out.seq_of, out.by_id = dict(self.records), dict(self.seq_of), dict(self.by_id)
             out.order, out.known, out.commits = list(self.order), set(self.known), list(self.commits)
             out.anchors_in_tree = set(self.anchors_in_tree)
+            out.several_logs = self.several_logs
             out.per_commit.update(self.per_commit)
             for mine, theirs in ((out._receipts, self._receipts), (out._revocations, self._revocations),
                                  (out._key_events, self._key_events)):

@@ -223,10 +223,10 @@ class StatusProducer:
             "revoked_at": format_utc(r.revoked_at), "reason": r.reason, "record": rec.body, "path": rec.path,
             "seq": seq, "commit": commit.commit, "tree": commit.tree,
             "git_path": [b64enc(t) for t in self.repo.tree_path(commit.tree, rec.path)],
-            "anchor": (self.anchors_dir / Path(anchor_path(seq)).name).read_text(),
+            "anchor": (self.anchors_dir / Path(anchor_path(seq, self.index.several_logs)).name).read_text(),
         }
         if rec.type == "kill_switch":
-            proof = self.repo.read(commit.tree, receipt_proof_path(rec.path))
+            proof = self.repo.read(commit.tree, receipt_proof_path(rec.path, self.index.several_logs))
             revocation["receipt_anchor"] = proof.decode() if proof else ""
         documents = self._did_documents(rec, commit.tree)
         if documents:
