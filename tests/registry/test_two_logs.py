@@ -20,6 +20,7 @@ from registry.anchoring import GENESIS_FORMAT_LOGS, AnchorError, parse_genesis, 
 from registry.client import make_kill_switch, make_revocation
 from registry.layout import classify
 from registry.status import sign_object
+from registry.statusverify import verify_status
 from registry.store import MAIN
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import ConfigError
@@ -120,6 +121,11 @@ async def test_every_commit_epoch_and_kill_switch_is_anchored_in_both_and_mirror
         st, resp, _ = await reg.get(f"/v1/status/{did(a)}")
         assert st == 200 and resp["status"] == "revoked"
         check_in_each_log(resp["epoch_anchor"], logs)
+        st, killed, _ = await reg.get(f"/v1/status/{did(b)}%23trust_tokens")  # revoked by the kill switch
+        assert st == 200 and killed["status"] == "revoked"
+        check_in_each_log(killed["revocation"]["receipt_anchor"], logs)
+        v = verify_status(killed, registry=reg.svc.registry, policy=both(logs))
+        assert v.status == "revoked" and v.reason == "kill_switch" and v.log_checked
         saved = tmp_path / "status.json"
         saved.write_text(json.dumps(resp))
         status = [str(BIN / "oap-registry"), "status", str(saved), "--offline", "--registry-key", reg.svc.registry,
@@ -215,6 +221,14 @@ async def test_with_k_1_commits_go_on_while_a_log_is_down_and_it_catches_up(tmp_
         assert backlog == {ORIGINS[1]: seqs}  # durable: a restart still catches the log up
         st, _, headers = await reg.get(f"/v1/anchors/{seqs[-1]}")
         assert "immutable" not in headers["Cache-Control"]  # it will grow when log B returns
+
+        # the registry restarts while log B is still down: it knows B from its genesis
+        await reg.stop()
+        reg = await two_log_registry(tmp_path / "r", logs, 1, log_wait_seconds=0.5)
+        st, body = await reg.post(conformance_doc(receipt(generate_seed(), "L1")))
+        assert st == 200, body
+        seqs.append(body["seq"])
+        assert reg.svc.writer.backlog.pending(ORIGINS[1]) == seqs
 
         restart(logs, 1)
         await wait_for(lambda: not reg.svc.writer.backlog.behind(), "log B caught up")

@@ -165,6 +165,14 @@ def test_the_flag_the_config_key_and_the_variable_each_allow_it_with_a_warning_a
             svc.kill()
 
 
+def test_the_witness_feeder_refuses_a_plain_http_log_beyond_loopback(tmp_path):
+    cfg = tmp_path / "witness.toml"
+    cfg.write_text('[witness]\nname = "w.test"\n\n[[witness.logs]]\norigin = "log.example"\n'
+                   f'vkey = "{LOG_VKEY}"\nurl = "http://log.example.org"\n')
+    r = run([str(BIN / "oap-witness"), "feed", "--config", str(cfg), "--data", str(tmp_path / "w"), "--once"])
+    assert r.returncode == 2 and "http://log.example.org is plain http://" in r.stderr, r.stderr
+
+
 def _own_address() -> str | None:
     """This machine's address on its default route, if it has one (a UDP connect sends nothing)."""
     try:
