@@ -4,7 +4,8 @@
 to every log concurrently, each request bounded by `timeout`, and returns once at
 least k logs hold it (`registry.anchoring`: the genesis names the logs and k); fewer
 is an `UpstreamError` and nothing is published. Every proof a log returns is checked
-before it counts: the log's key and origin, the entry, and, given a policy, inclusion.
+before it counts: the entry's leaf hash, the log's origin, its signature and witness
+quorum (the operator's `log_policy`, else the log's key alone), and inclusion.
 
 A log that did not anchor a published commit (down, slow) is *behind*: the commit
 goes on its `Backlog` (durable, `<data>/anchors/backlog.json`), new entries skip it
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,7 @@ class Anchorer:
         self.seed, self.quorum, self.several, self.timeout = seed, quorum, several, timeout
         self.registry = did_key_from_public(public_from_seed(seed))
         self.backlog = backlog  # the logs behind, skipped while the others make k
+        self.on_failure: Callable[[str], None] = lambda origin: None  # a log did not anchor (metrics)
 
     @property
     def origins(self) -> tuple[str, ...]:
@@ -106,10 +108,14 @@ class Anchorer:
             if len(entries) == 1:
                 return [(await link.client.anchor(entries[0])).bundle]
             return [a.bundle for a in await link.client.anchor_many(entries)]
-        bundles = await asyncio.wait_for(go(), self.timeout)
-        for b in bundles:
-            if _origin(b) != link.origin:
-                raise UpstreamError(f"the log at {link.url} answered for {_origin(b)!r}, not {link.origin!r}")
+        try:
+            bundles = await asyncio.wait_for(go(), self.timeout)
+            for b in bundles:
+                if _origin(b) != link.origin:
+                    raise UpstreamError(f"the log at {link.url} answered for {_origin(b)!r}, not {link.origin!r}")
+        except Exception:
+            self.on_failure(link.origin)
+            raise
         return bundles
 
     async def anchor(self, entries: list[dict]) -> list[Anchors]:
@@ -172,6 +178,7 @@ class Backlog:
         except FileNotFoundError:
             raw = {}
         self._seqs: dict[str, list[int]] = {o: sorted(set(s)) for o, s in raw.items() if s}
+        self.on_change: Callable[[str, int], None] = lambda origin, pending: None  # (metrics)
 
     def behind(self) -> frozenset[str]:
         return frozenset(self._seqs)
@@ -187,6 +194,7 @@ class Backlog:
             if seq not in seqs:
                 seqs.append(seq)
                 seqs.sort()
+            self.on_change(o, len(seqs))
         self._save()
 
     def done(self, origin: str, seqs: Sequence[int]) -> None:
@@ -195,6 +203,7 @@ class Backlog:
             self._seqs[origin] = left
         else:
             self._seqs.pop(origin, None)
+        self.on_change(origin, len(left))
         self._save()
 
     def _save(self) -> None:

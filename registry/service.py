@@ -179,6 +179,11 @@ class RegistryService:
                                      strict_l4=cfg.l4_witnesses_hold_level)
         self.resolver = DidResolver.from_config(cfg)
         self.writer.on_commit = self._on_commit
+        self._count_log_failures()
+        backlog = self.writer.backlog
+        backlog.on_change = lambda origin, pending: self.metrics.log_backlog.labels(origin).set(pending)
+        for origin in self.anchorer.origins:
+            backlog.on_change(origin, len(backlog.pending(origin)))
         self.writer.gate, self.writer.max_packs = self.gate, cfg.max_packs
         if genesis is not None:
             await self.writer.create_genesis(genesis)
@@ -257,6 +262,10 @@ class RegistryService:
                                                          timeout=cfg.log_timeout, token=token))
                 for url, a in zip(cfg.logs, named)]
 
+    def _count_log_failures(self) -> None:
+        assert self.anchorer is not None
+        self.anchorer.on_failure = lambda origin: self.metrics.anchor_failures.labels(origin).inc()
+
     def _log_token(self) -> str | None:
         path = self.config.log_token_file
         return token_from(path) if path is not None else None
@@ -283,6 +292,7 @@ class RegistryService:
             links = await self._log_links(None)
             self.anchorer = Anchorer(links, self.seed, quorum=cfg.quorum, several=len(links) > 1,
                                      timeout=cfg.log_timeout)
+            self._count_log_failures()
         self._tasks.append(asyncio.create_task(self._follow(), name="registry-mirror"))
 
     async def close(self) -> None:

@@ -217,6 +217,10 @@ async def test_with_k_1_commits_go_on_while_a_log_is_down_and_it_catches_up(tmp_
             check_in_each_log(body["anchor"], logs, origins=ORIGINS[:1])  # log A's proof only
             seqs.append(body["seq"])
         assert reg.svc.writer.backlog.pending(ORIGINS[1]) == seqs
+        sample = reg.svc.metrics.registry.get_sample_value
+        assert sample("oap_registry_log_backlog_commits", {"log": ORIGINS[1]}) == len(seqs)
+        assert sample("oap_registry_anchor_failures_total", {"log": ORIGINS[1]}) >= 1
+        assert sample("oap_registry_log_backlog_commits", {"log": ORIGINS[0]}) == 0
         backlog = json.loads((tmp_path / "r" / "anchors" / "backlog.json").read_text())
         assert backlog == {ORIGINS[1]: seqs}  # durable: a restart still catches the log up
         st, _, headers = await reg.get(f"/v1/anchors/{seqs[-1]}")
@@ -232,6 +236,7 @@ async def test_with_k_1_commits_go_on_while_a_log_is_down_and_it_catches_up(tmp_
 
         restart(logs, 1)
         await wait_for(lambda: not reg.svc.writer.backlog.behind(), "log B caught up")
+        assert reg.svc.metrics.registry.get_sample_value("oap_registry_log_backlog_commits", {"log": ORIGINS[1]}) == 0
         for seq in seqs:
             st, served, headers = await reg.get(f"/v1/anchors/{seq}")
             assert st == 200
