@@ -39,15 +39,35 @@ def _seed(path: Path) -> bytes:
         raise
 
 
-def _trust(policy_file: Path | None, vkey: str | None) -> TrustPolicy | None:
+def _trust(policy_file: Path | None, vkeys: tuple[str, ...], min_logs: int | None) -> TrustPolicy | None:
+    """The logs anchors are checked against: a tlog-policy, or log keys; an anchor counts once
+    `min_logs` of them hold it (default: the policy's `logs <k>`, else 1)."""
     try:
         if policy_file is not None:
-            return TrustPolicy.from_text(policy_file.read_text())
-        if vkey:
-            return TrustPolicy.for_log(vkey)
+            policy = TrustPolicy.from_text(policy_file.read_text())
+            return policy.requiring(min_logs) if min_logs else policy
+        if vkeys:
+            if min_logs is not None and min_logs > len(vkeys):
+                fail(f"--min-logs {min_logs}: only {len(vkeys)} --log-vkey given", 2)
+            return TrustPolicy.for_logs(vkeys, min_logs or 1)
+        if min_logs is not None:
+            fail("--min-logs needs --log-policy or --log-vkey", 2)
     except (OSError, OAPError) as e:
         fail(f"log trust: {getattr(e, 'message', e)}", 2)
     return None
+
+
+def _upstream(url: str, what: str, insecure_http: bool) -> str:
+    """A registry URL to fetch from: plain http:// beyond loopback only with --insecure-http (§8.1)."""
+    from tlog.service.config import INSECURE_HINT, plain_beyond_loopback
+
+    if not url.startswith(("http://", "https://")):
+        fail(f"{what} must be an http:// or https:// URL", 2)
+    if plain_beyond_loopback(url):
+        if not insecure_http:
+            fail(f"{what} {url} is plain http:// beyond loopback. {INSECURE_HINT}", 2)
+        click.echo(f"warning: {what} {url} is plain HTTP (--insecure-http): OAP-CORE-1.0 §8.1 forbids it", err=True)
+    return url
 
 
 @click.group()
@@ -63,9 +83,13 @@ def main() -> None:
 @main.command()
 @serve_options("registry")
 @click.option("--name", default=None, help="Repository name, served as /<name>.git.")
-@click.option("--log-url", default=None, help="Log to anchor commits and status epochs in.")
+@click.option("--log-url", "log_urls", multiple=True,
+              help="Log to anchor commits, status epochs and kill switches in; repeat it to anchor in several "
+                   "(OAP-CORE-1.0 §19.3).")
+@click.option("--anchor-quorum", type=int, default=None,
+              help="With several logs: how many must hold an anchor (default min(2, number of logs)).")
 @click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="tlog-policy to check anchors against (default: the log key named at genesis).")
+              help="tlog-policy to check anchors against (default: the log keys named at genesis).")
 @click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Registry key (default <data>/registry.key, created on first start).")
 @click.option("--public-url", default=None, help="Base URL of this registry, named in status list credentials.")
@@ -78,8 +102,11 @@ def main() -> None:
 @click.option("--bootstrap-witness", "bootstrap", multiple=True,
               help="DID accepted as an L4/L5 witness without a receipt (genesis only; repeatable).")
 @click.option("--rate-limit", type=float, default=None, help="Requests/s per client (0: off).")
-def serve(config_file: Path | None, bootstrap: tuple[str, ...], **flags: Any) -> None:
+def serve(config_file: Path | None, bootstrap: tuple[str, ...], log_urls: tuple[str, ...], **flags: Any) -> None:
     """Run the registry (or a mirror) until Ctrl-C or SIGTERM."""
+    if log_urls:  # the flags name the logs: one is log_url, several log_urls, replacing the file's
+        flags |= {"log_url": log_urls[0], "log_urls": ()} if len(log_urls) == 1 else \
+            {"log_url": "", "log_urls": log_urls}
     cfg = load_config(RegistryConfig, section="registry", env_prefix="OAP_REGISTRY_", config_file=config_file,
                       bootstrap_witnesses=",".join(bootstrap) if bootstrap else None, **flags)
     run(cfg, lambda: _start(cfg))
@@ -227,14 +254,18 @@ def key_event(key_file: Path, subject: str, controller: str | None, event: str, 
 @click.option("--offline", is_flag=True, help="TARGET is a saved response file; no network.")
 @click.option("--registry-key", default=None, help="did:key of the registry (required offline).")
 @click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
-@click.option("--log-vkey", default=None, help="Log verifier key, instead of --log-policy.")
+@click.option("--log-vkey", "log_vkeys", multiple=True,
+              help="Log verifier key, instead of --log-policy; repeat it for a registry that anchors in several.")
+@click.option("--min-logs", type=click.IntRange(1, 32), default=None,
+              help="In how many of the logs an anchor must be (default: the policy's `logs <k>`, else 1).")
 @click.option("--issuer", default=None, help="For a credential id: the issuer DID.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Save the fetched response here.")
 @click.option("--allow-stale", is_flag=True, help="Accept a response past its next_update.")
 @click.option("--json", "as_json", is_flag=True, help="The verified answer as one JSON object.")
 @URL_OPT
-def status(target: str, offline: bool, registry_key: str | None, log_policy: Path | None, log_vkey: str | None,
-           issuer: str | None, out: Path | None, allow_stale: bool, as_json: bool, url: str) -> None:
+def status(target: str, offline: bool, registry_key: str | None, log_policy: Path | None, log_vkeys: tuple[str, ...],
+           min_logs: int | None, issuer: str | None, out: Path | None, allow_stale: bool, as_json: bool,
+           url: str) -> None:
     """Fetch (or, with --offline, read) a status response and verify it.
 
     Exit 0 good, 3 revoked, 4 unknown, 5 suspended; 1 if the response does not verify.
@@ -243,7 +274,7 @@ def status(target: str, offline: bool, registry_key: str | None, log_policy: Pat
 
     from .statusverify import verify_status
 
-    policy = _trust(log_policy, log_vkey)
+    policy = _trust(log_policy, log_vkeys, min_logs)
     if offline:
         if not registry_key:
             fail("--offline needs --registry-key (the did:key the registry signs with)", 2)
@@ -358,8 +389,11 @@ def _mirror_once(data: Path, upstream: str, registry_key: str | None, policy: Tr
 TRUST_OPTS = [
     click.option("--registry-key", default=None, help="Pin the registry key (did:key); default: from registry.json."),
     click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-                 help="tlog-policy for the anchors' log (default: the log key named in registry.json)."),
-    click.option("--log-vkey", default=None, help="Log verifier key, instead of --log-policy."),
+                 help="tlog-policy for the anchors' logs (default: the log keys named in registry.json)."),
+    click.option("--log-vkey", "log_vkeys", multiple=True,
+                 help="Log verifier key, instead of --log-policy (repeatable)."),
+    click.option("--min-logs", type=click.IntRange(1, 32), default=None,
+                 help="In how many logs each anchor must be; never fewer than registry.json names."),
 ]
 
 
@@ -375,24 +409,29 @@ def _trust_opts(fn: F) -> F:
 @_trust_opts
 @click.option("--metrics-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write Prometheus metrics here (node_exporter textfile format).")
+@click.option("--insecure-http", is_flag=True, help="Allow a plain http:// upstream beyond loopback (§8.1 forbids it).")
 @click.option("--quiet", is_flag=True)
-def mirror(upstream: str, data_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkey: str | None,
-           metrics_file: Path | None, quiet: bool) -> None:
+def mirror(upstream: str, data_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkeys: tuple[str, ...],
+           min_logs: int | None, metrics_file: Path | None, insecure_http: bool, quiet: bool) -> None:
     """Fetch and verify new upstream commits; advance only if all verify (exit 1 if refused)."""
-    sys.exit(_mirror_once(data_dir, upstream, registry_key, _trust(log_policy, log_vkey), metrics_file, quiet))
+    upstream = _upstream(upstream, "--upstream", insecure_http)
+    sys.exit(_mirror_once(data_dir, upstream, registry_key, _trust(log_policy, log_vkeys, min_logs), metrics_file,
+                          quiet))
 
 
 @main.command()
 @click.option("--from", "source", required=True, help="Any registry or mirror URL.")
 @click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @_trust_opts
+@click.option("--insecure-http", is_flag=True, help="Allow a plain http:// source beyond loopback (§8.1 forbids it).")
 @click.option("--quiet", is_flag=True)
-def rebuild(source: str, data_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkey: str | None,
-            quiet: bool) -> None:
+def rebuild(source: str, data_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkeys: tuple[str, ...],
+            min_logs: int | None, insecure_http: bool, quiet: bool) -> None:
     """Rebuild a registry from any mirror into an empty data directory, verifying all of it."""
     if data_dir.exists() and any(data_dir.iterdir()):
         fail(f"{data_dir} is not empty", 2)
-    code = _mirror_once(data_dir, source, registry_key, _trust(log_policy, log_vkey), None, quiet)
+    source = _upstream(source, "--from", insecure_http)
+    code = _mirror_once(data_dir, source, registry_key, _trust(log_policy, log_vkeys, min_logs), None, quiet)
     if code == 0:
         click.echo(f"serve it with: oap-registry serve --data {data_dir} --key <the registry's key> --log-url <log>"
                    f"  (or read-only: --upstream {source})")
@@ -405,8 +444,9 @@ def rebuild(source: str, data_dir: Path, registry_key: str | None, log_policy: P
 @click.option("--head-anchor", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The head commit's .tlog-proof (GET /v1/anchors/<seq>).")
 @click.option("--url", default=None, help="Fetch the head commit's .tlog-proof from this registry or mirror.")
-def verify(repo_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkey: str | None,
-           head_anchor: Path | None, url: str | None) -> None:
+@click.option("--insecure-http", is_flag=True, help="Allow a plain http:// --url beyond loopback (§8.1 forbids it).")
+def verify(repo_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkeys: tuple[str, ...],
+           min_logs: int | None, head_anchor: Path | None, url: str | None, insecure_http: bool) -> None:
     """Check a whole registry history (a bare repo or a `git clone`) against the log, offline."""
     from .history import Replayer, replay
     from .index import Index
@@ -417,7 +457,9 @@ def verify(repo_dir: Path, registry_key: str | None, log_policy: Path | None, lo
         fail(f"{repo_dir} is not a Git repository", 2)
     repo = RegistryRepo(gitdir)
     index = Index()
-    r = Replayer(repo, index, strict=True, registry=registry_key, policy=_trust(log_policy, log_vkey))
+    if url is not None:
+        url = _upstream(url, "--url", insecure_http)
+    r = Replayer(repo, index, strict=True, registry=registry_key, policy=_trust(log_policy, log_vkeys, min_logs))
     head_checked = False
     try:
         head = repo.ref(MAIN)
@@ -443,7 +485,9 @@ def verify(repo_dir: Path, registry_key: str | None, log_policy: Path | None, lo
         head_note = f", head {h.seq} too"
     else:
         head_note = f"; head {h.seq if h else '-'} unchecked (--head-anchor)"
+    g = r.genesis
+    where = f"at least {g.anchor_quorum} of its {len(g.logs)} logs each" if g is not None and g.several else "the log"
     click.echo(f"OK: {n} commit(s), {len(index.records)} record(s), registry {r.registry}; anchors of commits "
-               f"0..{h.seq - 1 if h else -1} verified in the log" + head_note)
+               f"0..{h.seq - 1 if h else -1} verified in {where}" + head_note)
     if r.tofu_log:
-        click.echo("warning: log key taken from registry.json; pin it with --log-policy", err=True)
+        click.echo("warning: log keys taken from registry.json; pin them with --log-policy", err=True)

@@ -12,6 +12,9 @@ Example `registry.toml`:
     name = "registry"                     # served as /registry.git
     log_url = "http://127.0.0.1:8080"     # where commits and status epochs are anchored
     log_policy = "log.policy"             # optional tlog-policy (log key, witnesses, quorum)
+    # or, to anchor in several logs (OAP-CORE-1.0 §19.3), instead of log_url:
+    # log_urls = ["https://log-a.example", "https://log-b.example"]
+    # anchor_quorum = 2                   # a commit counts as anchored once k of them hold it
     public_url = "https://registry.example"
     epoch_seconds = 300
     bootstrap_witnesses = "did:key:z6Mk...,did:key:z6Mk..."   # genesis only
@@ -19,11 +22,13 @@ Example `registry.toml`:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tlog.errors import ConfigError
+from tlog.formats.anchors import MAX_LOGS
 from tlog.formats.did import is_did
 from tlog.service.config import HTTPConfig, check_http_limits, is_loopback
 
@@ -33,9 +38,13 @@ class RegistryConfig(HTTPConfig):
     data_dir: Path = Path("registry-data")
     port: int = 8090
     name: str = "registry"
-    log_url: str = ""
+    log_url: str = ""  # the log every commit, status epoch and kill switch is anchored in ...
+    log_urls: tuple[str, ...] = ()  # ... or several logs (§19.3), each anchoring all of them
+    anchor_quorum: int = 0  # k: anchored once k of the logs hold it; 0 means min(2, number of logs)
+    log_timeout: float = 10.0  # per log and request: a log that does not answer delays anchoring no longer
+    catch_up_seconds: float = 5.0  # how often a log that missed commits is tried again (several logs)
     log_policy: Path | None = None
-    log_wait_seconds: float = 30.0  # at start, wait this long for the log to answer
+    log_wait_seconds: float = 30.0  # at start, wait this long for the logs to answer
     log_token_file: Path | None = None  # a bearer token (`oap-log token`) for a log that requires one for writes
     key_file: Path | None = None  # default: <data_dir>/registry.key, created on first start
     public_url: str = ""  # base of status list credential ids; required when listening beyond loopback
@@ -63,16 +72,47 @@ class RegistryConfig(HTTPConfig):
     def mirror(self) -> bool:
         return bool(self.upstream)
 
+    @property
+    def logs(self) -> tuple[str, ...]:
+        """The URLs of the logs this registry anchors in (log_url is the one-log form)."""
+        return (self.log_url,) if self.log_url else self.log_urls
+
+    @property
+    def quorum(self) -> int:
+        """k: in how many of `logs` a commit must be anchored before it is published."""
+        return self.anchor_quorum or min(2, len(self.logs))
+
+    def upstream_urls(self) -> Iterable[tuple[str, str]]:
+        yield from (("log_urls" if self.log_urls else "log_url", url) for url in self.logs)
+        if self.upstream:
+            yield "upstream", self.upstream
+        if self.public_url:
+            yield "public_url", self.public_url
+
     def validate(self) -> None:
         check_http_limits(self)
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name) or self.name.startswith("."):
             raise ConfigError("name must be letters, digits, '-', '_' or '.'")
-        if not self.mirror and not self.log_url:
+        if self.log_url and self.log_urls:
+            raise ConfigError("give log_url (one log) or log_urls (several), not both")
+        if not self.mirror and not self.logs:
             raise ConfigError("log_url is required: every registry commit is anchored in a log")
         if self.mirror and not self.upstream.startswith(("http://", "https://")):
             raise ConfigError("upstream must be an http(s) URL")
-        if self.log_url and not self.log_url.startswith(("http://", "https://")):
-            raise ConfigError("log_url must be an http(s) URL")
+        for url in self.logs:
+            if not url.startswith(("http://", "https://")) or any(c.isspace() for c in url):
+                raise ConfigError(f"log URL {url!r}: must be an http(s) URL")
+        if len({u.rstrip("/") for u in self.logs}) != len(self.logs):
+            raise ConfigError("log_urls names the same log twice")
+        if len(self.logs) > MAX_LOGS:
+            raise ConfigError(f"at most {MAX_LOGS} logs")
+        if not 0 <= self.anchor_quorum <= len(self.logs):
+            raise ConfigError(f"anchor_quorum must be 1..{len(self.logs)} (the number of logs), or 0 for "
+                              "min(2, number of logs)")
+        if not 0.1 <= self.log_timeout <= 300:
+            raise ConfigError("log_timeout must be 0.1..300 seconds")
+        if not 0.05 <= self.catch_up_seconds <= 86400:
+            raise ConfigError("catch_up_seconds must be 0.05..86400")
         if self.registry_key and not self.registry_key.startswith("did:key:"):
             raise ConfigError("registry_key must be a did:key")
         if not 1 <= self.max_batch <= 10_000:

@@ -10,11 +10,12 @@ docs/architecture.md §6 promises about every commit, in this order:
    never modifies or deletes one (`RegistryRepo.added`);
 3. layout: every added path is a registry path and is listed in the commit
    message, in the order the registry validated it;
-4. commit 0 holds exactly `registry.json` (registry key, log key, bootstrap
+4. commit 0 holds exactly `registry.json` (registry key, logs and k, bootstrap
    witnesses); the registry key must match the one pinned by the caller;
 5. commit n >= 1 holds the log anchor of commit n-1, and it verifies: a
    `registry` entry for exactly that commit and tree, signed by the registry
-   key, included in a checkpoint of the pinned log (`anchoring`);
+   key, included in checkpoints of k of the pinned logs (`anchoring`; k is the
+   genesis's, or the caller's policy's `logs <k>` when that is more);
 6. every record passes `records.check_record` and `records.check_rules`
    against the registry as it was, with `now` = the commit time — the same
    checks the registry ran when it accepted the record;
@@ -41,7 +42,7 @@ from tlog.storage.files import write_atomic
 
 from .anchoring import Genesis, parse_genesis, verify_commit_anchor, verify_receipt_anchor
 from .index import CommitInfo, Index, Layered
-from .layout import GENESIS, PathInfo, anchor_path, classify, id_hash, receipt_proof_path
+from .layout import GENESIS, PROOF_EXT, PathInfo, anchor_path, classify, id_hash, receipt_proof_path
 from .records import Record, check_record, check_rules
 from .store import RegistryRepo, message_paths
 
@@ -66,7 +67,8 @@ class Replayer:
         self.policy = policy
         self.anchors_dir = anchors_dir
         self.genesis: Genesis | None = None
-        self.tofu_log = False  # True when the log key came from registry.json itself
+        self.tofu_log = False  # True when the log keys came from registry.json itself
+        self.several = index.several_logs  # the genesis names several logs: anchors are anchors files
 
     def _fail(self, reason: str, message: str, cid: str, seq: int) -> HistoryError:
         return HistoryError(f"commit {seq} ({cid[:12]}): {message}", reason=reason, commit=cid, seq=seq)
@@ -115,6 +117,9 @@ class Replayer:
         anchors = [p for p in order if infos[p].what == "anchor"]
         if seq > 0 and self.strict and [infos[p].seq for p in anchors] != [seq - 1]:
             raise self._fail("missing_anchor", f"must add exactly the anchor of commit {seq - 1}", cid, seq)
+        if self.strict and any(infos[p].several != self.several for p in order if infos[p].what in
+                               ("anchor", "receipt_proof")):
+            raise self._fail("bad_layout", f"this registry's anchors are {PROOF_EXT[self.several]} files", cid, seq)
         for p in anchors:
             a_seq = infos[p].seq
             assert a_seq is not None  # classify gives every anchor path its seq
@@ -148,7 +153,7 @@ class Replayer:
             if self.strict and not check_rules(rec, state, now, policy=self.policy):
                 raise self._fail("bad_record", f"{p}: record already present", cid, seq)
             if rec.type == "kill_switch":
-                proof = receipt_proof_path(p)
+                proof = receipt_proof_path(p, self.several)
                 if proof not in files:
                     raise self._fail("missing_anchor", f"{p}: kill switch without its receipt anchor", cid, seq)
                 if self.strict:
@@ -157,7 +162,7 @@ class Replayer:
             batch.add(rec, seq)
             records.append(rec)
         stray = [p for p in order if infos[p].what == "receipt_proof"
-                 and p[: -len(".tlog-proof")] + ".json" not in files]
+                 and p[: -len(PROOF_EXT[infos[p].several])] + ".json" not in files]
         if stray:
             raise self._fail("bad_layout", f"receipt proof without its record: {stray[0]}", cid, seq)
         for rec in records:
@@ -186,10 +191,14 @@ class Replayer:
             raise self._fail("wrong_registry", f"registry key is {g.registry}, expected {self.registry}", cid, 0)
         self.registry = g.registry
         self.genesis = g
+        self.several = self.index.several_logs = g.several
         self.index.bootstrap_witnesses = frozenset(g.bootstrap_witnesses)
-        if self.strict and self.policy is None:
-            self.policy = TrustPolicy.for_log(g.log_vkey)
-            self.tofu_log = True
+        if self.strict:
+            self.tofu_log = self.policy is None
+            try:
+                self.policy = g.pinned(self.policy)
+            except OAPError as e:
+                raise self._fail("bad_anchor", e.message, cid, 0) from None
 
     def verify_head_anchor(self, bundle: str | bytes) -> None:
         head = self.index.head
@@ -206,7 +215,7 @@ class Replayer:
         of a commit at this seq that never became part of `main`."""
         if self.anchors_dir is None:
             return
-        path = self.anchors_dir / Path(anchor_path(seq)).name
+        path = self.anchors_dir / Path(anchor_path(seq, self.several)).name
         if not self.strict and path.exists():
             return  # a registry loading its own history: the file is the one it wrote
         self.anchors_dir.mkdir(parents=True, exist_ok=True)

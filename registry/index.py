@@ -74,6 +74,7 @@ class Index:
         self.known: set[str] = set()
         self.commits: list[CommitInfo] = []
         self.anchors_in_tree: set[int] = set()
+        self.several_logs = False  # the genesis names several logs: anchors are anchors files (layout)
         self.did_documents = DidDocuments()
         self._receipts: dict[str, list[Record]] = defaultdict(list)
         self._revocations: dict[str, list[Record]] = defaultdict(list)
@@ -164,6 +165,7 @@ class Index:
             out.order, out.known, out.commits = list(self.order), set(self.known), list(self.commits)
             out._pos = dict(self._pos)
             out.anchors_in_tree = set(self.anchors_in_tree)
+            out.several_logs = self.several_logs
             out.per_commit.update(self.per_commit)
             for mine, theirs in ((out._receipts, self._receipts), (out._revocations, self._revocations),
                                  (out._key_events, self._key_events), (out._naming, self._naming)):

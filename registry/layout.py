@@ -10,6 +10,10 @@
     dids/ab/cd/<sha256(did)>/<sha256(doc)>.json    a DID document as the registry resolved it, added with the
                                                    first record it checked a signature of (§5.1)
 
+A registry that anchors in several logs (its genesis names them) keeps each anchor
+as an `oap-anchors/v1` file, one tlog-proof per log (`tlog.formats.anchors`), at the
+same places with `.anchors.json` for `.tlog-proof`; one registry uses one form only.
+
 Paths are sharded by the SHA-256 of the record id so that no directory grows
 past 256 entries per level and a record's place is computable from its id
 alone. A path is a pure function of (type, kind, id): the same id can never be
@@ -32,10 +36,12 @@ _DIRS = {"conformance": "conformance", "kill_switch": "killswitch", "key_event":
 _HEX64 = r"[0-9a-f]{64}"
 _RECORD_RE = re.compile(
     rf"(?P<dir>conformance|killswitch|keys|revocations/(?P<kind>did|vc|key|conformance))"
-    rf"/(?P<a>[0-9a-f]{{2}})/(?P<b>[0-9a-f]{{2}})/(?P<h>{_HEX64})(?P<ext>\.json|\.tlog-proof)"
+    rf"/(?P<a>[0-9a-f]{{2}})/(?P<b>[0-9a-f]{{2}})/(?P<h>{_HEX64})(?P<ext>\.anchors\.json|\.json|\.tlog-proof)"
 )
 _DID_DOC_RE = re.compile(rf"dids/([0-9a-f]{{2}})/([0-9a-f]{{2}})/({_HEX64})/({_HEX64})\.json")
-_ANCHOR_RE = re.compile(r"anchors/(0|[1-9][0-9]{0,15})/(0|[1-9][0-9]{0,15})\.tlog-proof")
+_ANCHOR_RE = re.compile(r"anchors/(0|[1-9][0-9]{0,15})/(0|[1-9][0-9]{0,15})(\.tlog-proof|\.anchors\.json)")
+PROOF_EXT = {False: ".tlog-proof", True: ".anchors.json"}
+"""The extension of an anchor: one log's tlog-proof, or an anchors file of several logs' proofs."""
 
 
 def id_hash(record_id: str) -> str:
@@ -58,11 +64,12 @@ def record_path(rtype: str, record_id: str, kind: str | None = None) -> str:
     return f"{_DIRS[rtype]}/{_shard(h)}.json"
 
 
-def receipt_proof_path(record_path_: str) -> str:
-    """Kill switch invocations carry their receipt's .tlog-proof beside them."""
-    if not record_path_.startswith("killswitch/") or not record_path_.endswith(".json"):
+def receipt_proof_path(record_path_: str, several: bool = False) -> str:
+    """Kill switch invocations carry their receipt's .tlog-proof (`several` logs: .anchors.json) beside them."""
+    if not record_path_.startswith("killswitch/") or not record_path_.endswith(".json") \
+            or record_path_.endswith(PROOF_EXT[True]):
         raise ValueError("only kill switch records have a receipt proof")
-    return record_path_[: -len(".json")] + ".tlog-proof"
+    return record_path_[: -len(".json")] + PROOF_EXT[several]
 
 
 def did_document_path(did: str, content: bytes) -> str:
@@ -72,10 +79,11 @@ def did_document_path(did: str, content: bytes) -> str:
     return f"dids/{_shard(id_hash(did))}/{sha256(content).hex()}.json"
 
 
-def anchor_path(seq: int) -> str:
+def anchor_path(seq: int, several: bool = False) -> str:
+    """Where the anchor of commit `seq` goes in the tree (and, by its name, in the data directory)."""
     if seq < 0:
         raise ValueError("negative seq")
-    return f"{ANCHORS}/{seq // 1000}/{seq}.tlog-proof"
+    return f"{ANCHORS}/{seq // 1000}/{seq}{PROOF_EXT[several]}"
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,7 @@ class PathInfo:
     hash: str | None = None
     seq: int | None = None
     content_hash: str | None = None  # DID documents: sha256 of the file
+    several: bool = False  # anchors and receipt proofs: an anchors file of several logs' proofs
 
 
 _TYPE_OF_DIR = {"conformance": "conformance", "killswitch": "kill_switch", "keys": "key_event"}
@@ -102,7 +111,7 @@ def classify(path: str) -> PathInfo:
         seq = int(m.group(2))
         if int(m.group(1)) != seq // 1000:
             raise InvalidInput(f"{path}: anchor in the wrong shard")
-        return PathInfo("anchor", seq=seq)
+        return PathInfo("anchor", seq=seq, several=m.group(3) == PROOF_EXT[True])
     m = _DID_DOC_RE.fullmatch(path)
     if m:
         if m.group(1) != m.group(3)[:2] or m.group(2) != m.group(3)[2:4]:
@@ -116,8 +125,8 @@ def classify(path: str) -> PathInfo:
         raise InvalidInput(f"{path}: record in the wrong shard")
     d = m.group("dir")
     rtype = "revocation" if d.startswith("revocations/") else _TYPE_OF_DIR[d]
-    if m.group("ext") == ".tlog-proof":
+    if m.group("ext") != ".json":
         if rtype != "kill_switch":
             raise InvalidInput(f"{path}: only kill switch records have a receipt proof")
-        return PathInfo("receipt_proof", rtype, None, h)
+        return PathInfo("receipt_proof", rtype, None, h, several=m.group("ext") == PROOF_EXT[True])
     return PathInfo("record", rtype, m.group("kind"), h)

@@ -14,7 +14,11 @@ class RegistryMetrics:
                                     buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000))
         self.commit_seconds = Histogram("oap_registry_commit_seconds", "Validate, commit, anchor, publish", registry=r,
                                         buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-        self.anchor_failures = Counter("oap_registry_anchor_failures_total", "Log anchoring failures", registry=r)
+        self.anchor_failures = Counter("oap_registry_anchor_failures_total", "Log anchoring failures, by log",
+                                       ["log"], registry=r)
+        self.log_backlog = Gauge("oap_registry_log_backlog_commits",
+                                 "Published commits a log does not hold yet (caught up when it answers)", ["log"],
+                                 registry=r)
         self.head_seq = Gauge("oap_registry_head_seq", "Seq of the published head commit", registry=r)
         self.epoch = Gauge("oap_registry_status_epoch", "Current status epoch", registry=r)
         self.revoked = Gauge("oap_registry_revoked_ids", "Revoked or suspended ids in the current epoch", registry=r)

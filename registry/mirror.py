@@ -39,6 +39,7 @@ from tlog.errors import Conflict, OAPError
 from .anchoring import Genesis
 from .history import HistoryError, Replayer, replay
 from .index import Index
+from .layout import anchor_path
 from .metrics import RegistryMetrics
 from .store import MAIN, RegistryRepo
 
@@ -104,12 +105,12 @@ class Mirror:
         if r.genesis is not None:
             self.genesis = r.genesis
             self.registry = r.genesis.registry
-            if self.policy is None:
-                self.policy = TrustPolicy.for_log(r.genesis.log_vkey)
-                self.tofu_log = True
+            self.tofu_log = self.policy is None
 
     def _strict(self, index: Index) -> Replayer:
-        return Replayer(self.repo, index, strict=True, registry=self.registry, policy=self.policy,
+        """A verifying replayer: the pinned policy (else the genesis's logs), requiring the genesis's k."""
+        policy = self.genesis.pinned(self.policy) if self.genesis is not None else self.policy
+        return Replayer(self.repo, index, strict=True, registry=self.registry, policy=policy,
                         anchors_dir=self.anchors_dir)
 
     def fetch(self) -> tuple[str, str | None]:
@@ -151,9 +152,9 @@ class Mirror:
             return self._refuse("not_linear", e.message, local, upstream, [])
         self.metrics.mirror_lag.set(len(chain))
         work = self.index.copy()
-        replayer = self._strict(work)
         bar = self.progress(len(chain)) if self.progress else nullcontext()
         try:
+            replayer = self._strict(work)
             with bar as b:
                 for cid in chain:
                     replayer.apply(cid)
@@ -168,8 +169,7 @@ class Mirror:
         if self.registry is None:
             self.registry = replayer.registry
         self.genesis = self.genesis or replayer.genesis
-        if self.policy is None:
-            self.policy, self.tofu_log = replayer.policy, replayer.tofu_log
+        self.tofu_log = self.tofu_log or replayer.tofu_log
         self.index = work
         self.metrics.mirror_commits.inc(len(chain))
         self.metrics.mirror_lag.set(0)
@@ -193,7 +193,7 @@ class Mirror:
 
     def _ensure_head_anchor(self, index: Index) -> None:
         head = index.head
-        if head is not None and not (self.anchors_dir / f"{head.seq}.tlog-proof").exists():
+        if head is not None and not (self.anchors_dir / Path(anchor_path(head.seq, index.several_logs)).name).exists():
             self._head_anchor(self._strict(index), index)
 
     def _refuse(self, reason: str, message: str, local: str | None, upstream: str, chain: list[str],

@@ -7,7 +7,8 @@ Reads (primary and mirrors):
   GET  /v1/records/<id>                one record, where and when it was committed
   GET  /v1/subjects/<DID or id>        every record naming it
   GET  /v1/files/<path>                raw bytes of a file in the registry tree
-  GET  /v1/anchors/<seq>               .tlog-proof of registry commit <seq>
+  GET  /v1/anchors/<seq>               anchor of registry commit <seq>: its .tlog-proof, or with several
+                                       logs an oap-anchors/v1 file (one tlog-proof per log)
   GET  /v1/commits?limit=&before=      the latest commits (newest first), their records and log anchors
   GET  /v1/info
   GET  /v1/status/<id>[?issuer=<DID>]  signed OCSP-style status (see registry.status)
@@ -33,9 +34,11 @@ import cbor2
 from aiohttp import web
 
 from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
+from tlog.formats.anchors import parse_anchors
+from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.did import is_did
 from tlog.formats.diddoc import dids_to_resolve
-from tlog.formats.proofbundle import parse_proof_bundle
+from tlog.formats.note import parse_note
 from tlog.formats.times import format_utc
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import query_int, read_document
@@ -47,6 +50,7 @@ from tlog.service.responses import accepts_cbor, respond, wants_cbor
 from tlog.service.sending import send_large, stream
 from tlog.service.ui import CORS
 
+from .anchoring import is_anchors_file
 from .githttp import GitReadOnly
 from .layout import classify
 from .records import vc_status_key
@@ -76,6 +80,15 @@ def _paths_of(order: list[str], seq_of: dict[str, int], seq: int) -> list[str]:
     start = bisect_left(order, seq, key=seq_of.__getitem__)
     end = bisect_left(order, seq + 1, lo=start, key=seq_of.__getitem__)
     return order[start:end]
+
+
+def _anchored_in(anchor: str | None) -> dict:
+    """Where a commit's anchor is: each log's origin and index (`log_index`: the first's)."""
+    if anchor is None:
+        return {"log_index": None, "anchored_in": []}
+    bundles = parse_anchors(anchor)
+    out = [{"origin": parse_checkpoint(parse_note(b.checkpoint).text).origin, "index": b.index} for b in bundles]
+    return {"log_index": bundles[0].index, "anchored_in": out}
 
 
 _STATUS_ID = re.compile(r"[^\s\x00-\x1f]{1,%d}" % MAX_ID)  # \s is str.isspace()
@@ -243,7 +256,11 @@ class RegistryAPI:
         if not raw.isdigit() or len(raw) > 15 or (len(raw) > 1 and raw[0] == "0"):
             raise InvalidInput("seq must be a non-negative decimal integer")
         text = self.svc.anchor_text(int(raw))
-        return web.Response(text=text, content_type="text/plain", headers={"Cache-Control": IMMUTABLE})
+        # A log that was down adds its proof when it catches up: until every log's is in, the
+        # answer may still grow (never lose a proof), so it is not cached as immutable.
+        cache = IMMUTABLE if self.svc.anchor_complete(text) else "public, max-age=5"
+        ctype = "application/json" if is_anchors_file(text) else "text/plain"
+        return web.Response(text=text, content_type=ctype, headers={"Cache-Control": cache})
 
     async def commits(self, request: web.Request) -> web.Response:
         """The latest commits, newest first, each with the records it added and its log
@@ -269,7 +286,7 @@ class RegistryAPI:
                 "records": [{"type": index.records[p].type, "id": index.records[p].id, "path": p}
                             for p in paths[:RECORDS_PER_COMMIT]],
                 "anchor": anchor,
-                "log_index": parse_proof_bundle(anchor).index if anchor is not None else None,
+                **_anchored_in(anchor),
             })
         body = {"head": commits[-1].seq if commits else None, "commits": out,
                 "next_before": page[-1].seq if page and page[-1].seq > 0 else None}

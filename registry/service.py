@@ -1,9 +1,10 @@
 """A running registry (primary or mirror): open, serve reads, produce status epochs, close.
 
 Primary: owns the repository, accepts records (`Batcher` -> `RegistryWriter`),
-anchors every commit in the log. Mirror (`upstream` set): follows an upstream
-registry with `Mirror.sync` every `mirror_interval` seconds, read-only.
-Either runs the OCSP-style status service when it has a key and a log to
+anchors every commit in its logs (k of them; a log that missed commits is
+caught up in the background, `registry.anchorer`). Mirror (`upstream` set):
+follows an upstream registry with `Mirror.sync` every `mirror_interval` seconds,
+read-only. Either runs the OCSP-style status service when it has a key and logs to
 anchor its epochs in (a mirror signs with its own key: anyone may run a
 Revocation Service, OAP-CORE-1.0 §22.1).
 """
@@ -32,11 +33,13 @@ from tlog.formats.hashing import sha256
 from tlog.service import keyfiles
 from tlog.storage.files import lock_dir
 
-from .anchoring import Anchorer, Genesis, genesis_bytes
+from .anchorer import Anchorer, LogLink, anchor_policy, proofs_of
+from .anchoring import AnchorLog, Genesis, genesis_bytes
 from .batcher import Batcher
 from .config import RegistryConfig
 from .history import Replayer, replay
 from .index import CommitInfo, Index
+from .layout import anchor_path
 from .metrics import RegistryMetrics
 from .mirror import Mirror, SyncResult
 from .records import Record
@@ -161,27 +164,33 @@ class RegistryService:
         me = did_key_from_public(keys.Signer(KEY_NAME, self.seed).public)
         replayer = Replayer(self.repo, self.index, strict=False, anchors_dir=self.data_dir / "anchors")
         await self.in_thread(replay, self.repo, self.index, self.repo.ref(MAIN), replayer)
-        policy = self._policy()
-        info = await self._log_info()
-        if replayer.genesis is None:
-            policy = policy or TrustPolicy.for_log(info["verifier_key"])
-            genesis = genesis_bytes(me, cfg.name, info["origin"], info["verifier_key"], cfg.bootstrap,
-                                    datetime.now(UTC))
-        else:
-            genesis = None
-            if replayer.genesis.registry != me:
-                raise ConfigError(f"this repository is registry {replayer.genesis.registry}; the key given is {me}. "
-                                  "Use that registry's key, or serve it read-only with --upstream")
-            if info["verifier_key"] != replayer.genesis.log_vkey and self.config.log_policy is None:
-                raise ConfigError(f"the log at {cfg.log_url} has key {info['verifier_key']}, but this registry "
-                                  f"anchors in {replayer.genesis.log_vkey}")
-            policy = policy or TrustPolicy.for_log(replayer.genesis.log_vkey)
-        self.anchorer = Anchorer(cfg.log_url, self.seed, policy, token=self._log_token())
+        g = replayer.genesis
+        if g is not None and g.registry != me:
+            raise ConfigError(f"this repository is registry {g.registry}; the key given is {me}. "
+                              "Use that registry's key, or serve it read-only with --upstream")
+        links = await self._log_links(g)
+        quorum = cfg.quorum if g is None else g.anchor_quorum
+        if g is not None and cfg.anchor_quorum and cfg.anchor_quorum != g.anchor_quorum:
+            raise ConfigError(f"anchor_quorum is {cfg.anchor_quorum}, but this registry's genesis fixed it at "
+                              f"{g.anchor_quorum}")
+        genesis = None
+        if g is None:
+            genesis = genesis_bytes(me, cfg.name, [AnchorLog(link.origin, link.vkey) for link in links], quorum,
+                                    cfg.bootstrap, datetime.now(UTC))
+        self.anchorer = Anchorer(links, self.seed, quorum=quorum, several=len(links) > 1, timeout=cfg.log_timeout)
         self.registry = me
+        # L5 audit attestations must be anchored in a log this registry trusts: the operator's
+        # policy, else any one of the logs the registry itself anchors in
+        policy = self._policy() or TrustPolicy.for_logs([link.vkey for link in links])
         self.writer = RegistryWriter(self.repo, self.index, self.anchorer, self.data_dir, self.executor, replayer,
                                      strict_l4=cfg.l4_witnesses_hold_level, policy=policy)
         self.resolver = DidResolver.from_config(cfg)
         self.writer.on_commit = self._on_commit
+        self._count_log_failures()
+        backlog = self.writer.backlog
+        backlog.on_change = lambda origin, pending: self.metrics.log_backlog.labels(origin).set(pending)
+        for origin in self.anchorer.origins:
+            backlog.on_change(origin, len(backlog.pending(origin)))
         self.writer.gate, self.writer.max_packs = self.gate, cfg.max_packs
         if genesis is not None:
             await self.writer.create_genesis(genesis)
@@ -191,24 +200,93 @@ class RegistryService:
         self.batcher = Batcher(self.writer, max_batch=cfg.max_batch, batch_interval=cfg.batch_interval_ms / 1000,
                                idle=cfg.anchor_idle_seconds)
         self.batcher.start()
+        if len(links) > 1:
+            self._tasks.append(asyncio.create_task(self._catch_up(), name="registry-catch-up"))
 
-    async def _log_info(self) -> dict[str, Any]:
-        """The log's origin and key, waiting up to `log_wait_seconds` for it to come up
-        (a local network may start the log and the registry together)."""
+    async def _log_infos(self) -> dict[str, dict[str, Any] | None]:
+        """Each log's origin and key (its /v1/info), waiting up to `log_wait_seconds` for the
+        logs to come up (a local network may start them and the registry together); None
+        for a log that did not answer by then."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.log_wait_seconds
-        async with LogClient(self.config.log_url, timeout=10) as client:
-            while True:
-                try:
-                    return await client.info()
-                except (TimeoutError, OSError, aiohttp.ClientError, UpstreamError) as e:
-                    if loop.time() >= deadline:
-                        raise ConfigError(f"the log at {self.config.log_url} is not reachable: {e}") from None
-                    await asyncio.sleep(0.5)
+
+        async def one(url: str) -> dict[str, Any] | None:
+            async with LogClient(url, timeout=10) as client:
+                while True:
+                    try:
+                        return await client.info()
+                    except (TimeoutError, OSError, aiohttp.ClientError, UpstreamError) as e:
+                        if loop.time() >= deadline:
+                            log.warning("the log at %s is not reachable: %s", url, e)
+                            return None
+                        await asyncio.sleep(0.5)
+
+        urls = self.config.logs
+        return dict(zip(urls, await asyncio.gather(*(one(u) for u in urls))))
+
+    async def _log_links(self, genesis: Genesis | None) -> list[LogLink]:
+        """The configured logs, each with its origin and key. A new registry takes them from
+        the logs' answers (all must answer) and names them in its genesis; an existing one
+        anchors in exactly the logs its genesis names (their URLs may change), and starts
+        while k of them answer: one that does not is known by elimination."""
+        cfg = self.config
+        infos = await self._log_infos()
+        found = {url: AnchorLog(info["origin"], info["verifier_key"]) for url, info in infos.items() if info}
+        if len(set(found.values())) != len(found) or len({a.origin for a in found.values()}) != len(found):
+            raise ConfigError("two of the configured log URLs are the same log (or two logs share an origin): "
+                              "anchoring twice in one log proves nothing more")
+        if genesis is None:
+            down = [url for url in cfg.logs if url not in found]
+            if down:
+                raise ConfigError(f"the log at {down[0]} is not reachable; a new registry needs every log's key")
+            named = [found[url] for url in cfg.logs]
+        else:
+            if len(cfg.logs) != len(genesis.logs):
+                raise ConfigError(
+                    f"this registry anchors in the {len(genesis.logs)} log(s) its genesis (registry.json) names "
+                    f"({', '.join(a.origin for a in genesis.logs)}), and {len(cfg.logs)} are configured. The logs "
+                    "of a registry are fixed at its genesis, so that every mirror checks every commit against the "
+                    "same logs: configure exactly those; to anchor in other logs, start a new registry")
+            for url, a in found.items():
+                if a not in genesis.logs:
+                    raise ConfigError(f"the log at {url} is {a.origin} with key {a.vkey}, which this registry's "
+                                      f"genesis does not name ({', '.join(x.vkey for x in genesis.logs)})")
+            unmatched = [a for a in genesis.logs if a not in found.values()]
+            silent = [url for url in cfg.logs if url not in found]
+            if len(found) < genesis.anchor_quorum or len(silent) > 1:
+                raise ConfigError(f"only {len(found)} of the {len(genesis.logs)} logs answered "
+                                  f"(not: {', '.join(silent)}); the registry needs {genesis.anchor_quorum} to "
+                                  "anchor and each log's identity to start")
+            found.update(zip(silent, unmatched))
+            named = [found[url] for url in cfg.logs]
+        policy = self._policy()
+        if policy is not None:
+            unknown = [a.vkey for a in named if a.vkey not in {x.vkey for x in policy.policy.logs}]
+            if unknown:
+                raise ConfigError(f"log_policy does not list the key {unknown[0]} of a log this registry anchors in")
+        token = self._log_token()
+        return [LogLink(url, a.origin, a.vkey, LogClient(url, policy=anchor_policy(policy, a.vkey),
+                                                         timeout=cfg.log_timeout, token=token))
+                for url, a in zip(cfg.logs, named)]
+
+    def _count_log_failures(self) -> None:
+        assert self.anchorer is not None
+        self.anchorer.on_failure = lambda origin: self.metrics.anchor_failures.labels(origin).inc()
 
     def _log_token(self) -> str | None:
         path = self.config.log_token_file
         return token_from(path) if path is not None else None
+
+    async def _catch_up(self) -> None:
+        """Bring logs that missed commits up to date, every `catch_up_seconds` (registry.anchorer)."""
+        assert self.writer is not None
+        while not self._closing:
+            await asyncio.sleep(self.config.catch_up_seconds)
+            if self.writer.backlog.behind() and not self.writer.broken:
+                try:
+                    await self.writer.catch_up()
+                except Exception as e:  # a disk error: said, and tried again next round
+                    log.warning("catching up a log failed: %s", e)
 
     async def _open_mirror(self) -> None:
         cfg = self.config
@@ -216,9 +294,12 @@ class RegistryService:
                              registry=cfg.registry_key or None, policy=self._policy(), metrics=self.metrics)
         await self.in_thread(self.mirror.load)
         self.registry = self.mirror.registry or ""
-        if cfg.log_url:
+        if cfg.logs:
             self.seed = load_or_create_key(cfg.key_file or cfg.data_dir / "registry.key")
-            self.anchorer = Anchorer(cfg.log_url, self.seed, None, token=self._log_token())
+            links = await self._log_links(None)
+            self.anchorer = Anchorer(links, self.seed, quorum=cfg.quorum, several=len(links) > 1,
+                                     timeout=cfg.log_timeout)
+            self._count_log_failures()
         self._tasks.append(asyncio.create_task(self._follow(), name="registry-mirror"))
 
     @property
@@ -299,7 +380,7 @@ class RegistryService:
         last = json.loads(self._epoch_file.read_text())["epoch"] if self._epoch_file.exists() else 0
         at = datetime.now(UTC).replace(microsecond=0)
         epoch = self.producer.prepare(last + 1, at, timedelta(seconds=self.config.epoch_seconds))
-        epoch.anchor = await self.anchorer.anchor_statement(epoch.statement_hash, epoch.statement_id)
+        epoch.anchor = (await self.anchorer.anchor_statement(epoch.statement_hash, epoch.statement_id)).text
         await self.in_thread(self.producer.preproduce, epoch)
         write_durably(self._epoch_file, json.dumps({"epoch": epoch.number}).encode())
         self.epoch = epoch
@@ -433,11 +514,16 @@ class RegistryService:
         head = self.index.head
         if head is None or not 0 <= seq <= head.seq:
             raise NotFound(f"no commit with seq {seq}")
-        path = self.data_dir / "anchors" / f"{seq}.tlog-proof"
+        path = self.data_dir / "anchors" / Path(anchor_path(seq, self.index.several_logs)).name
         try:
             return path.read_text()
         except FileNotFoundError:
             raise NotFound(f"the anchor of commit {seq} is not available yet") from None
+
+    def anchor_complete(self, text: str) -> bool:
+        """Whether an anchor holds every log's proof (it can change no more: cacheable forever)."""
+        g = self.genesis or (self.mirror.genesis if self.mirror else None)
+        return g is None or not g.several or len(proofs_of(text)) >= len(g.logs)
 
     def info(self) -> dict[str, Any]:
         head = self.index.head
@@ -450,7 +536,10 @@ class RegistryService:
             "epoch": self.epoch.number if self.epoch else None,
         }
         if g is not None:
-            out["log"] = {"origin": g.log_origin, "vkey": g.log_vkey, "url": self.config.log_url or None}
+            urls = {link.origin: link.url for link in self.anchorer.links} if self.anchorer is not None else {}
+            logs = [{"origin": a.origin, "vkey": a.vkey, "url": urls.get(a.origin)} for a in g.logs]
+            out["log"] = logs[0]  # the first (of one, usually): what one-log clients read
+            out["logs"], out["anchor_quorum"] = logs, g.anchor_quorum
         if self.mirror is not None:
             out["upstream"] = self.mirror.upstream
         return out

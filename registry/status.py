@@ -240,10 +240,10 @@ class StatusProducer:
         out: dict[str, Any] = {
             "record": rec.body, "path": rec.path, "seq": commit.seq, "commit": commit.commit, "tree": commit.tree,
             "git_path": [b64enc(t) for t in self.repo.tree_path(commit.tree, rec.path)],
-            "anchor": (self.anchors_dir / Path(anchor_path(commit.seq)).name).read_text(),
+            "anchor": (self.anchors_dir / Path(anchor_path(commit.seq, self.index.several_logs)).name).read_text(),
         }
         if rec.type == "kill_switch":
-            proof = self.repo.read(commit.tree, receipt_proof_path(rec.path))
+            proof = self.repo.read(commit.tree, receipt_proof_path(rec.path, self.index.several_logs))
             out["receipt_anchor"] = proof.decode() if proof else ""
         documents = self._did_documents(rec, commit.tree)
         if documents:

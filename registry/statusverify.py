@@ -7,7 +7,8 @@ trust policy; no network. Checks, in order:
 2. the embedded epoch statement is signed by the same key and has the same
    `this_update` / `next_update`;
 3. the epoch statement is anchored in the log (a `receipt` entry of its hash,
-   signed by the registry) — inclusion checked when a policy is given;
+   signed by the registry) — inclusion checked when a policy is given, in k of
+   its logs for a registry anchored in several (the policy's `logs <k>`);
 4. `good` / `unknown`: the bracketing leaves prove the id is not in the
    sorted tree whose root and size the epoch statement signs;
    `revoked` / `suspended`: the id's leaf is in that tree, is a leaf of that verdict

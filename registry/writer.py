@@ -13,6 +13,9 @@ acknowledged only after the last one:
 4. write `pending.json` (fsync), then anchor the commit in the log;
 5. move `refs/heads/main` by compare-and-swap, drop `pending.json`.
 
+Anchoring means: in k of the registry's logs (`registry.anchorer`); a log that
+missed a published commit is put on the backlog and caught up later (`catch_up`).
+
 Crash safety: after a crash between 4 and 5 the next start (or batch)
 re-anchors the *same* commit — Ed25519 is deterministic, so the log sees the
 identical entry and returns its index — and publishes it. The registry never
@@ -40,7 +43,7 @@ from tlog.formats.hashing import sha256
 from tlog.formats.strict import loads_json
 from tlog.storage.files import write_atomic
 
-from .anchoring import Anchorer
+from .anchorer import Anchorer, Anchors, Backlog, merge
 from .history import Replayer
 from .index import CommitInfo, Index, Layered
 from .layout import GENESIS, anchor_path, did_document_path, receipt_proof_path
@@ -59,8 +62,8 @@ class Accepted:
     fresh: bool  # False: the identical record was already there
     seq: int
     commit: str
-    anchor: str  # .tlog-proof of the commit (or "" for an old duplicate: see GET /v1/anchors/<seq>)
-    receipt_anchor: str | None = None  # kill switch: the receipt's .tlog-proof
+    anchor: str  # the commit's anchor(s) (or "" for an old duplicate: see GET /v1/anchors/<seq>)
+    receipt_anchor: str | None = None  # kill switch: the receipt's anchor(s)
 
 
 @dataclass
@@ -78,11 +81,14 @@ class RegistryWriter:
                  executor: ThreadPoolExecutor, replayer: Replayer, *, strict_l4: bool = False,
                  policy: Any = None) -> None:
         self.repo, self.index, self.anchorer = repo, index, anchorer
+        self.several = anchorer.several  # anchors are anchors files (several logs), not single tlog-proofs
         self.strict_l4 = strict_l4  # the l4_witnesses_hold_level setting
         self.policy = policy  # the log trust policy audit attestation anchors are checked with
         self.data_dir = data_dir
         self.anchors_dir = data_dir / "anchors"
         self.anchors_dir.mkdir(parents=True, exist_ok=True)
+        self.backlog = anchorer.backlog or Backlog(self.anchors_dir / "backlog.json")
+        anchorer.backlog = self.backlog
         self.executor = executor
         self.replayer = replayer
         self.broken: str | None = None
@@ -99,7 +105,7 @@ class RegistryWriter:
         return self.data_dir / "pending.json"
 
     def anchor_file(self, seq: int) -> Path:
-        return self.anchors_dir / Path(anchor_path(seq)).name
+        return self.anchors_dir / Path(anchor_path(seq, self.several)).name
 
     def anchor_text(self, seq: int) -> str | None:
         try:
@@ -110,6 +116,36 @@ class RegistryWriter:
     def _keep_anchor(self, seq: int, bundle: str) -> None:
         write_durably(self.anchor_file(seq), bundle.encode())
 
+    def _anchored(self, seq: int, anchors: Anchors) -> None:
+        """Keep a commit's anchors, and put it on the backlog of the logs that lack it."""
+        self._keep_anchor(seq, anchors.text)
+        self.backlog.add(anchors.missing, seq)
+
+    async def catch_up(self, batch: int = 256) -> int:
+        """Anchor the published commits each log that was behind missed, oldest first, and add
+        its proofs to their anchors (served at GET /v1/anchors/<seq>; the tree keeps the
+        anchors a commit had when the next commit was made). Returns how many were caught up."""
+        head = self.index.head
+        caught = 0
+        for origin in sorted(self.backlog.behind()):
+            seqs = [s for s in self.backlog.pending(origin) if head is not None and s <= head.seq][:batch]
+            if not seqs:
+                continue
+            commits = [(self.index.commits[s].commit, self.index.commits[s].tree, s) for s in seqs]
+            try:
+                bundles = await self.anchorer.commits_in(origin, commits)
+            except Exception as e:  # still down: next round
+                log.debug("log %s is still behind: %s", origin, e)
+                continue
+            for s, bundle in zip(seqs, bundles):
+                text = self.anchor_text(s)
+                if text is not None:
+                    self._keep_anchor(s, merge(text, bundle))
+            self.backlog.done(origin, seqs)
+            caught += len(seqs)
+            log.info("log %s caught up on %d commit(s) (seq %d..%d)", origin, len(seqs), seqs[0], seqs[-1])
+        return caught
+
     # --- recovery -----------------------------------------------------------------
 
     async def recover(self) -> None:
@@ -119,8 +155,7 @@ class RegistryWriter:
             head = self.repo.ref(MAIN)
             if head == p["parent"] and self.repo.has(p["commit"]):
                 log.warning("publishing commit %s (seq %d) left pending by an interrupted batch", p["commit"], p["seq"])
-                bundle = await self.anchorer.anchor_commit(p["commit"], p["tree"], p["seq"])
-                self._keep_anchor(p["seq"], bundle)
+                self._anchored(p["seq"], await self.anchorer.anchor_commit(p["commit"], p["tree"], p["seq"]))
                 await self.in_thread(self.repo.cas, MAIN, p["parent"], p["commit"])
                 records = await self.in_thread(self.replayer.apply, p["commit"])
                 if self.on_commit is not None:
@@ -136,7 +171,7 @@ class RegistryWriter:
             self.pending_path.unlink()
         last = self.index.head
         if last is not None and self.anchor_text(last.seq) is None:
-            self._keep_anchor(last.seq, await self.anchorer.anchor_commit(last.commit, last.tree, last.seq))
+            self._anchored(last.seq, await self.anchorer.anchor_commit(last.commit, last.tree, last.seq))
 
     async def create_genesis(self, content: bytes) -> None:
         """Commit 0: `registry.json` only, anchored like every other commit."""
@@ -144,7 +179,7 @@ class RegistryWriter:
         cid, tree, _ = await self.in_thread(self.repo.build_commit, None, [(GENESIS, content)], "registry: genesis",
                                           when)
         write_durably(self.pending_path, json.dumps({"seq": 0, "commit": cid, "tree": tree, "parent": None}).encode())
-        self._keep_anchor(0, await self.anchorer.anchor_commit(cid, tree, 0))
+        self._anchored(0, await self.anchorer.anchor_commit(cid, tree, 0))
         await self.in_thread(self.repo.cas, MAIN, None, cid)
         self.pending_path.unlink()
         await self.in_thread(self.replayer.apply, cid)
@@ -163,8 +198,8 @@ class RegistryWriter:
             await self.maybe_compact()
         except UpstreamError as e:  # the log cannot be reached: say so without naming its URL
             log.warning("registry batch not anchored: %s", e.message)
-            self._fail_all(items, Unavailable("the registry cannot reach its log; nothing was committed",
-                                              retry_after=1))
+            self._fail_all(items, Unavailable("the registry cannot anchor in enough of its logs; nothing was "
+                                              "committed", retry_after=1))
         except OAPError as e:
             self._fail_all(items, e)
         except Exception as e:  # network errors, disk errors: nothing was published
@@ -218,17 +253,17 @@ class RegistryWriter:
             text = self.anchor_text(head.seq)
             if text is None:
                 raise Unavailable("the anchor of the head commit is missing; restart to re-anchor it")
-            files.append((anchor_path(head.seq), text.encode()))
+            files.append((anchor_path(head.seq, self.several), text.encode()))
         kills = [rec for rec in fresh_recs if rec.type == "kill_switch"]
         receipts: dict[str, str] = {}
         if kills:
-            bundles = await self.anchorer.anchor_receipts([(r.hash, r.id) for r in kills])
-            receipts = {r.path: b for r, b in zip(kills, bundles)}
+            got = await self.anchorer.anchor_receipts([(r.hash, r.id) for r in kills])
+            receipts = {r.path: a.text for r, a in zip(kills, got)}
         files += [(path, content) for path, _, _, content in documents]
         for rec in fresh_recs:
             files.append((rec.path, rec.content))
             if rec.path in receipts:
-                files.append((receipt_proof_path(rec.path), receipts[rec.path].encode()))
+                files.append((receipt_proof_path(rec.path, self.several), receipts[rec.path].encode()))
         seq = head.seq + 1 if head else 0
         summary = f"registry: seq {seq}, {len(fresh_recs)} record(s)" if fresh_recs else f"registry: seq {seq}, anchors"
         parent = head.commit if head else None
@@ -237,8 +272,9 @@ class RegistryWriter:
             raise Conflict("the batch adds nothing new")
         write_durably(self.pending_path, json.dumps(
             {"seq": seq, "commit": cid, "tree": tree, "parent": parent}).encode())
-        bundle = await self.anchorer.anchor_commit(cid, tree, seq)
-        self._keep_anchor(seq, bundle)
+        anchors = await self.anchorer.anchor_commit(cid, tree, seq)
+        self._anchored(seq, anchors)
+        bundle = anchors.text
         if self.before_publish is not None:
             await self.before_publish()
         try:
@@ -285,7 +321,8 @@ class RegistryWriter:
         seq = self.index.seq_of[rec.path]
         receipt = None
         if rec.type == "kill_switch":
-            data = await self.in_thread(self.repo.read, self.index.commits[seq].tree, receipt_proof_path(rec.path))
+            data = await self.in_thread(self.repo.read, self.index.commits[seq].tree,
+                                        receipt_proof_path(rec.path, self.several))
             receipt = data.decode() if data else None
         it.future.set_result(Accepted(rec, False, seq, self.index.commits[seq].commit,
                                       self.anchor_text(seq) or "", receipt))

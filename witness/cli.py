@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from tlog.errors import ConfigError, OAPError
-from tlog.service.cli import Running, fail, load_config, native_notice, run, serve_options
+from tlog.service.cli import INSECURE_HTTP, Running, fail, load_config, native_notice, run, serve_options, warn_insecure
 from tlog.service.logs import setup_logging
 
 from .config import WitnessConfig
@@ -102,10 +102,12 @@ def keygen(name: str, data_dir: Path | None, out: Path | None) -> None:
 @click.option("--rounds", type=click.IntRange(1), default=None, help="Stop after this many rounds.")
 @click.option("--publish-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also write each cosigned checkpoint to DIR/<hex sha256(origin)>/checkpoint.")
-def feed(config_file, data_dir, origins, interval, once, rounds, publish_dir) -> None:
+@INSECURE_HTTP
+def feed(config_file, data_dir, origins, interval, once, rounds, publish_dir, insecure_http) -> None:
     """Follow logs that do not push: poll /checkpoint and tiles, prove consistency, cosign."""
-    cfg = _config(config_file, data_dir=data_dir)
+    cfg = _config(config_file, data_dir=data_dir, insecure_http=insecure_http)
     setup_logging(cfg.log_format)
+    warn_insecure(cfg)
     logs = [log_ for log_ in cfg.logs if log_.url and (not origins or log_.origin in origins)]
     unknown = set(origins) - {log_.origin for log_ in cfg.logs if log_.url}
     if unknown:

@@ -20,7 +20,7 @@ looks like this:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,6 +150,10 @@ class WitnessConfig(HTTPConfig):
             raise ConfigError("max_conformance_body must be 4096..16777216 bytes")
         if not 0.1 <= self.feed_timeout <= 300:
             raise ConfigError("feed_timeout must be 0.1..300 seconds")
+
+    def upstream_urls(self) -> Iterable[tuple[str, str]]:
+        """The logs the feeder polls."""
+        return ((f"logs ({log.origin}) url", log.url) for log in self.logs if log.url)
 
     def trust_policy_text(self) -> str | None:
         """tlog-policy text for conformance inclusion checks, or None when none is configured."""

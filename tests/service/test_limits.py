@@ -3,7 +3,6 @@ header timeouts, TLS. Real servers on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import ssl
 
 import aiohttp
@@ -19,6 +18,8 @@ from tlog.server.config import LogConfig
 from tlog.server.service import LogService
 from tlog.service.config import load
 from tlog.service.limits import RateLimiter, TokenAuth, new_token
+
+from tests.support.tls import self_signed
 
 SEED = generate_seed()
 
@@ -163,31 +164,8 @@ async def test_slow_request_head_is_cut_by_keepalive_timeout(tmp_path):
         await svc.close()
 
 
-def _self_signed(tmp_path):
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(1).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .sign(key, hashes.SHA256()))
-    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                         serialization.PrivateFormat.PKCS8,
-                                                         serialization.NoEncryption()))
-    return tmp_path / "cert.pem", tmp_path / "key.pem"
-
-
 async def test_tls_serving(server, tmp_path):
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     srv = server("--tls-cert", str(cert), "--tls-key", str(key))
     assert srv.url.startswith("https://")
     ctx = ssl.create_default_context(cafile=str(cert))
@@ -231,7 +209,7 @@ async def test_tls_on_witness_and_registry(tmp_path):
     """All three services take tls_cert/tls_key (the log's TLS test is above)."""
     from tests.support.services import log_service, registry_service, witness_service
 
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     log = log_service(tmp_path / "log").start()
     w = witness_service(tmp_path / "w", log.vkey, "--tls-cert", str(cert), "--tls-key", str(key)).start()
     reg = registry_service(tmp_path / "reg", log.url, "--tls-cert", str(cert), "--tls-key", str(key)).start()

@@ -10,6 +10,8 @@ share a checkpoint costs one signature check, not one per bundle.
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tlog.errors import FormatError, PolicyError, SignatureError, UnknownKeyError, VerificationError
@@ -62,6 +64,20 @@ class TrustPolicy:
     @classmethod
     def for_log(cls, vkey: str) -> TrustPolicy:
         return cls.from_text(f"log {vkey}\nquorum none\n")
+
+    @classmethod
+    def for_logs(cls, vkeys: Sequence[str], k: int = 1) -> TrustPolicy:
+        """These logs' keys, no witnesses, and an entry counts once k of them hold it (`logs <k>`)."""
+        return cls.from_text("".join(f"log {v}\n" for v in vkeys) + "quorum none\n" + (f"logs {k}\n" if k > 1 else ""))
+
+    def requiring(self, k: int) -> TrustPolicy:
+        """This policy, with entries required in at least k of its logs (never fewer than its own
+        `logs <k>`); PolicyError when it lists fewer than k logs."""
+        if k <= self.policy.log_quorum:
+            return self
+        if k > len(self.policy.logs):
+            raise PolicyError(f"the policy lists {len(self.policy.logs)} log(s); anchors must be checked in {k}")
+        return TrustPolicy(dataclasses.replace(self.policy, log_quorum=k), self.logs, self.witnesses)
 
     def verify_checkpoint(self, note: str) -> VerifiedCheckpoint:
         hit = self._cache.get(note)

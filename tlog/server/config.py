@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tlog.errors import ConfigError
+from tlog.errors import ConfigError, FormatError
+from tlog.formats.policy import parse_policy
 from tlog.service.config import HTTPConfig, check_http_limits, is_base_url
 
 
@@ -125,6 +127,19 @@ class LogConfig(HTTPConfig):
                 raise ConfigError(f"{name} must be an http(s) URL without a trailing '/' or spaces: {url!r}")
         if len(self.mirror_urls) > 32:
             raise ConfigError("mirror_urls: at most 32")
+
+    def upstream_urls(self) -> Iterable[tuple[str, str]]:
+        """The witnesses the log pushes checkpoints to, and the bucket it publishes in."""
+        yield from (("witness", url) for _, _, url in self.witnesses)
+        if self.witness_policy is not None:
+            try:
+                policy = parse_policy(Path(self.witness_policy).read_bytes())
+            except (OSError, FormatError):
+                policy = None  # the service refuses to start with the reason
+            if policy is not None:
+                yield from (("witness", w.url) for w in policy.witnesses.values() if w.url)
+        if self.bucket_url:
+            yield "bucket_url", self.bucket_url
 
     def replace(self, **kw: Any) -> LogConfig:
         cfg = dataclasses.replace(self, **kw)

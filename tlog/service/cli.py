@@ -3,6 +3,7 @@ loading the configuration, and running a service until a signal."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -14,11 +15,12 @@ import click
 from aiohttp import web
 
 from tlog.errors import ConfigError, OAPError
-from tlog.service.config import HTTPConfig, load
+from tlog.service.config import HTTPConfig, load, plain_http_uses
 from tlog.service.logs import setup_logging
 from tlog.service.serve import serve_until_signal
 
 C = TypeVar("C", bound=HTTPConfig)
+log = logging.getLogger("oap.http")
 
 
 NATIVE_MISSING = ("note: the optional C extension tlog._native is not built, so bulk hashing uses hashlib "
@@ -41,9 +43,16 @@ def fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
+INSECURE_HTTP = click.option(
+    "--insecure-http", is_flag=True, default=None,
+    help="Allow plain HTTP beyond loopback: listening on another address without TLS, http:// URLs of "
+         "other hosts. OAP-CORE-1.0 §8.1 forbids it; a warning is logged at start.")
+
+
 def serve_options(table: str, data_help: str = "Data directory."):
     """The options every `serve` command takes: --config, --data, --host, --port,
-    --log-format, --tls-cert and --tls-key (each overrides the file and the environment)."""
+    --log-format, --tls-cert, --tls-key and --insecure-http (each overrides the file and the
+    environment)."""
     options = [
         click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help=f"TOML file ([{table}] table)."),
@@ -55,6 +64,7 @@ def serve_options(table: str, data_help: str = "Data directory."):
                      help="Serve HTTPS (TLS 1.3) with this certificate chain (PEM)."),
         click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help="The private key of --tls-cert (PEM)."),
+        INSECURE_HTTP,
     ]
 
     def wrap(fn):
@@ -73,6 +83,14 @@ def load_config(cls: type[C], *, section: str, env_prefix: str, config_file: Pat
         fail(str(e), 2)
 
 
+def warn_insecure(cfg: HTTPConfig) -> None:
+    """The warning `insecure_http` costs, once at start, naming every plain-HTTP use it allows."""
+    if cfg.insecure_http:
+        uses = plain_http_uses(cfg)
+        log.warning("insecure_http is set: plain HTTP beyond loopback is allowed, which OAP-CORE-1.0 §8.1 "
+                    "forbids (%s)", "; ".join(uses) if uses else "nothing configured uses it now")
+
+
 @dataclass
 class Running:
     """A service ready to listen: its app, what it prints once listening, and how it stops."""
@@ -88,6 +106,7 @@ def run(cfg: HTTPConfig, start: Callable[[], Awaitable[Running]]) -> None:
     """Start a service and serve until SIGINT/SIGTERM. A failure to start (a busy port, a
     data directory in use, a bad key) is one line on stderr and exit status 2."""
     setup_logging(cfg.log_format)
+    warn_insecure(cfg)
 
     async def main() -> None:
         r = await start()

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.policy import MAX_POLICY_BYTES, parse_policy
@@ -109,15 +111,29 @@ def is_base_url(url: str) -> bool:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether a listen address reaches only this machine ("localhost", 127.0.0.0/8, ::1)."""
+    """Whether a listen address reaches only this machine ("localhost", 127.0.0.0/8, ::1).
+
+    Names other than "localhost" are not resolved: a name could point anywhere, so it
+    counts as beyond loopback (the safe side)."""
     import ipaddress
 
-    if host == "localhost":
+    if host.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def plain_beyond_loopback(url: str) -> bool:
+    """Whether `url` is plain http:// to a host that is not this machine (OAP-CORE-1.0 §8.1)."""
+    parts = urlsplit(url)
+    return parts.scheme.lower() == "http" and not is_loopback(parts.hostname or "")
+
+
+INSECURE_HINT = ("OAP-CORE-1.0 §8.1: plain HTTP must not be used. Serve TLS (tls_cert, tls_key) or listen on "
+                 "127.0.0.1 behind a TLS-terminating proxy, and use https:// URLs; to run without TLS anyway, "
+                 "start with --insecure-http (insecure_http = true)")
 
 
 _REPLACED = {
@@ -152,13 +168,41 @@ class HTTPConfig:
     # (the operator's pin, as a static host would ship it beside the files), instead of the
     # log's own word (/v1/policy)
     ui_trust_policy: Path | None = None
+    insecure_http: bool = False  # allow plain HTTP beyond loopback (listening, upstream URLs): §8.1 forbids it
 
     def validate(self) -> None:
         check_http_limits(self)
 
+    def upstream_urls(self) -> Iterable[tuple[str, str]]:
+        """(setting, URL) of every service this one sends requests to; each service's config
+        names its own. Plain http:// to a host beyond loopback is refused (`plain_http_uses`)."""
+        return ()
+
+
+def plain_http_uses(cfg: HTTPConfig) -> list[str]:
+    """What in `cfg` would carry OAP traffic in plain HTTP beyond this machine: listening
+    on a non-loopback address without TLS, and http:// upstream URLs to other hosts.
+
+    Behind a TLS-terminating proxy on the same machine the service listens on 127.0.0.1
+    and nothing here applies; a proxy elsewhere reaches it beyond loopback, which counts."""
+    uses = []
+    if cfg.tls_cert is None and not is_loopback(cfg.host):
+        uses.append(f"listening on {cfg.host or 'every interface'} without TLS")
+    uses += [f"{what} {url} is plain http:// beyond loopback" for what, url in cfg.upstream_urls()
+             if plain_beyond_loopback(url)]
+    return uses
+
+
+def check_transport(cfg: HTTPConfig) -> None:
+    """Refuse plain HTTP beyond loopback unless the operator said `insecure_http`."""
+    uses = plain_http_uses(cfg)
+    if uses and not cfg.insecure_http:
+        raise ConfigError(f"{uses[0]}. {INSECURE_HINT}")
+
 
 def check_http_limits(cfg: HTTPConfig) -> None:
-    """The HTTP settings every service has: TLS pair, slow-client timeouts, rate limit."""
+    """The HTTP settings every service has: TLS pair, plain HTTP beyond loopback, slow-client
+    timeouts, rate limit."""
     if not 0 <= cfg.port <= 65535:
         raise ConfigError("port must be 0..65535")
     if (cfg.tls_cert is None) != (cfg.tls_key is None):
@@ -173,11 +217,12 @@ def check_http_limits(cfg: HTTPConfig) -> None:
         raise ConfigError("log_format must be 'text' or 'json'")
     if not 0 < cfg.did_timeout <= 60 or not 0 <= cfg.did_cache_seconds <= 86400:
         raise ConfigError("did_timeout must be in (0, 60] and did_cache_seconds in [0, 86400] seconds")
-    if not cfg.did_plc_directory.startswith(("https://", "http://127.0.0.1", "http://localhost", "http://[::1]")):
+    if not cfg.did_plc_directory.startswith(("https://", "http://")) or plain_beyond_loopback(cfg.did_plc_directory):
         raise ConfigError("did_plc_directory must be an https:// URL (or http:// on loopback, for tests)")
     rate = getattr(cfg, "rate_limit", None)
     if rate is not None and (rate < 0 or getattr(cfg, "rate_limit_burst", 1) < 1):
         raise ConfigError("rate_limit must be >= 0 and rate_limit_burst >= 1")
+    check_transport(cfg)
     if cfg.ui_trust_policy is not None:
         read_ui_trust_policy(cfg.ui_trust_policy)
 

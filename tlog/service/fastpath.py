@@ -392,11 +392,12 @@ class FastProtocol(asyncio.Protocol):
             return None
         self._routes.answered += 1
         self._busy = asyncio.ensure_future(pending)
-        self._busy.add_done_callback(lambda task: self._posted(task, name, t0, meta.close))
+        self._busy.add_done_callback(lambda task: self._posted(task, name, t0, meta))
         return meta.content_length + 1
 
-    def _posted(self, task: asyncio.Future, route: str, t0: float, close: bool) -> None:
+    def _posted(self, task: asyncio.Future, route: str, t0: float, meta: Request) -> None:
         self._busy = None
+        close = meta.close
         try:
             reply = task.result()
             status = reply.status
@@ -404,7 +405,7 @@ class FastProtocol(asyncio.Protocol):
             self.close()
             return
         except Exception as e:  # answered as the error middleware answers
-            status, reply = error_reply(e)
+            status, reply = error_reply(e, meta.accept)
         self._routes.record(route, status, time.perf_counter() - t0)
         transport = self._transport
         if transport is None:  # the client left; what it sent is durable all the same

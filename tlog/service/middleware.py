@@ -49,22 +49,22 @@ def make_error_middleware(on_request: Callable[[web.Request, int, float], None] 
             return resp
         except OAPError as e:
             status = e.status
-            return error_response(e.status, e.code, e.message, **e.data)
+            return error_response(request, e.status, e.code, e.message, **e.data)
         except web.HTTPRequestEntityTooLarge:
             status = 413
-            return error_response(413, "invalid_input", "request body too large")
+            return error_response(request, 413, "invalid_input", "request body too large")
         except web.HTTPException as e:
             status = e.status
             if e.status < 400:
                 raise
             code = _CODES.get(e.status, "invalid_input" if e.status < 500 else "internal_error")
-            resp = error_response(e.status, code, e.reason or "request refused")
+            resp = error_response(request, e.status, code, e.reason or "request refused")
             if e.status == 405 and "Allow" in e.headers:
                 resp.headers["Allow"] = e.headers["Allow"]
             return resp
         except Exception:  # a bug: log it, never leak it
             log.exception("unhandled error on %s %s", request.method, request.path)
-            return error_response(500, "internal_error", "internal error")
+            return error_response(request, 500, "internal_error", "internal error")
         finally:
             if on_request is not None:
                 on_request(request, status, time.perf_counter() - t0)

@@ -1,7 +1,8 @@
 """Answers: the one encoder per format, and errors turned into responses in one place.
 
 An `OAPError` becomes its status with `{"error": <App. B code>, "message": ...}`
-(OAP-CORE-1.0 App. B); aiohttp's own 4xx get OAP codes too (`CODES`).
+(OAP-CORE-1.0 App. B) in the media type the request asked for, as every answer
+(`error_answer`); aiohttp's own 4xx get OAP codes too (`_CODES`).
 JSON answers are compact; CBOR answers deterministic (RFC 8949 §4.2.1).
 """
 from __future__ import annotations
@@ -31,24 +32,30 @@ _CODES = {400: "invalid_input", 401: "auth_required", 403: "policy_block", 404: 
 
 
 
-def error_response(status: int, code: str, message: str, **extra: Any) -> web.Response:
-    body = {"error": code, "message": message, **extra}
-    resp = web.json_response(body, status=status)
+def error_answer(status: int, code: str, message: str, extra: dict[str, Any], accept: str) -> Reply:
+    """The one error answer of every service: `{"error": <App. B code>, "message": ...}` in
+    the media type the client asked for (OAP-CORE-1.0 App. D: application/oap+json, or
+    application/oap+cbor; application/json when it asked for neither), like any answer."""
+    body, ctype = encode_document({"error": code, "message": message, **extra}, accepts_cbor(accept), accept)
+    headers = [("Content-Type", ctype), ("Vary", "Accept")]
     if status in (429, 503) and "retry_after" in extra:
-        resp.headers["Retry-After"] = str(extra["retry_after"])
-    return resp
+        headers.append(("Retry-After", str(extra["retry_after"])))
+    return Reply(body, tuple(headers), status)
 
 
-def error_reply(exc: BaseException) -> tuple[int, Reply]:
+def error_response(request: web.Request, status: int, code: str, message: str, **extra: Any) -> web.Response:
+    """`error_answer` for an aiohttp request (the error middleware's answers)."""
+    return error_answer(status, code, message, extra, request.headers.get("Accept", "")).response()
+
+
+def error_reply(exc: BaseException, accept: str = "") -> tuple[int, Reply]:
     """The answer the error middleware gives for `exc`, for the fast path's POSTs."""
     if isinstance(exc, OAPError):
-        resp = error_response(exc.status, exc.code, exc.message, **exc.data)
+        reply = error_answer(exc.status, exc.code, exc.message, exc.data, accept)
     else:
         log.error("unhandled error on the fast path", exc_info=exc)
-        resp = error_response(500, "internal_error", "internal error")
-    body = resp.body
-    assert isinstance(body, bytes)  # json_response encodes its text once, to bytes
-    return resp.status, Reply(body, tuple(resp.headers.items()))
+        reply = error_answer(500, "internal_error", "internal error", {}, accept)
+    return reply.status, reply
 
 
 JSON, OAP_JSON, CBOR = 0, 1, 2
