@@ -8,14 +8,25 @@ They run in Node when it is installed, else in Chromium (tests/ui/jsrun.py)."""
 from __future__ import annotations
 
 import base64
+import json
 from functools import cache
 from typing import Any
 
 from hypothesis import strategies as st
 
+from tlog.client.receipts import (
+    SignatureCheck,
+    entry_document,
+    verdict_of,
+    verify_entry_signature,
+    verify_receipt_signatures,
+)
 from tlog.client.verifier import TrustPolicy
+from tlog.formats.canonical import dcbor, jcs
 from tlog.formats.checkpoint import Checkpoint
+from tlog.formats.conformance import ALGS
 from tlog.formats.encoding import b64enc
+from tlog.formats.entries import receipt_hash, receipt_signing_bytes
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hash
 from tlog.formats.keys import Signer
 from tlog.formats.note import sign_note
@@ -23,6 +34,7 @@ from tlog.formats.proofbundle import parse_proof_bundle
 from tlog.merkle.tree import memory_view
 from tlog.merkle.verify import verify_consistency, verify_inclusion
 
+from tests.support.didhosts import PLC_WITNESS, Key, did_key, document, invocation_receipt
 from tests.support.malformed import EDGE_INTS, consistency_cases, examples, inclusion_cases, to_json, verdict
 from tests.ui.jsrun import run_js
 
@@ -152,3 +164,226 @@ def test_bundle_verdicts_are_the_same_in_the_browser():
     cases += [{"kind": "bundle_parse", "text": c["bundle"]} for c in cases[:200]]
     refused = compare(cases)
     assert 0.2 * len(cases) < refused < len(cases), refused
+
+
+# --- receipt and entry signatures (OAP-CORE-1.0 §19.1) ----------------------------------------
+
+
+class Principals:
+    """A fixed pool of signers: did:key (Ed25519) and did:web / did:plc principals with
+    Ed25519, P-256 and secp256k1 keys, their documents in each style, and wrong twins."""
+
+    def __init__(self) -> None:
+        self.ed = [Key() for _ in range(3)]
+        self.keyed = [(did_key(k), k, None) for k in self.ed]
+        self.webs = []
+        for i, (curve, style) in enumerate([("Ed25519", "multikey"), ("P-256", "jwk"), ("secp256k1", "multikey"),
+                                            ("Ed25519", "2018"), ("P-256", "multikey")]):
+            key = Key(curve)
+            did = f"did:web:tool{i}.example" if i != 4 else PLC_WITNESS
+            doc = document(did, {"key-1": key}, style=style)
+            wrong = document(did, {"key-1": Key(curve)}, style=style)
+            self.webs.append((did, key, doc, wrong))
+        self.document = document
+
+
+@cache
+def principals() -> Principals:
+    return Principals()
+
+
+def _bad_docs(did: str, doc: dict) -> list[Any]:
+    return [{**doc, "id": "did:web:other.example"}, {**doc, "assertionMethod": [f"{did}#nope"]},
+            {**doc, "verificationMethod": "x"}, {**doc, "verificationMethod": [], "assertionMethod": []}, "not json"]
+
+
+@st.composite
+def receipt_cases(draw: st.DrawFn) -> dict[str, Any]:
+    p = principals()
+    agent_did, agent_key, _ = draw(st.sampled_from(p.keyed))
+    tool = draw(st.sampled_from(p.webs + [(d, k, None, None) for d, k, _ in p.keyed]))
+    tool_did, tool_key, tool_doc, tool_wrong = tool
+    body = invocation_receipt(agent_did, tool_did, draw(st.integers(0, 3)))
+    msg = receipt_signing_bytes(body)
+
+    def sig(by: str, key: Any) -> dict[str, Any]:
+        s: dict[str, Any] = {"by": by, "alg": ALGS[key.curve], "value": b64enc(key.sign(msg))}
+        fault = draw(st.sampled_from(["none"] * 6 + ["by_frag", "by_wrong_frag", "by_not_did", "alg_other",
+                                                     "alg_unknown", "alg_type", "value_other", "value_short",
+                                                     "value_url", "value_junk", "extra_field", "missing_field"]))
+        if fault == "by_frag":
+            s["by"] = by + ("#key-1" if not by.startswith("did:key:") else "#" + by[8:])
+        elif fault == "by_wrong_frag":
+            s["by"] = by + "#key-9"
+        elif fault == "by_not_did":
+            s["by"] = "tool"
+        elif fault == "alg_other":
+            s["alg"] = draw(st.sampled_from([a for a in ("EdDSA", "ES256", "ES256K") if a != s["alg"]]))
+        elif fault == "alg_unknown":
+            s["alg"] = draw(st.sampled_from(["ML-DSA-65", "RS256", "", "eddsa"]))
+        elif fault == "alg_type":
+            s["alg"] = 5
+        elif fault == "value_other":
+            s["value"] = b64enc(p.ed[2].sign(msg) if key.curve == "Ed25519" else p.webs[1][1].sign(msg))
+        elif fault == "value_short":
+            s["value"] = b64enc(key.sign(msg)[:63])
+        elif fault == "value_url":
+            s["value"] = s["value"].replace("+", "-").replace("/", "_").rstrip("=")
+        elif fault == "value_junk":
+            s["value"] = draw(st.sampled_from(["!!!!", "", "AAA", "A" * 85 + "=", 12]))
+        elif fault == "extra_field":
+            s["kid"] = "x"
+        elif fault == "missing_field":
+            del s["alg"]
+        return s
+
+    shape = draw(st.sampled_from(["both"] * 5 + ["agent_only", "tool_only", "none", "empty", "not_list", "not_obj",
+                                                  "reversed", "third"]))
+    sigs: Any = [sig(agent_did, agent_key), sig(tool_did, tool_key)]
+    if shape == "agent_only":
+        sigs = sigs[:1]
+    elif shape == "tool_only":
+        sigs = sigs[1:]
+    elif shape == "reversed":
+        sigs = sigs[::-1]
+    elif shape == "third":
+        sigs.append(sig(p.keyed[2][0], p.keyed[2][1]))
+    elif shape == "not_obj":
+        sigs[0] = "signature"
+    receipt: dict[str, Any] = dict(body)
+    if shape == "not_list":
+        receipt["signatures"] = {"by": agent_did}
+    elif shape == "empty":
+        receipt["signatures"] = []
+    elif shape != "none":
+        receipt["signatures"] = sigs
+    documents: list[Any] = []
+    entry = None
+    if tool_doc is not None:
+        where = draw(st.sampled_from(["pinned", "entry", "both", "neither", "wrong_pinned", "wrong_entry",
+                                      "bad_pinned", "bad_entry"]))
+        if where in ("pinned", "both"):
+            documents.append(tool_doc)
+        if where == "wrong_pinned":
+            documents.append(tool_wrong)
+        if where == "bad_pinned":
+            documents.append(draw(st.sampled_from(_bad_docs(tool_did, tool_doc))))
+        if where in ("entry", "both", "wrong_entry", "bad_entry"):
+            kept = {"entry": tool_doc, "both": tool_doc, "wrong_entry": tool_wrong}.get(where) \
+                or draw(st.sampled_from([d for d in _bad_docs(tool_did, tool_doc) if isinstance(d, dict)]))
+            rh = receipt_hash(receipt)
+            entry = dcbor({"type": "receipt", "receipt_hash": "sha256:" + rh.hex(), "signer": tool_did,
+                           "signature": b64enc(tool_key.sign(rh)), "did_document": kept})
+    return {"kind": "receipt_signatures", "receipt": receipt, "documents": documents, "entry": entry}
+
+
+@st.composite
+def entry_cases(draw: st.DrawFn) -> dict[str, Any]:
+    p = principals()
+    did, key, doc, wrong = draw(st.sampled_from(p.webs + [(d, k, None, None) for d, k, _ in p.keyed]))
+    signer = did + draw(st.sampled_from(["", "", "#key-1", "#key-9"])) if doc is not None else did
+    kind = draw(st.sampled_from(["receipt", "registry"]))
+    digest = bytes(range(32))
+    if kind == "receipt":
+        obj: dict[str, Any] = {"type": "receipt", "receipt_hash": "sha256:" + digest.hex(), "signer": signer}
+        message = digest
+    else:
+        obj = {"type": "registry", "commit": "ab" * 20, "tree": "cd" * 20, "seq": 7, "signer": signer}
+        message = jcs(obj)
+    sig = key.sign(message)
+    fault = draw(st.sampled_from(["none", "none", "none", "tamper", "other_key", "short"]))
+    if fault == "tamper":
+        sig = bytes([sig[0] ^ 1]) + sig[1:]
+    elif fault == "other_key":
+        sig = (p.ed[2] if key.curve == "Ed25519" else p.webs[1][1]).sign(message)
+    obj["signature"] = b64enc(sig if fault != "short" else sig[:40])
+    documents: list[Any] = []
+    if doc is not None:
+        where = draw(st.sampled_from(["entry", "entry", "wrong_entry", "bad_entry", "pinned", "wrong_pinned",
+                                      "bad_pinned", "none"]))
+        if where == "entry":
+            obj["did_document"] = doc
+        elif where == "wrong_entry":
+            obj["did_document"] = wrong
+        elif where == "bad_entry":
+            obj["did_document"] = draw(st.sampled_from([d for d in _bad_docs(did, doc) if isinstance(d, dict)]))
+        elif where == "pinned":
+            documents.append(doc)
+        elif where == "wrong_pinned":
+            documents.append(wrong)
+        elif where == "bad_pinned":
+            documents.append(draw(st.sampled_from(_bad_docs(did, doc))))
+    return {"kind": "entry_signature", "entry": dcbor(obj), "documents": documents,
+            "secp256k1": key.curve == "secp256k1"}
+
+
+def _pinned(documents: list[Any]) -> dict[str, Any]:
+    return {d["id"]: d for d in documents if isinstance(d, dict) and isinstance(d.get("id"), str)}
+
+
+def _python_signatures(case: dict[str, Any]) -> dict[str, Any]:
+    if case["kind"] == "entry_signature":
+        got = verify_entry_signature(case["entry"], pinned=_pinned(case["documents"]))
+        return {"ok": True, "result": got.to_json() if got else None}
+    kept = entry_document(case["entry"]) if case["entry"] is not None else None
+    report = verify_receipt_signatures(case["receipt"], anchored=dict([kept]) if kept else {},
+                                       pinned=_pinned(case["documents"]))
+    return {"ok": True, "result": report.to_json()}
+
+
+WEBCRYPTO_SECP256K1 = "ES256K (secp256k1) signatures cannot be checked in a browser: WebCrypto has no secp256k1"
+
+
+def _in_browser(row: dict[str, Any], secp: bool) -> dict[str, Any]:
+    """What the browser should say for a Python signature verdict: the same, except that a
+    secp256k1 signature the Python code checked (verified, or not verifying) is not
+    checkable in WebCrypto; and a DID document pydid finds invalid is invalid for a reason
+    worded by pydid."""
+    row = dict(row)
+    if secp and (row["status"] == "verified" or "does not verify" in row["reason"]):
+        row = {k: v for k, v in row.items() if k not in ("key",)}
+        row.update(status="not_checkable", reason=WEBCRYPTO_SECP256K1)
+        if "source" in row and "index" in row:  # receipt signatures name no source unless verified
+            del row["source"]
+    if "is not valid:" in row["reason"]:
+        row["reason"] = row["reason"].split("is not valid:")[0] + "is not valid:"
+    return row
+
+
+def test_receipt_and_entry_signature_verdicts_are_the_same_in_the_browser():
+    cases = examples(receipt_cases(), 500) + examples(entry_cases(), 300)
+    want = [_python_signatures(c) for c in cases]
+    js_cases = [{"kind": c["kind"], "receipt": json.dumps(c["receipt"]) if "receipt" in c else None,
+                 "documents": [json.dumps(d) for d in c["documents"]],
+                 "entry": {"$hex": c["entry"].hex()} if c.get("entry") is not None else None} for c in cases]
+    got = run_js(js_cases)
+    statuses: dict[str, int] = {}
+    for case, w, g in zip(cases, want, got, strict=True):
+        assert g["ok"], (case, g)
+        if case["kind"] == "entry_signature":
+            expect = _in_browser(w["result"], case["secp256k1"]) if w["result"] else None
+            actual = g["result"]
+            if actual and "is not valid:" in actual["reason"]:
+                actual = {**actual, "reason": actual["reason"].split("is not valid:")[0] + "is not valid:"}
+            assert actual == expect, f"{case}\n  python: {w}\n  js:     {g}"
+            statuses[expect["status"] if expect else "none"] = statuses.get(expect["status"] if expect else "none",
+                                                                            0) + 1
+            continue
+        rows = [_in_browser(r, r.get("alg") == "ES256K") for r in w["result"]["signatures"]]
+        expect_report = {"receipt_hash": w["result"]["receipt_hash"],
+                         "verdict": verdict_of([SignatureCheck(r["status"], r["reason"]) for r in rows]),
+                         "signatures": rows}
+        actual = dict(g["result"])
+        actual["signatures"] = [{**r, "reason": r["reason"].split("is not valid:")[0] + "is not valid:"}
+                                if "is not valid:" in r["reason"] else r for r in actual["signatures"]]
+        assert actual == expect_report, f"{case}\n  python: {w}\n  js:     {g}"
+        for r in rows:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+            if r["status"] == "verified" or r["reason"] == WEBCRYPTO_SECP256K1:
+                statuses[f"{r['status']} {r['alg']} {r.get('source')}"] = statuses.get(
+                    f"{r['status']} {r['alg']} {r.get('source')}", 0) + 1
+    # every verdict is exercised, and WebCrypto verified Ed25519 and P-256 keys from each source
+    assert all(statuses.get(s, 0) > 10 for s in ("verified", "failed", "not_checkable", "missing")), statuses
+    for seen in ("verified EdDSA did:key", "verified EdDSA pinned", "verified EdDSA anchored", "verified ES256 pinned",
+                 "verified ES256 anchored", "not_checkable ES256K None"):
+        assert statuses.get(seen, 0) > 0, (seen, statuses)
