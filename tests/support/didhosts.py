@@ -97,12 +97,19 @@ def did_key(key: Key) -> str:
     return did_key_from_public(key.raw_public)
 
 
+def receipt_message(receipt: dict) -> bytes:
+    """What a receipt signature covers (OAP-CORE-1.0 §19.1, docs/architecture.md §3.6): the
+    RFC 8785 form of the receipt without `signatures`, written here with the rfc8785
+    package directly, independently of tlog.formats."""
+    import rfc8785
+
+    return rfc8785.dumps({k: v for k, v in receipt.items() if k != "signatures"})
+
+
 def sign_receipt(body: dict, *signers: tuple[str, Key]) -> dict:
     """An OAP receipt (§19.1) with one signature per (by, key), each over its RFC 8785
     form without `signatures`."""
-    from tlog.formats.entries import receipt_signing_bytes
-
-    message = receipt_signing_bytes(body)
+    message = receipt_message(body)
     return {**body, "signatures": [{"by": by, "alg": ALGS[k.curve], "value": b64enc(k.sign(message))}
                                    for by, k in signers]}
 

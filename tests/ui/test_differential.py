@@ -26,7 +26,7 @@ from tlog.formats.canonical import dcbor, jcs
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.conformance import ALGS
 from tlog.formats.encoding import b64enc
-from tlog.formats.entries import receipt_hash, receipt_signing_bytes
+from tlog.formats.entries import receipt_hash
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hash
 from tlog.formats.keys import Signer
 from tlog.formats.note import sign_note
@@ -34,7 +34,7 @@ from tlog.formats.proofbundle import parse_proof_bundle
 from tlog.merkle.tree import memory_view
 from tlog.merkle.verify import verify_consistency, verify_inclusion
 
-from tests.support.didhosts import PLC_WITNESS, Key, did_key, document, invocation_receipt
+from tests.support.didhosts import PLC_WITNESS, Key, did_key, document, invocation_receipt, receipt_message
 from tests.support.malformed import EDGE_INTS, consistency_cases, examples, inclusion_cases, to_json, verdict
 from tests.ui.jsrun import run_js
 
@@ -204,7 +204,7 @@ def receipt_cases(draw: st.DrawFn) -> dict[str, Any]:
     tool = draw(st.sampled_from(p.webs + [(d, k, None, None) for d, k, _ in p.keyed]))
     tool_did, tool_key, tool_doc, tool_wrong = tool
     body = invocation_receipt(agent_did, tool_did, draw(st.integers(0, 3)))
-    msg = receipt_signing_bytes(body)
+    msg = receipt_message(body)
 
     def sig(by: str, key: Any) -> dict[str, Any]:
         s: dict[str, Any] = {"by": by, "alg": ALGS[key.curve], "value": b64enc(key.sign(msg))}
