@@ -17,7 +17,7 @@ from tlog.merkle.verify import root_from_inclusion, verify_consistency, verify_i
 
 from tests.support.malformed import batch_cases, consistency_cases, inclusion_cases, proof_length, tree, verdict
 
-SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # --- what an independent check found -----------------------------------------------------------
