@@ -37,7 +37,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from tlog.errors import InvalidInput, OAPError, UpstreamError
-from tlog.formats.diddoc import KeyLookup, VerificationKey, did_web_url, keys_from_document, plc_url
+from tlog.formats.diddoc import DocumentLookup, VerificationKey, did_web_url, keys_from_document, plc_url
 from tlog.formats.strict import loads_json
 
 __all__ = ["DEFAULT_PLC_DIRECTORY", "DidResolver"]
@@ -128,19 +128,20 @@ class DidResolver:
             raise entry.error
         return entry.document, entry.keys
 
-    async def lookup_for(self, dids: Iterable[str]) -> KeyLookup:
+    async def lookup_for(self, dids: Iterable[str]) -> DocumentLookup:
         """Resolve `dids` concurrently, then a synchronous KeyLookup over the answers for
-        the pure validators (each DID's failure is raised when it is looked up)."""
+        the pure validators (each DID's failure is raised when it is looked up); it also
+        gives the documents, which the log keeps in the entries they verified."""
         entries = await self.entries(dids)
 
-        def lookup(did: str) -> Sequence[VerificationKey]:
+        def lookup(did: str) -> tuple[Any, Sequence[VerificationKey]]:
             entry = entries.get(did) or self.pinned.get(did)
             if entry is None:
                 raise InvalidInput(f"{did} was not resolved for this request")
             if entry.error is not None:
                 raise entry.error
-            return entry.keys
-        return lookup
+            return entry.document, entry.keys
+        return DocumentLookup(lookup)
 
     async def documents_for(self, dids: Iterable[str]) -> dict[str, Any]:
         """The documents of `dids` (what a registry stores beside the records they signed)."""

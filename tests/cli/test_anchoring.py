@@ -16,6 +16,8 @@ from tlog.formats.anchors import parse_anchors
 from tlog.formats.entries import commitment_entry
 from tlog.formats.hashing import sha256
 
+from tests.support.didhosts import Key, did_key, invocation_receipt, sign_receipt
+
 DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
 
 
@@ -33,7 +35,9 @@ def test_add_to_two_logs_verifies_against_logs_2_and_survives_a_down_log(server,
     key = tmp_path / "me.key"
     run("keygen", "--name", "me", "--out", str(key))
     receipt = tmp_path / "receipt.json"
-    receipt.write_text(json.dumps({"receipt_id": "urn:oap:receipt:two", "input_hash": "sha256:" + "ab" * 32}))
+    agent, tool = Key(), Key()
+    receipt.write_text(json.dumps(sign_receipt(invocation_receipt(did_key(agent), did_key(tool)),
+                                               (did_key(agent), agent), (did_key(tool), tool))))
 
     # the URLs come from the policy; a third, down, log is only a warning
     r = CliRunner().invoke(main, ["add", str(receipt), "--key", str(key), "--policy", str(two),

@@ -11,6 +11,8 @@ from tlog.cli.main import main
 from tlog.formats.encoding import b64dec
 from tlog.formats.keys import Signer
 
+from tests.support.didhosts import Key, did_key, invocation_receipt, sign_receipt
+
 
 def run(*args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
@@ -38,8 +40,9 @@ def test_add_prove_verify_roundtrip(server, tmp_path):
     key = tmp_path / "me.key"
     run("keygen", "--name", "me", "--out", str(key))
     receipt = tmp_path / "receipt.json"
-    receipt.write_text(json.dumps({"receipt_id": "urn:oap:receipt:01J9", "type": "invocation",
-                                   "input_hash": "sha256:" + "ab" * 32}))
+    agent, tool = Key(), Key()
+    receipt.write_text(json.dumps(sign_receipt(invocation_receipt(did_key(agent), did_key(tool)),
+                                               (did_key(agent), agent), (did_key(tool), tool))))
     r = run("add", str(receipt), "--key", str(key), "--url", srv.url)
     assert r.exit_code == 0, r.output
     out = json.loads(r.output.strip().splitlines()[-1])

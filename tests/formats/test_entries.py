@@ -499,3 +499,55 @@ def test_commitment_fast_path_equals_the_general_path(doc):
         assert fast == general == canonical_entry(doc)
     else:
         assert general is None  # whatever the fast path leaves, the general path refuses
+
+
+# --- the DID document a signed entry keeps (docs/architecture.md §3.1) ---------------------------
+
+
+def _web_signed(kind: str, key, did: str = "did:web:tool.example") -> dict[str, Any]:
+    if kind == "receipt":
+        return {"type": "receipt", "receipt_hash": "sha256:" + DIGEST.hex(), "signer": did,
+                "signature": b64enc(key.sign(DIGEST))}
+    body = {"type": "registry", "commit": COMMIT, "tree": TREE, "seq": 3, "signer": did}
+    return {**body, "signature": b64enc(key.sign(jcs(body)))}
+
+
+@pytest.mark.parametrize("kind", ["receipt", "registry"])
+def test_a_did_signed_entry_keeps_the_document_it_was_checked_with(kind: str) -> None:
+    from tlog.formats.diddoc import lookup_from, skip_resolved_signatures
+    from tlog.formats.entries import check_entry_signature
+
+    from tests.support.didhosts import Key, document
+
+    key, other = Key(), Key()
+    did = "did:web:tool.example"
+    doc = document(did, {"k": key})
+    sub = _web_signed(kind, key)
+    resolved = lookup_from([(did, doc)])
+    stored = canonical_entry(sub, now=NOW, lookup=resolved)
+    assert decode_entry(stored)["did_document"] == doc  # the log's copy, in the leaf
+    assert canonical_entry({**sub, "did_document": doc}, now=NOW, lookup=resolved) == stored  # one leaf, two forms
+    with pytest.raises(InvalidInput, match="not the DID document of did:web:tool.example as resolved"):
+        canonical_entry({**sub, "did_document": document(did, {"k": other})}, now=NOW, lookup=resolved)
+    # offline: the entry's own document checks it, whatever the caller pins
+    assert check_entry_signature(stored, None) == did
+    assert check_entry_signature(stored, lookup_from([(did, document(did, {"k": other}))])) == did
+    forged = decode_entry(stored) | {"did_document": document(did, {"k": other})}
+    with pytest.raises(InvalidInput, match="signature does not verify"):
+        check_entry_signature(dcbor(forged), None)
+    # a client's expected entry keeps its copy unchecked (the log checks it); a log without
+    # a resolver never takes a sender's copy on trust
+    assert canonical_entry({**sub, "did_document": doc}, now=NOW, lookup=skip_resolved_signatures) == stored
+    with pytest.raises(InvalidInput):
+        canonical_entry({**sub, "did_document": doc}, now=NOW, lookup=None)
+    with pytest.raises(InvalidInput, match="must be the DID document of"):
+        canonical_entry({**sub, "did_document": document("did:web:else.example", {"k": key})}, now=NOW,
+                        lookup=skip_resolved_signatures)
+
+
+def test_a_did_key_signed_entry_keeps_no_document() -> None:
+    from tests.support.didhosts import document
+
+    sub = receipt_entry(DIGEST, SEED)
+    with pytest.raises(InvalidInput, match="did_document is only for signers named by a DID other than did:key"):
+        canonical_entry({**sub, "did_document": document(sub["signer"], {})}, now=NOW)

@@ -16,7 +16,9 @@ from aiohttp.test_utils import TestServer
 from tlog.didresolver import DidResolver
 from tlog.formats.diddoc import P256, SECP256K1
 from tlog.formats.encoding import b64enc
+from tlog.formats.entries import decode_entry, receipt_hash
 from tlog.formats.hashing import format_sha256, sha256
+from tlog.formats.proofbundle import parse_proof_bundle
 from tlog.server.app import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
@@ -187,31 +189,72 @@ async def test_a_tls_1_2_only_host_is_refused(tmp_path):
         await runner.cleanup()
 
 
-async def test_offline_verify_checks_a_did_web_signature_with_a_pinned_document(tmp_path, hosts):
-    """`oap-log verify --did-document`: the bundle's entry signature is checked with no
-    network; a document with another key fails it; without one the output says so."""
+async def test_a_did_web_signed_entry_verifies_offline_with_no_network(tmp_path, hosts):
+    """The log keeps the DID document it resolved in the entry (docs/architecture.md §3.1),
+    so the bundle handed back at submission verifies with no network years later: the
+    entry's signature, and the receipt's tool signature by the same did:web. The did:web
+    host is stopped before verifying; a pinned copy with other keys changes nothing."""
+    from tests.support.didhosts import did_key, invocation_receipt, sign_receipt
     from tests.support.registry import BIN, run
 
-    alice = Key(P256)
-    web_did = hosts.web_did("alice")
+    tool, agent = Key(P256), Key()
+    web_did = hosts.web_did("weatherpro")
+    doc = document(web_did, {"key-1": tool})
+    hosts.publish_web(web_did, doc)
+    receipt = sign_receipt(invocation_receipt(did_key(agent), web_did), (did_key(agent), agent),
+                           (f"{web_did}#key-1", tool))
+    rh = receipt_hash(receipt)
+    entry = {"type": "receipt", "receipt_hash": format_sha256(rh), "signer": f"{web_did}#key-1",
+             "signature": b64enc(tool.sign(rh))}
+    async with running_log(tmp_path, hosts) as url:
+        st, body = await post(url, entry)
+        assert st == 200, body
+        assert hosts.hits == {"/weatherpro/did.json": 1}
+        bundle = tmp_path / "r.tlog-proof"
+        bundle.write_text(body["bundle"])  # what the submitter keeps: the bundle alone
+        stored = decode_entry(parse_proof_bundle(body["bundle"]).extra)
+        assert stored["did_document"] == doc and {k: v for k, v in stored.items() if k != "did_document"} == entry
+        # the same entry with the document spelled out is the same leaf; another document is refused
+        st, again = await post(url, {**entry, "did_document": doc})
+        assert st == 200 and again["duplicate"] and again["index"] == body["index"], again
+        st, other = await post(url, {**entry, "did_document": document(web_did, {"key-1": Key(P256)})})
+        assert st == 400 and "not the DID document" in other["message"], other
+        # the client library checks what the log stored (the entry plus the document)
+        from tlog.client.client import LogClient
+        async with LogClient(url) as client:
+            got = await client.anchor(entry)
+            many = await client.anchor_many([entry])
+        assert got.index == body["index"] and got.duplicate and many[0].leaf_hash == got.leaf_hash
+    await hosts.close()  # offline from here on: no did:web host, no log
+    policy = tmp_path / "data" / "log.policy"
+    receipt_file = tmp_path / "receipt.json"
+    receipt_file.write_text(json.dumps(receipt))
+    verify = (str(BIN / "oap-log"), "verify", str(bundle), "--policy", str(policy), "--receipt", str(receipt_file))
+    code, out, err = await run(*verify)
+    assert code == 0, out + err
+    assert f"signed by {web_did}#key-1" in out and "1 verified, 0 failed" in out, out
+    assert f"(tool): verified (ES256), with key {web_did}#key-1 from the DID document kept in the log entry" in out
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps(document(web_did, {"key-1": Key(P256)})))
+    code, out, _ = await run(*verify, "--did-document", str(wrong), "--json")
+    first = json.loads(out.splitlines()[0])
+    assert code == 0 and first["entry_signature"]["source"] == "anchored", out
+    assert first["receipt"]["signatures"][1]["source"] == "anchored"
+
+
+async def test_a_did_document_too_large_for_an_entry_is_refused_with_why(tmp_path, hosts):
+    """An entry is at most 65,535 bytes (tlog-tiles), the DID document it keeps included."""
+    alice = Key()
+    web_did = hosts.web_did("big")
     doc = document(web_did, {"k": alice})
+    doc["service"] = [{"id": "#s", "type": "LinkedDomains", "serviceEndpoint": "https://x.example/"}]
+    pad = 65_400 - len(json.dumps(doc))  # the document fits the resolver's 64 KiB, not an entry beside the rest
+    doc["service"][0]["serviceEndpoint"] += "a" * pad
     hosts.publish_web(web_did, doc)
     async with running_log(tmp_path, hosts) as url:
-        st, body = await post(url, signed_receipt(web_did, alice, 7))
+        st, body = await post(url, signed_receipt(web_did, alice, 0))
+        assert st == 413 and "the limit is 65535" in body["message"] and "DID document" in body["message"], body
+        doc["service"][0]["serviceEndpoint"] = "https://x.example/"
+        hosts.publish_web(hosts.web_did("small"), {**doc, "id": hosts.web_did("small")})
+        st, body = await post(url, signed_receipt(hosts.web_did("small"), alice, 1))
         assert st == 200, body
-        bundle = tmp_path / "r.tlog-proof"
-        code, out, err = await run(str(BIN / "oap-log"), "prove", str(body["index"]), "--url", url,
-                                   "--out", str(bundle))
-        assert code == 0, out + err
-    await hosts.close()  # offline from here on
-    policy = tmp_path / "data" / "log.policy"
-    pinned, wrong = tmp_path / "alice.json", tmp_path / "wrong.json"
-    pinned.write_text(json.dumps(doc))
-    wrong.write_text(json.dumps(document(web_did, {"k": Key(P256)})))
-    verify = (str(BIN / "oap-log"), "verify", str(bundle), "--policy", str(policy))
-    code, out, _ = await run(*verify, "--did-document", str(pinned))
-    assert code == 0 and f"signed by {web_did}" in out and "not checked" not in out, out
-    code, out, _ = await run(*verify, "--did-document", str(wrong))
-    assert code == 1 and "does not verify" in out, out
-    code, out, _ = await run(*verify)
-    assert code == 0 and "not checked, pass its --did-document" in out, out

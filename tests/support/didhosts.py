@@ -89,6 +89,39 @@ def document(did: str, keys: dict[str, Key], *, style: str = "multikey", asserti
 
 
 
+def did_key(key: Key) -> str:
+    """The did:key of an Ed25519 Key."""
+    from tlog.formats.did import did_key_from_public
+
+    assert key.curve == ED25519
+    return did_key_from_public(key.raw_public)
+
+
+def receipt_message(receipt: dict) -> bytes:
+    """What a receipt signature covers (OAP-CORE-1.0 §19.1, docs/architecture.md §3.6): the
+    RFC 8785 form of the receipt without `signatures`, written here with the rfc8785
+    package directly, independently of tlog.formats."""
+    import rfc8785
+
+    return rfc8785.dumps({k: v for k, v in receipt.items() if k != "signatures"})
+
+
+def sign_receipt(body: dict, *signers: tuple[str, Key]) -> dict:
+    """An OAP receipt (§19.1) with one signature per (by, key), each over its RFC 8785
+    form without `signatures`."""
+    message = receipt_message(body)
+    return {**body, "signatures": [{"by": by, "alg": ALGS[k.curve], "value": b64enc(k.sign(message))}
+                                   for by, k in signers]}
+
+
+def invocation_receipt(agent: str, tool: str, n: int = 0) -> dict:
+    """The unsigned body of an invocation receipt naming `agent` and `tool` (§19.1's example)."""
+    return {"receipt_id": f"urn:oap:receipt:test-{n}", "type": "invocation", "timestamp": "2026-05-02T10:00:00.215Z",
+            "principal_did": "did:plc:ewvi7nxzyoun6zhxrhs64oiz", "agent_did": agent, "tool_did": tool,
+            "action_id": "get_forecast", "action_version": "2.4.1", "input_hash": "sha256:" + "ab" * 32,
+            "output_hash": "sha256:" + "cd" * 32, "cost": {"amount": "0.001", "currency": "EUR"}}
+
+
 def did_receipt(subject: str, key: Key, *, witnesses: tuple[tuple[str, Key], ...] = (), level: str = "L3") -> dict:
     """A conformance receipt self-signed by `subject` (#k) with `key`, and by each witness."""
     issued = datetime.datetime.now(datetime.UTC).replace(microsecond=0)

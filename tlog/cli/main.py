@@ -7,12 +7,13 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tlog.errors import InvalidInput, OAPError
 from tlog.formats import keys
-from tlog.formats.entries import commitment_entry, commitment_for, decode_entry, receipt_entry, receipt_hash
+from tlog.formats.entries import commitment_entry, commitment_for, receipt_entry, receipt_hash
 from tlog.formats.hashing import format_sha256, parse_sha256
 from tlog.formats.strict import loads_json
 from tlog.formats.times import parse_utc
@@ -20,6 +21,9 @@ from tlog.server.config import LogConfig
 from tlog.service import keyfiles
 from tlog.service.cli import Running, fail, load_config, native_notice, run, serve_options
 from tlog.storage.files import fsync_dir, write_atomic
+
+if TYPE_CHECKING:
+    from tlog.client.receipts import BundleCheck
 
 DEFAULT_URL = os.environ.get("OAP_LOG_URL", "http://127.0.0.1:8080")
 
@@ -469,23 +473,28 @@ def info(url: str) -> None:
 @click.option("--policy", "policy_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="tlog-policy file: log key, witnesses, quorum.")
 @click.option("--receipt", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Also check that the (single) bundle anchors this receipt.")
+              help="Also check that the (single) bundle anchors this receipt, and every signature it carries "
+                   "(OAP-CORE-1.0 §19.1).")
 @click.option("--salt", "salt_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="With --receipt: open a privileged-mode commitment with this salt file.")
 @click.option("--did-document", "did_documents", multiple=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A pinned DID document (JSON) of a signer that is not a did:key, e.g. a did:web "
-                   "saved while it was reachable: the entry's signature is then checked offline too. Repeatable.")
+              help="A pinned DID document (JSON) of a signer that is not a did:key, e.g. a did:web saved "
+                   "while it was reachable: signatures by it are then checked offline too. Entries keep "
+                   "their signer's document already. Repeatable.")
 @click.option("--quiet", is_flag=True, help="Print only failures and the summary.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per bundle, then a summary object.")
 def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_json) -> None:
-    """Verify .tlog-proof bundles offline (no network). Exit 1 if any fails.
+    """Verify .tlog-proof bundles offline (no network).
 
-    Each bundle's inclusion in a checkpoint the policy accepts is checked; so is the
-    signature of a receipt or registry entry it carries (did:key signers always,
-    other DIDs when their document is given with --did-document)."""
+    Each bundle's inclusion in a checkpoint the policy accepts is checked, and every
+    signature: the entry's own (receipt and registry entries), and with --receipt each
+    signature the receipt carries. OK means every one of them was checked and verified.
+    Exit 0 when all bundles are OK; 1 when any failed (a proof, a signature, a
+    signature the receipt lacks); 3 when nothing failed but some signature could not be
+    checked (no DID document of its signer: pass one with --did-document)."""
+    from tlog.client.receipts import verify_proof_file
     from tlog.client.verifier import TrustPolicy
-    from tlog.formats.diddoc import lookup_from
 
     try:
         policy = TrustPolicy.from_text(policy_file.read_text())
@@ -495,38 +504,92 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_js
             if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
                 fail(f"{p}: not a DID document (a JSON object with an id)", 2)
             pinned[doc["id"]] = doc
-        lookup = lookup_from(pinned.items())
+        receipt_doc = loads_json(receipt.read_bytes()) if receipt is not None else None
+        salt = bytes.fromhex(json.loads(salt_file.read_text())["salt"]) if salt_file is not None else None
     except (OAPError, UnicodeDecodeError) as e:
         fail(f"{getattr(e, 'message', e)}", 2)
+    except (ValueError, KeyError, TypeError):
+        fail(f"{salt_file}: not a salt file from `oap-log add --commitment`", 2)
     if (receipt or salt_file) and len(bundles) != 1:
         fail("--receipt and --salt check one bundle at a time", 2)
-    failures = 0
+    if salt_file is not None and receipt is None:
+        fail("--salt opens a commitment to the receipt given with --receipt", 2)
+    counts = {"ok": 0, "failed": 0, "incomplete": 0}
     show_each = as_json or (not quiet and len(bundles) <= 20)
     with click.progressbar(bundles, label="verifying", file=sys.stderr,
                            hidden=as_json or len(bundles) <= 20) as bar:
         for path in bar:
-            result = _verify_one(path, policy, receipt, salt_file, pinned, lookup)
-            failures += not result["ok"]
+            try:
+                data = path.read_bytes()
+            except OSError as e:
+                result: dict[str, Any] = {"bundle": str(path), "ok": False, "verdict": "failed",
+                                          "error": f"cannot read: {e.strerror}"}
+                lines = [f"FAIL {path}: cannot read: {e.strerror}"]
+            else:
+                check = verify_proof_file(data, policy, receipt=receipt_doc, salt=salt, pinned=pinned)
+                result = {"bundle": str(path), **check.to_json()}
+                lines = _verify_lines(path, check)
+            counts[result["verdict"]] += 1
             if as_json:
                 click.echo(json.dumps(result, separators=(",", ":")))
-            elif not result["ok"]:
-                click.echo(f"FAIL {path}: {result['error']}")
-            elif show_each:
-                for i, log in enumerate(result["logs"]):
-                    wit = ", ".join(log["witnesses"]) or "none required"
-                    signed = ""
-                    if i == 0 and "signer" in result:
-                        checked = "" if result["signature_checked"] else ": not checked, pass its --did-document"
-                        signed = f"; signed by {result['signer']}{checked}"
-                    click.echo(f"OK   {path}: index {log['index']} in {log['origin']} at size "
-                               f"{log['tree_size']} (witnesses: {wit}){signed}")
-                for f in result["not_counted"]:
-                    click.echo(f"     {path}: {f['log']} does not count: {f['reason']}")
+            elif show_each or result["verdict"] == "failed":
+                click.echo("\n".join(lines))
     if as_json:
-        click.echo(json.dumps({"verified": len(bundles) - failures, "failed": failures}))
+        click.echo(json.dumps({"verified": counts["ok"], "failed": counts["failed"],
+                               "incomplete": counts["incomplete"]}))
     else:
-        click.echo(f"{len(bundles) - failures} verified, {failures} failed")
-    sys.exit(1 if failures else 0)
+        more = f", {counts['incomplete']} not fully checked" if counts["incomplete"] else ""
+        click.echo(f"{counts['ok']} verified, {counts['failed']} failed{more}")
+    sys.exit(1 if counts["failed"] else 3 if counts["incomplete"] else 0)
+
+
+_STATES = {"ok": "OK  ", "failed": "FAIL", "incomplete": "INCOMPLETE"}
+_SIG_STATES = {"verified": "verified", "failed": "FAILED", "not_checkable": "NOT CHECKED", "missing": "MISSING"}
+_RECEIPT_STATES = {"ok": "all verified", "failed": "FAILED", "incomplete": "not all checked"}
+_SOURCES = {"anchored": "the DID document kept in the log entry", "pinned": "a pinned DID document"}
+
+
+def _verify_lines(path: Path, check: BundleCheck) -> list[str]:
+    """`oap-log verify`'s text for one bundle: a line for its anchors and the entry's
+    signer, then one per log that did not count, then one per receipt signature."""
+    if check.error is not None or check.anchors is None:
+        return [f"FAIL {path}: {check.error}"]
+    state = _STATES[check.verdict]
+    lines = []
+    for i, v in enumerate(check.anchors.entries):
+        wit = ", ".join(sorted(v.checkpoint.witnesses)) or "none required"
+        signed = ""
+        es = check.entry_signature
+        if i == 0 and es is not None:
+            signed = f"; signed by {es.by}"
+            if es.status != "verified":
+                signed += f": {_SIG_STATES[es.status]}: {_hint(es.status, es.reason)}"
+        lines.append(f"{state} {path}: index {v.index} in {v.checkpoint.checkpoint.origin} at size "
+                     f"{v.checkpoint.checkpoint.size} (witnesses: {wit}){signed}")
+    for where, reason in check.anchors.failures:
+        lines.append(f"     {path}: {where} does not count: {reason}")
+    if check.receipt is not None:
+        lines.append(f"     receipt {format_sha256(check.receipt.receipt_hash)} is the one anchored; its signatures: "
+                     f"{_RECEIPT_STATES[check.receipt.verdict]}")
+        for s in check.receipt.signatures:
+            who = f"signature {s.index}" if s.index is not None else "signature"
+            by = f" by {s.by}" if s.by else ""
+            roles = f" ({', '.join(s.roles)})" if s.roles else ""
+            alg = f" ({s.alg})" if s.alg else ""
+            if s.status == "verified" and s.source == "did:key":
+                how = ", with the did:key itself"
+            elif s.status == "verified":
+                how = f", with key {s.key} from {_SOURCES.get(s.source or '', s.source)}"
+            else:
+                how = f": {_hint(s.status, s.reason)}"
+            lines.append(f"     {who}{by}{roles}: {_SIG_STATES[s.status]}{alg}{how}")
+    return lines
+
+
+def _hint(status: str, reason: str) -> str:
+    if status == "not_checkable" and ("no DID document" in reason or "none is pinned" in reason):
+        return reason + " (pass a copy with --did-document)"
+    return reason
 
 
 @main.command()
@@ -596,60 +659,3 @@ def chain(receipts: tuple[Path, ...], after: str | None, principal: str | None, 
         state = "OK" if report.ok else "BROKEN"
         click.echo(f"{state}: {len(report.chain)} of {len(docs)} receipts on the chain; head {head}")
     sys.exit(0 if report.ok else 1)
-
-
-def _verify_one(path: Path, policy, receipt: Path | None, salt_file: Path | None,
-                pinned: dict[str, object], lookup) -> dict:
-    """What `verify` found for one file: ok, each log's anchor, the signer, or the error."""
-    from tlog.formats.diddoc import needs_resolution
-    from tlog.formats.entries import check_entry_signature
-
-    out: dict = {"bundle": str(path), "ok": False}
-    try:
-        anchors = policy.verify_anchored(path.read_bytes())
-        v = anchors.entries[0]
-        if receipt is not None:
-            _check_receipt(v.entry, receipt, salt_file)
-        signer = _entry_signer(v.entry) if v.entry is not None else None
-        if signer is not None:
-            did = needs_resolution(signer)
-            out["signer"] = signer
-            out["signature_checked"] = did is None or did in pinned
-            if out["signature_checked"]:
-                check_entry_signature(v.entry, lookup)
-    except OSError as e:
-        out["error"] = f"cannot read: {e.strerror}"
-        return out
-    except (OAPError, UnicodeDecodeError) as e:
-        out["error"] = str(getattr(e, "message", e))
-        return out
-    out["ok"] = True
-    out["logs"] = [{"origin": ve.checkpoint.checkpoint.origin, "index": ve.index,
-                    "tree_size": ve.checkpoint.checkpoint.size, "witnesses": sorted(ve.checkpoint.witnesses)}
-                   for ve in anchors.entries]
-    out["not_counted"] = [{"log": where, "reason": reason} for where, reason in anchors.failures]
-    return out
-
-
-def _entry_signer(entry: bytes) -> str | None:
-    try:
-        obj = decode_entry(entry)
-    except OAPError:
-        return None  # not an OAP entry (another log's format): inclusion is all there is to check
-    signer = obj.get("signer") if obj.get("type") in ("receipt", "registry") else None
-    return signer if isinstance(signer, str) else None
-
-
-def _check_receipt(entry: bytes | None, receipt: Path, salt_file: Path | None) -> None:
-    from tlog.errors import VerificationError
-
-    if entry is None:
-        raise VerificationError("bundle carries no entry to compare with the receipt")
-    e = decode_entry(entry)
-    rh = receipt_hash(loads_json(receipt.read_bytes()))
-    if salt_file is not None:
-        salt = bytes.fromhex(json.loads(salt_file.read_text())["salt"])
-        if e.get("type") != "commitment" or e["commitment"] != format_sha256(commitment_for(rh, salt)):
-            raise VerificationError("the commitment does not open to this receipt with this salt")
-    elif e.get("type") != "receipt" or e["receipt_hash"] != format_sha256(rh):
-        raise VerificationError("the bundle anchors a different receipt")

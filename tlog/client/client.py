@@ -24,9 +24,9 @@ from tlog.client.verifier import TrustPolicy
 from tlog.errors import InvalidInput, NotFound, OAPError, UpstreamError, VerificationError
 from tlog.formats.diddoc import skip_resolved_signatures
 from tlog.formats.encoding import b64dec
-from tlog.formats.entries import canonical_entry
+from tlog.formats.entries import canonical_entry, check_entry_signature, decode_entry
 from tlog.formats.hashing import format_sha256, leaf_hash
-from tlog.formats.proofbundle import ProofBundle
+from tlog.formats.proofbundle import ProofBundle, parse_proof_bundle
 
 
 class ServerError(OAPError):
@@ -109,6 +109,25 @@ async def read_answer(resp: aiohttp.ClientResponse) -> tuple[bytes, str]:
     return data, resp.content_type
 
 
+def stored_entry(sent: bytes, stored: bytes | None, leaf: bytes) -> bytes:
+    """The entry a log stored for the one sent, checked: the same bytes, or, for a signer
+    named by a DID other than did:key, the same entry plus the DID document the log
+    resolved (docs/architecture.md §3.1), with which its signature must verify."""
+    if leaf == leaf_hash(sent):
+        return sent
+    if stored is None or leaf_hash(stored) != leaf:
+        raise VerificationError("server's leaf hash is not the hash of the entry sent")
+    a, b = decode_entry(sent), decode_entry(stored)
+    if "did_document" in a or "did_document" not in b or {k: v for k, v in b.items() if k != "did_document"} != a:
+        raise VerificationError("the log stored another entry than the one sent")
+    try:
+        check_entry_signature(stored, None)
+    except OAPError as e:
+        raise VerificationError(f"the entry the log stored does not verify with the DID document it kept: "
+                                f"{e.message}") from None
+    return stored
+
+
 @dataclass(frozen=True)
 class Anchored:
     index: int
@@ -159,9 +178,10 @@ class LogClient:
     async def anchor(self, entry: dict) -> Anchored:
         canon = canonical_entry(entry, lookup=skip_resolved_signatures)
         r = await self._request("POST", "/v1/entries", body=entry)
-        if b64dec(r["leaf_hash"]) != leaf_hash(canon):
-            raise VerificationError("server's leaf hash is not the hash of the entry sent")
-        out = Anchored(r["index"], leaf_hash(canon), r["tree_size"], r["checkpoint"], r["bundle"], r["duplicate"])
+        leaf = b64dec(r["leaf_hash"])
+        if leaf != leaf_hash(canon):
+            canon = stored_entry(canon, parse_proof_bundle(r["bundle"]).extra, leaf)
+        out = Anchored(r["index"], leaf, r["tree_size"], r["checkpoint"], r["bundle"], r["duplicate"])
         if self.policy is not None:
             self.policy.verify_bundle(out.bundle, entry=canon)
         return out
@@ -171,10 +191,10 @@ class LogClient:
         canon = [canonical_entry(e, lookup=skip_resolved_signatures) for e in entries]
         r = await self._request("POST", "/v1/entries:batch", body={"entries": list(entries)})
         out = []
-        for c, res in zip(canon, r["results"], strict=True):
-            lh = leaf_hash(c)
-            if b64dec(res["leaf_hash"]) != lh:
-                raise VerificationError("server's leaf hash is not the hash of the entry sent")
+        for k, (c, res) in enumerate(zip(canon, r["results"], strict=True)):
+            lh = b64dec(res["leaf_hash"])
+            if lh != leaf_hash(c):  # the log kept the signer's DID document in it: read what it stored
+                c = canon[k] = stored_entry(c, b64dec((await self.entry(res["index"]))["entry_cbor"]), lh)
             proof = tuple(b64dec(h) for h in res["inclusion_proof"])
             bundle = ProofBundle(index=res["index"], proof=proof, checkpoint=r["checkpoint"], extra=c).to_text()
             out.append(Anchored(res["index"], lh, r["tree_size"], r["checkpoint"], bundle, res["duplicate"]))

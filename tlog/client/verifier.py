@@ -14,15 +14,22 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tlog.errors import FormatError, PolicyError, SignatureError, UnknownKeyError, VerificationError
+from tlog.errors import (
+    FormatError,
+    InclusionProofError,
+    PolicyError,
+    SignatureError,
+    UnknownKeyError,
+    VerificationError,
+)
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
-from tlog.formats.hashing import leaf_hash
+from tlog.formats.hashing import EMPTY_ROOT, leaf_hash
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.note import open_note
 from tlog.formats.policy import Policy, parse_policy
 from tlog.formats.proofbundle import ProofBundle, parse_proof_bundle
-from tlog.merkle.verify import root_from_inclusion, verify_inclusion
+from tlog.merkle.verify import hash32, root_from_inclusion, verify_inclusion
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,8 @@ class TrustPolicy:
         except SignatureError:
             raise PolicyError("the log's signature on the checkpoint does not verify") from None
         cp = parse_checkpoint(parsed.text)
+        if cp.size == 0 and cp.root != EMPTY_ROOT:  # RFC 9162 §2.1.1: the empty tree has one root
+            raise PolicyError("a checkpoint of size 0 must carry the empty tree's root (SHA-256 of the empty string)")
         log_key = verified[0][0]
         if cp.origin != log_key.name:
             raise PolicyError(f"checkpoint origin {cp.origin!r} does not match the log key {log_key.name!r}")
@@ -114,6 +123,8 @@ class TrustPolicy:
     def verify_bundle(self, bundle: str | bytes | ProofBundle, *, entry: bytes | None = None,
                       leaf: bytes | None = None) -> VerifiedEntry:
         b = bundle if isinstance(bundle, ProofBundle) else parse_proof_bundle(bundle)
+        if entry is not None and not isinstance(entry, bytes):
+            raise FormatError("the entry must be bytes")
         if entry is not None and b.extra is not None and entry != b.extra:
             raise VerificationError("the entry given differs from the entry in the bundle")
         entry = entry if entry is not None else b.extra
@@ -121,8 +132,10 @@ class TrustPolicy:
             if entry is None:
                 raise VerificationError("no entry: the bundle has no extra line and none was given")
             leaf = leaf_hash(entry)
-        elif entry is not None and leaf_hash(entry) != leaf:
-            raise VerificationError("leaf hash does not match the entry")
+        else:
+            leaf = hash32(leaf, "leaf hash", InclusionProofError)
+            if entry is not None and leaf_hash(entry) != leaf:
+                raise VerificationError("leaf hash does not match the entry")
         vc = self.verify_checkpoint(b.checkpoint)
         verify_inclusion(b.index, vc.checkpoint.size, leaf, b.proof, vc.checkpoint.root)
         return VerifiedEntry(b.index, leaf, entry, vc)

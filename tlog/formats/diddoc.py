@@ -32,9 +32,9 @@ from tlog.formats import ed25519
 from tlog.formats.did import DID_KEY_PREFIX, RAW_KEY_PREFIX, is_did, parse_signer
 from tlog.formats.encoding import b64url_dec
 
-__all__ = ["MAX_DIDS_PER_DOCUMENT", "UNCHECKED", "KeyLookup", "VerificationKey", "dids_to_resolve", "did_web_url",
-           "key_material", "keys_from_document", "needs_resolution", "normal_public", "plc_url", "signer_keys",
-           "skip_resolved_signatures", "split_did_url", "verify_signed_by"]
+__all__ = ["MAX_DIDS_PER_DOCUMENT", "UNCHECKED", "DocumentLookup", "KeyLookup", "VerificationKey", "document_of",
+           "dids_to_resolve", "did_web_url", "key_material", "keys_from_document", "lookup_from", "needs_resolution",
+           "normal_public", "plc_url", "signer_keys", "skip_resolved_signatures", "split_did_url", "verify_signed_by"]
 
 ED25519, P256, SECP256K1 = "Ed25519", "P-256", "secp256k1"
 _MULTICODEC = {b"\xed\x01": (ED25519, 32), b"\x80\x24": (P256, 33), b"\xe7\x01": (SECP256K1, 33)}
@@ -289,12 +289,35 @@ def verify_signed_by(signer: object, message: bytes, signature: bytes,
     raise SignatureError(f"signature does not verify for {signer}")
 
 
-def lookup_from(documents: Iterable[tuple[str, object]]) -> KeyLookup:
-    """A KeyLookup over pinned documents (offline verification): DID -> document."""
-    table = {did: keys_from_document(did, doc) for did, doc in documents}
+class DocumentLookup:
+    """A KeyLookup over DID documents this process resolved or was given (a resolver's
+    answers, pinned copies): it also hands out the document each key came from, which the
+    log stores in the entries those keys signed (docs/architecture.md §3.1), so that they
+    verify offline years later. `entry(did)` gives (document, keys) or raises the OAPError
+    that says why there is none."""
 
-    def lookup(did: str) -> Sequence[VerificationKey]:
+    def __init__(self, entry: Callable[[str], tuple[Any, Sequence[VerificationKey]]]) -> None:
+        self._entry = entry
+
+    def __call__(self, did: str) -> Sequence[VerificationKey]:
+        return self._entry(did)[1]
+
+    def document(self, did: str) -> Any:
+        return self._entry(did)[0]
+
+
+def document_of(lookup: KeyLookup | None, did: str) -> Any | None:
+    """The document `lookup` took the keys of `did` from, when it is a DocumentLookup;
+    None for lookups that only give keys."""
+    return lookup.document(did) if isinstance(lookup, DocumentLookup) else None
+
+
+def lookup_from(documents: Iterable[tuple[str, object]]) -> DocumentLookup:
+    """A KeyLookup over pinned documents (offline verification): DID -> document."""
+    table = {did: (doc, keys_from_document(did, doc)) for did, doc in documents}
+
+    def entry(did: str) -> tuple[Any, Sequence[VerificationKey]]:
         if did not in table:
             raise InvalidInput(f"no pinned DID document for {did}")
         return table[did]
-    return lookup
+    return DocumentLookup(entry)

@@ -29,9 +29,19 @@ import cbor2
 from tlog.errors import FormatError, InvalidInput, SignatureError, TooLarge
 from tlog.formats import ed25519
 from tlog.formats.canonical import check_json_value, dcbor, jcs
+from tlog.formats.conformance import signing_bytes as conformance_signing_bytes
 from tlog.formats.conformance import validate_conformance
 from tlog.formats.did import MAX_DID, did_key_from_public, parse_signer
-from tlog.formats.diddoc import KeyLookup, split_did_url, verify_signed_by
+from tlog.formats.diddoc import (
+    KeyLookup,
+    document_of,
+    keys_from_document,
+    lookup_from,
+    needs_resolution,
+    skip_resolved_signatures,
+    split_did_url,
+    verify_signed_by,
+)
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import format_sha256, is_sha256_text, parse_sha256, sha256
 from tlog.formats.strict import loads_cbor
@@ -94,12 +104,46 @@ def _verify(kind: str, signer: str, message: bytes, sig: bytes, lookup: KeyLooku
         raise type(e)(f"{kind} entry: signer: {e.message}") from None
 
 
+def _signer_document(obj: dict[str, Any], kind: str, signer: str, lookup: KeyLookup | None) -> Any | None:
+    """The DID document a signed entry keeps for its signer (docs/architecture.md §3.1):
+    the one the log resolved (or was pinned) and checked the signature with, so that the
+    entry verifies offline for as long as the log exists. None for did:key signers.
+
+    A submission may carry `did_document` itself; it must then be exactly the document
+    resolved here (a sender's own copy is never trusted). A client building the entry
+    it expects (`skip_resolved_signatures`) keeps the copy it was given unchecked: the
+    log checks it."""
+    did = needs_resolution(signer)
+    given = obj.get("did_document")
+    if did is None:
+        if "did_document" in obj:
+            raise InvalidInput(f"{kind} entry: did_document is only for signers named by a DID other than did:key")
+        return None
+    try:
+        doc = document_of(lookup, did)
+    except InvalidInput as e:
+        raise type(e)(f"{kind} entry: signer: {e.message}") from None
+    if doc is not None:
+        if "did_document" in obj and jcs(given) != jcs(doc):
+            raise InvalidInput(f"{kind} entry: did_document is not the DID document of {did} as resolved by the log")
+        return doc
+    if "did_document" not in obj:
+        return None
+    if not isinstance(given, dict) or given.get("id") != did:
+        raise InvalidInput(f"{kind} entry: did_document must be the DID document of {did}")
+    if lookup is not skip_resolved_signatures:
+        raise InvalidInput(f"{kind} entry: did_document is kept only by a log that resolves {did} itself")
+    keys_from_document(did, given)  # a document with no usable key is refused here already
+    return given
+
+
 # --- per-type validation -------------------------------------------------------
 
 
 def _receipt(obj: dict[str, Any], now: datetime, lookup: KeyLookup | None) -> dict[str, Any]:
     """Signature is Ed25519 over the raw 32-byte receipt hash; hex is lowercased."""
-    _fields(obj, "receipt", {"type", "receipt_hash", "signer", "signature"}, frozenset({"receipt_id", "timestamp"}))
+    _fields(obj, "receipt", {"type", "receipt_hash", "signer", "signature"},
+            frozenset({"receipt_id", "timestamp", "did_document"}))
     digest = _sha256_field(obj["receipt_hash"], "receipt entry: receipt_hash")
     signer, sig = _signer_and_signature(obj, "receipt")
     out = {"type": "receipt", "receipt_hash": format_sha256(digest),
@@ -115,6 +159,9 @@ def _receipt(obj: dict[str, Any], now: datetime, lookup: KeyLookup | None) -> di
     if "timestamp" in obj:
         out["timestamp"] = _receipt_timestamp(obj["timestamp"])
     _verify("receipt", signer, digest, sig, lookup)
+    doc = _signer_document(obj, "receipt", signer, lookup)
+    if doc is not None:
+        out["did_document"] = doc
     return out
 
 
@@ -180,9 +227,9 @@ def _conformance(obj: dict[str, Any], now: datetime, lookup: KeyLookup | None) -
 
 
 def _registry(obj: dict[str, Any], now: datetime, lookup: KeyLookup | None) -> dict[str, Any]:
-    """Signature is Ed25519 over jcs(entry without "signature"); git ids lowercase only,
-    since the signature covers their exact spelling and cannot survive normalising."""
-    _fields(obj, "registry", {"type", "commit", "tree", "seq", "signer", "signature"})
+    """Signature is over jcs(entry without "signature" and "did_document"); git ids lowercase
+    only, since the signature covers their exact spelling and cannot survive normalising."""
+    _fields(obj, "registry", {"type", "commit", "tree", "seq", "signer", "signature"}, frozenset({"did_document"}))
     for field in ("commit", "tree"):
         if not isinstance(obj[field], str) or not _GIT_ID.fullmatch(obj[field]):
             raise InvalidInput(f"registry entry: {field} must be 40 lowercase hex digits")
@@ -192,6 +239,9 @@ def _registry(obj: dict[str, Any], now: datetime, lookup: KeyLookup | None) -> d
     signer, sig = _signer_and_signature(obj, "registry")
     out = {k: obj[k] for k in ("type", "commit", "tree", "seq", "signer", "signature")}
     _verify("registry", signer, jcs({k: v for k, v in out.items() if k != "signature"}), sig, lookup)
+    doc = _signer_document(obj, "registry", signer, lookup)
+    if doc is not None:
+        out["did_document"] = doc
     return out
 
 
@@ -258,21 +308,34 @@ def canonical_entry(obj: object, *, now: datetime | None = None, lookup: KeyLook
     if validator is None:
         raise InvalidInput(f"entry type must be one of: {', '.join(_VALIDATORS)}")
     entry = validator(obj, now if now is not None else datetime.now(UTC), lookup)
-    data = dcbor(entry)
+    try:
+        data = dcbor(entry)
+    except InvalidInput as e:
+        if "did_document" not in entry:
+            raise
+        raise InvalidInput(f"the DID document of {entry['signer']} cannot be kept in a log entry: "
+                           f"{e.message}") from None
     if len(data) > MAX_ENTRY_BYTES:
-        raise TooLarge(f"entry is {len(data)} bytes; the limit is {MAX_ENTRY_BYTES}",
-                       limit=MAX_ENTRY_BYTES)
+        why = ""
+        if "did_document" in entry:
+            why = (f" (the signer's DID document, which the entry keeps so that it verifies offline, is "
+                   f"{len(dcbor(entry['did_document']))} bytes of it)")
+        raise TooLarge(f"entry is {len(data)} bytes; the limit is {MAX_ENTRY_BYTES}{why}", limit=MAX_ENTRY_BYTES)
     return data
 
 
 def check_entry_signature(data: bytes, lookup: KeyLookup | None) -> str | None:
     """The signer of a stored receipt or registry entry, once its signature is checked
-    again (offline, with pinned DID documents for DIDs other than did:key); None for an
-    unsigned entry type. What a bundle's reader checks beyond inclusion: that the entry
-    the log anchored was signed by whom it names."""
+    again, offline: with the DID document the entry keeps (the log's copy from when it
+    was submitted), else with `lookup` (pinned documents) for DIDs other than did:key.
+    None for an unsigned entry type. What a bundle's reader checks beyond inclusion:
+    that the entry the log anchored was signed by whom it names."""
     obj = decode_entry(data)
     if obj["type"] not in ("receipt", "registry"):
         return None
+    did = needs_resolution(obj.get("signer"))
+    if did is not None and "did_document" in obj:
+        lookup = lookup_from([(did, obj["did_document"])])
     _VALIDATORS[obj["type"]](obj, datetime.now(UTC), lookup)
     return str(obj["signer"])
 
@@ -291,6 +354,14 @@ def receipt_hash(receipt: object) -> bytes:
     A receipt is a JSON object, but any JSON value hashes the same way: `oap-log verify
     --receipt` hashes the file it is given as it is."""
     return sha256(jcs(receipt))
+
+
+def receipt_signing_bytes(receipt: dict[str, Any]) -> bytes:
+    """What each signature in a receipt's `signatures` covers (OAP-CORE-1.0 §19.1): the
+    RFC 8785 form of the receipt without `signatures`, the rule of every signed OAP
+    object here (conformance receipts, registry records), so the agent and the tool can
+    sign in either order. The receipt hash covers the whole receipt, signatures included."""
+    return conformance_signing_bytes(receipt)
 
 
 def commitment_for(receipt_hash: bytes, salt: bytes) -> bytes:

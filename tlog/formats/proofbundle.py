@@ -28,6 +28,9 @@ HEADER = "c2sp.org/tlog-proof@v1"
 MAX_PROOF_HASHES = 63
 """An inclusion proof in a tree of at most 2^63-1 leaves has at most 63 hashes."""
 MAX_INDEX = (1 << 63) - 1
+"""The draft gives no bound; Go's tlog (int64) and the tlog-proof implementations read an
+index as a signed 64-bit integer, so a bundle describes trees of at most 2^63-1 leaves
+(the verifiers themselves accept the uint64 sizes of C2SP checkpoints, docs/architecture.md §3.2)."""
 MAX_BUNDLE_BYTES = 1 << 20
 """A bundle is ~3 KiB; 1 MiB leaves room for many cosignatures and large extra."""
 
@@ -48,17 +51,19 @@ class ProofBundle:
     extra: bytes | None = None
 
     def __post_init__(self) -> None:
-        # Refuse to build what `to_text` could not serialise or parse back.
-        if not 0 <= self.index <= MAX_INDEX:
-            raise ValueError("index outside 0..2^63-1")
-        if len(self.proof) > MAX_PROOF_HASHES:
-            raise ValueError(f"more than {MAX_PROOF_HASHES} proof hashes")
-        if any(len(h) != HASH_SIZE for h in self.proof):
-            raise ValueError("proof hashes must be 32 bytes")
-        if self.extra is not None and not self.extra:
-            raise ValueError("extra must be None or non-empty")
-        if not self.checkpoint.endswith("\n") or self.checkpoint.startswith("\n"):
-            raise ValueError("checkpoint must be a non-empty note ending in a newline")
+        # Refuse to build what `to_text` could not serialise or parse back (FormatError:
+        # the fields often come from a server's answer, and a bad answer is bad input).
+        if isinstance(self.index, bool) or not isinstance(self.index, int) or not 0 <= self.index <= MAX_INDEX:
+            raise FormatError("index must be an integer in 0..2^63-1")
+        if not isinstance(self.proof, tuple) or len(self.proof) > MAX_PROOF_HASHES:
+            raise FormatError(f"proof must be a tuple of at most {MAX_PROOF_HASHES} hashes")
+        if any(not isinstance(h, bytes) or len(h) != HASH_SIZE for h in self.proof):
+            raise FormatError("proof hashes must be 32 bytes")
+        if self.extra is not None and (not isinstance(self.extra, bytes) or not self.extra):
+            raise FormatError("extra must be None or non-empty bytes")
+        if not isinstance(self.checkpoint, str) or not self.checkpoint.endswith("\n") \
+                or self.checkpoint.startswith("\n"):
+            raise FormatError("checkpoint must be a non-empty note ending in a newline")
 
     def to_text(self) -> str:
         lines = [HEADER]

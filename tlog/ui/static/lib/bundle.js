@@ -9,8 +9,8 @@
 //   6. the witness quorum is met;
 //   7. RFC 9162 inclusion of the leaf at `index` under the checkpoint root.
 import { b64enc, b64dec, b64decHash, utf8, fromUtf8, isWellFormed, bytesEqual } from './b64.js';
-import { FormatError, PolicyError, SignatureError, UnknownKeyError, VerificationError, pyRepr as q, pySorted } from './errors.js';
-import { leafHash, verifyInclusion } from './merkle.js';
+import { FormatError, InclusionProofError, PolicyError, SignatureError, UnknownKeyError, VerificationError, pyRepr as q, pySorted } from './errors.js';
+import { EMPTY_ROOT, leafHash, verifyInclusion } from './merkle.js';
 import { parseVkey, cosignerVerifier, openNote } from './note.js';
 import { parseCheckpoint } from './checkpoint.js';
 import { parsePolicy, quorumMet } from './policy.js';
@@ -103,6 +103,8 @@ export class TrustPolicy {
       throw e;
     }
     const checkpoint = parseCheckpoint(parsed.text);
+    if (checkpoint.size === 0n && !bytesEqual(checkpoint.root, EMPTY_ROOT)) // RFC 9162 §2.1.1: one empty root
+      throw new PolicyError("a checkpoint of size 0 must carry the empty tree's root (SHA-256 of the empty string)");
     const logKey = verified[0].verifier;
     if (this.origin !== null) {
       if (checkpoint.origin !== this.origin) throw new PolicyError(`checkpoint origin ${q(checkpoint.origin)} is not the expected origin ${q(this.origin)}`);
@@ -133,14 +135,16 @@ export class TrustPolicy {
    * `entry` / `leaf` as in verifier.py verify_bundle. */
   async verifyBundle(bundle, { entry = null, leaf = null } = {}) {
     const b = typeof bundle === 'string' || bundle instanceof Uint8Array ? parseProofBundle(bundle) : bundle;
+    if (entry !== null && !(entry instanceof Uint8Array)) throw new FormatError('the entry must be bytes');
     if (entry !== null && b.extra !== null && !bytesEqual(entry, b.extra))
       throw new VerificationError('the entry given differs from the entry in the bundle');
     entry = entry !== null ? entry : b.extra;
     if (leaf === null) {
       if (entry === null) throw new VerificationError('no entry: the bundle has no extra line and none was given');
       leaf = await leafHash(entry);
-    } else if (entry !== null && !bytesEqual(await leafHash(entry), leaf)) {
-      throw new VerificationError('leaf hash does not match the entry');
+    } else {
+      if (!(leaf instanceof Uint8Array) || leaf.length !== 32) throw new InclusionProofError('leaf hash is not 32 bytes');
+      if (entry !== null && !bytesEqual(await leafHash(entry), leaf)) throw new VerificationError('leaf hash does not match the entry');
     }
     const vc = await this.verifyCheckpoint(b.checkpoint);
     await verifyInclusion(b.index, vc.checkpoint.size, leaf, b.proof, vc.checkpoint.root);

@@ -15,3 +15,5 @@ export * from './times.js';
 export { TILE_HEIGHT, TILE_WIDTH, MAX_LEVEL, tilePath, entriesPath, parseTilePath, partialWidth, tilesForSize, entryLocation, parseEntryBundle } from './tiles.js';
 export { checkRecord, validateConformance, recordPath, recordRevokes, verifyGitPath, KILL_SWITCH_CLASSES } from './records.js';
 export * from './status.js';
+export * from './diddoc.js';
+export * from './receipts.js';

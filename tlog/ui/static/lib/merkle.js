@@ -31,28 +31,52 @@ export async function rootOfLeafHashes(hashes) {
   return level[0];
 }
 
+// Inputs are checked before any hashing, as tlog/merkle/verify.py does, in the same order
+// and with the same reasons: sizes and indices are integers (safe-integer numbers or
+// BigInts) with 0 <= index < size <= 2^64 - 1 (RFC 9162 §4's uint64, as C2SP checkpoints),
+// every hash is a 32-byte Uint8Array, a proof has at most as many hashes as such a tree
+// can need, and a size of 0 has one root, SHA-256(""). Anything else throws the verifier's
+// error type; nothing is accepted silently.
+export const MAX_TREE_SIZE = 2n ** 64n - 1n;
+export const MAX_INCLUSION_HASHES = 64;
+export const MAX_CONSISTENCY_HASHES = 128;
+
 const big = (n, what, E) => {
   if (typeof n === 'bigint') return n;
   if (Number.isSafeInteger(n)) return BigInt(n);
   throw new E(`${what} must be an integer`);
 };
-
+function treeSize(n, E, what = 'tree size') {
+  const v = big(n, what, E);
+  if (v < 0n || v > MAX_TREE_SIZE) throw new E(`${what} ${v} is outside 0..2^64-1`);
+  return v;
+}
+const isHash = (h) => h instanceof Uint8Array && h.length === 32;
+function hash32(h, what, E) {
+  if (!isHash(h)) throw new E(`${what} is not 32 bytes`);
+  return h;
+}
 function checkHashes(proof, E) {
+  for (const p of proof) if (!isHash(p)) throw new E('proof hash is not 32 bytes');
+}
+function proofList(proof, limit, tooLong, E) {
   if (!Array.isArray(proof)) throw new E('proof must be a list of hashes');
-  for (const p of proof) if (!(p instanceof Uint8Array) || p.length !== 32) throw new E('proof hash is not 32 bytes');
+  if (proof.length > limit) throw new E(tooLong);
+  return proof;
 }
 
 /** RFC 9162 §2.1.3.2 steps 1-5: the root an inclusion proof implies (step 5's
  * comparison with the root is verifyInclusion's). */
 export async function rootFromInclusion(index, size, leaf, proof) {
   const E = InclusionProofError;
-  let fn = big(index, 'index', E), sn = big(size, 'size', E) - 1n;     // step 2
-  if (!(fn >= 0n && fn <= sn)) throw new E(`index ${index} is outside a tree of size ${size}`); // step 1
-  if (!(leaf instanceof Uint8Array) || leaf.length !== 32) throw new E('leaf hash is not 32 bytes');
-  if (!Array.isArray(proof)) throw new E('proof must be a list of hashes');
+  const n = treeSize(size, E);
+  let fn = big(index, 'index', E), sn = n - 1n;                        // step 2
+  if (!(fn >= 0n && fn < n)) throw new E(`index ${fn} is outside a tree of size ${n}`); // step 1
+  hash32(leaf, 'leaf hash', E);
+  proofList(proof, MAX_INCLUSION_HASHES, 'inclusion proof is too long', E);
   let r = leaf;                                                         // step 3
   for (const p of proof) {                                              // step 4
-    if (!(p instanceof Uint8Array) || p.length !== 32) throw new E('proof hash is not 32 bytes');
+    if (!isHash(p)) throw new E('proof hash is not 32 bytes');
     if (sn === 0n) throw new E('inclusion proof is too long');           // 4a
     if ((fn & 1n) || fn === sn) {                                       // 4b
       r = await nodeHash(p, r);
@@ -68,6 +92,8 @@ export async function rootFromInclusion(index, size, leaf, proof) {
 
 /** Verify an inclusion proof against a root; throws InclusionProofError. */
 export async function verifyInclusion(index, size, leaf, proof, root) {
+  treeSize(size, InclusionProofError);
+  hash32(root, 'root', InclusionProofError);
   const r = await rootFromInclusion(index, size, leaf, proof);
   if (!bytesEqual(r, root)) throw new InclusionProofError('inclusion proof does not lead to the checkpoint root');
 }
@@ -79,9 +105,13 @@ export async function verifyInclusion(index, size, leaf, proof, root) {
  * power of two, step 7 finds sn != 0 and reports "too short"). */
 export async function verifyConsistency(oldSize, newSize, oldRoot, newRoot, proof) {
   const E = ConsistencyProofError;
-  const m = big(oldSize, 'old size', E), n = big(newSize, 'new size', E);
-  if (!(m >= 0n && m <= n)) throw new E(`old size ${oldSize} is not within 0..${newSize}`);
+  const m = big(oldSize, 'old size', E), n = treeSize(newSize, E, 'new size');
+  if (!(m >= 0n && m <= n)) throw new E(`old size ${m} is not within 0..${n}`);
+  hash32(oldRoot, 'old root', E);
+  hash32(newRoot, 'new root', E);
+  proofList(proof, MAX_CONSISTENCY_HASHES, 'consistency proof is too long', E);
   checkHashes(proof, E);
+  if (m === 0n && !bytesEqual(oldRoot, EMPTY_ROOT)) throw new E('size-0 root must be SHA-256 of the empty string');
   if (m === n) {
     if (proof.length) throw new E('proof must be empty for equal sizes');
     if (!bytesEqual(oldRoot, newRoot)) throw new E('same size, different roots');
@@ -89,7 +119,6 @@ export async function verifyConsistency(oldSize, newSize, oldRoot, newRoot, proo
   }
   if (m === 0n) {
     if (proof.length) throw new E('proof from the empty tree must be empty');
-    if (!bytesEqual(oldRoot, EMPTY_ROOT)) throw new E('size-0 root must be SHA-256 of the empty string');
     return;
   }
   const path = [...proof];

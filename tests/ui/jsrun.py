@@ -1,0 +1,111 @@
+"""Run cases through the browser's verifiers (tests/ui/js/differential.js) and get their
+verdicts back: with Node when it is installed, else in headless Chromium (selenium, the
+same harness and CSP as tests/ui/test_explorer.py); the test is skipped when neither is.
+OAP_JS_RUNNER=chromium forces the browser."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+JS = Path(__file__).resolve().parent / "js"
+ROOT = JS.parents[2]
+NODE = shutil.which("node")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+CSP = ("default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src data:; "
+       "base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'; trusted-types 'none'")
+
+
+def run_js(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The JavaScript verdict of each case (JSON-encoded with tests.support.malformed.to_json)."""
+    if NODE and os.environ.get("OAP_JS_RUNNER") != "chromium":
+        return _node(cases)
+    return _chromium(cases)
+
+
+def _node(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    assert NODE is not None
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(cases, f)
+    try:
+        out = subprocess.run([NODE, str(JS / "differential.mjs"), f.name], capture_output=True, text=True, timeout=600)
+    finally:
+        os.unlink(f.name)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+@contextmanager
+def _serve(cases_json: bytes) -> Iterator[str]:
+    class Handler(SimpleHTTPRequestHandler):
+        extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript"}
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(ROOT), **kwargs)
+
+        def do_GET(self) -> None:
+            if self.path == "/tests/ui/js/cases.json":
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(cases_json)))
+                self.end_headers()
+                self.wfile.write(cases_json)
+                return
+            if not self.path.startswith(("/tests/ui/js/", "/tlog/ui/static/lib/")) or ".." in self.path:
+                self.send_error(404)
+                return
+            super().do_GET()
+
+        def end_headers(self) -> None:
+            self.send_header("Content-Security-Policy", CSP)
+            self.send_header("X-Content-Type-Options", "nosniff")
+            super().end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _chromium(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+        from selenium.webdriver.support.ui import WebDriverWait
+    except ImportError:  # pragma: no cover - the test extra installs selenium
+        pytest.skip("neither node nor selenium: the browser verifiers cannot run here")
+    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
+        pytest.skip("neither node nor chromium/chromedriver: `make tools` installs them where apt-get works")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
+                "--disable-extensions", "--disable-background-networking"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
+    try:
+        with _serve(json.dumps(cases).encode()) as host:
+            driver.get(f"{host}/tests/ui/js/differential.html")
+            WebDriverWait(driver, 300).until(lambda d: d.title.startswith("DONE"))
+            assert driver.title == "DONE", driver.find_element("id", "state").get_attribute("textContent")
+            return json.loads(driver.find_element("id", "results").get_attribute("textContent"))
+    finally:
+        driver.quit()
