@@ -4,7 +4,7 @@ while every mutation of it fails."""
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
@@ -16,7 +16,7 @@ from tlog.merkle.subtrees import subtree_consistency_proof, valid_subtree, verif
 D = [bytes([i]) for i in range(131)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def mth(lo: int, hi: int) -> bytes:
     if hi == lo:
         return EMPTY_ROOT
