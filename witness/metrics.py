@@ -26,6 +26,9 @@ class WitnessMetrics:
             "oap_witness_log_size", "Tree size of the latest checkpoint cosigned, per configured log",
             ["origin"], registry=r,
         )
+        self.sign_subtree = Counter(
+            "oap_witness_sign_subtree_total", "sign-subtree answers by status", ["status"], registry=r
+        )
         self.conformance = Counter(
             "oap_witness_conformance_requests_total", "Conformance peer-witnessing answers by status",
             ["status"], registry=r,
