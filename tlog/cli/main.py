@@ -513,7 +513,8 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_js
                 click.echo(f"FAIL {path}: {result['error']}")
             elif show_each:
                 for i, log in enumerate(result["logs"]):
-                    wit = ", ".join(log["witnesses"]) or "none required"
+                    wit = ", ".join(w + (" (ML-DSA-44)" if w in log["post_quantum"] else "")
+                                    for w in log["witnesses"]) or "none required"
                     signed = ""
                     if i == 0 and "signer" in result:
                         checked = "" if result["signature_checked"] else ": not checked, pass its --did-document"
@@ -625,7 +626,8 @@ def _verify_one(path: Path, policy, receipt: Path | None, salt_file: Path | None
         return out
     out["ok"] = True
     out["logs"] = [{"origin": ve.checkpoint.checkpoint.origin, "index": ve.index,
-                    "tree_size": ve.checkpoint.checkpoint.size, "witnesses": sorted(ve.checkpoint.witnesses)}
+                    "tree_size": ve.checkpoint.checkpoint.size, "witnesses": sorted(ve.checkpoint.witnesses),
+                    "post_quantum": sorted(ve.checkpoint.post_quantum)}
                    for ve in anchors.entries]
     out["not_counted"] = [{"log": where, "reason": reason} for where, reason in anchors.failures]
     return out
