@@ -190,8 +190,8 @@ class WitnessConfig(HTTPConfig):
             raise ConfigError(f"cosigners must name each of {', '.join(COSIGNER_KINDS)} at most once, and one at least")
         for source in self.log_lists:
             check_list_source(source)
-        if not 10 <= self.log_list_refresh <= 7 * 86400:
-            raise ConfigError("log_list_refresh must be 10..604800 seconds")
+        if not 1 <= self.log_list_refresh <= 7 * 86400:
+            raise ConfigError("log_list_refresh must be 1..604800 seconds")
         if not 1 <= self.log_list_timeout <= 300:
             raise ConfigError("log_list_timeout must be 1..300 seconds")
         for vkey in self.trusted_logs:
