@@ -12,10 +12,10 @@ A list that cannot be fetched or parsed changes nothing: the last good copy stay
 `qpd` becomes its budget of new checkpoints per day (`witness.core.QueryBudget`).
 
 Keys are pinned: the first vkey a list gave an origin is remembered (DATA/log-lists/pins.json)
-and a list that later names another key for it is refused for that log (reported in
-/v1/info and the log): a compromised or mistaken list cannot swap a log's key under a
-running witness. To accept a rotated key, configure the log by hand (config wins) or
-remove its pin. A log that leaves every list is no longer cosigned (404); its last
+and a list that later names another key for it does not change it: the log stays followed
+with the pinned key, and the conflict is reported (/v1/info and the log). A compromised
+or mistaken list cannot swap a log's key under a witness. To accept a rotated key,
+configure the log by hand (config wins) or remove its pin. A log that leaves every list is no longer cosigned (404); its last
 cosigned checkpoint is still served to monitors.
 """
 from __future__ import annotations
@@ -125,17 +125,15 @@ class LogLists:
                         status.conflicts.append(f"{entry.origin}: already followed with another key "
                                                 "(the configuration or an earlier list wins)")
                     continue
-                pinned = self.pins.get(entry.origin)
-                if pinned is not None and pinned != entry.vkey and \
-                        not any(w.origin == entry.origin for w in self.cfg.logs):
-                    status.conflicts.append(f"{entry.origin}: the list names a key other than the pinned one; "
-                                            "refused (configure the log by hand to accept a new key)")
-                    continue
-                if pinned is None:
-                    self.pins[entry.origin] = entry.vkey
+                vkey = self.pins.get(entry.origin)
+                if vkey is None:
+                    vkey = self.pins[entry.origin] = entry.vkey
                     new_pins = True
-                taken[entry.origin] = entry.vkey
-                out.append(WitnessedLog(entry.origin, entry.vkey, None, entry.qpd, status.source, entry.contact))
+                elif vkey != entry.vkey:
+                    status.conflicts.append(f"{entry.origin}: the list names a key other than the pinned one; "
+                                            "the pinned key stays (configure the log by hand to accept a new key)")
+                taken[entry.origin] = vkey
+                out.append(WitnessedLog(entry.origin, vkey, None, entry.qpd, status.source, entry.contact))
         if new_pins:
             self._save_pins()
         return out
