@@ -15,8 +15,8 @@ Keys are pinned: the first vkey a list gave an origin is remembered (DATA/log-li
 and a list that later names another key for it does not change it: the log stays followed
 with the pinned key, and the conflict is reported (/v1/info and the log). A compromised
 or mistaken list cannot swap a log's key under a witness. To accept a rotated key,
-configure the log by hand (config wins) or remove its pin. A log that leaves every list is no longer cosigned (404); its last
-cosigned checkpoint is still served to monitors.
+configure the log by hand (config wins) or remove its pin. A log that leaves every list is
+no longer cosigned (404); its last cosigned checkpoint is still served to monitors.
 """
 from __future__ import annotations
 
