@@ -57,7 +57,7 @@ async def _start(cfg: WitnessConfig) -> Running:
 
     svc = WitnessService.open(cfg)
     keys = [f"verifier key: {s.vkey}" if s.key_type != 0x06 else
-            f"ML-DSA-44 key: {cfg.mldsa_key_path.with_suffix('.vkey')} ({s.vkey[:40]}...)" for s in svc.signers]
+            f"ML-DSA-44:    {cfg.mldsa_key_path.with_suffix('.vkey')} ({s.vkey[:40]}...)" for s in svc.signers]
     lists = [f"log lists:    {', '.join(cfg.log_lists)} (every {cfg.log_list_refresh:g} s)"] if cfg.log_lists else []
     return Running(build_app(svc), close=svc.close, banner=lambda url: [
         f"name:         {svc.signer.name}", *keys, f"identity:     {svc.peer.did}",
