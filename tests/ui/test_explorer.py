@@ -295,7 +295,9 @@ def test_the_log_view_and_an_anchored_entry_verify_in_the_browser(network, brows
     assert state == "pass" and "VERIFIED checkpoint" in said and "witness quorum met" in said, said
     assert network["vkey"] in said
     rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#cosignatures tbody tr")]
-    assert len(rows) == 3 and sum("verified" in r and "ago" in r for r in rows) >= 2, rows
+    # one row per witness key: witness 1 also cosigns with ML-DSA-44, verified in the browser
+    assert len(rows) == 4 and sum("verified" in r and "ago" in r for r in rows) >= 2, rows
+    assert any(r.startswith("w1-mldsa44 witness-1.localhost verified") for r in rows), rows
     assert text(browser, "quorum").startswith("Quorum local-witnesses: met")
     assert "entries" in text(browser, "growth-text")
     shot(browser, tmp_path, "log")
@@ -332,7 +334,7 @@ def test_a_wrong_key_or_a_missing_quorum_shows_the_specific_failure(network, bro
                              + f"witness s {stranger.vkey}\ngroup strict all w1 w2 s\nquorum strict\n")
     assert state == "fail" and "witness quorum not met" in said, said
     state, said = rerun(browser, "entry-verdict", "#entry-form button")
-    assert state == "fail" and "witness quorum not met (valid cosignatures from: w1, w2, w3)" in said, said
+    assert state == "fail" and "witness quorum not met (valid cosignatures from: w1, w1-mldsa44, w2, w3)" in said, said
     view(browser, "log")
     assert text(browser, "quorum").startswith("Quorum strict: NOT met")
     assert "stranger.example no cosignature" in text(browser, "cosignatures")
@@ -361,7 +363,7 @@ def test_bundle_check_gives_oap_log_verify_verdicts(network, browser, tmp_path):
     state, said = rerun(browser, "bundle-verdict", "#bundle-check")
     assert state == "pass" and said.startswith("OK"), said
     assert f"pasted bundle: index {network['index']} in oap.localhost/log at size " in said, said
-    assert "(witnesses: w1, w2, w3); signed by did:key:" in said and "anchors the receipt given" in said, said
+    assert "(witnesses: w1, w1-mldsa44, w2, w3); signed by did:key:" in said and "anchors the receipt given" in said, said
     assert "1 verified, 0 failed" in said
     shot(browser, tmp_path, "bundle")
     lines = bundle.split("\n")
