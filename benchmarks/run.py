@@ -581,7 +581,7 @@ class Bench:
         # 2. the witness core, in process: many logs at once, each its chain in order
         nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
 
-        def core(cosigners: tuple[str, ...]) -> tuple[float, int]:
+        def core(cosigners: tuple[str, ...]) -> tuple[float, int, float]:
             d = Path(tempfile.mkdtemp(dir=CACHE, prefix="witness-core-"))
             try:
                 chains = self._witness_chains(d, nlogs, per_log, cosigners)
@@ -598,32 +598,37 @@ class Bench:
                         got += len((await w.submit(body)).signatures)
                     return got
 
-                async def run() -> float:
+                async def run() -> tuple[float, float]:
                     nonlocal lines
-                    t = time.perf_counter()
+                    t, cpu = time.perf_counter(), time.process_time()
                     lines = sum(await asyncio.gather(*(one(c) for c in chains)))
-                    return time.perf_counter() - t
+                    return time.perf_counter() - t, time.process_time() - cpu
 
                 try:
-                    seconds = asyncio.run(run())
+                    seconds, cpu = asyncio.run(run())
                 finally:
                     state.close()
-                return nlogs * per_log / seconds, lines
+                # CPU seconds of this process (event loop and signing threads) per request: what
+                # the rate would be per core if the machine's other load left it the whole core
+                return nlogs * per_log / seconds, lines, nlogs * per_log / cpu
             finally:
                 shutil.rmtree(d, ignore_errors=True)
 
-        core_ed, _ = core(("ed25519",))
-        core_pq, pq_lines = core(("mldsa44",))
-        core_both, both_lines = core(("ed25519", "mldsa44"))
+        core_ed, _, ed_per_cpu = core(("ed25519",))
+        core_pq, pq_lines, pq_per_cpu = core(("mldsa44",))
+        core_both, both_lines, _ = core(("ed25519", "mldsa44"))
         assert pq_lines == nlogs * per_log and both_lines == 2 * nlogs * per_log
         base = {"name": "witness_core_ed25519", "value": round(core_ed)}
         self.add(Result("mldsa44_sign", round(all_cores), "signatures/s", {
-            "one_core_per_s": round(one_core), "threads": threads, "verify_per_s": round(verify_rate),
+            "one_core_per_s": round(one_core), "load_average_1m": round(os.getloadavg()[0], 2), "threads": threads,
+            "verify_per_s": round(verify_rate),
             "what": "pyca/cryptography ML-DSA-44 signatures of a 120-byte message (a subtree/v1 cosigned_message), "
                     "on worker threads (it releases the GIL); one core; verification on one core"}))
         self.add(Result("witness_core_mldsa44", round(core_pq), "cosignatures/s", {
             "logs": nlogs, "checkpoints_per_log": per_log, "ed25519_per_s": round(core_ed),
             "ed25519_and_mldsa44_requests_per_s": round(core_both),
+            "per_cpu_second": round(pq_per_cpu), "ed25519_per_cpu_second": round(ed_per_cpu),
+            "load_average_1m": round(os.getloadavg()[0], 2),
             "what": "witness.core.Witness.submit in process, every log's chain at once: parse, log signature, "
                     "consistency proof, ML-DSA-44 cosignature on worker threads, durable group commit (SQLite, "
                     "synchronous=FULL); beside the same run with an Ed25519 key and with both keys"},
@@ -823,7 +828,8 @@ def _notes(r: Result) -> str:
             "memory": ["rss_anon_mb", "rss_file_mb", "no_window_peak_rss_mb", "no_window_proofs_per_s"],
             "witness_cosign": ["logs", "p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
             "mldsa44_sign": ["one_core_per_s", "verify_per_s"],
-            "witness_core_mldsa44": ["ed25519_per_s", "ed25519_and_mldsa44_requests_per_s"],
+            "witness_core_mldsa44": ["ed25519_per_s", "ed25519_and_mldsa44_requests_per_s", "per_cpu_second",
+                                     "load_average_1m"],
             "witness_http_mldsa44": ["p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
             "status_lookups": ["p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
             "sha256_nodes": ["batched_node_hashes_per_s"],
