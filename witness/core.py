@@ -377,7 +377,7 @@ class Witness:
             if budget is not None and not charged:
                 budget.take()  # 429 once this log's qpd is spent
                 charged = True
-            ts = int(self.clock())
+            ts = max(int(self.clock()), 1)  # tlog-witness: the timestamp MUST NOT be zero
             if rec is not None:
                 ts = max(ts, rec.cosigned_at)
             sigs = await self._sign(note.text, ts)
