@@ -8,7 +8,10 @@ import stat
 
 import mldsa as mldsa_py
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tlog.errors import FormatError
 from tlog.formats.checkpoint import subtree_message
 from tlog.formats.encoding import b64enc
 from tlog.formats.keys import COSIGNATURE_MLDSA44, COSIGNATURE_V1, parse_vkey
@@ -17,7 +20,7 @@ from tlog.merkle.subtrees import subtree_consistency_proof
 from tlog.merkle.tree import memory_view
 from witness.cli import main as witness_cli
 from witness.config import WitnessedLog
-from witness.core import origin_path
+from witness.core import origin_path, parse_sign_subtree
 
 from tests.support.witness import MemLog, post, running_witness, witness_config
 
@@ -194,3 +197,19 @@ async def test_concurrent_mldsa_cosignatures_never_fork(tmp_path):
         assert ok and all(r[0] in (200, 409) for r in results)
         sizes = [size for size, _ in svc.state.history_sync(log.origin)]
         assert sizes == sorted(set(sizes))
+
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["subtree 8 13", "subtree 0 0", "subtree 2 5", "subtree 08 13", "subtree 8",
+                                 b64enc(bytes(32)), b64enc(bytes(31)), "", "x", "oap.localhost/log", "14",
+                                 "\u2014 w AAAA", "subtree 8 13 1"]), max_size=10)
+       | st.binary(max_size=300).map(lambda b: b.decode("latin-1")))
+def test_any_sign_subtree_body_parses_or_raises_format_error(lines):
+    body = ("\n".join(lines) if isinstance(lines, list) else lines).encode("utf-8")
+    try:
+        req = parse_sign_subtree(body)
+    except FormatError:
+        return
+    assert req.end <= req.checkpoint.size and req.start <= req.end

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.keys import CosignatureSigner, MLDSACosigner
@@ -239,3 +241,23 @@ async def _is(origins, want: set[str]) -> bool:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+# --- hostile input: only FormatError, whatever the bytes -------------------------------------
+
+
+_LINES = st.sampled_from(["logs/v0", f"vkey {A.vkey}", f"vkey {B.vkey}", "vkey x", "origin o", "origin",
+                          "qpd 1", "qpd 0", "qpd 99999999999", "contact c", "contact", "# c", "", "  ", "bastion b",
+                          "\x00", "vkey " + A.vkey + " extra"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINES, max_size=12) | st.binary(max_size=200).map(lambda b: b.decode("latin-1")))
+def test_any_list_text_parses_or_raises_format_error(lines):
+    text = "\n".join(lines) if isinstance(lines, list) else lines
+    try:
+        lst = parse_log_list(text)
+    except FormatError:
+        return
+    origins = [x.origin for x in lst.logs]
+    assert len(origins) == len(set(origins)) and all(1 <= x.qpd < 2**31 for x in lst.logs)
