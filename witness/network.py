@@ -189,17 +189,23 @@ class LogLists:
         self.apply()
         self.rounds += 1
 
+    async def _refresh_safely(self) -> None:
+        try:
+            await self.refresh()
+        except Exception:  # a bug must not stop the refreshes (the last good lists stay)
+            log.exception("log list refresh failed")
+
     async def run(self) -> None:
         """Refresh every `log_list_refresh` seconds until cancelled."""
         while True:
-            try:
-                await self.refresh()
-            except Exception:  # a bug must not stop the refreshes (the last good lists stay)
-                log.exception("log list refresh failed")
             await asyncio.sleep(self.cfg.log_list_refresh)
+            await self._refresh_safely()
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Read every list once (each fetch bounded by `log_list_timeout`), so the witness
+        serves its lists' logs from its first request, then refresh in the background."""
         if self.lists and self._task is None:
+            await self._refresh_safely()
             self._task = asyncio.get_running_loop().create_task(self.run())
 
     async def close(self) -> None:

@@ -288,7 +288,7 @@ def build_app(svc: WitnessService) -> web.Application:
         lists = svc.lists
 
         async def start_lists(_: web.Application) -> None:
-            lists.start()
+            await lists.start()
 
         async def stop_lists(_: web.Application) -> None:
             await lists.close()
