@@ -36,6 +36,7 @@ from tlog.formats.loglist import MAX_LIST_BYTES, LogList, parse_log_list
 
 from .config import WitnessConfig, WitnessedLog
 from .core import Witness
+from .metrics import WitnessMetrics
 
 log = logging.getLogger("oap.witness.network")
 
@@ -75,9 +76,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
 class LogLists:
     """The witness's log lists: read, merged with the configuration, applied to `witness`."""
 
-    def __init__(self, cfg: WitnessConfig, witness: Witness) -> None:
+    def __init__(self, cfg: WitnessConfig, witness: Witness, metrics: WitnessMetrics | None = None) -> None:
         self.cfg = cfg
         self.witness = witness
+        self.metrics = metrics
         self.lists = [ListStatus(source) for source in cfg.log_lists]
         self.cache = cfg.lists_cache_dir
         self.pins: dict[str, str] = self._load_pins()
@@ -144,6 +146,11 @@ class LogLists:
             for c in status.conflicts:
                 log.warning("log list %s: %s", status.source, c)
         self.witness.set_logs(logs)
+        if self.metrics is not None:
+            self.metrics.logs_followed.set(len(logs))
+            for status in self.lists:
+                if status.fetched_at is not None:
+                    self.metrics.list_fetched.labels(status.source).set(status.fetched_at)
 
     # --- fetching ------------------------------------------------------------------
 
@@ -167,6 +174,10 @@ class LogLists:
             raise FormatError(f"log list larger than {MAX_LIST_BYTES} bytes")
         return data
 
+    def _failed(self, source: str) -> None:
+        if self.metrics is not None:
+            self.metrics.list_failures.labels(source).inc()
+
     async def refresh(self) -> None:
         """Read every list once; keep the last good copy of each that fails; apply."""
         for status in self.lists:
@@ -175,10 +186,12 @@ class LogLists:
                 parsed = parse_log_list(data)
             except FormatError as e:
                 status.error = e.message
+                self._failed(status.source)
                 log.error("log list %s refused, keeping the last good copy: %s", status.source, e.message)
                 continue
             except (OSError, aiohttp.ClientError, TimeoutError) as e:
                 status.error = f"{type(e).__name__}: {e}"
+                self._failed(status.source)
                 log.warning("log list %s unreachable, keeping the last good copy: %s", status.source, status.error)
                 continue
             status.logs, status.fetched_at, status.error = parsed, time.time(), None

@@ -90,10 +90,11 @@ class WitnessService:
         signers, seed = load_or_create_keys(config)
         state = WitnessState(config.state_path, stall=stall)
         witness = Witness(signers, config.logs, state, clock=clock)
-        lists = LogLists(config, witness) if config.log_lists else None
+        metrics = WitnessMetrics()
+        metrics.logs_followed.set(len(config.logs))
+        lists = LogLists(config, witness, metrics) if config.log_lists else None
         peer = PeerWitness(seed, policy_text=config.trust_policy_text(), own_receipt=config.own_receipt,
                            require_own_level=config.require_own_level, clock=clock)
-        metrics = WitnessMetrics()
         configured = {log.origin for log in config.logs}
         for rec in state.all_sync():
             if rec.origin in configured:

@@ -209,6 +209,12 @@ async def test_provisioning_from_a_url_refreshed_and_fail_safe(tmp_path):
             await until(lambda: _true(lists.hits > hits + 1), "a refresh of the garbage list")
             got = await info(s, url)
             assert "header" in got["log_lists"][0]["error"] and B.origin in {x["origin"] for x in got["logs"]}
+            async with s.get(url + "/metrics") as r:
+                metrics = await r.text()
+            failures = [ln for ln in metrics.splitlines()
+                        if ln.startswith(f'oap_witness_log_list_failures_total{{list="{lists.url}"}}')]
+            assert failures and float(failures[0].split()[-1]) >= 2
+            assert "oap_witness_logs_followed 2.0" in metrics  # B from the list, C configured
 
             # B's key swapped in the list: refused, B keeps its pinned key
             B2 = MemLog(B.origin, bytes([9]) * 32).grow(8)
