@@ -31,8 +31,10 @@ of our cosignatures can never contradict each other even if the clock steps back
 A witness may hold an Ed25519 key (cosignature/v1, 0x04), an ML-DSA-44 key (subtree/v1,
 0x06), or both under one name; every success carries one line per key, Ed25519 first.
 ML-DSA-44 signing (~0.6 ms) runs on worker threads (pyca/cryptography releases the GIL),
-so a witness signs on every core. The same request again, once cosigned, is answered with
-the stored cosignatures: replaying a log's public checkpoint costs no signature and no qpd.
+so a witness signs on every core. The same checkpoint again is cosigned again (a fresh
+timestamp, as logs that re-push an unchanged tree expect) without spending the log's qpd,
+so replaying a log's public checkpoints cannot use up its budget (the per-client rate
+limit bounds the signatures that costs).
 
 `sign-subtree` (tlog-witness, optional): a checkpoint this witness cosigned plus a subtree
 consistency proof (draft-ietf-plants-merkle-tree-certs §4.4) earns an ML-DSA-44 subtree
@@ -148,8 +150,9 @@ class QueryBudget:
 
     It refills at qpd/86400 per second and holds at most min(qpd, max(10, qpd/24)): a log
     may catch up with an hour's worth at once (at least 10), never more than a day's. Only
-    requests that would make a new cosignature spend from it; a 409 or a replay of the
-    last cosigned checkpoint costs nothing. In memory: a restart refills it.
+    requests that move the log forward spend from it; a 409 or the last cosigned checkpoint
+    again costs nothing (anyone can replay a log's public checkpoints). In memory: a
+    restart refills it.
     """
 
     def __init__(self, qpd: int, clock: Callable[[], float]) -> None:
@@ -325,18 +328,6 @@ class Witness:
             return self._sign_sync(text, ts)
         return await asyncio.get_running_loop().run_in_executor(_signing_pool(), self._sign_sync, text, ts)
 
-    def _stored(self, rec: Record, text: str) -> tuple[NoteSignature, ...] | None:
-        """Our cosignatures on `rec` if it is exactly this checkpoint text, by every current key."""
-        try:
-            stored = parse_note(rec.note)
-        except FormatError:
-            return None
-        if stored.text != text:
-            return None
-        mine = {(s.name, s.key_id): s for s in stored.signatures}
-        found = tuple(mine.get((s.name, s.key_id)) for s in self.signers)
-        return found if all(f is not None for f in found) else None  # type: ignore[return-value]
-
     async def add_checkpoint(self, req: AddCheckpoint) -> Cosigned:
         cp = req.checkpoint
         entry = self.logs.get(cp.origin)
@@ -369,12 +360,9 @@ class Witness:
                     raise SizeConflict(known)
             old_root = rec.root if rec is not None else EMPTY_ROOT
             verify_consistency(req.old, cp.size, old_root, cp.root, req.proof)  # 422 on failure
-            if rec is not None and rec.size == cp.size:
-                stored = self._stored(rec, note.text)
-                if stored is not None:  # the same checkpoint again: the same answer, for free
-                    return Cosigned(cp.origin, cp.size, cp.root, rec.cosigned_at, stored, rec.note)
             budget = self.budgets.get(cp.origin)
-            if budget is not None and not charged:
+            repeat = rec is not None and rec.size == cp.size  # same root: verified just above
+            if budget is not None and not charged and not repeat:
                 budget.take()  # 429 once this log's qpd is spent
                 charged = True
             ts = max(int(self.clock()), 1)  # tlog-witness: the timestamp MUST NOT be zero

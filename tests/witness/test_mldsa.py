@@ -63,9 +63,11 @@ async def test_add_checkpoint_answers_one_line_per_key_and_both_verify(tmp_path)
             assert r.status == 200
             served = await r.text()
         assert {x.line() for x in sigs} <= {x.line() for x in parse_note(served).signatures}
-        # the same request again: the stored answer (no new signature, same timestamp)
+        # the same checkpoint again: cosigned again, with a timestamp that never goes back
         again = await post(s, url, log.body(14, 14))
-        assert again[0] == 200 and again[2] == body
+        assert again[0] == 200
+        _, re_verified = open_note(log.checkpoint(14) + again[2], [ed.verifier, pq.verifier])
+        assert all(v.timestamp >= ts[1] for v in re_verified)
         async with s.get(f"{url}/v1/info") as r:
             info = await r.json()
         assert info["verifier_keys"] == [ed.vkey, pq.vkey] and info["sign_subtree"] is True
