@@ -4,7 +4,6 @@ export * from './errors.js';
 export * from './b64.js';
 export * from './merkle.js';
 export * from './ed25519.js';
-export * from './mldsa.js';
 export * from './checkpoint.js';
 export * from './note.js';
 export * from './policy.js';
