@@ -492,47 +492,158 @@ class Bench:
             baseline={"name": "bare aiohttp handler answering 8 KiB (benchmarks/bare.py), same load",
                       "value": round(base.rate)}, target=20_000))
 
-    def witness_cosign(self) -> None:
-        """Durable add-checkpoint requests from many logs at once against `oap-witness serve`."""
-        if not _have_module("witness.cli"):
-            self.add(Result("witness_cosign", None, "requests/s", {}, target=2000,
-                            skipped="not yet: needs issue 4 (witness service)"))
-            return
+    def _witness_chains(self, d: Path, nlogs: int, per_log: int, cosigners: tuple[str, ...]) -> list[list[bytes]]:
+        """A witness config in d/witness.toml following `nlogs` logs, and each log's chain of
+        add-checkpoint bodies (old = previous size, consistency proof, signed note)."""
         from tlog.formats.checkpoint import Checkpoint
         from tlog.formats.encoding import b64enc
         from tlog.formats.keys import Signer
         from tlog.formats.note import sign_note
         from tlog.merkle.tree import build_levels
 
+        logs = [Signer.generate(f"bench-log-{i}.example/log") for i in range(nlogs)]
+        toml = [f'[witness]\ndata_dir = "{d / "data"}"\nname = "bench-witness.example"\n'
+                f"cosigners = {json.dumps(list(cosigners))}\n"]
+        for s in logs:
+            toml.append(f'[[witness.logs]]\norigin = "{s.name}"\nvkey = "{s.vkey}"\n')
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "witness.toml").write_text("\n".join(toml))
+        chains = []
+        for li, signer in enumerate(logs):
+            levels = build_levels([leaf_hash(b"%d:%d" % (li, j)) for j in range(per_log)])
+            seq = []
+            for size in range(1, per_log + 1):
+                view = TreeView(size, lambda k, j, levels=levels: levels[k][j])
+                proof = view.consistency_proof(size - 1)
+                note = sign_note(Checkpoint(signer.name, size, view.root).to_text(), [signer])
+                seq.append((f"old {size - 1}\n" + "".join(b64enc(h) + "\n" for h in proof) + "\n" + note).encode())
+            chains.append(seq)
+        return chains
+
+    def _witness_http(self, cosigners: tuple[str, ...]):
         nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
         d = Path(tempfile.mkdtemp(dir=CACHE, prefix="witness-"))
         try:
-            logs = [Signer.generate(f"bench-log-{i}.example/log") for i in range(nlogs)]
-            toml = [f'[witness]\ndata_dir = "{d / "data"}"\nname = "bench-witness.example"\n']
-            for s in logs:
-                toml.append(f'[[witness.logs]]\norigin = "{s.name}"\nvkey = "{s.vkey}"\n')
-            (d / "witness.toml").write_text("\n".join(toml))
-            sequences = []
-            for li, signer in enumerate(logs):
-                levels = build_levels([leaf_hash(b"%d:%d" % (li, j)) for j in range(per_log)])
-                seq = []
-                for size in range(1, per_log + 1):
-                    view = TreeView(size, lambda k, j, levels=levels: levels[k][j])
-                    proof = view.consistency_proof(size - 1)
-                    note = sign_note(Checkpoint(signer.name, size, view.root).to_text(), [signer])
-                    body = (f"old {size - 1}\n" + "".join(b64enc(h) + "\n" for h in proof) + "\n" + note).encode()
-                    seq.append(post("/add-checkpoint", body, 0, content_type="text/plain"))
-                sequences.append(seq)
+            chains = self._witness_chains(d, nlogs, per_log, cosigners)
+            sequences = [[post("/add-checkpoint", b, 0, content_type="text/plain") for b in seq] for seq in chains]
             with WitnessServer(d / "witness.toml") as srv:  # (the requests' Host header says port 0: unused)
                 load, first = run_pyload(srv, None, connections=nlogs, total=0, seconds=120, sequences=sequences)
         finally:
             shutil.rmtree(d, ignore_errors=True)
         assert first.startswith("\u2014 ".encode()), first[:200]  # a cosignature line
+        return load, first
+
+    def witness_cosign(self) -> None:
+        """Durable add-checkpoint requests from many logs at once against `oap-witness serve`."""
+        if not _have_module("witness.cli"):
+            self.add(Result("witness_cosign", None, "requests/s", {}, target=2000,
+                            skipped="not yet: needs issue 4 (witness service)"))
+            return
+        nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
+        load, _ = self._witness_http(("ed25519",))
         self.add(Result("witness_cosign", round(load.rate), "requests/s", {
             "logs": nlogs, "checkpoints_per_log": per_log, **load.describe(),
             "what": "POST /add-checkpoint, each log one connection sending its checkpoints in order "
                     "(old = previous size, consistency proof, signed note); durable before the answer",
             "check": "every answer 200 with a cosignature line (errors count 409/4xx/5xx)"}, target=2000))
+
+    def witness_mldsa(self) -> None:
+        """ML-DSA-44 witness cosignatures per second beside Ed25519 ones, measured in the same run:
+        the signing primitive, the witness core (verify, CAS, durable group commit, sign) and
+        `oap-witness serve` over HTTP."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tlog.formats import mldsa
+        from tlog.service.config import load as load_config
+        from witness.config import WitnessConfig
+        from witness.core import Witness
+        from witness.keyfiles import load_or_create_keys
+        from witness.state import WitnessState
+
+        # 1. the primitive: pyca/cryptography ML-DSA-44 signatures of a subtree/v1-sized message
+        signer, msg = mldsa.Signer(mldsa.generate_seed()), bytes(120)
+        n = 2000 if self.cfg is QUICK else 6000
+        t0 = time.perf_counter()
+        for _ in range(n // 2):
+            signer.sign(msg)
+        one_core = (n // 2) / (time.perf_counter() - t0)
+        threads = max(2, os.cpu_count() or 2)
+        with ThreadPoolExecutor(threads) as ex:
+            t0 = time.perf_counter()
+            list(ex.map(lambda _: signer.sign(msg), range(n)))
+            all_cores = n / (time.perf_counter() - t0)
+        sig = signer.sign(msg)
+        t0 = time.perf_counter()
+        for _ in range(n // 2):
+            mldsa.verify(signer.public, msg, sig)
+        verify_rate = (n // 2) / (time.perf_counter() - t0)
+
+        # 2. the witness core, in process: many logs at once, each its chain in order
+        nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
+
+        def core(cosigners: tuple[str, ...]) -> tuple[float, int, float]:
+            d = Path(tempfile.mkdtemp(dir=CACHE, prefix="witness-core-"))
+            try:
+                chains = self._witness_chains(d, nlogs, per_log, cosigners)
+                cfg = load_config(WitnessConfig, section="witness", env_prefix="OAP_BENCH_WITNESS_",
+                                  file=d / "witness.toml")
+                signers, _ = load_or_create_keys(cfg)
+                state = WitnessState(cfg.state_path)
+                w = Witness(signers, cfg.logs, state)
+                lines = 0
+
+                async def one(chain: list[bytes]) -> int:
+                    got = 0
+                    for body in chain:
+                        got += len((await w.submit(body)).signatures)
+                    return got
+
+                async def run() -> tuple[float, float]:
+                    nonlocal lines
+                    t, cpu = time.perf_counter(), time.process_time()
+                    lines = sum(await asyncio.gather(*(one(c) for c in chains)))
+                    return time.perf_counter() - t, time.process_time() - cpu
+
+                try:
+                    seconds, cpu = asyncio.run(run())
+                finally:
+                    state.close()
+                # CPU seconds of this process (event loop and signing threads) per request: what
+                # the rate would be per core if the machine's other load left it the whole core
+                return nlogs * per_log / seconds, lines, nlogs * per_log / cpu
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+
+        core_ed, _, ed_per_cpu = core(("ed25519",))
+        core_pq, pq_lines, pq_per_cpu = core(("mldsa44",))
+        core_both, both_lines, _ = core(("ed25519", "mldsa44"))
+        assert pq_lines == nlogs * per_log and both_lines == 2 * nlogs * per_log
+        base = {"name": "witness_core_ed25519", "value": round(core_ed)}
+        self.add(Result("mldsa44_sign", round(all_cores), "signatures/s", {
+            "one_core_per_s": round(one_core), "load_average_1m": round(os.getloadavg()[0], 2), "threads": threads,
+            "verify_per_s": round(verify_rate),
+            "what": "pyca/cryptography ML-DSA-44 signatures of a 120-byte message (a subtree/v1 cosigned_message), "
+                    "on worker threads (it releases the GIL); one core; verification on one core"}))
+        self.add(Result("witness_core_mldsa44", round(core_pq), "cosignatures/s", {
+            "logs": nlogs, "checkpoints_per_log": per_log, "ed25519_per_s": round(core_ed),
+            "ed25519_and_mldsa44_requests_per_s": round(core_both),
+            "per_cpu_second": round(pq_per_cpu), "ed25519_per_cpu_second": round(ed_per_cpu),
+            "load_average_1m": round(os.getloadavg()[0], 2),
+            "what": "witness.core.Witness.submit in process, every log's chain at once: parse, log signature, "
+                    "consistency proof, ML-DSA-44 cosignature on worker threads, durable group commit (SQLite, "
+                    "synchronous=FULL); beside the same run with an Ed25519 key and with both keys"},
+            baseline=base, target=1500))
+        if not _have_module("witness.cli"):
+            return
+        load, first = self._witness_http(("mldsa44",))
+        assert len(first.split(b" ", 2)[2].strip()) > 3000  # an ML-DSA-44 cosignature line (base64 of 2,432 bytes)
+        ed = self.results.get("witness_cosign")
+        self.add(Result("witness_http_mldsa44", round(load.rate), "cosignatures/s", {
+            "logs": nlogs, "checkpoints_per_log": per_log, **load.describe(),
+            "what": "POST /add-checkpoint to `oap-witness serve` with cosigners = [\"mldsa44\"], as witness_cosign: "
+                    "one ML-DSA-44 cosignature per answer, durable before the answer",
+            "check": "every answer 200 with a cosignature line (errors count 409/4xx/5xx)"},
+            baseline={"name": "witness_cosign", "value": ed.value} if ed is not None else None, target=1500))
 
     def status_lookups(self) -> None:
         """Signed revocation-status responses from `oap-registry serve` (anchoring in a real log)."""
@@ -716,6 +827,10 @@ def _notes(r: Result) -> str:
             "tile_reads": ["p99_ms", "server_cpu_util", "client_cpu_util"],
             "memory": ["rss_anon_mb", "rss_file_mb", "no_window_peak_rss_mb", "no_window_proofs_per_s"],
             "witness_cosign": ["logs", "p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
+            "mldsa44_sign": ["one_core_per_s", "verify_per_s"],
+            "witness_core_mldsa44": ["ed25519_per_s", "ed25519_and_mldsa44_requests_per_s", "per_cpu_second",
+                                     "load_average_1m"],
+            "witness_http_mldsa44": ["p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
             "status_lookups": ["p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
             "sha256_nodes": ["batched_node_hashes_per_s"],
             "scale_append_batched": ["p50_ms", "server_cpu_util", "client_cpu_util"],
@@ -727,11 +842,13 @@ def _notes(r: Result) -> str:
 
 
 ORDER = ["sha256_nodes", "proofs_batched", "proofs_batched_vs_pymerkle", "verify_batched", "consistency_proofs",
-         "append_durable", "http_appends", "http_reads", "witness_cosign", "status_lookups", "scaleout"]
+         "append_durable", "http_appends", "http_reads", "witness_cosign", "witness_mldsa", "status_lookups",
+         "scaleout"]
 GROUP = {"http_append_batched": "http_appends", "http_append_single": "http_appends",
          "http_proofs_batched": "http_reads", "tile_reads": "http_reads", "memory": "http_reads",
          "scale_append_batched": "scaleout", "scale_append_single": "scaleout", "scale_proofs_batched": "scaleout",
-         "scale_tile_reads": "scaleout"}
+         "scale_tile_reads": "scaleout", "mldsa44_sign": "witness_mldsa", "witness_core_mldsa44": "witness_mldsa",
+         "witness_http_mldsa44": "witness_mldsa"}
 
 
 def main() -> None:

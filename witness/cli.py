@@ -15,7 +15,7 @@ from tlog.service.cli import INSECURE_HTTP, Running, fail, load_config, native_n
 from tlog.service.logs import setup_logging
 
 from .config import WitnessConfig
-from .keyfiles import create_keys, did_of
+from .keyfiles import create_keys, create_mldsa_key, did_of
 
 log = logging.getLogger("oap.witness")
 
@@ -56,9 +56,12 @@ async def _start(cfg: WitnessConfig) -> Running:
     from .server import WitnessService, build_app
 
     svc = WitnessService.open(cfg)
+    keys = [f"verifier key: {s.vkey}" if s.key_type != 0x06 else
+            f"ML-DSA-44:    {cfg.mldsa_key_path.with_suffix('.vkey')} ({s.vkey[:40]}...)" for s in svc.signers]
+    lists = [f"log lists:    {', '.join(cfg.log_lists)} (every {cfg.log_list_refresh:g} s)"] if cfg.log_lists else []
     return Running(build_app(svc), close=svc.close, banner=lambda url: [
-        f"name:         {svc.signer.name}", f"verifier key: {svc.signer.vkey}", f"identity:     {svc.peer.did}",
-        f"logs:         {', '.join(log_.origin for log_ in cfg.logs) or 'none configured'}",
+        f"name:         {svc.signer.name}", *keys, f"identity:     {svc.peer.did}",
+        f"logs:         {', '.join(log_.origin for log_ in cfg.logs) or 'none configured'}", *lists,
         f"url:          {url}", f"data:         {cfg.data_dir.resolve()}"])
 
 
@@ -70,21 +73,29 @@ async def _start(cfg: WitnessConfig) -> Running:
 @_data_option
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Cosigning key file to create (default: DATA/witness.key).")
-def keygen(name: str, data_dir: Path | None, out: Path | None) -> None:
-    """Make the witness keys (mode 0600, never overwritten); print only the verifier key.
+@click.option("--mldsa44", "mldsa", is_flag=True,
+              help="Also make an ML-DSA-44 cosigning key (DATA/witness-mldsa44.key; set cosigners to use it).")
+def keygen(name: str, data_dir: Path | None, out: Path | None, mldsa: bool) -> None:
+    """Make the witness keys (mode 0600, never overwritten); print only the verifier keys.
 
     Also makes identity.key beside it (the did:key for conformance peer-witnessing,
     printed on stderr) unless it exists.
     """
     data = data_dir or WitnessConfig.data_dir
     key_path = out or data / "witness.key"
+    mldsa_path = key_path.with_name("witness-mldsa44.key")
+    if mldsa and mldsa_path.exists():
+        fail(f"{mldsa_path} exists; refusing to overwrite a key")
     try:
         signer, seed = create_keys(key_path, key_path.parent / "identity.key", name)
+        extra = create_mldsa_key(mldsa_path, name) if mldsa else None
     except FileExistsError:
         fail(f"{key_path} exists; refusing to overwrite a key")
     except OAPError as e:
         fail(e.message)
     click.echo(signer.vkey)
+    if extra is not None:
+        click.echo(extra.vkey)
     click.echo(f"identity: {did_of(seed)}", err=True)
 
 
@@ -136,9 +147,9 @@ async def _feed(cfg: WitnessConfig, logs, *, interval: float, rounds: int | None
         # would silently be a second witness nobody trusts.
         raise ConfigError(f"no witness key at {cfg.key_path}: pass the witness's --data (or --config), "
                           "or create the witness first with `oap-witness serve` or `oap-witness keygen`")
-    signer, _ = load_or_create_keys(cfg)
+    signers, _ = load_or_create_keys(cfg)
     if fresh:
-        click.echo(f"created a new witness key {signer.vkey} in {cfg.data_dir}", err=True)
+        click.echo(f"created a new witness key {signers[0].vkey} in {cfg.data_dir}", err=True)
     state = WitnessState(cfg.state_path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -151,7 +162,7 @@ async def _feed(cfg: WitnessConfig, logs, *, interval: float, rounds: int | None
         sys.stdout.flush()
 
     try:
-        async with Feeder(Witness(signer, cfg.logs, state), logs, timeout=cfg.feed_timeout,
+        async with Feeder(Witness(signers, cfg.logs, state), logs, timeout=cfg.feed_timeout,
                           publish_dir=publish_dir) as feeder:
             return await feeder.run(interval=interval, rounds=rounds, stop=stop, on_round=show)
     finally:

@@ -10,10 +10,15 @@ looks like this:
     own_receipt = "/etc/oap-witness/conformance.json"
     trusted_logs = ["log.example.org+1a2b3c4d+AU..."]   # for conformance inclusion
 
+    cosigners = ["ed25519", "mldsa44"]      # cosigning keys: Ed25519 (0x04) and/or ML-DSA-44 (0x06)
+    log_lists = ["https://witness-network.example/log-list.1"]  # logs/v0 lists (files or URLs)
+    log_list_refresh = 3600                 # seconds between list refreshes
+
     [[witness.logs]]                        # one table per log this witness cosigns
     origin = "log.example.org"
     vkey = "log.example.org+1a2b3c4d+AU..."
     url = "https://log.example.org"          # optional: only `oap-witness feed` uses it
+    qpd = 86400                             # optional: new checkpoints cosigned per day (429 beyond)
 
 `validate()` fails on bad or conflicting settings instead of adjusting them.
 """
@@ -27,14 +32,20 @@ from typing import Any
 
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
-from tlog.formats.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
+from tlog.formats.keys import COSIGNATURE_MLDSA44, ECDSA, ED25519, Verifier, check_key_name, parse_vkey
+from tlog.formats.loglist import MAX_QPD
 from tlog.formats.policy import parse_policy
-from tlog.service.config import HTTPConfig, check_http_limits
+from tlog.service.config import HTTPConfig, check_http_limits, is_loopback
 
 OWN_LEVELS = ("L4", "L5", "none")
 """`require_own_level`: the least level of the witness's own receipt (§31); "none" disables the check."""
 
-_LOG_FIELDS = frozenset({"origin", "vkey", "url"})
+_LOG_FIELDS = frozenset({"origin", "vkey", "url", "qpd"})
+COSIGNER_KINDS = ("ed25519", "mldsa44")
+"""`cosigners`: Ed25519 cosignature/v1 (type 0x04) and ML-DSA-44 subtree/v1 (type 0x06) keys."""
+LOG_KEY_TYPES = (ED25519, ECDSA, COSIGNATURE_MLDSA44)
+"""Log keys a witness verifies checkpoints with: Ed25519 and ECDSA note signatures, and ML-DSA-44
+(tlog-cosignature type 0x06: the post-quantum log key Sunlight and transparency-dev issue)."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +59,34 @@ class WitnessedLog:
     origin: str
     vkey: str
     url: str | None = None
+    qpd: int | None = None  # new checkpoints cosigned per day (None: no limit)
+    source: str | None = None  # the logs/v0 list it came from (None: this configuration)
+    contact: str | None = None
 
     @property
     def verifier(self) -> Verifier:
         return parse_vkey(self.vkey)
+
+
+def check_list_source(source: str) -> None:
+    """A logs/v0 list source: a file path, an https:// URL, or http:// to this machine only
+    (a list decides which keys the witness trusts: never fetch it in the clear from elsewhere)."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(source, str) or not source.strip():
+        raise ConfigError("log_lists: an entry is empty")
+    if "://" not in source:
+        return
+    try:
+        url = urlsplit(source)
+        host = url.hostname or ""
+    except ValueError:
+        raise ConfigError(f"log_lists: {source!r} is not a URL") from None
+    if url.scheme == "https" and host:
+        return
+    if url.scheme == "http" and host and is_loopback(host):
+        return
+    raise ConfigError(f"log_lists: {source!r} must be a file, an https:// URL or http:// to 127.0.0.1/::1")
 
 
 def _as_log(item: object, i: int) -> WitnessedLog:
@@ -62,9 +97,12 @@ def _as_log(item: object, i: int) -> WitnessedLog:
     unknown = sorted(set(item) - _LOG_FIELDS)
     if unknown or not {"origin", "vkey"} <= set(item):
         raise ConfigError(f"logs[{i}]: needs origin and vkey (and optional url); unknown: {unknown}")
-    if not all(isinstance(item[k], str) for k in item):
+    if not all(isinstance(item[k], str) for k in item if k != "qpd"):
         raise ConfigError(f"logs[{i}]: origin, vkey and url must be strings")
-    return WitnessedLog(item["origin"], item["vkey"], item.get("url") or None)
+    qpd = item.get("qpd")
+    if qpd is not None and (isinstance(qpd, bool) or not isinstance(qpd, int)):
+        raise ConfigError(f"logs[{i}]: qpd must be an integer")
+    return WitnessedLog(item["origin"], item["vkey"], item.get("url") or None, qpd)
 
 
 @dataclass(frozen=True)
@@ -73,6 +111,11 @@ class WitnessConfig(HTTPConfig):
     port: int = 8081
     name: str = ""  # cosigning key name; empty = take it from an existing key file
     key_file: Path | None = None  # default data_dir/witness.key
+    mldsa_key_file: Path | None = None  # default data_dir/witness-mldsa44.key
+    cosigners: tuple[str, ...] = ("ed25519",)  # which cosigning keys to hold and sign with (COSIGNER_KINDS)
+    log_lists: tuple[str, ...] = ()  # logs/v0 lists to provision logs from: file paths or URLs
+    log_list_refresh: float = 3600.0  # seconds between refreshes of every list
+    log_list_timeout: float = 30.0  # per list fetch
     identity_key_file: Path | None = None  # did:key for conformance peer-witnessing; default data_dir/identity.key
     logs: Sequence[WitnessedLog] = ()  # [[witness.logs]] origin, vkey, url
     trusted_logs: tuple[str, ...] = ()  # log vkeys whose inclusion proofs count for conformance receipts
@@ -91,12 +134,23 @@ class WitnessConfig(HTTPConfig):
         if isinstance(logs, (str, bytes)) or not isinstance(logs, Sequence):
             raise ConfigError("logs: expected [[witness.logs]] tables with origin, vkey, url")
         object.__setattr__(self, "logs", tuple(_as_log(item, i) for i, item in enumerate(logs)))
-        if isinstance(self.trusted_logs, (list, tuple)):
-            object.__setattr__(self, "trusted_logs", tuple(self.trusted_logs))
+        for name in ("trusted_logs", "cosigners", "log_lists"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
 
     @property
     def key_path(self) -> Path:
         return self.key_file if self.key_file is not None else self.data_dir / "witness.key"
+
+    @property
+    def mldsa_key_path(self) -> Path:
+        return self.mldsa_key_file if self.mldsa_key_file is not None else self.data_dir / "witness-mldsa44.key"
+
+    @property
+    def lists_cache_dir(self) -> Path:
+        """The last good copy of each logs/v0 list (so a restart without network keeps its logs)."""
+        return self.data_dir / "log-lists"
 
     @property
     def identity_key_path(self) -> Path:
@@ -124,10 +178,22 @@ class WitnessConfig(HTTPConfig):
                 v = log.verifier
             except FormatError as e:
                 raise ConfigError(f"logs[{i}] ({log.origin}): vkey: {e.message}") from None
-            if v.key_type not in (ED25519, ECDSA):
-                raise ConfigError(f"logs[{i}] ({log.origin}): a log key must be Ed25519 (0x01) or ECDSA (0x02)")
+            if v.key_type not in LOG_KEY_TYPES:
+                raise ConfigError(f"logs[{i}] ({log.origin}): a log key must be Ed25519 (0x01), ECDSA (0x02) "
+                                  "or ML-DSA-44 (0x06)")
             if log.url is not None and not log.url.startswith(("http://", "https://")):
                 raise ConfigError(f"logs[{i}] ({log.origin}): url must be http:// or https://")
+            if log.qpd is not None and not 1 <= log.qpd <= MAX_QPD:
+                raise ConfigError(f"logs[{i}] ({log.origin}): qpd must be 1..{MAX_QPD}")
+        if not self.cosigners or len(set(self.cosigners)) != len(self.cosigners) or \
+                not set(self.cosigners) <= set(COSIGNER_KINDS):
+            raise ConfigError(f"cosigners must name each of {', '.join(COSIGNER_KINDS)} at most once, and one at least")
+        for source in self.log_lists:
+            check_list_source(source)
+        if not 1 <= self.log_list_refresh <= 7 * 86400:
+            raise ConfigError("log_list_refresh must be 1..604800 seconds")
+        if not 1 <= self.log_list_timeout <= 300:
+            raise ConfigError("log_list_timeout must be 1..300 seconds")
         for vkey in self.trusted_logs:
             try:
                 parse_vkey(vkey)

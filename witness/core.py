@@ -17,7 +17,8 @@ and the answer, each case a typed error mapped to its status in one place
     size 0 with a root other than SHA-256(""), a proof
     with old = 0, a failing consistency proof, or
     old = size with another root                           VerificationError 422
-    success                                                one cosignature/v1 line
+    more new checkpoints of the log today than its qpd     RateLimited   429 (Retry-After)
+    success                                                one cosignature line per witness key
 
 A cosignature says "as of its timestamp, this is the largest tree consistent
 with everything I cosigned for this origin" (tlog-cosignature), so the new
@@ -27,13 +28,29 @@ concurrency or crash timing, the witness never cosigns two roots for one size
 and never goes backwards. Timestamps never decrease per origin either, so two
 of our cosignatures can never contradict each other even if the clock steps back.
 
+A witness may hold an Ed25519 key (cosignature/v1, 0x04), an ML-DSA-44 key (subtree/v1,
+0x06), or both under one name; every success carries one line per key, Ed25519 first.
+ML-DSA-44 signing (~0.6 ms) runs on worker threads (pyca/cryptography releases the GIL),
+so a witness signs on every core. The same checkpoint again is cosigned again (a fresh
+timestamp, as logs that re-push an unchanged tree expect) without spending the log's qpd,
+so replaying a log's public checkpoints cannot use up its budget (the per-client rate
+limit bounds the signatures that costs).
+
+`sign-subtree` (tlog-witness, optional): a checkpoint this witness cosigned plus a subtree
+consistency proof (draft-ietf-plants-merkle-tree-certs §4.4) earns an ML-DSA-44 subtree
+cosignature with timestamp 0: 400 malformed or not a valid subtree of the checkpoint,
+404 unknown origin, 403 no valid cosignature of ours on the checkpoint, 422 bad proof.
+
 No aiohttp here: the server parses HTTP, calls `Witness.submit`, maps errors.
 """
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from tlog.errors import (
@@ -42,6 +59,7 @@ from tlog.errors import (
     FormatError,
     InvalidInput,
     NotFound,
+    RateLimited,
     SignatureError,
     TooLarge,
     UnknownKeyError,
@@ -50,8 +68,9 @@ from tlog.errors import (
 from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
 from tlog.formats.encoding import b64dec_hash, b64enc
 from tlog.formats.hashing import EMPTY_ROOT, sha256
-from tlog.formats.keys import CosignatureSigner, Verifier
+from tlog.formats.keys import COSIGNATURE_MLDSA44, Cosigner, MLDSACosigner, Verifier
 from tlog.formats.note import Note, NoteSignature, open_note, parse_note
+from tlog.merkle.subtrees import valid_subtree, verify_subtree_consistency
 from tlog.merkle.verify import verify_consistency
 
 from .config import WitnessedLog
@@ -66,6 +85,8 @@ MAX_PROOF_LINES = 63
 CAS_ATTEMPTS = 3
 
 _OLD_RE = re.compile(r"old (0|[1-9][0-9]{0,19})", re.ASCII)
+_SUBTREE_RE = re.compile(r"subtree (0|[1-9][0-9]{0,19}) (0|[1-9][0-9]{0,19})", re.ASCII)
+DAY = 86400.0
 
 
 class SizeConflict(Conflict):
@@ -92,19 +113,76 @@ class AddCheckpoint:
 
 @dataclass(frozen=True)
 class Cosigned:
-    """A successful add-checkpoint: the cosignature and the cosigned checkpoint note."""
+    """A successful add-checkpoint: the cosignatures (one per witness key) and the cosigned note."""
 
     origin: str
     size: int
     root: bytes
     timestamp: int
-    signature: NoteSignature
+    signatures: tuple[NoteSignature, ...]
     note: str
 
     @property
+    def signature(self) -> NoteSignature:
+        """The first cosignature (the Ed25519 one when the witness holds both kinds)."""
+        return self.signatures[0]
+
+    @property
     def body(self) -> str:
-        """The 200 body: cosignature/v1 line(s), each ending in "\\n"."""
-        return self.signature.line()
+        """The 200 body: one cosignature line per witness key, each ending in "\\n"."""
+        return "".join(s.line() for s in self.signatures)
+
+
+@dataclass(frozen=True)
+class SignSubtree:
+    """A parsed sign-subtree body (nothing verified yet)."""
+
+    start: int
+    end: int
+    subtree_hash: bytes
+    proof: tuple[bytes, ...]
+    note: Note
+    checkpoint: Checkpoint
+
+
+class QueryBudget:
+    """A log's `qpd`: new checkpoints this witness cosigns for it per day (a token bucket).
+
+    It refills at qpd/86400 per second and holds at most min(qpd, max(10, qpd/24)): a log
+    may catch up with an hour's worth at once (at least 10), never more than a day's. Only
+    requests that move the log forward spend from it; a 409 or the last cosigned checkpoint
+    again costs nothing (anyone can replay a log's public checkpoints). In memory: a
+    restart refills it.
+    """
+
+    def __init__(self, qpd: int, clock: Callable[[], float]) -> None:
+        self.qpd = qpd
+        self.capacity = float(min(qpd, max(10, qpd // 24)))
+        self.rate = qpd / DAY
+        self.clock = clock
+        self.tokens = self.capacity
+        self.at = clock()
+
+    def take(self) -> None:
+        now = self.clock()
+        self.tokens = min(self.capacity, self.tokens + max(0.0, now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            wait = int((1 - self.tokens) / self.rate) + 1
+            raise RateLimited(f"this log may have {self.qpd} checkpoints cosigned per day (qpd); retry later",
+                              retry_after=wait)
+        self.tokens -= 1
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _signing_pool() -> ThreadPoolExecutor:
+    """Worker threads for ML-DSA-44 signing, one per core, shared by every witness in the process."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="witness-sign")
+    return _POOL
 
 
 def parse_add_checkpoint(body: bytes, *, max_body: int = MAX_BODY) -> AddCheckpoint:
@@ -144,6 +222,43 @@ def parse_add_checkpoint(body: bytes, *, max_body: int = MAX_BODY) -> AddCheckpo
     return AddCheckpoint(old, tuple(proof), note, parse_checkpoint(note.text))
 
 
+def parse_sign_subtree(body: bytes, *, max_body: int = MAX_BODY) -> SignSubtree:
+    """Parse a sign-subtree body strictly (tlog-witness); FormatError (400) or TooLarge (413).
+
+        subtree <start> <end>\\n  <base64 subtree hash>\\n  0..63 proof lines  \\n  <checkpoint note>
+
+    [start, end) must be a valid subtree (draft-ietf-plants-merkle-tree-certs §4.1) ending
+    within the checkpoint.
+    """
+    if not isinstance(body, (bytes, bytearray)):
+        raise FormatError("body must be bytes")
+    if len(body) > max_body:
+        raise TooLarge(f"sign-subtree body over {max_body} bytes")
+    try:
+        text = bytes(body).decode("utf-8")
+    except UnicodeDecodeError:
+        raise FormatError("body is not valid UTF-8") from None
+    lines_end = text.find("\n\n")
+    if lines_end < 0:
+        raise FormatError("body needs an empty line before the checkpoint")
+    head = text[:lines_end].split("\n")
+    m = _SUBTREE_RE.fullmatch(head[0])
+    if m is None or len(head) < 2:
+        raise FormatError("body must start with 'subtree <start> <end>\\n' and the subtree hash line")
+    start, end = int(m.group(1)), int(m.group(2))
+    if not valid_subtree(start, end) or end >= 2**63:
+        raise FormatError(f"[{start}, {end}) is not a valid subtree")
+    subtree_hash = b64dec_hash(head[1], what="subtree hash")
+    if len(head) - 2 > MAX_PROOF_LINES:
+        raise FormatError(f"more than {MAX_PROOF_LINES} consistency proof lines")
+    proof = tuple(b64dec_hash(line, what="consistency proof line") for line in head[2:])
+    note = parse_note(text[lines_end + 2:])
+    cp = parse_checkpoint(note.text)
+    if end > cp.size:
+        raise FormatError(f"subtree end {end} is beyond the checkpoint size {cp.size}")
+    return SignSubtree(start, end, subtree_hash, proof, note, cp)
+
+
 def origin_path(origin: str) -> str:
     """A log's monitoring path segment: lowercase hex SHA-256 of its origin (tlog-witness HEAD)."""
     return sha256(origin.encode("utf-8")).hex()
@@ -161,24 +276,57 @@ class Witness:
 
     def __init__(
         self,
-        signer: CosignatureSigner,
+        signers: Cosigner | Sequence[Cosigner],
         logs: Iterable[WitnessedLog],
         state: WitnessState,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.signer = signer
+        self.signers: tuple[Cosigner, ...] = (signers,) if not isinstance(signers, Sequence) else tuple(signers)
+        if not self.signers or len({s.name for s in self.signers}) != 1:
+            raise ValueError("a witness needs one or more cosigning keys, all with one name")
+        self.signer = self.signers[0]
         self.state = state
         self.clock = clock
         self.logs: dict[str, tuple[WitnessedLog, tuple[Verifier, ...]]] = {}
+        self.budgets: dict[str, QueryBudget] = {}
+        self._threaded = any(s.key_type == COSIGNATURE_MLDSA44 for s in self.signers)
+        self.set_logs(logs)
+
+    @property
+    def subtree_signers(self) -> tuple[MLDSACosigner, ...]:
+        """The keys that can sign subtrees (ML-DSA-44): sign-subtree is offered iff there is one."""
+        return tuple(s for s in self.signers if isinstance(s, MLDSACosigner))
+
+    def set_logs(self, logs: Iterable[WitnessedLog]) -> None:
+        """Replace the table of logs this witness cosigns (configuration and log lists).
+
+        One assignment, so a request sees the old table or the new one. A log's
+        qpd budget carries over while its qpd is unchanged.
+        """
+        table: dict[str, tuple[WitnessedLog, tuple[Verifier, ...]]] = {}
+        budgets: dict[str, QueryBudget] = {}
         for log in logs:
-            if log.origin in self.logs:
+            if log.origin in table:
                 raise ValueError(f"origin {log.origin!r} configured twice")
-            self.logs[log.origin] = (log, (log.verifier,))
+            table[log.origin] = (log, (log.verifier,))
+            if log.qpd is not None:
+                old = self.budgets.get(log.origin)
+                budgets[log.origin] = old if old is not None and old.qpd == log.qpd else QueryBudget(log.qpd,
+                                                                                                      self.clock)
+        self.logs, self.budgets = table, budgets
 
     async def submit(self, body: bytes, *, max_body: int = MAX_BODY) -> Cosigned:
         """POST /add-checkpoint: parse, verify, persist by CAS, cosign."""
         return await self.add_checkpoint(parse_add_checkpoint(body, max_body=max_body))
+
+    def _sign_sync(self, text: str, ts: int) -> tuple[NoteSignature, ...]:
+        return tuple(NoteSignature(s.name, s.key_id, s.cosign(text, ts)) for s in self.signers)
+
+    async def _sign(self, text: str, ts: int) -> tuple[NoteSignature, ...]:
+        if not self._threaded:  # Ed25519 only: ~50 us, cheaper than a hand-off
+            return self._sign_sync(text, ts)
+        return await asyncio.get_running_loop().run_in_executor(_signing_pool(), self._sign_sync, text, ts)
 
     async def add_checkpoint(self, req: AddCheckpoint) -> Cosigned:
         cp = req.checkpoint
@@ -199,6 +347,7 @@ class Witness:
         if cp.size == 0 and cp.root != EMPTY_ROOT:
             raise VerificationError("a size-0 checkpoint must have the root SHA-256(\"\")")
         log_sigs = tuple(v.signature for v in verified)
+        charged = False
         for _ in range(CAS_ATTEMPTS):
             # The state's in-memory hint; a mismatch is re-checked against the database
             # (which another process may have moved) before answering 409, and a match
@@ -211,18 +360,45 @@ class Witness:
                     raise SizeConflict(known)
             old_root = rec.root if rec is not None else EMPTY_ROOT
             verify_consistency(req.old, cp.size, old_root, cp.root, req.proof)  # 422 on failure
-            ts = int(self.clock())
+            budget = self.budgets.get(cp.origin)
+            repeat = rec is not None and rec.size == cp.size  # same root: verified just above
+            if budget is not None and not charged and not repeat:
+                budget.take()  # 429 once this log's qpd is spent
+                charged = True
+            ts = max(int(self.clock()), 1)  # tlog-witness: the timestamp MUST NOT be zero
             if rec is not None:
                 ts = max(ts, rec.cosigned_at)
-            sig = NoteSignature(self.signer.name, self.signer.key_id, self.signer.cosign(note.text, ts))
-            cosigned = str(Note(note.text, log_sigs + (sig,)))
+            sigs = await self._sign(note.text, ts)
+            cosigned = str(Note(note.text, log_sigs + sigs))
             new = Record(cp.origin, cp.size, cp.root, cosigned, ts)
             # Persist before the cosignature can leave this process; if the row
             # moved since we read it, the signature is dropped and we re-decide.
             if await self.state.compare_and_swap(rec, new):
-                return Cosigned(cp.origin, cp.size, cp.root, ts, sig, cosigned)
+                return Cosigned(cp.origin, cp.size, cp.root, ts, sigs, cosigned)
         rec = await self.state.get(cp.origin)
         raise SizeConflict(rec.size if rec is not None else 0)
+
+    async def sign_subtree(self, body: bytes, *, max_body: int = MAX_BODY) -> str:
+        """POST /sign-subtree: the subtree cosignature lines (timestamp 0), one per ML-DSA-44 key."""
+        signers = self.subtree_signers
+        if not signers:
+            raise NotFound("this witness has no ML-DSA-44 key: it does not sign subtrees")
+        req = parse_sign_subtree(body, max_body=max_body)
+        cp = req.checkpoint
+        if cp.origin not in self.logs:
+            raise NotFound(f"unknown log origin {cp.origin!r}")
+        try:
+            open_note(req.note, [s.verifier for s in self.signers])
+        except (UnknownKeyError, SignatureError):
+            raise Forbidden("the checkpoint carries no valid cosignature of this witness") from None
+        verify_subtree_consistency(req.start, req.end, cp.size, req.proof, req.subtree_hash, cp.root)  # 422
+
+        def sign() -> str:
+            return "".join(NoteSignature(s.name, s.key_id, s.cosign_subtree(cp.origin, req.start, req.end,
+                                                                            req.subtree_hash)).line()
+                           for s in signers)
+
+        return await asyncio.get_running_loop().run_in_executor(_signing_pool(), sign)
 
     async def latest(self, origin: str) -> Record | None:
         return await self.state.get(origin)

@@ -1,6 +1,7 @@
 """Prometheus metrics of the witness, on a per-service registry (several witnesses
 can live in one test process without colliding). Labels are bounded: routes
-and statuses, and origins only from the configuration, never from requests."""
+and statuses, origins only from the configuration and its log lists, lists only from the configuration;
+never from requests."""
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -25,6 +26,20 @@ class WitnessMetrics:
         self.log_size = Gauge(
             "oap_witness_log_size", "Tree size of the latest checkpoint cosigned, per configured log",
             ["origin"], registry=r,
+        )
+        self.sign_subtree = Counter(
+            "oap_witness_sign_subtree_total", "sign-subtree answers by status", ["status"], registry=r
+        )
+        self.logs_followed = Gauge(
+            "oap_witness_logs_followed", "Logs this witness cosigns: configured and from log lists", registry=r
+        )
+        self.list_fetched = Gauge(
+            "oap_witness_log_list_fetched_timestamp_seconds", "When each log list was last read and accepted",
+            ["list"], registry=r,
+        )
+        self.list_failures = Counter(
+            "oap_witness_log_list_failures_total", "Log list refreshes that failed (the last good copy stays)",
+            ["list"], registry=r,
         )
         self.conformance = Counter(
             "oap_witness_conformance_requests_total", "Conformance peer-witnessing answers by status",

@@ -1,9 +1,10 @@
 """The witness's HTTP API (docs/architecture.md §4; C2SP tlog-witness): a thin aiohttp layer over `witness.core`.
 
     POST /add-checkpoint                  tlog-witness; text bodies, statuses of C2SP tlog-witness
-    GET  /<hex sha256(origin)>/checkpoint latest cosigned checkpoint (monitoring, tlog-witness HEAD)
+    POST /sign-subtree                    tlog-witness, when the witness holds an ML-DSA-44 key
+    GET  /<hex sha256(origin)>/checkpoint latest cosigned checkpoint (tlog-witness monitor retrieval)
     POST /v1/conformance/witness          peer-witnessing of conformance receipts (JSON/CBOR)
-    GET  /v1/info                         name, vkey, DID, logs and their monitoring paths
+    GET  /v1/info                         name, vkeys, DID, logs (and their lists) and monitoring paths
     GET  /v1/refusals                     the last refused add-checkpoint requests per log, and why
     GET  /ui/                             the explorer (tlog/ui)
     GET  /healthz, GET /metrics
@@ -28,7 +29,7 @@ from aiohttp import web
 from tlog.didresolver import DidResolver
 from tlog.errors import NotFound, OAPError, RateLimited, TooLarge
 from tlog.formats.diddoc import dids_to_resolve
-from tlog.formats.keys import CosignatureSigner
+from tlog.formats.keys import Cosigner
 from tlog.formats.times import format_utc
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import offload, read_body, read_document
@@ -43,6 +44,7 @@ from .config import WitnessConfig
 from .core import SizeConflict, Witness, origin_path
 from .keyfiles import load_or_create_keys
 from .metrics import WitnessMetrics
+from .network import LogLists
 from .peer import PeerWitness
 from .state import Stall, WitnessState
 
@@ -59,34 +61,45 @@ def protocol_error(e: OAPError) -> Reply:
     """tlog-witness error answer: 409 carries the witness's size, the rest a text reason."""
     if isinstance(e, SizeConflict):
         return Reply(f"{e.known_size}\n".encode(), (("Content-Type", TLOG_SIZE),), 409)
-    return Reply((e.message.replace("\n", " ") + "\n").encode(), TEXT_HEADERS, e.status)
+    headers: tuple[tuple[str, str], ...] = TEXT_HEADERS
+    if e.status in (429, 503) and "retry_after" in e.data:
+        headers = (*TEXT_HEADERS, ("Retry-After", str(e.data["retry_after"])))
+    return Reply((e.message.replace("\n", " ") + "\n").encode(), headers, e.status)
 
 
 @dataclass
 class WitnessService:
     config: WitnessConfig
-    signer: CosignatureSigner
+    signers: tuple[Cosigner, ...]
     state: WitnessState
     witness: Witness
     peer: PeerWitness
     metrics: WitnessMetrics
     resolver: DidResolver | None = None  # subjects and witnesses named by did:web, did:plc
+    lists: LogLists | None = None  # logs/v0 lists (witness networks), when configured
+
+    @property
+    def signer(self) -> Cosigner:
+        """The first cosigning key (its name is the witness's name)."""
+        return self.signers[0]
 
     @classmethod
     def open(cls, config: WitnessConfig, *, clock: Callable[[], float] = time.time,
              stall: Stall | None = None) -> WitnessService:
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        signer, seed = load_or_create_keys(config)
+        signers, seed = load_or_create_keys(config)
         state = WitnessState(config.state_path, stall=stall)
-        witness = Witness(signer, config.logs, state, clock=clock)
+        witness = Witness(signers, config.logs, state, clock=clock)
+        metrics = WitnessMetrics()
+        metrics.logs_followed.set(len(config.logs))
+        lists = LogLists(config, witness, metrics) if config.log_lists else None
         peer = PeerWitness(seed, policy_text=config.trust_policy_text(), own_receipt=config.own_receipt,
                            require_own_level=config.require_own_level, clock=clock)
-        metrics = WitnessMetrics()
         configured = {log.origin for log in config.logs}
         for rec in state.all_sync():
             if rec.origin in configured:
                 metrics.log_size.labels(rec.origin).set(rec.size)
-        return cls(config, signer, state, witness, peer, metrics, DidResolver.from_config(config))
+        return cls(config, signers, state, witness, peer, metrics, DidResolver.from_config(config), lists)
 
     def close(self) -> None:
         self.state.close()
@@ -111,7 +124,7 @@ class WitnessAPI:
 
     def __init__(self, svc: WitnessService) -> None:
         self.svc, self.cfg, self.m = svc, svc.config, svc.metrics
-        self.by_path = {origin_path(log.origin): log.origin for log in self.cfg.logs}
+        self._paths: dict[str, str] = {}
         self.requests = RequestMetrics(self.m.requests)  # by route and status, here and on the fast path
         self.limiter = RateLimiter(self.cfg.rate_limit, self.cfg.rate_limit_burst) if self.cfg.rate_limit > 0 else None
         # Per-request label lookups are a measurable share of a cosignature: bind each once
@@ -124,8 +137,10 @@ class WitnessAPI:
         self._refused = 0  # refusals so far: their order across the per-log lists
 
     def routes(self) -> list[web.RouteDef]:
+        subtrees = [web.post("/sign-subtree", self.sign_subtree)] if self.svc.witness.subtree_signers else []
         return [
             web.post("/add-checkpoint", self.add_checkpoint),
+            *subtrees,
             web.get("/{hash:[0-9a-f]{64}}/checkpoint", self.monitoring),
             web.post("/v1/conformance/witness", self.conformance_witness),
             web.get("/v1/info", self.info),
@@ -162,6 +177,8 @@ class WitnessAPI:
         """Keep a refusal (time, the checkpoint's origin, status, reason) in its log's list."""
         origin = _origin_of(body)
         self._refused += 1
+        if origin is not None and origin not in self.refusals and origin in self.svc.witness.logs:
+            self.refusals[origin] = deque(maxlen=REFUSALS_PER_LOG)  # a log from a list
         kept = self.refusals.get(origin, self._other_refusals)
         kept.append((self._refused, {"time": format_utc(datetime.now(UTC).replace(microsecond=0)),
                                      "origin": origin, "status": e.status, "reason": e.message[:300]}))
@@ -196,8 +213,30 @@ class WitnessAPI:
             self.limiter.check(req.client, "request")
         return self.cosign(body, time.perf_counter())
 
+    async def sign_subtree(self, request: web.Request) -> web.Response:
+        """POST /sign-subtree (tlog-witness): a subtree cosignature for a checkpoint we cosigned."""
+        try:
+            body = await read_body(request, self.cfg.max_body)
+            lines = await self.svc.witness.sign_subtree(body, max_body=self.cfg.max_body)
+        except OAPError as e:
+            self.m.sign_subtree.labels(str(e.status)).inc()
+            return protocol_error(e).response()
+        self.m.sign_subtree.labels("200").inc()
+        return web.Response(body=lines.encode(), headers=dict(TEXT_HEADERS))
+
+    def _origin(self, digest: str) -> str | None:
+        """The origin whose monitoring path is `digest`: a followed log, or one cosigned before."""
+        origin = self._paths.get(digest)
+        if origin is None:
+            for o in (*self.svc.witness.logs, *self.svc.state.known_origins()):
+                self._paths.setdefault(origin_path(o), o)
+            if len(self._paths) > 100_000:
+                self._paths.clear()
+            origin = self._paths.get(digest)
+        return origin
+
     async def monitoring(self, request: web.Request) -> web.Response:
-        origin = self.by_path.get(request.match_info["hash"])
+        origin = self._origin(request.match_info["hash"])
         rec = await self.svc.state.get(origin) if origin is not None else None
         if rec is None:
             raise NotFound("no cosigned checkpoint for this log")
@@ -221,13 +260,18 @@ class WitnessAPI:
     async def info(self, request: web.Request) -> web.Response:
         records = {r.origin: r for r in await self.svc.state.all()}
         logs = []
-        for log_ in self.cfg.logs:
+        for log_, _ in self.svc.witness.logs.values():
             rec = records.get(log_.origin)
             logs.append({"origin": log_.origin, "vkey": log_.vkey, "url": log_.url,
                          "checkpoint_path": f"/{origin_path(log_.origin)}/checkpoint",
-                         "size": rec.size if rec else None, "cosigned_at": rec.cosigned_at if rec else None})
-        return respond(request, {"name": self.svc.signer.name, "verifier_key": self.svc.signer.vkey,
-                                 "identity": self.svc.peer.did, "logs": logs})
+                         "size": rec.size if rec else None, "cosigned_at": rec.cosigned_at if rec else None,
+                         "qpd": log_.qpd, "list": log_.source})
+        out = {"name": self.svc.signer.name, "verifier_key": self.svc.signer.vkey,
+               "verifier_keys": [s.vkey for s in self.svc.signers], "identity": self.svc.peer.did,
+               "sign_subtree": bool(self.svc.witness.subtree_signers), "logs": logs}
+        if self.svc.lists is not None:
+            out["log_lists"] = self.svc.lists.info()
+        return respond(request, out)
 
     async def health(self) -> dict:
         await self.svc.state.all()  # the database answers
@@ -241,6 +285,16 @@ def build_app(svc: WitnessService) -> web.Application:
     app.add_routes(api.routes())
     add_ops_routes(app, svc.metrics.registry, health=api.health)
     app[FAST_ROUTES_KEY] = api.fast_routes()
+    if svc.lists is not None:
+        lists = svc.lists
+
+        async def start_lists(_: web.Application) -> None:
+            await lists.start()
+
+        async def stop_lists(_: web.Application) -> None:
+            await lists.close()
+        app.on_startup.append(start_lists)
+        app.on_cleanup.append(stop_lists)
     if svc.resolver is not None:
         resolver = svc.resolver
 

@@ -132,6 +132,10 @@ class WitnessState:
         """The latest record this process read or committed for `origin` (None: none known); no I/O."""
         return self._cache.get(origin)
 
+    def known_origins(self) -> list[str]:
+        """Every origin this process knows a cosigned checkpoint of (no I/O)."""
+        return [o for o, rec in list(self._cache.items()) if rec is not None]
+
     def _remember(self, origin: str, rec: Record | None) -> None:
         """Move the hint forward only: a read that raced a commit must not undo it."""
         old = self._cache.get(origin)

@@ -337,3 +337,31 @@ def test_logs_k_demands_anchoring_in_k_logs_and_round_trips() -> None:
         parse_policy(f"log {LOG}\nlogs 2\n")
     with pytest.raises(FormatError, match="lists 1 log"):
         Policy((PolicyLog(LOG),), {}, {}, None, 3)
+
+
+# --- one cosigner, one vote (a witness with an Ed25519 and an ML-DSA-44 key) --------
+
+
+def test_two_keys_of_one_cosigner_must_share_a_group_to_count():
+    from tlog.formats.keys import MLDSACosigner
+
+    pq = MLDSACosigner("w1.example", bytes(32)).vkey  # same key name as the Ed25519 line
+    ed = vk("w1.example", 1)
+    other = vk("w2.example", 2)
+    # listed as two members of a 2-of-3 group: w1.example alone could meet it -> refused
+    bad = f"log {LOG}\nwitness a {ed}\nwitness b {pq}\nwitness c {other}\ngroup g 2 a b c\nquorum g\n"
+    with pytest.raises(FormatError, match="count it twice"):
+        parse_policy(bad)
+    # nested: the two keys reach the quorum group through two different member groups -> refused
+    nested = (f"log {LOG}\nwitness a {ed}\nwitness b {pq}\nwitness c {other}\ngroup x any a c\ngroup y any b c\n"
+              "group g all x y\nquorum g\n")
+    with pytest.raises(FormatError, match="cosigner"):
+        parse_policy(nested)
+    # wrapped in one group of its own keys, the cosigner counts once
+    good = f"log {LOG}\nwitness a {ed}\nwitness b {pq}\nwitness c {other}\ngroup w1 any a b\ngroup g 2 w1 c\nquorum g\n"
+    p = parse_policy(good)
+    assert not p.quorum_met({"a", "b"})  # both keys of one witness: one vote of the two needed
+    assert p.quorum_met({"b", "c"}) and p.quorum_met({"a", "c"})
+    # "all" of one cosigner's keys is allowed too (both must cosign), and a lone key as quorum
+    assert parse_policy(f"log {LOG}\nwitness a {ed}\nwitness b {pq}\ngroup w1 all a b\nquorum w1\n").quorum_met({"a", "b"})
+    assert parse_policy(f"log {LOG}\nwitness b {pq}\nquorum b\n").quorum_met({"b"})

@@ -250,3 +250,60 @@ async def test_restored_log_halts_instead_of_forking(tmp_path):
         await server.close()
         await svc.close()
         await w.stop()
+
+
+async def test_a_witness_with_an_mldsa_key_round_trip_and_counts_once(tmp_path):
+    """witness (Ed25519 + ML-DSA-44) -> log -> bundle -> `oap-log verify` with the log's policy:
+    the ML-DSA-44 cosignature verifies and is shown as such; the witness's two keys count as
+    one witness toward the 2-of-2 quorum, so its two cosignatures alone never meet it."""
+    log_vkey = load_or_create_key(tmp_path / "log", ORIGIN).vkey
+    pq = Witness(tmp_path, "pq.test", log_vkey)
+    pq.cfg = pq.cfg.replace(cosigners=("ed25519", "mldsa44"))
+    await pq.start()
+    classic = await Witness(tmp_path, "ed.test", log_vkey).start()
+    pq_vkey = pq.svc.signers[1].vkey
+    rows = [(pq.name, pq.vkey, pq.url), ("pq.test-mldsa44", pq_vkey, pq.url), (classic.name, classic.vkey, classic.url)]
+    svc, server, url = await open_log(tmp_path, rows, 2, witness_timeout=10.0)
+    policy_file = tmp_path / "log" / "log.policy"
+    text = policy_file.read_text()
+    assert "group pq.test-any any pq.test pq.test-mldsa44" in text and "local-witnesses 2 pq.test-any ed.test" in text
+    policy = TrustPolicy.from_text(text)
+    try:
+        async with LogClient(url, policy=policy) as c:
+            a = await c.anchor(entry(1))
+            got = cosigners(a.checkpoint)
+            assert {"pq.test", "ed.test"} <= got  # both keys of pq.test carry its name
+            assert sum(1 for s in parse_note(a.checkpoint).signatures if s.name == "pq.test") == 2
+            v = policy.verify_checkpoint(a.checkpoint)
+            assert v.witnesses == {"pq.test", "pq.test-mldsa44", "ed.test"} and v.post_quantum == {"pq.test-mldsa44"}
+        bundle = tmp_path / "a.tlog-proof"
+        bundle.write_text(a.bundle)
+        r = CliRunner().invoke(log_cli, ["verify", str(bundle), "--policy", str(policy_file)])
+        assert r.exit_code == 0 and "pq.test-mldsa44 (ML-DSA-44)" in r.output, r.output
+        r = CliRunner().invoke(log_cli, ["verify", "--json", str(bundle), "--policy", str(policy_file)])
+        assert '"post_quantum":["pq.test-mldsa44"]' in r.output
+
+        lines = a.bundle.splitlines(keepends=True)
+        only_pq = tmp_path / "only-pq.tlog-proof"  # both of pq.test's cosignatures, none of ed.test's
+        only_pq.write_text("".join(ln for ln in lines if not ln.startswith("— ed.test ")))
+        r = CliRunner().invoke(log_cli, ["verify", str(only_pq), "--policy", str(policy_file)])
+        assert r.exit_code == 1 and "quorum not met" in r.output
+
+        pq_sig = next(s for s in parse_note(a.checkpoint).signatures if s.name == "pq.test" and len(s.blob) > 100)
+        mixed = tmp_path / "mixed.tlog-proof"  # ML-DSA-44 from pq.test and Ed25519 from ed.test: quorum met
+        mixed.write_text("".join(ln for ln in lines if not (ln.startswith("— pq.test ") and ln != pq_sig.line())))
+        r = CliRunner().invoke(log_cli, ["verify", str(mixed), "--policy", str(policy_file)])
+        assert r.exit_code == 0 and "(ML-DSA-44)" in r.output, r.output
+
+        tampered = tmp_path / "tampered.tlog-proof"  # a flipped bit in the ML-DSA-44 signature
+        blob = bytearray(pq_sig.blob)
+        blob[500] ^= 1
+        bad_line = type(pq_sig)(pq_sig.name, pq_sig.key_id, bytes(blob)).line()
+        tampered.write_text(a.bundle.replace(pq_sig.line(), bad_line))
+        r = CliRunner().invoke(log_cli, ["verify", str(tampered), "--policy", str(policy_file)])
+        assert r.exit_code == 1 and "does not verify" in r.output
+    finally:
+        await server.close()
+        await svc.close()
+        await pq.stop()
+        await classic.stop()

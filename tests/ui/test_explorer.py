@@ -387,7 +387,8 @@ def test_make_run_pages_find_every_service_and_a_shared_entry_link_verifies_pinn
     assert network["registry"] in neighbours and network["witness"] in neighbours, neighbours
     assert neighbours.count("cosigned this checkpoint") >= 2, neighbours
     rows = browser.find_elements(By.CSS_SELECTOR, "#cosignatures tbody tr")
-    assert len(rows) == 3 and sum(r.get_attribute("data-state") == "pass" for r in rows) >= 2
+    # one row per witness key: witness 1 also cosigns with ML-DSA-44, verified in the browser
+    assert len(rows) == 4 and sum(r.get_attribute("data-state") == "pass" for r in rows) >= 3
     # the registry and witness tabs are filled from what the log names
     click(browser, "#nav-registry")
     state, said = wait_verdict(browser, "registry-verdict")
@@ -771,7 +772,7 @@ def test_witness_view_shows_its_logs_and_refusals(network, browser, tmp_path):
     refusals = text(browser, "witness-refusals")
     assert "not.followed/log" in refusals and str(refused.value.code) in refusals
     listed = text(browser, "witness-list")
-    assert listed.count("http://127.0.0.1:") == 3, listed  # every witness the log names
+    assert listed.count("http://127.0.0.1:") == 4, listed  # every witness key the log names (w1 has two)
     shot(browser, tmp_path, "witness-1400")
     no_console_errors(browser)
 
@@ -883,7 +884,7 @@ def test_the_entry_a_log_served_is_the_one_verified(network):
     assert entry["logged_at"] == next(r["logged_at"] for r in listed["receipts"] if r["index"] == network["index"])
     info = fetch_json(f"{network['log']}/v1/info")
     assert info["registry_url"] == network["registry"] and info["public_url"] == network["log"]
-    assert [w["name"] for w in info["witnesses"]] == ["w1", "w2", "w3"] and info["witnesses"][0]["url"] == network["witness"]
+    assert [w["name"] for w in info["witnesses"]] == ["w1", "w1-mldsa44", "w2", "w3"] and info["witnesses"][0]["url"] == network["witness"]
     with urllib.request.urlopen(f"{network['log']}/ui/trust.policy", timeout=10) as r:
         assert r.read().decode() == network["policy"]
     assert base64.b64decode(entry["leaf_hash"])  # a real leaf hash, as the page recomputes it

@@ -102,3 +102,23 @@ def test_every_explorer_file_is_package_data():
     files = [p.relative_to(static).as_posix() for p in (static / "static").rglob("*") if p.is_file()]
     missing = [f for f in files if not any(fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)]
     assert files and missing == [], missing
+
+
+def test_the_vendored_ml_dsa_library_is_the_recorded_one():
+    """tlog/ui/static/lib/noble: every file's sha256 is the one its README records (a changed
+    file must come with an updated table), and it imports only its neighbours."""
+    import hashlib
+    import re
+
+    lib = Path(__file__).resolve().parents[2] / "tlog" / "ui" / "static" / "lib" / "noble"
+    table = (lib / "README.md").read_text()
+    rows = re.findall(r"^\| (\S+\.js) \| [^|]+ \| ([0-9a-f]{64}) \| ([0-9a-f]{64}|\(unchanged\)) \|$", table, re.M)
+    assert {name for name, _, _ in rows} == {p.name for p in lib.glob("*.js")}
+    for name, original, vendored in rows:
+        text = (lib / name).read_text()
+        want = original if vendored == "(unchanged)" else vendored
+        assert hashlib.sha256(text.encode()).hexdigest() == want, name
+        code = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+        for spec in re.findall(r"""from\s+['"]([^'"]+)['"]""", code):
+            assert spec.startswith("./") and (lib / spec[2:]).exists(), (name, spec)
+    assert "MIT" in (lib / "LICENSE").read_text()

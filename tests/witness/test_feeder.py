@@ -35,7 +35,7 @@ async def test_feeder_follows_a_real_log_as_it_grows(server, tmp_path):
     log = server()
     origin = log.vkey.split("+")[0]
     cfg = witness_config(tmp_path / "w", [WitnessedLog(origin, log.vkey, log.url)])
-    signer, _ = load_or_create_keys(cfg)
+    (signer,), _ = load_or_create_keys(cfg)
     wv = cosigner_verifier(signer.verifier)
     lv = parse_vkey(log.vkey)
     publish = tmp_path / "pub"
@@ -122,7 +122,7 @@ async def test_feeder_refuses_a_forked_log_and_bad_tiles(tmp_path):
         url = str(fake.server.make_url("")).rstrip("/")
         wlog = WitnessedLog(honest.origin, honest.vkey, url)
         cfg = witness_config(tmp_path, [wlog])
-        signer, _ = load_or_create_keys(cfg)
+        (signer,), _ = load_or_create_keys(cfg)
         state = WitnessState(cfg.state_path)
         try:
             async with Feeder(Witness(signer, [wlog], state), [wlog]) as feeder:
@@ -155,7 +155,7 @@ async def test_feeder_reports_an_unreachable_log(tmp_path):
     log = MemLog().grow(3)
     wlog = WitnessedLog(log.origin, log.vkey, "http://127.0.0.1:9")  # discard port: nothing listens
     cfg = witness_config(tmp_path, [wlog])
-    signer, _ = load_or_create_keys(cfg)
+    (signer,), _ = load_or_create_keys(cfg)
     state = WitnessState(cfg.state_path)
     try:
         async with Feeder(Witness(signer, [wlog], state), [wlog], timeout=2) as feeder:

@@ -1,7 +1,7 @@
 """`oap-localnet` (what `make run` starts): a whole OAP trust network on 127.0.0.1.
 
-Three witnesses (8081-8083), a log (8080) that requires cosignatures from 2 of
-them, and the registry (8090) anchored in that log, each as its own process,
+Three witnesses (8081-8083; the first also cosigns with an ML-DSA-44 key), a log
+(8080) that requires cosignatures from 2 of them, and the registry (8090) anchored in that log, each as its own process,
 as they would run in production. Keys and configs are made on first start
 under ./data and reused afterwards; Ctrl-C stops everything cleanly.
 
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import click
 
-from tlog.formats.keys import CosignatureSigner
+from tlog.formats.keys import CosignatureSigner, MLDSACosigner
 from tlog.server.service import load_or_create_key
 from tlog.server.witnessing import policy_text
-from tlog.service.keyfiles import read_private_key, write_secret
+from tlog.service.keyfiles import read_private_key, write_private_key, write_secret
 from tlog.service.serve import port_holder
 
 BIN = Path(sys.executable).parent
@@ -77,6 +77,17 @@ def _witness_key(data: Path, name: str) -> str:
     return CosignatureSigner.from_skey(read_private_key(key)).vkey
 
 
+def _mldsa_key(data: Path, name: str) -> str:
+    """The witness's ML-DSA-44 key (made here on first start, as `oap-witness keygen --mldsa44`
+    would: 0600, its vkey beside it); the log's policy needs its vkey before the witness runs."""
+    key = data / "witness-mldsa44.key"
+    if not key.exists():
+        signer = MLDSACosigner.generate(name)
+        write_private_key(key, signer.to_skey())
+        (data / "witness-mldsa44.vkey").write_text(signer.vkey + "\n")
+    return MLDSACosigner.from_skey(read_private_key(key)).vkey
+
+
 @click.command()
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("data"),
               show_default=True)
@@ -102,7 +113,8 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     log_vkey = load_or_create_key(log_dir, origin).vkey
     log_url = f"http://{HOST}:{log_port}"
 
-    rows = []
+    rows = []  # (policy name, vkey, url): witness 1's second (ML-DSA-44) key is a row of its own
+    witnesses = []  # (name, url, Ed25519 vkey, ML-DSA-44 vkey file or None) for the banner
     policy = data_dir / "witnesses.policy"
     for i in range(1, n_witnesses + 1):
         wdir = data_dir / f"witness-{i}"
@@ -110,12 +122,18 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
         name = f"witness-{i}.localhost"
         vkey = _witness_key(wdir, name)
         port = log_port + i
+        url = f"http://{HOST}:{port}"
+        pq = i == 1  # witness 1 also cosigns with ML-DSA-44 (C2SP tlog-cosignature type 0x06)
+        cosigners = '\ncosigners = ["ed25519", "mldsa44"]' if pq else ""
         (wdir / "witness.toml").write_text(
-            f'[witness]\nname = "{name}"\nhost = "{HOST}"\nport = {port}\n'
+            f'[witness]\nname = "{name}"\nhost = "{HOST}"\nport = {port}{cosigners}\n'
             f'ui_trust_policy = "{policy.resolve()}"\n\n'
             f'[[witness.logs]]\norigin = "{origin}"\nvkey = "{log_vkey}"\nurl = "{log_url}"\n'
         )
-        rows.append((f"w{i}", vkey, f"http://{HOST}:{port}"))
+        rows.append((f"w{i}", vkey, url))
+        if pq:
+            rows.append((f"w{i}-mldsa44", _mldsa_key(wdir, name), url))
+        witnesses.append((f"w{i}", url, vkey, wdir / "witness-mldsa44.vkey" if pq else None))
     policy.write_text(policy_text(log_vkey, rows, quorum))
     # Each service's explorer page ships the network's policy (pinned, not the log's word
     # about itself) and the log names its registry: /ui/ on any port shows every service.
@@ -146,7 +164,7 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     signal.signal(signal.SIGTERM, stop)
     bucket_url = ""
     try:
-        for i, (wname, _, wurl) in enumerate(rows, 1):
+        for i, (wname, wurl, _, _) in enumerate(witnesses, 1):
             wdir = data_dir / f"witness-{i}"
             spawn(wname, [str(BIN / "oap-witness"), "serve", "--config", str(wdir / "witness.toml"),
                           "--data", str(wdir)], wurl)
@@ -173,8 +191,10 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
         if scale:
             click.echo(f"  postgres  {engines[0].dsn}")
             click.echo(f"  bucket    {bucket_url}/checkpoint   (tiles under {bucket_url}/tile/, public read)")
-        for _, vkey, wurl in rows:
+        for _, wurl, vkey, pq_vkey in witnesses:
             click.echo(f"  witness   {wurl}   {vkey}")
+            if pq_vkey is not None:
+                click.echo(f"            and ML-DSA-44 {pq_vkey}")
         if registry:
             click.echo(f"  registry  {reg_url}   git clone {reg_url}/registry.git")
         click.echo(f"  policy    {log_dir / 'log.policy'}   (log key, witnesses, quorum {quorum} of {n_witnesses})")

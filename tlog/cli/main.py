@@ -557,7 +557,8 @@ def _verify_lines(path: Path, check: BundleCheck) -> list[str]:
     state = _STATES[check.verdict]
     lines = []
     for i, v in enumerate(check.anchors.entries):
-        wit = ", ".join(sorted(v.checkpoint.witnesses)) or "none required"
+        wit = ", ".join(w + (" (ML-DSA-44)" if w in v.checkpoint.post_quantum else "")
+                        for w in sorted(v.checkpoint.witnesses)) or "none required"
         signed = ""
         es = check.entry_signature
         if i == 0 and es is not None:

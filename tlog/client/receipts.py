@@ -288,7 +288,8 @@ class BundleCheck:
             return out
         assert self.anchors is not None
         out["logs"] = [{"origin": v.checkpoint.checkpoint.origin, "index": v.index,
-                        "tree_size": v.checkpoint.checkpoint.size, "witnesses": sorted(v.checkpoint.witnesses)}
+                        "tree_size": v.checkpoint.checkpoint.size, "witnesses": sorted(v.checkpoint.witnesses),
+                        "post_quantum": sorted(v.checkpoint.post_quantum)}
                        for v in self.anchors.entries]
         out["not_counted"] = [{"log": where, "reason": reason} for where, reason in self.anchors.failures]
         if self.entry_signature is not None:

@@ -25,7 +25,7 @@ from tlog.errors import (
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hash
-from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
+from tlog.formats.keys import COSIGNATURE_MLDSA44, Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.note import open_note
 from tlog.formats.policy import Policy, parse_policy
 from tlog.formats.proofbundle import ProofBundle, parse_proof_bundle
@@ -37,6 +37,7 @@ class VerifiedCheckpoint:
     checkpoint: Checkpoint
     log_key: str  # vkey of the log that signed it
     witnesses: frozenset[str]  # policy names of witnesses whose cosignature verified
+    post_quantum: frozenset[str] = frozenset()  # those of them that are ML-DSA-44 keys (type 0x06)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ class TrustPolicy:
         if not self.policy.quorum_met(cosigned):
             have = ", ".join(sorted(cosigned)) or "none"
             raise PolicyError(f"witness quorum not met (valid cosignatures from: {have})")
-        out = VerifiedCheckpoint(cp, log_key.vkey, frozenset(cosigned))
+        pq = frozenset(n for n in cosigned if self.witnesses[n][0].key_type == COSIGNATURE_MLDSA44)
+        out = VerifiedCheckpoint(cp, log_key.vkey, frozenset(cosigned), pq)
         if len(self._cache) > 1024:
             self._cache.clear()
         self._cache[note] = out

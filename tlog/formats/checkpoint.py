@@ -1,4 +1,4 @@
-"""Checkpoints (SPEC: https://c2sp.org/tlog-checkpoint@v1.0.0; C2SP tlog-cosignature).
+"""Checkpoints (SPEC: https://c2sp.org/tlog-checkpoint@v1.0.0) and what cosigners sign (C2SP tlog-cosignature).
 
 A checkpoint is the text of a signed note: origin, tree size, root hash, then
 optional extension lines. Parsing is strict because a checkpoint is what a log
@@ -23,6 +23,9 @@ MAX_TREE_SIZE = 2**64 - 1
 
 MAX_COSIGNATURE_TIMESTAMP = 2**63 - 1
 """tlog-cosignature: the timestamp "MUST NOT exceed 2^63 - 1"."""
+
+SUBTREE_LABEL = b"subtree/v1\n\x00"
+"""tlog-cosignature: the 12-byte label that starts every ML-DSA-44 `cosigned_message`."""
 
 _SIZE_RE = re.compile(r"0|[1-9][0-9]*")  # ASCII decimal, no sign, no leading zeros
 _CONTROL_RE = re.compile(r"[\x00-\x09\x0b-\x1f]")  # signed-note: none below U+0020 but "\n"
@@ -127,3 +130,42 @@ def cosignature_message(checkpoint_text: str | bytes, timestamp: int) -> bytes:
     if not body.endswith(b"\n"):
         raise FormatError("checkpoint text must end with a newline")
     return b"cosignature/v1\ntime %d\n" % timestamp + body
+
+
+def subtree_message(cosigner_name: str, timestamp: int, origin: str, start: int, end: int, root: bytes) -> bytes:
+    """The `cosigned_message` an ML-DSA-44 cosigner (type 0x06) signs (C2SP tlog-cosignature).
+
+        uint8 label[12] = "subtree/v1\\n\\0"; opaque cosigner_name<1..2^8-1>; uint64 timestamp;
+        opaque log_origin<1..2^8-1>; uint64 start; uint64 end; uint8 hash[32];
+
+    A checkpoint is the subtree [0, size). Unlike the Ed25519 message it names the
+    cosigner and leaves out extension lines. A subtree that does not start at 0
+    has no timestamp (it must be 0), which is refused here rather than signed.
+    """
+    name = _u8_string(cosigner_name, "cosigner name")
+    log = _u8_string(origin, "log origin")
+    for value, what in ((timestamp, "timestamp"), (start, "start"), (end, "end")):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise FormatError(f"subtree {what} must be an int")
+    if not 0 <= timestamp <= MAX_COSIGNATURE_TIMESTAMP:
+        raise FormatError("cosignature timestamp out of range 0..2^63-1")
+    if not 0 <= start <= end <= MAX_TREE_SIZE:
+        raise FormatError("subtree needs 0 <= start <= end < 2^64")
+    if start != 0 and timestamp != 0:
+        raise FormatError("a subtree that does not start at 0 must have timestamp 0")
+    if not isinstance(root, bytes) or len(root) != HASH_SIZE:
+        raise FormatError(f"subtree hash must be {HASH_SIZE} bytes")
+    return b"".join((SUBTREE_LABEL, bytes([len(name)]), name, timestamp.to_bytes(8, "big"),
+                     bytes([len(log)]), log, start.to_bytes(8, "big"), end.to_bytes(8, "big"), root))
+
+
+def _u8_string(value: object, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise FormatError(f"{what} must be a string")
+    try:
+        raw = value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FormatError(f"{what} is not valid UTF-8") from None
+    if not 1 <= len(raw) <= 255:
+        raise FormatError(f"{what} must be 1..255 bytes")
+    return raw

@@ -1,11 +1,12 @@
 """Signed-note keys (SPEC: https://c2sp.org/signed-note@v1.0.0; C2SP tlog-cosignature).
 
 Verifier keys ("vkeys") are `name+hex8(key ID)+base64(type || public key)`;
-signer keys use the Go convention `PRIVATE+KEY+name+hex8+base64(0x01 || seed)`.
+signer keys use the Go convention `PRIVATE+KEY+name+hex8+base64(type || seed)`.
 Supported types: 0x01 Ed25519 note signatures, 0x02 ECDSA P-256 (verify only,
-as used by some real logs), 0x04 Ed25519 cosignature/v1 (tlog-cosignature).
-Verifiers raise `SignatureError`; they never return a bool a caller could ignore.
-The only I/O here is the two private-key file helpers at the bottom.
+as used by some real logs), 0x04 Ed25519 cosignature/v1 and 0x06 ML-DSA-44
+subtree/v1 cosignatures (tlog-cosignature). This is the one place that knows
+key types and cosignature formats. Verifiers raise `SignatureError`; they never
+return a bool a caller could ignore. No I/O.
 """
 from __future__ import annotations
 
@@ -18,18 +19,27 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from tlog.errors import FormatError, SignatureError
-from tlog.formats import ed25519
-from tlog.formats.checkpoint import MAX_COSIGNATURE_TIMESTAMP, cosignature_message, parse_checkpoint
+from tlog.formats import ed25519, mldsa
+from tlog.formats.checkpoint import (
+    MAX_COSIGNATURE_TIMESTAMP,
+    cosignature_message,
+    parse_checkpoint,
+    subtree_message,
+)
 from tlog.formats.encoding import b64dec, b64enc
 from tlog.formats.hashing import sha256
 
 ED25519 = 0x01
 ECDSA = 0x02
 COSIGNATURE_V1 = 0x04
-KEY_TYPES = frozenset({ED25519, ECDSA, COSIGNATURE_V1})
+COSIGNATURE_MLDSA44 = 0x06
+KEY_TYPES = frozenset({ED25519, ECDSA, COSIGNATURE_V1, COSIGNATURE_MLDSA44})
+COSIGNER_TYPES = frozenset({COSIGNATURE_V1, COSIGNATURE_MLDSA44})
+"""Key types a witness cosigns with (and that a tlog-policy witness line may name)."""
 
 _HEX8_RE = re.compile(r"[0-9a-f]{8}")
 _COSIG_BLOB_LEN = 8 + 64  # u64 timestamp || Ed25519 signature (tlog-cosignature)
+_MLDSA_BLOB_LEN = 8 + mldsa.SIGNATURE_SIZE  # u64 timestamp || ML-DSA-44 signature
 
 
 def check_key_name(name: str) -> None:
@@ -82,6 +92,8 @@ def _check_public(key_type: int, public: bytes) -> None:
         raise FormatError(f"unknown key type {key_type!r}")
     if key_type == ECDSA:
         _load_ecdsa(public)
+    elif key_type == COSIGNATURE_MLDSA44:
+        mldsa.check_public(public)
     elif len(public) != 32:
         raise FormatError(f"Ed25519 key must be 32 bytes, got {len(public)}")
 
@@ -114,9 +126,18 @@ class Verifier:
     def verify(self, message: bytes, blob: bytes) -> int | None:
         """Verify `blob` (signature bytes after the key ID) over note text `message`.
 
-        Returns the cosignature timestamp for type 0x04, else None; raises
-        SignatureError on any failure.
+        Returns the cosignature timestamp for types 0x04 and 0x06, else None;
+        raises SignatureError on any failure. A 0x06 signature covers only the
+        checkpoint's origin, size and root (and the cosigner's name), so the text
+        must be a checkpoint.
         """
+        if self.key_type == COSIGNATURE_MLDSA44:
+            try:
+                cp = parse_checkpoint(message)
+            except FormatError:
+                raise SignatureError(f"ML-DSA-44 cosignature by {self.name!r} on a note that is not a checkpoint") \
+                    from None
+            return self.verify_subtree(cp.origin, 0, cp.size, cp.root, blob)
         if self.key_type == ED25519:
             try:
                 ed25519.verify(self.public, message, blob)
@@ -140,6 +161,25 @@ class Verifier:
         except (InvalidSignature, ValueError):
             raise SignatureError(f"ECDSA signature by {self.name!r} does not verify") from None
         return None
+
+
+    def verify_subtree(self, origin: str, start: int, end: int, root: bytes, blob: bytes) -> int:
+        """Verify an ML-DSA-44 subtree/v1 cosignature `blob` (after the key ID) of leaves
+        [start, end) of `origin` with hash `root`; return its timestamp (0 unless start is 0)."""
+        if self.key_type != COSIGNATURE_MLDSA44:
+            raise SignatureError(f"key {self.name!r} cannot sign subtrees (type 0x{self.key_type:02x})")
+        if len(blob) != _MLDSA_BLOB_LEN:
+            raise SignatureError(f"malformed ML-DSA-44 cosignature by {self.name!r}")
+        ts = int.from_bytes(blob[:8], "big")
+        try:
+            msg = subtree_message(self.name, ts, origin, start, end, root)
+        except FormatError as e:
+            raise SignatureError(f"cosignature by {self.name!r}: {e.message}") from None
+        try:
+            mldsa.verify(self.public, msg, blob[8:])
+        except SignatureError:
+            raise SignatureError(f"cosignature by {self.name!r} does not verify") from None
+        return ts
 
 
 def parse_vkey(text: str) -> Verifier:
@@ -174,30 +214,36 @@ def format_vkey(name: str, key_type: int, public: bytes) -> str:
 
 
 def cosigner_verifier(v: Verifier) -> Verifier:
-    """The cosignature/v1 (0x04) form of a witness key (C2SP tlog-cosignature).
+    """The cosignature form of a witness key (C2SP tlog-cosignature): 0x04 or 0x06.
 
-    Witness keys are often published as 0x01 vkeys, but cosignature lines
+    Ed25519 witness keys are often published as 0x01 vkeys, but cosignature lines
     carry the 0x04 key ID; recomputing it lets a policy list either form.
     """
-    if v.key_type == COSIGNATURE_V1:
+    if v.key_type in COSIGNER_TYPES:
         return v
     if v.key_type != ED25519:
-        raise FormatError("only Ed25519 keys can be cosigner keys")
+        raise FormatError("a cosigner key must be Ed25519 (0x01/0x04) or ML-DSA-44 (0x06)")
     return Verifier.from_public(v.name, COSIGNATURE_V1, v.public)
 
 
 def cosignature_timestamp(blob: bytes) -> int:
     """Timestamp of a cosignature blob (after the key ID), without verifying it."""
-    if len(blob) != _COSIG_BLOB_LEN:
-        raise FormatError("cosignature blob must be 72 bytes")
+    if len(blob) not in (_COSIG_BLOB_LEN, _MLDSA_BLOB_LEN):
+        raise FormatError("cosignature blob must be 72 (Ed25519) or 2428 (ML-DSA-44) bytes")
     return int.from_bytes(blob[:8], "big")
 
 
 # --- signers ----------------------------------------------------------------
 
 
-def parse_skey(text: str) -> tuple[str, bytes]:
-    """Go skey "PRIVATE+KEY+name+hex8+base64(0x01||seed)" -> (name, seed)."""
+def parse_signer_key(text: str) -> tuple[str, int, bytes]:
+    """Go skey "PRIVATE+KEY+name+hex8+base64(type||seed)" -> (name, type, 32-byte seed).
+
+    Types: 0x01 Ed25519 (Go's note.GenerateKey; our cosigners load it as 0x04) and
+    0x06 ML-DSA-44 (transparency-dev/formats GenerateMLDSAKey). The key ID must be
+    the one of the derived public key under that type, so a file holding another
+    key than its name says is refused.
+    """
     if not isinstance(text, str):
         raise FormatError("signer key must be a string")
     parts = text.split("+", 4)  # base64 may itself contain "+"
@@ -208,11 +254,20 @@ def parse_skey(text: str) -> tuple[str, bytes]:
     if not _HEX8_RE.fullmatch(hex8):
         raise FormatError("signer key ID must be 8 lowercase hex digits")
     raw = b64dec(b64, what="signer key")
-    if len(raw) != 33 or raw[0] != ED25519:
-        raise FormatError("signer key must be 0x01 followed by a 32-byte Ed25519 seed")
-    seed = raw[1:]
-    if bytes.fromhex(hex8) != key_id(name, ED25519, ed25519.public_from_seed(seed)):
+    if len(raw) != 33 or raw[0] not in (ED25519, COSIGNATURE_MLDSA44):
+        raise FormatError("signer key must be 0x01 (Ed25519) or 0x06 (ML-DSA-44) followed by a 32-byte seed")
+    key_type, seed = raw[0], raw[1:]
+    public = ed25519.public_from_seed(seed) if key_type == ED25519 else mldsa.public_from_seed(seed)
+    if bytes.fromhex(hex8) != key_id(name, key_type, public):
         raise FormatError("signer key ID does not match the key")
+    return name, key_type, seed
+
+
+def parse_skey(text: str) -> tuple[str, bytes]:
+    """Go skey "PRIVATE+KEY+name+hex8+base64(0x01||seed)" -> (name, seed): Ed25519 only."""
+    name, key_type, seed = parse_signer_key(text)
+    if key_type != ED25519:
+        raise FormatError("signer key must be 0x01 followed by a 32-byte Ed25519 seed")
     return name, seed
 
 
@@ -304,4 +359,80 @@ class CosignatureSigner(_Ed25519Key):
         return timestamp.to_bytes(8, "big") + self._ed.sign(msg)
 
 
-# --- key files (the only I/O in this module) -------------------------------
+class MLDSACosigner:
+    """An ML-DSA-44 subtree/v1 (0x06) cosigner (C2SP tlog-cosignature); `repr` never shows the seed.
+
+    Like `CosignatureSigner` it has no `sign(message)`: it signs checkpoints
+    (`cosign`, timestamped) and subtrees (`cosign_subtree`, timestamp 0), nothing else.
+    """
+
+    __slots__ = ("name", "public", "key_id", "_seed", "_sk")
+    key_type = COSIGNATURE_MLDSA44
+
+    def __init__(self, name: str, seed: bytes) -> None:
+        check_key_name(name)
+        if len(name.encode("utf-8")) > 255:
+            raise FormatError("an ML-DSA-44 cosigner name must be at most 255 bytes")
+        self._sk = mldsa.Signer(seed)  # ValueError unless 32 bytes
+        self._seed = bytes(seed)
+        self.name = name
+        self.public = self._sk.public
+        self.key_id = key_id(name, COSIGNATURE_MLDSA44, self.public)
+
+    @classmethod
+    def generate(cls, name: str) -> MLDSACosigner:
+        return cls(name, mldsa.generate_seed())
+
+    @classmethod
+    def from_skey(cls, text: str) -> MLDSACosigner:
+        name, key_type, seed = parse_signer_key(text)
+        if key_type != COSIGNATURE_MLDSA44:
+            raise FormatError("not an ML-DSA-44 (0x06) signer key")
+        return cls(name, seed)
+
+    def to_skey(self) -> str:
+        """transparency-dev/formats' form: the key ID is the 0x06 one, the key the seed."""
+        raw = bytes([COSIGNATURE_MLDSA44]) + self._seed
+        return f"PRIVATE+KEY+{self.name}+{self.key_id.hex()}+{b64enc(raw)}"
+
+    @property
+    def verifier(self) -> Verifier:
+        return Verifier(self.name, self.key_id, COSIGNATURE_MLDSA44, self.public)
+
+    @property
+    def vkey(self) -> str:
+        return format_vkey(self.name, COSIGNATURE_MLDSA44, self.public)
+
+    def cosign(self, checkpoint_text: str, timestamp: int) -> bytes:
+        """Blob = u64 BE timestamp || ML-DSA-44 signature over the subtree/v1 message of
+        the checkpoint's [0, size) (extension lines are not covered)."""
+        cp = parse_checkpoint(checkpoint_text)
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+            raise ValueError("timestamp must be an int")
+        if not 0 <= timestamp <= MAX_COSIGNATURE_TIMESTAMP:
+            raise ValueError("timestamp must be in 0..2^63-1")
+        msg = subtree_message(self.name, timestamp, cp.origin, 0, cp.size, cp.root)
+        return timestamp.to_bytes(8, "big") + self._sk.sign(msg)
+
+    def cosign_subtree(self, origin: str, start: int, end: int, root: bytes) -> bytes:
+        """A sign-subtree cosignature (tlog-witness): timestamp 0, the subtree [start, end)."""
+        msg = subtree_message(self.name, 0, origin, start, end, root)
+        return bytes(8) + self._sk.sign(msg)
+
+    def __repr__(self) -> str:
+        return f"MLDSACosigner(name={self.name!r}, key_id={self.key_id.hex()})"
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError("signing keys are not picklable (keep the seed in this process)")
+
+
+Cosigner = CosignatureSigner | MLDSACosigner
+"""A witness's cosigning key: Ed25519 cosignature/v1 (0x04) or ML-DSA-44 subtree/v1 (0x06)."""
+
+
+def load_cosigner(text: str) -> Cosigner:
+    """A cosigner from its key file text: 0x01 Ed25519 keys cosign as 0x04, 0x06 as ML-DSA-44."""
+    _, key_type, _ = parse_signer_key(text)
+    if key_type == COSIGNATURE_MLDSA44:
+        return MLDSACosigner.from_skey(text)
+    return CosignatureSigner.from_skey(text)

@@ -21,6 +21,16 @@ cycles impossible and lets `quorum_met` evaluate groups in definition order
 without recursion. Each member appears in a group at most once, so one
 witness can never count twice toward a threshold.
 
+One cosigner, one vote. A witness may publish two keys (Ed25519 and ML-DSA-44,
+C2SP tlog-cosignature), one `witness` line each; the draft counts lines, so the
+two lines would count twice toward a threshold. Cosignatures name their cosigner
+(the vkey's key name: "a schema-less URL that identifies the cosigner"), so this
+parser refuses any group in which one cosigner could satisfy two members, except
+a group whose members are all keys of that one cosigner ("group w1 any w1-ed
+w1-pq"), which counts as that cosigner. Wrapping a witness's keys in such a group
+is how a policy lists both; the rule only ever makes a quorum harder to reach,
+never easier (docs/architecture.md §4).
+
 Vkeys stay strings here: this module only checks their shape (to spot two
 lines wrapping the same public key, which the draft forbids); parsing them
 into verifiers is the caller's job (tlog.formats.keys).
@@ -138,6 +148,7 @@ class Policy:
             if not 1 <= g.threshold <= len(g.members):
                 raise FormatError(f"group {name!r}: threshold outside 1..{len(g.members)}")
             defined[name] = g
+        _check_one_vote(self.witnesses, self.groups)
         if self.quorum is not None and self.quorum not in defined:
             raise FormatError(f"quorum {self.quorum!r} is not defined")
         if not 1 <= self.log_quorum <= max(1, len(self.logs)):
@@ -176,6 +187,34 @@ class Policy:
         if self.log_quorum > 1:
             out.append(f"logs {self.log_quorum}")
         return "\n".join(out) + "\n"
+
+
+def cosigner_name(vkey: str) -> str:
+    """The cosigner a witness key belongs to: its vkey's key name (C2SP tlog-cosignature)."""
+    return vkey.split("+", 1)[0]
+
+
+def _check_one_vote(witnesses: Mapping[str, PolicyWitness], groups: Mapping[str, PolicyGroup]) -> None:
+    """Refuse a group where one cosigner could count for two members through two of its keys
+    (see the module doc). The same witness line reached through two nested groups is left as
+    the draft has it: that is one key, not a second vote the draft did not foresee."""
+    # per name: cosigner -> the witness lines (keys) of that cosigner it can be met by
+    who: dict[str, dict[str, frozenset[str]]] = {
+        n: {cosigner_name(w.vkey): frozenset({n})} for n, w in witnesses.items()}
+    for g in groups.values():  # definition order: members first
+        maps = [who[m] for m in g.members]
+        cosigners = {c for m in maps for c in m}
+        alias = all(m in witnesses for m in g.members) and len(cosigners) == 1
+        merged: dict[str, frozenset[str]] = {}
+        for m, keys in zip(g.members, maps):
+            for c, lines in keys.items():
+                if not alias and c in merged and (merged[c] != lines or len(lines) > 1):
+                    raise FormatError(
+                        f"group {g.name!r}: member {m!r} and another member can both be met by cosigner {c!r} "
+                        f"(keys {', '.join(sorted(merged[c] | lines))}), which would count it twice; list a "
+                        "cosigner's keys in one group (group <name> any <key1> <key2>) and use that group")
+                merged[c] = merged.get(c, frozenset()) | lines
+        who[g.name] = merged
 
 
 def _join(*items: str | None) -> str:

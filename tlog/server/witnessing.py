@@ -6,6 +6,12 @@ the size that witness last accepted), verifies each cosignature it gets back,
 and merges them into the checkpoint it serves. A 409 tells us the witness's
 size: we resynchronise with a fresh proof and try again at once.
 
+A witness may hold two keys (Ed25519 and ML-DSA-44, C2SP tlog-cosignature): the policy
+lists each key on its own `witness` line, both with the witness's URL. The log pushes once
+per URL and keeps every cosignature in the answer that verifies with one of that URL's
+keys; the policy's groups decide how they count (`tlog.formats.policy`: one cosigner's
+keys can only count once).
+
 Latency is bounded: the push returns when every witness has answered, or
 once the quorum is met plus a short grace period, or at the timeout, whichever
 comes first; a slow or dead witness is cancelled and catches up (via 409) on
@@ -36,20 +42,27 @@ MAX_RESPONSE = 64 * 1024
 
 @dataclass
 class WitnessEndpoint:
-    name: str  # policy name
+    name: str  # policy name (of its first key's line)
     url: str
-    verifier: Verifier  # the 0x04 form of its key
+    verifier: Verifier  # its first key, in cosignature form (0x04 or 0x06)
     size: int | None = None  # size it last accepted from us (None: unknown)
     failures: int = 0
+    keys: list[tuple[str, Verifier]] = field(default_factory=list)  # (policy name, key) of every line
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            self.keys = [(self.name, self.verifier)]
 
 
 @dataclass
 class WitnessOutcome:
     name: str
-    signature: NoteSignature | None
+    signature: NoteSignature | None  # the first verified cosignature
     error: str | None = None
     seconds: float = 0.0
     beyond: int | None = None  # the witness has cosigned this larger size of our log
+    signatures: tuple[NoteSignature, ...] = ()  # every verified cosignature
+    names: tuple[str, ...] = ()  # the policy names whose key cosigned
 
 
 @dataclass
@@ -65,12 +78,16 @@ class WitnessSet:
     @classmethod
     def from_policy(cls, policy_text: str, *, timeout: float = 5.0) -> WitnessSet:
         policy = parse_policy(policy_text)
-        endpoints = []
+        by_url: dict[str, WitnessEndpoint] = {}
         for name, w in policy.witnesses.items():
             if not w.url:
                 raise FormatError(f"witness {name!r} has no URL in the log's policy; the log cannot push to it")
-            endpoints.append(WitnessEndpoint(name, w.url.rstrip("/"), cosigner_verifier(parse_vkey(w.vkey))))
-        return cls(policy, endpoints, timeout=timeout)
+            url, v = w.url.rstrip("/"), cosigner_verifier(parse_vkey(w.vkey))
+            if url in by_url:  # another key of the same witness (e.g. its ML-DSA-44 key)
+                by_url[url].keys.append((name, v))
+            else:
+                by_url[url] = WitnessEndpoint(name, url, v)
+        return cls(policy, list(by_url.values()), timeout=timeout)
 
     @property
     def requires_quorum(self) -> bool:
@@ -111,9 +128,10 @@ class WitnessSet:
                 backoff = min(backoff * 2, 1.0)
                 continue
             if status == 200:
-                sig = self._check_cosignature(w, state, text)
+                found = self._check_cosignatures(w, state, text)
                 w.size, w.failures = state.size, 0
-                return WitnessOutcome(w.name, sig, None, time.perf_counter() - t0)
+                return WitnessOutcome(w.name, found[0][1] if found else None, None, time.perf_counter() - t0,
+                                      signatures=tuple(sig for _, sig in found), names=tuple(n for n, _ in found))
             if status == 409 and resynced < 3:
                 try:
                     their = int(text.strip())
@@ -138,24 +156,28 @@ class WitnessSet:
         w.size = None  # learn it again from the next 409
         return WitnessOutcome(w.name, None, error, time.perf_counter() - t0)
 
-    def _check_cosignature(self, w: WitnessEndpoint, state: LogState, text: str) -> NoteSignature | None:
-        """Keep only a cosignature that verifies with the witness's key."""
+    def _check_cosignatures(self, w: WitnessEndpoint, state: LogState, text: str) -> list[tuple[str, NoteSignature]]:
+        """Keep only the cosignatures that verify with one of the witness's keys (by policy name)."""
         cp_text = parse_note(state.note).text.encode()
         try:
             sigs = parse_signature_lines(text if text.endswith("\n") else text + "\n")
         except FormatError:
             log.warning("witness %s answered 200 with malformed cosignature lines", w.name)
-            return None
-        for s in sigs:
-            if s.name == w.verifier.name and s.key_id == w.verifier.key_id:
-                try:
-                    w.verifier.verify(cp_text, s.blob)
-                except SignatureError:
-                    log.warning("witness %s returned a cosignature that does not verify", w.name)
-                    return None
-                return s
-        log.warning("witness %s answered 200 without its cosignature", w.name)
-        return None
+            return []
+        found: list[tuple[str, NoteSignature]] = []
+        for name, v in w.keys:
+            for s in sigs:
+                if s.name == v.name and s.key_id == v.key_id:
+                    try:
+                        v.verify(cp_text, s.blob)
+                    except SignatureError:
+                        log.warning("witness %s returned a cosignature that does not verify", name)
+                        break
+                    found.append((name, s))
+                    break
+        if not found:
+            log.warning("witness %s answered 200 without its cosignature", w.name)
+        return found
 
     # --- all witnesses -------------------------------------------------------------------
 
@@ -179,7 +201,7 @@ class WitnessSet:
                     break
                 done, pending = await asyncio.wait(pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
                 outcomes.extend(t.result() for t in done)
-                if met_at is None and self.policy.quorum_met({o.name for o in outcomes if o.signature}):
+                if met_at is None and self.policy.quorum_met({n for o in outcomes for n in o.names}):
                     met_at = loop.time()
         finally:
             for t in pending:
@@ -195,8 +217,8 @@ class WitnessSet:
                 "entries (restored from an old backup?); writes are refused until an operator intervenes "
                 "(see ops/runbooks/backup-restore.md)"
             )
-        cosigned = [o for o in outcomes if o.signature is not None]
-        names = {o.name for o in cosigned}
+        cosigned = [o for o in outcomes if o.signatures]
+        names = {n for o in cosigned for n in o.names}
         for o in outcomes:
             if o.error:
                 log.warning("witness %s did not cosign size %d: %s", o.name, state.size, o.error)
@@ -206,17 +228,32 @@ class WitnessSet:
                 "the witness quorum is not met yet (the entries are durable; retry shortly)",
                 retry_after=1,
             )
-        note = str(add_signatures(state.note, [o.signature for o in cosigned if o.signature is not None]))
+        note = str(add_signatures(state.note, [s for o in cosigned for s in o.signatures]))
         return replace(state, note=note), outcomes
 
 
 def policy_text(log_vkey: str, witnesses: Sequence[tuple[str, str, str]], quorum: int) -> str:
-    """A tlog-policy for clients: this log, its witnesses and a k-of-n quorum."""
+    """A tlog-policy for clients: this log, its witnesses and a k-of-n quorum.
+
+    Rows that share a URL are keys of one witness (e.g. its Ed25519 and ML-DSA-44 keys): they
+    are wrapped in a group "<first name>-any" (either key) that takes the witness's place in
+    the quorum, so a witness with two keys counts once (tlog.formats.policy refuses a policy
+    where it could count twice). k counts witnesses, not keys.
+    """
     lines = [f"log {log_vkey}"]
+    by_url: dict[str, list[str]] = {}
     for name, vkey, url in witnesses:
         lines.append(f"witness {name} {vkey} {url}".rstrip())
-    if witnesses and quorum:
-        lines.append(f"group local-witnesses {quorum} {' '.join(n for n, _, _ in witnesses)}")
+        by_url.setdefault(url or name, []).append(name)
+    members = []
+    for names in by_url.values():
+        if len(names) > 1:
+            lines.append(f"group {names[0]}-any any {' '.join(names)}")
+            members.append(f"{names[0]}-any")
+        else:
+            members.append(names[0])
+    if members and quorum:
+        lines.append(f"group local-witnesses {quorum} {' '.join(members)}")
         lines.append("quorum local-witnesses")
     else:
         lines.append("quorum none")

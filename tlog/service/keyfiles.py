@@ -1,4 +1,5 @@
-"""Private key files: Go's signer-key format, mode 0600, never overwritten, never logged.
+"""Private key files: Go's signer-key format (Ed25519 or ML-DSA-44 seeds), mode 0600, never overwritten,
+never logged.
 
 The one place the services and CLIs read and write keys. `load_or_create` is the
 first-start rule of every service: make the key (O_EXCL, fsynced) if it does not
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tlog.errors import Forbidden, FormatError
-from tlog.formats.keys import Signer, parse_skey
+from tlog.formats.keys import Signer, parse_signer_key
 
 log = logging.getLogger("oap.keys")
 
@@ -32,7 +33,7 @@ def load_or_create(path: Path, make: Callable[[], str], *, what: str) -> str:
 
 def write_private_key(path: str | os.PathLike[str], skey_text: str) -> None:
     """Create `path` holding a signer key (Go's format) with mode 0600; never overwrite."""
-    parse_skey(skey_text)  # never write something we could not load back
+    parse_signer_key(skey_text)  # never write something we could not load back
     write_secret(path, skey_text)
 
 

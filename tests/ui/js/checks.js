@@ -16,6 +16,9 @@ import { TileTree } from '../../../tlog/ui/static/lib/tilereader.js';
 import { publicFromDidKey, didKeyFromPublic, parseSigner } from '../../../tlog/ui/static/lib/didkey.js';
 import { ed25519Supported, ed25519Verify } from '../../../tlog/ui/static/lib/ed25519.js';
 import { verifyStatus } from '../../../tlog/ui/static/lib/status.js';
+import { subtreeMessage, mldsa44Verify } from '../../../tlog/ui/static/lib/mldsa.js';
+import { ml_dsa44 } from '../../../tlog/ui/static/lib/noble/post-quantum-ml-dsa.js';
+import { shake256 } from '../../../tlog/ui/static/lib/noble/hashes-sha3.js';
 import { checkRecord } from '../../../tlog/ui/static/lib/records.js';
 
 const D = '\u2014'; // em dash
@@ -686,6 +689,45 @@ export async function runAll({ load, log = () => {}, skip = [] }) {
         await rejects(() => verifyStatus(r, { registry: sf.registry, policy, now }), E.StatusVerificationError, reason ?? undefined);
       });
     }
+  }
+  if (!skip.includes('mldsa')) {
+    section('fixtures/mldsa.json (ML-DSA-44 cosignatures, tlog-cosignature type 0x06; NIST ACVP)');
+    const mf = await fixture('mldsa.json');
+    await check('0x06 vkey: public key and key ID', async () => {
+      const v = await parseVkey(mf.vkey);
+      eq(v.type, 0x06); eq(hex(v.public), mf.public); eq(v.keyIdHex, mf.key_id); eq(v.vkey, mf.vkey);
+      eq(await cosignerVerifier(v), v);
+    });
+    for (const c of mf.notes) await check(`note: ${c.what}`, () => sameVerdict(c.expect, async () => {
+      const vs = await Promise.all(c.vkeys.map(parseVkey));
+      return (await openNote(c.note, vs)).verified.map((x) => x.timestamp);
+    }));
+    const pqv = await parseVkey(mf.vkey);
+    for (const c of mf.subtrees) await check(`subtree cosignature: ${c.what}`, () => sameVerdict(c.expect, () => {
+      const [origin, start, end, root, blob] = c.args;
+      return pqv.verifySubtree(origin, BigInt(start), BigInt(end), b64dec(root), b64dec(blob));
+    }));
+    for (const c of mf.messages) await check(`subtree message ${c.args.slice(1, 5).join(' ')}`, () => sameVerdict(c.expect, () =>
+      hex(subtreeMessage(c.args[0], BigInt(c.args[1]), c.args[2], BigInt(c.args[3]), BigInt(c.args[4]), b64dec(c.args[5])))));
+    for (const [i, c] of mf.policies.entries()) await check(`policy: one cosigner, one vote (${i})`, () =>
+      sameVerdict(c.expect, () => policyToText(parsePolicy(c.text))));
+    await check('a witness with two keys counts once toward a quorum', () => {
+      const p = parsePolicy(mf.policies[1].text);
+      ok(!quorumMet(p, new Set(['a', 'b'])) && quorumMet(p, new Set(['b', 'c'])));
+    });
+    // NIST ACVP ML-DSA-44 sigVer (internal interface: mu = SHAKE256(SHAKE256(pk, 64) || M', 64))
+    for (const g of mf.acvp_sigver) for (const t of g.tests) await check(`ACVP sigVer tc${t.tcId}`, () => {
+      const pk = unhex(g.pk), msg = unhex(t.message), sig = unhex(t.signature);
+      eq(ml_dsa44.internal.verify(sig, msg, pk), t.testPassed);
+      const mu = shake256.create({ dkLen: 64 }).update(shake256(pk, { dkLen: 64 })).update(msg).digest();
+      eq(ml_dsa44.internal.verify(sig, mu, pk, { externalMu: true }), t.testPassed);
+    });
+    await check('mldsa44Verify refuses a wrong length and a flipped bit', async () => {
+      const c = mf.notes[0], n = parseNote(c.note), s = n.signatures[2];
+      await rejects(() => mldsa44Verify(pqv.public, new Uint8Array(1), s.blob.subarray(8, -1)), E.SignatureError, 'malformed ML-DSA-44 signature');
+      const bad = s.blob.slice(8); bad[5] ^= 1;
+      await rejects(() => mldsa44Verify(pqv.public, new Uint8Array(1), bad), E.SignatureError, 'ML-DSA-44 signature does not verify');
+    });
   }
   return results;
 }

@@ -4,15 +4,18 @@
 //   key ID = SHA-256(name || 0x0A || type || public)[:4]   (ECDSA: SHA-256(DER SPKI)[:4])
 //   note  = text "\n" ("— " name " " base64(key ID || signature) "\n")+
 // Types: 0x01 Ed25519 over the text, 0x02 ECDSA P-256 (DER sig, SHA-256 of the
-// text; verify only), 0x04 Ed25519 cosignature/v1 (tlog-cosignature v1.0.1, §3).
+// text; verify only), 0x04 Ed25519 cosignature/v1 (tlog-cosignature v1.0.1, §3),
+// 0x06 ML-DSA-44 subtree/v1 cosignatures (tlog-cosignature; lib/mldsa.js).
 import { b64enc, b64dec, b64decLenient, hex, unhex, utf8, fromUtf8, isWellFormed, concat, bytesEqual, u64be, subtle } from './b64.js';
 import { FormatError, SignatureError, UnknownKeyError, pyRepr, pySorted } from './errors.js';
 import { ed25519Verify } from './ed25519.js';
 import { sha256 } from './merkle.js';
-import { cosignatureMessage, MAX_COSIGNATURE_TIMESTAMP } from './checkpoint.js';
+import { cosignatureMessage, parseCheckpoint, MAX_COSIGNATURE_TIMESTAMP } from './checkpoint.js';
+import { checkMldsaPublic, verifySubtreeCosignature } from './mldsa.js';
 
-export const ED25519 = 0x01, ECDSA = 0x02, COSIGNATURE_V1 = 0x04;
-const KEY_TYPES = new Set([ED25519, ECDSA, COSIGNATURE_V1]);
+export const ED25519 = 0x01, ECDSA = 0x02, COSIGNATURE_V1 = 0x04, COSIGNATURE_MLDSA44 = 0x06;
+const KEY_TYPES = new Set([ED25519, ECDSA, COSIGNATURE_V1, COSIGNATURE_MLDSA44]);
+const COSIGNER_TYPES = new Set([COSIGNATURE_V1, COSIGNATURE_MLDSA44]);
 export const MAX_NOTE_SIZE = 1 << 20;
 export const MAX_SIGNATURES = 100; // the Go reference rejects more; the spec asks for >= 16
 const SIG_PREFIX = '\u2014 ';      // em dash, space
@@ -112,6 +115,7 @@ function derToP1363(der) {
 async function checkPublic(type, pub) {
   if (!KEY_TYPES.has(type)) throw new FormatError(`unknown key type ${type}`);
   if (type === ECDSA) await importEcdsa(pub);
+  else if (type === COSIGNATURE_MLDSA44) checkMldsaPublic(pub);
   else if (pub.length !== 32) throw new FormatError(`Ed25519 key must be 32 bytes, got ${pub.length}`);
 }
 
@@ -131,6 +135,15 @@ export class Verifier {
   /** Verify `blob` (signature after the key ID) over note text bytes `message`.
    * Returns the cosignature timestamp (BigInt) for type 0x04, else null; throws SignatureError. */
   async verify(message, blob) {
+    if (this.type === COSIGNATURE_MLDSA44) {
+      // covers origin, size and root (and the cosigner's name): the text must be a checkpoint
+      let cp;
+      try { cp = parseCheckpoint(message); } catch (e) {
+        if (e instanceof FormatError) throw new SignatureError(`ML-DSA-44 cosignature by ${q(this.name)} on a note that is not a checkpoint`);
+        throw e;
+      }
+      return this.verifySubtree(cp.origin, 0n, cp.size, cp.root, blob);
+    }
     if (this.type === ED25519) {
       try { await ed25519Verify(this.public, message, blob); } catch (e) {
         if (e instanceof SignatureError) throw new SignatureError(`signature by ${q(this.name)} does not verify`);
@@ -157,6 +170,14 @@ export class Verifier {
   }
 }
 
+/** An ML-DSA-44 (0x06) subtree/v1 cosignature of leaves [start, end) of `origin` with hash
+ * `root` (a sign-subtree answer): its timestamp, or SignatureError (keys.py verify_subtree). */
+Verifier.prototype.verifySubtree = async function verifySubtree(origin, start, end, root, blob) {
+  if (this.type !== COSIGNATURE_MLDSA44)
+    throw new SignatureError(`key ${q(this.name)} cannot sign subtrees (type 0x${this.type.toString(16).padStart(2, '0')})`);
+  return verifySubtreeCosignature(this, origin, start, end, root, blob);
+};
+
 /** Parse "name+hex8+base64(type||key)" (c2sp.md §1, V1, V7); FormatError on any deviation. */
 export async function parseVkey(text) {
   if (typeof text !== 'string') throw new FormatError('vkey must be a string');
@@ -173,16 +194,16 @@ export async function parseVkey(text) {
   return new Verifier(name, unhex(hex8), type, pub);
 }
 
-/** The cosignature/v1 (0x04) form of a witness key published as 0x01 (c2sp.md §3). */
+/** The cosignature form of a witness key: 0x04 (from a 0x01 vkey) or 0x06 (c2sp.md §3). */
 export async function cosignerVerifier(v) {
-  if (v.type === COSIGNATURE_V1) return v;
-  if (v.type !== ED25519) throw new FormatError('only Ed25519 keys can be cosigner keys');
+  if (COSIGNER_TYPES.has(v.type)) return v;
+  if (v.type !== ED25519) throw new FormatError('a cosigner key must be Ed25519 (0x01/0x04) or ML-DSA-44 (0x06)');
   return Verifier.fromPublic(v.name, COSIGNATURE_V1, v.public);
 }
 
 /** Timestamp (BigInt POSIX seconds) of a cosignature blob, without verifying it. */
 export function cosignatureTimestamp(blob) {
-  if (blob.length !== 72) throw new FormatError('cosignature blob must be 72 bytes');
+  if (blob.length !== 72 && blob.length !== 2428) throw new FormatError('cosignature blob must be 72 (Ed25519) or 2428 (ML-DSA-44) bytes');
   return u64be(blob, 0);
 }
 

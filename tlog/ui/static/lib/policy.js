@@ -29,6 +29,34 @@ function checkName(name, defined) {
   if (name === NONE) throw new FormatError("'none' is predefined and cannot be redefined");
   if (defined.has(name)) throw new FormatError(`name ${q(name)} defined twice`);
 }
+/** One cosigner, one vote (policy.py _check_one_vote): refuse a group in which one cosigner
+ * (a vkey's key name) could meet two members through two of its keys; a group of only that
+ * cosigner's keys ("group w1 any w1-ed w1-pq") counts as the cosigner. */
+function checkOneVote(witnesses, groups) {
+  const who = new Map();
+  for (const [n, w] of witnesses) who.set(n, new Map([[w.vkey.split('+', 1)[0], new Set([n])]]));
+  for (const g of groups.values()) {
+    const maps = g.members.map((m) => who.get(m));
+    const cosigners = new Set(maps.flatMap((m) => [...m.keys()]));
+    const alias = g.members.every((m) => witnesses.has(m)) && cosigners.size === 1;
+    const merged = new Map();
+    g.members.forEach((m, i) => {
+      for (const [c, lines] of maps[i]) {
+        const prev = merged.get(c);
+        const same = prev && prev.size === lines.size && [...prev].every((x) => lines.has(x));
+        if (!alias && prev && (!same || lines.size > 1)) {
+          const keys = [...new Set([...prev, ...lines])].sort().join(', ');
+          throw new FormatError(`group ${q(g.name)}: member ${q(m)} and another member can both be met by cosigner ${q(c)} ` +
+            `(keys ${keys}), which would count it twice; list a cosigner's keys in one group ` +
+            '(group <name> any <key1> <key2>) and use that group');
+        }
+        merged.set(c, new Set([...(prev ?? []), ...lines]));
+      }
+    });
+    who.set(g.name, merged);
+  }
+}
+
 function checkMembers(members, defined) {
   if (!members.length) throw new FormatError('group needs at least one member');
   if (new Set(members).size !== members.length) throw new FormatError('a group may list each member only once');
@@ -103,6 +131,7 @@ export function parsePolicy(text) {
   if ((witnesses.size || groups.size) && !quorumSeen)
     throw new FormatError("policy names witnesses but has no quorum line (write 'quorum none' to require none)");
   if (logQuorum !== null && logQuorum > logs.length) throw new FormatError(`logs ${logQuorum}: the policy lists only ${logs.length} log(s)`);
+  checkOneVote(witnesses, groups);
   return { logs, witnesses, groups, quorum, logQuorum: logQuorum || 1 };
 }
 
