@@ -176,7 +176,7 @@ class Mirror:
 
     def __init__(self, cosigners: Sequence[Cosigner], logs: Iterable[MirroredLog], store: MirrorStore,
                  tickets: TicketKey, *, clock: Callable[[], float] = time.time, max_excess: int = 2048,
-                 upload_timeout: float = 300.0) -> None:
+                 upload_timeout: float = 300.0, observe: Callable[[str, int, int], None] | None = None) -> None:
         if not cosigners:
             raise ValueError("a mirror needs at least one cosigning key")
         self.cosigners = tuple(cosigners)
@@ -190,6 +190,7 @@ class Mirror:
             self.logs[lg.origin] = lg
             self._verifiers[lg.origin] = (lg.verifier,)
         self.counters = Counters()
+        self.observe = observe  # (origin, entries received, entries stored) after each add-entries
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oap-mirror-writer")
         # Entries known durable per log (a store sync covered them): what 202 and 409 report.
         self._durable = {o: store.record(o).next_entry for o in self.logs}
@@ -288,6 +289,8 @@ class Mirror:
         finally:
             self.counters.received += received
             self.counters.stored += stored
+            if self.observe is not None:
+                self.observe(h.origin, received, stored)
         if not complete:
             if first:
                 raise InvalidInput("the body ended before the first entry package was complete")

@@ -250,10 +250,11 @@ class EmbeddedStore:
             try:
                 if first % TILE_WIDTH == 0:
                     db.execute("INSERT INTO bundles (key, data) VALUES (?, ?)", (key, blob))
-                else:
-                    cur = db.execute("UPDATE bundles SET data = data || ? WHERE key = ?", (blob, key))
-                    if cur.rowcount != 1:
+                else:  # extend the stored partial bundle (concatenated here: SQLite's || makes text)
+                    row = db.execute("SELECT data FROM bundles WHERE key = ?", (key,)).fetchone()
+                    if row is None:
                         raise RuntimeError(f"{origin}: bundle {first // TILE_WIDTH} is missing")
+                    db.execute("UPDATE bundles SET data = ? WHERE key = ?", (bytes(row[0]) + blob, key))
                 db.execute("UPDATE logs SET next_entry = ? WHERE id = ?", (first + n, lg.id))
                 db.execute("COMMIT")
             except BaseException:

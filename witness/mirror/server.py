@@ -74,9 +74,15 @@ class MirrorService:
         signer = load_or_create_key(config)
         tickets = TicketKey.load_or_create(config.ticket_key_path)
         store = EmbeddedStore(config.data_dir, hash_sync_interval=config.hash_sync_interval)
+        metrics = MirrorMetrics()
+
+        def observe(origin: str, received: int, stored: int) -> None:
+            metrics.entries_received.labels(origin).inc(received)
+            metrics.entries_stored.labels(origin).inc(stored)
+
         mirror = Mirror([signer], config.logs, store, tickets, max_excess=config.max_excess,
-                        upload_timeout=config.upload_timeout)
-        svc = cls(config, signer, mirror, MirrorMetrics())
+                        upload_timeout=config.upload_timeout, observe=observe)
+        svc = cls(config, signer, mirror, metrics)
         svc.refresh_gauges()
         return svc
 
