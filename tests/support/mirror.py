@@ -3,13 +3,18 @@ and builds add-checkpoint and add-entries bodies (with forks and lies), a mirror
 temporary store, and an `oap-mirror serve` process on 127.0.0.1."""
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import sys
+import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from tlog.client.tilereader import TileTree, view, with_tiles
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import CosignatureSigner, Signer, cosigner_verifier
@@ -150,3 +155,35 @@ def metric(text: str, name: str, origin: str | None = None) -> float:
     label = f'{{origin="{origin}"}}' if origin else ""
     m = re.search(rf"^{re.escape(name)}{re.escape(label)} (\S+)$", text, re.M)
     return float(m.group(1)) if m else 0.0
+
+
+def http(url: str, body: bytes | None = None, headers: dict | None = None) -> tuple[int, dict, bytes]:
+    """(status, headers, body) of a GET, or of a POST of `body`."""
+    req = urllib.request.Request(url, data=body, headers=headers or {}, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def wait_for(what: str, cond, timeout: float = 180.0, every: float = 0.02):
+    """Poll `cond` until it returns something true (returned), for at most `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def served_root(prefix: str, size: int) -> bytes:
+    """The root of the tree of `size` computed from the tiles under `prefix` alone."""
+
+    async def fetch(path: str) -> bytes:
+        status, _, data = http(f"{prefix}/{path}")
+        assert status == 200, path
+        return data
+
+    return asyncio.run(with_tiles(TileTree(size), fetch, lambda t: view(t).root))

@@ -111,6 +111,13 @@ class StaticServer(http.server.ThreadingHTTPServer):
     request_queue_size = 128
     daemon_threads = True
 
+    def handle_error(self, request, client_address) -> None:
+        """A client that hangs up mid-answer (a follower killed on purpose) is not news."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 @contextlib.contextmanager
 def serve_directory(directory: Path, *, delay: float = 0.0) -> Iterator[str]:

@@ -6,19 +6,25 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tlog.client.tilereader import TileTree, view, with_tiles
 from tlog.formats.keys import parse_vkey
 from tlog.formats.note import open_note
 from tlog.formats.tiles import encode_entry_bundle, entries_for_size, tiles_for_size
 
-from tests.support.mirror import BIN, EntryLog, cosigner_key, metric, mirror_service, origin_hash
+from tests.support.mirror import (
+    BIN,
+    EntryLog,
+    cosigner_key,
+    http,
+    metric,
+    mirror_service,
+    origin_hash,
+    served_root,
+    wait_for,
+)
 from tests.support.staticlog import StaticLog, entries_for, serve_directory
 
 pytestmark = pytest.mark.slow
@@ -26,57 +32,13 @@ pytestmark = pytest.mark.slow
 OCTETS = {"Content-Type": "application/octet-stream"}
 
 
-def http(url: str, body: bytes | None = None, headers: dict | None = None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=body, headers=headers or {}, method="POST" if body is not None else "GET")
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
-def wait_for(what: str, cond, timeout: float = 180.0, every: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def metrics(url: str) -> str:
-    return http(url + "/metrics")[1].decode()
+    return http(url + "/metrics")[2].decode()
 
 
 def follower(log_url: str, mirror_url: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([str(BIN / "oap-mirror"), "follow", log_url, "--mirror", mirror_url, "--once", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def served_root(prefix: str, size: int) -> bytes:
-    """The root of the tree of `size` computed from the mirror's tiles alone."""
-    import asyncio
-
-    async def fetch(path: str) -> bytes:
-        status, data = http(f"{prefix}/{path}")
-        assert status == 200, path
-        return data
-
-    return asyncio.run(with_tiles(TileTree(size), fetch, lambda t: view(t).root))
-
-
-@pytest.fixture
-def started():
-    services = []
-
-    def start(svc):
-        services.append(svc.start())
-        return svc
-
-    yield start
-    for s in services:
-        s.kill()
 
 
 def test_a_follower_killed_mid_upload_resumes_without_resending(tmp_path, started):
@@ -126,20 +88,20 @@ def test_a_mirror_killed_during_add_entries_never_cosigns_what_it_lost(tmp_path,
         cosigned = n1
         before = n1
         interrupted = 0
-        for cycle in range(3):
+        for _ in range(3):
             f = follower(url, m.url)
             try:
-                wait_for("entries to arrive", lambda b=before: metric(metrics(m.url), "oap_mirror_next_entry",
-                                                                       slog.origin) > b + 300)
+                wait_for("entries to arrive", lambda b=before, u=m.url: metric(metrics(u), "oap_mirror_next_entry",
+                                                                                slog.origin) > b + 300)
                 m.kill()  # SIGKILL, in the middle of add-entries
             finally:
                 f.wait(120)
             m = started(svc)  # same data directory, new port
             prefix = f"{m.url}/{origin_hash(slog.origin)}"
-            (row,) = json.loads(http(m.url + "/v1/info")[1])["logs"]
+            (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
             # whatever it lost, it still has every entry it cosigned, and serves them
             assert row["size"] is not None and row["size"] >= cosigned and row["next_entry"] >= row["size"]
-            status, note = http(prefix + "/checkpoint")
+            status, _, note = http(prefix + "/checkpoint")
             assert status == 200
             open_note(note, [lk])
             open_note(note, [cosigner_key()])
@@ -147,7 +109,7 @@ def test_a_mirror_killed_during_add_entries_never_cosigns_what_it_lost(tmp_path,
             assert served_root(prefix, size) == slog.root(size)
             last = (row["next_entry"] - 1) // 256
             width = min(256, row["next_entry"] - last * 256)
-            bundle = http(f"{prefix}/tile/entries/{last:03d}" + (f".p/{width}" if width < 256 else ""))[1] \
+            bundle = http(f"{prefix}/tile/entries/{last:03d}" + (f".p/{width}" if width < 256 else ""))[2] \
                 if last < 1000 else None
             if bundle is not None:
                 assert bundle == encode_entry_bundle(slog.entries[last * 256:last * 256 + width])
@@ -161,13 +123,13 @@ def test_a_mirror_killed_during_add_entries_never_cosigns_what_it_lost(tmp_path,
         assert f"cosigned size {n2}" in out.stdout, out.stdout + out.stderr[-2000:]
         assert served_root(prefix, n2) == slog.root(n2)
         for t in entries_for_size(n2)[::17]:
-            assert http(f"{prefix}/{t.path}")[1] == (tmp_path / "log" / t.path).read_bytes()
+            assert http(f"{prefix}/{t.path}")[2] == (tmp_path / "log" / t.path).read_bytes()
 
 
 def snapshot(prefix: str, size: int) -> dict[str, bytes]:
-    out = {"checkpoint": http(prefix + "/checkpoint")[1]}
+    out = {"checkpoint": http(prefix + "/checkpoint")[2]}
     for t in tiles_for_size(size) + entries_for_size(size):
-        out[t.path] = http(f"{prefix}/{t.path}")[1]
+        out[t.path] = http(f"{prefix}/{t.path}")[2]
     return out
 
 
@@ -190,11 +152,11 @@ def test_a_lying_log_gets_409_or_422_and_the_copy_stays_intact(tmp_path, started
     wrong_proof[len(lg.body(600, 900, packages=1)) - 5] ^= 1  # a byte of the first package's proof
     forked_entries = fork.body(600, 900)  # the fork's entries against the honest checkpoint of 900
     for body in (bytes(tampered), bytes(wrong_proof), forked_entries):
-        status, text = http(m.url + "/add-entries", body, OCTETS)
+        status, _, text = http(m.url + "/add-entries", body, OCTETS)
         assert status == 422, (status, text)
     assert http(m.url + "/add-entries", lg.body(600, 899), OCTETS)[0] == 409  # 899 is no pending size
     assert snapshot(prefix, 600) == before  # nothing of the lies was stored or served
-    (row,) = json.loads(http(m.url + "/v1/info")[1])["logs"]
+    (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
     assert (row["size"], row["next_entry"]) == (600, 600)
     assert http(m.url + "/add-entries", good, OCTETS)[0] == 200
     assert served_root(prefix, 900) == lg.root(900)
@@ -222,7 +184,7 @@ def test_the_follower_refuses_a_log_whose_bundles_or_checkpoints_lie(tmp_path, s
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 1 and "refused" in out.stdout and "do not match its checkpoint" in out.stdout, \
             out.stdout + out.stderr
-        (row,) = json.loads(http(m.url + "/v1/info")[1])["logs"]
+        (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
         assert row["next_entry"] == 768 and row["size"] == 600  # what came before the lie, verified
         assert snapshot(prefix, 600) == before
         # a forked log: same key, another history from 500 on

@@ -7,8 +7,6 @@ import gzip
 import json
 import os
 import subprocess
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -20,35 +18,15 @@ from tlog.formats.tiles import encode_entry_bundle, entries_for_size, tiles_for_
 from witness.core import add_checkpoint_body
 from witness.mirror.wire import parse_mirror_info
 
-from tests.support.mirror import BIN, EntryLog, cosigner, cosigner_key, metric, mirror_service, origin_hash
+from tests.support.mirror import BIN, EntryLog, cosigner, cosigner_key, http, metric, mirror_service, origin_hash
 
 pytestmark = pytest.mark.slow
-
-
-def http(url: str, body: bytes | None = None, headers: dict | None = None) -> tuple[int, dict, bytes]:
-    req = urllib.request.Request(url, data=body, headers=headers or {}, method="POST" if body is not None else "GET")
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, dict(r.headers), r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read()
 
 
 OCTETS = {"Content-Type": "application/octet-stream"}
 GZIP = {**OCTETS, "Content-Encoding": "gzip"}
 
 
-@pytest.fixture
-def started():
-    services = []
-
-    def start(svc):
-        services.append(svc.start())
-        return svc
-
-    yield start
-    for s in services:
-        s.kill()
 
 
 def follow(log_url: str, mirror_url: str, *extra: str) -> subprocess.CompletedProcess:
