@@ -515,11 +515,12 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_js
                 for i, log in enumerate(result["logs"]):
                     wit = ", ".join(log["witnesses"]) or "none required"
                     signed = ""
+                    mirrored = f"; mirrors among them: {', '.join(log['mirrors'])}" if log["mirrors"] else ""
                     if i == 0 and "signer" in result:
                         checked = "" if result["signature_checked"] else ": not checked, pass its --did-document"
                         signed = f"; signed by {result['signer']}{checked}"
                     click.echo(f"OK   {path}: index {log['index']} in {log['origin']} at size "
-                               f"{log['tree_size']} (witnesses: {wit}){signed}")
+                               f"{log['tree_size']} (witnesses: {wit}{mirrored}){signed}")
                 for f in result["not_counted"]:
                     click.echo(f"     {path}: {f['log']} does not count: {f['reason']}")
     if as_json:
@@ -564,8 +565,10 @@ def audit(url: str, policy_file: Path, entries: bool) -> None:
     except (OAPError, aiohttp.ClientError, OSError) as e:
         fail(getattr(e, "message", None) or f"cannot read {base}: {e}", 1)
     cp = result.checkpoint.checkpoint
+    mirrors = policy.mirrors(result.checkpoint.witnesses)
     click.echo(f"OK   {cp.origin} at size {cp.size}: {result.tiles} tiles and {result.entries} entries verified "
-               f"(witnesses: {', '.join(sorted(result.checkpoint.witnesses)) or 'none required'})")
+               f"(witnesses: {', '.join(sorted(result.checkpoint.witnesses)) or 'none required'}"
+               + (f"; mirrors among them: {', '.join(mirrors)}" if mirrors else "") + ")")
 
 
 @main.command()
@@ -628,6 +631,8 @@ def _verify_one(path: Path, policy, receipt: Path | None, salt_file: Path | None
                     "tree_size": ve.checkpoint.checkpoint.size, "witnesses": sorted(ve.checkpoint.witnesses)}
                    for ve in anchors.entries]
     out["not_counted"] = [{"log": where, "reason": reason} for where, reason in anchors.failures]
+    for item in out["logs"]:  # cosigners the policy lists as mirrors (they also store the log)
+        item["mirrors"] = policy.mirrors(item["witnesses"])
     return out
 
 
