@@ -2,8 +2,11 @@
 as separate processes on 127.0.0.1 (free ports), then a clean Ctrl-C."""
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -14,9 +17,21 @@ from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import parse_note
 
-from tests.support.localnet import localnet
+from tests.support.localnet import BIN, localnet
+from tests.support.mirror import wait_for
 
 pytestmark = pytest.mark.slow
+
+
+def _mirrored(prefix: str, policy: TrustPolicy) -> int:
+    """The size of the mirror's copy, checked against `policy` (its cosignature); 0 before it has one."""
+    try:
+        with urllib.request.urlopen(prefix + "/checkpoint", timeout=10) as r:
+            return policy.verify_checkpoint(r.read().decode()).checkpoint.size
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return 0
+        raise
 
 
 def test_local_network_end_to_end(tmp_path):
@@ -35,5 +50,13 @@ def test_local_network_end_to_end(tmp_path):
         assert r.returncode == 0, r.stderr
         assert subprocess.run(["git", "-C", str(clone), "log", "--oneline"], capture_output=True,
                               text=True).stdout.strip()
+        # the mirror follows the log: its copy carries its cosignature, verified from its tiles alone
+        prefix = f"{net.mirror}/{hashlib.sha256(b'oap.localhost/log').hexdigest()}"
+        assert f"  mirror    {net.mirror}   mirror.localhost+" in "".join(net.lines)
+        mirror_policy = TrustPolicy.from_text((tmp_path / "data" / "mirror.policy").read_text())
+        wait_for("the mirror to copy the entry", lambda: _mirrored(prefix, mirror_policy) > a.index)
+        audit = subprocess.run([str(BIN / "oap-log"), "audit", prefix, "--policy", str(tmp_path / "data/mirror.policy")],
+                               capture_output=True, text=True, timeout=120)
+        assert audit.returncode == 0 and "mirrors among them: m1" in audit.stdout, audit.stdout + audit.stderr
     time.sleep(0.2)
     assert "stopped cleanly" in "".join(net.lines[-5:])

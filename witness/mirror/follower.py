@@ -203,7 +203,7 @@ class Follower:
                 self.sent_total += end - start
                 lines = body.decode("utf-8", "replace")
                 self._check_cosignatures(note, lines)
-                log.info("%s: the mirror cosigned size %d (%d entries sent)", cp.origin, end, sent)
+                log.debug("%s: the mirror cosigned size %d (%d entries sent)", cp.origin, end, sent)
                 return Round(cp.origin, "cosigned", end, sent, cosignatures=lines)
             if status in (202, 409) and ctype.split(";")[0].strip() == MIRROR_INFO:
                 info = parse_mirror_info(body)
