@@ -86,12 +86,18 @@ def keygen(name: str, data_dir: Path | None, out: Path | None) -> None:
 @click.option("--timeout", type=click.FloatRange(1, 600), default=60.0, show_default=True,
               help="Seconds without progress on one HTTP request before it fails.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text")
-def follow(log_url, mirror_url, log_key, mirror_keys, interval, once, rounds, timeout, log_format) -> None:
+@click.option("--insecure-http", is_flag=True, help="Allow plain http:// URLs beyond loopback (OAP-CORE-1.0 §8.1 "
+                                                    "forbids it).")
+def follow(log_url, mirror_url, log_key, mirror_keys, interval, once, rounds, timeout, log_format,
+           insecure_http) -> None:
     """Copy the tlog-tiles log at LOG_URL into the mirror, then keep it up to date.
 
     Resumes from the mirror's next entry after any interruption, so nothing the mirror
     stored is sent twice. Each round prints one line: what the mirror cosigned."""
+    from urllib.parse import urlsplit
+
     from tlog.formats.keys import cosigner_verifier, parse_vkey
+    from tlog.service.config import is_loopback
 
     from .follower import Follower
 
@@ -104,6 +110,9 @@ def follow(log_url, mirror_url, log_key, mirror_keys, interval, once, rounds, ti
     for url in (log_url, mirror_url):
         if not url.startswith(("http://", "https://")):
             fail(f"{url}: an http:// or https:// URL is needed", 2)
+        if url.startswith("http://") and not insecure_http and not is_loopback(urlsplit(url).hostname or ""):
+            fail(f"{url} is plain http:// beyond loopback; OAP-CORE-1.0 §8.1 requires TLS: use https:// "
+                 "(or --insecure-http to run without it anyway)", 2)
 
     def show(r) -> None:
         what = f"{r.origin or log_url}: {r.action} size {r.size}, {r.sent} entries sent"
