@@ -86,6 +86,10 @@ class MirrorConfig(HTTPConfig):
     max_excess: int = 2048  # entries a request may resend below the next entry (409 beyond)
     upload_timeout: float = 300.0  # an add-entries request is cut (and answered 202) after this long
     hash_sync_interval: float = 10.0  # seconds between fdatasyncs of the hash files (derived data)
+    # Also publish every copy to an S3-compatible bucket (witness.mirror.publish)
+    bucket_url: str = ""  # http(s)://host[:port]/bucket
+    bucket_region: str = "us-east-1"
+    bucket_credentials_file: Path | None = None  # "<access key> <secret key>" (0600); else AWS_* variables
     rate_limit: float = 200.0  # requests per second per client (0: off); 429 + Retry-After
     rate_limit_burst: float = 400.0
 
@@ -145,6 +149,15 @@ class MirrorConfig(HTTPConfig):
             raise ConfigError("max_excess must be 0..1048576 entries")
         if not 1 <= self.upload_timeout <= 3600:
             raise ConfigError("upload_timeout must be 1..3600 seconds")
+        if self.bucket_url:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(self.bucket_url)
+            if parts.scheme not in ("http", "https") or not parts.netloc or not parts.path.strip("/") \
+                    or "/" in parts.path.strip("/"):
+                raise ConfigError(f"bucket_url must be http(s)://host[:port]/bucket, not {self.bucket_url!r}")
+        elif self.bucket_credentials_file is not None:
+            raise ConfigError("bucket_credentials_file needs a bucket_url")
         if not 0.1 <= self.hash_sync_interval <= 3600:
             raise ConfigError("hash_sync_interval must be 0.1..3600 seconds")
 

@@ -176,7 +176,8 @@ class Mirror:
 
     def __init__(self, cosigners: Sequence[Cosigner], logs: Iterable[MirroredLog], store: MirrorStore,
                  tickets: TicketKey, *, clock: Callable[[], float] = time.time, max_excess: int = 2048,
-                 upload_timeout: float = 300.0, observe: Callable[[str, int, int], None] | None = None) -> None:
+                 upload_timeout: float = 300.0, observe: Callable[[str, int, int], None] | None = None,
+                 on_commit: Callable[[str, Checkpointed], None] | None = None) -> None:
         if not cosigners:
             raise ValueError("a mirror needs at least one cosigning key")
         self.cosigners = tuple(cosigners)
@@ -191,6 +192,7 @@ class Mirror:
             self._verifiers[lg.origin] = (lg.verifier,)
         self.counters = Counters()
         self.observe = observe  # (origin, entries received, entries stored) after each add-entries
+        self.on_commit = on_commit  # (origin, the new mirror checkpoint) once it is persisted: publication
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oap-mirror-writer")
         # Entries known durable per log (a store sync covered them): what 202 and 409 report.
         self._durable = {o: store.record(o).next_entry for o in self.logs}
@@ -390,7 +392,10 @@ class Mirror:
         sigs = tuple(NoteSignature(c.name, c.key_id, c.cosign(note.text, ts)) for c in self.cosigners)
         log_sigs = tuple(s for s in note.signatures if (s.name, s.key_id) not in
                          {(c.name, c.key_id) for c in self.cosigners})
-        store.commit(origin, Checkpointed(cp.size, cp.root, str(Note(note.text, log_sigs + sigs)), ts))
+        new = Checkpointed(cp.size, cp.root, str(Note(note.text, log_sigs + sigs)), ts)
+        store.commit(origin, new)
+        if self.on_commit is not None:
+            self.on_commit(origin, new)
         return "".join(s.line() for s in sigs)
 
     # --- mirror-info ---------------------------------------------------------------------
