@@ -37,7 +37,7 @@ from tests.support.staticlog import StaticLog, entries_for, serve_directory  # n
 
 BIN = Path(sys.executable).parent
 ORIGIN = "bench.oap.localhost/mirrored-log"
-ENTRY_BYTES = 64  # about an OAP commitment or receipt-hash entry in deterministic CBOR
+ENTRY_BYTES = 200  # about an OAP receipt entry (hash, did:key signer, signature) in deterministic CBOR
 
 
 def log(msg: str) -> None:

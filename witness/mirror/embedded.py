@@ -17,15 +17,17 @@ one of those returned. One process per data directory (`mirror.lock`).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from tlog.errors import ForkError
+from tlog.errors import ForkError, Unavailable
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hashes
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, parse_entry_bundle
 from tlog.merkle.tree import TreeView
@@ -122,6 +124,10 @@ class EmbeddedStore:
                 lg.pending = cp
             else:
                 lg.mirror = cp
+        self._pending_writes = 0
+        # What a crash left in the WAL may not have reached the disk yet: make it durable
+        # before the mirror reports any of it as stored.
+        self.sync()
 
     def _hash_dir(self, origin: str) -> Path:
         from hashlib import sha256
@@ -181,7 +187,7 @@ class EmbeddedStore:
 
     def _durable(self, fn) -> None:
         """Run `fn(db)` in one transaction committed with synchronous=FULL."""
-        with self._wlock:
+        with _unavailable_on_failure(), self._wlock:
             db = self._db
             db.execute("PRAGMA synchronous=FULL")
             try:
@@ -205,7 +211,8 @@ class EmbeddedStore:
                        (origin, new.size, new.root, new.note))
             db.execute("INSERT OR REPLACE INTO checkpoints (origin, kind, size, root, note, cosigned_at) "
                        "VALUES (?, 0, ?, ?, ?, 0)", (origin, new.size, new.root, new.note))
-            if new.size % 64 == 0:  # now and then: keep the last PENDING_KEPT
+            self._pending_writes += 1
+            if self._pending_writes % 64 == 0:  # now and then: keep the last PENDING_KEPT
                 db.execute("DELETE FROM pending_history WHERE origin = ? AND size < (SELECT size FROM pending_history "
                            "WHERE origin = ? ORDER BY size DESC LIMIT 1 OFFSET ?)", (origin, origin, PENDING_KEPT))
 
@@ -242,9 +249,9 @@ class EmbeddedStore:
         n = len(leaves) // 32
         if first != lg.next_entry or n == 0 or first // TILE_WIDTH != (first + n - 1) // TILE_WIDTH:
             raise ValueError(f"append {first}+{n} to {origin} at next entry {lg.next_entry}")
-        lg.hashes.append(first, np.frombuffer(leaves, dtype=np.uint8).reshape(n, 32))
         key = _key(lg.id, first // TILE_WIDTH)
-        with self._wlock:
+        with _unavailable_on_failure(), self._wlock:
+            lg.hashes.append(first, np.frombuffer(leaves, dtype=np.uint8).reshape(n, 32))
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -352,6 +359,17 @@ class EmbeddedStore:
                 db.close()
             self._readers.clear()
         os.close(self._lock_fd)
+
+
+@contextlib.contextmanager
+def _unavailable_on_failure() -> Iterator[None]:
+    """A full disk or a read-only data directory is a 503 for the writer, never a 500:
+    nothing was acknowledged, and the client retries."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as e:
+        log.error("the mirror could not write its store (answering 503 until this clears): %s", e)
+        raise Unavailable(f"the mirror could not write its store: {e}", retry_after=1) from None
 
 
 def _guard(db: sqlite3.Connection, table: str, origin: str, size: int, root: bytes, what: str) -> None:

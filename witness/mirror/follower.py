@@ -49,6 +49,17 @@ MAX_BUNDLE = TILE_WIDTH * (2 + 0xFFFF)
 MAX_TILE = TILE_WIDTH * 32
 
 
+async def _read_capped(r: aiohttp.ClientResponse, cap: int, url: str) -> bytes:
+    """The whole answer (read to its end: one read may return part of it), at most `cap` bytes."""
+    chunks, total = [], 0
+    async for chunk in r.content.iter_any():
+        total += len(chunk)
+        if total > cap:
+            raise FetchError(f"{url}: answer larger than {cap} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class FetchError(Unavailable):
     """The log or the mirror did not answer as it should (network, status); retried next round."""
 
@@ -110,7 +121,7 @@ class Follower:
         self._session, self._own = session, session is None
         self.pending_hint = 0  # the mirror's pending size, as last seen
         self.sent_total = 0
-        self._bad = ""  # why the body being sent was cut short (the log lied)
+        self._failure: OAPError | None = None  # why the body being sent was cut short
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -138,19 +149,18 @@ class Follower:
                     return None
                 if r.status != 200:
                     raise FetchError(f"{url}: HTTP {r.status}")
-                data = await r.content.read(cap + 1)
+                return await _read_capped(r, cap, url)
         except (TimeoutError, aiohttp.ClientError) as e:
             raise FetchError(f"{url}: {type(e).__name__}: {e}") from None
-        if len(data) > cap:
-            raise FetchError(f"{url}: answer larger than {cap} bytes")
-        return data
 
     async def _post(self, path: str, data, headers: dict[str, str]) -> tuple[int, str, bytes]:
         url = f"{self.mirror_url}/{path}"
         try:
             async with self.session.post(url, data=data, headers=headers) as r:
-                return r.status, r.headers.get("Content-Type", ""), await r.content.read(1 << 20)
+                return r.status, r.headers.get("Content-Type", ""), await _read_capped(r, 1 << 20, url)
         except (TimeoutError, aiohttp.ClientError) as e:
+            if self._failure is not None:  # the body stopped because the log lied or failed
+                raise self._failure from None
             raise FetchError(f"{url}: {type(e).__name__}: {e}") from None
 
     # --- a round ------------------------------------------------------------------------
@@ -192,12 +202,12 @@ class Follower:
         start, end, ticket = cp.size, cp.size, b""  # the empty range first: its 409 names the next entry
         sent = 0
         for _ in range(16 + 4 * (-(-cp.size // (PACKAGE_SIZE * self.per_request)))):
-            self._bad = ""
+            self._failure = None
             status, ctype, body = await self._post(
                 "add-entries", self._body(cp, tiles, start, end, ticket),
                 {"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"})
-            if self._bad:
-                raise Refused(self._bad)
+            if self._failure is not None:
+                raise self._failure
             if status == 200:
                 sent += end - start
                 self.sent_total += end - start
@@ -297,20 +307,23 @@ class Follower:
                 sub = ranges[i][0]
                 fetches[i] = asyncio.ensure_future(self._bundle(sub // TILE_WIDTH, min(TILE_WIDTH, cp.size - sub)))
 
+        # On a failure (a lie, an unreachable bundle) the body ends after the packages sent so
+        # far, which the mirror keeps (they verified), and the round fails once it answered.
         try:
             for i, (sub, first, stop) in enumerate(ranges):
                 for j in range(i, i + window):
                     fetch(j)
-                entries = (await fetches.pop(i))[:stop - sub]
-                proof = await tiles.run(lambda sub=sub, stop=stop: subtree_consistency_proof(
-                    sub, stop, cp.size, tiles.mth))
-                try:  # the check the mirror will make: the log's bundles must match its checkpoint
-                    verify_subtree_consistency(sub, stop, cp.size, proof, root_of_leaves(leaf_hashes(entries)),
-                                               cp.root)
-                except ConsistencyProofError:
-                    # End the body after the packages sent so far (the mirror keeps them: they
-                    # verified) and refuse the log once the mirror has answered.
-                    self._bad = f"entries [{sub}, {stop}) of the log do not match its checkpoint"
+                try:
+                    entries = (await fetches.pop(i))[:stop - sub]
+                    proof = await tiles.run(lambda sub=sub, stop=stop: subtree_consistency_proof(
+                        sub, stop, cp.size, tiles.mth))
+                    try:  # the check the mirror will make: the log's bundles must match its checkpoint
+                        verify_subtree_consistency(sub, stop, cp.size, proof, root_of_leaves(leaf_hashes(entries)),
+                                                   cp.root)
+                    except ConsistencyProofError:
+                        raise Refused(f"entries [{sub}, {stop}) of the log do not match its checkpoint") from None
+                except OAPError as e:
+                    self._failure = e
                     break
                 chunk = z.compress(encode_package(entries[first - sub:], proof))
                 if chunk:
