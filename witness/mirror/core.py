@@ -272,23 +272,43 @@ class Mirror:
             raise await self._conflict(h.origin, cp, f"upload_start {h.start} resends more than {self.max_excess} "
                                                      f"entries below the next entry {nxt}")
         received = stored = 0
-        first = True
+        first = True  # no package stored yet
         complete = True
+        # One package is applied by the writer while the next one is read and parsed here;
+        # the next is handed over only once the one before was stored (or refused).
+        loop = asyncio.get_running_loop()
+        inflight: asyncio.Future | None = None
+        inflight_n = 0
         try:
-            for sub_start, start, end in package_ranges(h.start, h.end):
+            for i, (sub_start, start, end) in enumerate(package_ranges(h.start, h.end)):
                 try:
                     pkg = await body.package(end - start)
                 except FormatError:
-                    if first:
+                    if i == 0:
                         raise
                     pkg = None
+                if inflight is not None:
+                    done, inflight = inflight, None
+                    stored += await done
+                    received += inflight_n
+                    first = False
                 if pkg is None:
                     complete = False
                     break
-                stored += await self._write(self._apply, h.origin, cp, sub_start, start, end, pkg)
-                received += end - start
+                inflight = loop.run_in_executor(self._writer, self._apply, h.origin, cp, sub_start, start, end, pkg)
+                inflight_n = end - start
+            if inflight is not None:
+                done, inflight = inflight, None
+                stored += await done
+                received += inflight_n
                 first = False
         finally:
+            if inflight is not None:  # something else failed: the package handed over still counts
+                try:
+                    stored += await inflight
+                    received += inflight_n
+                except Exception:  # noqa: BLE001 - the first failure is the one reported
+                    pass
             self.counters.received += received
             self.counters.stored += stored
             if self.observe is not None:
@@ -376,7 +396,7 @@ class Mirror:
                                  MirrorInfo(0, 0))
         if rec.next_entry < cp.size:
             raise RuntimeError(f"{origin}: asked to commit {cp.size} with {rec.next_entry} entries stored")
-        self._sync()
+        stored = {o: store.record(o).next_entry for o in self.logs}
         root = store.root(origin, cp.size)
         if root != cp.root:
             log.error("%s: the stored hashes do not give the root of size %d; recomputing them", origin, cp.size)
@@ -393,7 +413,8 @@ class Mirror:
         log_sigs = tuple(s for s in note.signatures if (s.name, s.key_id) not in
                          {(c.name, c.key_id) for c in self.cosigners})
         new = Checkpointed(cp.size, cp.root, str(Note(note.text, log_sigs + sigs)), ts)
-        store.commit(origin, new)
+        store.commit(origin, new)  # durable, and so is every entry stored before it (the contract)
+        self._durable.update(stored)
         if self.on_commit is not None:
             self.on_commit(origin, new)
         return "".join(s.line() for s in sigs)

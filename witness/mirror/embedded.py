@@ -201,6 +201,8 @@ class EmbeddedStore:
                     raise
             finally:
                 db.execute("PRAGMA synchronous=NORMAL")
+        if time.monotonic() - self._last_hash_sync >= self.hash_sync_interval:
+            self.sync_hashes()
 
     def set_pending(self, origin: str, new: Checkpointed) -> None:
         lg = self._log(origin)
@@ -272,8 +274,6 @@ class EmbeddedStore:
 
     def sync(self) -> None:
         self._durable(lambda db: db.execute("UPDATE barrier SET n = n + 1 WHERE id = 0"))
-        if time.monotonic() - self._last_hash_sync >= self.hash_sync_interval:
-            self.sync_hashes()
 
     def sync_hashes(self) -> None:
         """fdatasync every log's hash files and record the size they are good for."""

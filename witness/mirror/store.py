@@ -19,11 +19,12 @@ keeps and `tests/witness/test_mirror_store.py` checks:
    them once it returns; they are durable once a later `sync` returns (a crash before
    may lose a suffix of appends, never leave a hole or a torn bundle).
 2. `sync` returns only when every earlier `append` is on stable storage.
-3. `set_pending` and `commit` are durable when they return. A pending or mirror
-   checkpoint is recorded only if no other root was ever recorded for its size
-   (`ForkError` otherwise); `commit` never moves the mirror checkpoint back.
-4. `commit` is called only with `size <= next_entry` after a `sync`: the mirror never
-   cosigns entries it could lose.
+3. `set_pending` and `commit` are durable when they return, and so is every `append`
+   before them (each is a `sync`). A pending or mirror checkpoint is recorded only if no
+   other root was ever recorded for its size (`ForkError` otherwise); `commit` never
+   moves the mirror checkpoint back.
+4. `commit` is called only with `size <= next_entry`: the cosignature it persists leaves
+   the mirror only after that, so the mirror never cosigns entries it could lose.
 5. Reads (`tile`, `bundle`, `root`) answer only for entries already appended.
 """
 from __future__ import annotations
