@@ -57,7 +57,7 @@ from tlog.errors import (
     UnknownKeyError,
     VerificationError,
 )
-from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
+from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hashes
 from tlog.formats.note import Note, NoteSignature, open_note, parse_note
 from tlog.merkle.subtrees import verify_subtree_consistency
@@ -447,6 +447,3 @@ def _log_note(note: str, verifiers: tuple) -> str:
     keep = tuple(s for s in parsed.signatures if any(s.name == v.name and s.key_id == v.key_id for v in verifiers))
     return str(Note(parsed.text, keep))
 
-
-def checkpoint_of(note: str) -> Checkpoint:
-    return parse_checkpoint(parse_note(note).text)
