@@ -14,7 +14,8 @@ $(STAMP): pyproject.toml setup.py tlog/_native.c
 
 venv: $(STAMP)
 
-# A log (8080) requiring 2 of 3 witnesses (8081-8083) and the registry (8090), data in ./data
+# A log (8080) requiring 2 of 3 witnesses (8081-8083), the registry (8090) and a mirror (8084)
+# following the log, data in ./data
 run: $(STAMP)
 	$(BIN)/oap-localnet --data ./data
 

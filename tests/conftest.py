@@ -88,10 +88,9 @@ def engines():
     shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def go_tlogverify(tmp_path_factory) -> Path:
-    """tests/interop/tlogverify.go built with the Go toolchain `make tools` unpacks into
-    .venv/go (Debian's golang and golang.org/x/mod): an independent C2SP tlog client."""
+def _go_build(tmp_path_factory, name: str) -> Path:
+    """tests/interop/<name>.go built with the Go toolchain `make tools` unpacks into .venv/go
+    (Debian's golang and golang.org/x/mod, whose sumdb packages are independent of ours)."""
     import subprocess
 
     root = Path(sys.executable).parent.parent / "go"
@@ -101,14 +100,26 @@ def go_tlogverify(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("go")
     (work / "src/golang.org/x").mkdir(parents=True)
     (work / "src/golang.org/x/mod").symlink_to(xmod)
-    (work / "src/tlogverify").mkdir()
-    (work / "src/tlogverify/main.go").write_text((Path(__file__).parent / "interop/tlogverify.go").read_text())
+    (work / f"src/{name}").mkdir()
+    (work / f"src/{name}/main.go").write_text((Path(__file__).parent / f"interop/{name}.go").read_text())
     env = {**os.environ, "GOROOT": str(goroot), "GOPATH": str(work), "GO111MODULE": "off",
            "GOCACHE": str(work / "cache"), "GOFLAGS": ""}
-    out = work / "tlogverify"
-    subprocess.run([str(goroot / "bin/go"), "build", "-o", str(out), "tlogverify"], env=env, check=True,
+    out = work / name
+    subprocess.run([str(goroot / "bin/go"), "build", "-o", str(out), name], env=env, check=True,
                    capture_output=True, timeout=300)
     return out
+
+
+@pytest.fixture(scope="session")
+def go_tlogverify(tmp_path_factory) -> Path:
+    """tests/interop/tlogverify.go: an independent C2SP tlog client (Go's sumdb/tlog)."""
+    return _go_build(tmp_path_factory, "tlogverify")
+
+
+@pytest.fixture(scope="session")
+def go_tlogwrite(tmp_path_factory) -> Path:
+    """tests/interop/tlogwrite.go: a static C2SP tlog-tiles log written by Go's sumdb/tlog and note."""
+    return _go_build(tmp_path_factory, "tlogwrite")
 
 
 @pytest.fixture(params=["native", "hashlib"])

@@ -6,13 +6,20 @@
 //	the tree hash computed from the tiles (tlog.TreeHash through tlog.TileHashReader,
 //	which checks every tile it reads against the checkpoint's root),
 //	and, for COUNT random entries, their inclusion (tlog.ProveRecord, tlog.CheckRecord)
-//	with each entry's leaf hash computed from its entry bundle (tlog.RecordHash).
+//	with each entry's leaf hash computed from its entry bundle (tlog.RecordHash);
+//	with COSIGNER_KEY, also the cosigner's C2SP tlog-cosignature (cosignature/v1, Ed25519)
+//	on the checkpoint, checked here with crypto/ed25519 from the spec's message format
+//	(a mirror's checkpoint under its monitoring prefix carries one).
 //
-// Usage: tlogverify BASE_URL VERIFIER_KEY COUNT. Prints "OK size=N checked=K" or exits 1.
+// Usage: tlogverify BASE_URL VERIFIER_KEY COUNT [COSIGNER_KEY].
+// Prints "OK size=N checked=K" (and " cosigned=TIMESTAMP") or exits 1.
 package main
 
 import (
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand"
@@ -87,9 +94,42 @@ func fail(format string, args ...any) {
 	os.Exit(1)
 }
 
+// cosigned checks the cosignature/v1 line of the cosigner COSIGNER_KEY (a vkey of type 0x04,
+// or 0x01 for the same Ed25519 key) among the note's other signatures, and returns its timestamp.
+func cosigned(n *note.Note, vkey string) uint64 {
+	parts := strings.SplitN(vkey, "+", 3)
+	if len(parts) != 3 {
+		fail("cosigner key %q is not name+id+key", vkey)
+	}
+	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil || len(raw) != 33 || (raw[0] != 0x01 && raw[0] != 0x04) {
+		fail("cosigner key %q is not an Ed25519 key", vkey)
+	}
+	name, pub := parts[0], raw[1:]
+	h := sha256.Sum256(append([]byte(name+"\n\x04"), pub...))
+	id := binary.BigEndian.Uint32(h[:4])
+	for _, sig := range n.UnverifiedSigs {
+		if sig.Name != name || sig.Hash != id {
+			continue
+		}
+		blob, err := base64.StdEncoding.DecodeString(sig.Base64)
+		if err != nil || len(blob) != 4+8+64 {
+			fail("cosignature of %s is malformed", name)
+		}
+		ts := binary.BigEndian.Uint64(blob[4:12])
+		msg := fmt.Sprintf("cosignature/v1\ntime %d\n%s", ts, n.Text)
+		if !ed25519.Verify(ed25519.PublicKey(pub), []byte(msg), blob[12:]) {
+			fail("cosignature of %s does not verify", name)
+		}
+		return ts
+	}
+	fail("no cosignature of %s on the checkpoint", name)
+	return 0
+}
+
 func main() {
-	if len(os.Args) != 4 {
-		fail("usage: tlogverify BASE_URL VERIFIER_KEY COUNT")
+	if len(os.Args) != 4 && len(os.Args) != 5 {
+		fail("usage: tlogverify BASE_URL VERIFIER_KEY COUNT [COSIGNER_KEY]")
 	}
 	base, vkey := strings.TrimRight(os.Args[1], "/"), os.Args[2]
 	count, _ := strconv.Atoi(os.Args[3])
@@ -142,6 +182,10 @@ func main() {
 			fail("inclusion of %d: %v", index, err)
 		}
 		checked++
+	}
+	if len(os.Args) == 5 {
+		fmt.Printf("OK size=%d checked=%d cosigned=%d\n", size, checked, cosigned(n, os.Args[4]))
+		return
 	}
 	fmt.Printf("OK size=%d checked=%d\n", size, checked)
 }

@@ -19,7 +19,7 @@ BIN = Path(sys.executable).parent
 
 @dataclass
 class LocalNet:
-    base: int  # the log's port; witness i listens on base + i, the registry on base + 9
+    base: int  # the log's port; witness i listens on base + i, the mirror on base + 4, the registry on base + 9
     lines: list[str] = field(default_factory=list)  # what the network printed
 
     @property
@@ -33,6 +33,10 @@ class LocalNet:
     @property
     def registry(self) -> str:
         return f"http://127.0.0.1:{self.base + 9}"
+
+    @property
+    def mirror(self) -> str:
+        return f"http://127.0.0.1:{self.base + 4}"
 
 
 @contextlib.contextmanager

@@ -21,8 +21,10 @@ ALLOWED = {
     "tlog.server": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage", "tlog.service", "tlog.didresolver",
                     "tlog.server"),
     "tlog.cli": ("tlog",),
-    "witness": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.files", "tlog.service", "tlog.client",
-                "tlog.didresolver", "witness"),
+    # The mirror (witness.mirror) builds its own store over the storage primitives: durable files,
+    # hash files and create-only bucket writes, never a log's storage backend.
+    "witness": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.files", "tlog.storage.hashfiles",
+                "tlog.storage.bucket", "tlog.service", "tlog.client", "tlog.didresolver", "witness"),
     "registry": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.files", "tlog.service", "tlog.client",
                  "tlog.didresolver", "registry"),
 }

@@ -3,6 +3,7 @@ witnessed log and the registry, as separate processes on 127.0.0.1 (free ports),
 clean Ctrl-C."""
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import time
@@ -19,7 +20,8 @@ from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import open_note, parse_note
 from witness.core import origin_path
 
-from tests.support.localnet import localnet
+from tests.support.localnet import BIN, localnet
+from tests.support.mirror import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +37,17 @@ def _witness_checkpoint(url: str, timeout: float = 60) -> str:
             if e.code != 404 or time.monotonic() > deadline:
                 raise
         time.sleep(0.1)
+
+
+def _mirrored(prefix: str, policy: TrustPolicy) -> int:
+    """The size of the mirror's copy, checked against `policy` (its cosignature); 0 before it has one."""
+    try:
+        with urllib.request.urlopen(prefix + "/checkpoint", timeout=10) as r:
+            return policy.verify_checkpoint(r.read().decode()).checkpoint.size
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return 0
+        raise
 
 
 def test_local_network_end_to_end(tmp_path):
@@ -56,7 +69,8 @@ def test_local_network_end_to_end(tmp_path):
         assert sorted(len(s.signature.blob) for s in sigs) == [72, 2428]
         # every explorer page finds the others (the log names them) and ships the network's policy
         info = json.loads(urllib.request.urlopen(f"{net.log}/v1/info", timeout=10).read())
-        assert (info["public_url"], info["registry_url"], info["mirrors"]) == (net.log, net.registry, [])
+        copy = f"{net.mirror}/{hashlib.sha256(b'oap.localhost/log').hexdigest()}"  # the mirror's copy of the log
+        assert (info["public_url"], info["registry_url"], info["mirrors"]) == (net.log, net.registry, [copy])
         # one row per witness key: witness 1's ML-DSA-44 key has the same URL as its Ed25519 key
         assert [w["url"] for w in info["witnesses"]] == [f"http://127.0.0.1:{net.base + i}" for i in (1, 1, 2, 3)]
         for service in (net.log, net.registry, net.witness):
@@ -68,5 +82,13 @@ def test_local_network_end_to_end(tmp_path):
         assert r.returncode == 0, r.stderr
         assert subprocess.run(["git", "-C", str(clone), "log", "--oneline"], capture_output=True,
                               text=True).stdout.strip()
+        # the mirror follows the log: its copy carries its cosignature, verified from its tiles alone
+        prefix = f"{net.mirror}/{hashlib.sha256(b'oap.localhost/log').hexdigest()}"
+        assert f"  mirror    {net.mirror}   mirror.localhost+" in "".join(net.lines)
+        mirror_policy = TrustPolicy.from_text((tmp_path / "data" / "mirror.policy").read_text())
+        wait_for("the mirror to copy the entry", lambda: _mirrored(prefix, mirror_policy) > a.index)
+        audit = subprocess.run([str(BIN / "oap-log"), "audit", prefix, "--policy", str(tmp_path / "data/mirror.policy")],
+                               capture_output=True, text=True, timeout=120)
+        assert audit.returncode == 0 and "mirrors among them: m1" in audit.stdout, audit.stdout + audit.stderr
     time.sleep(0.2)
     assert "stopped cleanly" in "".join(net.lines[-5:])

@@ -67,7 +67,7 @@ def test_alert_rules_pass_promtool():
     assert "SUCCESS: 21 rules found" in r.stdout
 
 
-@pytest.mark.parametrize("unit", ["oap-log.service", "oap-log-frontend@.service", "oap-witness@.service",
+@pytest.mark.parametrize("unit", ["oap-log.service", "oap-log-frontend@.service", "oap-witness@.service", "oap-mirror@.service",
                                   "oap-registry.service"])
 def test_systemd_units_verify(tmp_path, unit):
     analyze = shutil.which("systemd-analyze")

@@ -52,7 +52,7 @@ def python_example() -> str:
 
 
 def ports(script: str, base: int) -> str:
-    for old, new in (("8090", base + 9), ("8080", base), ("8081", base + 1)):
+    for old, new in (("8090", base + 9), ("8080", base), ("8081", base + 1), ("8084", base + 4)):
         script = script.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
     return script
 

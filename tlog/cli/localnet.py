@@ -1,7 +1,9 @@
 """`oap-localnet` (what `make run` starts): a whole OAP trust network on 127.0.0.1.
 
 Three witnesses (8081-8083; the first also cosigns with an ML-DSA-44 key), a log
-(8080) that requires cosignatures from 2 of them, and the registry (8090) anchored in that log, each as its own process,
+(8080) that requires cosignatures from 2 of them, the registry (8090) anchored in that
+log, and a mirror (8084, C2SP tlog-mirror) that `oap-mirror follow` keeps up to date
+with the log, each as its own process,
 as they would run in production. Keys and configs are made on first start
 under ./data and reused afterwards; Ctrl-C stops everything cleanly.
 
@@ -11,6 +13,7 @@ binaries the `scale` extra installs; readers can fetch the log from the bucket a
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -69,6 +72,14 @@ def _check_free(ports: list[int]) -> None:
                 sys.exit(2)
 
 
+def _mirror_key(data: Path, name: str) -> str:
+    key = data / "mirror.key"
+    if not key.exists():
+        subprocess.run([str(BIN / "oap-mirror"), "keygen", "--name", name, "--data", str(data)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return CosignatureSigner.from_skey(read_private_key(key)).vkey
+
+
 def _witness_key(data: Path, name: str) -> str:
     key = data / "witness.key"
     if not key.exists():
@@ -97,17 +108,21 @@ def _mldsa_key(data: Path, name: str) -> str:
 @click.option("--log-port", type=int, default=8080, show_default=True)
 @click.option("--registry-port", type=int, default=8090, show_default=True)
 @click.option("--registry/--no-registry", default=True, show_default=True)
+@click.option("--mirror-port", type=int, default=None, help="Default: the port after the witnesses' (8084).")
 @click.option("--scale", is_flag=True, help="Two log frontends on PostgreSQL and an S3 bucket (SeaweedFS).")
 @click.option("--postgres-port", type=int, default=5433, show_default=True, help="With --scale.")
 @click.option("--s3-port", type=int, default=8333, show_default=True, help="With --scale.")
 def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: int, registry_port: int,
-         registry: bool, scale: bool, postgres_port: int, s3_port: int) -> None:
+         registry: bool, mirror_port: int | None, scale: bool, postgres_port: int, s3_port: int) -> None:
     """Run a log, its witnesses and the registry on 127.0.0.1 until Ctrl-C."""
     if quorum > n_witnesses:
         raise click.BadParameter("quorum exceeds the number of witnesses")
     frontends = [log_port, log_port + 5] if scale else [log_port]
+    if mirror_port is None:
+        mirror_port = log_port + n_witnesses + 1
+        mirror_port += mirror_port in frontends
     _check_free(frontends + [log_port + i for i in range(1, n_witnesses + 1)] + ([registry_port] if registry else [])
-                + ([postgres_port, s3_port] if scale else []))
+                + [mirror_port] + ([postgres_port, s3_port] if scale else []))
     data_dir.mkdir(parents=True, exist_ok=True)
     log_dir = data_dir / ("scale" if scale else "log")
     log_vkey = load_or_create_key(log_dir, origin).vkey
@@ -138,12 +153,24 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     # Each service's explorer page ships the network's policy (pinned, not the log's word
     # about itself) and the log names its registry: /ui/ on any port shows every service.
     reg_url = f"http://{HOST}:{registry_port}"
+    mirror_url = f"http://{HOST}:{mirror_port}"
+    mirror_copy = f"{mirror_url}/{hashlib.sha256(origin.encode()).hexdigest()}"  # its tlog-tiles copy of the log
     neighbours = (f'public_url = "{log_url}"\nui_trust_policy = "{policy.resolve()}"\n'
+                  f'mirror_urls = ["{mirror_copy}"]\n'
                   + (f'registry_url = "{reg_url}"\n' if registry else ""))
     log_toml = data_dir / "log.toml"
     log_toml.write_text("[log]\n" + neighbours)
     registry_toml = data_dir / "registry.toml"
     registry_toml.write_text(f'[registry]\npublic_url = "{reg_url}"\nui_trust_policy = "{policy.resolve()}"\n')
+
+    # The mirror keeps a copy of the log (C2SP tlog-mirror); its own policy requires its cosignature.
+    mdir = data_dir / "mirror"
+    mdir.mkdir(parents=True, exist_ok=True)
+    mirror_vkey = _mirror_key(mdir, "mirror.localhost")
+    (mdir / "mirror.toml").write_text(
+        f'[mirror]\nname = "mirror.localhost"\nhost = "{HOST}"\nport = {mirror_port}\n\n'
+        f'[[mirror.logs]]\norigin = "{origin}"\nvkey = "{log_vkey}"\nurl = "{log_url}"\n')
+    (data_dir / "mirror.policy").write_text(f"log {log_vkey}\nmirror m1 {mirror_vkey} {mirror_url}\nquorum m1\n")
 
     procs: list[tuple[str, subprocess.Popen]] = []
     engines: list = []
@@ -168,6 +195,9 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             wdir = data_dir / f"witness-{i}"
             spawn(wname, [str(BIN / "oap-witness"), "serve", "--config", str(wdir / "witness.toml"),
                           "--data", str(wdir)], wurl)
+        # Before the others make connections: an outgoing one could take its port meanwhile.
+        spawn("mirror", [str(BIN / "oap-mirror"), "serve", "--config", str(mdir / "mirror.toml"), "--data",
+                         str(mdir)], mirror_url)
         if scale:
             bucket_url = _start_engines(log_dir, postgres_port, s3_port, engines, neighbours)
             for n, port in enumerate(frontends, 1):
@@ -183,6 +213,8 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             spawn("registry", [str(BIN / "oap-registry"), "serve", "--config", str(registry_toml),
                                "--data", str(data_dir / "registry"), "--port", str(registry_port),
                                "--log-url", log_url], reg_url)
+        spawn("follow", [str(BIN / "oap-mirror"), "follow", log_url, "--mirror", mirror_url, "--interval", "2",
+                         "--log-key", log_vkey, "--mirror-key", mirror_vkey], mirror_url)
         click.echo("")
         click.echo("OAP local network is up (Ctrl-C stops it):")
         for port in frontends:
@@ -197,6 +229,9 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
                 click.echo(f"            and ML-DSA-44 {pq_vkey}")
         if registry:
             click.echo(f"  registry  {reg_url}   git clone {reg_url}/registry.git")
+        click.echo(f"  mirror    {mirror_url}   {mirror_vkey}")
+        click.echo(f"            copy of the log at {mirror_copy}/ "
+                   f"(policy {data_dir / 'mirror.policy'})")
         click.echo(f"  policy    {log_dir / 'log.policy'}   (log key, witnesses, quorum {quorum} of {n_witnesses})")
         click.echo("")
         sys.stdout.flush()

@@ -24,6 +24,7 @@ from tlog.storage.files import fsync_dir, write_atomic
 
 if TYPE_CHECKING:
     from tlog.client.receipts import BundleCheck
+    from tlog.client.verifier import TrustPolicy
 
 DEFAULT_URL = os.environ.get("OAP_LOG_URL", "http://127.0.0.1:8080")
 
@@ -528,7 +529,9 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_js
             else:
                 check = verify_proof_file(data, policy, receipt=receipt_doc, salt=salt, pinned=pinned)
                 result = {"bundle": str(path), **check.to_json()}
-                lines = _verify_lines(path, check)
+                lines = _verify_lines(path, check, policy)
+                for item in result.get("logs", []):  # cosigners the policy lists as mirrors (they store the log)
+                    item["mirrors"] = policy.mirrors(item["witnesses"])
             counts[result["verdict"]] += 1
             if as_json:
                 click.echo(json.dumps(result, separators=(",", ":")))
@@ -549,7 +552,7 @@ _RECEIPT_STATES = {"ok": "all verified", "failed": "FAILED", "incomplete": "not 
 _SOURCES = {"anchored": "the DID document kept in the log entry", "pinned": "a pinned DID document"}
 
 
-def _verify_lines(path: Path, check: BundleCheck) -> list[str]:
+def _verify_lines(path: Path, check: BundleCheck, policy: TrustPolicy) -> list[str]:
     """`oap-log verify`'s text for one bundle: a line for its anchors and the entry's
     signer, then one per log that did not count, then one per receipt signature."""
     if check.error is not None or check.anchors is None:
@@ -559,6 +562,9 @@ def _verify_lines(path: Path, check: BundleCheck) -> list[str]:
     for i, v in enumerate(check.anchors.entries):
         wit = ", ".join(w + (" (ML-DSA-44)" if w in v.checkpoint.post_quantum else "")
                         for w in sorted(v.checkpoint.witnesses)) or "none required"
+        mirrors = policy.mirrors(v.checkpoint.witnesses)
+        if mirrors:
+            wit += f"; mirrors among them: {', '.join(mirrors)}"
         signed = ""
         es = check.entry_signature
         if i == 0 and es is not None:
@@ -628,8 +634,10 @@ def audit(url: str, policy_file: Path, entries: bool) -> None:
     except (OAPError, aiohttp.ClientError, OSError) as e:
         fail(getattr(e, "message", None) or f"cannot read {base}: {e}", 1)
     cp = result.checkpoint.checkpoint
+    mirrors = policy.mirrors(result.checkpoint.witnesses)
     click.echo(f"OK   {cp.origin} at size {cp.size}: {result.tiles} tiles and {result.entries} entries verified "
-               f"(witnesses: {', '.join(sorted(result.checkpoint.witnesses)) or 'none required'})")
+               f"(witnesses: {', '.join(sorted(result.checkpoint.witnesses)) or 'none required'}"
+               + (f"; mirrors among them: {', '.join(mirrors)}" if mirrors else "") + ")")
 
 
 @main.command()

@@ -11,7 +11,7 @@ share a checkpoint costs one signature check, not one per bundle.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tlog.errors import (
@@ -148,6 +148,11 @@ class TrustPolicy:
         `logs <k>` distinct logs among those that verify (one log being wrong or absent
         fails only when it leaves fewer than k). PolicyError says which failed and why."""
         return _verify_anchored(self, data, entry)
+
+    def mirrors(self, names: Iterable[str]) -> list[str]:
+        """Those of the cosigners `names` that the policy lists on `mirror` lines: their
+        cosignature also says that they store the log (C2SP tlog-mirror)."""
+        return sorted(n for n in names if (w := self.policy.witnesses.get(n)) is not None and w.mirror)
 
 
 @dataclass(frozen=True)

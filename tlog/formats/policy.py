@@ -6,9 +6,18 @@ and tabs only; blank lines and "#" comments are ignored:
 
     log <vkey> [<url>]
     witness <name> <vkey> [<url>]
+    mirror <name> <vkey> [<url>]
     group <name> <k|all|any> <member>...
     quorum <name|none>
     logs <k>
+
+`mirror` is an OAP extension: a cosigner that is a C2SP tlog-mirror, whose cosignature
+also says that it stores the log's entries. The draft has no word for it (a mirror is a
+cosigner, and tlog-cosignature leaves a cosigner's extra statements out of band), so a
+mirror line is a witness line in everything the draft defines: one namespace, the same
+duplicate-key rule, and it counts in groups and the quorum exactly as a witness does;
+verifiers only report its cosignature as a mirror's. A policy meant for other parsers
+lists the mirror on a witness line; only the label is lost.
 
 `logs <k>` is an OAP extension (OAP-CORE-1.0 §19.3: receipts SHOULD be anchored
 in at least two logs): an entry counts only when it is proven included in at
@@ -68,6 +77,7 @@ class PolicyWitness:
     name: str
     vkey: str
     url: str | None = None
+    mirror: bool = False  # defined by a `mirror` line (see the module doc)
 
 
 @dataclass(frozen=True)
@@ -178,7 +188,7 @@ class Policy:
         for log in self.logs:
             out.append(_join("log", log.vkey, log.url))
         for w in self.witnesses.values():
-            out.append(_join("witness", w.name, w.vkey, w.url))
+            out.append(_join("mirror" if w.mirror else "witness", w.name, w.vkey, w.url))
         for g in self.groups.values():
             n = len(g.members)
             k = "all" if g.threshold == n else "any" if g.threshold == 1 else str(g.threshold)
@@ -273,13 +283,13 @@ def parse_policy(text: str | bytes) -> Policy:
                     raise FormatError("expected 'log <vkey> [<url>]'")
                 _add_key(log_keys, args[0], "log")
                 logs.append(PolicyLog(args[0], args[1] if len(args) == 2 else None))
-            elif kw == "witness":
+            elif kw in ("witness", "mirror"):
                 if len(args) not in (2, 3):
-                    raise FormatError("expected 'witness <name> <vkey> [<url>]'")
+                    raise FormatError(f"expected '{kw} <name> <vkey> [<url>]'")
                 name = args[0]
                 _check_name(name, defined)
-                _add_key(witness_keys, args[1], "witness")
-                w = PolicyWitness(name, args[1], args[2] if len(args) == 3 else None)
+                _add_key(witness_keys, args[1], kw)
+                w = PolicyWitness(name, args[1], args[2] if len(args) == 3 else None, kw == "mirror")
                 witnesses[name] = defined[name] = w
             elif kw == "group":
                 if len(args) < 3:

@@ -85,7 +85,7 @@ class Bucket:
 
         try:
             return bytes(obstore.get(self.store, key).bytes())
-        except NotFoundError:
+        except (NotFoundError, FileNotFoundError):  # obstore raises the latter for a missing object
             return None
 
     def delete(self, keys: Iterable[str]) -> None:

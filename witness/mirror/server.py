@@ -1,0 +1,283 @@
+"""The mirror's HTTP API (C2SP tlog-mirror, tlog-tiles): a thin aiohttp layer over `witness.mirror.core`.
+
+    POST /add-checkpoint                       the pending checkpoint (tlog-witness request; 200, empty body)
+    POST /add-entries                          streamed entry packages (gzip accepted); 200 cosignature
+                                               lines, 202/409 text/x.tlog.mirror-info
+    GET  /<hex sha256(origin)>/checkpoint      the mirror checkpoint, with the mirror's cosignature
+    GET  /<hex sha256(origin)>/tile/<L>/<N>[.p/<W>]        hash tiles of the copy (tlog-tiles)
+    GET  /<hex sha256(origin)>/tile/entries/<N>[.p/<W>]    entry bundles, gzip when accepted
+    GET  /v1/info                              name, keys, and per log: prefixes, sizes, minimum index
+    GET  /healthz, GET /metrics
+
+The submission and monitoring prefixes are the server's root. Protocol answers are text
+(`protocol_error`); /v1/info uses the shared OAP JSON mapping.
+"""
+from __future__ import annotations
+
+import asyncio
+import gzip
+import logging
+import time
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from tlog.errors import ConfigError, NotFound, OAPError, Unavailable, UnsupportedMediaType
+from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
+from tlog.service.app import add_ops_routes, make_app
+from tlog.service.bodies import read_body
+from tlog.service.keyfiles import read_private_key
+from tlog.service.limits import RateLimiter
+from tlog.service.metrics import RequestMetrics
+from tlog.service.reply import Reply
+from tlog.service.responses import respond
+
+from ..core import SizeConflict, origin_path
+from .config import MirrorConfig
+from .core import BodyEnded, Cosigner, Mirror, MirrorConflict
+from .embedded import EmbeddedStore
+from .keys import load_or_create_key
+from .metrics import MirrorMetrics
+from .publish import BucketPublisher
+from .tickets import TicketKey
+from .wire import MIRROR_INFO
+
+log = logging.getLogger("oap.mirror.server")
+
+TEXT = "text/plain; charset=utf-8"
+TLOG_SIZE = "text/x.tlog.size"
+CHECKPOINT_CACHE = "public, max-age=1, must-revalidate"
+IMMUTABLE = "public, max-age=31536000, immutable"
+OCTETS = "application/octet-stream"
+
+
+def protocol_error(e: OAPError) -> Reply:
+    """The text answers of tlog-witness and tlog-mirror."""
+    if isinstance(e, MirrorConflict):
+        return Reply(e.info.encode(), (("Content-Type", MIRROR_INFO),), 409)
+    if isinstance(e, SizeConflict):
+        return Reply(f"{e.known_size}\n".encode(), (("Content-Type", TLOG_SIZE),), 409)
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", TEXT),)
+    if isinstance(e, Unavailable):
+        headers += (("Retry-After", str(e.data.get("retry_after", 1))),)
+    return Reply((e.message.replace("\n", " ") + "\n").encode(), headers, e.status)
+
+
+def bucket_credentials(config: MirrorConfig) -> tuple[str, str]:
+    """The bucket's access key and secret: `bucket_credentials_file` ("<access key> <secret key>",
+    mode 0600, never logged), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, as the log reads them."""
+    import os
+
+    if config.bucket_credentials_file is not None:
+        try:
+            key_id, secret = read_private_key(config.bucket_credentials_file).split()
+        except ValueError:
+            raise ConfigError(f"{config.bucket_credentials_file}: expected '<access key> <secret key>'") from None
+        return key_id, secret
+    key_id, secret = os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+    if not key_id or not secret:
+        raise ConfigError("bucket credentials: set bucket_credentials_file, or AWS_ACCESS_KEY_ID and "
+                          "AWS_SECRET_ACCESS_KEY")
+    return key_id, secret
+
+
+@dataclass
+class MirrorService:
+    config: MirrorConfig
+    signer: Cosigner
+    mirror: Mirror
+    metrics: MirrorMetrics
+    publisher: BucketPublisher | None = None
+
+    @classmethod
+    def open(cls, config: MirrorConfig) -> MirrorService:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        signer = load_or_create_key(config)
+        tickets = TicketKey.load_or_create(config.ticket_key_path)
+        store = EmbeddedStore(config.data_dir, hash_sync_interval=config.hash_sync_interval)
+        metrics = MirrorMetrics()
+
+        def observe(origin: str, received: int, stored: int) -> None:
+            metrics.entries_received.labels(origin).inc(received)
+            metrics.entries_stored.labels(origin).inc(stored)
+
+        publisher = None
+        if config.bucket_url:
+            from tlog.storage.bucket import Bucket
+
+            key_id, secret = bucket_credentials(config)
+            publisher = BucketPublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
+                                                           region=config.bucket_region), store)
+        publish = (lambda origin, cp: publisher.submit(origin, cp.note, cp.size)) if publisher else None
+        mirror = Mirror([signer], config.logs, store, tickets, max_excess=config.max_excess,
+                        upload_timeout=config.upload_timeout, observe=observe, on_commit=publish)
+        svc = cls(config, signer, mirror, metrics, publisher)
+        svc.refresh_gauges()
+        return svc
+
+    def refresh_gauges(self) -> None:
+        m = self.metrics
+        for lg in self.config.logs:
+            rec = self.mirror.store.record(lg.origin)
+            m.pending_size.labels(lg.origin).set(rec.pending.size if rec.pending else 0)
+            m.next_entry.labels(lg.origin).set(rec.next_entry)
+            m.mirror_size.labels(lg.origin).set(rec.mirror.size if rec.mirror else 0)
+
+    def close(self) -> None:
+        if self.publisher is not None:
+            self.publisher.close()
+        self.mirror.close()
+
+
+class MirrorAPI:
+    def __init__(self, svc: MirrorService) -> None:
+        self.svc, self.cfg, self.m, self.mirror = svc, svc.config, svc.metrics, svc.mirror
+        self.by_path = {origin_path(lg.origin): lg for lg in self.cfg.logs}
+        self.requests = RequestMetrics(self.m.requests)
+        self.limiter = RateLimiter(self.cfg.rate_limit, self.cfg.rate_limit_burst) if self.cfg.rate_limit > 0 else None
+        self.uploads = 0
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.post("/add-checkpoint", self.add_checkpoint),
+            web.post("/add-entries", self.add_entries),
+            web.get("/{hash:[0-9a-f]{64}}/checkpoint", self.checkpoint),
+            web.get("/{hash:[0-9a-f]{64}}/tile/{path:.+}", self.tile),
+            web.get("/v1/info", self.info),
+        ]
+
+    @staticmethod
+    def limited(request: web.Request) -> bool:
+        """Writes are rate-limited per client; the read API belongs behind a cache."""
+        return request.method == "POST"
+
+    # --- writes ----------------------------------------------------------------------------
+
+    async def add_checkpoint(self, request: web.Request) -> web.Response:
+        try:
+            body = await read_body(request, self.cfg.max_body)
+            cp = await self.mirror.add_checkpoint(body, max_body=self.cfg.max_body)
+        except OAPError as e:
+            self.m.add_checkpoint.labels(str(e.status)).inc()
+            if e.status >= 500:
+                log.error("add-checkpoint refused with %d: %s", e.status, e.message)
+            return protocol_error(e).response()
+        self.m.add_checkpoint.labels("200").inc()
+        self.svc.refresh_gauges()
+        log.debug("pending checkpoint of size %d", cp.size)
+        return web.Response(body=b"", headers={"Content-Type": TEXT})
+
+    async def add_entries(self, request: web.Request) -> web.Response:
+        t0 = time.perf_counter()
+        headers = {"Accept-Encoding": "gzip"}  # C2SP tlog-mirror: say which encodings we take
+        try:
+            media = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if media != OCTETS:
+                raise UnsupportedMediaType(f"add-entries takes {OCTETS}, not {media or 'no Content-Type'!r}")
+            if self.uploads >= self.cfg.max_uploads:
+                raise Unavailable(f"{self.uploads} uploads in progress; retry shortly", retry_after=1)
+            self.uploads += 1
+            self.m.uploads.set(self.uploads)
+            try:
+                result = await self.mirror.add_entries(self._reader(request))
+            finally:
+                self.uploads -= 1
+                self.m.uploads.set(self.uploads)
+                self.svc.refresh_gauges()
+        except OAPError as e:
+            self.m.add_entries.labels(str(e.status)).inc()
+            if e.status >= 500:
+                log.error("add-entries refused with %d: %s", e.status, e.message)
+            resp = protocol_error(e).response()
+            resp.headers.update(headers)
+            return resp
+        self.m.add_entries.labels(str(result.status)).inc()
+        self.m.upload_seconds.observe(time.perf_counter() - t0)
+        ctype = TEXT if result.status == 200 else MIRROR_INFO
+        return web.Response(body=result.body, status=result.status, headers={"Content-Type": ctype, **headers})
+
+    def _reader(self, request: web.Request):
+        """The body a chunk at a time; a stall longer than read_timeout, a reset connection or a
+        broken compressed stream ends it (BodyEnded), and the mirror keeps what it authenticated."""
+        content, timeout = request.content, self.cfg.read_timeout
+
+        async def read() -> bytes:
+            try:
+                async with asyncio.timeout(timeout):
+                    return await content.readany()
+            except TimeoutError:
+                raise BodyEnded("the client stopped sending") from None
+            except Exception as e:  # noqa: BLE001 - a reset, a bad gzip stream: the body ends here
+                raise BodyEnded(f"{type(e).__name__}: {e}") from None
+
+        return read
+
+    # --- the monitoring prefix (tlog-tiles) -------------------------------------------------
+
+    def _log(self, request: web.Request):
+        lg = self.by_path.get(request.match_info["hash"])
+        if lg is None:
+            raise NotFound("this mirror keeps no copy of that log")
+        return lg
+
+    async def checkpoint(self, request: web.Request) -> web.Response:
+        cp = self.mirror.checkpoint(self._log(request).origin)
+        if cp is None:
+            raise NotFound("no mirror checkpoint for this log yet")
+        return web.Response(text=cp.note, content_type="text/plain", charset="utf-8",
+                            headers={"Cache-Control": CHECKPOINT_CACHE})
+
+    async def tile(self, request: web.Request) -> web.Response:
+        lg = self._log(request)
+        level, index, width = tile_coords("tile/" + request.match_info["path"])
+        end = (index + 1) * TILE_WIDTH << (TILE_HEIGHT * (level or 0))
+        if end <= lg.minimum_index:
+            raise NotFound(f"pruned: this copy starts at index {lg.minimum_index}")
+        store = self.mirror.store
+        if level is None:
+            data = await asyncio.to_thread(store.bundle, lg.origin, index, width)
+        elif level * TILE_HEIGHT >= 64:
+            data = None
+        else:
+            data = await asyncio.to_thread(store.tile, lg.origin, level, index, width)
+        if data is None:
+            raise NotFound("tile not available: the mirror has not stored those entries")
+        headers = {"Content-Type": OCTETS, "Cache-Control": IMMUTABLE}
+        if level is None:
+            headers["Vary"] = "Accept-Encoding"
+            if "gzip" in request.headers.get("Accept-Encoding", ""):
+                # tlog-tiles: entry bundles SHOULD be compressed at the HTTP layer
+                data = await asyncio.to_thread(gzip.compress, data, 6, mtime=0)
+                headers["Content-Encoding"] = "gzip"
+        return web.Response(body=data, headers=headers)
+
+    async def info(self, request: web.Request) -> web.Response:
+        base = self.cfg.monitoring_prefix.rstrip("/") or f"{request.scheme}://{request.host}"
+        logs = []
+        for lg in self.cfg.logs:
+            rec = self.mirror.store.record(lg.origin)
+            h = origin_path(lg.origin)
+            logs.append({"origin": lg.origin, "vkey": lg.vkey, "url": lg.url, "monitoring_prefix": f"{base}/{h}",
+                         "checkpoint_path": f"/{h}/checkpoint",
+                         "pending_size": rec.pending.size if rec.pending else None, "next_entry": rec.next_entry,
+                         "size": rec.mirror.size if rec.mirror else None,
+                         "cosigned_at": rec.mirror.cosigned_at if rec.mirror else None,
+                         "minimum_index": lg.minimum_index, "retention_policy": lg.retention_policy or None})
+        signers = [self.svc.signer]
+        return respond(request, {"kind": "mirror", "name": self.svc.signer.name,
+                                 "verifier_key": signers[0].vkey, "verifier_keys": [s.vkey for s in signers],
+                                 "monitoring_prefix": base, "logs": logs})
+
+    async def health(self) -> dict:
+        await asyncio.to_thread(self.mirror.store.record, "")
+        return {}
+
+
+def build_app(svc: MirrorService) -> web.Application:
+    api = MirrorAPI(svc)
+    cfg = svc.config
+    app = make_app(cfg, api.requests, max_body=cfg.max_body, limiter=api.limiter, limited=api.limited)
+    app.add_routes(api.routes())
+    add_ops_routes(app, svc.metrics.registry, health=api.health)
+    return app
+
