@@ -332,7 +332,7 @@ def _revocation_subject(body: dict[str, Any], kind: str) -> str:
 
 
 def _conformance(body: dict[str, Any], now: datetime | None, lookup: KeyLookup | None) -> Record:
-    issued = body.get("issued_at")
+    issued = claims_of(body).get("issued_at")  # a VC's validFrom
     at = now if now is not None else _time(issued, "conformance receipt: issued_at")
     c = validate_conformance(body, now=at, lookup=lookup)
     return Record("conformance", c.id, body, jcs(body), record_path("conformance", c.id), c.subject, c.subject,
