@@ -495,3 +495,238 @@ async def test_anchors_files_are_verified_alike_k_of_n(network):
     want = compare(cases, _anchored_python)
     assert any(w["ok"] and w["result"]["failures"] for w in want) and sum(not w["ok"] for w in want) > 10
 
+
+
+# --- conformance receipts (both forms) and registry records, offline ----------------------------
+
+
+def _conformance_cases() -> list[dict[str, Any]]:
+    """Receipts at every level in both forms, with their documents, then broken one way each:
+    what validate_conformance (and check_record) decide, the browser decides."""
+    from tlog.formats.audit import sign_audit
+    from tlog.formats.entries import canonical_entry
+
+    from tests.support.conformance import audit_entry, audit_for, memlog_bundle, web_receipt
+    from tests.support.witness import MemLog
+
+    seeds = [bytes([60 + i]) * 32 for i in range(8)]
+    impl = WebSubject("did:web:impl.example", seeds[0])
+    web_w = WebSubject("did:web:witness.example", seeds[1])
+    same_host = WebSubject("did:web:impl.example:w", seeds[2])
+    sub_host = WebSubject("did:web:a.impl.example", seeds[3])
+    w1, w2, w3, auditor = seeds[4], seeds[5], seeds[6], seeds[7]
+    issued = datetime(2026, 5, 1, tzinfo=UTC)
+    now = format_utc(issued + timedelta(days=1))
+    audit = audit_for(impl.did, auditor)
+    by_other = memlog_bundle(canonical_entry(audit_entry(w1)), MemLog(origin="audit.example/log", seed=bytes([77]) * 32))
+    bad_audits = {
+        "audit signature broken": {**audit, "signature": _flip(audit["signature"])},
+        "audit digest in upper case": sign_audit(impl.did, {**audit, "digest": "sha256:" + audit["digest"][7:].upper()},
+                                                 auditor),
+        "audit anchor without its entry": sign_audit(impl.did, {**audit, "anchor": "\n".join(
+            line for line in audit["anchor"].split("\n") if not line.startswith("extra "))}, auditor),
+        "audit anchored by someone else": sign_audit(impl.did, {**audit, "anchor": by_other}, auditor),
+        "audit of another subject": audit_for("did:web:other.example", auditor),
+    }
+    base = {
+        "L3 did:web": (web_receipt(impl, "L3", issued=issued), [impl.document]),
+        "L4 did:web, witness did:key": (web_receipt(impl, "L4", witnesses=(w1,), issued=issued), [impl.document]),
+        "L4, witness did:web": (web_receipt(impl, "L4", witnesses=(web_w,), issued=issued),
+                                [impl.document, web_w.document]),
+        "L4, witness on the subject's host": (web_receipt(impl, "L4", witnesses=(same_host,), issued=issued),
+                                              [impl.document, same_host.document]),
+        "L4, witness on a subdomain": (web_receipt(impl, "L4", witnesses=(sub_host,), issued=issued),
+                                       [impl.document, sub_host.document]),
+        "L4, witness is the subject's own key": (web_receipt(impl, "L4", witnesses=(seeds[0],), issued=issued),
+                                                 [impl.document]),
+        "L4 valid 100 days": (web_receipt(impl, "L4", witnesses=(w1,), issued=issued, valid=timedelta(days=100)),
+                              [impl.document]),
+        "L5 with audit": (web_receipt(impl, "L5", witnesses=(w1, w2, w3), audit=audit, issued=issued),
+                          [impl.document]),
+        "L5 without audit": (web_receipt(impl, "L5", witnesses=(w1, w2, w3), issued=issued), [impl.document]),
+        "L5, the auditor a witness": (web_receipt(impl, "L5", witnesses=(w1, w2, auditor), audit=audit, issued=issued),
+                                      [impl.document]),
+        **{f"L5, {name}": (web_receipt(impl, "L5", witnesses=(w1, w2, w3), audit=bad, issued=issued), [impl.document])
+           for name, bad in bad_audits.items()},
+        "L2 did:key": (receipt(w1, "L2", issued=issued), []),
+        "L3 did:key (no publisher)": (receipt(w1, "L3", issued=issued), []),
+    }
+    forms: dict[str, tuple[dict, list]] = {}
+    for name, (r, docs) in base.items():
+        forms[f"{name} (compact)"] = (r, docs)
+        claims = {k: v for k, v in r.items() if k != "signatures"}
+        vc = to_vc(claims)
+        self_vm = impl.key_id if r["subject"] == impl.did else None
+        vc = add_proof(vc, seeds[0] if r["subject"] == impl.did else w1, self_vm)
+        for sig in r["signatures"][1:]:
+            if sig["by"].startswith("did:key:"):
+                vc = add_proof(vc, next(s for s in seeds if did(s) == sig["by"]))
+            else:
+                wsub = next(x for x in (web_w, same_host, sub_host) if x.key_id == sig["by"])
+                vc = add_proof(vc, wsub.seed, wsub.key_id)
+        forms[f"{name} (VC)"] = (vc, docs)
+    cases = []
+    for name, (r, docs) in forms.items():
+        for mname, mutate in CONFORMANCE_MUTATIONS.items():
+            doc, documents = copy.deepcopy(r), copy.deepcopy(docs)
+            when = mutate(doc, documents)
+            if when is False:
+                continue
+            cases.append({"kind": "conformance", "name": f"{name}: {mname}", "text": json.dumps(doc),
+                          "documents": documents, "now": when if isinstance(when, str) else now})
+    return cases
+
+
+def _first_proof(doc: dict) -> dict:
+    p = doc["proof"]
+    return p[0] if isinstance(p, list) else p
+
+
+def _break_self(d: dict) -> bool:
+    if "signatures" in d:
+        d["signatures"][0]["value"] = _flip(d["signatures"][0]["value"])
+    else:
+        p = _first_proof(d)
+        p["proofValue"] = "z" + _flip(p["proofValue"][1:])
+    return True
+
+
+def _in_proof(**fields: Any) -> Callable[[dict, list], bool]:
+    def apply(d: dict, docs: list) -> bool:
+        if "proof" not in d:
+            return False
+        p = _first_proof(d)
+        p.update({k: (v(p) if callable(v) else v) for k, v in fields.items()})
+        return True
+    return apply
+
+
+def _in_signature(**fields: Any) -> Callable[[dict, list], bool]:
+    def apply(d: dict, docs: list) -> bool:
+        if "signatures" not in d:
+            return False
+        s = d["signatures"][0]
+        s.update({k: (v(s) if callable(v) else v) for k, v in fields.items()})
+        return True
+    return apply
+
+
+def _other_document(d: dict, docs: list) -> bool:
+    if not docs:
+        return False
+    docs[0] = WebSubject(docs[0]["id"], bytes([9]) * 32).document
+    return True
+
+
+CONFORMANCE_MUTATIONS: dict[str, Callable[[dict, list], Any]] = {
+    "as made": lambda d, docs: True,
+    "no documents": lambda d, docs: bool(docs) and not docs.clear(),
+    "another key in the document": _other_document,
+    "a week later": lambda d, docs: format_utc(datetime(2026, 5, 8, tzinfo=UTC)),
+    "expired": lambda d, docs: format_utc(datetime(2026, 7, 1, tzinfo=UTC)),
+    "before it was issued": lambda d, docs: format_utc(datetime(2026, 4, 1, tzinfo=UTC)),
+    "self signature broken": lambda d, docs: _break_self(d),
+    "unknown field": lambda d, docs: d.update(note="x") is None,
+    "a float": lambda d, docs: (d["suite"] if "suite" in d else d["credentialSubject"]["suite"]).update(v=1.5) is None,
+    "ES256 named for an Ed25519 key": _in_signature(alg="ES256"),
+    "base64url signature": _in_signature(value=lambda s: s["value"].replace("+", "-").replace("/", "_").rstrip("=")),
+    "signature twice": lambda d, docs: "signatures" in d and d["signatures"].append(d["signatures"][0]) is None,
+    "proof purpose": _in_proof(proofPurpose="authentication"),
+    "proof created not a dateTime": _in_proof(created="yesterday"),
+    "proof chain": _in_proof(previousProof="urn:x"),
+    "proof context other": _in_proof(**{"@context": ["https://www.w3.org/ns/credentials/v2", "https://x.example/"]}),
+    "proof cryptosuite other": _in_proof(cryptosuite="ecdsa-jcs-2019"),
+    "proof verificationMethod without key": _in_proof(verificationMethod=lambda p: p["verificationMethod"].split("#")[0]),
+    "issuer is not the subject": lambda d, docs: "issuer" in d and d.update(issuer="did:web:other.example") is None,
+    "VC types": lambda d, docs: "type" in d and d.update(type=["VerifiableCredential"]) is None,
+}
+
+
+def _audit(d: dict) -> dict | None:
+    return d.get("audit") or (d.get("credentialSubject") or {}).get("audit")
+
+
+def _conformance_python(case: dict[str, Any]) -> dict[str, Any]:
+    from tlog.formats.conformance import validate_conformance
+    from tlog.formats.diddoc import lookup_from
+
+    def run() -> dict[str, Any]:
+        lookup = lookup_from([(d["id"], d) for d in case["documents"]]) if case["documents"] else None
+        r = validate_conformance(json.loads(case["text"]), now=parse_utc(case["now"], "now"), lookup=lookup)
+        return {"id": r.id, "subject": r.subject, "level": r.level, "witnesses": list(r.witnesses), "form": r.form,
+                "auditor": r.audit.auditor if r.audit else None}
+    return _py_verdict(run)
+
+
+def test_conformance_receipt_verdicts_are_the_same_in_the_browser():
+    cases = _conformance_cases()
+    want = compare(cases, _conformance_python)
+    forms = {w["result"]["form"] for w in want if w["ok"]}
+    assert forms == {"compact", "vc"}, forms
+    assert any(w["ok"] and w["result"]["auditor"] for w in want)
+    errors = {w["error"] for w in want if not w["ok"]}
+    assert {"InvalidInput", "Forbidden"} <= errors, errors
+    assert 0.3 * len(cases) < sum(not w["ok"] for w in want) < len(cases)
+
+
+def _record_cases() -> list[dict[str, Any]]:
+    """Registry records of every type and event, signed by did:key and by did:web issuers, and
+    broken one way each: what records.check_record(now=None) decides, the browser decides."""
+    k1, k2 = bytes([70]) * 32, bytes([71]) * 32
+    web = WebSubject("did:web:issuer.example", bytes([72]) * 32)
+    bodies = {
+        "revocation": make_revocation(k1, kind="key", subject=did(k1), reason="key_compromise"),
+        "vc revocation": make_revocation(k1, kind="vc", subject="urn:uuid:c-1", status_list_index=5),
+        "kill switch": make_kill_switch(k1, reason="lost laptop"),
+        "add_controller": make_key_event(k1, subject=did(k1), key=did(k2)),
+        "rotate to a did:web": make_key_event(k1, subject=did(k1), key=web.did, event="rotate"),
+        "suspend": make_key_event(k1, subject=did(k1), event="suspend", reason="loss_of_key"),
+        "resume": make_key_event(k2, subject=did(k1), event="resume"),
+        "did:web kill switch": _signed_by(web, make_kill_switch(k1, principal=web.did)),
+        "did:web revocation of a credential": _signed_by(web, make_revocation(
+            k1, kind="vc", subject="urn:uuid:w-2", status_list_index=9)),
+    }
+    mutations: dict[str, Callable[[dict], Any]] = {
+        "as made": lambda b: True,
+        "signature broken": lambda b: b.update(signature=_flip(b["signature"])) is None,
+        "base64url signature": lambda b: b.update(
+            signature=b["signature"].replace("+", "-").replace("/", "_").rstrip("=")) is None,
+        "resume with a key": lambda b: b.get("event") == "resume" and b.update(key=did(k2)) is None,
+        "suspend without reason": lambda b: b.get("event") == "suspend" and b.pop("reason") and True,
+        "rotate with a reason": lambda b: b.get("event") == "rotate" and b.update(reason="superseded") is None,
+        "suspend with a bad reason": lambda b: b.get("event") == "suspend" and b.update(reason="bored") is None,
+        "event unknown": lambda b: "event" in b and b.update(event="pause") is None,
+        "issued_by a DID URL": lambda b: b.update(issued_by=b["issued_by"] + "#k") is None,
+        "issued_by another": lambda b: b.update(issued_by=did(k2)) is None,
+        "effective_at not a time": lambda b: b.update(effective_at="soon") is None,
+    }
+    cases = []
+    for name, body in bodies.items():
+        for mname, mutate in mutations.items():
+            b = copy.deepcopy(body)
+            if mutate(b) is False:
+                continue
+            for docs_name, docs in (("", []), (" with the document", [web.document])):
+                if docs and not any(web.did in json.dumps(v) for v in b.values()):
+                    continue
+                cases.append({"kind": "record", "name": f"{name}: {mname}{docs_name}", "text": json.dumps(b),
+                              "documents": docs})
+    return cases
+
+
+def _record_python(case: dict[str, Any]) -> dict[str, Any]:
+    from registry.records import check_record
+    from tlog.formats.diddoc import lookup_from
+
+    def run() -> dict[str, Any]:
+        lookup = lookup_from([(d["id"], d) for d in case["documents"]]) if case["documents"] else None
+        r = check_record(json.loads(case["text"]), now=None, lookup=lookup)
+        return {"type": r.type, "id": r.id, "path": r.path, "subject": r.subject, "issued_by": r.issued_by,
+                "kind": r.kind, "key": r.key}
+    return _py_verdict(run)
+
+
+def test_registry_record_verdicts_are_the_same_in_the_browser():
+    cases = _record_cases()
+    want = compare(cases, _record_python)
+    assert sum(w["ok"] for w in want) >= 9 and sum(not w["ok"] for w in want) >= 20

@@ -321,7 +321,8 @@ NO_SHIPPED_POLICY = "trust.policy - Failed to load resource"  # a static host wi
 
 
 class LibChecks(SimpleHTTPRequestHandler):
-    """tests/ui/js (the checks and their fixtures) and the verifiers they import, under a strict CSP."""
+    """tests/ui/js (the checks and their fixtures), the W3C vectors of tests/formats/vectors and the
+    verifiers they import, under a strict CSP."""
 
     extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript", ".mjs": "text/javascript"}
 
@@ -329,7 +330,8 @@ class LibChecks(SimpleHTTPRequestHandler):
         super().__init__(*args, directory=str(ROOT), **kwargs)
 
     def send_head(self):
-        if not self.path.startswith(("/tests/ui/js/", "/tlog/ui/static/lib/")) or ".." in self.path:
+        if not self.path.startswith(("/tests/ui/js/", "/tlog/ui/static/lib/", "/tests/formats/vectors/")) \
+                or ".." in self.path:
             self.send_error(404)
             return None
         return super().send_head()
