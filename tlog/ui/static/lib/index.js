@@ -1,5 +1,5 @@
 // The explorer core in one import: `import * as oap from './lib/index.js'`.
-// Each module is usable on its own; see NOTES.md for what every verifier checks.
+// Each module is usable on its own; docs/architecture.md §3.6-3.7 says what each verifier checks.
 export * from './errors.js';
 export * from './b64.js';
 export * from './merkle.js';

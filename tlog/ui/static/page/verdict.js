@@ -4,7 +4,7 @@
 // revoked, suspended, unknown, running or idle.
 import { h, fill } from './dom.js';
 
-const MARK = { pass: '✓', fail: '✗', warn: '!', info: '•', skip: '–', unpinned: '!', incomplete: '!', revoked: '⊘', suspended: '⏸',
+const MARK = { pass: '✓', fail: '✗', warn: '!', info: '•', skip: '–', unpinned: '!', incomplete: '!', revoked: '⊘', suspended: '‖',
   unknown: '?', running: '…', idle: '' };
 const SAID = { pass: 'passed', fail: 'failed', warn: 'warning', info: 'note', skip: 'not checked' };
 

@@ -130,10 +130,12 @@ export async function render(params) {
   const mine = ++generation;
   const id = params.get('id') || '', issuer = params.get('issuer') || '';
   $('status-id').value = id;
+  $('status-issuer').value = issuer;
   facts('status-facts', []);
   for (const x of ['status-links', 'status-caveat', 'principal-conformance']) fill(x);
   rows('principal-records', []);
   rows('status-lists', []);
+  $('status-lists-box').hidden = true;
   if (stream && stream.id !== id) stopLive();
   $('principal-title').textContent = id ? `Status of ${id.length > 40 ? id.slice(0, 36) + '…' : id}` : 'Status';
   if (!id) { idle('status-verdict', 'no status checked'); return; }
@@ -155,7 +157,9 @@ export async function render(params) {
         return { headline: again.headline, pinned: trustNow.pinned };
       });
     }
-    await Promise.all([statusLists(id, info), conformance(id), records(id)]);
+    const cls = id.lastIndexOf('#');
+    const owner = cls > 0 && TOKEN_CLASSES.includes(id.slice(cls + 1)) ? id.slice(0, cls) : id; // a token class: its principal's records
+    await Promise.all([statusLists(id, info), conformance(id), records(owner)]);
   } catch (e) {
     if (mine === generation) failed('status-verdict', reasonOf(e));
   }
@@ -233,7 +237,8 @@ async function anchorRows(anchor, policy, what, said, logs, k) {
 
 /** The issuer's W3C status lists (list 0): revocation and suspension, each verified. */
 async function statusLists(id, info) {
-  if (!/^did:/.test(id) || id.includes('#') || !info.status_service) { rows('status-lists', []); return; }
+  $('status-lists-box').hidden = !/^did:/.test(id) || id.includes('#') || !info.status_service;
+  if ($('status-lists-box').hidden) { rows('status-lists', []); return; }
   const out = [];
   for (const purpose of ['revocation', 'suspension']) {
     const url = `${app.registry}/v1/status-lists/${pathPart(id)}/0${purpose === 'suspension' ? '/suspension' : ''}`;

@@ -20,9 +20,9 @@ const PAGE = 20;
 export function init() {
   $('registry-form').addEventListener('submit', (e) => {
     e.preventDefault();
-    const id = $('status-id').value.trim();
+    const id = $('status-id').value.trim(), issuer = $('status-issuer').value.trim();
     if (!id) { failed('registry-verdict', 'give a DID or a record id'); return; }
-    go({ view: 'principal', id });
+    go({ view: 'principal', id, issuer: issuer || null });
   });
 }
 
