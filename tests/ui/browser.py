@@ -185,3 +185,28 @@ def http_server(handler):
         srv.server_close()
 
 
+def audit(driver, axe: str) -> list[str]:
+    """axe-core's serious and critical violations on the page shown (it is injected here only)."""
+    if not driver.execute_script("return typeof window.axe === 'object';"):
+        driver.execute_script(axe)
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']}).then(r => done(JSON.stringify(r.violations.map("
+        "v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))))"
+        ".catch(e => done(JSON.stringify([{id: 'axe-error', impact: 'critical', nodes: [String(e)]}])));")
+    return [f"{v['id']} ({v['impact']}): {v['nodes']}" for v in json.loads(result) if v["impact"] in ("serious", "critical")]
+
+
+def axe_clean(driver) -> None:
+    """axe-core (vendored, its hash checked) finds no serious or critical violation on the page
+    shown, in light and dark."""
+    import hashlib
+
+    assert hashlib.sha256(AXE.read_bytes()).hexdigest() == AXE_SHA256, "tests/ui/vendor/axe-core/README.md"
+    try:
+        for scheme in ("light", "dark"):
+            driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+            bad = audit(driver, AXE.read_text())
+            assert bad == [], (scheme, bad)
+    finally:
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})

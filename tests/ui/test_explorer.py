@@ -30,6 +30,7 @@ from tests.ui.browser import (
     HAVE,
     SKIP_WHY,
     STATIC,
+    audit,
     click,
     fetch_json,
     fresh,
@@ -635,18 +636,6 @@ def test_every_view_fits_360_px_has_a_dark_mode_and_passes_axe(network, browser,
     browser.find_element("tag name", "body").send_keys(Keys.TAB)
     assert browser.switch_to.active_element.get_attribute("class") == "skip"
     no_console_errors(browser)
-
-
-def audit(driver, axe: str) -> list[str]:
-    """axe-core's serious and critical violations on the page shown (it is injected here only)."""
-    if not driver.execute_script("return typeof window.axe === 'object';"):
-        driver.execute_script(axe)
-    result = driver.execute_async_script(
-        "const done = arguments[arguments.length - 1];"
-        "axe.run(document, {resultTypes: ['violations']}).then(r => done(JSON.stringify(r.violations.map("
-        "v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))))"
-        ".catch(e => done(JSON.stringify([{id: 'axe-error', impact: 'critical', nodes: [String(e)]}])));")
-    return [f"{v['id']} ({v['impact']}): {v['nodes']}" for v in json.loads(result) if v["impact"] in ("serious", "critical")]
 
 
 def test_the_verifiers_pass_their_checks_in_chromium(browser):

@@ -29,6 +29,7 @@ from tests.ui.browser import (
     HAVE,
     SKIP_WHY,
     WAIT,
+    axe_clean,
     click,
     fetch_json,
     fresh,
@@ -164,6 +165,7 @@ def test_suspend_then_resume_and_the_suspension_list(network, browser, tmp_path)
     lists = text(browser, "status-lists")
     assert "every bit set: the issuer is SUSPENDED" in lists and "no credential it issued is revoked" in lists, lists
     shot(browser, tmp_path, "status-suspended-1400")
+    axe_clean(browser)
     browser.set_window_size(360, 1600)
     sizes = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth];")
     shot(browser, tmp_path, "status-suspended-360")
@@ -211,6 +213,7 @@ def test_a_vc_conformance_receipt_with_an_audit_is_shown_and_checked(network, br
     keys = keys_named(browser, "principal-conformance")
     assert did(subject) in keys and did(auditor) in keys and format_sha256(sha256(report)) in keys
     shot(browser, tmp_path, "conformance-vc-1400")
+    axe_clean(browser)
     no_console_errors(browser)
 
 
@@ -249,6 +252,7 @@ def test_a_registry_in_two_logs_is_checked_log_by_log_k_of_n(network, browser, t
         assert state == "pass" and "anchored in 2 of 2 logs (2 required)" in said and "anchors this commit" in said, said
         assert "log 1 of 2: log-a.ui.test" in said and "log 2 of 2: log-b.ui.test" in said, said
         shot(browser, tmp_path, "commit-two-logs-1400")
+        axe_clean(browser)
         # a status answer: its epoch anchored in both
         open_page(browser, f"{reg.url}/ui/?view=principal&id={q(did(agent))}")
         state, said = wait_verdict(browser, "status-verdict")

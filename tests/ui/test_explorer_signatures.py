@@ -26,6 +26,7 @@ from tests.ui.browser import (
     HAVE,
     SKIP_WHY,
     WAIT,
+    axe_clean,
     fetch_json,
     fresh,
     no_console_errors,
@@ -114,6 +115,7 @@ def test_each_receipt_signature_is_a_row_ok_incomplete_or_failed(network, browse
     assert rows[1][0] == "warn" and "not checked" in rows[1][1] and "no DID document of did:web:weatherpro.example" in rows[1][1]
     assert "INCOMPLETE" in text(browser, "bundle-results")
     shot(browser, tmp_path, "receipt-signatures-incomplete-1400")
+    axe_clean(browser)
     # ... and OK once its document is pinned (as `oap-log verify --did-document`)
     state, said = check_bundle(browser, bundle, incomplete, json.dumps(document(web, {"key-1": web_key})))
     assert state == "pass", said
