@@ -168,6 +168,8 @@ export async function renderCommit(params) {
     }
     $('commit-anchor').textContent = c.anchor;
     const several = oap.isAnchorsFile(c.anchor);
+    fill('commit-anchor-title', ...(several ? ['Log anchors (an ', h('code', { text: 'oap-anchors/v1' }), ' file: one ', h('code', { text: '.tlog-proof' }), ' per log)']
+      : ['Log anchor (a ', h('code', { text: '.tlog-proof' }), ' bundle)']));
     links.push(' ', copyButton(c.anchor, 'anchor'), ' ', downloadButton(c.anchor, `registry-commit-${c.seq}${several ? '.anchors.json' : '.tlog-proof'}`,
       several ? 'download .anchors.json' : 'download .tlog-proof'));
     fill('commit-links', links);
