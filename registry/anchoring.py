@@ -143,9 +143,10 @@ def parse_genesis(data: bytes) -> Genesis:
     return Genesis(doc["registry"], doc["name"], logs, k, tuple(boot), str(doc["created_at"]))
 
 
-def is_anchors_file(data: str | bytes) -> bool:
-    """An oap-anchors/v1 file (JSON), as opposed to a single tlog-proof."""
-    return data.lstrip()[:1] in ("{", b"{")
+def is_anchors_file(data: object) -> bool:
+    """An oap-anchors/v1 file (JSON), as opposed to a single tlog-proof (or anything else,
+    which the tlog-proof parser then refuses with a FormatError)."""
+    return isinstance(data, (str, bytes)) and data.lstrip()[:1] in ("{", b"{")
 
 
 def _entry_of(data: str | bytes, what: str) -> tuple[list[ProofBundle], dict[str, Any]]:

@@ -256,7 +256,7 @@ def check_record(body: object, *, now: datetime | None, lookup: KeyLookup | None
     rtype = body["type"] if "type" in body and not is_vc(body) else "conformance"
     if rtype == "conformance":
         return _conformance(body, now, lookup)
-    if rtype not in _FIELDS:
+    if not isinstance(rtype, str) or rtype not in _FIELDS:
         raise InvalidInput(f"type must be one of: {', '.join(RECORD_TYPES)}")
     _fields(body, rtype)
     rid = _record_id(body, rtype)
@@ -269,7 +269,7 @@ def check_record(body: object, *, now: datetime | None, lookup: KeyLookup | None
         if kind not in REVOCATION_KINDS:
             raise InvalidInput(f"revocation: kind must be one of {', '.join(REVOCATION_KINDS)}")
         subject = _revocation_subject(body, kind)
-        if body["reason"] not in REASONS:
+        if not isinstance(body["reason"], str) or body["reason"] not in REASONS:
             raise InvalidInput(f"revocation: reason must be one of {', '.join(sorted(REASONS))}")
         extra["kind"] = kind
         if kind == "vc":
@@ -288,7 +288,7 @@ def check_record(body: object, *, now: datetime | None, lookup: KeyLookup | None
     else:
         subject = _did(body["subject"], "key_event: subject")
         event = body["event"]
-        if event not in KEY_EVENTS:
+        if not isinstance(event, str) or event not in KEY_EVENTS:
             raise InvalidInput(f"key_event: event must be one of {', '.join(sorted(KEY_EVENTS))}")
         if event in KEYED_EVENTS:
             if "key" not in body:
@@ -298,7 +298,8 @@ def check_record(body: object, *, now: datetime | None, lookup: KeyLookup | None
                 raise InvalidInput("key_event: a subject is already its own controller")
         elif "key" in body:
             raise InvalidInput(f"key_event: {event} concerns the subject alone and takes no key")
-        if "reason" in body and (event != "suspend" or body["reason"] not in REASONS):
+        if "reason" in body and (event != "suspend" or not isinstance(body["reason"], str)
+                                 or body["reason"] not in REASONS):
             raise InvalidInput(f"key_event: only suspend takes a reason, one of {', '.join(sorted(REASONS))}")
     if now is not None:
         if issued_at > now + MAX_CLOCK_SKEW:
@@ -332,7 +333,7 @@ def _revocation_subject(body: dict[str, Any], kind: str) -> str:
 
 
 def _conformance(body: dict[str, Any], now: datetime | None, lookup: KeyLookup | None) -> Record:
-    issued = body.get("issued_at")
+    issued = claims_of(body).get("issued_at")  # a VC's validFrom
     at = now if now is not None else _time(issued, "conformance receipt: issued_at")
     c = validate_conformance(body, now=at, lookup=lookup)
     return Record("conformance", c.id, body, jcs(body), record_path("conformance", c.id), c.subject, c.subject,

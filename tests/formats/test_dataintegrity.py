@@ -157,6 +157,7 @@ def test_a_tampered_vc_is_refused():
 
 @pytest.mark.parametrize("mutate,reason", [
     (lambda v: v.update(type=["VerifiableCredential"]), "type must be"),
+    (lambda v: v.update(type=["VerifiableCredential", {"OAPConformance": 1}]), "type must be"),  # not a TypeError
     (lambda v: v.update({"@context": ["https://www.w3.org/2018/credentials/v1"]}), "@context must be"),
     (lambda v: v["credentialSubject"].update(id="did:web:other.example"), "credentialSubject.id must be the issuer"),
     (lambda v: v.update(issuer={"id": SUBJECT.did}), "issuer must be"),

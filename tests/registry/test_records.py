@@ -102,6 +102,24 @@ def test_schema_errors_name_the_problem(mutate, message):
         check_record(doc, now=now_utc())
 
 
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.update(type=["revocation"]), "type must be one of"),
+    (lambda d: d.update(reason=["key_compromise"]), "reason must be one of"),
+])
+def test_values_of_the_wrong_json_type_are_refused_not_a_crash(mutate, message):
+    """A list where a name is expected (a status answer's record is checked with now=None, an
+    answer comes from anyone) is invalid input, never a TypeError."""
+    doc = make_revocation(A, kind="key", subject=did(A))
+    mutate(doc)
+    with pytest.raises(InvalidInput, match=message):
+        check_record(doc, now=None)
+    for field, value in (("event", ["suspend"]), ("reason", {"r": 1})):
+        event = make_key_event(A, subject=did(A), event="suspend", reason="loss_of_key")
+        event[field] = value
+        with pytest.raises(InvalidInput, match="event must be one of|only suspend takes a reason"):
+            check_record(event, now=None)
+
+
 def test_a_modified_record_no_longer_verifies():
     doc = make_revocation(A, kind="did", subject=did(A))
     doc["reason"] = "superseded"

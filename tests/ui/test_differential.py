@@ -313,8 +313,7 @@ def entry_cases(draw: st.DrawFn) -> dict[str, Any]:
             documents.append(wrong)
         elif where == "bad_pinned":
             documents.append(draw(st.sampled_from(_bad_docs(did, doc))))
-    return {"kind": "entry_signature", "entry": dcbor(obj), "documents": documents,
-            "secp256k1": key.curve == "secp256k1"}
+    return {"kind": "entry_signature", "entry": dcbor(obj), "documents": documents}
 
 
 def _pinned(documents: list[Any]) -> dict[str, Any]:
@@ -331,20 +330,10 @@ def _python_signatures(case: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "result": report.to_json()}
 
 
-WEBCRYPTO_SECP256K1 = "ES256K (secp256k1) signatures cannot be checked in a browser: WebCrypto has no secp256k1"
-
-
-def _in_browser(row: dict[str, Any], secp: bool) -> dict[str, Any]:
+def _in_browser(row: dict[str, Any]) -> dict[str, Any]:
     """What the browser should say for a Python signature verdict: the same, except that a
-    secp256k1 signature the Python code checked (verified, or not verifying) is not
-    checkable in WebCrypto; and a DID document pydid finds invalid is invalid for a reason
-    worded by pydid."""
+    DID document pydid finds invalid is invalid for a reason worded by pydid."""
     row = dict(row)
-    if secp and (row["status"] == "verified" or "does not verify" in row["reason"]):
-        row = {k: v for k, v in row.items() if k not in ("key",)}
-        row.update(status="not_checkable", reason=WEBCRYPTO_SECP256K1)
-        if "source" in row and "index" in row:  # receipt signatures name no source unless verified
-            del row["source"]
     if "is not valid:" in row["reason"]:
         row["reason"] = row["reason"].split("is not valid:")[0] + "is not valid:"
     return row
@@ -361,7 +350,7 @@ def test_receipt_and_entry_signature_verdicts_are_the_same_in_the_browser():
     for case, w, g in zip(cases, want, got, strict=True):
         assert g["ok"], (case, g)
         if case["kind"] == "entry_signature":
-            expect = _in_browser(w["result"], case["secp256k1"]) if w["result"] else None
+            expect = _in_browser(w["result"]) if w["result"] else None
             actual = g["result"]
             if actual and "is not valid:" in actual["reason"]:
                 actual = {**actual, "reason": actual["reason"].split("is not valid:")[0] + "is not valid:"}
@@ -369,7 +358,7 @@ def test_receipt_and_entry_signature_verdicts_are_the_same_in_the_browser():
             statuses[expect["status"] if expect else "none"] = statuses.get(expect["status"] if expect else "none",
                                                                             0) + 1
             continue
-        rows = [_in_browser(r, r.get("alg") == "ES256K") for r in w["result"]["signatures"]]
+        rows = [_in_browser(r) for r in w["result"]["signatures"]]
         expect_report = {"receipt_hash": w["result"]["receipt_hash"],
                          "verdict": verdict_of([SignatureCheck(r["status"], r["reason"]) for r in rows]),
                          "signatures": rows}
@@ -379,11 +368,11 @@ def test_receipt_and_entry_signature_verdicts_are_the_same_in_the_browser():
         assert actual == expect_report, f"{case}\n  python: {w}\n  js:     {g}"
         for r in rows:
             statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-            if r["status"] == "verified" or r["reason"] == WEBCRYPTO_SECP256K1:
+            if r["status"] == "verified":
                 statuses[f"{r['status']} {r['alg']} {r.get('source')}"] = statuses.get(
                     f"{r['status']} {r['alg']} {r.get('source')}", 0) + 1
-    # every verdict is exercised, and WebCrypto verified Ed25519 and P-256 keys from each source
+    # every verdict is exercised, and the page verified Ed25519, P-256 and secp256k1 keys from each source
     assert all(statuses.get(s, 0) > 10 for s in ("verified", "failed", "not_checkable", "missing")), statuses
     for seen in ("verified EdDSA did:key", "verified EdDSA pinned", "verified EdDSA anchored", "verified ES256 pinned",
-                 "verified ES256 anchored", "not_checkable ES256K None"):
+                 "verified ES256 anchored", "verified ES256K pinned", "verified ES256K anchored"):
         assert statuses.get(seen, 0) > 0, (seen, statuses)

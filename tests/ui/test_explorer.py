@@ -15,251 +15,44 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
-import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from contextlib import contextmanager
 from functools import partial
-from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler
 
 import pytest
 
-from tests.support.localnet import localnet
-from tests.support.services import ServerProcess
+from tests.ui.browser import (
+    AXE,
+    AXE_SHA256,
+    FINAL,
+    HAVE,
+    SKIP_WHY,
+    STATIC,
+    audit,
+    click,
+    fetch_json,
+    fresh,
+    http_server,
+    keys_named,
+    no_console_errors,
+    no_green,
+    open_page,
+    rerun,
+    set_text,
+    shot,
+    single_log,
+    stale,
+    state_of,
+    text,
+    wait_for,
+    wait_verdict,
+)
 
 pytestmark = pytest.mark.slow
-BIN = Path(sys.executable).parent
-STATIC = Path(__file__).resolve().parents[2] / "tlog" / "ui" / "static"
-AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
-AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"
-CHROMIUM, DRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
-FINAL = ("pass", "fail", "unpinned", "revoked", "unknown", "info")
-WAIT = 60  # seconds: the longest any condition may take on a busy machine
-
-try:
-    import selenium  # noqa: F401
-    HAVE = os.path.exists(CHROMIUM) and os.path.exists(DRIVER)
-except ImportError:  # pragma: no cover - the test extra installs it
-    HAVE = False
 if not HAVE:
-    pytest.skip("chromium/chromedriver not installed: `make tools` installs them where apt-get works",
-                allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def network(tmp_path_factory):
-    """oap-localnet on free ports, with the README tour's entries (a receipt signed by a
-    did:key, its salted commitment), a revoked agent key and a principal with a key event."""
-    tmp = tmp_path_factory.mktemp("net")
-    with localnet(tmp / "data", cwd=tmp) as net:
-        log, registry, witness = net.log, net.registry, net.witness
-        env = {**os.environ, "OAP_LOG_URL": log, "OAP_REGISTRY_URL": registry}
-
-        def cli(*args: str) -> str:
-            r = subprocess.run([str(BIN / args[0]), *args[1:]], cwd=tmp, env=env, capture_output=True, text=True,
-                               timeout=120)
-            assert r.returncode == 0, r.stderr
-            return r.stdout.strip()
-
-        cli("oap-log", "keygen", "--name", "ui.test", "--out", "me.key")
-        (tmp / "receipt.json").write_text(json.dumps({"receipt_id": "urn:oap:receipt:ui", "type": "invocation",
-                                                      "timestamp": "2026-05-02T10:00:00.215Z",
-                                                      "input_hash": "sha256:" + "ab" * 32}))
-        index = json.loads(cli("oap-log", "add", "receipt.json", "--key", "me.key"))["index"]
-        (tmp / "second.json").write_text(json.dumps({"receipt_id": "urn:oap:receipt:ui2", "type": "invocation"}))
-        second = json.loads(cli("oap-log", "add", "second.json", "--key", "me.key"))["index"]
-        cli("oap-log", "add", "receipt.json", "--commitment", "--out", "privileged.tlog-proof")
-        agent = cli("oap-registry", "keygen", "--out", "agent.key")
-        cli("oap-registry", "revoke", "--key", "agent.key", "--kind", "key", "--reason", "key_compromise")
-        owner, controller = cli("oap-registry", "keygen", "--out", "owner.key"), cli("oap-registry", "keygen", "--out", "c.key")
-        cli("oap-registry", "key-event", "--key", "owner.key", "--subject", owner, "--controller", controller)
-        # status answers show a record once a status epoch covers its commit: wait for it here
-        deadline = time.monotonic() + 90
-        for who, want in ((agent, "revoked"), (owner, "good")):
-            while status_of(registry, who) != want:
-                assert time.monotonic() < deadline, f"{who} never became {want} in the registry's answers"
-                time.sleep(0.2)
-        signer = fetch_json(f"{log}/v1/entries/{index}")["entry"]["signer"]
-        yield {"log": log, "registry": registry, "witness": witness, "index": index, "second": second,
-               "signer": signer, "agent": agent, "owner": owner, "dir": tmp,
-               "policy": (tmp / "data" / "log" / "log.policy").read_text(),
-               "vkey": (tmp / "data" / "log" / "log.vkey").read_text().strip()}
-
-
-def fetch_json(url: str):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def status_of(registry: str, who: str) -> str:
-    return fetch_json(f"{registry}/v1/status/{who}")["status"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1600",
-                "--disable-gpu", "--no-first-run", "--disable-extensions", "--disable-background-networking"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
-    driver.set_page_load_timeout(WAIT)
-    driver.set_script_timeout(WAIT)
-    yield driver
-    driver.quit()
-
-
-@contextmanager
-def single_log(tmp: Path, origin: str, entries: int, *, key_from: Path | None = None, salt: bytes = b"",
-               mirrors: tuple[str, ...] = ()):
-    """A log of its own (no witnesses) with `entries` commitments, started as a real process on
-    a kernel-chosen port; with `key_from`, it signs with the key of that other log; it names
-    `mirrors` in its info."""
-    from tlog.formats.entries import commitment_entry
-    from tlog.formats.hashing import leaf_hash
-
-    tmp.mkdir(parents=True, exist_ok=True)
-    if key_from is not None:
-        for name in ("log.key", "log.vkey"):
-            shutil.copy2(key_from / name, tmp / name)
-    (tmp.parent / f"{tmp.name}.toml").write_text(f"[log]\nmirror_urls = {json.dumps(list(mirrors))}\n")
-    proc = ServerProcess(tmp, "--origin", origin, "--config", str(tmp.parent / f"{tmp.name}.toml")).start()
-    try:
-        for start in range(0, entries, 1000):
-            batch = [commitment_entry(leaf_hash(salt + i.to_bytes(8, "big"))) for i in range(start, min(entries, start + 1000))]
-            req = urllib.request.Request(f"{proc.url}/v1/entries:batch", data=json.dumps({"entries": batch}).encode(),
-                                         headers={"Content-Type": "application/json"}, method="POST")
-            with urllib.request.urlopen(req, timeout=60) as r:
-                assert r.status == 200
-        deadline = time.monotonic() + WAIT
-        while fetch_json(f"{proc.url}/v1/info").get("tree_size") != entries:
-            assert time.monotonic() < deadline, "the log never published its entries"
-            time.sleep(0.05)
-        yield proc
-    finally:
-        proc.stop()
-
-
-# --- helpers ----------------------------------------------------------------------------------
-
-def wait_for(driver, condition, what: str, timeout: float = WAIT):
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout, ignored_exceptions=(Exception,)).until(condition, what)
-
-
-def wait_verdict(driver, element_id: str, states: tuple[str, ...] = FINAL) -> tuple[str, str]:
-    """The verdict element's state and text once it has one of `states` (an explicit wait)."""
-    def settled(d):
-        el = d.find_element("id", element_id)
-        return (el.get_attribute("data-state"), el.get_attribute("textContent")) if el.get_attribute("data-state") in states else None
-
-    return wait_for(driver, settled, f"a verdict in #{element_id}")
-
-
-def open_page(driver, url: str) -> None:
-    """Load a URL and wait until the page has loaded every service it was pointed at."""
-    driver.get(url)
-    ready = wait_for(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-ready"), f"{url} ready")
-    assert ready == "1", ready
-
-
-def fresh(driver, url: str) -> None:
-    """Open `url` in a browser that remembers nothing for its origin (no pins, no history),
-    with the console of earlier pages read and dropped."""
-    driver.get("about:blank")
-    driver.get_log("browser")
-    driver.get(url)
-    driver.execute_script("localStorage.clear();")
-    open_page(driver, url)
-
-
-def state_of(driver, element_id: str) -> str:
-    return driver.find_element("id", element_id).get_attribute("data-state")
-
-
-def stale(driver, element_id: str) -> None:
-    """Mark a verdict as old, so that the next wait sees the verdict of the next check."""
-    driver.execute_script("document.getElementById(arguments[0]).dataset.state = 'stale';", element_id)
-
-
-def click(driver, selector: str) -> None:
-    driver.find_element("css selector", selector).click()
-
-
-def rerun(driver, element_id: str, selector: str) -> tuple[str, str]:
-    stale(driver, element_id)
-    click(driver, selector)
-    return wait_verdict(driver, element_id)
-
-
-def text(driver, element_id: str) -> str:
-    return driver.find_element("id", element_id).get_attribute("textContent")
-
-
-def set_text(driver, element_id: str, value: str) -> None:
-    """Set a field as a user would (paste), firing its input event."""
-    driver.execute_script("const e = document.getElementById(arguments[0]); e.value = arguments[1];"
-                          "e.dispatchEvent(new Event('input'));", element_id, value)
-
-
-def console_errors(driver, allowed: tuple[str, ...] = ()) -> list[str]:
-    return [e["message"] for e in driver.get_log("browser")
-            if e["level"] == "SEVERE" and not any(a in e["message"] for a in allowed)]
-
-
-def no_console_errors(driver, allowed: tuple[str, ...] = ()) -> None:
-    severe = console_errors(driver, allowed)
-    assert severe == [], severe
-
-
-def shot(driver, tmp_path: Path, name: str) -> None:
-    """A PNG of the page for review: under the test's tmp dir, and copied to $OAP_UI_SHOTS."""
-    driver.execute_script("window.scrollTo(0, 0);")
-    path = tmp_path / f"{name}.png"
-    assert driver.save_screenshot(str(path)) and path.stat().st_size > 0
-    if os.environ.get("OAP_UI_SHOTS"):
-        out = Path(os.environ["OAP_UI_SHOTS"])
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, out / path.name)
-
-
-def keys_named(driver, element_id: str) -> list[str]:
-    """The full keys, hashes and DIDs an element shows (shortened on screen, whole in their title)."""
-    return driver.execute_script("return [...document.getElementById(arguments[0]).querySelectorAll('.value [title]')]"
-                                 ".map(e => e.title);", element_id)
-
-
-def no_green(driver) -> None:
-    """Nothing on the page is green: no verdict, table row or trust line is in the pass state
-    (the rows of a checklist say which checks held; their verdict says what that is worth)."""
-    green = driver.execute_script("return [...document.querySelectorAll('[data-state=\"pass\"]:not(li)')]"
-                                  ".map(e => (e.id || e.tagName) + ': ' + e.textContent.slice(0, 120));")
-    assert green == [], green
-
-
-@contextmanager
-def http_server(handler):
-    """A plain HTTP server on 127.0.0.1 in a thread (a static host, or a lying log)."""
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-
-
+    pytest.skip(SKIP_WHY, allow_module_level=True)
 def lying_log(upstream: str):
     """A proxy in front of the log that changes one hash of every inclusion proof it serves."""
 
@@ -321,7 +114,8 @@ NO_SHIPPED_POLICY = "trust.policy - Failed to load resource"  # a static host wi
 
 
 class LibChecks(SimpleHTTPRequestHandler):
-    """tests/ui/js (the checks and their fixtures) and the verifiers they import, under a strict CSP."""
+    """tests/ui/js (the checks and their fixtures), the W3C vectors of tests/formats/vectors and the
+    verifiers they import, under a strict CSP."""
 
     extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript", ".mjs": "text/javascript"}
 
@@ -329,7 +123,8 @@ class LibChecks(SimpleHTTPRequestHandler):
         super().__init__(*args, directory=str(ROOT), **kwargs)
 
     def send_head(self):
-        if not self.path.startswith(("/tests/ui/js/", "/tlog/ui/static/lib/")) or ".." in self.path:
+        if not self.path.startswith(("/tests/ui/js/", "/tlog/ui/static/lib/", "/tests/formats/vectors/")) \
+                or ".." in self.path:
             self.send_error(404)
             return None
         return super().send_head()
@@ -739,7 +534,7 @@ def test_registry_status_records_and_commit_anchors_verify_in_the_page(network, 
         set_text(browser, "status-id", who)
         state, said = rerun(browser, "status-verdict", "#registry-form button")
         assert state == want, said
-        assert "signature by the status key did:key:" in said and "epoch anchored in the log" in said, said
+        assert "signature by the status key did:key:" in said and "anchored in the log" in said, said
         assert "fresh" in said and "for another" in said, said
         records = text(browser, "principal-records")
         assert "verified" in records, records
@@ -842,18 +637,6 @@ def test_every_view_fits_360_px_has_a_dark_mode_and_passes_axe(network, browser,
     browser.find_element("tag name", "body").send_keys(Keys.TAB)
     assert browser.switch_to.active_element.get_attribute("class") == "skip"
     no_console_errors(browser)
-
-
-def audit(driver, axe: str) -> list[str]:
-    """axe-core's serious and critical violations on the page shown (it is injected here only)."""
-    if not driver.execute_script("return typeof window.axe === 'object';"):
-        driver.execute_script(axe)
-    result = driver.execute_async_script(
-        "const done = arguments[arguments.length - 1];"
-        "axe.run(document, {resultTypes: ['violations']}).then(r => done(JSON.stringify(r.violations.map("
-        "v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))))"
-        ".catch(e => done(JSON.stringify([{id: 'axe-error', impact: 'critical', nodes: [String(e)]}])));")
-    return [f"{v['id']} ({v['impact']}): {v['nodes']}" for v in json.loads(result) if v["impact"] in ("serious", "critical")]
 
 
 def test_the_verifiers_pass_their_checks_in_chromium(browser):

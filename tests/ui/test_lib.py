@@ -22,6 +22,15 @@ def test_the_javascript_verifiers_agree_with_the_python_ones():
     assert last.endswith("0 failed") and passed >= 453, last
 
 
+def test_the_fixture_verdicts_are_the_python_codes_verdicts_today():
+    """The Python verdicts the checks above compare the browser with are what today's
+    registry.records and registry.statusverify say for the same inputs: a reason changed
+    in Python without the fixture (tests/ui/fixture_verdicts.py writes it) fails here."""
+    from tests.ui.fixture_verdicts import stale
+
+    assert stale() == []
+
+
 def test_the_explorer_is_served_with_a_strict_csp():
     """Every file under /ui/ has a type, nosniff and a CSP without inline code or eval."""
     import asyncio

@@ -188,7 +188,8 @@ def _vc(receipt: dict[str, Any], lookup: KeyLookup | None) -> tuple[dict[str, An
         raise InvalidInput(f"conformance credential: @context must be a list starting with {VC_CONTEXT!r} "
                            f"(at most {MAX_CONTEXTS} distinct URLs)")
     types = receipt["type"]
-    if not isinstance(types, list) or len(types) != 2 or set(types) != set(VC_TYPES):
+    if not isinstance(types, list) or len(types) != 2 or not all(isinstance(t, str) for t in types) \
+            or set(types) != set(VC_TYPES):
         raise InvalidInput(f"conformance credential: type must be {list(VC_TYPES)}")
     issuer = receipt["issuer"]
     if not is_did(issuer) or "#" in issuer:

@@ -20,6 +20,8 @@ import { subtreeMessage, mldsa44Verify } from '../../../tlog/ui/static/lib/mldsa
 import { ml_dsa44 } from '../../../tlog/ui/static/lib/noble/post-quantum-ml-dsa.js';
 import { shake256 } from '../../../tlog/ui/static/lib/noble/hashes-sha3.js';
 import { checkRecord } from '../../../tlog/ui/static/lib/records.js';
+import { verifyProof, hashData, fromMultibase, proofsOf } from '../../../tlog/ui/static/lib/dataintegrity.js';
+import { parseAnchors, isAnchorsFile } from '../../../tlog/ui/static/lib/anchors.js';
 
 const D = '\u2014'; // em dash
 
@@ -360,6 +362,31 @@ export async function runAll({ load, log = () => {}, skip = [] }) {
     const r = b64enc(new Uint8Array(32));
     eq(parseCheckpoint('x'.repeat(255) + '\n0\n' + r + '\n').origin.length, 255);
     await rejects(() => parseCheckpoint('x'.repeat(256) + '\n0\n' + r + '\n'), E.FormatError, 'checkpoint origin longer than 255 bytes');
+  });
+
+  section('W3C vc-di-eddsa eddsa-jcs-2022 test vector (tests/formats/vectors)');
+  const vec = parseJSON(await load('../../../formats/vectors/eddsa-jcs-2022.json'), { strict: false });
+  await check('hashData is SHA-256(JCS(proof config)) || SHA-256(JCS(document)), as the vector', async () =>
+    eq(hex(await hashData(vec.unsigned, vec.proofConfig)), vec.combinedHash));
+  await check('proofValue is the vector\'s signature in base58btc', () => eq(hex(fromMultibase(vec.sigBTC58, 'proofValue')), vec.sigHex));
+  await check('the signed credential verifies with the did:key of its verification method', async () =>
+    eq((await verifyProof(vec.signed, proofsOf(vec.signed)[0], null)).id, vec.proofConfig.verificationMethod.split('#')[0]));
+  await check('a changed credential, proof option or signature does not verify', async () => {
+    const changed = parseJSON(JSON.stringify(vec.signed), { strict: false });
+    changed.credentialSubject.alumniOf = 'Another School';
+    await rejects(() => verifyProof(changed, changed.proof, null), E.SignatureError);
+    const later = parseJSON(JSON.stringify(vec.signed), { strict: false });
+    later.proof.created = '2023-02-24T23:36:39Z';
+    await rejects(() => verifyProof(later, later.proof, null), E.SignatureError);
+    const ctx = parseJSON(JSON.stringify(vec.signed), { strict: false });
+    ctx.proof['@context'] = ['https://www.w3.org/ns/credentials/v2', 'https://x.example/'];
+    await rejects(() => verifyProof(ctx, ctx.proof, null), E.SignatureError, "proof: the document's @context does not start with the proof's @context");
+  });
+  await check('an anchors file and a plain tlog-proof are told apart, and a malformed one is refused', async () => {
+    ok(isAnchorsFile(' {"type": "oap-anchors/v1"}') && !isAnchorsFile('c2sp.org/tlog-proof@v1\n') && !isAnchorsFile(5));
+    await rejects(async () => parseAnchors('{"type": "oap-anchors/v1", "anchored_in": [], "bundles": []}'), E.FormatError,
+      'anchors file: 1 to 32 bundles, each named in anchored_in');
+    await rejects(async () => parseAnchors('{nope'), E.FormatError, 'neither a tlog-proof nor an anchors file (JSON)');
   });
 
   section('did:key');

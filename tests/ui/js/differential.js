@@ -47,6 +47,34 @@ const KINDS = {
     return report;
   },
   entry_signature: async (c) => lib.verifyEntrySignature(c.entry, { documents: c.documents ?? [] }),
+  // registry status answers (registry/statusverify.py), records and conformance receipts
+  status: async (c) => {
+    const policy = c.policy === null ? null : await TrustPolicy.fromText(c.policy);
+    const v = await lib.verifyStatus(c.text, { registry: c.registry, policy, now: new Date(c.now), allowStale: !!c.allow_stale });
+    const t = (d) => (d ? lib.formatUtc(lib.dateToMicros(d)) : null);
+    return { id: v.id, status: v.status, epoch: Number(v.epoch), log_checked: v.logChecked, reason: v.reason ?? null,
+      revoked_at: t(v.revokedAt), suspended_at: t(v.suspendedAt), reinstated_at: t(v.reinstatedAt) };
+  },
+  record: async (c) => {
+    const lookup = c.documents.length ? lib.lookupFrom(c.documents.map((d) => [d.id, d])) : null;
+    const r = await lib.checkRecord(lib.parseJSON(c.text, { strict: false, floats: 'wrap' }), { lookup });
+    return { type: r.type, id: r.id, path: r.path, subject: r.subject, issued_by: r.issuedBy, kind: r.kind, key: r.key };
+  },
+  conformance: async (c) => {
+    const lookup = c.documents.length ? lib.lookupFrom(c.documents.map((d) => [d.id, d])) : null;
+    const r = await lib.validateConformance(lib.parseJSON(c.text, { strict: false, floats: 'wrap' }), lib.parseUtc(c.now, 'now'), { lookup });
+    return { id: r.id, subject: r.subject, level: r.level, witnesses: r.witnesses, form: r.form, auditor: r.audit ? r.audit.auditor : null };
+  },
+  anchored: async (c) => {
+    const policy = await TrustPolicy.fromText(c.policy);
+    const v = await policy.verifyAnchored(c.text);
+    return { logs: v.logs, failures: v.failures, index: Number(v.entries[0].index) };
+  },
+  eddsa_jcs_2022: async (c) => {
+    const doc = lib.parseJSON(c.text, { strict: false, floats: 'wrap' });
+    const key = await lib.verifyProof(doc, lib.proofsOf(doc)[c.index ?? 0], null);
+    return { key: key.id };
+  },
 };
 
 export async function runCases(cases) {

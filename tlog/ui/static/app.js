@@ -26,7 +26,7 @@ const VIEWS = {
   search: { nav: 'search', title: 'Search', render: search.render },
   bundle: { nav: 'bundle', title: 'Bundle check', render: bundle.render },
   registry: { nav: 'registry', title: 'Registry', render: registry.render },
-  principal: { nav: 'registry', title: 'Status', render: principal.render },
+  principal: { nav: 'registry', title: 'Status', render: principal.render, leave: principal.leave },
   commit: { nav: 'registry', title: 'Registry commit', render: registry.renderCommit },
   witness: { nav: 'witness', title: 'Witnesses', render: witness.render },
   trust: { nav: 'trust', title: 'Trust', render: trust.render },
@@ -47,6 +47,7 @@ function viewOf(params) {
 async function route(params) {
   const name = viewOf(params), view = VIEWS[name], mine = ++routed;
   const moved = current !== null && current !== name;
+  if (moved && VIEWS[current].leave) VIEWS[current].leave();
   current = name;
   for (const id of Object.keys(VIEWS)) $(id).hidden = id !== name;
   for (const a of document.querySelectorAll('nav a[data-view]')) {

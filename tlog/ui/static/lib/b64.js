@@ -56,6 +56,25 @@ export const b64dec = (text, what = 'base64') => decode(text, what, true);
 /** Standard base64 tolerating non-zero trailing bits (encoding.b64decode_noncanonical). */
 export const b64decLenient = (text, what = 'base64') => decode(text, what, false);
 
+/** Strict base64url without padding, canonical (encoding.b64url_dec). */
+export function b64urlDec(text, what = 'base64url') {
+  if (typeof text !== 'string' || /[^\x00-\x7f]/.test(text)) throw new FormatError(`${what}: not base64url text`);
+  if (text.length % 4 === 1 || text.includes('=')) throw new FormatError(`${what}: bad base64url length or padding`);
+  const std = text.replace(/-/g, '+').replace(/_/g, '/');
+  let out;
+  try { out = decode(std + '='.repeat((4 - (std.length % 4)) % 4), what, false); } catch { throw new FormatError(`${what}: invalid base64url`); }
+  if (b64enc(out).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '') !== text) throw new FormatError(`${what}: non-canonical base64url`);
+  return out;
+}
+
+/** Standard base64 with padding, or base64url without (encoding.b64dec_either): OAP's
+ * examples write signatures as base64url, C2SP and the log as standard base64. */
+export function b64decEither(text, what = 'base64') {
+  if (typeof text !== 'string') throw new FormatError(`${what}: must be a base64 string`);
+  if (text.includes('-') || text.includes('_') || text.length % 4) return b64urlDec(text, what);
+  return b64dec(text, what);
+}
+
 /** Strict base64 of exactly 32 bytes (encoding.b64dec_hash). */
 export function b64decHash(text, what = 'hash') {
   const out = b64dec(text, what);

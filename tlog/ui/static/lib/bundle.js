@@ -14,6 +14,7 @@ import { EMPTY_ROOT, leafHash, verifyInclusion } from './merkle.js';
 import { parseVkey, cosignerVerifier, openNote } from './note.js';
 import { parseCheckpoint } from './checkpoint.js';
 import { parsePolicy, quorumMet } from './policy.js';
+import { verifyAnchoredWith } from './anchors.js';
 
 export const HEADER = 'c2sp.org/tlog-proof@v1';
 export const MAX_PROOF_HASHES = 63;
@@ -88,6 +89,27 @@ export class TrustPolicy {
     return new TrustPolicy(policy, logs, witnesses, options);
   }
   static forLog(vkey, options = {}) { return TrustPolicy.fromText(`log ${vkey}\nquorum none\n`, options); }
+  /** These logs' keys, no witnesses, and an entry counts once k of them hold it (`logs <k>`). */
+  static forLogs(vkeys, k = 1, options = {}) {
+    return TrustPolicy.fromText(vkeys.map((v) => `log ${v}\n`).join('') + 'quorum none\n' + (k > 1 ? `logs ${k}\n` : ''), options);
+  }
+
+  /** This policy, with entries required in at least k of its logs (never fewer than its own
+   * `logs <k>`); PolicyError when it lists fewer than k logs (verifier.py requiring). */
+  requiring(k) {
+    if (k <= this.policy.logQuorum) return this;
+    if (k > this.policy.logs.length) throw new PolicyError(`the policy lists ${this.policy.logs.length} log(s); anchors must be checked in ${k}`);
+    const p = new TrustPolicy({ ...this.policy, logQuorum: k }, this.logs, this.witnesses, { origin: this.origin });
+    p.cache = this.cache;
+    return p;
+  }
+
+  /** An anchors file (or a single tlog-proof): every bundle against this policy, all for the
+   * same entry, and at least `logs <k>` distinct logs among those that verify
+   * (verifier.py verify_anchored) -> {entry, entries, failures: [[where, reason]], logs}. */
+  verifyAnchored(data, { entry = null } = {}) {
+    return verifyAnchoredWith((b, o) => this.verifyBundle(b, o), this.policy.logQuorum, data, { entry });
+  }
 
   /** Verify a signed checkpoint note against the policy -> {checkpoint, logKey (vkey),
    * witnesses: Set of policy names, cosignatures: [{witness, keyName, timestamp: BigInt}]}. */

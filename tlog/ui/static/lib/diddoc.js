@@ -1,6 +1,6 @@
 // DID documents -> signing keys, and signatures by any DID, mirroring tlog/formats/diddoc.py
 // (OAP-CORE-1.0 §5.1, W3C DID Core §5). Pure: the documents are given (kept in a log entry,
-// or pinned by the user); nothing is fetched.
+// stored by the registry beside a record, or pinned by the user); nothing is fetched.
 //
 // The keys of a document are those of `assertionMethod` when it lists any, else every
 // verification method (did:plc documents list only those); references may be absolute DID
@@ -9,12 +9,13 @@
 // publicKeyJwk (OKP Ed25519, EC P-256 / secp256k1), publicKeyBase58 of an
 // Ed25519VerificationKey2018. ECDSA signatures are JOSE's 64-byte r||s over SHA-256.
 //
-// The browser checks Ed25519 and ECDSA P-256 (ES256) with WebCrypto; WebCrypto has no
-// secp256k1, so an ES256K signature is reported as not checkable here (the Python
-// verifier checks it).
+// Ed25519 and ECDSA P-256 (ES256) are checked with WebCrypto; WebCrypto has no secp256k1,
+// so ES256K is checked by the short ECDSA verifier below (public data only: it need not be
+// constant time), against the same Python verdicts (tests/ui/test_differential.py).
 import { InvalidInput, SignatureError } from './errors.js';
 import { b64dec, concat, subtle } from './b64.js';
-import { base58btcDecode, publicFromDidKey } from './didkey.js';
+import { sha256 } from './merkle.js';
+import { base58btcDecode, publicFromDidKey, parseSigner } from './didkey.js';
 import { ed25519Verify } from './ed25519.js';
 import { jcs } from './jcs.js';
 
@@ -119,6 +120,18 @@ function material(m) {
   return null;
 }
 
+/** [curve, public key] of one verification method (EC points uncompressed, so that equal keys
+ * compare equal), or null when it holds no key of the three curves (diddoc.py key_material). */
+export function keyMaterial(m) {
+  if (!isObj(m)) return null;
+  const got = material(m);
+  if (!got) return null;
+  const [curve, pub] = got;
+  if (curve === ED25519_CURVE) return [curve, pub];
+  const point = uncompressedPoint(curve, pub);
+  return point ? [curve, point] : null;
+}
+
 /** The keys a DID document lists for signing claims -> [{id, curve, public}] (diddoc.py
  * keys_from_document); InvalidInput saying why when there is none. */
 export function keysFromDocument(did, doc) {
@@ -166,14 +179,60 @@ export function didKeyKeys(did) {
   return [{ id: `${did}#${did.slice('did:key:'.length)}`, curve: ED25519_CURVE, public: publicFromDidKey(did) }];
 }
 
+/** A signature this page has no code for (kept for verifiers that report such a case). */
 export class NotCheckableHere extends Error {}
 
-/** Throws SignatureError unless `sig` (64 bytes) by `key` covers `msg`; NotCheckableHere
- * for a secp256k1 key (no WebCrypto support). */
+// --- ECDSA over secp256k1 (SEC 1 §4.1.4), for ES256K ---------------------------------------------
+
+const K1 = { p: CURVES[SECP256K1_CURVE].p, n: 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n,
+  gx: 0x79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798n,
+  gy: 0x483ada7726a3c4655da4fbfc0e1108a8fd17b448a68554199c47d08ffb10d4b8n };
+
+function k1Double([x, y, z]) { // Jacobian, a = 0
+  const p = K1.p;
+  if (y === 0n || z === 0n) return [0n, 1n, 0n];
+  const yy = (y * y) % p, s = (4n * x * yy) % p, m = (3n * x * x) % p;
+  const x3 = mod(m * m - 2n * s, p);
+  return [x3, mod(m * (s - x3) - 8n * yy * yy, p), (2n * y * z) % p];
+}
+function k1Add(a, b) {
+  const p = K1.p;
+  if (a[2] === 0n) return b;
+  if (b[2] === 0n) return a;
+  const z1z1 = (a[2] * a[2]) % p, z2z2 = (b[2] * b[2]) % p;
+  const u1 = (a[0] * z2z2) % p, u2 = (b[0] * z1z1) % p;
+  const s1 = (a[1] * b[2] * z2z2) % p, s2 = (b[1] * a[2] * z1z1) % p;
+  if (u1 === u2) return s1 === s2 ? k1Double(a) : [0n, 1n, 0n];
+  const h = mod(u2 - u1, p), r = mod(s2 - s1, p), hh = (h * h) % p, hhh = (h * hh) % p, v = (u1 * hh) % p;
+  const x3 = mod(r * r - hhh - 2n * v, p);
+  return [x3, mod(r * (v - x3) - s1 * hhh, p), (h * a[2] * b[2]) % p];
+}
+
+/** SignatureError unless `sig` (r || s) by the uncompressed secp256k1 point `pub` covers SHA-256(`msg`). */
+async function secp256k1Verify(pub, msg, sig) {
+  const bad = () => new SignatureError('secp256k1 signature does not verify');
+  const { p, n } = K1;
+  const r = toBig(sig.subarray(0, 32)), s = toBig(sig.subarray(32, 64));
+  if (r < 1n || r >= n || s < 1n || s >= n) throw bad();
+  const e = toBig(await sha256(msg));
+  const w = powmod(s, n - 2n, n), u1 = (e * w) % n, u2 = (r * w) % n;
+  const g = [K1.gx, K1.gy, 1n], q = [toBig(pub.subarray(1, 33)), toBig(pub.subarray(33, 65)), 1n], gq = k1Add(g, q);
+  let acc = [0n, 1n, 0n];
+  for (let i = 255n; i >= 0n; i--) { // Shamir's trick: u1*G + u2*Q in one pass
+    acc = k1Double(acc);
+    const b1 = (u1 >> i) & 1n, b2 = (u2 >> i) & 1n;
+    if (b1 && b2) acc = k1Add(acc, gq); else if (b1) acc = k1Add(acc, g); else if (b2) acc = k1Add(acc, q);
+  }
+  if (acc[2] === 0n) throw bad();
+  const zinv = powmod(acc[2], p - 2n, p), x = (acc[0] * zinv * zinv) % p;
+  if (x % n !== r) throw bad();
+}
+
+/** Throws SignatureError unless `sig` (64 bytes) by `key` covers `msg` (diddoc.py VerificationKey.verify). */
 export async function verifyWithKey(key, msg, sig) {
   if (key.curve === ED25519_CURVE) return ed25519Verify(key.public, msg, sig);
   if (sig.length !== 64) throw new SignatureError('an ECDSA signature must be 64 bytes (r || s)');
-  if (key.curve === SECP256K1_CURVE) throw new NotCheckableHere('ES256K (secp256k1) signatures cannot be checked in a browser: WebCrypto has no secp256k1');
+  if (key.curve === SECP256K1_CURVE) return secp256k1Verify(key.public, msg, sig);
   const webcrypto = subtle();
   let ok = false;
   try {
@@ -181,4 +240,50 @@ export async function verifyWithKey(key, msg, sig) {
     ok = await webcrypto.verify({ name: 'ECDSA', hash: 'SHA-256' }, k, sig, msg);
   } catch { ok = false; }
   if (!ok) throw new SignatureError('P-256 signature does not verify');
+}
+
+// --- signatures by any DID (diddoc.py signer_keys, verify_signed_by) ----------------------------
+
+/** A lookup (DID -> keys) over documents: [[did, document], ...] (diddoc.py lookup_from);
+ * InvalidInput for a document that is not the DID's or lists no key. */
+export function lookupFrom(documents) {
+  const table = new Map();
+  for (const [did, doc] of documents) table.set(did, keysFromDocument(did, doc));
+  return (did) => {
+    if (!table.has(did)) throw new InvalidInput(`no pinned DID document for ${did}`);
+    return table.get(did);
+  };
+}
+
+/** The keys that may have made a signature attributed to `signer`: a did:key or "ed25519:"
+ * key itself, or the keys `lookup` gives for its DID (only the one a DID URL's fragment names). */
+export function signerKeys(signer, lookup) {
+  const did = needsResolution(signer);
+  if (did === null) {
+    try { return [{ id: String(signer), curve: ED25519_CURVE, public: parseSigner(signer) }]; } catch (e) {
+      if (e instanceof InvalidInput) throw new InvalidInput("signer must be a DID or 'ed25519:<base64 key>'");
+      throw e;
+    }
+  }
+  if (!lookup) throw new InvalidInput(`${did} must be resolved to check its signature, and no DID resolver or pinned DID document is configured here`);
+  let keys = [...lookup(did)];
+  const fragment = splitDidUrl(String(signer))[1];
+  if (fragment !== null) {
+    keys = keys.filter((k) => k.id === `${did}#${fragment}`);
+    if (!keys.length) throw new InvalidInput(`the DID document of ${did} lists no signing key #${fragment}`);
+  }
+  return keys;
+}
+
+/** The key of `signer` that made `sig` over `message`; SignatureError when none did. */
+export async function verifySignedBy(signer, message, sig, lookup) {
+  for (const key of signerKeys(signer, lookup)) {
+    try {
+      await verifyWithKey(key, message, sig);
+      return key;
+    } catch (e) {
+      if (!(e instanceof SignatureError)) throw e;
+    }
+  }
+  throw new SignatureError(`signature does not verify for ${signer}`);
 }

@@ -11,6 +11,11 @@ export class OAPError extends Error {
 /** Malformed wire format or input (Python: FormatError / InvalidInput, HTTP 400). */
 export class FormatError extends OAPError {}
 export class InvalidInput extends OAPError {}
+/** A rule refuses it (Python: Forbidden, HTTP 403 `policy_block`): `witness` and `rule` say
+ * who and why when an independence rule refused a witness or an auditor. */
+export class Forbidden extends OAPError {
+  constructor(reason, { witness = null, rule = null } = {}) { super(reason); this.witness = witness; this.rule = rule; }
+}
 /** Something presented as proof did not verify (Python: VerificationError, 422). */
 export class VerificationError extends OAPError {}
 export class SignatureError extends VerificationError {}
@@ -21,6 +26,22 @@ export class InclusionProofError extends VerificationError {}
 export class ConsistencyProofError extends VerificationError {}
 export class PolicyError extends VerificationError {}
 export class StatusVerificationError extends VerificationError {}
+
+/** Python's `except InvalidInput` (FormatError is a subclass of InvalidInput there). */
+export const isInvalid = (e) => e instanceof InvalidInput || e instanceof FormatError;
+
+/** Python's str() of a JSON value in an f-string (None, True, a list...), for reasons. */
+export function pyStr(v) {
+  if (typeof v === 'string') return v;
+  if (v === null || v === undefined) return 'None';
+  if (v === true) return 'True';
+  if (v === false) return 'False';
+  if (typeof v === 'number' || typeof v === 'bigint') return String(v);
+  if (Array.isArray(v)) return `[${v.map(pyReprValue).join(', ')}]`;
+  if (typeof v === 'object' && 'value' in v && Object.keys(v).length === 1) return String(v.value); // a JSONFloat
+  return `{${Object.entries(v).map(([k, x]) => `${pyRepr(k)}: ${pyReprValue(x)}`).join(', ')}}`;
+}
+const pyReprValue = (v) => (typeof v === 'string' ? pyRepr(v) : pyStr(v));
 
 // Python's repr() of a str, so reasons that quote a name, origin or vkey read exactly
 // as the Python verifiers word them (`{name!r}`): single quotes unless the text holds

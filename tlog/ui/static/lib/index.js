@@ -1,5 +1,5 @@
 // The explorer core in one import: `import * as oap from './lib/index.js'`.
-// Each module is usable on its own; see NOTES.md for what every verifier checks.
+// Each module is usable on its own; docs/architecture.md §3.6-3.7 says what each verifier checks.
 export * from './errors.js';
 export * from './b64.js';
 export * from './merkle.js';
@@ -13,7 +13,13 @@ export { decodeCBOR, dcbor, decodeEntry, verifyEntryResponse, canonicalEntry, MA
 export * from './didkey.js';
 export * from './times.js';
 export { TILE_HEIGHT, TILE_WIDTH, MAX_LEVEL, tilePath, entriesPath, parseTilePath, partialWidth, tilesForSize, entryLocation, parseEntryBundle } from './tiles.js';
-export { checkRecord, validateConformance, recordPath, recordRevokes, verifyGitPath, KILL_SWITCH_CLASSES } from './records.js';
+export { checkRecord, validateConformance, recordPath, classify, vcStatusKey, verifyGitPath, KILL_SWITCH_CLASSES } from './records.js';
+export * from './anchors.js';
+export * from './dataintegrity.js';
+export * from './conformance.js';
+export * from './independence.js';
+export * from './statuslist.js';
+export { checkJsonValue } from './jsonvalue.js';
 export * from './status.js';
 export * from './diddoc.js';
 export * from './receipts.js';

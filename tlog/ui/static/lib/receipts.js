@@ -9,9 +9,8 @@
 // pinned. Each signature is "verified", "failed", "not_checkable" or "missing" (the agent's
 // or the tool's, §19.1). The verdict is "ok" only when every signature was checked and
 // verified; "failed" when any failed or is missing (or there are none); else "incomplete".
-// The one difference from Python: ES256K (secp256k1) is not checkable here (no WebCrypto).
 import { FormatError, InvalidInput, OAPError, SignatureError, pyRepr } from './errors.js';
-import { b64dec, unhex } from './b64.js';
+import { b64decEither, unhex } from './b64.js';
 import { jcsBytes, parseJSON, receiptHash } from './jcs.js';
 import { decodeCBOR } from './cbor.js';
 import { parseSigner } from './didkey.js';
@@ -31,16 +30,7 @@ export function receiptSigningBytes(receipt) {
   return jcsBytes(rest);
 }
 
-/** Standard base64 with padding, or base64url without (encoding.py b64dec_either). */
-export function b64decEither(text, what = 'base64') {
-  if (typeof text !== 'string') throw new FormatError(`${what}: must be a base64 string`);
-  if (text.includes('-') || text.includes('_') || text.length % 4) {
-    if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) throw new FormatError(`${what}: invalid base64url`);
-    const std = text.replace(/-/g, '+').replace(/_/g, '/');
-    try { return b64dec(std + '='.repeat((4 - (std.length % 4)) % 4), what); } catch { throw new FormatError(`${what}: non-canonical base64url`); }
-  }
-  return b64dec(text, what);
-}
+export { b64decEither };
 
 function check(status, reason, fields = {}) {
   const out = { status, reason };

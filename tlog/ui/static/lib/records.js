@@ -1,33 +1,39 @@
-// Registry records as statusverify.py needs them (registry/records.py check_record
-// with now=None, tlog/formats/conformance.py validate_conformance, registry/layout.py
-// record_path) and the Git path proof of a record (statusverify.py _verify_git_path).
-// Every record but a conformance receipt is signed by `issued_by` (Ed25519 did:key)
-// over JCS(record without "signature"); a conformance receipt's signatures
-// (self + witnesses) cover JCS(receipt without "signatures").
-import { InvalidInput, FormatError, SignatureError } from './errors.js';
-import { b64dec, utf8, hex, bytesEqual, subtle } from './b64.js';
-import { jcsBytes, JSONFloat } from './jcs.js';
+// Registry records as statusverify.py needs them (registry/records.py check_record with
+// now=None, the layout of registry/layout.py) and the Git path proof of a record
+// (statusverify.py _verify_git_path). Every record but a conformance receipt is signed by
+// `issued_by` (a did:key, or another DID whose document the caller gives through a lookup)
+// over JCS(record without "signature"); a conformance receipt is checked by
+// lib/conformance.js (either form, its signatures and level rules).
+import { FormatError, InvalidInput, SignatureError, isInvalid, pySorted } from './errors.js';
+import { b64dec, b64decEither, utf8, hex, subtle } from './b64.js';
+import { jcsBytes } from './jcs.js';
 import { sha256 } from './merkle.js';
+import { isDid, verifySignedBy } from './diddoc.js';
 import { publicFromDidKey } from './didkey.js';
-import { ed25519Verify } from './ed25519.js';
 import { parseUtc } from './times.js';
+import { checkJsonValue } from './jsonvalue.js';
+import { isVC, claimsOf, validateConformance } from './conformance.js';
 
+export { validateConformance } from './conformance.js';
 export const MAX_CLOCK_SKEW_US = 5n * 60n * 1000000n;
-const REVOCATION_KINDS = ['did', 'vc', 'key', 'conformance'];
-const REASONS = ['unspecified', 'key_compromise', 'superseded', 'cessation_of_operation', 'privilege_withdrawn',
+export const REVOCATION_KINDS = ['did', 'vc', 'key', 'conformance'];
+export const REASONS = ['unspecified', 'key_compromise', 'superseded', 'cessation_of_operation', 'privilege_withdrawn',
   'affiliation_changed', 'loss_of_key', 'policy_violation'];
 export const KILL_SWITCH_CLASSES = ['subscription_tokens', 'oauth_grants', 'trust_tokens', 'webhook_subscriptions'];
+export const KEY_EVENTS = ['add_controller', 'resume', 'rotate', 'suspend'];
+const KEYED_EVENTS = ['add_controller', 'rotate'];
+const RECORD_TYPES = ['conformance', 'revocation', 'kill_switch', 'key_event'];
+const STATUS_LIST_BITS = 131072, MAX_STATUS_LISTS = 65536;
 const ID_PREFIXES = { revocation: 'urn:oap:revocation:', kill_switch: 'urn:oap:kill-switch:', key_event: 'urn:oap:key-event:', conformance: 'urn:oap:conformance:' };
 const COMMON = ['type', 'id', 'effective_at', 'issued_at', 'issued_by', 'signature'];
 const FIELDS = {
   revocation: [[...COMMON, 'kind', 'subject', 'reason'], ['status_list', 'status_list_index']],
   kill_switch: [[...COMMON, 'principal'], ['reason']],
-  key_event: [[...COMMON, 'subject', 'event', 'key'], []],
+  key_event: [[...COMMON, 'subject', 'event'], ['key', 'reason']],
 };
 const URN = /^urn:oap:[\x21-\x7e]{1,240}$/;
-const DID = /^did:[a-z0-9]+:(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2})+(?::(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2})*)*$/;
 const URI = /^[A-Za-z][A-Za-z0-9+.-]*:[\x21-\x7e]+$/;
-const LEVELS = ['L0', 'L1', 'L2', 'L3', 'L4', 'L5', 'L1-NC', 'L3-NC'];
+const MAX_URI = 512;
 
 export { parseUtc, microsToDate, dateToMicros } from './times.js';
 
@@ -39,163 +45,161 @@ function recordTime(value, where) {
   }
 }
 const without = (obj, key) => Object.fromEntries(Object.entries(obj).filter(([k]) => k !== key));
-const isDid = (t) => typeof t === 'string' && t.length <= 256 && DID.test(t);
-const isObj = (v) => v && typeof v === 'object' && !Array.isArray(v);
+const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+// --- layout (registry/layout.py) ----------------------------------------------------------
+
+const shard = (h) => `${h.slice(0, 2)}/${h.slice(2, 4)}/${h}`;
+/** layout.py id_hash: hex SHA-256 of the id's UTF-8. */
+export const idHash = async (id) => hex(await sha256(utf8(id)));
 
 /** layout.py record_path: the one path of a record, sharded by SHA-256 of its id. */
 export async function recordPath(rtype, id, kind) {
-  const h = hex(await sha256(utf8(id))), shard = `${h.slice(0, 2)}/${h.slice(2, 4)}/${h}`;
-  if (rtype === 'revocation') return `revocations/${kind}/${shard}.json`;
-  return `${{ conformance: 'conformance', kill_switch: 'killswitch', key_event: 'keys' }[rtype]}/${shard}.json`;
+  const h = await idHash(id);
+  if (rtype === 'revocation') return `revocations/${kind}/${shard(h)}.json`;
+  return `${{ conformance: 'conformance', kill_switch: 'killswitch', key_event: 'keys' }[rtype]}/${shard(h)}.json`;
 }
 
-function didKey(value, where) {
-  try { publicFromDidKey(value); } catch (e) { throw new InvalidInput(`${where}: ${e.reason}`); }
+const RECORD_RE = /^(conformance|killswitch|keys|revocations\/(did|vc|key|conformance))\/([0-9a-f]{2})\/([0-9a-f]{2})\/([0-9a-f]{64})(\.anchors\.json|\.json|\.tlog-proof)$/;
+const DID_DOC_RE = /^dids\/([0-9a-f]{2})\/([0-9a-f]{2})\/([0-9a-f]{64})\/([0-9a-f]{64})\.json$/;
+const ANCHOR_RE = /^anchors\/(0|[1-9][0-9]{0,15})\/(0|[1-9][0-9]{0,15})(\.tlog-proof|\.anchors\.json)$/;
+const TYPE_OF_DIR = { conformance: 'conformance', killswitch: 'kill_switch', keys: 'key_event' };
+
+/** layout.py classify: what a tree path is ({what, rtype, kind, hash, seq, contentHash});
+ * InvalidInput for anything the layout does not allow. */
+export function classify(path) {
+  if (path === 'registry.json') return { what: 'genesis' };
+  let m = ANCHOR_RE.exec(path);
+  if (m) {
+    const seq = BigInt(m[2]);
+    if (BigInt(m[1]) !== seq / 1000n) throw new InvalidInput(`${path}: anchor in the wrong shard`);
+    return { what: 'anchor', seq, several: m[3] === '.anchors.json' };
+  }
+  m = DID_DOC_RE.exec(path);
+  if (m) {
+    if (m[1] !== m[3].slice(0, 2) || m[2] !== m[3].slice(2, 4)) throw new InvalidInput(`${path}: DID document in the wrong shard`);
+    return { what: 'did_document', hash: m[3], contentHash: m[4] };
+  }
+  m = RECORD_RE.exec(path);
+  if (!m) throw new InvalidInput(`${path}: not a path of the registry layout`);
+  const h = m[5];
+  if (m[3] !== h.slice(0, 2) || m[4] !== h.slice(2, 4)) throw new InvalidInput(`${path}: record in the wrong shard`);
+  const rtype = m[1].startsWith('revocations/') ? 'revocation' : TYPE_OF_DIR[m[1]];
+  if (m[6] !== '.json') {
+    if (rtype !== 'kill_switch') throw new InvalidInput(`${path}: only kill switch records have a receipt proof`);
+    return { what: 'receipt_proof', rtype, kind: null, hash: h, several: m[6] === '.anchors.json' };
+  }
+  return { what: 'record', rtype, kind: m[2] ?? null, hash: h };
+}
+
+// --- records (registry/records.py check_record) ---------------------------------------------
+
+function did(value, where) {
+  if (!isDid(value) || value.includes('#')) throw new InvalidInput(`${where} must be a DID (did:<method>:<id>, at most 256 characters)`);
   return value;
 }
-function b64sig(v, where) {
+function didKeyOf(value, where) {
+  try { publicFromDidKey(value); } catch (e) { if (e instanceof InvalidInput) throw new InvalidInput(`${where}: ${e.reason}`); throw e; }
+  return value;
+}
+function smallInt(v, where, limit) {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= limit) throw new InvalidInput(`${where} must be an integer from 0 to ${limit - 1}`);
+  return v;
+}
+
+function revocationSubject(body, kind) {
+  const subject = body.subject;
+  if (kind === 'key') return didKeyOf(subject, 'revocation: subject of a key revocation');
+  if (kind === 'did') return did(subject, 'revocation: subject of a did revocation');
+  if (kind === 'conformance') {
+    const prefix = ID_PREFIXES.conformance;
+    if (typeof subject !== 'string' || !subject.startsWith(prefix) || !URN.test(subject))
+      throw new InvalidInput(`revocation: subject of a conformance revocation must be a '${prefix}' id`);
+    return subject;
+  }
+  if (typeof subject !== 'string' || [...subject].length > MAX_URI || !URI.test(subject))
+    throw new InvalidInput(`revocation: subject of a vc revocation must be the credential id (a URI, at most ${MAX_URI} characters)`);
+  if (subject.startsWith('did:') || subject.startsWith('urn:oap:'))
+    throw new InvalidInput('revocation: a vc subject must be a credential id, not a DID or urn:oap: id');
+  return subject;
+}
+
+async function verifyRecordSignature(body, what, lookup) {
   let raw;
-  try { raw = typeof v === 'string' ? b64dec(v, 'signature') : new Uint8Array(0); } catch (e) { throw new InvalidInput(`${where}: ${e.reason}`); }
-  return raw;
-}
-
-/** canonical.py check_json_value's refusal of floats (records read with floats: 'wrap'). */
-function checkNoFloats(v, path = '$') {
-  if (v instanceof JSONFloat || (typeof v === 'number' && !Number.isInteger(v)))
-    throw new InvalidInput(`${path}: floating-point numbers are not allowed`);
-  if (Array.isArray(v)) v.forEach((x, i) => checkNoFloats(x, `${path}[${i}]`));
-  else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) checkNoFloats(x, `${path}.${k}`);
-}
-
-/** conformance.py validate_conformance (schema, time window at `nowUs`, signatures). */
-export async function validateConformance(r, nowUs) {
-  const F = ['id', 'subject', 'level', 'profile', 'suite', 'results_digest', 'issued_at', 'expires_at', 'signatures'];
-  if (!isObj(r)) throw new InvalidInput('conformance receipt must be an object');
-  checkNoFloats(r);
-  const missing = F.filter((k) => !(k in r)).sort(), unknown = Object.keys(r).filter((k) => !F.includes(k)).sort();
-  if (missing.length) throw new InvalidInput(`conformance receipt: missing field(s): ${missing.join(', ')}`);
-  if (unknown.length) throw new InvalidInput(`conformance receipt: unknown field(s): ${unknown.join(', ')}`);
-  const P = ID_PREFIXES.conformance;
-  if (typeof r.id !== 'string' || !r.id.startsWith(P) || r.id.length > 256 || r.id.length === P.length || !/^urn:oap:[\x21-\x7e]+$/.test(r.id))
-    throw new InvalidInput(`conformance receipt: id must be '${P}<id>' (printable ASCII, at most 256 chars)`);
-  let subjectKey;
-  try { subjectKey = publicFromDidKey(r.subject); } catch (e) { throw new InvalidInput(`conformance receipt: subject: ${e.reason}`); }
-  if (!LEVELS.includes(r.level)) throw new InvalidInput(`conformance receipt: level must be one of ${[...LEVELS].sort().join(', ')}`);
-  if (typeof r.profile !== 'string' || !r.profile) throw new InvalidInput('conformance receipt: profile must be a non-empty string');
-  const s = r.suite;
-  if (!isObj(s) || Object.keys(s).sort().join() !== 'name,version' || !Object.values(s).every((v) => typeof v === 'string' && v))
-    throw new InvalidInput('conformance receipt: suite must be {"name": <string>, "version": <string>}');
-  if (typeof r.results_digest !== 'string' || !/^sha256:[0-9a-fA-F]{64}$/.test(r.results_digest))
-    throw new InvalidInput("conformance receipt: results_digest must be 'sha256:' followed by 64 hex digits");
-  const issued = parseUtc(r.issued_at, 'conformance receipt: issued_at'), expires = parseUtc(r.expires_at, 'conformance receipt: expires_at');
-  if (expires <= issued) throw new InvalidInput('conformance receipt: expires_at must be after issued_at');
-  if (expires - issued > 90n * 86400n * 1000000n) throw new InvalidInput('conformance receipt: validity period exceeds 90 days');
-  if (issued > nowUs + MAX_CLOCK_SKEW_US) throw new InvalidInput('conformance receipt: issued_at is in the future');
-  if (nowUs >= expires) throw new InvalidInput('conformance receipt: expired');
-  if (!Array.isArray(r.signatures) || !r.signatures.length) throw new InvalidInput('conformance receipt: signatures must be a non-empty list');
-  const message = jcsBytes(without(r, 'signatures'));
-  let selfSigs = 0;
-  const witnesses = [];
-  for (const [i, sig] of r.signatures.entries()) {
-    const where = `conformance receipt: signatures[${i}]`;
-    if (!isObj(sig) || Object.keys(sig).sort().join() !== 'alg,by,value') throw new InvalidInput(`${where} must be {"by", "alg", "value"} exactly`);
-    if (sig.alg !== 'EdDSA') throw new InvalidInput(`${where}: alg must be 'EdDSA'`);
-    let key;
-    try { key = sig.by === r.subject ? subjectKey : publicFromDidKey(sig.by); } catch (e) { throw new InvalidInput(`${where}: by: ${e.reason}`); }
-    const value = b64sig(sig.value, where);
-    if (value.length !== 64) throw new InvalidInput(`${where}: value must be base64 of a 64-byte Ed25519 signature`);
-    try { await ed25519Verify(key, message, value); } catch (e) {
-      if (!(e instanceof SignatureError)) throw e;
-      throw new InvalidInput(`${where}: ${sig.by === r.subject ? 'self signature' : `witness signature by ${sig.by}`} does not verify`);
-    }
-    if (sig.by === r.subject) selfSigs++;
-    else if (witnesses.includes(sig.by)) throw new InvalidInput(`${where}: duplicate witness ${sig.by}`);
-    else witnesses.push(sig.by);
+  try { raw = b64decEither(body.signature, 'signature'); } catch (e) { throw new InvalidInput(`${what}: ${e.reason}`); }
+  if (raw.length !== 64) throw new InvalidInput(`${what}: signature must be base64 of a 64-byte signature`);
+  try {
+    await verifySignedBy(body.issued_by, jcsBytes(without(body, 'signature')), raw, lookup);
+  } catch (e) {
+    if (e instanceof SignatureError) throw new InvalidInput(`${what}: signature by ${body.issued_by} does not verify`);
+    if (isInvalid(e)) throw new e.constructor(`${what}: issued_by: ${e.reason}`);
+    throw e;
   }
-  if (selfSigs !== 1) throw new InvalidInput(`conformance receipt: needs exactly one self signature by the subject, has ${selfSigs}`);
-  return { id: r.id, subject: r.subject, level: r.level, issuedAt: issued, expiresAt: expires, witnesses };
 }
 
-/** records.py check_record(body, now=None) -> {type, id, body, content, path, subject, issuedBy,
- * effectiveAt (µs), kind, expiresAt}. Schema and signatures; no time window. */
-export async function checkRecord(body) {
+/** records.py check_record(body, now=None, lookup) -> {type, id, body, content, path, subject,
+ * issuedBy, effectiveAt (µs), kind, expiresAt, key, level, witnesses}. Schema and signatures
+ * (a conformance receipt as of its own issuing time); no time window. `lookup`: DID -> keys
+ * for signers that are not did:key. */
+export async function checkRecord(body, { lookup = null } = {}) {
   if (!isObj(body)) throw new InvalidInput('record must be an object');
-  checkNoFloats(body);
-  const rtype = 'type' in body ? body.type : 'conformance';
+  checkJsonValue(body);
+  const rtype = Object.hasOwn(body, 'type') && !isVC(body) ? body.type : 'conformance';
   if (rtype === 'conformance') {
-    const c = await validateConformance(body, parseUtc(body.issued_at, 'conformance receipt: issued_at'));
+    const at = recordTime(claimsOf(body).issued_at ?? null, 'conformance receipt: issued_at');
+    const c = await validateConformance(body, at, { lookup });
     return { type: 'conformance', id: c.id, body, content: jcsBytes(body), path: await recordPath('conformance', c.id),
-      subject: c.subject, issuedBy: c.subject, effectiveAt: c.issuedAt, expiresAt: c.expiresAt, kind: null };
+      subject: c.subject, issuedBy: c.subject, effectiveAt: c.issuedAt, expiresAt: c.expiresAt, kind: null, key: null,
+      level: c.level, witnesses: c.witnesses, form: c.form, audit: c.audit };
   }
-  if (!Object.hasOwn(FIELDS, rtype)) throw new InvalidInput('type must be one of: conformance, revocation, kill_switch, key_event');
+  if (typeof rtype !== 'string' || !Object.hasOwn(FIELDS, rtype)) throw new InvalidInput(`type must be one of: ${RECORD_TYPES.join(', ')}`);
   const [req, opt] = FIELDS[rtype];
-  const missing = req.filter((k) => !(k in body)).sort(), unknown = Object.keys(body).filter((k) => !req.includes(k) && !opt.includes(k)).sort();
+  const missing = pySorted(req.filter((k) => !Object.hasOwn(body, k)));
   if (missing.length) throw new InvalidInput(`${rtype}: missing field(s): ${missing.join(', ')}`);
+  const unknown = pySorted(Object.keys(body).filter((k) => !req.includes(k) && !opt.includes(k)));
   if (unknown.length) throw new InvalidInput(`${rtype}: unknown field(s): ${unknown.join(', ')}`);
   const P = ID_PREFIXES[rtype], id = body.id;
   if (typeof id !== 'string' || !id.startsWith(P) || id.length === P.length || !URN.test(id))
     throw new InvalidInput(`${rtype}: id must be '${P}<id>' (printable ASCII, at most 248 characters)`);
   recordTime(body.issued_at, `${rtype}: issued_at`);
   const effectiveAt = recordTime(body.effective_at, `${rtype}: effective_at`);
-  const issuedBy = didKey(body.issued_by, `${rtype}: issued_by`);
-  let subject, kind = null;
+  const issuedBy = did(body.issued_by, `${rtype}: issued_by`);
+  let subject, kind = null, key = null;
   if (rtype === 'revocation') {
     kind = body.kind;
     if (!REVOCATION_KINDS.includes(kind)) throw new InvalidInput(`revocation: kind must be one of ${REVOCATION_KINDS.join(', ')}`);
-    subject = body.subject;
-    if (kind === 'key') didKey(subject, 'revocation: subject of a key revocation');
-    else if (kind === 'did') { if (!isDid(subject)) throw new InvalidInput('revocation: subject of a did revocation must be a DID (did:<method>:<id>, at most 256 characters)'); }
-    else if (kind === 'conformance') {
-      if (typeof subject !== 'string' || !subject.startsWith(ID_PREFIXES.conformance) || !URN.test(subject))
-        throw new InvalidInput("revocation: subject of a conformance revocation must be a 'urn:oap:conformance:' id");
-    } else {
-      if (typeof subject !== 'string' || subject.length > 512 || !URI.test(subject))
-        throw new InvalidInput('revocation: subject of a vc revocation must be the credential id (a URI, at most 512 characters)');
-      if (subject.startsWith('did:') || subject.startsWith('urn:oap:'))
-        throw new InvalidInput('revocation: a vc subject must be a credential id, not a DID or urn:oap: id');
-    }
-    if (!REASONS.includes(body.reason)) throw new InvalidInput(`revocation: reason must be one of ${[...REASONS].sort().join(', ')}`);
-    const small = (v, where, limit) => {
-      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= limit) throw new InvalidInput(`${where} must be an integer from 0 to ${limit - 1}`);
-    };
+    subject = revocationSubject(body, kind);
+    if (!REASONS.includes(body.reason)) throw new InvalidInput(`revocation: reason must be one of ${pySorted(REASONS).join(', ')}`);
     if (kind === 'vc') {
-      if (!('status_list_index' in body)) throw new InvalidInput('revocation: a vc revocation needs status_list_index (W3C Bitstring Status List)');
-      small(body.status_list ?? 0, 'revocation: status_list', 65536);
-      small(body.status_list_index, 'revocation: status_list_index', 131072);
-    } else if ('status_list' in body || 'status_list_index' in body) throw new InvalidInput('revocation: status_list fields belong to vc revocations only');
+      if (!Object.hasOwn(body, 'status_list_index')) throw new InvalidInput('revocation: a vc revocation needs status_list_index (W3C Bitstring Status List)');
+      smallInt(Object.hasOwn(body, 'status_list') ? body.status_list : 0, 'revocation: status_list', MAX_STATUS_LISTS);
+      smallInt(body.status_list_index, 'revocation: status_list_index', STATUS_LIST_BITS);
+    } else if (Object.hasOwn(body, 'status_list') || Object.hasOwn(body, 'status_list_index')) {
+      throw new InvalidInput('revocation: status_list fields belong to vc revocations only');
+    }
   } else if (rtype === 'kill_switch') {
-    subject = body.principal;
-    if (!isDid(subject)) throw new InvalidInput('kill_switch: principal must be a DID (did:<method>:<id>, at most 256 characters)');
-    const reason = body.reason ?? '';
-    if (typeof reason !== 'string' || reason.length > 256) throw new InvalidInput('kill_switch: reason must be a string of at most 256 characters');
+    subject = did(body.principal, 'kill_switch: principal');
+    const reason = Object.hasOwn(body, 'reason') ? body.reason : '';
+    if (typeof reason !== 'string' || [...reason].length > 256) throw new InvalidInput('kill_switch: reason must be a string of at most 256 characters');
   } else {
-    subject = body.subject;
-    if (!isDid(subject)) throw new InvalidInput('key_event: subject must be a DID (did:<method>:<id>, at most 256 characters)');
-    if (!['add_controller', 'rotate'].includes(body.event)) throw new InvalidInput('key_event: event must be one of add_controller, rotate');
-    didKey(body.key, 'key_event: key');
-    if (body.key === subject) throw new InvalidInput('key_event: a subject is already its own controller');
+    subject = did(body.subject, 'key_event: subject');
+    const event = body.event;
+    if (!KEY_EVENTS.includes(event)) throw new InvalidInput(`key_event: event must be one of ${KEY_EVENTS.join(', ')}`);
+    if (KEYED_EVENTS.includes(event)) {
+      if (!Object.hasOwn(body, 'key')) throw new InvalidInput(`key_event: ${event} needs key (the DID that becomes a controller)`);
+      key = did(body.key, 'key_event: key');
+      if (key === subject) throw new InvalidInput('key_event: a subject is already its own controller');
+    } else if (Object.hasOwn(body, 'key')) throw new InvalidInput(`key_event: ${event} concerns the subject alone and takes no key`);
+    if (Object.hasOwn(body, 'reason') && (event !== 'suspend' || !REASONS.includes(body.reason)))
+      throw new InvalidInput(`key_event: only suspend takes a reason, one of ${pySorted(REASONS).join(', ')}`);
   }
-  const raw = b64sig(body.signature, rtype);
-  if (raw.length !== 64) throw new InvalidInput(`${rtype}: signature must be base64 of a 64-byte Ed25519 signature`);
-  try { await ed25519Verify(publicFromDidKey(issuedBy), jcsBytes(without(body, 'signature')), raw); } catch (e) {
-    if (!(e instanceof SignatureError)) throw e;
-    throw new InvalidInput(`${rtype}: signature by ${issuedBy} does not verify`);
-  }
+  await verifyRecordSignature(body, rtype, lookup);
   return { type: rtype, id, body, content: jcsBytes(body), path: await recordPath(rtype, id, kind), subject, issuedBy,
-    effectiveAt, kind, expiresAt: null };
+    effectiveAt, kind, expiresAt: null, key, level: null, witnesses: [] };
 }
 
-/** The status ids a record revokes at (key, reason, time): statusverify.py _record_revokes. */
-export function recordRevokes(rec, key, reason, revokedAtUs) {
-  if (rec.type === 'revocation') {
-    const want = rec.kind === 'vc' ? `vc ${rec.issuedBy} ${rec.subject}` : rec.subject;
-    return key === want && reason === rec.body.reason && revokedAtUs === rec.effectiveAt;
-  }
-  if (rec.type === 'kill_switch')
-    return KILL_SWITCH_CLASSES.some((c) => key === `${rec.subject}#${c}`) && reason === 'kill_switch' && revokedAtUs === rec.effectiveAt;
-  if (rec.type === 'conformance') return key === rec.id && reason === 'expired' && revokedAtUs === rec.expiresAt;
-  return false;
-}
+/** records.py vc_status_key: a credential's status id is scoped by its issuer. */
+export const vcStatusKey = (vcId, issuer) => `vc ${issuer} ${vcId}`;
 
 // --- Git objects (SHA-1, as Git names them) ------------------------------------------
 
@@ -226,7 +230,7 @@ export async function verifyGitPath(tree, path, rawTrees, content, fail) {
   let expected = tree;
   for (let i = 0; i < parts.length; i++) {
     let raw;
-    try { raw = b64dec(rawTrees[i], 'tree object'); } catch (e) { throw fail(e.reason); }
+    try { raw = b64dec(rawTrees[i], 'tree object'); } catch (e) { if (e instanceof FormatError) throw fail(e.reason); throw e; }
     if (await gitSha('tree', raw) !== expected) throw fail(`Git path proof: tree object ${i} does not hash to ${expected}`);
     const entry = treeEntries(raw, fail).get(parts[i]);
     if (!entry) throw fail(`Git path proof: ${parts[i]} is not in tree ${expected}`);

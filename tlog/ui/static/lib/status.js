@@ -1,20 +1,24 @@
-// Offline verification of a registry's signed OCSP-style status answer
-// (OAP-CORE-1.0 §22.1), a port of registry/statusverify.py verify_status with
+// Offline verification of a registry's signed OCSP-style status answer (OAP-CORE-1.0
+// §22.1; docs/architecture.md §6.1), a port of registry/statusverify.py verify_status with
 // the same checks, order and reasons (StatusVerificationError):
 //  1. the response is signed by the registry key (Ed25519 over JCS(response minus
 //     "signature"), key from the registry's did:key);
-//  2. the embedded epoch statement is signed by the same key, names that registry
-//     and has the same this_update / next_update;
+//  2. the embedded epoch statement is signed by the same key, names that registry and has
+//     the same this_update / next_update;
 //  3. the statement is anchored in the log: a `receipt` entry of SHA-256(JCS(statement)),
-//     receipt_id urn:oap:status-epoch:<n>, signed by the registry; inclusion and
-//     checkpoint checked too when a TrustPolicy is given (bundle.js);
-//  4. good/unknown: the bracketing leaves prove the id is absent from the sorted
-//     Merkle tree of revoked ids (size and root signed in the statement);
-//     revoked: the id's leaf is in that tree and commits to the record's hash, the
-//     record's own signatures verify, the record revokes this id at that time for that
-//     reason, the Git path leads from the anchored commit tree to exactly the record's
-//     bytes, the commit's .tlog-proof anchors (commit, tree, seq) (and for a kill switch
-//     the receipt anchor);
+//     receipt_id urn:oap:status-epoch:<n>, signed by the registry; inclusion checked when a
+//     policy is given, in k of its logs for a registry anchored in several (an anchors file,
+//     lib/anchors.js; the policy's `logs <k>`);
+//  4. good/unknown: the bracketing leaves prove the id is absent from the sorted Merkle tree
+//     (size and root signed in the statement); revoked/suspended: the id's leaf is in that
+//     tree, is a leaf of that verdict and names the deciding record's hash; for that record
+//     (and the rotation it is `linked_by`, and the recovery that `reinstated` a token class)
+//     its signatures verify (with the DID documents the answer carries, each proven in the
+//     commit's tree), the Git path leads from the anchored commit tree to exactly its bytes,
+//     and that commit's anchor binds it (and a kill switch's receipt anchor) — anchors signed
+//     by the registry whose history the statement names (`history`: a mirror answers for its
+//     upstream's records); and the records decide this verdict for this id at that time for
+//     that reason;
 //  5. fresh: this_update <= now + 5 min and now < next_update (unless allowStale).
 import { StatusVerificationError, OAPError } from './errors.js';
 import { b64dec, utf8, hex, bytesEqual } from './b64.js';
@@ -24,15 +28,34 @@ import { publicFromDidKey } from './didkey.js';
 import { ed25519Verify } from './ed25519.js';
 import { parseProofBundle } from './bundle.js';
 import { decodeCBOR, canonicalEntry } from './cbor.js';
-import { checkRecord, recordRevokes, verifyGitPath, parseUtc, dateToMicros, microsToDate, MAX_CLOCK_SKEW_US } from './records.js';
+import { isAnchorsFile, parseAnchors } from './anchors.js';
+import { keysFromDocument } from './diddoc.js';
+import { sameJSON } from './dataintegrity.js';
+import { checkRecord, classify, idHash, vcStatusKey, verifyGitPath, parseUtc, dateToMicros, microsToDate, MAX_CLOCK_SKEW_US, KILL_SWITCH_CLASSES } from './records.js';
 
-const STATUSES = ['good', 'revoked', 'unknown'];
+export const STATUSES = ['good', 'revoked', 'suspended', 'unknown'];
+const REVOKED = ['id', 'reason', 'record', 'revoked_at'];
+/** The leaves of the sorted tree, one key set per verdict (registry/status.py). */
+export const LEAF_SHAPES = [[REVOKED, 'revoked'], [[...REVOKED, 'reinstated_at', 'reinstated_by'], 'revoked'],
+  [['id', 'reason', 'record', 'suspended_at'], 'suspended']];
+const EVIDENCE = ['record', 'path', 'seq', 'commit', 'tree', 'git_path', 'anchor'];
+const EVIDENCE_OPTIONAL = ['receipt_anchor', 'did_documents'];
+const RECOVERIES = ['rotate', 'resume'];
+const MAX_DIDS_PER_DOCUMENT = 16;
 const fail = (msg) => new StatusVerificationError(msg);
 const without = (obj, key) => Object.fromEntries(Object.entries(obj).filter(([k]) => k !== key));
 const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 const isInt = (v) => (typeof v === 'number' && Number.isInteger(v)) || typeof v === 'bigint';
-const sameKeys = (obj, keys) => Object.keys(obj).length === keys.length && keys.every((k) => Object.prototype.hasOwnProperty.call(obj, k));
+const has = (obj, k) => Object.hasOwn(obj, k);
+const sameKeys = (obj, keys) => Object.keys(obj).length === keys.length && keys.every((k) => has(obj, k));
+const within = (obj, keys) => Object.keys(obj).every((k) => keys.includes(k));
+const holds = (obj, keys) => keys.every((k) => has(obj, k));
 const sha256Text = (d) => 'sha256:' + hex(d);
+const shapeOf = (leaf) => {
+  const keys = Object.keys(leaf).filter((k) => k !== '_index');
+  const hit = LEAF_SHAPES.find(([shape]) => shape.length === keys.length && shape.every((k) => keys.includes(k)));
+  return hit ? hit[1] : null;
+};
 function cmpBytes(a, b) {
   for (let k = 0; k < Math.min(a.length, b.length); k++) if (a[k] !== b[k]) return a[k] - b[k];
   return a.length - b.length;
@@ -54,59 +77,74 @@ function time(value, what) {
   }
 }
 
-// --- anchors (registry/anchoring.py); AnchorError reasons, wrapped by the caller -------
-async function entryOf(bundle, what) {
-  let b;
-  try { b = parseProofBundle(bundle); } catch (e) {
+// --- anchors (registry/anchoring.py); AnchorError reasons, as StatusVerificationError ----------
+
+/** The proofs of an anchor (one tlog-proof, or an anchors file) and the one entry they all carry. */
+async function entryOf(data, what) {
+  let bundles;
+  try { bundles = isAnchorsFile(data) ? parseAnchors(data) : [parseProofBundle(data)]; } catch (e) {
     if (e instanceof OAPError) throw fail(`${what}: malformed .tlog-proof: ${e.reason}`);
     throw e;
   }
-  if (b.extra === null) throw fail(`${what}: the .tlog-proof carries no entry`);
+  if (bundles.some((b) => b.extra === null)) throw fail(`${what}: the .tlog-proof carries no entry`);
+  const extra = bundles[0].extra;
+  if (bundles.some((b) => !bytesEqual(b.extra, extra))) throw fail(`${what}: the logs' proofs carry different entries`);
   let entry;
   try {
-    ({ value: entry } = decodeCBOR(b.extra));
+    ({ value: entry } = decodeCBOR(extra));
     if (!isObj(entry) || !['receipt', 'commitment', 'conformance', 'registry'].includes(entry.type)) throw fail(`${what}: bad entry: not an OAP log entry`);
-    if (!bytesEqual(await canonicalEntry(entry), b.extra)) throw fail(`${what}: entry is not in canonical form`);
+    if (!bytesEqual(await canonicalEntry(entry), extra)) throw fail(`${what}: entry is not in canonical form`);
   } catch (e) {
     if (e instanceof StatusVerificationError) throw e;
     if (e instanceof OAPError) throw fail(`${what}: bad entry: ${e.reason}`);
     throw e;
   }
-  return [b, entry];
+  return [bundles, entry];
 }
-async function checkInLog(b, policy, what) {
-  if (!policy) return false;
-  try { await policy.verifyBundle(b); } catch (e) {
-    if (e instanceof OAPError) throw fail(`${what}: not proven in the log: ${e.reason}`);
+
+/** The entry is included in the policy's logs (k of them); the first proof's index. */
+async function checkInLogs(data, bundles, policy, what) {
+  if (!policy) return bundles[0].index;
+  const single = !isAnchorsFile(data);
+  try {
+    if (single && (policy.policy.logQuorum || 1) <= 1) {
+      await policy.verifyBundle(bundles[0]);
+      return bundles[0].index;
+    }
+    return (await policy.verifyAnchored(data)).entries[0].index;
+  } catch (e) {
+    if (e instanceof OAPError) throw fail(`${what}: not proven in the log${single ? '' : 's'}: ${e.reason}`);
     throw e;
   }
-  return true;
 }
-/** anchoring.py verify_receipt_anchor. */
+
+/** anchoring.py verify_receipt_anchor: `bundle` (a tlog-proof or an anchors file) anchors
+ * SHA-256 `receiptHash` as `receiptId`, signed by `registry`, in k of the policy's logs. */
 export async function verifyReceiptAnchor(bundle, { receiptHash, receiptId, registry, policy = null }) {
   const what = `receipt anchor of ${receiptId}`;
-  const [b, e] = await entryOf(bundle, what);
+  const [bundles, e] = await entryOf(bundle, what);
   if (e.type !== 'receipt' || e.receipt_hash !== sha256Text(receiptHash)) throw fail(`${what}: entry does not anchor this record's hash`);
   if (e.receipt_id !== receiptId || e.signer !== registry) throw fail(`${what}: entry names another receipt id or signer`);
-  await checkInLog(b, policy, what);
-  return b.index;
+  return checkInLogs(bundle, bundles, policy, what);
 }
-/** anchoring.py verify_commit_anchor. */
+
+/** anchoring.py verify_commit_anchor: `bundle` anchors exactly (commit, tree, seq) signed by
+ * `registry`, in k of the policy's logs; the log index (of the first log's proof). */
 export async function verifyCommitAnchor(bundle, { commit, tree, seq, registry, policy = null }) {
   const what = `anchor of commit ${seq}`;
-  const [b, e] = await entryOf(bundle, what);
+  const [bundles, e] = await entryOf(bundle, what);
   if (e.type !== 'registry') throw fail(`${what}: entry is not a registry entry`);
   if (e.commit !== commit || e.tree !== tree || e.seq !== seq) throw fail(`${what}: anchors commit ${e.commit} seq ${e.seq}, not ${commit} seq ${seq}`);
   if (e.signer !== registry) throw fail(`${what}: signed by ${e.signer}, not the registry key ${registry}`);
-  await checkInLog(b, policy, what);
-  return b.index;
+  return checkInLogs(bundle, bundles, policy, what);
 }
 
 // --- sorted Merkle tree proofs -------------------------------------------------------
 async function leafOf(item, size, root, what) {
   if (!isObj(item) || !sameKeys(item, ['index', 'leaf', 'inclusion_proof'])) throw fail(`${what}: must be {index, leaf, inclusion_proof}`);
   const { index, inclusion_proof: proof } = item;
-  if (!isInt(index) || !Array.isArray(proof)) throw fail(`${what}: malformed`);
+  if (!isInt(index) || !Array.isArray(proof) || typeof item.leaf !== 'string' || !proof.every((h) => typeof h === 'string'))
+    throw fail(`${what}: malformed`);
   let data, hashes, leaf;
   try {
     data = b64dec(item.leaf, 'leaf');
@@ -118,8 +156,7 @@ async function leafOf(item, size, root, what) {
   }
   let canonical = false;
   try { canonical = isObj(leaf) && bytesEqual(jcsBytes(leaf), data); } catch { canonical = false; }
-  if (!canonical || !sameKeys(leaf, ['id', 'reason', 'record', 'revoked_at']) || typeof leaf.id !== 'string')
-    throw fail(`${what}: leaf is not a canonical revoked-id leaf`);
+  if (!canonical || shapeOf(leaf) === null || typeof leaf.id !== 'string') throw fail(`${what}: leaf is not a canonical status leaf`);
   if (hashes.some((h) => h.length !== 32)) throw fail(`${what}: proof hashes must be 32 bytes`);
   try { await verifyInclusion(index, size, await leafHash(data), hashes, root); } catch (e) {
     if (e instanceof OAPError) throw fail(`${what}: ${e.reason}`);
@@ -146,39 +183,171 @@ export async function verifyAbsence(proof, key, size, root) {
   if (left && right && right._index !== left._index + 1n) throw fail('bracketing leaves are not adjacent');
 }
 
-async function checkRevoked(resp, key, size, root, registry, policy) {
-  const proof = resp.proof;
-  if (!isObj(proof) || proof.type !== 'sorted-merkle-membership') throw fail('a revoked response needs a sorted-merkle-membership proof');
-  const leaf = await leafOf(without(proof, 'type'), size, root, 'revoked leaf');
+// --- revoked / suspended: records, Git paths, anchors ---------------------------------------------
+
+async function checkStanding(resp, key, size, root, registry, policy) {
+  const status = resp.status, proof = resp.proof;
+  if (!isObj(proof) || proof.type !== 'sorted-merkle-membership') throw fail(`a ${status} response needs a sorted-merkle-membership proof`);
+  const leaf = await leafOf(without(proof, 'type'), size, root, `${status} leaf`);
   if (leaf.id !== key) throw fail("the leaf proven is not this id's");
-  const rv = resp.revocation;
-  const F = ['revoked_at', 'reason', 'record', 'path', 'seq', 'commit', 'tree', 'git_path', 'anchor'];
-  if (!isObj(rv) || !F.every((f) => f in rv) || !Object.keys(rv).every((f) => F.includes(f) || f === 'receipt_anchor'))
-    throw fail('revocation block malformed');
-  let rec;
-  try { rec = await checkRecord(rv.record); } catch (e) {
-    if (e instanceof OAPError) throw fail(`revocation record: ${e.reason}`);
-    throw e;
-  }
-  const content = jcsBytes(rv.record);
-  if (leaf.record !== sha256Text(await sha256(content)) || leaf.revoked_at !== rv.revoked_at || leaf.reason !== rv.reason || rv.path !== rec.path)
+  if (shapeOf(leaf) !== status) throw fail(`the leaf proven is not a ${status} leaf`);
+  const revoked = status === 'revoked';
+  const [name, when] = revoked ? ['revocation', 'revoked_at'] : ['suspension', 'suspended_at'];
+  const block = resp[name];
+  const allowed = [...EVIDENCE, ...EVIDENCE_OPTIONAL, when, 'reason', 'linked_by', ...(revoked ? ['reinstated'] : [])];
+  if (!isObj(block) || !holds(block, [...EVIDENCE, when, 'reason']) || !within(block, allowed)) throw fail(`${name} block malformed`);
+  const [rec, content] = await evidence(block, registry, policy, `${name} record`);
+  if (leaf.record !== sha256Text(await sha256(content)) || !sameJSON(leaf[when], block[when]) || !sameJSON(leaf.reason, block.reason))
     throw fail('the leaf does not commit to this record');
-  const revokedAt = time(rv.revoked_at, 'revoked_at');
-  if (!recordRevokes(rec, key, rv.reason, revokedAt)) throw fail('the record does not revoke this id at that time for that reason');
-  await verifyGitPath(rv.tree, rec.path, rv.git_path, content, fail);
-  if (!isInt(rv.seq) || typeof rv.commit !== 'string' || typeof rv.tree !== 'string') throw fail('revocation: seq, commit, tree malformed');
-  await verifyCommitAnchor(rv.anchor, { commit: rv.commit, tree: rv.tree, seq: rv.seq, registry, policy });
-  if (rec.type === 'kill_switch')
-    await verifyReceiptAnchor(rv.receipt_anchor ?? '', { receiptHash: await sha256(content), receiptId: rec.id, registry, policy });
-  return { revokedAt: microsToDate(revokedAt), reason: rv.reason, record: rv.record };
+  const since = time(block[when], when);
+  const linked = has(block, 'linked_by') ? (await evidence(block.linked_by, registry, policy, 'linked_by'))[0] : null;
+  const out = { reason: block.reason, record: block.record, deciding: rec, linkedBy: linked };
+  if (!revoked) {
+    recordSuspends(rec, linked, key, block.reason, since);
+    return { ...out, suspendedAt: microsToDate(since) };
+  }
+  recordRevokes(rec, linked, key, block.reason, since);
+  out.revokedAt = microsToDate(since);
+  if (has(block, 'reinstated')) {
+    const r = block.reinstated;
+    if (!isObj(r) || !holds(r, [...EVIDENCE, 'reinstated_at']) || !within(r, [...EVIDENCE, ...EVIDENCE_OPTIONAL, 'reinstated_at']))
+      throw fail('reinstated block malformed');
+    const [rrec, rcontent] = await evidence(r, registry, policy, 'reinstating record');
+    if (!sameJSON(leaf.reinstated_at ?? null, r.reinstated_at) || !sameJSON(leaf.reinstated_by ?? null, sha256Text(await sha256(rcontent))))
+      throw fail('the leaf does not commit to this reinstatement');
+    const at = time(r.reinstated_at, 'reinstated_at');
+    recordReinstates(rrec, key, since, at);
+    out.reinstatedAt = microsToDate(at);
+    out.reinstatedBy = rrec;
+  } else if (has(leaf, 'reinstated_at')) {
+    throw fail('the leaf names a reinstatement the answer does not prove');
+  }
+  return out;
 }
 
-/** Verify a saved status response (object or JSON text, read like Python's json.loads;
- * pass the text for exact parity: "4.0" is then a float, refused where an int is needed).
- * registry: the registry's did:key; policy: a bundle.js TrustPolicy for the log (optional:
- * without it the anchors are bound to the statement/record but their log inclusion is
- * not checked, and logChecked is false); now: Date. Returns
- * {id, status, thisUpdate, nextUpdate, epoch, logChecked, revokedAt?, reason?, record?}. */
+/** A record the answer relies on: its signatures, its Git path from the anchored commit
+ * tree, the commit's anchor (and a kill switch's receipt anchor). -> [record, its JCS bytes]. */
+async function evidence(block, registry, policy, what) {
+  if (!isObj(block) || !holds(block, EVIDENCE)) throw fail(`${what}: evidence malformed`);
+  if (!isInt(block.seq) || typeof block.commit !== 'string' || typeof block.tree !== 'string') throw fail(`${what}: seq, commit, tree malformed`);
+  const record = block.record;
+  const lookup = await didDocuments(has(block, 'did_documents') ? block.did_documents : [], block.tree);
+  let rec;
+  try { rec = await checkRecord(record, { lookup }); } catch (e) {
+    if (e instanceof OAPError) throw fail(`${what}: ${e.reason}`);
+    throw e;
+  }
+  const content = jcsBytes(record);
+  if (block.path !== rec.path) throw fail(`${what}: path is not the record's`);
+  await verifyGitPath(block.tree, rec.path, block.git_path, content, fail);
+  try {
+    await verifyCommitAnchor(block.anchor, { commit: block.commit, tree: block.tree, seq: block.seq, registry, policy });
+    if (rec.type === 'kill_switch')
+      await verifyReceiptAnchor(has(block, 'receipt_anchor') ? block.receipt_anchor : '', { receiptHash: await sha256(content), receiptId: rec.id, registry, policy });
+  } catch (e) {
+    if (e instanceof OAPError) throw fail(e.reason);
+    throw e;
+  }
+  rec.seq = block.seq; rec.commit = block.commit;
+  return [rec, content];
+}
+
+/** The DID documents an answer carries for signers other than did:key, each proven to be in
+ * the registry's tree at the record's commit: the lookup to check the record's signatures
+ * with, as the registry checked them (null when there are none). */
+async function didDocuments(items, tree) {
+  if (!Array.isArray(items) || items.length > MAX_DIDS_PER_DOCUMENT * 8) throw fail('did_documents must be a list');
+  if (!items.length) return null;
+  const docs = [];
+  for (const item of items) {
+    if (!isObj(item) || !sameKeys(item, ['path', 'document', 'git_path'])) throw fail('a did_documents item is {path, document, git_path}');
+    const doc = item.document, path = item.path;
+    let info, content;
+    try {
+      info = typeof path === 'string' ? classify(path) : null;
+      content = jcsBytes(doc);
+    } catch (e) {
+      if (e instanceof OAPError) throw fail(e.reason);
+      throw e;
+    }
+    const did = isObj(doc) ? doc.id : undefined;
+    if (info === null || info.what !== 'did_document' || typeof did !== 'string' || await idHash(did) !== info.hash
+        || hex(await sha256(content)) !== info.contentHash)
+      throw fail(`${path}: not the path of this DID document`);
+    if (typeof tree !== 'string') throw fail('revocation: tree malformed');
+    await verifyGitPath(tree, path, item.git_path, content, fail);
+    docs.push([did, doc]);
+  }
+  const byDid = new Map();
+  for (const [did, doc] of docs) {
+    try { byDid.set(did, [...(byDid.get(did) || []), ...keysFromDocument(did, doc)]); } catch (e) {
+      if (e instanceof OAPError) throw fail(e.reason);
+      throw e;
+    }
+  }
+  return (did) => {
+    if (!byDid.has(did)) throw fail(`no DID document of ${did} in the answer`);
+    return byDid.get(did);
+  };
+}
+
+/** (principal, true) for a token class id `<principal>#<class>`, else (key, false). */
+function principalOf(key) {
+  const i = key.lastIndexOf('#');
+  if (i >= 0 && KILL_SWITCH_CLASSES.includes(key.slice(i + 1))) return [key.slice(0, i), true];
+  return [key, false];
+}
+const isRotation = (rec) => rec !== null && rec.type === 'key_event' && rec.body.event === 'rotate';
+
+/** The record must be one that revokes `key`, at the time and for the reason claimed. */
+function recordRevokes(rec, linked, key, reason, revokedAt) {
+  let ok;
+  if (rec.type === 'revocation') {
+    const want = rec.kind === 'vc' ? vcStatusKey(rec.subject, rec.issuedBy) : rec.subject;
+    ok = key === want && reason === rec.body.reason && revokedAt === rec.effectiveAt && linked === null;
+  } else if (rec.type === 'kill_switch') {
+    ok = KILL_SWITCH_CLASSES.some((c) => key === `${rec.subject}#${c}`) && reason === 'kill_switch' && revokedAt === rec.effectiveAt && linked === null;
+  } else if (rec.type === 'conformance') {
+    ok = key === rec.id && reason === 'expired' && revokedAt === rec.expiresAt && linked === null;
+  } else if (isRotation(rec)) { // superseded: the subject's did:key, or the key of its previous rotation, is retired
+    const retires = linked === null ? key === rec.subject && key.startsWith('did:key:')
+      : isRotation(linked) && linked.subject === rec.subject && linked.key === key && rec.key !== key && linked.effectiveAt <= rec.effectiveAt;
+    ok = retires && reason === 'superseded' && revokedAt === rec.effectiveAt;
+  } else ok = false;
+  if (!ok) throw fail('the record does not revoke this id at that time for that reason');
+}
+
+/** A recovery (rotate or resume) of the token class's principal, after the kill switch. */
+function recordReinstates(rec, key, revokedAt, reinstatedAt) {
+  const [principal, isClass] = principalOf(key);
+  const ok = isClass && rec.type === 'key_event' && RECOVERIES.includes(rec.body.event) && rec.subject === principal
+    && reinstatedAt === rec.effectiveAt && reinstatedAt > revokedAt;
+  if (!ok) throw fail('the record does not reinstate this id at that time');
+}
+
+/** A `suspend` of the principal, or (automatic suspension, §5.3) a loss_of_key revocation of
+ * its key: the principal's did:key, or the key a rotation of it made its key. */
+function recordSuspends(rec, linked, key, reason, suspendedAt) {
+  const [principal] = principalOf(key);
+  let ok;
+  if (rec.type === 'key_event') {
+    ok = rec.body.event === 'suspend' && rec.subject === principal && linked === null && suspendedAt === rec.effectiveAt
+      && reason === (has(rec.body, 'reason') ? rec.body.reason : 'unspecified');
+  } else if (rec.type === 'revocation') {
+    const names = linked === null ? rec.subject === principal
+      : isRotation(linked) && linked.subject === principal && linked.key === rec.subject;
+    ok = names && rec.body.reason === 'loss_of_key' && reason === 'loss_of_key' && ['did', 'key'].includes(rec.kind) && suspendedAt >= rec.effectiveAt;
+  } else ok = false;
+  if (!ok) throw fail('the record does not suspend this id at that time for that reason');
+}
+
+/** Verify a saved status response (object or JSON text, read like Python's json.loads; pass
+ * the text for exact parity: "4.0" is then a float, refused where an int is needed).
+ * registry: the registry's did:key; policy: a TrustPolicy (lib/bundle.js) or a PolicySet
+ * (lib/anchors.js) for its logs (optional: without it the anchors are bound to the statement
+ * and records but their inclusion is not checked, and logChecked is false); now: Date.
+ * -> {id, status, thisUpdate, nextUpdate, epoch, logChecked, statement, history, revokedAt?,
+ *     suspendedAt?, reinstatedAt?, reason?, record?, deciding?, linkedBy?, reinstatedBy?}. */
 export async function verifyStatus(resp, { registry, policy = null, now = new Date(), allowStale = false }) {
   if (typeof resp === 'string' || resp instanceof Uint8Array) {
     try { resp = parseJSON(resp, { strict: false, floats: 'wrap' }); } catch (e) { throw fail(`status response is not JSON: ${e.reason}`); }
@@ -189,6 +358,7 @@ export async function verifyStatus(resp, { registry, policy = null, now = new Da
   await checkSigned(resp, pub, 'status response');
   const need = ['type', 'id', 'status', 'this_update', 'next_update', 'epoch', 'epoch_anchor', 'proof', 'signature'];
   if (resp.status === 'revoked') need.push('revocation');
+  else if (resp.status === 'suspended') need.push('suspension');
   if (!sameKeys(resp, need) || resp.type !== 'oap-status-response' || !STATUSES.includes(resp.status)) throw fail('not an oap-status-response');
   const key = resp.id;
   if (typeof key !== 'string' || !key) throw fail('id must be a non-empty string');
@@ -196,7 +366,8 @@ export async function verifyStatus(resp, { registry, policy = null, now = new Da
   if (!isObj(st) || st.type !== 'oap-status-epoch') throw fail('epoch statement missing');
   await checkSigned(st, pub, 'epoch statement');
   if (st.registry !== registry) throw fail('epoch statement names another registry');
-  if (st.this_update !== resp.this_update || st.next_update !== resp.next_update) throw fail('response times differ from the epoch statement');
+  if (!sameJSON(st.this_update ?? null, resp.this_update) || !sameJSON(st.next_update ?? null, resp.next_update))
+    throw fail('response times differ from the epoch statement');
   const thisUpdate = time(resp.this_update, 'this_update'), nextUpdate = time(resp.next_update, 'next_update');
   const number = st.epoch, size = st.revoked_size;
   if (!isInt(number) || !isInt(size) || size < 0) throw fail('epoch statement: epoch and revoked_size must be integers');
@@ -209,12 +380,14 @@ export async function verifyStatus(resp, { registry, policy = null, now = new Da
     if (e instanceof StatusVerificationError) throw fail(`epoch anchor: ${e.reason}`);
     throw e;
   }
+  const history = has(st, 'history') ? st.history : registry; // whose commits the records are in: a mirror answers for its upstream
+  if (typeof history !== 'string' || !history.startsWith('did:key:')) throw fail('epoch statement: history must be the did:key of a registry');
   let out = {};
-  if (resp.status === 'revoked') out = await checkRevoked(resp, key, size, root, registry, policy);
+  if (resp.status === 'revoked' || resp.status === 'suspended') out = await checkStanding(resp, key, size, root, history, policy);
   else await verifyAbsence(resp.proof, key, size, root);
   const nowUs = dateToMicros(now);
   if (thisUpdate > nowUs + MAX_CLOCK_SKEW_US) throw fail('response is from the future (this_update after now)');
   if (nowUs >= nextUpdate && !allowStale) throw fail(`response is stale: next_update ${resp.next_update} has passed`);
   return { id: key, status: resp.status, thisUpdate: microsToDate(thisUpdate), nextUpdate: microsToDate(nextUpdate),
-    epoch: number, logChecked: policy !== null, ...out };
+    epoch: number, logChecked: policy !== null, statement: st, history, ...out };
 }

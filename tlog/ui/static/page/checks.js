@@ -13,6 +13,7 @@ import { h, value, time, ago, reasonOf } from './dom.js';
 import { tileFetcher } from './net.js';
 import { SOURCES, keysIn } from './trust.js';
 import { href } from './router.js';
+import { signatureRow, receiptRows } from './signatures.js';
 
 export const PASS = 'pass', FAIL = 'fail', WARN = 'warn', INFO = 'info', SKIP = 'skip';
 export const UNPINNED_WORDS = 'consistent with what the log says about itself, not checked against a key you trust';
@@ -35,8 +36,9 @@ export async function runChecks(table, ctx) {
   return out;
 }
 
-/** The verdict of a list of results: fail if any failed or the library refused (`error`),
- * otherwise pass only when pinned; errors first. */
+/** The verdict of a list of results: fail if any failed or the library refused (`error`);
+ * incomplete when a signature could not be checked (a row marked `incomplete`: `oap-log
+ * verify`'s exit 3); otherwise pass only when pinned; errors first. */
 export function judge(results, { pinned, error = null, summary = '' }) {
   const order = { fail: 0, warn: 1, pass: 2, info: 3, skip: 4 };
   const checks = [...results].sort((a, b) => order[a.state] - order[b.state]);
@@ -48,13 +50,18 @@ export function judge(results, { pinned, error = null, summary = '' }) {
     const text = !why || why === failed.label ? failed.label : why.toLowerCase().startsWith(failed.label.toLowerCase()) ? why : `${failed.label}: ${why}`;
     return { state: 'fail', headline: `FAILED: ${text}`, checks, summary };
   }
+  const open = checks.filter((c) => c.incomplete);
+  if (open.length) {
+    return { state: 'incomplete', checks, summary: pinned ? summary : `${summary}${summary ? '; ' : ''}NOT PINNED: ${UNPINNED_WORDS}`,
+      headline: `INCOMPLETE: ${open.length} signature(s) could not be checked here, so this is not verified` };
+  }
   if (!pinned) return { state: 'unpinned', headline: `NOT PINNED: ${UNPINNED_WORDS}`, checks, summary };
   return { state: 'pass', headline: 'VERIFIED', checks, summary };
 }
 
 /** A verdict with more results added (an entry page or a lookup on top of the checkpoint's). */
 export function extend(base, extra, summary = '') {
-  return judge([...extra, ...(base.checks || [])], { pinned: base.state !== 'unpinned', summary });
+  return judge([...extra, ...(base.checks || [])], { pinned: base.state !== 'unpinned' && !String(base.summary || '').includes('NOT PINNED'), summary });
 }
 
 // --- the checkpoint context ------------------------------------------------------------------
@@ -273,16 +280,13 @@ export const CHECKPOINT_CHECKS = [trustRow, logSignature, originCheck, cosignatu
 
 // --- entries and bundles ------------------------------------------------------------------------
 
-/** `oap-log verify`'s entry signature, checked for did:key (and ed25519:) signers. */
-export async function entrySignature(entry, bytes) {
+/** `oap-log verify`'s entry signature (receipt and registry entries): a did:key offline,
+ * another DID with the DID document the entry keeps, else one the user pinned; null for the
+ * unsigned types. A verified signature must also leave the entry in its canonical form. */
+export async function entrySignature(entry, bytes, documents = []) {
   if (entry.type !== 'receipt' && entry.type !== 'registry') return null;
-  const signer = String(entry.signer);
-  if (!signer.startsWith('did:key:') && !signer.startsWith('ed25519:')) return { checked: false, signer };
-  const canonical = await oap.canonicalEntry(entry); // checks the Ed25519 signature, as the log did
-  if (!oap.bytesEqual(canonical, bytes)) throw new oap.VerificationError('the entry is not in its canonical form');
-  return { checked: true, signer };
+  return oap.verifyEntrySignature(bytes, { documents });
 }
-
 const inclusion = {
   id: 'inclusion', label: 'inclusion proof',
   when: (ctx) => !!ctx.bundle,
@@ -305,14 +309,14 @@ const entryDecoded = {
   },
 };
 
-const signatureRow = {
+const entrySignatureRow = {
   id: 'entry-signature', label: 'entry signature',
   when: (ctx) => !!ctx.entry,
   async run(ctx) {
-    const s = await entrySignature(ctx.entry, ctx.entryBytes);
+    const s = await entrySignature(ctx.entry, ctx.entryBytes, ctx.documents || []);
     if (!s) return null;
-    if (!s.checked) return r(SKIP, 'entry signature', 'by ', value(s.signer, 'signer'), ': not checked here (its DID document is needed)');
-    return r(PASS, 'entry signature', 'by ', value(s.signer, 'signer'));
+    ctx.entrySignature = s;
+    return signatureRow(s, { what: 'entry signature', id: 'entry-signature' });
   },
 };
 
@@ -330,18 +334,31 @@ const receiptMatch = {
         const commitment = 'sha256:' + oap.hex(await oap.sha256(oap.concat(digest, salt)));
         if (entry.type !== 'commitment' || entry.commitment !== commitment)
           throw new oap.VerificationError('the commitment does not open to this receipt with this salt');
+        ctx.receiptAnchored = true;
         return r(PASS, 'commitment', 'opens to the receipt given, with its salt');
       }
       want = 'sha256:' + oap.hex(digest);
     }
     if (entry.type !== 'receipt' || entry.receipt_hash !== want)
       throw new oap.VerificationError('the bundle anchors a different receipt');
+    ctx.receiptAnchored = true;
     return r(PASS, 'receipt', 'the entry anchors the receipt given (', value(want, 'receipt hash'), ')');
   },
 };
 
+/** Every signature the receipt carries (OAP-CORE-1.0 §19.1), each a row: `oap-log verify --receipt`. */
+const receiptSignatures = {
+  id: 'receipt-signatures', label: 'receipt signatures',
+  when: (ctx) => !!ctx.receiptText && !!ctx.receiptAnchored,
+  async run(ctx) {
+    const report = await oap.verifyReceiptSignatures(ctx.receiptText, { documents: ctx.documents || [], entry: ctx.entryBytes });
+    ctx.receiptReport = report;
+    return receiptRows(report);
+  },
+};
+
 /** The checks of an entry with its inclusion proof (a lookup, or a .tlog-proof bundle). */
-export const ENTRY_CHECKS = [...CHECKPOINT_CHECKS, entryDecoded, inclusion, signatureRow, receiptMatch];
+export const ENTRY_CHECKS = [...CHECKPOINT_CHECKS, entryDecoded, inclusion, entrySignatureRow, receiptMatch, receiptSignatures];
 
 /** A bundle's context: its checkpoint's, plus the bundle and its entry. */
 export async function bundleContext(trust, bundle, opts = {}) {
@@ -354,6 +371,7 @@ export async function bundleContext(trust, bundle, opts = {}) {
   ctx.receiptHash = opts.receiptHash || null;
   ctx.receiptText = opts.receiptText || null;
   ctx.saltText = opts.saltText || null;
+  ctx.documents = opts.documents || [];
   if (ctx.policy && !ctx.cpError) {
     try { ctx.verified = await ctx.policy.verifyBundle(b, { entry: entryBytes }); } catch (e) { ctx.vcError = e; }
   }

@@ -6,10 +6,14 @@ import { reasonOf } from './dom.js';
 const immutable = new Map();
 const MAX_KEPT = 2000;
 
-export async function get(url, kind = 'json') {
+/** GET `url` as json, text or bytes. `fresh`: revalidate with the server (Cache-Control:
+ * no-cache), for answers that may be cached until they expire but can change before (a
+ * status answer or a status list after a kill switch, §6.1 Freshness). */
+export async function get(url, kind = 'json', { fresh = false } = {}) {
   let r;
   try {
-    r = await fetch(url, { headers: kind === 'json' ? { Accept: 'application/json' } : {}, referrerPolicy: 'no-referrer' });
+    r = await fetch(url, { headers: kind === 'json' ? { Accept: 'application/json' } : {}, referrerPolicy: 'no-referrer',
+      ...(fresh ? { cache: 'no-cache' } : {}) });
   } catch (e) {
     throw new Error(`cannot reach ${url} (${reasonOf(e)})`);
   }

@@ -12,8 +12,9 @@ export const app = {
   witnesses: [], // [{name, url}] from the log's info and policy
   mirrors: [], // [url]
   logInfo: null, logError: null, served: null, // the log's /v1/info and /v1/policy text
-  registryInfo: null, registryError: null,
+  registryInfo: null, registryError: null, registryGenesis: null,
   head: null, // the log's latest checkpoint: {note, ctx, verdict, at}
+  documents: [], // DID documents the user pinned in this session (Bundle check): `oap-log verify --did-document`
 };
 
 /** Find the services; returns the view to open when the URL names none. */

@@ -1,9 +1,11 @@
 // A verdict people can read: one headline (errors first and short), then the checklist of
 // what was checked against which key. The element's data-state is the verdict: pass (only
-// against a pinned policy), unpinned, fail, revoked, unknown, running or idle.
+// against a pinned policy), unpinned, incomplete (a signature could not be checked), fail,
+// revoked, suspended, unknown, running or idle.
 import { h, fill } from './dom.js';
 
-const MARK = { pass: '✓', fail: '✗', warn: '!', info: '•', skip: '–', unpinned: '!', revoked: '⊘', unknown: '?', running: '…', idle: '' };
+const MARK = { pass: '✓', fail: '✗', warn: '!', info: '•', skip: '–', unpinned: '!', incomplete: '!', revoked: '⊘', suspended: '‖',
+  unknown: '?', running: '…', idle: '' };
 const SAID = { pass: 'passed', fail: 'failed', warn: 'warning', info: 'note', skip: 'not checked' };
 
 /** Show `v` ({state, headline, summary?, checks?}) in the verdict element `target`. */

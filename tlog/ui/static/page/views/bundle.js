@@ -1,10 +1,14 @@
 // Bundle check: `oap-log verify` in the page, one verdict per file. Files chosen or dropped
 // are listed (each can be removed; Clear empties everything) and checked only when asked.
+// A file is a .tlog-proof or an oap-anchors/v1 file (one proof per log: k of them must hold,
+// k from the pinned policies' `logs <k>`); with a receipt, each of its signatures is a row
+// (OK / INCOMPLETE / FAILED, as `oap-log verify` exits 0 / 3 / 1); DID documents pasted here
+// stand for `--did-document`.
 import * as oap from '../../lib/index.js';
 import { $, h, fill, reasonOf } from '../dom.js';
 import { show, failed, running, idle } from '../verdict.js';
 import { app } from '../services.js';
-import { ENTRY_CHECKS, bundleContext, verdictOf } from '../checks.js';
+import { anchorVerdict } from '../anchoring.js';
 
 const files = []; // [{name, text}]
 
@@ -21,7 +25,8 @@ export function render() { list(); }
 
 function clearAll() {
   files.length = 0;
-  for (const id of ['bundle-text', 'bundle-receipt', 'bundle-salt']) $(id).value = '';
+  for (const id of ['bundle-text', 'bundle-receipt', 'bundle-salt', 'bundle-dids']) $(id).value = '';
+  app.documents = [];
   list();
   fill('bundle-results');
   idle('bundle-verdict', 'no bundle checked');
@@ -39,7 +44,8 @@ async function take(chosen) {
   for (const f of chosen) {
     const text = await f.text();
     if (f.name.endsWith('.salt.json')) $('bundle-salt').value = text;
-    else if (text.startsWith('c2sp.org/tlog-proof@v1\n')) files.push({ name: f.name, text });
+    else if (text.startsWith('c2sp.org/tlog-proof@v1\n') || oap.isAnchorsFile(text) && text.includes('oap-anchors/v1')) files.push({ name: f.name, text });
+    else if (f.name.endsWith('.did.json') || /"@context"[\s\S]*"verificationMethod"/.test(text)) $('bundle-dids').value += (($('bundle-dids').value.trim() ? '\n' : '') + text.trim());
     else if (f.name.endsWith('.json')) $('bundle-receipt').value = text;
     else if (f.name.endsWith('.policy') || /^(#.*\n|\s*\n)*log /.test(text)) notes.push(`${f.name} is a policy: pin it under Trust`);
     else notes.push(`${f.name} is not a .tlog-proof bundle`);
@@ -48,15 +54,23 @@ async function take(chosen) {
   if (notes.length) idle('bundle-verdict', notes.join('; '));
 }
 
-/** The verdict of one bundle, against the pin for its log (or, for the loaded log only,
- * what it says about itself), and consistent with what this browser saw of that log. */
-async function verdict(item, receiptText, saltText) {
-  const b = oap.parseProofBundle(item.text);
-  const origin = oap.parseCheckpoint(oap.parseNote(b.checkpoint).text).origin;
-  const ours = app.logInfo && app.logInfo.origin === origin;
-  const ctx = await bundleContext(app.trust, b, { served: ours ? app.served : null, logUrl: ours ? app.log : null,
-    receiptText, saltText });
-  return verdictOf(ENTRY_CHECKS, ctx, `index ${b.index} in ${origin} at size ${ctx.cp.size}`);
+/** The DID documents pasted (one JSON object, a list, or several objects one after another). */
+export function documentsIn(text) {
+  const t = text.trim();
+  if (!t) return [];
+  const out = [];
+  for (const part of t.startsWith('[') ? [t] : t.split(/\n(?=\{)/)) {
+    const v = oap.parseJSON(part, { strict: false });
+    for (const d of Array.isArray(v) ? v : [v]) {
+      if (!d || typeof d !== 'object' || typeof d.id !== 'string') throw new Error('a DID document is a JSON object with an id');
+      out.push(d);
+    }
+  }
+  return out;
+}
+
+async function verdict(item, receiptText, saltText, documents) {
+  return anchorVerdict(item.text, { receiptText, saltText, documents });
 }
 
 async function check() {
@@ -67,21 +81,26 @@ async function check() {
   if (!items.length) { failed('bundle-verdict', 'give a .tlog-proof bundle'); return; }
   if ((receipt || salt) && items.length !== 1) { failed('bundle-verdict', 'a receipt and a salt are checked against one bundle at a time'); return; }
   if (salt && !receipt) { failed('bundle-verdict', 'a salt opens a commitment to a receipt: give the receipt too'); return; }
+  let documents;
+  try { documents = documentsIn($('bundle-dids').value); } catch (e) { failed('bundle-verdict', `DID documents: ${reasonOf(e)}`); return; }
+  app.documents = documents;
   const out = [];
   const box = fill('bundle-results');
   for (const item of items) {
     const card = h('div', { class: 'verdict', data: { state: 'running', file: item.name }, attrs: { role: 'status' } });
     box.append(h('article', { class: 'result' }, h('h2', { class: 'file', text: item.name }), card));
     let v;
-    try { v = await verdict(item, receipt || null, salt || null); } catch (e) {
+    try { v = await verdict(item, receipt || null, salt || null, documents); } catch (e) {
       v = { state: 'fail', headline: `FAILED: ${reasonOf(e)}`, checks: [] };
     }
     show(card, v);
     out.push(v.state);
   }
-  const bad = out.filter((s) => s === 'fail').length, unpinned = out.filter((s) => s === 'unpinned').length;
+  const n = (st) => out.filter((s) => s === st).length;
+  const bad = n('fail'), open = n('incomplete'), unpinned = n('unpinned');
   show('bundle-verdict', {
-    state: bad ? 'fail' : unpinned ? 'unpinned' : 'pass',
-    headline: `${out.length - bad} verified, ${bad} failed${unpinned ? ` (${unpinned} not against a pinned policy)` : ''}`,
+    state: bad ? 'fail' : open ? 'incomplete' : unpinned ? 'unpinned' : 'pass',
+    headline: `${out.length - bad - open} verified, ${bad} failed${open ? `, ${open} not fully checked` : ''}`
+      + `${unpinned ? ` (${unpinned} not against a pinned policy)` : ''}`,
   });
 }

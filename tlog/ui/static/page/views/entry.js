@@ -9,9 +9,11 @@ import { get, getOnce } from '../net.js';
 import { go, href } from '../router.js';
 import { ENTRY_CHECKS, bundleContext, verdictOf } from '../checks.js';
 import { signerLink, commitLink, entryLink } from '../entrydata.js';
+import { showConformance } from '../conformance.js';
 
 const FIELDS = { index: 'entry-index', leaf: 'entry-leaf', receipt_hash: 'entry-receipt-hash' };
 let generation = 0;
+let pasted = null; // {hash, text}: a receipt pasted here; its signatures are checked when its entry is shown
 
 export function init() {
   $('entry-form').addEventListener('submit', async (e) => {
@@ -22,6 +24,7 @@ export function init() {
     if (!q.index && !q.leaf && !q.receipt_hash && receipt) {
       try {
         q.receipt_hash = (await oap.receiptHash(receipt)).text;
+        pasted = { hash: q.receipt_hash, text: receipt };
         $('entry-hash').textContent = `receipt hash, computed here (RFC 8785 JCS + SHA-256): ${q.receipt_hash}`;
       } catch (err) {
         failed('entry-verdict', `the receipt does not parse: ${reasonOf(err)}`);
@@ -37,7 +40,7 @@ export function init() {
 
 function clear() {
   facts('entry-facts', []);
-  for (const id of ['entry-json', 'entry-proof', 'entry-links', 'entry-proof-actions']) fill(id);
+  for (const id of ['entry-json', 'entry-proof', 'entry-links', 'entry-proof-actions', 'entry-conformance']) fill(id);
 }
 
 export async function render(params) {
@@ -63,8 +66,10 @@ export async function render(params) {
     const proof = await get(`${url}/v1/proof/inclusion?index=${index}`);
     if (mine !== generation) return;
     const bundle = { index: BigInt(index), proof: proof.inclusion_proof.map((x) => oap.b64decHash(x)), checkpoint: proof.checkpoint, extra: checked.bytes };
+    const receiptText = rh && pasted && pasted.hash === rh.toLowerCase() ? pasted.text : null;
     const ctx = await bundleContext(app.trust, bundle, { entry: checked.bytes, served: app.served, logUrl: url, live: true,
-      servedKey: app.logInfo ? app.logInfo.verifier_key : null, receiptHash: rh ? rh.toLowerCase() : null });
+      servedKey: app.logInfo ? app.logInfo.verifier_key : null, receiptHash: rh && !receiptText ? rh.toLowerCase() : null,
+      receiptText, documents: app.documents });
     const v = await verdictOf(ENTRY_CHECKS, ctx, `entry ${index} is in ${ctx.cp.origin} at size ${ctx.cp.size}`);
     if (mine !== generation) return;
     show('entry-verdict', v);
@@ -83,6 +88,8 @@ export async function render(params) {
     fill('entry-links', rawLink(`${url}/v1/entries/${index}`, 'raw entry'), ' ', rawLink(`${url}/v1/proof/inclusion?index=${index}`, 'raw proof'), ' ',
       h('a', { href: href({ view: 'entries', before: (BigInt(index) + 1n).toString() }), text: 'its neighbours' }));
     $('entry-json').textContent = JSON.stringify(resp.entry, null, 2);
+    if (entry.type === 'conformance' && entry.receipt) await showConformance('entry-conformance', entry.receipt, { documents: app.documents });
+    else fill('entry-conformance');
     $('entry-proof').textContent = text;
     fill('entry-proof-actions', copyButton(text, 'proof bundle'), ' ', downloadButton(text, `entry-${index}.tlog-proof`, 'download .tlog-proof'));
   } catch (e) {

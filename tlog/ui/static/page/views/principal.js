@@ -1,71 +1,267 @@
-// A principal or record (?view=principal&id=<DID or record id>): its signed status answer
-// checked here (signature, log anchors, freshness), and every record naming it.
+// A principal or record (?view=principal&id=<DID, token class or record id>[&issuer=<DID>]):
+// its signed status answer checked here as registry/statusverify.py checks it (signature, the
+// epoch's anchors in k of the registry's logs, the proof, every record that decides it with
+// its Git path and anchors, freshness), said in the words of docs/architecture.md §6.1; the
+// registry's push stream followed live, each pushed answer verified before it is shown; the
+// issuer's status lists (revocation and suspension); a conformance receipt shown in full; and
+// every record naming the id.
 import * as oap from '../../lib/index.js';
 import { $, h, rows, facts, fill, value, time, rawLink, reasonOf } from '../dom.js';
 import { show, failed, running, idle } from '../verdict.js';
 import { app } from '../services.js';
 import { get, pathPart } from '../net.js';
-import { href } from '../router.js';
+import { href, params as currentParams } from '../router.js';
 import { UNPINNED_WORDS } from '../checks.js';
-import { registryInfo, registryPolicy } from './registry.js';
-import { commitLink } from '../entrydata.js';
+import { registryInfo } from './registry.js';
+import { registryPolicy } from '../anchoring.js';
+import { commitLink, principalLink } from '../entrydata.js';
+import { showConformance } from '../conformance.js';
 
-/** How each status reads. A status the registry adds later (suspended, a rotated key) is a
+const TOKEN_CLASSES = ['subscription_tokens', 'oauth_grants', 'trust_tokens', 'webhook_subscriptions'];
+const r = (state, label, ...detail) => ({ state, label, detail });
+const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+const iso = (d) => (d ? oap.formatUtc(oap.dateToMicros(d)) : null);
+
+/** How each status reads (docs/architecture.md §6.1). A status the registry adds later is a
  * row here; one this page does not know is shown by name, never as good. */
 export const STATUS_LOOK = {
-  good: { state: 'pass', word: 'GOOD', means: 'not revoked as of this answer' },
-  revoked: { state: 'revoked', word: 'REVOKED', means: 'revoked by a record in the registry' },
-  unknown: { state: 'unknown', word: 'UNKNOWN', means: 'the registry knows no record of this id' },
+  good: { state: 'pass', word: 'GOOD', means: 'nothing in the registry stood against this id at this answer\'s time' },
+  revoked: { state: 'revoked', word: 'REVOKED', means: 'refuse: revoked by a record in the registry' },
+  suspended: { state: 'suspended', word: 'SUSPENDED', means: 'refuse the principal and its tokens until it recovers; nothing is revoked' },
+  unknown: { state: 'unknown', word: 'UNKNOWN', means: 'the registry knows no record of this id (not a statement of validity)' },
 };
 const lookOf = (status) => STATUS_LOOK[status] || { state: 'unknown', word: String(status).toUpperCase(), means: 'a status this page does not know' };
 
+/** What a record is, in a few words, with a link to its commit. */
+function recordWords(rec) {
+  if (!rec) return '';
+  const what = rec.type === 'key_event' ? `key event ${rec.body.event}` : rec.type === 'revocation' ? `${rec.body.kind} revocation (${rec.body.reason})`
+    : rec.type === 'kill_switch' ? 'kill switch' : `conformance receipt ${rec.level || ''}`;
+  return [what, ' ', h('span', { class: 'mono', text: rec.id }), ' signed by ', value(rec.issuedBy, 'signer', { link: { href: href({ view: 'principal', id: rec.issuedBy }) } }),
+    rec.seq !== undefined ? [', in ', commitLink(rec.seq, rec.commit, `commit ${rec.seq}`)] : ''];
+}
+
+/** The sentence a relying party acts on, for a verified answer (§6.1). */
+function meaning(v, id) {
+  const [principal, cls] = id.includes('#') && TOKEN_CLASSES.includes(id.slice(id.lastIndexOf('#') + 1))
+    ? [id.slice(0, id.lastIndexOf('#')), id.slice(id.lastIndexOf('#') + 1)] : [id, null];
+  if (v.status === 'suspended') {
+    const rec = v.deciding;
+    const how = rec && rec.type === 'key_event' ? ['by a suspend signed by ', value(rec.issuedBy, 'signer')]
+      : ['automatically: its key ', value(rec ? rec.subject : '', 'key'), ' was declared lost (loss_of_key) and no controller is left that could sign a recovery'];
+    return { headline: `SUSPENDED since ${iso(v.suspendedAt)} (${v.reason}): refuse until it recovers`,
+      detail: [cls ? `every ${cls} token of ${principal}, and the principal itself, ` : 'the principal and its tokens ', 'are suspended ', ...how,
+        '. Nothing is revoked: the answer turns good again after a recovery (a rotate or resume signed by a controller).'] };
+  }
+  if (v.status === 'revoked') {
+    if (v.reason === 'superseded') {
+      const successor = v.deciding && v.deciding.key;
+      return { headline: `REVOKED: superseded at ${iso(v.revokedAt)}, a rotation retired this key`,
+        detail: ['a rotation of ', value(v.deciding ? v.deciding.subject : principal, 'principal'), ' replaced it with ',
+          successor ? value(successor, 'successor key', { link: { href: href({ view: 'principal', id: successor }) } }) : '?',
+          `: everything this key signs from ${iso(v.revokedAt)} is refused; what it signed before stays valid.`] };
+    }
+    if (v.reason === 'kill_switch') {
+      if (v.reinstatedAt) {
+        return { headline: `REVOKED, reinstated at ${iso(v.reinstatedAt)}: tokens issued before ${iso(v.reinstatedAt)} are revoked, after are not`,
+          detail: [`the kill switch of ${iso(v.revokedAt)} revoked every ${cls || 'token'} of `, value(principal, 'principal'),
+            '; the principal recovered (', recordWords(v.reinstatedBy), `). Accept only tokens issued at or after ${iso(v.reinstatedAt)}.`] };
+      }
+      return { headline: `REVOKED by a kill switch at ${iso(v.revokedAt)}: every ${cls || 'token'} of this principal is revoked, whenever it was issued`,
+        detail: ['until the principal recovers; a later kill switch shows as a new revoked_at.'] };
+    }
+    if (v.reason === 'expired') return { headline: `REVOKED: expired at ${iso(v.revokedAt)}`, detail: ['the receipt is not valid from its expires_at.'] };
+    return { headline: `REVOKED (${v.reason}) from ${iso(v.revokedAt)}`,
+      detail: [`everything signed or done at or after ${iso(v.revokedAt)} is refused; for key_compromise that time may lie in the past.`] };
+  }
+  const look = lookOf(v.status);
+  return { headline: `${look.word} (verified)`, detail: [look.means] };
+}
+
+// --- the live push stream ----------------------------------------------------------------------
+
+let stream = null; // {es, id, url}
+function stopLive(note = '') {
+  if (stream) { stream.es.close(); stream = null; }
+  const box = $('status-live');
+  box.dataset.state = 'idle';
+  fill(box, note);
+}
+addEventListener('pagehide', () => stopLive());
+
+/** The page moved to another view: stop following the push stream. */
+export function leave() { stopLive(); }
+
+/** Follow the registry's push stream for `id` (Server-Sent Events): each pushed answer is
+ * verified here before it is shown; one that does not verify is reported, never shown. */
+function follow(url, id, issuer, check) {
+  stopLive();
+  const es = new EventSource(url);
+  stream = { es, id, url };
+  const box = $('status-live');
+  box.dataset.state = 'running';
+  const stop = h('button', { type: 'button', class: 'small', text: 'stop', attrs: { 'aria-label': 'stop following the push stream' },
+    on: { click: () => stopLive('live updates stopped') } });
+  fill(box, 'live: following the registry\'s push stream (', h('span', { class: 'mono', text: new URL(url).pathname }), ') ', stop);
+  let count = 0;
+  es.addEventListener('status', async (ev) => {
+    const p = currentParams();
+    if (p.get('view') !== 'principal' || p.get('id') !== id || (p.get('issuer') || null) !== (issuer || null)) { stopLive(); return; }
+    count++;
+    try {
+      const shown = await check(ev.data);
+      box.dataset.state = shown.pinned ? 'pass' : 'unpinned'; // green only against a pinned policy
+      fill(box, `live: pushed answer ${count} (epoch ${ev.lastEventId}) verified here at ${new Date().toISOString().slice(11, 19)} UTC`,
+        `${shown.pinned ? '' : ' (NOT against a pinned key)'}: ${shown.headline}; `,
+        'following ', h('span', { class: 'mono', text: new URL(url).pathname }), ' ', stop);
+    } catch (e) {
+      box.dataset.state = 'fail';
+      fill(box, `live: a pushed answer did NOT verify and is not shown: ${reasonOf(e)} `, stop);
+    }
+  });
+  es.addEventListener('error', () => { if (stream && stream.es === es && es.readyState === EventSource.CLOSED) stopLive('live updates ended'); });
+}
+
+// --- the view ----------------------------------------------------------------------------------
+
+let generation = 0;
+
 export async function render(params) {
-  const id = params.get('id') || '';
+  const mine = ++generation;
+  const id = params.get('id') || '', issuer = params.get('issuer') || '';
   $('status-id').value = id;
+  $('status-issuer').value = issuer;
   facts('status-facts', []);
-  fill('status-links');
+  for (const x of ['status-links', 'status-caveat', 'principal-conformance']) fill(x);
   rows('principal-records', []);
+  rows('status-lists', []);
+  $('status-lists-box').hidden = true;
+  if (stream && stream.id !== id) stopLive();
   $('principal-title').textContent = id ? `Status of ${id.length > 40 ? id.slice(0, 36) + '…' : id}` : 'Status';
   if (!id) { idle('status-verdict', 'no status checked'); return; }
   running('status-verdict');
   try {
     const info = await registryInfo();
-    const url = `${app.registry}/v1/status/${pathPart(id)}`;
-    const text = await get(url, 'text');
-    const { policy, pinned, said } = await registryPolicy(info);
-    const checks = [];
-    let v;
-    try {
-      v = await oap.verifyStatus(text, { registry: info.status_service, policy });
-    } catch (e) {
-      show('status-verdict', { state: 'fail', headline: `FAILED: ${reasonOf(e)}`, checks: [
-        { state: 'fail', label: 'status answer', detail: [reasonOf(e)] },
-        { state: pinned ? 'pass' : 'warn', label: pinned ? 'pinned' : 'not pinned', detail: [`log anchors checked against ${said}`] }] });
-      fill('status-links', rawLink(url, 'raw answer'));
-      await records(id);
-      return;
+    const q = issuer ? `?issuer=${encodeURIComponent(issuer)}` : '';
+    const url = `${app.registry}/v1/status/${pathPart(id)}${q}`;
+    const text = await get(url, 'text', { fresh: true });
+    if (mine !== generation) return;
+    const trust = await registryPolicy(info);
+    const shown = await showAnswer(text, { id, info, trust, url });
+    if (mine !== generation) return;
+    if (shown && shown.push && !stream) {
+      const push = `${app.registry}${shown.push}?id=${encodeURIComponent(id)}${issuer ? `&issuer=${encodeURIComponent(issuer)}` : ''}`;
+      follow(push, id, issuer, async (data) => {
+        const trustNow = await registryPolicy(info);
+        const again = await showAnswer(data, { id, info, trust: trustNow, url, pushed: true });
+        return { headline: again.headline, pinned: trustNow.pinned };
+      });
     }
-    const resp = JSON.parse(text), look = lookOf(v.status);
-    const now = Date.now() / 1000, nextU = v.nextUpdate.getTime() / 1000;
-    checks.push({ state: 'pass', label: 'signature', detail: ['by the status key ', value(info.status_service, 'status key')] },
-      { state: 'pass', label: 'epoch anchored in the log', detail: [`epoch ${v.epoch}, checked against ${said}`] },
-      { state: 'pass', label: v.status === 'revoked' ? 'revocation proven' : 'absence proven', detail: [v.status === 'revoked'
-        ? 'the revoked-ids tree holds this id, its record verifies and is anchored' : 'the revoked-ids tree of the epoch does not hold this id'] },
-      { state: 'pass', label: 'fresh', detail: ['answered ', time(resp.this_update), ', fresh until ', time(resp.next_update, { age: false }),
-        ` (for another ${Math.max(0, Math.round((nextU - now) / 60))} min)`] },
-      { state: pinned ? 'pass' : 'warn', label: pinned ? 'pinned' : 'not pinned', detail: [pinned ? `the log anchors were checked against ${said}` : `${UNPINNED_WORDS} (${said})`] });
-    const state = look.state === 'pass' && !pinned ? 'unpinned' : look.state;
-    show('status-verdict', { state, headline: `${look.word} (verified)`, summary: `${look.means}${!pinned ? `; NOT PINNED: ${UNPINNED_WORDS}` : ''}`, checks });
-    const rowsOut = [['id', v.id], ['status', look.word], ['epoch', String(v.epoch)], ['answered', time(resp.this_update)],
-      ['fresh until', time(resp.next_update)]];
-    if (v.status === 'revoked') rowsOut.push(['revoked at', time(resp.revocation.revoked_at)], ['reason', String(v.reason)],
-      ['revocation commit', commitLink(resp.revocation.seq, resp.revocation.commit, `commit ${resp.revocation.seq}`)]);
-    facts('status-facts', rowsOut);
-    fill('status-links', rawLink(url, 'raw answer'), ' ', /^did:/.test(id) && app.log ? h('a', { href: href({ view: 'search', q: id }), text: 'receipts it signed in the log' }) : '');
-    await records(id);
+    const cls = id.lastIndexOf('#');
+    const owner = cls > 0 && TOKEN_CLASSES.includes(id.slice(cls + 1)) ? id.slice(0, cls) : id; // a token class: its principal's records
+    await Promise.all([statusLists(id, info), conformance(id), records(owner)]);
   } catch (e) {
-    failed('status-verdict', reasonOf(e));
+    if (mine === generation) failed('status-verdict', reasonOf(e));
   }
+}
+
+/** Verify an answer (its JSON text) and show it; throws (and shows nothing) when it does not
+ * verify and it was pushed. -> {headline, push, v} or null. */
+async function showAnswer(text, { id, info, trust, url, pushed = false }) {
+  const { policy, pinned, said, logs, k } = trust;
+  let v;
+  try {
+    v = await oap.verifyStatus(text, { registry: info.status_service, policy });
+  } catch (e) {
+    if (pushed) throw e;
+    show('status-verdict', { state: 'fail', headline: `FAILED: ${reasonOf(e)}`, checks: [
+      r('fail', 'status answer', reasonOf(e)),
+      r(pinned ? 'pass' : 'warn', pinned ? 'pinned' : 'not pinned', `log anchors checked against ${said}`)] });
+    fill('status-links', rawLink(url, 'raw answer'));
+    return null;
+  }
+  const resp = oap.parseJSON(text, { strict: false });
+  if (resp.id !== id) throw new oap.StatusVerificationError(`the answer is about ${resp.id}, not ${id}`);
+  const look = lookOf(v.status), words = meaning(v, id);
+  const st = v.statement;
+  const checks = [r('pass', 'signature', 'by the status key ', value(info.status_service, 'status key'))];
+  checks.push(...await anchorRows(resp.epoch_anchor, policy, `epoch ${v.epoch}`, said, logs, k));
+  if (v.history !== info.registry)
+    checks.push(r('info', 'history', 'records are in the history of the registry ', value(v.history, 'registry key'), ' (this answer is signed by a mirror)'));
+  if (v.status === 'good' || v.status === 'unknown') {
+    checks.push(r('pass', 'absence proven', `the epoch's tree of ids that are not good (${st.revoked_size} leaves) does not hold this id`));
+  } else {
+    checks.push(r('pass', `${v.status === 'revoked' ? 'revocation' : 'suspension'} proven`, `the epoch's tree holds this id's ${v.status} leaf, which names the deciding record's hash`));
+    checks.push(r('pass', 'deciding record', ...recordWords(v.deciding), ': its signature, its Git path from the commit tree and the commit\'s anchors verify'));
+    if (v.linkedBy) checks.push(r('pass', 'linked by', ...recordWords(v.linkedBy), v.reason === 'superseded' ? ': the rotation that made this key the principal\'s key'
+      : ': the rotation that made the lost key the principal\'s key'));
+    if (v.reinstatedBy) checks.push(r('pass', 'reinstated by', ...recordWords(v.reinstatedBy), `: a recovery, from ${iso(v.reinstatedAt)}`));
+  }
+  const now = Date.now() / 1000, nextU = v.nextUpdate.getTime() / 1000;
+  checks.push(r('pass', 'fresh', 'answered ', time(resp.this_update), ', fresh until ', time(resp.next_update, { age: false }),
+    ` (for another ${Math.max(0, Math.round((nextU - now) / 60))} min)`));
+  checks.push(r(pinned ? 'pass' : 'warn', pinned ? 'pinned' : 'not pinned', pinned ? `the log anchors were checked against ${said}` : `${UNPINNED_WORDS} (${said})`));
+  const state = look.state === 'pass' && !pinned ? 'unpinned' : look.state;
+  const headline = v.status === 'good' || v.status === 'unknown' ? `${look.word} (verified)` : `${words.headline} (verified)`;
+  show('status-verdict', { state, headline, summary: [...words.detail, !pinned ? `; NOT PINNED: ${UNPINNED_WORDS}` : ''], checks });
+  const f = [['id', id], ['status', look.word], ['epoch', String(v.epoch)], ['answered', time(resp.this_update)], ['fresh until', time(resp.next_update)]];
+  if (v.status === 'revoked') {
+    f.push(['revoked at', time(iso(v.revokedAt))], ['reason', String(v.reason)]);
+    if (v.reason === 'superseded' && v.deciding && v.deciding.key) f.push(['successor key', value(v.deciding.key, 'successor key', { link: { href: href({ view: 'principal', id: v.deciding.key }) } })]);
+    if (v.reinstatedAt) f.push(['reinstated at', time(iso(v.reinstatedAt))]);
+  }
+  if (v.status === 'suspended') f.push(['suspended at', time(iso(v.suspendedAt))], ['reason', String(v.reason)],
+    ['suspended by', v.deciding && v.deciding.type === 'key_event' ? value(v.deciding.issuedBy, 'signer') : 'the registry, automatically (§5.3)']);
+  if (v.deciding) f.push(['deciding record', recordWords(v.deciding)]);
+  if (v.linkedBy) f.push(['linked by', recordWords(v.linkedBy)]);
+  facts('status-facts', f);
+  const push = typeof st.push === 'string' && st.push.startsWith('/') ? st.push : null;
+  const pushUrl = push ? `${app.registry}${push}?id=${encodeURIComponent(id)}` : null;
+  fill('status-links', rawLink(url, 'raw answer'), pushUrl ? [' ', rawLink(pushUrl, 'push stream (Server-Sent Events)')] : '',
+    /^did:/.test(id) && app.log ? [' ', h('a', { href: href({ view: 'search', q: id.split('#')[0] }), text: 'receipts it signed in the log' })] : '',
+    id.startsWith('did:') && !id.includes('#') ? [' ', ...TOKEN_CLASSES.map((c) => [principalLink(`${id}#${c}`, c), ' '])] : '');
+  if (typeof st.caveat === 'string') fill('status-caveat', h('strong', { text: 'Caveat (signed in the epoch statement): ' }), st.caveat);
+  return { headline, push, v };
+}
+
+/** One row per log the epoch statement is anchored in (k of them required), and the rule. */
+async function anchorRows(anchor, policy, what, said, logs, k) {
+  if (!policy) return [r('warn', `${what} anchored`, 'not checked: the registry names no log')];
+  if (!oap.isAnchorsFile(anchor)) return [r('pass', `${what} anchored in the log`, `checked against ${said}`)];
+  const got = await policy.verifyAnchored(anchor);
+  const out = [r('pass', `${what} anchored in ${got.logs.length} of ${logs.length} logs`, `${k} required; checked against ${said}`)];
+  for (const e of got.entries) out.push({ id: 'anchor-log', state: 'pass', label: `anchored in ${e.checkpoint.checkpoint.origin}`, detail: [`entry ${e.index} of the tree of size ${e.checkpoint.checkpoint.size}`] });
+  for (const [where, why] of got.failures) out.push({ id: 'anchor-log', state: 'warn', label: `${where}: does not count`, detail: [why] });
+  return out;
+}
+
+/** The issuer's W3C status lists (list 0): revocation and suspension, each verified. */
+async function statusLists(id, info) {
+  $('status-lists-box').hidden = !/^did:/.test(id) || id.includes('#') || !info.status_service;
+  if ($('status-lists-box').hidden) { rows('status-lists', []); return; }
+  const out = [];
+  for (const purpose of ['revocation', 'suspension']) {
+    const url = `${app.registry}/v1/status-lists/${pathPart(id)}/0${purpose === 'suspension' ? '/suspension' : ''}`;
+    try {
+      const l = await oap.verifyStatusList(await get(url, 'json', { fresh: true }), { registry: info.status_service, purpose });
+      const means = purpose === 'revocation'
+        ? (l.all ? 'every bit set: every credential it issued is revoked (the issuer is revoked)' : l.set ? `${l.set} credential(s) it issued are revoked` : 'no credential it issued is revoked')
+        : (l.all ? 'every bit set: the issuer is SUSPENDED, its credentials are on hold' : 'no bit set: not suspended');
+      out.push({ state: l.all && purpose === 'suspension' ? 'fail' : '', cells: [rawLink(url, `list 0${purpose === 'suspension' ? ' (suspension)' : ''}`), purpose,
+        `${l.set} of ${l.size}`, [means, ` (signed by the registry, valid until ${l.validUntil})`]] });
+    } catch (e) {
+      out.push({ state: 'fail', cells: [rawLink(url, 'list 0'), purpose, '', `FAILED: ${reasonOf(e)}`] });
+    }
+  }
+  rows('status-lists', out);
+}
+
+/** A conformance receipt id: the receipt, in full, with its signatures or proofs and audit. */
+async function conformance(id) {
+  if (!id.startsWith('urn:oap:conformance:')) { fill('principal-conformance'); return; }
+  let body;
+  try { body = (await get(`${app.registry}/v1/records/${pathPart(id)}`)).record; } catch (_) { fill('principal-conformance'); return; }
+  await showConformance('principal-conformance', body, { documents: app.documents, title: 'Conformance receipt in the registry' });
 }
 
 async function records(who) {
@@ -79,13 +275,15 @@ async function records(who) {
       await oap.checkRecord(body);
       check = 'verified'; state = 'checked'; // its own signature: who may sign it is the status answer's business
     } catch (e) {
-      check = body.issued_by && !String(body.issued_by).startsWith('did:key:') ? 'needs its DID document' : `FAILED: ${reasonOf(e)}`;
-      state = check.startsWith('FAILED') ? 'fail' : '';
+      const needs = /must be resolved to check its signature/.test(reasonOf(e));
+      check = needs ? 'needs its signer\'s DID document' : `FAILED: ${reasonOf(e)}`;
+      state = needs ? '' : 'fail';
     }
-    const what = body.event || body.kind || body.level || '';
-    const by = body.issued_by || body.subject || '';
+    const what = isObj(body) ? body.event || body.kind || body.level || (isObj(body.credentialSubject) ? body.credentialSubject.level : '') : '';
+    const by = isObj(body) ? body.issued_by || body.subject || body.issuer || '' : '';
     out.push({ state, cells: [commitLink(item.seq, item.commit, String(item.seq)), `${item.type}${what ? ' ' + what : ''}`,
       h('span', { class: 'mono', text: item.id }), by ? value(by, 'signer', { link: { href: href({ view: 'principal', id: by }) } }) : '', check] });
   }
   rows('principal-records', out);
 }
+

@@ -1,24 +1,28 @@
-// The registry (?view=registry&before=N): its commits, newest first, each with its log anchor
-// verified here; and one commit (?view=commit&seq=N&commit=…), its records and its anchor
-// checked row by row. Anchors are checked against the pinned policy for the registry's log,
-// else against the registry's word for its log key (never green).
+// The registry (?view=registry&before=N): its commits, newest first, each with its log anchors
+// verified here (one per log it anchors in, k of them required: OAP-CORE-1.0 §19.3); and one
+// commit (?view=commit&seq=N&commit=…), its records and its anchors checked row by row, one
+// row per log. Anchors are checked against the pinned policy for each log, else against the
+// registry's word for that log's key (never green).
 import * as oap from '../../lib/index.js';
 import { $, h, rows, facts, fill, value, time, rawLink, copyButton, downloadButton, reasonOf } from '../dom.js';
 import { show, failed, running } from '../verdict.js';
 import { app } from '../services.js';
 import { get } from '../net.js';
 import { href, go } from '../router.js';
-import { ENTRY_CHECKS, bundleContext, verdictOf, UNPINNED_WORDS } from '../checks.js';
-import { entryLink, principalLink, commitLink } from '../entrydata.js';
+import { ENTRY_CHECKS, UNPINNED_WORDS } from '../checks.js';
+import { principalLink, commitLink } from '../entrydata.js';
+import { anchorVerdict, registryPolicy, registryFallback, registryLogs } from '../anchoring.js';
+
+export { registryPolicy } from '../anchoring.js';
 
 const PAGE = 20;
 
 export function init() {
   $('registry-form').addEventListener('submit', (e) => {
     e.preventDefault();
-    const id = $('status-id').value.trim();
+    const id = $('status-id').value.trim(), issuer = $('status-issuer').value.trim();
     if (!id) { failed('registry-verdict', 'give a DID or a record id'); return; }
-    go({ view: 'principal', id });
+    go({ view: 'principal', id, issuer: issuer || null });
   });
 }
 
@@ -28,15 +32,42 @@ export async function registryInfo() {
   return app.registryInfo;
 }
 
-/** The policy anchors are checked with: {policy, pinned, said}. */
-export async function registryPolicy(info) {
-  if (!info.log) return { policy: null, pinned: false, said: 'no log: anchors not checked' };
-  const pinned = await app.trust.policyFor(info.log.origin);
-  if (pinned) return { policy: pinned.policy, pinned: true, said: 'the pinned policy' };
-  if (app.logInfo && app.logInfo.origin === info.log.origin && app.served) {
-    try { return { policy: await app.trust.policyOf(app.served), pinned: false, said: "the log's own policy" }; } catch (_) { /* below */ }
+/** The genesis (registry.json, commit 0) as the registry serves it: {format, logs, k}; it must
+ * name the logs and k that /v1/info names (a registry cannot change them). */
+export async function registryGenesis(info) {
+  if (app.registryGenesis && app.registryGenesis.registry === info.registry) return app.registryGenesis;
+  const doc = await get(`${app.registry}/v1/files/registry.json`);
+  const logs = doc.format === 'oap-registry/2' ? doc.logs : doc.log ? [doc.log] : [];
+  const k = doc.format === 'oap-registry/2' ? doc.anchor_quorum : 1;
+  const named = registryLogs(info);
+  const same = logs.length === named.logs.length && k === named.k
+    && logs.every((l, i) => l.origin === named.logs[i].origin && l.vkey === named.logs[i].vkey);
+  app.registryGenesis = { registry: info.registry, format: doc.format, logs, k, same, signedBy: doc.registry };
+  return app.registryGenesis;
+}
+
+/** A link to entry `index` of the log `origin` (the loaded log, or one the registry names). */
+export function logEntryLink(info, origin, index) {
+  const text = String(index);
+  if (app.logInfo && app.logInfo.origin === origin) return h('a', { href: href({ view: 'entry', index: text }), text });
+  const l = registryLogs(info).logs.find((x) => x.origin === origin);
+  return l && l.url ? h('a', { href: href({ view: 'entry', index: text, log: l.url }), text }) : h('span', { text });
+}
+
+/** One commit's anchors in a table cell: each log that holds it (✓ origin #index), and each
+ * that does not count (why); the binding (commit, tree, seq, signed by the registry) first. */
+async function anchorCell(c, info, policy, pinned) {
+  const index = await oap.verifyCommitAnchor(c.anchor, { commit: c.commit, tree: c.tree, seq: c.seq, registry: info.registry, policy });
+  if (!oap.isAnchorsFile(c.anchor)) return [pinned ? '✓ verified in the log (index ' : '! in the log, not against a pinned key (index ', logEntryLink(info, (c.anchored_in[0] || {}).origin, index), ')'];
+  const got = await policy.verifyAnchored(c.anchor);
+  const where = new Map((c.anchored_in || []).map((a) => [a.origin, a.index]));
+  const out = [h('span', { class: 'rec', text: `${pinned ? '✓' : '!'} in ${got.logs.length} of ${where.size || got.logs.length} logs` + (pinned ? '' : ', not against pinned keys') })];
+  for (const v of got.entries) {
+    const origin = v.checkpoint.checkpoint.origin;
+    out.push(h('span', { class: 'rec', data: { log: origin, state: 'pass' } }, `✓ ${origin} #`, logEntryLink(info, origin, v.index)));
   }
-  return { policy: await oap.TrustPolicy.forLog(info.log.vkey), pinned: false, said: `the log key the registry names (${info.log.vkey})` };
+  for (const [where0, why] of got.failures) out.push(h('span', { class: 'rec', data: { state: 'fail' }, text: `✗ ${where0}: ${why}` }));
+  return out;
 }
 
 export async function render(params) {
@@ -45,11 +76,18 @@ export async function render(params) {
   fill('commits-pager');
   let info;
   try { info = await registryInfo(); } catch (e) { failed('registry-verdict', reasonOf(e)); facts('registry-facts', []); return; }
+  const named = registryLogs(info);
+  let genesis = null;
+  try { genesis = await registryGenesis(info); } catch (_) { genesis = null; }
   facts('registry-facts', [['registry', `${info.name} (${info.mode})`], ['anchors signed by', value(info.registry, 'registry key')],
     ['status answers signed by', info.status_service ? value(info.status_service, 'status key') : 'no status service'],
     ['head', info.head ? [commitLink(info.head.seq, info.head.commit, `commit ${info.head.seq}`), ' ', value(info.head.commit, 'commit')] : 'empty'],
-    ['anchored in', info.log ? [info.log.origin, info.log.url ? [' at ', h('a', { href: href({ view: 'log', log: info.log.url }), text: info.log.url })] : ''] : '—'],
-    ['raw', rawLink(`${app.registry}/v1/info`)]]);
+    ['anchored in', named.logs.length ? named.logs.map((l, i) => h('span', { class: 'rec', data: { log: l.origin } }, `${i + 1}. ${l.origin}`,
+      l.url ? [' at ', h('a', { href: href({ view: 'log', log: l.url }), text: l.url })] : '', ' key ', value(l.vkey, `key of ${l.origin}`))) : '—'],
+    ['required', `a commit is served as anchored once ${named.k} of ${named.logs.length || 1} log(s) hold it`],
+    ['genesis', genesis ? `${genesis.format}: ${genesis.logs.length} log(s), k = ${genesis.k}${genesis.same ? ', as /v1/info says' : ' — DIFFERS from /v1/info'}` : 'not read'],
+    ['raw', [rawLink(`${app.registry}/v1/info`), ' ', rawLink(`${app.registry}/v1/files/registry.json`, 'raw genesis')]]]);
+  if (genesis && !genesis.same) { failed('registry-verdict', 'the registry\'s /v1/info names other logs or another k than its genesis (registry.json)'); return; }
   const before = params.get('before');
   const url = `${app.registry}/v1/commits?limit=${PAGE}${before && /^[0-9]{1,15}$/.test(before) ? `&before=${before}` : ''}`;
   try {
@@ -61,16 +99,16 @@ export async function render(params) {
       let cell, state = '';
       if (c.anchor === null) { cell = 'not in the log yet'; pending++; } else {
         try {
-          const index = await oap.verifyCommitAnchor(c.anchor, { commit: c.commit, tree: c.tree, seq: c.seq, registry: info.registry, policy });
-          cell = [pinned ? '✓ verified in the log (index ' : '! in the log, not against a pinned key (index ', entryLink(index), ')'];
+          cell = await anchorCell(c, info, policy, pinned);
           state = pinned ? 'pass' : 'unpinned';
           ok++;
         } catch (e) { cell = `✗ FAILED: ${reasonOf(e)}`; state = 'fail'; bad++; }
       }
       const recs = c.records.map((x) => h('span', { class: 'rec' }, `${x.type} `, principalLink(x.id)));
       if (c.record_count > c.records.length) recs.push(h('span', { class: 'rec', text: `(+${c.record_count - c.records.length} more)` }));
+      const first = (c.anchored_in || [])[0];
       list.push({ state, cells: [commitLink(c.seq, c.commit, String(c.seq)), time(c.time, { age: false }), value(c.commit, 'commit'),
-        recs.length ? recs : (c.seq === 0 ? 'genesis' : 'anchor-only'), c.log_index === null ? '' : entryLink(c.log_index), cell] });
+        recs.length ? recs : (c.seq === 0 ? 'genesis' : 'anchor-only'), c.log_index === null ? '' : logEntryLink(info, first ? first.origin : '', c.log_index), cell] });
     }
     rows('commits', list);
     const pager = [];
@@ -79,11 +117,12 @@ export async function render(params) {
       pager.push(h('a', { href: href({ view: 'registry', before: String(data.next_before) }), text: 'Older commits ›', rel: 'next' }));
     pager.push(' ', rawLink(url));
     fill('commits-pager', pager);
-    $('commits-note').textContent = `Each anchor: the registry's signature on (commit, tree, seq), and its inclusion in the log, checked against ${said}.`;
-    const summary = `${ok} anchor(s) verified${pending ? `, ${pending} not in the log yet` : ''}`;
+    const several = named.logs.length > 1;
+    $('commits-note').textContent = `Each anchor: the registry's signature on (commit, tree, seq), and its inclusion in the log${several ? `s (${named.k} of ${named.logs.length} required)` : ''}, checked against ${said}.`;
+    const summary = `${ok} anchor(s) verified${several ? ` in ${named.k} of ${named.logs.length} logs or more` : ''}${pending ? `, ${pending} not in the log yet` : ''}`;
     show('registry-verdict', bad ? { state: 'fail', headline: `FAILED: ${bad} anchor(s) did not verify`, summary }
-      : pinned ? { state: 'pass', headline: 'VERIFIED', summary: `${summary}, against the pinned policy for ${info.log.origin}` }
-        : { state: 'unpinned', headline: `NOT PINNED: ${UNPINNED_WORDS}`, summary });
+      : pinned ? { state: 'pass', headline: 'VERIFIED', summary: `${summary}, against the pinned ${several ? 'policies' : 'policy'} for ${named.logs.map((l) => l.origin).join(' and ')}` }
+        : { state: 'unpinned', headline: `NOT PINNED: ${UNPINNED_WORDS}`, summary: `${summary} (${said})` });
   } catch (e) {
     failed('registry-verdict', reasonOf(e));
   }
@@ -118,7 +157,8 @@ export async function renderCommit(params) {
     const want = params.get('commit');
     if (want && want !== c.commit) throw new oap.VerificationError(`the link names commit ${want} at seq ${seq}; the registry says ${c.commit}`);
     facts('commit-facts', [['seq', String(c.seq)], ['time', time(c.time)], ['commit', value(c.commit, 'commit')], ['tree', value(c.tree, 'tree')],
-      ['records', String(c.record_count)], ['log index', c.log_index === null ? 'not in the log yet' : entryLink(c.log_index)]]);
+      ['records', String(c.record_count)],
+      ['anchored in', c.log_index === null ? 'not in the log yet' : (c.anchored_in || []).map((a, i) => [i ? ', ' : '', `${a.origin} #`, logEntryLink(info, a.origin, a.index)])]]);
     rows('commit-records', c.records.map((x) => [x.type, principalLink(x.id), h('span', { class: 'mono', text: x.path })]));
     const links = [rawLink(url), ' ', h('a', { href: href({ view: 'registry', before: String(c.seq + 1) }), text: 'in the list of commits' })];
     if (c.anchor === null) {
@@ -127,19 +167,17 @@ export async function renderCommit(params) {
       return;
     }
     $('commit-anchor').textContent = c.anchor;
-    links.push(' ', copyButton(c.anchor, 'anchor bundle'), ' ', downloadButton(c.anchor, `registry-commit-${c.seq}.tlog-proof`, 'download .tlog-proof'));
+    const several = oap.isAnchorsFile(c.anchor);
+    fill('commit-anchor-title', ...(several ? ['Log anchors (an ', h('code', { text: 'oap-anchors/v1' }), ' file: one ', h('code', { text: '.tlog-proof' }), ' per log)']
+      : ['Log anchor (a ', h('code', { text: '.tlog-proof' }), ' bundle)']));
+    links.push(' ', copyButton(c.anchor, 'anchor'), ' ', downloadButton(c.anchor, `registry-commit-${c.seq}${several ? '.anchors.json' : '.tlog-proof'}`,
+      several ? 'download .anchors.json' : 'download .tlog-proof'));
     fill('commit-links', links);
-    const b = oap.parseProofBundle(c.anchor);
-    const origin = info.log ? info.log.origin : '';
-    const ours = app.logInfo && app.logInfo.origin === origin;
-    const { policy, pinned } = await registryPolicy(info);
-    const ctx = await bundleContext(app.trust, b, { served: ours ? app.served : null, logUrl: ours ? app.log : null });
-    if (!ctx.policy && policy) { // the registry's word for its log key: unpinned
-      ctx.policy = policy; ctx.pinned = pinned;
-      try { ctx.vc = await policy.verifyCheckpoint(b.checkpoint); ctx.cpError = null; ctx.vcError = null; ctx.verified = await policy.verifyBundle(b); } catch (e) { ctx.vcError = e; }
-    }
-    Object.assign(ctx, { commit: c, bundleText: c.anchor, registryKey: info.registry });
-    show('commit-verdict', await verdictOf(COMMIT_CHECKS, ctx, `commit ${c.seq} is anchored at index ${b.index} of ${origin}`));
+    const { k } = registryLogs(info);
+    const v = await anchorVerdict(c.anchor, { table: COMMIT_CHECKS, k, fallback: registryFallback(info),
+      extra: { commit: c, bundleText: c.anchor, registryKey: info.registry } });
+    const where = v.logs.filter((l) => l.counted).map((l) => `${l.origin} (index ${l.index})`).join(', ');
+    show('commit-verdict', { ...v, summary: `commit ${c.seq} is anchored in ${where || 'no log'}${v.summary && several ? `; ${v.summary}` : ''}` });
   } catch (e) {
     failed('commit-verdict', reasonOf(e));
   }
