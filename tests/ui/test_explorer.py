@@ -536,7 +536,9 @@ def test_registry_status_records_and_commit_anchors_verify_in_the_page(network, 
         assert state == want, said
         assert "signature by the status key did:key:" in said and "anchored in the log" in said, said
         assert "fresh" in said and "for another" in said, said
-        records = text(browser, "principal-records")
+        # the verdict is set before the principal's records are fetched and checked: wait for them
+        records = wait_for(browser, lambda b: "verified" in text(b, "principal-records") and text(b, "principal-records"),
+                           "the principal's records, checked")
         assert "verified" in records, records
         assert f"id={urllib.parse.quote(who, safe='')}" in browser.current_url or who in browser.current_url
         shot(browser, tmp_path, f"registry-{'good' if want == 'pass' else want}-1400")
