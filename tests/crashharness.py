@@ -50,7 +50,7 @@ from tlog.merkle.verify import verify_consistency
 from tests.support.services import fetch_entries
 
 BIN = Path(sys.executable).parent
-CRASH_POINTS = ["after_hash_append", "after_sign", "before_commit", "after_commit"]
+CRASH_POINTS = ["after_sequence", "after_hash_append", "after_sign", "before_commit", "after_commit", "after_record"]
 
 
 @dataclass
