@@ -3,8 +3,9 @@ load, restart, and prove nothing acknowledged was lost or rewritten.
 
 Each cycle restarts the server; in some cycles it is killed with SIGKILL at a
 random time, in others it kills itself at a chosen point inside a batch
-(after the hash files are written, after signing, just before or just after
-COMMIT) through tests/crashserve.py. At the end a clean server is started and:
+(after the entries' commit, after the hash files are written, after signing,
+just before or just after the checkpoint's commit, after it is recorded but
+before it is published) through tests/crashserve.py. At the end a clean server is started and:
 every acknowledged entry is at its acknowledged index with its bytes; no two
 checkpoints seen (in responses or from /checkpoint) share a size with
 different roots; every one of them is consistent with the final checkpoint;

@@ -179,6 +179,7 @@ class Appender:
         self._stop = asyncio.Event()
         self._lease: Lease | None = None
         self._verified_at = 0.0
+        self._ready = False  # the holder has made the store and the bucket whole (_take_over)
         self._sequenced = 0  # the largest sequenced size seen
         self._bucket_pending: tuple[int, str] | None = None  # published, not yet in the bucket
         self._failure_seen: str = ""  # the last failure a follower answered waiters with
@@ -219,11 +220,19 @@ class Appender:
         self._sequenced = head.sequenced
         if head.published is not None:
             await self._serve_head(head.published[0], head.published[1])
-        elif head.signed is not None:  # shown (not served) until published
-            self.state = self._state_of(head.signed.size, head.signed.root, head.signed.note)
+        elif head.signed is not None:
+            signed = self._state_of(head.signed.size, await self._call(self.driver.extend, head.signed.size),
+                                    head.signed.note)
+            if signed.root != head.signed.root:
+                raise CorruptionError(f"the hash cache does not reproduce the root signed for size {signed.size}")
+            if self.cosign is None:
+                self._serve(signed)  # nothing to add to it: what was published before a restart, or more
+            else:
+                self.state = signed  # shown (not served) until the witnesses cosign it again
         if not self.driver.shared and not self.driver.read_only:
             try:
                 if await self._take_role():
+                    await self._take_over()
                     await self._integrate_once()
             except (ForkError, LogHalted) as e:
                 self._halt(e)
@@ -470,6 +479,8 @@ class Appender:
                     if not await self._take_role():
                         await self._wait(ACQUIRE_INTERVAL)
                         continue
+                if not self._ready:
+                    await self._take_over()
                 self._expire_waiting()
                 if await self._integrate_once():
                     backoff = RETRY_MIN
@@ -505,7 +516,7 @@ class Appender:
                 backoff = min(backoff * 2, RETRY_MAX)
 
     async def _take_role(self) -> bool:
-        """Try to take the integrator role; on success, make the store and the bucket whole."""
+        """Try to take the integrator role (`_lease`); False if another process holds it."""
         try:
             lease = await self._call(self.driver.acquire)
         except Unavailable as e:
@@ -521,14 +532,21 @@ class Appender:
             except TimeoutError:
                 pass
         await self._call(self.driver.verify, lease)
-        self._lease, self._verified_at = lease, time.monotonic()
+        self._lease, self._verified_at, self._ready = lease, time.monotonic(), False
         if self.driver.shared:
             log.info("this frontend is the integrator (epoch %d)", lease.epoch)
-        await self._call(self.driver.backfill, lease)
-        head = await self._call(self.driver.head)
-        if self.publisher is not None:
-            await self._call(self._bucket_take_over, lease, head)
         return True
+
+    async def _take_over(self) -> None:
+        """Make the store and the bucket whole before integrating anything: derived data the
+        store keeps, then what the bucket lacks. Retried (with the role kept) until it works."""
+        lease = self._lease
+        assert lease is not None
+        await self._call(self.driver.backfill, lease)
+        if self.publisher is not None:
+            head = await self._call(self.driver.head)
+            await self._call(self._bucket_take_over, lease, head)
+        self._ready = True
 
     def _bucket_take_over(self, lease: Lease, head: Head) -> None:
         """(Driver thread.) The bucket catches up with the store: tiles and bundles it lacks
@@ -644,7 +662,7 @@ class Appender:
         if self._lease is not None:
             self.lost_role += 1
             log.warning("integrator role lost: %s", e)
-        self._lease = None
+        self._lease, self._ready = None, False
         self._bucket_pending = None  # the next holder writes the bucket's checkpoint
 
     def _halt(self, e: Exception) -> None:

@@ -106,7 +106,7 @@ class Bucket:
         try:
             got = obstore.get(self.store, key)
             return bytes(got.bytes()), str(got.meta["e_tag"])
-        except NotFoundError:
+        except (NotFoundError, FileNotFoundError):
             return None
         except Exception as e:  # noqa: BLE001 - any transport or service error
             raise Unavailable(f"bucket read failed at {key}: {type(e).__name__}: {e}"[:300], retry_after=1) from None
@@ -282,7 +282,11 @@ class TilePublisher:
 
     def checkpoint_size(self) -> int:
         """The size of the tree the bucket's checkpoint object shows (0 if there is none)."""
-        current = self.bucket.get(CHECKPOINT_KEY)
+        try:
+            current = self.bucket.get(CHECKPOINT_KEY)
+        except Unavailable:
+            self.errors += 1
+            raise
         if current is None:
             return 0
         try:

@@ -201,6 +201,7 @@ class EmbeddedStorage:
         self._signed: SignedHead | None = None
         self._published: tuple[int, str] | None = None
         self._failure = ""
+        self._closed = False
 
     def _fault(self, name: str) -> None:
         if self.faults is not None:
@@ -533,6 +534,9 @@ class EmbeddedStorage:
 
     def close(self) -> None:
         """Clean shutdown: sync the hash files so the next open repairs nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self.checkpointer is not None:
             self.checkpointer.stop()
         if not self.read_only:

@@ -212,6 +212,8 @@ class PostgresStorage:
         return self.head()
 
     def close(self) -> None:
+        if self._lock_fd is None:  # closed already
+            return
         for conn in (self._main, self._lease_conn, self._listen):
             _close(conn)
         self._main = self._lease_conn = self._listen = None
@@ -394,6 +396,8 @@ class PostgresStorage:
             head = None if row[1] < 0 else row[1]
             if head != old:
                 raise LeaseLost(f"the head moved to {head} under this integrator (it read {old})")
+            if head is not None and signed.size < head:
+                raise ForkError(f"refusing to sign size {signed.size} below the signed size {head}")
             conn.execute("INSERT INTO oap_checkpoints (size, root, note, signed_at) VALUES (%s, %s, %s, %s) "
                          "ON CONFLICT (size) DO NOTHING", (signed.size, signed.root, signed.note, time.time()))
             have = conn.execute("SELECT root FROM oap_checkpoints WHERE size = %s", (signed.size,)).fetchone()
