@@ -174,6 +174,7 @@ class Appender:
         self._tasks: list[asyncio.Task] = []
         self._task: asyncio.Task | None = None  # the sequencing loop
         self._closing = False  # no new submissions
+        self._closed = False
         self._stopping = False  # the background tasks end
         self._kick = asyncio.Event()  # something for the integrator to do
         self._stop = asyncio.Event()
@@ -256,6 +257,9 @@ class Appender:
         """Stop accepting, sequence what is queued, wait (bounded) for it to be published,
         write the bucket's pending checkpoint while still holding the role, give the role up
         and close the store."""
+        if self._closed:
+            return
+        self._closed = True
         self._closing = True
         self._queue.close()
         if self._task is not None:
