@@ -339,25 +339,35 @@ def test_kill_9_of_a_frontend_and_of_the_integrator_under_load_loses_nothing(eng
 def test_migrate_an_embedded_log_to_postgres_and_a_bucket(engines, tmp_path, server):
     """oap-log migrate: the same entries at the same indices, the same root and key; the
     bucket then verifies from anonymous reads alone, and the log goes on appending."""
+    import sqlite3
     import subprocess
 
-    from tlog.client.client import SyncLogClient
-    from tlog.formats.entries import commitment_entry
+    import psycopg
+
+    from tlog.formats.ed25519 import generate_seed
+    from tlog.formats.entries import receipt_entry
 
     from tests.support.services import BIN
 
     src = tmp_path / "embedded"
     srv = server("--origin", SIGNER.name, data=src)
+    seed = generate_seed()
     with SyncLogClient(srv.url) as c:
-        anchored = c.anchor_many([commitment_entry(leaf_hash(b"m%d" % i)) for i in range(700)])
+        anchored = c.anchor_many([commitment_entry(leaf_hash(b"m%d" % i)) for i in range(690)] +
+                                 [receipt_entry(leaf_hash(b"r%d" % i), seed) for i in range(10)])
         before = c.checkpoint()
     srv.stop()
+    with sqlite3.connect(src / "log.db") as db:
+        logged = dict(db.execute("SELECT idx, logged_at FROM receipts"))
+    assert sorted(logged) == list(range(690, 700))
     f = Frontends(engines, tmp_path)
     f.key.unlink()  # the key comes with the log
     r = subprocess.run([str(BIN / "oap-log"), "migrate", "--from-data", str(src), "--to-config", str(f.config),
                         "--to-data", str(tmp_path / "one")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {"migrated": 700, "tree_size": 700, "storage": "postgres"}
+    with psycopg.connect(f.dsn) as conn:  # the receipts keep the time the log first logged them
+        assert dict(conn.execute("SELECT idx, logged_at FROM oap_receipts").fetchall()) == logged
     one = f.start("one")
     try:
         assert one.vkey == srv.vkey  # same key, same origin: clients and witnesses see the same log

@@ -54,7 +54,7 @@ class LogMetrics:
             .set_function(lambda: float(appender.lost_role))
         publisher = appender.publisher
         if publisher is not None:
-            Gauge("oap_log_bucket_write_errors_total", "Failed bucket operations of publication (tiles, bundles, checkpoint)",
+            Gauge("oap_log_bucket_write_errors_total", "Failed bucket operations (tiles, bundles, checkpoint)",
                   registry=r).set_function(lambda: float(publisher.errors))
             Gauge("oap_log_bucket_objects_written_total", "Tiles and bundles created in the bucket", registry=r) \
                 .set_function(lambda: float(publisher.written))
