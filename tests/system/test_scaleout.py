@@ -127,6 +127,25 @@ async def test_the_integrator_role_moves_when_its_holder_goes(engines, tmp_path)
             assert b.integrating and r.state.size == 10 and b.lost_role == 0
 
 
+async def test_with_the_bucket_down_every_frontend_answers_503_then_recovers(engines, tmp_path):
+    """The integrator's bucket refuses writes: a write on another frontend is answered 503 by
+    the failed attempt (recorded in the database for every frontend), not held until a
+    timeout; with the bucket back, the same entries are published at their indices."""
+    from tlog.storage.bucket import Bucket
+
+    dsn, url = engines.database(), engines.bucket()
+    down = TilePublisher(Bucket.from_config(url, key_id="nobody", secret="wrong"), checkpoint_interval=0.05)
+    async with frontend(tmp_path, dsn, "a", publisher=down) as a:
+        await until(lambda: a.integrating, what="a takes the role")
+        async with frontend(tmp_path, dsn, "b", publisher=TilePublisher(engines.bucket_of(url))) as b:
+            with pytest.raises(Unavailable) as refused:
+                await b.add_many(entries("x", 300))
+            assert "bucket" in refused.value.message and "in time" not in refused.value.message
+            down.bucket = engines.bucket_of(url)  # the bucket is back
+            got = await b.add_many(entries("x", 300))
+            assert got.indices == list(range(300)) and not any(got.fresh) and got.state.size == 300
+
+
 async def test_a_database_restart_is_503_then_recovers_with_nothing_lost(engines, tmp_path):
     # Its own server: restarting the shared one would disturb the other tests.
     from tlog.cli.engines import Postgres

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
-from tlog.errors import ForkError, LogHalted, NotPublished, Unavailable
+from tlog.errors import ForkError, LogHalted, NotPublished, OAPError, Unavailable
 from tlog.merkle.tree import TreeView
 from tlog.service.batching import BatchQueue
 from tlog.storage.interface import (
@@ -69,8 +69,14 @@ RETRY_MIN, RETRY_MAX = 0.5, 5.0  # seconds between attempts to publish after a f
 ACQUIRE_INTERVAL = 1.0  # seconds between attempts to take the integrator role
 FOLLOW_TIMEOUT = 0.5  # seconds a follower waits for a notification before reading the head anyway
 VERIFY_INTERVAL = 0.5  # seconds between checks of the holder's lease (well under Driver.lease_ttl)
+CLOSE_WAIT = 10.0  # seconds a close waits for queued submissions to be published
 
 T = TypeVar("T")
+
+
+def _message(e: BaseException) -> str:
+    """What to tell a client (or the log) about `e`."""
+    return e.message if isinstance(e, OAPError) else f"{type(e).__name__}: {e}"
 
 
 class Added(NamedTuple):  # a tuple: one is made per appended entry, on the event loop
@@ -183,7 +189,7 @@ class Appender:
         self._ready = False  # the holder has made the store and the bucket whole (_take_over)
         self._sequenced = 0  # the largest sequenced size seen
         self._bucket_pending: tuple[int, str] | None = None  # published, not yet in the bucket
-        self._failure_seen: str = ""  # the last failure a follower answered waiters with
+        self._failure_seen = 0.0  # when the last failure a follower answered waiters with was recorded
         self.state: LogState | None = None  # the published state readers get (or, before any, the signed one)
         self.published = False  # False until a checkpoint was published (with witnesses: their quorum)
         self.halted: LogHalted | None = None  # set for good when signing on would fork the log
@@ -238,7 +244,7 @@ class Appender:
             except (ForkError, LogHalted) as e:
                 self._halt(e)
             except (Unavailable, CorruptionError) as e:
-                log.warning("starting without a published checkpoint: %s", getattr(e, "message", e))
+                log.warning("starting without a published checkpoint: %s", _message(e))
                 self._publication_failed(e)
         self._task = asyncio.create_task(self._run(), name="tlog-appender")
         if not self.driver.read_only:
@@ -264,7 +270,7 @@ class Appender:
         self._queue.close()
         if self._task is not None:
             await self._task
-        deadline = time.monotonic() + self.wait_timeout
+        deadline = time.monotonic() + min(self.wait_timeout, CLOSE_WAIT)
         while self._waiting and self.halted is None and time.monotonic() < deadline:
             self._kick.set()
             await asyncio.sleep(0.02)
@@ -283,7 +289,7 @@ class Appender:
                 try:
                     await self._call(self._flush_bucket, lease)
                 except (LeaseLost, Unavailable, ForkError) as e:  # the next holder writes it
-                    log.warning("the bucket's last checkpoint was not written: %s", getattr(e, "message", e))
+                    log.warning("the bucket's last checkpoint was not written: %s", _message(e))
             await self._call(self.driver.release, lease)
         if self.publisher is not None:
             await self._call(self.publisher.close)
@@ -475,13 +481,20 @@ class Appender:
             pass
         self._kick.clear()
 
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep until stopped or `seconds`."""
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except TimeoutError:
+            pass
+
     async def _integrate_loop(self) -> None:
         backoff = RETRY_MIN
         while not self._stopping and self.halted is None:
             try:
                 if self._lease is None:
                     if not await self._take_role():
-                        await self._wait(ACQUIRE_INTERVAL)
+                        await self._sleep(ACQUIRE_INTERVAL)  # not woken by new entries: someone else integrates
                         continue
                 if not self._ready:
                     await self._take_over()
@@ -506,7 +519,7 @@ class Appender:
                 self._publication_failed(e)
                 if self._lease is not None:
                     try:
-                        await self._call(self.driver.record_failure, self._lease, str(getattr(e, "message", e)))
+                        await self._call(self.driver.record_failure, self._lease, _message(e))
                     except LeaseLost as lost:
                         self._lost(lost)
                     except Unavailable:
@@ -651,7 +664,7 @@ class Appender:
     def _publication_failed(self, e: Exception) -> None:
         """A publication attempt failed: every waiting submission is answered 503 now (its
         entries stay sequenced; a retry finds them), and the attempt is retried."""
-        message = getattr(e, "message", None) or f"{type(e).__name__}: {e}"
+        message = _message(e)
         if isinstance(e, NotPublished):
             log.warning("the checkpoint is durable but not published: %s", message)
         elif isinstance(e, CorruptionError):
@@ -673,7 +686,7 @@ class Appender:
         if isinstance(e, LogHalted):
             halted = e
         else:
-            halted = LogHalted(f"refusing to sign on: {getattr(e, 'message', e)}")
+            halted = LogHalted(f"refusing to sign on: {_message(e)}")
         if self.halted is None:
             log.critical("HALTED: %s", halted.message)
         self.halted = halted
@@ -683,10 +696,7 @@ class Appender:
         """Check the lease every VERIFY_INTERVAL while holding it, whatever the integrator is
         waiting for (witnesses, say): `integrating` is true only within `lease_ttl` of a check."""
         while not self._stopping:
-            try:
-                await asyncio.wait_for(self._stop.wait(), VERIFY_INTERVAL)
-            except TimeoutError:
-                pass
+            await self._sleep(VERIFY_INTERVAL)
             lease = self._lease
             if lease is None or self._stopping or time.monotonic() - self._verified_at < VERIFY_INTERVAL:
                 continue
@@ -708,10 +718,7 @@ class Appender:
                 head = await loop.run_in_executor(self._follow_io, self.driver.follow, FOLLOW_TIMEOUT)
             except Unavailable as e:
                 log.warning("following the store failed (retrying): %s", e.message)
-                try:
-                    await asyncio.wait_for(self._stop.wait(), 1.0)
-                except TimeoutError:
-                    pass
+                await self._sleep(1.0)
                 continue
             if head.sequenced > self._sequenced:
                 self._sequenced = head.sequenced
@@ -729,9 +736,9 @@ class Appender:
                     log.warning("could not serve the published head %d: %s", published[0], e)
             else:
                 self.lag = max(0, head.sequenced - (published[0] if published is not None else 0))
-            if head.failure and head.failure != self._failure_seen:
+            if head.failure and head.failed_at != self._failure_seen:  # a new failed attempt
                 self._fail_waiting(Unavailable(f"the log could not publish: {head.failure}", retry_after=1))
-            self._failure_seen = head.failure
+            self._failure_seen = head.failed_at
 
     async def _publish_read_only(self) -> None:
         """A read-only store: nothing is signed here; its signed head is served (cosigned first,

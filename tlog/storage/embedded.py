@@ -201,6 +201,7 @@ class EmbeddedStorage:
         self._signed: SignedHead | None = None
         self._published: tuple[int, str] | None = None
         self._failure = ""
+        self._failed_at = 0.0
         self._closed = False
 
     def _fault(self, name: str) -> None:
@@ -243,7 +244,7 @@ class EmbeddedStorage:
         return self.head()
 
     def head(self) -> Head:
-        return Head(self._sequenced, self._signed, self._published, self._failure)
+        return Head(self._sequenced, self._signed, self._published, self._failure, self._failed_at)
 
     def _index_receipts(self, size: int) -> None:
         """Index the receipts of a log written before the index existed (once): sequencing
@@ -502,7 +503,7 @@ class EmbeddedStorage:
         self._published, self._failure = (size, note), ""
 
     def record_failure(self, lease: Lease, message: str) -> None:
-        self._failure = message
+        self._failure, self._failed_at = message, time.time()
 
     def follow(self, timeout: float) -> Head:
         """No other process writes here: nothing to wait for."""

@@ -82,13 +82,16 @@ class Head:
     compare-and-swap (None: nothing signed yet); `published`: (size, note) of the latest
     checkpoint published, with its cosignatures (None: not known to be published, e.g.
     after a restart of the embedded log, which publishes again what it signed);
-    `failure`: why publication is failing, as the integrator last recorded ("" if not).
+    `failure`: why publication is failing, as the integrator last recorded ("" if not), and
+    `failed_at` when it last failed (each failed attempt is a new time: writes waiting on
+    any frontend are answered 503 by it).
     """
 
     sequenced: int
     signed: SignedHead | None
     published: tuple[int, str] | None
     failure: str = ""
+    failed_at: float = 0.0
 
 
 @dataclass(frozen=True)

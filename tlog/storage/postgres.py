@@ -79,6 +79,7 @@ CREATE TABLE IF NOT EXISTS oap_head (
 );
 ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS failure TEXT NOT NULL DEFAULT '';
+ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS failed_at DOUBLE PRECISION NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS oap_receipts (
     signer       TEXT NOT NULL,
     idx          BIGINT NOT NULL,
@@ -227,11 +228,11 @@ class PostgresStorage:
 
     @staticmethod
     def _read_head(conn: Any) -> Head:
-        size, root, note, psize, pnote, failure, sequenced = conn.execute(
-            "SELECT h.size, h.root, h.note, h.published_size, h.published_note, h.failure, s.next "
+        size, root, note, psize, pnote, failure, failed_at, sequenced = conn.execute(
+            "SELECT h.size, h.root, h.note, h.published_size, h.published_note, h.failure, h.failed_at, s.next "
             "FROM oap_head h, oap_sequence s").fetchone()
         return Head(sequenced, None if size < 0 else SignedHead(size, bytes(root), note),
-                    None if psize < 0 else (psize, pnote), failure)
+                    None if psize < 0 else (psize, pnote), failure, failed_at)
 
     def head(self) -> Head:
         with self._db() as conn:
@@ -424,10 +425,10 @@ class PostgresStorage:
                 conn.execute(f"NOTIFY {HEAD_CHANNEL}")
 
     def record_failure(self, lease: Lease, message: str) -> None:
-        with self._fenced(lease) as (conn, row):
-            if row[4] != message:
-                conn.execute("UPDATE oap_head SET failure = %s WHERE epoch = %s", (message[:500], lease.epoch))
-                conn.execute(f"NOTIFY {HEAD_CHANNEL}")
+        with self._fenced(lease) as (conn, _):
+            conn.execute("UPDATE oap_head SET failure = %s, failed_at = %s WHERE epoch = %s",
+                         (message[:500], time.time(), lease.epoch))
+            conn.execute(f"NOTIFY {HEAD_CHANNEL}")
 
     def backfill(self, lease: Lease) -> None:
         """Index the receipts of entries sequenced before the index existed (a database from
