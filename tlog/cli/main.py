@@ -81,7 +81,7 @@ async def _start(cfg: LogConfig, hooks: Hooks | None = None) -> Running:
         workers = ReadWorkers(cfg, svc.sequencer, RequestMetrics(svc.metrics.requests, svc.metrics.request_seconds))
     return Running(build_app(svc), drain=svc.close, helpers=workers, banner=lambda url: [
         f"origin:       {svc.origin}", f"verifier key: {svc.signer.vkey}", f"url:          {url}",
-        f"tree size:    {svc.state.size}",
+        f"tree size:    {svc.sequencer.state.size if svc.sequencer.state else 'nothing published yet'}",
         f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})"])
 
 

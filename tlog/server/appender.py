@@ -196,6 +196,7 @@ class Appender:
         self.on_publish: list[Callable[[LogState], None]] = []  # called with each newly served state
         self.lag = 0  # entries sequenced beyond the published head, as last seen
         self.lost_role = 0  # times this frontend lost the integrator role
+        self.failures = 0  # failed publication attempts seen (here, or recorded by the integrator)
 
     # --- what the HTTP layer and the metrics read ----------------------------------------
 
@@ -255,7 +256,7 @@ class Appender:
             self._tasks.append(asyncio.create_task(self._follow_loop(), name="tlog-follow"))
             self._tasks.append(asyncio.create_task(self._heartbeat(), name="tlog-lease"))
             deadline = time.monotonic() + self.wait_timeout
-            while self.state is None and time.monotonic() < deadline and self.halted is None:
+            while self.state is None and not self.failures and self.halted is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
         return self.state
 
@@ -599,7 +600,7 @@ class Appender:
             self._fault("after_record")
             await self._publish(lease, signed)
             return True
-        if published < signed.size or not self.published:
+        if published < signed.size:
             # Signed but not published: a predecessor died in between, or a restart. Bring
             # the hash cache to that size, then publish that very checkpoint.
             root = await self._call(self.driver.extend, signed.size)
@@ -607,9 +608,8 @@ class Appender:
                 raise CorruptionError(f"the hash cache does not reproduce the root signed for size {signed.size}")
             await self._publish(lease, signed)
             return True
-        if self.state is None or self.state.size < published:
-            assert head.published is not None
-            await self._serve_head(*head.published)
+        if head.published is not None and (not self.published or self.state is None or self.state.size < published):
+            await self._serve_head(*head.published)  # published already (by a predecessor): serve it
             return True
         if self._bucket_pending is not None and self.publisher is not None and self.publisher.due():
             await self._call(self._flush_bucket, lease)
@@ -665,6 +665,7 @@ class Appender:
         """A publication attempt failed: every waiting submission is answered 503 now (its
         entries stay sequenced; a retry finds them), and the attempt is retried."""
         message = _message(e)
+        self.failures += 1
         if isinstance(e, NotPublished):
             log.warning("the checkpoint is durable but not published: %s", message)
         elif isinstance(e, CorruptionError):
@@ -737,6 +738,7 @@ class Appender:
             else:
                 self.lag = max(0, head.sequenced - (published[0] if published is not None else 0))
             if head.failure and head.failed_at != self._failure_seen:  # a new failed attempt
+                self.failures += 1
                 self._fail_waiting(Unavailable(f"the log could not publish: {head.failure}", retry_after=1))
             self._failure_seen = head.failed_at
 
