@@ -438,7 +438,7 @@ class PgLog:
 def postgres_size(pg: PgLog, k: int, cfg: dict) -> dict:
     n = 1 << k
     t = time.perf_counter()
-    before = pg._open().refresh().size
+    before = pg._open().state.size
     pg.grow(n)
     grow_s = round(time.perf_counter() - t, 1)
     pg.close_store()
