@@ -23,7 +23,9 @@ frontends to do the same, and is retried with backoff; a fork or a witness that 
 more of the log than it holds halts writes for good.
 
 Driver calls are synchronous and run on one thread (`_call`); `Driver.follow` blocks on a
-second one. The loop itself is asyncio.
+second one, and a driver whose sequencing shares nothing with the rest (PostgreSQL: its own
+connection) sequences on a third, so that a frontend's writes are not queued behind its
+integration. The loop itself is asyncio.
 """
 from __future__ import annotations
 
@@ -172,6 +174,8 @@ class Appender:
         self.faults = faults
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog-driver")
         self._follow_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog-follow")
+        self._sequence_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog-sequence") \
+            if driver.parallel_sequencing else self._io
         self._queue: BatchQueue[bytes] = BatchQueue(max_batch, batch_interval)
         self._spans: deque[_Group] = deque()  # the groups of the queued entries, in queue order
         self._waiting: list[tuple[int, int, _Waiting]] = []  # a heap by covering size
@@ -297,6 +301,7 @@ class Appender:
         await self._call(self.driver.close)
         self._io.shutdown(wait=True)
         self._follow_io.shutdown(wait=True)
+        self._sequence_io.shutdown(wait=True)
 
     # --- submissions -----------------------------------------------------------------------
 
@@ -355,7 +360,7 @@ class Appender:
         t0 = time.perf_counter()
         spans = self._take_spans(len(batch))
         try:
-            seq = await self._call(self.driver.sequence, batch)
+            seq = await asyncio.get_running_loop().run_in_executor(self._sequence_io, self.driver.sequence, batch)
         except Exception as e:  # not sequenced: a 503 for every submission of the batch
             if isinstance(e, Unavailable):
                 log.error("batch of %d entries refused: %s", len(batch), e.message)

@@ -164,6 +164,7 @@ class EmbeddedStorage:
 
     shared = False  # one process per directory: no one else sequences or publishes
     lease_ttl = math.inf  # the directory lock is the lease: held until close
+    parallel_sequencing = False  # one connection, one set of hash files for everything
 
     def __init__(self, data_dir: Path, *, hash_sync_interval: float = 5.0,
                  map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20, faults: Fault | None = None) -> None:

@@ -165,12 +165,14 @@ class TileSource(Protocol):
 
 
 class Driver(TileSource, Protocol):
-    """A log's durable store. The appender calls every method but `follow` from one thread
-    (its driver thread), and `follow` from another; none is called before `open`."""
+    """A log's durable store. The appender calls its methods from one thread (its driver
+    thread), but `follow` from a second and, where `parallel_sequencing`, `sequence` from a
+    third; none is called before `open`."""
 
     read_only: bool  # writes are refused with 503 (e.g. a read-only data directory)
     shared: bool  # other processes sequence and integrate into the same store: follow their heads
     lease_ttl: float  # seconds a holder may count on its last check of the lease (see `verify`)
+    parallel_sequencing: bool  # `sequence` shares nothing with the other methods: it may run beside them
 
     def open(self) -> Head:
         """Create or recover the store (repairing derived data) and say where it stands."""

@@ -126,17 +126,44 @@ def _close(conn: Any) -> None:
             pass
 
 
+class _Session:
+    """One connection, opened on first use; a database error drops it (it is opened again next
+    time) and is a 503."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: Any = None
+
+    @contextmanager
+    def use(self) -> Iterator[Any]:
+        import psycopg
+
+        if self.conn is None or self.conn.closed:
+            self.conn = _connect(self.dsn)
+        try:
+            yield self.conn
+        except psycopg.Error as e:
+            self.close()
+            raise Unavailable(f"the log's database refused the request: {type(e).__name__}", retry_after=1) from None
+
+    def close(self) -> None:
+        _close(self.conn)
+        self.conn = None
+
+
 class PostgresStorage:
     """The PostgreSQL `Driver`, with a local hash cache in `cache_dir`.
 
-    Connections: one for sequencing and reads (the appender's driver thread), one that
-    holds the integrator role while this frontend has it (same thread), and one that
-    listens for other frontends' notifications (`follow`, the appender's follow thread).
+    Connections: one for sequencing (the appender's sequencing thread), one for heads, the
+    hash cache and entry reads (its driver thread), one that holds the integrator role while
+    this frontend has it (the same thread), and one that listens for other frontends'
+    notifications (`follow`, the appender's follow thread).
     """
 
     read_only = False
     shared = True
     lease_ttl = LEASE_TTL
+    parallel_sequencing = True  # its own connection, and no hash files: beside integration, not behind it
 
     def __init__(self, dsn: str, cache_dir: Path, *, map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20,
                  name: str = "", faults: Fault | None = None) -> None:
@@ -149,7 +176,8 @@ class PostgresStorage:
         self.hashes = HashFiles(self.dir / "hashes", window=map_window)
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.faults = faults
-        self._main: Any = None  # sequencing, heads, cache extension, entry reads
+        self._main = _Session(dsn)  # heads, cache extension, entry reads
+        self._seq = _Session(dsn)  # sequencing
         self._lease_conn: Any = None  # holds the advisory lock while this frontend integrates
         self._listen: Any = None  # follow()
         self._cache_size = 0  # leaves in the local hash files (0: not checked yet)
@@ -162,17 +190,8 @@ class PostgresStorage:
 
     @contextmanager
     def _db(self) -> Iterator[Any]:
-        """The main connection; a database error drops it (reconnected next time) and is a 503."""
-        import psycopg
-
-        if self._main is None or self._main.closed:
-            self._main = _connect(self.dsn)
-        try:
-            yield self._main
-        except psycopg.Error as e:
-            _close(self._main)
-            self._main = None
-            raise Unavailable(f"the log's database refused the request: {type(e).__name__}", retry_after=1) from None
+        with self._main.use() as conn:
+            yield conn
 
     @contextmanager
     def _fenced(self, lease: Lease) -> Iterator[tuple[Any, tuple]]:
@@ -215,9 +234,11 @@ class PostgresStorage:
     def close(self) -> None:
         if self._lock_fd is None:  # closed already
             return
-        for conn in (self._main, self._lease_conn, self._listen):
+        self._main.close()
+        self._seq.close()
+        for conn in (self._lease_conn, self._listen):
             _close(conn)
-        self._main = self._lease_conn = self._listen = None
+        self._lease_conn = self._listen = None
         self.hashes.sync()
         self.hashes.close()
         if self._lock_fd is not None:
@@ -267,7 +288,7 @@ class PostgresStorage:
         leaves = [digests[i:i + 32] for i in range(0, len(digests), 32)]
         # decoded before the sequence row is locked: other frontends wait on that lock
         receipts = {r.index: r for r in receipt_rows(list(zip(range(len(datas)), leaves, datas)), 0.0)}
-        with self._db() as conn:
+        with self._seq.use() as conn:
             with conn.transaction():
                 nxt = conn.execute("SELECT next FROM oap_sequence FOR UPDATE").fetchone()[0]
                 known = dict(conn.execute("SELECT leaf, idx FROM oap_entries WHERE leaf = ANY(%s)",
