@@ -315,6 +315,14 @@ def test_the_published_head_and_the_bucket_checkpoint_never_go_backwards(backend
     pub.write_checkpoint(d, w.state.note, w.state.size)
     assert stale is not None and bucket.put_if("checkpoint", small.note.encode(), stale[1]) is False
     assert pub.checkpoint_size() == 15
+    # a bucket holding another log's checkpoint (a misconfiguration) is not overwritten
+    other = checkpoint_signer(make_signer("another.test/log"))(3, b"\x01" * 32)
+    current = bucket.get_versioned("checkpoint")
+    assert current is not None and bucket.put_if("checkpoint", other.encode(), current[1])
+    w.append(entries("p", 5))
+    with pytest.raises(ForkError, match="another log"):
+        pub.write_checkpoint(d, w.state.note, w.state.size)
+    assert bucket.get("checkpoint") == other.encode()
     pub.close()
     w.close()
 

@@ -258,17 +258,19 @@ class TilePublisher:
     def _put_checkpoint(self, note: str, size: int) -> bool:
         """The checkpoint object := `note`, unless it holds a larger tree (then False). Read,
         compare, write conditionally on the version read; a lost race is read again."""
-        _, root = _size_and_root(note)
+        origin, _, root = _parsed(note)
         for _ in range(5):
             current = self.bucket.get_versioned(CHECKPOINT_KEY)
             etag = None
             if current is not None:
                 etag = current[1]
                 try:
-                    have, have_root = _size_and_root(current[0].decode())
+                    theirs, have, have_root = _parsed(current[0].decode())
                 except (FormatError, UnicodeDecodeError) as e:
                     log.error("the bucket's checkpoint object is not a checkpoint (%s); replacing it", e)
-                    have, have_root = -1, b""
+                    theirs, have, have_root = origin, -1, b""
+                if theirs != origin:
+                    raise ForkError(f"the bucket holds a checkpoint of another log ({theirs!r}, not {origin!r})")
                 if have > size:
                     log.info("the bucket already holds a checkpoint of size %d; not writing size %d", have, size)
                     return False
@@ -290,7 +292,7 @@ class TilePublisher:
         if current is None:
             return 0
         try:
-            return _size_and_root(current.decode())[0]
+            return _parsed(current.decode())[1]
         except (FormatError, UnicodeDecodeError):
             return 0
 
@@ -336,6 +338,7 @@ class TilePublisher:
         self._pool.shutdown(wait=True)
 
 
-def _size_and_root(note: str) -> tuple[int, bytes]:
+def _parsed(note: str) -> tuple[str, int, bytes]:
+    """(origin, size, root) of a checkpoint note (its signatures are its readers' business)."""
     cp = parse_checkpoint(parse_note(note).text)
-    return cp.size, cp.root
+    return cp.origin, cp.size, cp.root
