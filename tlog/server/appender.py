@@ -292,7 +292,7 @@ class Appender:
         if lease is not None:
             if self._bucket_pending is not None and self.halted is None:
                 try:
-                    await self._call(self._flush_bucket, lease)
+                    await self._flush_bucket(lease)
                 except (LeaseLost, Unavailable, ForkError) as e:  # the next holder writes it
                     log.warning("the bucket's last checkpoint was not written: %s", _message(e))
             await self._call(self.driver.release, lease)
@@ -617,7 +617,7 @@ class Appender:
             await self._serve_head(*head.published)  # published already (by a predecessor): serve it
             return True
         if self._bucket_pending is not None and self.publisher is not None and self.publisher.due():
-            await self._call(self._flush_bucket, lease)
+            await self._flush_bucket(lease)
             return True
         return False
 
@@ -655,14 +655,14 @@ class Appender:
         self._verified_at = time.monotonic()
         self._serve(state)
 
-    def _flush_bucket(self, lease: Lease) -> None:
-        """(Driver thread.) Write the published checkpoint the interval held back, fenced."""
+    async def _flush_bucket(self, lease: Lease) -> None:
+        """Write the published checkpoint the interval held back, fenced by the lease."""
         pending, publisher = self._bucket_pending, self.publisher
         if pending is None or publisher is None:
             return
         size, note = pending
-        self.driver.record_published(lease, size, note, write=partial(publisher.write_checkpoint, self.driver,
-                                                                      note, size))
+        await self._call(self.driver.record_published, lease, size, note,
+                         write=partial(publisher.write_checkpoint, self.driver, note, size))
         if self._bucket_pending == pending:
             self._bucket_pending = None
 
