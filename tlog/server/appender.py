@@ -191,6 +191,7 @@ class Appender:
         self._lease: Lease | None = None
         self._verified_at = 0.0
         self._ready = False  # the holder has made the store and the bucket whole (_take_over)
+        self._backfilling = False  # the holder has derived data of the store to bring up to date
         self._sequenced = 0  # the largest sequenced size seen
         self._bucket_pending: tuple[int, str] | None = None  # published, not yet in the bucket
         self._failure_seen = 0.0  # when the last failure a follower answered waiters with was recorded
@@ -508,6 +509,9 @@ class Appender:
                 if await self._integrate_once():
                     backoff = RETRY_MIN
                     continue
+                if self._backfilling:  # derived data, a step at a time between integrations
+                    self._backfilling = await self._call(self.driver.backfill, self._lease)
+                    continue
                 idle = VERIFY_INTERVAL
                 if self._bucket_pending is not None and self.publisher is not None:
                     idle = min(idle, self.publisher.seconds_until_due())
@@ -561,11 +565,12 @@ class Appender:
         return True
 
     async def _take_over(self) -> None:
-        """Make the store and the bucket whole before integrating anything: derived data the
-        store keeps, then what the bucket lacks. Retried (with the role kept) until it works."""
+        """Make the bucket whole before integrating anything (retried, with the role kept, until
+        it works); derived data the store keeps is brought up to date after, between
+        integrations (`Driver.backfill`)."""
         lease = self._lease
         assert lease is not None
-        await self._call(self.driver.backfill, lease)
+        self._backfilling = True
         if self.publisher is not None:
             head = await self._call(self.driver.head)
             await self._call(self._bucket_take_over, lease, head)

@@ -465,8 +465,9 @@ class EmbeddedStorage:
     def release(self, lease: Lease) -> None:
         """The directory lock is released by close()."""
 
-    def backfill(self, lease: Lease) -> None:
+    def backfill(self, lease: Lease) -> bool:
         """Nothing to do: open() indexed the receipts of an older log."""
+        return False
 
     def record_checkpoint(self, lease: Lease, old: int | None, signed: SignedHead) -> None:
         """Fork guard, then commit the checkpoint with an fsync (durable: it and every entry

@@ -204,9 +204,9 @@ class Driver(TileSource, Protocol):
         """Give the role up (at shutdown), so that another process takes it at once."""
         ...
 
-    def backfill(self, lease: Lease) -> None:
-        """Bring derived data the store keeps (the receipts index) up to date: the new
-        integrator does it once, on taking the role."""
+    def backfill(self, lease: Lease) -> bool:
+        """One step of bringing derived data the store keeps (the receipts index) up to date;
+        True while more remains. The role's holder runs the steps between integrations."""
         ...
 
     def record_checkpoint(self, lease: Lease, old: int | None, signed: SignedHead) -> None:

@@ -26,7 +26,6 @@ each signed root, so batched proofs are the same numpy gathers as in the embedde
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import os
 import socket
@@ -451,30 +450,42 @@ class PostgresStorage:
                          (message[:500], time.time(), lease.epoch))
             conn.execute(f"NOTIFY {HEAD_CHANNEL}")
 
-    def backfill(self, lease: Lease) -> None:
-        """Index the receipts of entries sequenced before the index existed (a database from
-        an older version), once. Their logged time is that of the first checkpoint that
-        covered them; sequencing indexes every entry from then on."""
+    def backfill(self, lease: Lease) -> bool:
+        """Index the receipts of entries sequenced before the index existed (a database from an
+        older version), 65,536 entries a step, the progress kept in `oap_meta` (sequencing
+        indexes every entry from the first step on). Their logged time is that of the first
+        checkpoint that covered them."""
         with self._db() as conn:
-            if conn.execute("SELECT 1 FROM oap_meta WHERE key = 'receipts_indexed' AND value = 'all'").fetchone():
-                return
-            size = conn.execute("SELECT next FROM oap_sequence").fetchone()[0]
-            signed = conn.execute("SELECT size, signed_at FROM oap_checkpoints ORDER BY size").fetchall()
-            sizes = [r[0] for r in signed]
-            log.warning("indexing the receipts of %d entries (one-time upgrade)", size)
-            for start in range(0, size, 1 << 16):
-                rows = conn.execute("SELECT idx, leaf, data FROM oap_entries WHERE idx >= %s AND idx < %s "
-                                    "ORDER BY idx", (start, start + (1 << 16))).fetchall()
-                found = []
-                for r in receipt_rows([(int(i), bytes(lh), bytes(d)) for i, lh, d in rows], 0.0):
-                    at = bisect.bisect_right(sizes, r.index)
-                    found.append(r._replace(logged_at=signed[at][1] if at < len(signed) else time.time()))
+            done = dict(conn.execute("SELECT key, value FROM oap_meta WHERE key LIKE 'receipts_%'").fetchall())
+            if done.get("receipts_indexed") == "all":
+                return False
+            if "receipts_backfill_to" not in done:  # the first step: what sequencing did not index
+                end = conn.execute("SELECT next FROM oap_sequence").fetchone()[0]
+                conn.execute("INSERT INTO oap_meta (key, value) VALUES ('receipts_backfill_to', %s), "
+                             "('receipts_indexed', '0') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                             (str(end),))
+                log.warning("indexing the receipts of %d entries (one-time upgrade, in steps)", end)
+                start = 0
+            else:
+                end, start = int(done["receipts_backfill_to"]), int(done.get("receipts_indexed", "0"))
+            stop = min(end, start + (1 << 16))
+            rows = conn.execute("SELECT idx, leaf, data FROM oap_entries WHERE idx >= %s AND idx < %s ORDER BY idx",
+                                (start, stop)).fetchall()
+            signed = conn.execute("SELECT size, signed_at FROM oap_checkpoints WHERE size > %s ORDER BY size LIMIT 1",
+                                  (start,)).fetchall()
+            found = []
+            for r in receipt_rows([(int(i), bytes(lh), bytes(d)) for i, lh, d in rows], 0.0):
+                if not signed or signed[0][0] <= r.index:
+                    signed = conn.execute("SELECT size, signed_at FROM oap_checkpoints WHERE size > %s ORDER BY size "
+                                          "LIMIT 1", (r.index,)).fetchall()
+                found.append(r._replace(logged_at=signed[0][1] if signed else time.time()))
+            with conn.transaction():
                 if found:
-                    with conn.transaction():
-                        conn.cursor().executemany("INSERT INTO oap_receipts VALUES (%s, %s, %s, %s, %s, %s) "
-                                                  "ON CONFLICT DO NOTHING", found)
-            conn.execute("INSERT INTO oap_meta (key, value) VALUES ('receipts_indexed', 'all') "
-                         "ON CONFLICT (key) DO UPDATE SET value = 'all'")
+                    conn.cursor().executemany("INSERT INTO oap_receipts VALUES (%s, %s, %s, %s, %s, %s) "
+                                              "ON CONFLICT DO NOTHING", found)
+                conn.execute("UPDATE oap_meta SET value = %s WHERE key = 'receipts_indexed'",
+                             ("all" if stop >= end else str(stop),))
+            return stop < end
 
     def entries(self) -> PostgresEntries:
         return PostgresEntries(self.dsn)
