@@ -599,17 +599,20 @@ class Appender:
         """One step of the lease holder's work; False when there was nothing to do."""
         lease = self._lease
         assert lease is not None
-        head = await self._call(self.driver.head)
+        head, new, wrote = await self._call(self._step, lease)
         self._sequenced = max(self._sequenced, head.sequenced)
         published = head.published[0] if head.published is not None else -1
         self.lag = max(0, head.sequenced - max(published, 0))
-        signed = head.signed
-        if signed is None or head.sequenced > signed.size:
-            signed = await self._call(self._integrate, lease, head)
+        if new is not None:
             self._verified_at = time.monotonic()
-            self._fault("after_record")
-            await self._publish(lease, signed)
+            if wrote is None:  # to be cosigned first
+                await self._publish(lease, new)
+            else:
+                self._bucket_pending = None if wrote else (new.size, new.note)
+                self._serve(self._state_of(new.size, new.root, new.note))
             return True
+        signed = head.signed
+        assert signed is not None  # _step integrates when nothing is signed
         if published < signed.size:
             # Signed but not published: a predecessor died in between, or a restart. Bring
             # the hash cache to that size, then publish that very checkpoint.
@@ -625,6 +628,29 @@ class Appender:
             await self._flush_bucket(lease)
             return True
         return False
+
+    def _step(self, lease: Lease) -> tuple[Head, SignedHead | None, bool | None]:
+        """(Driver thread.) The head; if entries wait, integrate them, and without witnesses
+        publish the new checkpoint at once (one trip to the driver thread per checkpoint):
+        (head, the new checkpoint or None, whether the bucket got it or None if unpublished)."""
+        head = self.driver.head()
+        signed = head.signed
+        if signed is not None and head.sequenced <= signed.size:
+            return head, None, None
+        new = self._integrate(lease, head)
+        self._fault("after_record")
+        if self.cosign is not None:
+            return head, new, None
+        return head, new, self._record_published(lease, new.size, new.note)
+
+    def _record_published(self, lease: Lease, size: int, note: str) -> bool:
+        """(Driver thread.) Record (size, note) as published, with the bucket's checkpoint if it
+        is due: whether the bucket got it (or there is none)."""
+        publisher = self.publisher
+        write = partial(publisher.write_checkpoint, self.driver, note, size) \
+            if publisher is not None and publisher.due() else None
+        self.driver.record_published(lease, size, note, write=write)
+        return publisher is None or write is not None
 
     def _integrate(self, lease: Lease, head: Head) -> SignedHead:
         """(Driver thread.) Extend the hash cache over everything sequenced, stage the new full
@@ -647,16 +673,8 @@ class Appender:
             self.state = state  # shown to /v1/info before it is published
         if self.cosign is not None:
             state = await self.cosign(state)
-        write = None
-        publisher = self.publisher
-        if publisher is not None:
-            if publisher.due():
-                write = partial(publisher.write_checkpoint, self.driver, state.note, state.size)
-            else:
-                self._bucket_pending = (state.size, state.note)
-        await self._call(self.driver.record_published, lease, state.size, state.note, write=write)
-        if write is not None:
-            self._bucket_pending = None
+        wrote = await self._call(self._record_published, lease, state.size, state.note)
+        self._bucket_pending = None if wrote else (state.size, state.note)
         self._verified_at = time.monotonic()
         self._serve(state)
 
