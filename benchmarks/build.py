@@ -90,10 +90,10 @@ def build_log(data_dir: Path, log2: int, *, fresh: bool = False) -> dict:
     conn.close()
     hashes.close()
     store = EmbeddedStorage(data_dir)  # the server's own open: runs, signed root, hash files, leaf index
-    state = store.open(sign)
+    state = store.open().signed
     store.close()
     t_index = time.perf_counter() - t0 - t_rows
-    if state.size != n or state.root != view.root:
+    if state is None or state.size != n or state.root != view.root:
         raise RuntimeError("the built log does not re-open to its signed root")
     info = {"version": VERSION, "leaves": n, "root": view.root.hex(), "vkey": signer.vkey,
             "build_seconds": round(time.perf_counter() - t0, 1), "rows_seconds": round(t_rows, 1),

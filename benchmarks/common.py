@@ -153,3 +153,40 @@ def proc_memory(pid: int) -> dict[str, int]:
             if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem"):
                 out[key] = int(line.split()[1]) // 1024
     return out
+
+
+class SyncAppender:
+    """The log's own appender (tlog.server.appender) on a storage driver, driven from
+    synchronous benchmark code through an event loop of its own: `append` is a durable,
+    published batch, as the service makes it."""
+
+    def __init__(self, driver, sign, *, publisher=None, max_batch: int = 1 << 16) -> None:
+        import asyncio
+
+        from tlog.server.appender import Appender
+
+        self.loop = asyncio.new_event_loop()
+        self.app = Appender(driver, sign, publisher=publisher, max_batch=max_batch, batch_interval=0,
+                            max_pending=4 * max_batch)
+        self.driver = driver
+        self.loop.run_until_complete(self.app.start())
+
+    @property
+    def state(self):
+        return self.app.state
+
+    def wait_integrating(self, seconds: float = 60) -> None:
+        """Until this process holds the integrator role (a new PostgreSQL frontend waits out the
+        lease's TTL first): appends measured after it are appends, not a takeover."""
+        deadline = time.monotonic() + seconds
+        while not self.app.integrating:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the appender never took the integrator role")
+            self.loop.run_until_complete(__import__("asyncio").sleep(0.02))
+
+    def append(self, datas: list[bytes]):
+        return self.loop.run_until_complete(self.app.add_many(datas))
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.app.close())
+        self.loop.close()

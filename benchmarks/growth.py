@@ -12,7 +12,7 @@ share memory:
 - proofs/s: batches of 100,000 random indices through `inclusion_levels` (what
   `POST /v1/proof/inclusion:batch` and `make bench`'s `proofs_batched` call), warm: the
   median of 5 batches after a first pass over them;
-- appends/s: durable 256-entry batches through the storage's `append`, for a bounded
+- appends/s: durable 256-entry batches through the appender (`tlog.server.appender`), for a bounded
   time and count; the first batch is reported apart (at exactly 2^k entries the
   embedded leaf-hash index doubles on it);
 - peak RSS (`VmHWM`) of that process, per phase (reset through /proc/self/clear_refs);
@@ -20,7 +20,7 @@ share memory:
 
 Embedded logs come from build.py's bulk builder, cached, and are put back to exactly 2^k
 entries after the measured appends. The PostgreSQL log is grown through
-`PostgresStorage.append` itself (65,536-entry batches), in one database from size to size;
+the appender itself (65,536-entry batches), in one database from size to size;
 PostgreSQL and SeaweedFS are started here (tlog.cli.engines), with their data in
 benchmarks/.cache/growth-pg, removed at the end.
 
@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import ORIGIN, entry_bytes, machine  # noqa: E402
+from common import ORIGIN, SyncAppender, entry_bytes, machine  # noqa: E402
 
 CACHE = HERE / ".cache"
 RESULTS = HERE / "results"
@@ -99,7 +99,7 @@ def measure(spec: dict) -> dict:
     from tlog.merkle.proofs import inclusion_levels
     from tlog.merkle.verify import verify_inclusion
     from tlog.server.config import LogConfig
-    from tlog.server.service import checkpoint_signer, load_or_create_key, open_storage
+    from tlog.server.service import checkpoint_signer, load_or_create_key, open_publisher, open_storage
 
     n = 1 << spec["log2"]
     rng = np.random.default_rng(spec["log2"])
@@ -118,22 +118,24 @@ def measure(spec: dict) -> dict:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     signer = load_or_create_key(config.data_dir, config.origin, config.key_file)
     sign = checkpoint_signer(signer)
-    store = open_storage(config)
-    state = store.open(sign)
-    first = inclusion_levels(state.view, store.hashes, np.array([n // 3]))
+    store = SyncAppender(open_storage(config), sign, publisher=open_publisher(config))  # the service's own start
+    state = store.state
+    assert state is not None
+    first = inclusion_levels(state.view, store.driver.hashes, np.array([n // 3]))
     out["startup_s"] = round(time.perf_counter() - t0, 3)
     rss["startup"] = _hwm_mb()
     try:
         if state.size < n:
             raise RuntimeError(f"the log has {state.size} entries, expected at least {n}")
-        verify_inclusion(n // 3, state.size, store.hashes.read(0, n // 3), first.split(text=False)[0], state.root)
+        verify_inclusion(n // 3, state.size, store.driver.hashes.read(0, n // 3), first.split(text=False)[0],
+                         state.root)
         out["size_at_start"] = state.size
         if spec.get("only") == "startup":
             return out
 
         # Proofs: as make bench's proofs_batched (a first pass over the batches, then the median).
         _reset_hwm()
-        view, hashes = state.view, store.hashes
+        view, hashes = state.view, store.driver.hashes
         batches = [rng.integers(0, state.size, PROOF_BATCH) for _ in range(PROOF_REPS)]
         t = time.perf_counter()
         for x in batches:
@@ -152,11 +154,12 @@ def measure(spec: dict) -> dict:
             verify_inclusion(j, state.size, hashes.read(0, j), proof, state.root)
         del batches
 
-        # Appends: durable batches through the storage interface.
+        # Appends: durable batches through the appender (a new frontend first takes the role).
         salt = spec["salt"]
+        store.wait_integrating()
         _reset_hwm()
         t = time.perf_counter()
-        r = store.append([entry_bytes(i, salt) for i in range(APPEND_BATCH)], sign)
+        r = store.append([entry_bytes(i, salt) for i in range(APPEND_BATCH)])
         out["first_append_s"] = round(time.perf_counter() - t, 3)
         assert all(r.fresh) and r.state.size == state.size + APPEND_BATCH
         rss["first_append"] = _hwm_mb()
@@ -166,7 +169,7 @@ def measure(spec: dict) -> dict:
         t = time.perf_counter()
         while done < spec["append_max"] and time.monotonic() < deadline:
             b = time.perf_counter()
-            r = store.append([entry_bytes(i, salt) for i in range(done, done + APPEND_BATCH)], sign)
+            r = store.append([entry_bytes(i, salt) for i in range(done, done + APPEND_BATCH)])
             lat.append(time.perf_counter() - b)
             done += APPEND_BATCH
         wall = time.perf_counter() - t
@@ -256,7 +259,6 @@ def restore(path: Path, n: int, marker_text: str, saved_index: Path) -> None:
     appended runs and checkpoints deleted, the leaf-hash index as it was before them; the
     store's own open then cuts the hash files back to the synced size and checks the
     signed root. Then the cache marker is written back."""
-    from tlog.server.service import checkpoint_signer, load_or_create_key
     from tlog.storage.embedded import EmbeddedStorage
 
     conn = sqlite3.connect(path / "log.db", isolation_level=None)
@@ -271,9 +273,9 @@ def restore(path: Path, n: int, marker_text: str, saved_index: Path) -> None:
     (path / "leafindex.bin.new").unlink(missing_ok=True)
     os.replace(saved_index, path / "leafindex.bin")
     store = EmbeddedStorage(path)
-    state = store.open(checkpoint_signer(load_or_create_key(path, ORIGIN)))
+    state = store.open().signed
     store.close()
-    if state.size != n or state.root.hex() != json.loads(marker_text)["root"]:
+    if state is None or state.size != n or state.root.hex() != json.loads(marker_text)["root"]:
         raise RuntimeError(f"the cached log {path} did not go back to its signed root; it will be rebuilt")
     evict(path / "leafindex.bin")  # (copied: see embedded_size)
     (path / "bench-tree.json").write_text(marker_text)
@@ -371,14 +373,14 @@ class PgLog:
 
     def _open(self):
         from tlog.server.config import LogConfig
-        from tlog.server.service import open_storage
+        from tlog.server.service import open_publisher, open_storage
 
         if self.store is None:
             s = self.spec(self.front, 0)
-            store = open_storage(LogConfig(data_dir=self.front, origin=ORIGIN, storage="postgres",
-                                           postgres_dsn=s["dsn"], bucket_url=s["bucket_url"],
-                                           bucket_credentials_file=self.creds, key_file=self.key_file))
-            store.open(self.sign)
+            config = LogConfig(data_dir=self.front, origin=ORIGIN, storage="postgres", postgres_dsn=s["dsn"],
+                               bucket_url=s["bucket_url"], bucket_credentials_file=self.creds, key_file=self.key_file)
+            store = SyncAppender(open_storage(config), self.sign, publisher=open_publisher(config))
+            store.wait_integrating()
             self.store = store
         return self.store
 
@@ -386,10 +388,10 @@ class PgLog:
         """Append real entries in FILL_BATCH-entry batches until the log has n; seconds taken."""
         store = self._open()
         t = time.perf_counter()
-        size = store.refresh().size
+        size = store.state.size
         while size < n:
             k = min(FILL_BATCH, n - size)
-            r = store.append([entry_bytes(i) for i in range(size, size + k)], self.sign)
+            r = store.append([entry_bytes(i) for i in range(size, size + k)])
             if not all(r.fresh):
                 raise RuntimeError("a fill entry was already in the log")
             size = r.state.size
@@ -436,7 +438,7 @@ class PgLog:
 def postgres_size(pg: PgLog, k: int, cfg: dict) -> dict:
     n = 1 << k
     t = time.perf_counter()
-    before = pg._open().refresh().size
+    before = pg._open().state.size
     pg.grow(n)
     grow_s = round(time.perf_counter() - t, 1)
     pg.close_store()
@@ -540,7 +542,7 @@ def main() -> None:
                     marker = CACHE / f"log-{k}" / "bench-tree.json"
                     todo = 0 if marker.exists() and not args.fresh else n
                 else:
-                    todo = n - (pg.store.refresh().size if pg is not None and pg.store is not None else 0)
+                    todo = n - (pg.store.state.size if pg is not None and pg.store is not None else 0)
                 # a cached embedded log needs room only for the leaf-hash index's copy and doubling
                 per = DISK_PER_ENTRY[backend] if todo or backend == "postgres" else 100
                 need = per * n + DISK_FIXED[backend]

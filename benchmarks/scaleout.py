@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ORIGIN, Result, cpu_seconds
+from common import ORIGIN, Result, SyncAppender, cpu_seconds
 
 from tlog.cli.engines import Postgres, Seaweed
 from tlog.formats.keys import Signer
@@ -74,14 +74,14 @@ class Network:
 
         publisher = TilePublisher(Bucket.from_config(self.bucket, key_id=self.weed.access_key,
                                                      secret=self.weed.secret_key))
-        store = PostgresStorage(self.pg.dsn, self.work / "filler", bucket=publisher)
-        sign = checkpoint_signer(self.signer)
-        store.open(sign)
+        store = SyncAppender(PostgresStorage(self.pg.dsn, self.work / "filler"), checkpoint_signer(self.signer),
+                             publisher=publisher)
         try:
-            done = store.refresh().size
+            store.wait_integrating()
+            done = store.state.size
             while done < n:
                 k = min(16_384, n - done)
-                store.append([b"fill:%d" % i for i in range(done, done + k)], sign)
+                store.append([b"fill:%d" % i for i in range(done, done + k)])
                 done += k
         finally:
             store.close()

@@ -3,8 +3,9 @@ load, restart, and prove nothing acknowledged was lost or rewritten.
 
 Each cycle restarts the server; in some cycles it is killed with SIGKILL at a
 random time, in others it kills itself at a chosen point inside a batch
-(after the hash files are written, after signing, just before or just after
-COMMIT) through tests/crashserve.py. At the end a clean server is started and:
+(after the entries' commit, after the hash files are written, after signing,
+just before or just after the checkpoint's commit, after it is recorded but
+before it is published) through tests/crashserve.py. At the end a clean server is started and:
 every acknowledged entry is at its acknowledged index with its bytes; no two
 checkpoints seen (in responses or from /checkpoint) share a size with
 different roots; every one of them is consistent with the final checkpoint;
@@ -50,7 +51,7 @@ from tlog.merkle.verify import verify_consistency
 from tests.support.services import fetch_entries
 
 BIN = Path(sys.executable).parent
-CRASH_POINTS = ["after_hash_append", "after_sign", "before_commit", "after_commit"]
+CRASH_POINTS = ["after_sequence", "after_hash_append", "after_sign", "before_commit", "after_commit", "after_record"]
 
 
 @dataclass

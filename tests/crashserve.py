@@ -1,7 +1,13 @@
 """`oap-log` with crash points armed, for the crash harness: `python -m tests.crashserve
-POINT[:P][,POINT[:P]...] serve ...` runs `oap-log serve ...` with a fault hook injected into
-the embedded storage that exits the process (status 137, as kill -9 would leave it) at
-each named point with probability P (default 1). Production code reads no such setting.
+POINT[:P][,POINT[:P]...] serve ...` runs `oap-log serve ...` with a fault hook, passed to the
+storage driver and the appender as a constructor argument (through `tlog.cli.main.Hooks`),
+that exits the process (status 137, as kill -9 would leave it) at each named point with
+probability P (default 1). Production code reads no such setting.
+
+The points: the embedded driver's (`tlog.storage.embedded.FAULT_POINTS`), the PostgreSQL
+driver's (`tlog.storage.postgres.FAULT_POINTS`) and the appender's
+(`tlog.server.appender.FAULT_POINTS`, e.g. `after_record`: a checkpoint recorded by
+compare-and-swap but not yet published).
 """
 from __future__ import annotations
 
@@ -9,12 +15,12 @@ import os
 import random
 import sys
 
-from tlog.storage.embedded import EmbeddedStorage
+from tlog.cli.main import Hooks
 
 CRASH_STATUS = 137
 
 
-def arm(spec: str) -> None:
+def hooks(spec: str) -> Hooks:
     points: dict[str, float] = {}
     for item in filter(None, spec.split(",")):
         name, _, p = item.partition(":")
@@ -25,15 +31,14 @@ def arm(spec: str) -> None:
         if p and random.random() < p:
             os._exit(CRASH_STATUS)
 
-    EmbeddedStorage.faults = staticmethod(fault)  # type: ignore[assignment]
+    return Hooks(faults=fault)
 
 
 def main() -> None:
-    arm(sys.argv[1])
     from tlog.cli.main import main as oap_log
 
-    sys.argv = ["oap-log", *sys.argv[2:]]
-    oap_log()
+    armed = hooks(sys.argv[1])
+    oap_log(args=sys.argv[2:], prog_name="oap-log", obj=armed)
 
 
 if __name__ == "__main__":

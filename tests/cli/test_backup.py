@@ -22,6 +22,14 @@ pytestmark = pytest.mark.slow
 SEED = generate_seed()
 
 
+def logged_at(data) -> dict[int, float]:
+    """index -> when the log logged that receipt, from a stopped log's database."""
+    import sqlite3
+
+    with sqlite3.connect(data / "log.db") as db:
+        return dict(db.execute("SELECT idx, logged_at FROM receipts"))
+
+
 async def test_backup_destroy_restore_continue(server, tmp_path):
     data = tmp_path / "data"
     srv = server(data=data)
@@ -36,10 +44,21 @@ async def test_backup_destroy_restore_continue(server, tmp_path):
         assert json.loads(r.output)["tree_size"] == 300
     assert stat.S_IMODE(os.stat(tmp_path / "bk" / "log.key").st_mode) == 0o600
     srv.kill()
+    logged = logged_at(data)
+    assert len(logged) == 300
     shutil.rmtree(data)  # destroy
     r = CliRunner().invoke(main, ["restore", "--from", str(tmp_path / "bk"), "--data", str(data)])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output.strip().splitlines()[-1])["tree_size"] == 300
+    assert logged_at(data) == logged  # when the log first logged each receipt, kept exactly
+    # a backup from before `logged_at` was kept restores all the same (its receipts logged now)
+    old = tmp_path / "old-bk"
+    shutil.copytree(tmp_path / "bk", old)
+    (old / "logged_at").unlink()
+    r = CliRunner().invoke(main, ["restore", "--from", str(old), "--data", str(tmp_path / "from-old")])
+    assert r.exit_code == 0, r.output
+    relogged = logged_at(tmp_path / "from-old")
+    assert relogged.keys() == logged.keys() and min(relogged.values()) > max(logged.values())
     srv2 = server(data=data)
     assert srv2.vkey == srv.vkey
     async with LogClient(srv2.url, policy=policy) as c:

@@ -24,6 +24,7 @@ from tlog.server.config import LogConfig
 from tlog.server.service import LogService
 from tlog.storage.embedded import EmbeddedStorage
 
+from tests.support.drivers import Writer
 from tests.support.signers import checkpoint_signer, make_signer
 
 ALICE, BOB = generate_seed(), generate_seed()
@@ -68,14 +69,14 @@ async def _check_reader(reader, size: int) -> None:
 
 
 def test_embedded_index_and_its_backfill(tmp_path: Path):
-    store = EmbeddedStorage(tmp_path / "log")
-    store.open(SIGN)
-    store.append(mixed_entries(), SIGN)
-    store.close()
+    w = Writer(EmbeddedStorage(tmp_path / "log"), SIGN)
+    w.open()
+    w.append(mixed_entries())
+    w.close()
 
     async def query() -> None:
         reader = EmbeddedStorage(tmp_path / "log")
-        state = reader.open(SIGN)
+        state = Writer(reader, SIGN).open()
         entries = reader.entries()
         await entries.open()
         try:
@@ -97,7 +98,8 @@ def test_postgres_index(engines, tmp_path: Path):
     from tlog.storage.postgres import PostgresStorage
 
     store = PostgresStorage(engines.database(), tmp_path / "pg", name="a")
-    store.open(SIGN)
+    w = Writer(store, SIGN)
+    w.open()
 
     async def query(size: int) -> None:
         entries = store.entries()
@@ -108,12 +110,12 @@ def test_postgres_index(engines, tmp_path: Path):
             await entries.close()
 
     try:
-        result = store.append(mixed_entries(), SIGN)
-        again = store.append(mixed_entries()[:2], SIGN)  # duplicates: no second index row
+        result = w.append(mixed_entries())
+        again = w.append(mixed_entries()[:2])  # duplicates: no second index row
         assert again.indices == [0, 1] and not any(again.fresh)
         asyncio.run(query(result.state.size))
     finally:
-        store.close()
+        w.close()
 
 
 @pytest.fixture

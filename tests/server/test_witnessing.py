@@ -147,7 +147,7 @@ async def test_quorum_dead_witness_recovery_and_offline_quorum(tmp_path):
                 async with s.post(url + "/v1/entries", json=entry(3)) as r:
                     assert r.status == 503 and (await r.json())["error"] == "maintenance"
                     assert int(r.headers["Retry-After"]) >= 1
-            assert svc.storage.state.size == before + 1  # durable
+            assert svc.storage.head().signed.size == before + 1  # durable (signed, not published)
             assert policy.verify_checkpoint(await c.checkpoint()).checkpoint.size == before
 
             # a witness comes back: the log republishes by itself, the retry gets the same entry cosigned

@@ -1,4 +1,4 @@
-"""The persisted tree: hash files, SQLite store, recovery, fork guard, sequencer."""
+"""The embedded driver: hash files, SQLite store, recovery, fork guard; and the appender on it."""
 from __future__ import annotations
 
 import asyncio
@@ -13,10 +13,11 @@ from tlog.errors import ForkError, NotFound
 from tlog.formats.hashing import leaf_hash
 from tlog.merkle.proofs import inclusion_levels
 from tlog.merkle.tree import memory_view
-from tlog.server.sequencer import Sequencer
+from tlog.server.appender import Appender
 from tlog.storage.embedded import EmbeddedStorage
 from tlog.storage.interface import CorruptionError
 
+from tests.support.drivers import Writer
 from tests.support.signers import checkpoint_signer, make_signer
 
 SIGN = checkpoint_signer(make_signer())
@@ -27,23 +28,30 @@ def entries(n: int, seed: int = 0) -> list[bytes]:
     return [seed.to_bytes(4, "big") + i.to_bytes(4, "big") + rng.randbytes(rng.randrange(0, 64)) for i in range(n)]
 
 
-def commit_all(store: EmbeddedStorage, data: list[bytes], rng: random.Random) -> None:
+def opened(path, **kw) -> tuple[EmbeddedStorage, Writer]:
+    store = EmbeddedStorage(path, **kw)
+    w = Writer(store, SIGN)
+    w.open()
+    return store, w
+
+
+def commit_all(w: Writer, data: list[bytes], rng: random.Random) -> None:
     i = 0
     while i < len(data):
         k = rng.choice([1, 2, 3, 7, 255, 256, 257, 1000])
-        store.append(data[i : i + k], SIGN)
+        w.append(data[i : i + k])
         i += k
 
 
 def test_batches_match_reference_and_batched_proofs(tmp_path):
     rng = random.Random(1)
-    store = EmbeddedStorage(tmp_path)
-    state = store.open(SIGN)
+    store, w_store = opened(tmp_path)
+    state = w_store.state
     assert state.size == 0 and state.root == memory_view([]).root
     data = entries(5000)
-    commit_all(store, data, rng)
+    commit_all(w_store, data, rng)
     ref = memory_view([leaf_hash(d) for d in data])
-    st = store.state
+    st = w_store.state
     assert st.size == 5000 and st.root == ref.root
     idx = np.array([rng.randrange(5000) for _ in range(500)] + [0, 4999])
     assert inclusion_levels(st.view, store.hashes, idx).split(text=False) == [ref.inclusion_proof(int(i)) for i in idx]
@@ -56,24 +64,22 @@ def test_batches_match_reference_and_batched_proofs(tmp_path):
 
 
 def test_dedup_within_and_across_batches(tmp_path):
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
+    store, w_store = opened(tmp_path)
     a, b = b"alpha", b"beta"
-    r1 = store.append([a, a, b], SIGN)
+    r1 = w_store.append([a, a, b])
     assert r1.indices == [0, 0, 1] and r1.fresh == [True, False, True]
-    r2 = store.append([b], SIGN)
+    r2 = w_store.append([b])
     assert r2.indices == [1] and r2.fresh == [False] and r2.state.size == 2
     store.close()
 
 
 def test_reopen_is_identical_and_checkpoint_reused(tmp_path):
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
-    commit_all(store, entries(1000), random.Random(2))
-    before = store.state
+    store, w_store = opened(tmp_path)
+    commit_all(w_store, entries(1000), random.Random(2))
+    before = w_store.state
     store.close()
-    again = EmbeddedStorage(tmp_path)
-    st = again.open(SIGN)
+    again, w_again = opened(tmp_path)
+    st = w_again.state
     assert (st.size, st.root, st.note) == (before.size, before.root, before.note)
     again.close()
 
@@ -81,11 +87,10 @@ def test_reopen_is_identical_and_checkpoint_reused(tmp_path):
 @pytest.mark.parametrize("damage", ["truncate", "garbage_tail", "zeros_middle", "delete"])
 def test_hash_files_repaired_from_database(tmp_path, damage):
     # zeros_middle: damage after the last hash fsync (a torn page after power loss)
-    store = EmbeddedStorage(tmp_path, hash_sync_interval=1e9 if damage == "zeros_middle" else 0)
-    store.open(SIGN)
+    store, w_store = opened(tmp_path, hash_sync_interval=1e9 if damage == "zeros_middle" else 0)
     data = entries(3000)
-    commit_all(store, data, random.Random(3))
-    root = store.state.root
+    commit_all(w_store, data, random.Random(3))
+    root = w_store.state.root
     store.hashes.close()
     store.conn.close()
     os.close(store._lock_fd)  # a crash: the process's flock goes with it
@@ -99,8 +104,8 @@ def test_hash_files_repaired_from_database(tmp_path, damage):
         level0.write_bytes(raw[:3200] + b"\x00" * 320 + raw[3520:])
     else:
         level0.unlink()
-    again = EmbeddedStorage(tmp_path)
-    st = again.open(SIGN)
+    again, w_again = opened(tmp_path)
+    st = w_again.state
     assert st.size == 3000 and st.root == root
     ref = memory_view([leaf_hash(d) for d in data])
     for i in (0, 100, 101, 2999):
@@ -108,36 +113,35 @@ def test_hash_files_repaired_from_database(tmp_path, damage):
     again.close()
 
 
-def test_fork_guard_refuses_second_root_and_keeps_nothing(tmp_path):
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
-    store.append([b"a"], SIGN)
+def test_fork_guard_refuses_second_root_and_records_nothing(tmp_path):
+    store, w_store = opened(tmp_path)
+    w_store.append([b"a"])
     # Pretend a checkpoint for size 2 with another root was signed before.
     store.conn.execute("INSERT INTO checkpoints VALUES (2, ?, 'x', 0)", (b"\x07" * 32,))
     with pytest.raises(ForkError):
-        store.append([b"b"], SIGN)
-    assert store.state.size == 1
-    assert store.conn.execute("SELECT SUM(count) FROM runs").fetchone()[0] == 1
-    assert os.path.getsize(tmp_path / "hashes" / "level-00") == 32  # cut back
+        w_store.append([b"b"])
+    assert store.head().signed.size == 1 and w_store.state.size == 1
+    assert store.conn.execute("SELECT root FROM checkpoints WHERE size = 2").fetchall() == [(b"\x07" * 32,)]
+    # the entry stays sequenced (as in every driver); the appender halts on the ForkError
+    assert store.head().sequenced == 2
     store.close()
 
 
 def test_refuses_inconsistent_database(tmp_path):
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
-    store.append([b"a", b"b"], SIGN)
+    store, w_store = opened(tmp_path)
+    w_store.append([b"a", b"b"])
     store.conn.execute("UPDATE runs SET data = ? WHERE first = 0", (b"\x00\x01a\x00\x04evil",))
     store.close()
     for f in (tmp_path / "hashes").iterdir():  # force a rebuild from the tampered database
         f.unlink()
     with pytest.raises(CorruptionError):
-        EmbeddedStorage(tmp_path).open(SIGN)
+        EmbeddedStorage(tmp_path).open()
 
 
-async def test_sequencer_concurrent_adds_and_batching(tmp_path):
+async def test_appender_concurrent_adds_and_batching(tmp_path):
     store = EmbeddedStorage(tmp_path)
     seen_batches: list[int] = []
-    seq = Sequencer(store, SIGN, max_batch=64, batch_interval=0.02, on_batch=lambda n, s: seen_batches.append(n))
+    seq = Appender(store, SIGN, max_batch=64, batch_interval=0.02, on_batch=lambda n, s: seen_batches.append(n))
     await seq.start()
     data = entries(500, seed=9)
     results = await asyncio.gather(*(seq.add(d) for d in data + data[:50]))
@@ -155,16 +159,15 @@ async def test_sequencer_concurrent_adds_and_batching(tmp_path):
     await seq.close()
     # everything acknowledged survives a reopen
     store2 = EmbeddedStorage(tmp_path)
-    assert store2.open(SIGN).size == 510
+    assert store2.open().signed.size == 510
     store2.close()
 
 
 def test_leaf_index_is_derived_and_rebuilt(tmp_path):
     """The dedup index lives outside the fsync path; losing it loses nothing."""
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
+    store, w_store = opened(tmp_path)
     data = entries(700, seed=4)
-    commit_all(store, data, random.Random(4))
+    commit_all(w_store, data, random.Random(4))
     store.close()
     # A crash between the main commit and the index update leaves the index behind;
     # a reboot (power loss) may leave it corrupt. Both are repaired on open.
@@ -185,14 +188,12 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
         path.write_bytes(bytes(raw))
 
     rewrite(indexed=500, wipe_from=500)
-    again = EmbeddedStorage(tmp_path)
-    again.open(SIGN)
-    r = again.append(data[600:610], SIGN)
+    again, w_again = opened(tmp_path)
+    r = w_again.append(data[600:610])
     assert r.indices == list(range(600, 610)) and r.fresh == [False] * 10
     again.close()
     rewrite(boot=b"another-boot", wipe_from=0)
-    third = EmbeddedStorage(tmp_path)
-    third.open(SIGN)
+    third, w_third = opened(tmp_path)
     assert third.leaves.lookup([leaf_hash(data[0]), leaf_hash(data[699])]) == {
         leaf_hash(data[0]): 0, leaf_hash(data[699]): 699}
     third.close()
@@ -201,24 +202,22 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
 def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path, monkeypatch):
     """Review finding: a failed index update followed by a successful one must not
     leave a permanent gap (resubmitting would then get a second index)."""
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
-    store.append([b"a"], SIGN)
+    store, w_store = opened(tmp_path)
+    w_store.append([b"a"])
     real_add = store.leaves.add
 
     def failing_add(*a, **k):
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(store.leaves, "add", failing_add)
-    assert store.append([b"b"], SIGN).indices == [1]  # durable; index update lost
+    assert w_store.append([b"b"]).indices == [1]  # durable; index update lost
     monkeypatch.setattr(store.leaves, "add", real_add)
-    store.append([b"c"], SIGN)
-    r = store.append([b"b"], SIGN)
+    w_store.append([b"c"])
+    r = w_store.append([b"b"])
     assert r.indices == [1] and r.fresh == [False]  # same entry, same index
     assert store.leaves.lookup([leaf_hash(b"b")]) == {leaf_hash(b"b"): 1}
     store.close()
-    again = EmbeddedStorage(tmp_path)
-    again.open(SIGN)
+    again, w_again = opened(tmp_path)
     assert again.leaves.lookup([leaf_hash(b"b"), leaf_hash(b"c")]) == {leaf_hash(b"b"): 1, leaf_hash(b"c"): 2}
     again.close()
 
@@ -227,11 +226,10 @@ def test_entries_table_of_an_older_log_moves_into_runs(tmp_path):
     """A data directory written with one row per entry opens as the same log."""
     import sqlite3
 
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
+    store, w_store = opened(tmp_path)
     data = entries(700, seed=11)
-    commit_all(store, data, random.Random(11))
-    root = store.state.root
+    commit_all(w_store, data, random.Random(11))
+    root = w_store.state.root
     store.close()
     db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
     rows = []
@@ -246,15 +244,15 @@ def test_entries_table_of_an_older_log_moves_into_runs(tmp_path):
     db.execute("CREATE TABLE entries (idx INTEGER PRIMARY KEY, leaf_hash BLOB NOT NULL, data BLOB NOT NULL)")
     db.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows)
     db.close()
-    again = EmbeddedStorage(tmp_path)
-    st = again.open(SIGN)
+    again, w_again = opened(tmp_path)
+    st = w_again.state
     assert st.size == 700 and st.root == root
     from tlog.storage.embedded import read_entries
 
     assert read_entries(again.conn, 0, 700) == data
     assert read_entries(again.conn, 255, 3) == data[255:258]
     assert again.conn.execute("SELECT name FROM sqlite_master WHERE name = 'entries'").fetchone() is None
-    r = again.append(data[10:12], SIGN)
+    r = w_again.append(data[10:12])
     assert r.indices == [10, 11] and r.fresh == [False, False]
     again.close()
 
@@ -262,27 +260,25 @@ def test_entries_table_of_an_older_log_moves_into_runs(tmp_path):
 def test_runs_with_a_gap_refuse_to_open(tmp_path):
     import sqlite3
 
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
-    commit_all(store, entries(600, seed=12), random.Random(12))
+    store, w_store = opened(tmp_path)
+    commit_all(w_store, entries(600, seed=12), random.Random(12))
     store.close()
     db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
     db.execute("DELETE FROM runs WHERE first = (SELECT first FROM runs ORDER BY first LIMIT 1 OFFSET 1)")
     db.close()
     with pytest.raises(CorruptionError):
-        EmbeddedStorage(tmp_path).open(SIGN)
+        EmbeddedStorage(tmp_path).open()
 
 
 async def test_entry_reader_bundles_from_runs(tmp_path):
     """Entry bundles straight from stored runs (exact cover) or re-encoded (partial)."""
     from tlog.formats.tiles import encode_entry_bundle
 
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
+    store, w_store = opened(tmp_path)
     data = entries(600, seed=13)
-    store.append(data[:300], SIGN)  # runs [0,256) [256,300)
+    w_store.append(data[:300])  # runs [0,256) [256,300)
     for i in range(300, 600, 7):  # then small runs
-        store.append(data[i : i + 7], SIGN)
+        w_store.append(data[i : i + 7])
     reader = store.entries()
     await reader.open()
     try:
@@ -297,33 +293,34 @@ async def test_entry_reader_bundles_from_runs(tmp_path):
 
 
 def test_landed_batch_with_a_failing_index_update_keeps_hashes_and_state_together(tmp_path):
-    """Review finding: a batch whose COMMIT landed but reported an error moved the
-    state forward; if the leaf index then failed too (ENOSPC growing it), the hash
-    files were cut back under that state and the next batch signed a wrong root."""
+    """Review finding: a batch whose COMMIT landed but reported an error; if the leaf index
+    then failed too (ENOSPC growing it), the derived data must be caught up from the
+    database, never cut back under it, or the next batch signs a wrong root."""
     import errno
 
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
+    store, w_store = opened(tmp_path)
     data = [i.to_bytes(4, "big") for i in range(100_000)]
-    store.append(data[:30_000], SIGN)  # the index grows past 32k entries next
-    real_record, real_create = store._sign_and_record, store.leaves._create_file
+    w_store.append(data[:30_000])  # the index grows past 32k entries next
+    real_commit, real_create = store._commit_entries, store.leaves._create_file
 
     def landed_then_failed(*a, **kw):
-        real_record(*a, **kw)
+        real_commit(*a, **kw)
         raise OSError(errno.EIO, "disk I/O error reported by COMMIT")
 
     def full_disk(*a, **kw):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    store._sign_and_record, store.leaves._create_file = landed_then_failed, full_disk
+    store._commit_entries, store.leaves._create_file = landed_then_failed, full_disk
     with pytest.raises(OSError):
-        store.append(data[30_000:39_000], SIGN)
-    store._sign_and_record, store.leaves._create_file = real_record, real_create
-    assert store.state.size == 39_000
-    assert (tmp_path / "hashes" / "level-00").stat().st_size == 39_000 * 32
-    store.append(data[39_000:], SIGN)
-    assert store.state.root == memory_view([leaf_hash(x) for x in data]).root
-    r = store.append(data[30_000:30_010], SIGN)  # the index caught up: same indices
+        w_store.append(data[30_000:39_000])
+    assert store.head().sequenced == 39_000  # it landed: the disk is believed, not the error
+    with pytest.raises(OSError):  # the leaf index cannot grow yet: derived data stays behind, nothing is cut
+        w_store.append(data[39_000:39_010])
+    store._commit_entries, store.leaves._create_file = real_commit, real_create
+    w_store.append(data[39_000:])
+    assert (tmp_path / "hashes" / "level-00").stat().st_size == 100_000 * 32
+    assert w_store.state.root == memory_view([leaf_hash(x) for x in data]).root
+    r = w_store.append(data[30_000:30_010])  # the index caught up: same indices
     assert r.indices == list(range(30_000, 30_010)) and r.fresh == [False] * 10
     store.close()
 
@@ -334,9 +331,8 @@ def test_a_damaged_run_is_corruption_not_a_hang(tmp_path):
 
     from tlog.formats.tiles import encode_entry_bundle
 
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
-    store.append([b"e%d" % i for i in range(10)], SIGN)
+    store, w_store = opened(tmp_path)
+    w_store.append([b"e%d" % i for i in range(10)])
     store.close()
     db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
     db.execute("UPDATE runs SET data = ? WHERE first = 0", (encode_entry_bundle([b"e%d" % i for i in range(9)]),))
@@ -344,19 +340,17 @@ def test_a_damaged_run_is_corruption_not_a_hang(tmp_path):
     db.close()
     shutil.rmtree(tmp_path / "hashes")
     with pytest.raises(CorruptionError, match="damaged"):
-        EmbeddedStorage(tmp_path).open(SIGN)
+        EmbeddedStorage(tmp_path).open()
 
 
 def test_one_writer_per_data_directory(tmp_path):
     from tlog.errors import ConfigError
 
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
+    store, w_store = opened(tmp_path)
     with pytest.raises(ConfigError, match="in use by another log process"):
         EmbeddedStorage(tmp_path)
     store.close()
-    again = EmbeddedStorage(tmp_path)  # released by close()
-    again.open(SIGN)
+    again, w_again = opened(tmp_path)  # released by close()
     again.close()
 
 
@@ -393,7 +387,7 @@ async def test_a_submission_larger_than_a_batch_spans_batches_in_order(tmp_path)
     big group is filled across three batches, the singles each land in one."""
     store = EmbeddedStorage(tmp_path)
     seen: list[int] = []
-    seq = Sequencer(store, SIGN, max_batch=64, batch_interval=0.01, on_batch=lambda n, s: seen.append(n))
+    seq = Appender(store, SIGN, max_batch=64, batch_interval=0.01, on_batch=lambda n, s: seen.append(n))
     await seq.start()
     before, big, after = entries(10, seed=21), entries(150, seed=22), entries(10, seed=23)
     got = await asyncio.gather(*(seq.add(d) for d in before), seq.add_many(big), *(seq.add(d) for d in after))
@@ -403,8 +397,9 @@ async def test_a_submission_larger_than_a_batch_spans_batches_in_order(tmp_path)
     assert many.leaf_hashes == [leaf_hash(d) for d in big]
     assert [a.index for a in singles_after] == list(range(160, 170))
     assert len(seen) >= 3 and max(seen) <= 64
-    assert {a.state.size for a in singles_before} == {64}  # the first batch: 10 singles + 54 of the group
-    assert many.state.size == 170  # covered by the batch that took its last entries
+    # the first batch (10 singles + 54 of the group) is answered together, by a checkpoint covering it
+    assert len({a.state.size for a in singles_before}) == 1 and singles_before[0].state.size >= 64
+    assert many.state.size >= 160  # covered by (at least) the batch that took its last entries
     await seq.close()
 
 
@@ -476,18 +471,16 @@ def test_migrated_log_wal_is_checkpointed_when_quiet(tmp_path):
     transaction that no batch commit follows; the quiet log must still copy it back."""
     import sqlite3
 
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
+    store, w_store = opened(tmp_path)
     data = entries(20000, seed=3)
-    commit_all(store, data, random.Random(3))
+    commit_all(w_store, data, random.Random(3))
     store.close()
     db = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
     db.execute("DROP TABLE runs")
     db.execute("CREATE TABLE entries (idx INTEGER PRIMARY KEY, leaf_hash BLOB NOT NULL, data BLOB NOT NULL)")
     db.executemany("INSERT INTO entries VALUES (?, ?, ?)", [(i, leaf_hash(d), d) for i, d in enumerate(data)])
     db.close()  # the last connection: checkpointed, WAL removed
-    again = EmbeddedStorage(tmp_path)
-    again.open(SIGN)  # moves the entries into runs
+    again, w_again = opened(tmp_path)  # moves the entries into runs
     try:
         assert _wait_for(lambda: _wal_frames(tmp_path / "log.db")[0] > 0
                          and _wal_frames(tmp_path / "log.db")[1] == _wal_frames(tmp_path / "log.db")[0], 30)

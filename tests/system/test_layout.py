@@ -126,3 +126,22 @@ def test_no_import_cycles():
         if v not in index:
             visit(v)
     assert cycles == [], cycles
+
+
+def test_the_server_wires_storage_through_typed_interfaces_only():
+    """The log service talks to its storage through `tlog.storage.interface` (a driver and a
+    publisher, docs/architecture.md §3.2): no probing for attributes by name, no setting them
+    from outside, no type checks silenced to do either."""
+    bad = []
+    for name, path in modules().items():
+        if not (name == "tlog.server" or name.startswith("tlog.server.")):
+            continue
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in ("hasattr", "getattr", "setattr", "delattr"):
+                bad.append(f"{name}:{node.lineno} calls {node.func.id}")
+        for k, line in enumerate(source.splitlines(), 1):
+            if "type: ignore[attr-defined]" in line or "type: ignore[assignment]" in line and "shadows" not in line:
+                bad.append(f"{name}:{k} silences a type check: {line.strip()}")
+    assert bad == [], "\n".join(bad)

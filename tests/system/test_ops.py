@@ -64,7 +64,9 @@ def test_alert_rules_pass_promtool():
     r = subprocess.run([promtool, "check", "rules", str(OPS / "prometheus" / "alerts.yml")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 21 rules found" in r.stdout
+    rules = sum(1 for line in (OPS / "prometheus" / "alerts.yml").read_text().splitlines()
+                if line.strip().startswith("- alert:"))
+    assert rules >= 20 and f"SUCCESS: {rules} rules found" in r.stdout  # promtool read every rule we wrote
 
 
 @pytest.mark.parametrize("unit", ["oap-log.service", "oap-log-frontend@.service", "oap-witness@.service", "oap-mirror@.service",

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from tlog.server.config import LogConfig
 from tlog.service import keyfiles
 from tlog.service.cli import Running, fail, load_config, native_notice, run, serve_options
 from tlog.storage.files import fsync_dir, write_atomic
+from tlog.storage.interface import Fault
 
 if TYPE_CHECKING:
     from tlog.client.receipts import BundleCheck
@@ -29,7 +31,12 @@ if TYPE_CHECKING:
 DEFAULT_URL = os.environ.get("OAP_LOG_URL", "http://127.0.0.1:8080")
 
 
+@dataclass(frozen=True)
+class Hooks:
+    """Test hooks for `oap-log serve`, passed as click's context object by a test's own entry
+    point (`main(obj=Hooks(...))`, tests/crashserve.py); production runs pass none."""
 
+    faults: Fault | None = None  # called at the crash points of the storage driver and the appender
 
 
 @click.group()
@@ -56,20 +63,21 @@ def main() -> None:
               help="Entry types needing a bearer token, e.g. commitment,registry or *.")
 @click.option("--read-workers", type=int, default=None,
               help="Extra processes answering tile and checkpoint reads on the same port (plain HTTP only).")
-def serve(config_file, **flags) -> None:
+@click.pass_obj
+def serve(hooks: Hooks | None, config_file, **flags) -> None:
     """Run the log server until Ctrl-C (or SIGTERM)."""
     cfg = load_config(LogConfig, section="log", env_prefix="OAP_LOG_", config_file=config_file, **flags)
     if "OAP_TLOG_MAP_WINDOW_MB" in os.environ:  # the env-only setting before map_window_mb
         logging.getLogger("oap.tlog").warning("OAP_TLOG_MAP_WINDOW_MB is no longer read: the log's map window is "
                                               "map_window_mb (OAP_LOG_MAP_WINDOW_MB), now %d MiB", cfg.map_window_mb)
-    run(cfg, lambda: _start(cfg))
+    run(cfg, lambda: _start(cfg, hooks))
 
 
-async def _start(cfg: LogConfig) -> Running:
+async def _start(cfg: LogConfig, hooks: Hooks | None = None) -> Running:
     from tlog.server.app import build_app
     from tlog.server.service import LogService
 
-    svc = await LogService.open(cfg)
+    svc = await LogService.open(cfg, faults=hooks.faults if hooks is not None else None)
     workers = None
     if cfg.read_workers:
         from tlog.server.readworkers import ReadWorkers
@@ -78,7 +86,7 @@ async def _start(cfg: LogConfig) -> Running:
         workers = ReadWorkers(cfg, svc.sequencer, RequestMetrics(svc.metrics.requests, svc.metrics.request_seconds))
     return Running(build_app(svc), drain=svc.close, helpers=workers, banner=lambda url: [
         f"origin:       {svc.origin}", f"verifier key: {svc.signer.vkey}", f"url:          {url}",
-        f"tree size:    {svc.state.size}",
+        f"tree size:    {svc.sequencer.state.size if svc.sequencer.state else 'nothing published yet'}",
         f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})"])
 
 
@@ -178,8 +186,9 @@ def backup(config_file: Path | None, data_dir: Path | None, out: Path) -> None:
     click.echo(json.dumps({"backup": str(out), "tree_size": size}))
 
 
-def _import(cfg: LogConfig, note: str, entries, total: int) -> int:
-    """Append `entries` into the (empty) log `cfg` names, checked against `note`; the size."""
+def _import(cfg: LogConfig, note: str, entries, total: int, logged) -> int:
+    """Append `entries` into the (empty) log `cfg` names, checked against `note`, keeping the
+    times their receipts were logged (`logged`, a `LoggedTimes`); the size."""
     from tlog.server.service import checkpoint_signer, load_or_create_key, open_storage
     from tlog.storage.transfer import import_into
 
@@ -188,9 +197,9 @@ def _import(cfg: LogConfig, note: str, entries, total: int) -> int:
     sign = checkpoint_signer(signer)
     storage = open_storage(cfg)
     try:
-        storage.open(sign)
+        head = storage.open()
         with click.progressbar(length=total, label="importing", file=sys.stderr, hidden=total < 100_000) as bar:
-            return import_into(storage, sign, note, entries, bar.update).size
+            return import_into(storage, head, sign, note, entries, logged, bar.update)
     finally:
         storage.close()
 
@@ -208,8 +217,8 @@ def restore(src: Path, config_file: Path | None, data_dir: Path | None) -> None:
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
     _copy_keys(src, None, cfg.key_file.parent if cfg.key_file else cfg.data_dir)
     try:
-        note, entries = read_backup(src)
-        size = _import(cfg, note, entries, checkpoint_of(note)[0])
+        note, entries, logged = read_backup(src)
+        size = _import(cfg, note, entries, checkpoint_of(note)[0], logged)
     except OAPError as e:
         fail(e.message)
     click.echo(json.dumps({"restored": str(src), "tree_size": size}))
@@ -232,6 +241,7 @@ def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, t
     with the log (same origin, same verifier key: clients and witnesses see no change).
     """
     from tlog.server.service import open_snapshot
+    from tlog.storage.transfer import LoggedTimes
 
     src = _log_config(from_config, from_data)
     dst = _log_config(to_config, to_data)
@@ -258,7 +268,8 @@ def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, t
         snap = open_snapshot(src)
         loop.run_until_complete(snap.entries.open())
         try:
-            size = _import(dst, snap.note, stream(snap, loop), snap.size)
+            logged = loop.run_until_complete(LoggedTimes.read(snap.entries, snap.size))
+            size = _import(dst, snap.note, stream(snap, loop), snap.size, logged)
         finally:
             loop.run_until_complete(snap.entries.close())
     except OAPError as e:

@@ -4,7 +4,7 @@
 tlog-proof bundle against the checkpoint that covers it. A batch commits a few
 hundred such entries at once; built one by one (a task woken per entry, a proof
 read node by node, the checkpoint JSON-escaped again for every answer) the answers
-cost more than everything else an append does. Here the sequencer's futures for a
+cost more than everything else an append does. Here the appender.s futures for a
 batch land in one list, the batch's proofs come from one `inclusion_levels` call,
 and the parts every answer shares (the checkpoint, escaped once) are rendered once.
 
@@ -26,8 +26,8 @@ import numpy as np
 from tlog.formats.encoding import b64enc
 from tlog.formats.proofbundle import HEADER, ProofBundle
 from tlog.merkle.proofs import PROOF_CHUNK, b64_rows, cbor_head, cbor_map_parts, inclusion_levels
+from tlog.server.appender import AddedBatch, Appender
 from tlog.server.metrics import LogMetrics
-from tlog.server.sequencer import AddedBatch, Sequencer
 from tlog.service.reply import Reply
 from tlog.service.responses import CBOR, CONTENT_TYPES, encode_document
 from tlog.storage.interface import HashReader, LogState
@@ -53,9 +53,9 @@ def added_document(state: LogState, index: int, leaf_hash: bytes, fresh: bool, p
 
 
 class SingleAppends:
-    """Submits single entries to the sequencer; answers them per committed batch."""
+    """Submits single entries to the appender; answers them per published batch."""
 
-    def __init__(self, sequencer: Sequencer, hashes: HashReader, metrics: LogMetrics) -> None:
+    def __init__(self, sequencer: Appender, hashes: HashReader, metrics: LogMetrics) -> None:
         self._sequencer, self._hashes, self._m = sequencer, hashes, metrics
         self._inclusion = metrics.proofs.labels("inclusion")
         self._done: list[tuple[asyncio.Future, bytes, int, float, asyncio.Future]] = []
@@ -64,7 +64,7 @@ class SingleAppends:
     def submit(self, entry: bytes, fmt: int, t0: float) -> asyncio.Future:
         """The future of the Reply to one entry, once it is durable (and published).
 
-        Its exception is the sequencer's (e.g. Unavailable) when it refused the entry or
+        Its exception is the appender's (e.g. Unavailable) when it refused the entry or
         the batch failed.
         """
         if self._loop is None:
@@ -79,7 +79,7 @@ class SingleAppends:
         return out
 
     def _landed(self, added: asyncio.Future, entry: bytes, fmt: int, t0: float, out: asyncio.Future) -> None:
-        # The sequencer resolves a whole batch's futures in one go, so their callbacks run
+        # The appender resolves a whole batch's futures in one go, so their callbacks run
         # back to back and the flush scheduled by the first runs after the last.
         if not self._done:
             loop = self._loop

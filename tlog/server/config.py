@@ -32,7 +32,7 @@ class LogConfig(HTTPConfig):
     key_file: Path | None = None  # the log's signing key; default data_dir/log.key (frontends share one)
     storage: str = "embedded"  # "embedded" (SQLite + hash files in data_dir) or "postgres" (+ a bucket)
     postgres_dsn: str = ""  # libpq connection string without a password (PGPASSWORD or a 0600 PGPASSFILE)
-    bucket_url: str = ""  # S3-compatible endpoint and bucket, e.g. http://127.0.0.1:8333/oap-log (postgres only)
+    bucket_url: str = ""  # S3-compatible endpoint and bucket the log is also published to, e.g. http://127.0.0.1:8333/oap-log
     bucket_region: str = "us-east-1"
     bucket_credentials_file: Path | None = None  # "access_key secret_key" (mode 0600); else AWS_* variables
     checkpoint_publish_interval: float = 1.0  # at most one write of the bucket's checkpoint object per interval
@@ -77,8 +77,8 @@ class LogConfig(HTTPConfig):
             if self.read_workers:
                 raise ConfigError("read_workers serve the embedded storage's hash files; with postgres, run more "
                                   "frontends instead")
-        elif self.bucket_url or self.postgres_dsn:
-            raise ConfigError("postgres_dsn and bucket_url need storage = 'postgres'")
+        elif self.postgres_dsn:
+            raise ConfigError("postgres_dsn needs storage = 'postgres'")
         if self.bucket_url and not self.bucket_url.startswith(("http://", "https://")):
             raise ConfigError("bucket_url must be http(s)://host[:port]/bucket")
         if not 0.05 <= self.checkpoint_publish_interval <= 3600:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from tlog.server.appender import Appender
+
 
 class LogMetrics:
     def __init__(self) -> None:
@@ -16,7 +18,8 @@ class LogMetrics:
             buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000),
         )
         self.batch_seconds = Histogram(
-            "oap_log_batch_commit_seconds", "Time to persist and sign one batch", registry=r,
+            "oap_log_batch_commit_seconds", "Time from sequencing a batch to publishing a checkpoint covering it",
+            registry=r,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )
         self.append_seconds = Histogram(
@@ -38,20 +41,20 @@ class LogMetrics:
         )
         self.request_seconds = Histogram("oap_log_http_request_seconds", "HTTP request latency", ["route"], registry=r)
 
-    def watch_storage(self, storage: object) -> None:
-        """Gauges read from a shared (PostgreSQL) storage at scrape time: whether this
-        frontend is the integrator, how far integration lags the sequence, bucket write
-        errors, and how often the integrator role was lost."""
+    def watch(self, appender: Appender) -> None:
+        """Gauges read from the appender at scrape time: whether this frontend holds the
+        integrator role, how far publication lags the sequence, how often the role was lost,
+        and the bucket's writes when the log is published to one."""
         r = self.registry
         Gauge("oap_log_integrator", "1 on the frontend that holds the integrator role", registry=r) \
-            .set_function(lambda: float(getattr(storage, "integrating", False)))
+            .set_function(lambda: float(appender.integrating))
         Gauge("oap_log_integration_lag_entries", "Entries sequenced but not yet in a published checkpoint "
-              "(as the integrator last saw it)", registry=r).set_function(lambda: float(getattr(storage, "lag", 0)))
+              "(as this frontend last saw it)", registry=r).set_function(lambda: float(appender.lag))
         Gauge("oap_log_integrator_role_lost_total", "Times this frontend lost the integrator role", registry=r) \
-            .set_function(lambda: float(getattr(storage, "lost_role", 0)))
-        bucket = getattr(storage, "bucket", None)
-        if bucket is not None:
-            Gauge("oap_log_bucket_write_errors_total", "Failed writes to the bucket (tiles, bundles, checkpoint)",
-                  registry=r).set_function(lambda: float(bucket.errors))
+            .set_function(lambda: float(appender.lost_role))
+        publisher = appender.publisher
+        if publisher is not None:
+            Gauge("oap_log_bucket_write_errors_total", "Failed bucket operations (tiles, bundles, checkpoint)",
+                  registry=r).set_function(lambda: float(publisher.errors))
             Gauge("oap_log_bucket_objects_written_total", "Tiles and bundles created in the bucket", registry=r) \
-                .set_function(lambda: float(bucket.written))
+                .set_function(lambda: float(publisher.written))

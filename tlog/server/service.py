@@ -1,11 +1,10 @@
-"""A running log: its key, storage, sequencer, entry reader, witnesses and metrics.
+"""A running log: its key, storage driver, appender, entry reader, witnesses and metrics.
 
 `LogService.open` is the whole start of a log; the HTTP layer (`tlog.server.app`) is
 built on top of it, and tests drive it directly.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -18,13 +17,13 @@ from tlog.formats import keys
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.note import sign_note
 from tlog.merkle.tree import TreeView
+from tlog.server.appender import Appender, Cosigner
 from tlog.server.config import LogConfig
 from tlog.server.metrics import LogMetrics
-from tlog.server.sequencer import Sequencer
 from tlog.server.witnessing import WitnessSet, policy_text
 from tlog.service import keyfiles
 from tlog.storage.embedded import EmbeddedStorage
-from tlog.storage.interface import EntryReader, HashReader, LogState, LogStorage, Signer
+from tlog.storage.interface import Driver, EntryReader, Fault, HashReader, LogState, Publisher, Signer
 from tlog.storage.transfer import Snapshot
 
 log = logging.getLogger("oap.tlog.server")
@@ -103,23 +102,28 @@ def bucket_credentials(config: LogConfig) -> tuple[str, str]:
     return key_id, secret
 
 
-def open_storage(config: LogConfig) -> LogStorage:
-    """The storage backend the configuration names (`tlog.storage.interface`)."""
+def open_storage(config: LogConfig, *, faults: Fault | None = None) -> Driver:
+    """The storage driver the configuration names (`tlog.storage.interface`); `faults` is a
+    test hook (None in production)."""
     if config.storage == "postgres":
         from tlog.storage.postgres import PostgresStorage
 
-        bucket = None
-        if config.bucket_url:
-            from tlog.storage.bucket import Bucket, TilePublisher
-
-            key_id, secret = bucket_credentials(config)
-            bucket = TilePublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
-                                                      region=config.bucket_region),
-                                   checkpoint_interval=config.checkpoint_publish_interval)
-        return PostgresStorage(config.postgres_dsn, config.data_dir / "cache", bucket=bucket,
-                               map_window=config.map_window_mb << 20)
+        return PostgresStorage(config.postgres_dsn, config.data_dir / "cache", map_window=config.map_window_mb << 20,
+                               faults=faults)
     return EmbeddedStorage(config.data_dir, hash_sync_interval=config.hash_sync_interval,
-                           map_window=config.map_window_mb << 20)
+                           map_window=config.map_window_mb << 20, faults=faults)
+
+
+def open_publisher(config: LogConfig) -> Publisher | None:
+    """The bucket the log is published to, if one is configured."""
+    if not config.bucket_url:
+        return None
+    from tlog.storage.bucket import Bucket, TilePublisher
+
+    key_id, secret = bucket_credentials(config)
+    return TilePublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
+                                            region=config.bucket_region),
+                         checkpoint_interval=config.checkpoint_publish_interval)
 
 
 def open_snapshot(config: LogConfig) -> Snapshot:
@@ -139,8 +143,8 @@ class LogService:
 
     config: LogConfig
     signer: keys.Signer
-    storage: LogStorage
-    sequencer: Sequencer
+    storage: Driver
+    sequencer: Appender  # the log's write loop (tlog.server.appender)
     reader: EntryReader
     metrics: LogMetrics
     witnesses: WitnessSet | None = None
@@ -148,10 +152,12 @@ class LogService:
     policy: str = ""  # the client policy (`client_policy`), served at GET /v1/policy
 
     @classmethod
-    async def open(cls, config: LogConfig) -> LogService:
+    async def open(cls, config: LogConfig, *, faults: Fault | None = None) -> LogService:
+        """`faults`: a test hook the storage driver and the appender call at their crash points
+        (tests/crashserve.py); None in production."""
         config.data_dir.mkdir(parents=True, exist_ok=True)
         signer = load_or_create_key(config.data_dir, config.origin, config.key_file)
-        storage = open_storage(config)
+        storage = open_storage(config, faults=faults)
         metrics = LogMetrics()
 
         def on_batch(n: int, seconds: float) -> None:
@@ -159,9 +165,9 @@ class LogService:
             metrics.batch_seconds.observe(seconds)
 
         witnesses = witness_set(config, signer)
-        publisher = None
+        cosign: Cosigner | None = None
         if witnesses is not None:
-            async def publisher(state: LogState) -> LogState:
+            async def cosign(state: LogState) -> LogState:
                 t0 = time.perf_counter()
                 try:
                     published, outcomes = await witnesses.cosign(state)
@@ -171,22 +177,18 @@ class LogService:
                     metrics.witness_results.labels(o.name, "ok" if o.signature else "failed").inc()
                 return published
 
-        shared = hasattr(storage, "on_state")  # several frontends: the integrator publishes, in storage
-        seq = Sequencer(
-            storage, checkpoint_signer(signer), max_batch=config.max_batch,
-            batch_interval=config.batch_interval_ms / 1000, max_pending=config.max_pending, on_batch=on_batch,
-            publisher=None if shared else publisher,
+        appender = Appender(
+            storage, checkpoint_signer(signer), publisher=open_publisher(config), cosign=cosign,
+            max_batch=config.max_batch, batch_interval=config.batch_interval_ms / 1000,
+            max_pending=config.max_pending, on_batch=on_batch, faults=faults,
         )
-        metrics.watch_storage(storage)
-        if shared:
-            loop = asyncio.get_running_loop()
-            storage.publish, storage.loop = publisher, loop  # type: ignore[attr-defined]
-            storage.on_state = lambda s: loop.call_soon_threadsafe(seq.observe, s)  # type: ignore[attr-defined]
-        state = await seq.start()
-        metrics.tree_size.set(state.size)
+        metrics.watch(appender)
+        state = await appender.start()
+        if state is not None:
+            metrics.tree_size.set(state.size)
         reader = storage.entries()
         await reader.open()
-        return cls(config, signer, storage, seq, reader, metrics, witnesses, DidResolver.from_config(config),
+        return cls(config, signer, storage, appender, reader, metrics, witnesses, DidResolver.from_config(config),
                    client_policy(config, signer))
 
     async def close(self) -> None:

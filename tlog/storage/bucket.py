@@ -1,34 +1,44 @@
-"""A log published to an S3-compatible bucket under the C2SP tlog-tiles paths.
+"""A log published to an S3-compatible bucket under the C2SP tlog-tiles paths: the `Publisher`
+of `tlog.storage.interface`.
 
-Tiles and entry bundles are create-only: a path always holds the same bytes, so a
-write that finds an object already there succeeds if the bytes are equal and is a
-fork (ForkError) if they differ (as Tessera and Sunlight do). The checkpoint is the
-one object that is overwritten, at most once per `checkpoint_interval`. Any static
-host or CDN in front of the bucket then serves readers, monitors and witnesses with
-no log process in the path.
+Tiles and entry bundles are create-only (`If-None-Match: *`): a path always holds the same
+bytes, so a write that finds an object already there succeeds if the bytes are equal and is
+a fork (ForkError) if they differ (as Tessera and Sunlight do). The checkpoint is the one
+object that is overwritten, at most once per `checkpoint_interval`, and never with a smaller
+tree: the writer reads it, compares sizes (and, at equal size, roots: a different root is a
+fork), and replaces it only if it is unchanged since that read (`If-Match` on its ETag), so
+two writers racing, one of them a former integrator that has not noticed it lost the role,
+can never move it backwards. (The database's epoch fence stops such a writer first; this is
+the second wall.) Any static host or CDN in front of the bucket then serves readers,
+monitors and witnesses with no log process in the path.
 
-The order that survives a crash at any step (`tlog.storage.postgres`): stage tiles
-and bundles, compare-and-swap the checkpoint in the database, publish the
-checkpoint object. A tile staged for entries that are already sequenced can only
-ever have one content, so staging again after a crash writes the same bytes.
+The order that survives a crash at any step (`tlog.server.appender`): stage tiles and
+bundles, compare-and-swap the checkpoint in the database, write the checkpoint object. A
+tile staged for entries that are already sequenced can only ever have one content, so
+staging again after a crash writes the same bytes.
 
-Obsolete partial tiles (`N.p/W`) are deleted once the full tile `N` exists: right
-away for those this process wrote, and by `sweep` for any a crash left behind.
+Obsolete partial tiles (`N.p/W`) are deleted once the full tile `N` exists: right away for
+those this process wrote, and on taking the role (`take_over`: `sweep`, and the right-edge
+tiles an earlier holder may have written partials of) for any a crash left behind.
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
-from tlog.errors import ConfigError, ForkError, Unavailable
+from tlog.errors import ConfigError, ForkError, FormatError, Unavailable
+from tlog.formats.checkpoint import parse_checkpoint
+from tlog.formats.note import parse_note
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, encode_entry_bundle, entries_path, tile_path
-from tlog.merkle.tree import HashReader
+from tlog.storage.interface import TileSource
 
 log = logging.getLogger("oap.tlog.bucket")
 
 CHECKPOINT_KEY = "checkpoint"
+BACKFILL_CHUNK = 1 << 16  # entries staged per step when a bucket catches up on an older log
 
 
 class Bucket:
@@ -40,7 +50,10 @@ class Bucket:
     @classmethod
     def from_config(cls, url: str, *, key_id: str, secret: str, region: str = "us-east-1") -> Bucket:
         """`url` is http(s)://host[:port]/bucket; the access key and secret come from the
-        caller (a 0600 file or the environment: `tlog.server.service.bucket_credentials`)."""
+        caller (a 0600 file or the environment: `tlog.server.service.bucket_credentials`).
+
+        Timeouts and retries are short: a bucket that is down makes writes fail (503) within
+        a few seconds, and the appender retries, rather than holding every write meanwhile."""
         from urllib.parse import urlsplit
 
         from obstore.store import S3Store
@@ -51,42 +64,52 @@ class Bucket:
             raise ConfigError(f"bucket_url must be http(s)://host[:port]/bucket, not {url!r}")
         store = S3Store(bucket, endpoint=f"{parts.scheme}://{parts.netloc}", region=region,
                         access_key_id=key_id, secret_access_key=secret, virtual_hosted_style_request=False,
-                        client_options={"allow_http": parts.scheme == "http", "timeout": "30s",
-                                        "connect_timeout": "5s"})
+                        client_options={"allow_http": parts.scheme == "http", "timeout": "10s",
+                                        "connect_timeout": "2s"},
+                        retry_config={"max_retries": 2, "retry_timeout": timedelta(seconds=3),
+                                      "backoff": {"init_backoff": timedelta(milliseconds=100),
+                                                  "max_backoff": timedelta(seconds=1), "base": 2}})
         return cls(store)
 
     def put_create_only(self, key: str, data: bytes) -> bool:
         """Create `key` holding `data`: True if created, False if it already held exactly
         `data`; ForkError if it holds anything else."""
+        if self.put_if(key, data, None):
+            return True
+        if self.get(key) != data:
+            raise ForkError(f"the bucket already holds different bytes at {key}")
+        return False
+
+    def put_if(self, key: str, data: bytes, etag: str | None) -> bool:
+        """Write `key` if it is unchanged: absent (`etag` None) or still at `etag`. False if
+        the condition failed (another writer got there first)."""
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         try:
-            obstore.put(self.store, key, data, mode="create")
+            obstore.put(self.store, key, data, mode="create" if etag is None else {"e_tag": etag})
             return True
         except (AlreadyExistsError, PreconditionError):
-            if self.get(key) != data:
-                raise ForkError(f"the bucket already holds different bytes at {key}") from None
             return False
         except Exception as e:  # noqa: BLE001 - any transport or service error
             raise Unavailable(f"bucket write failed at {key}: {type(e).__name__}: {e}"[:300], retry_after=1) from None
 
-    def put(self, key: str, data: bytes) -> None:
-        import obstore
-
-        try:
-            obstore.put(self.store, key, data)
-        except Exception as e:  # noqa: BLE001
-            raise Unavailable(f"bucket write failed at {key}: {type(e).__name__}: {e}"[:300], retry_after=1) from None
-
     def get(self, key: str) -> bytes | None:
+        got = self.get_versioned(key)
+        return None if got is None else got[0]
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        """(bytes, ETag) of `key`, or None if there is no such object."""
         import obstore
         from obstore.exceptions import NotFoundError
 
         try:
-            return bytes(obstore.get(self.store, key).bytes())
+            got = obstore.get(self.store, key)
+            return bytes(got.bytes()), str(got.meta["e_tag"])
         except (NotFoundError, FileNotFoundError):  # obstore raises the latter for a missing object
             return None
+        except Exception as e:  # noqa: BLE001 - any transport or service error
+            raise Unavailable(f"bucket read failed at {key}: {type(e).__name__}: {e}"[:300], retry_after=1) from None
 
     def delete(self, keys: Iterable[str]) -> None:
         import obstore
@@ -139,12 +162,12 @@ def partial_tiles(size: int) -> list[tuple[int, int, int]]:
 
 
 class TilePublisher:
-    """Publishes a log's tiles, entry bundles and checkpoint to a `Bucket`.
+    """Publishes a log's tiles, entry bundles and checkpoint to a `Bucket` (the `Publisher`).
 
     Full tiles and bundles are written as the tree grows (`stage`, before each signature);
     partial ones only for the sizes whose checkpoint object is written, at most once per
-    interval (`publish_checkpoint` then `flush_due`): a reader of the bucket needs the
-    partial tiles of the checkpoint it reads, and no others. All on the integrator's thread.
+    interval (`write_checkpoint`): a reader of the bucket needs the partial tiles of the
+    checkpoint it reads, and no others. Called on the appender's driver thread.
     """
 
     def __init__(self, bucket: Bucket, *, checkpoint_interval: float = 1.0, workers: int = 8) -> None:
@@ -154,10 +177,8 @@ class TilePublisher:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="oap-bucket")
         self._partials: dict[tuple[int, int], str] = {}  # (level, index) -> the partial tile last written
         self._obsolete: list[str] = []
-        self._pending: tuple[str, int] | None = None  # (note, size) waiting for its turn
-        self._last = 0.0
-        self._hashes: HashReader | None = None
-        self._read_entries: Callable[[int, int], list[bytes]] | None = None
+        self._suspects: set[tuple[int, int]] = set()  # right-edge tiles an earlier holder may have left partials of
+        self._last = -float("inf")  # monotonic time of the last checkpoint write
 
     def _put_all(self, work: list[tuple[int, int, int, bytes]]) -> None:
         futures = [self._pool.submit(self.bucket.put_create_only, _path(lv, ix, w), d) for lv, ix, w, d in work]
@@ -169,81 +190,161 @@ class TilePublisher:
             self.errors += 1
             raise
 
-    def _tiles(self, wanted: list[tuple[int, int, int]]) -> list[tuple[int, int, int, bytes]]:
-        assert self._hashes is not None and self._read_entries is not None
+    @staticmethod
+    def _tiles(source: TileSource, wanted: list[tuple[int, int, int]]) -> list[tuple[int, int, int, bytes]]:
         work = []
         bundles = [(ix, w) for lv, ix, w in wanted if lv < 0]
+        first = 0
+        data: list[bytes] = []
         if bundles:  # one read of the entries for all the bundles
             first = bundles[0][0] * TILE_WIDTH
-            data = self._read_entries(first, bundles[-1][0] * TILE_WIDTH + bundles[-1][1] - first)
+            data = source.read_entries(first, bundles[-1][0] * TILE_WIDTH + bundles[-1][1] - first)
         for level, index, width in wanted:
             if level < 0:
                 at = index * TILE_WIDTH - first
                 work.append((level, index, width, encode_entry_bundle(data[at:at + width])))
             else:
                 work.append((level, index, width,
-                             self._hashes.read_range(level * TILE_HEIGHT, index * TILE_WIDTH, width)))
+                             source.hashes.read_range(level * TILE_HEIGHT, index * TILE_WIDTH, width)))
         return work
 
-    def stage(self, hashes: HashReader, read_entries: Callable[[int, int], list[bytes]], old: int, new: int) -> None:
+    def stage(self, source: TileSource, old: int, new: int) -> None:
         """Write every full tile and entry bundle that the tree of `new` leaves has and the tree
         of `old` leaves had not (create-only), before the checkpoint for `new` is signed."""
-        self._hashes, self._read_entries = hashes, read_entries
         full = [t for t in changed_tiles(old, new) if t[2] == TILE_WIDTH]
-        self._put_all(self._tiles(full))
-        for level, index, _ in full:
+        if not full:
+            return
+        self._put_all(self._tiles(source, full))
+        for level, index, width in full:
             previous = self._partials.pop((level, index), None)
             if previous is not None:
                 self._obsolete.append(previous)
+            if (level, index) in self._suspects:
+                self._suspects.discard((level, index))
+                try:
+                    self._obsolete += self.bucket.list(_path(level, index, width) + ".p/")
+                except Exception as e:  # noqa: BLE001 - garbage only: listed again at the next takeover
+                    log.warning("listing partial tiles of %s failed: %s", _path(level, index, width), e)
 
-    def publish_checkpoint(self, note: str, size: int) -> None:
-        """The checkpoint object is to show `note` (of a tree of `size`); written by
-        `flush_due` at most once per interval, the latest note winning."""
-        self._pending = (note, size)
-        self.flush_due()
+    def due(self) -> bool:
+        return self.seconds_until_due() <= 0
 
-    def flush_due(self) -> None:
-        if self._pending is not None and time.monotonic() - self._last >= self.interval:
-            self.flush()
+    def seconds_until_due(self) -> float:
+        return max(0.0, self._last + self.interval - time.monotonic())
 
-    def flush(self) -> None:
-        """Write the pending checkpoint now: its partial tiles first (create-only), then the
-        checkpoint object, then delete the partial tiles that full ones replaced."""
-        if self._pending is None:
-            return
-        note, size = self._pending
+    def write_checkpoint(self, source: TileSource, note: str, size: int) -> None:
+        """Write the checkpoint for `size`: its partial tiles first (create-only), then the
+        checkpoint object (never replacing a larger tree), then delete the partial tiles
+        that full ones replaced. The interval restarts whether or not the write happened."""
         try:
             partial = [t for t in partial_tiles(size) if self._partials.get((t[0], t[1])) != _path(*t)]
-            self._put_all(self._tiles(partial))
+            self._put_all(self._tiles(source, partial))
             for level, index, width in partial:
                 previous = self._partials.get((level, index))
                 if previous is not None:
                     self._obsolete.append(previous)
                 self._partials[(level, index)] = _path(level, index, width)
-            self.bucket.put(CHECKPOINT_KEY, note.encode())
+            self._put_checkpoint(note, size)
         except Exception:
             self.errors += 1
             raise
-        self._pending, self._last = None, time.monotonic()
+        self._last = time.monotonic()
         obsolete, self._obsolete = self._obsolete, []
         try:
             self.bucket.delete(obsolete)
-        except Exception as e:  # noqa: BLE001 - garbage only: swept later
+        except Exception as e:  # noqa: BLE001 - garbage only: swept at the next takeover
             log.warning("deleting %d obsolete partial tiles failed: %s", len(obsolete), e)
+
+    def _put_checkpoint(self, note: str, size: int) -> bool:
+        return put_checkpoint(self.bucket, CHECKPOINT_KEY, note, size)
+
+    def checkpoint_size(self) -> int:
+        """The size of the tree the bucket's checkpoint object shows (0 if there is none)."""
+        try:
+            current = self.bucket.get(CHECKPOINT_KEY)
+        except Unavailable:
+            self.errors += 1
+            raise
+        if current is None:
+            return 0
+        try:
+            return _parsed(current.decode())[1]
+        except (FormatError, UnicodeDecodeError):
+            return 0
+
+    def take_over(self, source: TileSource, start: int, size: int) -> None:
+        """On taking the role: stage every full tile and bundle from `start` (the size of the
+        bucket's checkpoint: everything below it is there) to `size` (the signed head), in
+        steps, so that a bucket configured for a log that already had entries catches up;
+        delete the partial tiles of tiles that became full meanwhile (`sweep`), and watch the
+        right-edge tiles, whose partials an earlier holder may have written, until they fill."""
+        self._partials.clear()
+        self._obsolete = []
+        for lo in range(start - start % BACKFILL_CHUNK, size, BACKFILL_CHUNK):
+            self.stage(source, max(lo, start), min(size, lo + BACKFILL_CHUNK))
+        self.sweep(start, size)
+        self._suspects = {(level, index) for level, index, _ in partial_tiles(size)}
+        self._last = -float("inf")
 
     def sweep(self, old: int, new: int) -> int:
         """Delete the partial tiles made obsolete by the tiles that became full between trees
         of `old` and `new` leaves (those a crash left behind); returns how many."""
-        gone = []
+        full: dict[int, set[str]] = {}
         for level, index, width in changed_tiles(old, new):
             if width == TILE_WIDTH:
-                gone += self.bucket.list(_path(level, index, width) + ".p/")
-        self.bucket.delete(gone)
+                full.setdefault(level, set()).add(_path(level, index, width))
+        gone = []
+        try:
+            for level, paths in full.items():
+                if len(paths) <= 64:  # a few tiles: list each one's partials
+                    for path in paths:
+                        gone += self.bucket.list(path + ".p/")
+                else:  # many (a bucket catching up): one listing of the level
+                    prefix = _path(level, 0, TILE_WIDTH).rsplit("/", 1)[0] + "/"
+                    gone += [n for n in self.bucket.list(prefix) if n.partition(".p/")[0] in paths and ".p/" in n]
+            self.bucket.delete(gone)
+        except Exception as e:  # noqa: BLE001 - garbage only: swept again at the next takeover
+            log.warning("sweeping partial tiles failed: %s", e)
+            return 0
         return len(gone)
 
     def close(self) -> None:
-        try:
-            self.flush()
-        except Exception as e:  # noqa: BLE001 - the next integrator publishes it
-            log.warning("the last checkpoint could not be written to the bucket: %s", e)
+        """Nothing is flushed here: a checkpoint is written only by the role's holder, fenced
+        (the appender does it before it gives the role up)."""
         self._pool.shutdown(wait=True)
+
+
+def _parsed(note: str) -> tuple[str, int, bytes]:
+    """(origin, size, root) of a checkpoint note (its signatures are its readers' business)."""
+    cp = parse_checkpoint(parse_note(note).text)
+    return cp.origin, cp.size, cp.root
+
+
+def put_checkpoint(bucket: Bucket, key: str, note: str, size: int) -> bool:
+    """The checkpoint object at `key` := `note` (of a tree of `size`), unless it holds a
+    larger tree (then False): a published checkpoint never goes backwards, whoever writes
+    it. Read, compare, write conditionally on the version read; a lost race is read again.
+    ForkError for another root at the same size or another log's checkpoint."""
+    origin, _, root = _parsed(note)
+    for _ in range(5):
+        current = bucket.get_versioned(key)
+        etag = None
+        if current is not None:
+            etag = current[1]
+            try:
+                theirs, have, have_root = _parsed(current[0].decode())
+            except (FormatError, UnicodeDecodeError) as e:
+                log.error("the bucket's checkpoint object is not a checkpoint (%s); replacing it", e)
+                theirs, have, have_root = origin, -1, b""
+            if theirs != origin:
+                raise ForkError(f"the bucket holds a checkpoint of another log ({theirs!r}, not {origin!r})")
+            if have > size:
+                log.info("the bucket already holds a checkpoint of size %d; not writing size %d", have, size)
+                return False
+            if have == size and have_root != root:
+                raise ForkError(f"the bucket holds another root for tree size {size}")
+            if current[0] == note.encode():
+                return False
+        if bucket.put_if(key, note.encode(), etag):
+            return True
+    raise Unavailable("the bucket's checkpoint kept changing under this writer", retry_after=1)

@@ -1,21 +1,30 @@
-"""The embedded backend of `tlog.storage.interface`: SQLite + hash files in one directory.
+"""The embedded driver of `tlog.storage.interface`: SQLite + hash files in one directory.
 
-SQLite in WAL mode with synchronous=FULL is the truth: one transaction and one
-fsync per batch holds the entries and the checkpoint that covers them, so
-"acknowledged" and "durable" are the same event. The per-level hash files and the
-leaf-hash index are derived data, repaired from it on open.
+SQLite in WAL mode is the truth. A batch costs one fsync: `sequence` commits the entries
+with `synchronous=NORMAL` (written to the WAL, not synced), and `record_checkpoint`
+commits the checkpoint that covers them with `synchronous=FULL`, whose fsync of the WAL
+makes the earlier frames durable too. Nothing is acknowledged before that commit returns,
+so "acknowledged" and "durable" stay one event. After a crash between the two commits the
+entries may or may not be there; if they are, the appender integrates and signs them on
+the next start. The per-level hash files and the leaf-hash index are derived data,
+repaired from the database on open.
 
-`EmbeddedStorage` is used from exactly one thread (the sequencer's writer);
-readers use `EmbeddedEntries` on their own connection and see only committed rows.
-One process per data directory (`log.lock`).
+One process per data directory (`log.lock`): its holder is the only writer, so the
+integrator role is always its own (`acquire` never waits) and nothing needs following.
+`EmbeddedStorage` is used from one thread (the appender's driver thread); readers use
+`EmbeddedEntries` on their own connection and see only what the appender serves.
 """
 from __future__ import annotations
 
+import bisect
 import logging
+import math
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import aiosqlite
@@ -29,7 +38,15 @@ from tlog.merkle.tree import TreeView
 from tlog.storage import hashfiles
 from tlog.storage.files import lock_dir, read_only_sqlite_uri
 from tlog.storage.hashfiles import HashFiles
-from tlog.storage.interface import BatchResult, CorruptionError, LogState, Signer
+from tlog.storage.interface import (
+    CorruptionError,
+    Fault,
+    Head,
+    Lease,
+    LeaseLost,
+    Sequenced,
+    SignedHead,
+)
 from tlog.storage.leafindex import LeafIndex
 from tlog.storage.transfer import Snapshot
 
@@ -67,10 +84,9 @@ CREATE TABLE IF NOT EXISTS receipts (
 CREATE INDEX IF NOT EXISTS receipts_by_hash ON receipts (receipt_hash);
 """
 
-Fault = Callable[[str], None]
-"""A hook called at named points of a commit ("after_hash_append", "after_sign",
-"before_commit", "after_commit"): the crash harness injects one that kills the
-process there (tests/crashserve.py). None in production."""
+FAULT_POINTS = ("after_sequence", "after_hash_append", "before_commit", "after_commit")
+"""Where the embedded driver calls its `faults` hook: after the entries' commit, after the
+hash files grew, and just before and just after the checkpoint's commit."""
 
 
 def _read_only_fs(path: Path) -> bool:
@@ -80,7 +96,9 @@ def _read_only_fs(path: Path) -> bool:
 def connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")  # fsync the WAL on every commit
+    # NORMAL: a commit appends to the WAL without syncing it. The commits that must be
+    # durable (checkpoints, one-time upgrades) switch to FULL for themselves (_transaction).
+    conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=5000")
     # 8 MiB. It was 64 MiB when the leaf-hash index lived in SQLite; opening a large log
     # filled it (60 MB of the server's RSS) and appends touch only the rightmost pages.
@@ -142,17 +160,20 @@ class Checkpointer:
 
 
 class EmbeddedStorage:
-    faults: Fault | None = None  # class-wide: set only by the crash harness's own entry point
-    integrating = True  # the one writer of its directory integrates every batch it sequences
-    lag = 0
-    lost_role = 0
+    """The embedded `Driver`: SQLite and hash files in `data_dir`, one process."""
+
+    shared = False  # one process per directory: no one else sequences or publishes
+    lease_ttl = math.inf  # the directory lock is the lease: held until close
+    parallel_sequencing = False  # one connection, one set of hash files for everything
 
     def __init__(self, data_dir: Path, *, hash_sync_interval: float = 5.0,
-                 map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20) -> None:
-        """`map_window`: bytes of a hash-file level kept mapped (tlog.storage.hashfiles; 0: no limit)."""
+                 map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20, faults: Fault | None = None) -> None:
+        """`map_window`: bytes of a hash-file level kept mapped (tlog.storage.hashfiles; 0: no limit).
+        `faults`: a test hook called at `FAULT_POINTS` (None in production)."""
         self.dir = Path(data_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.db_path = self.dir / "log.db"
+        self.faults = faults
         self.read_only = not os.access(self.dir, os.W_OK) or _read_only_fs(self.dir)
         self._lock_fd: int | None = None
         if self.read_only:
@@ -167,21 +188,33 @@ class EmbeddedStorage:
             self._lock_fd = lock_dir(self.dir, "log.lock", "log")
             self.conn = connect(self.db_path)
             self.conn.executescript(SCHEMA)
-        self.commits = 0  # batch commits by this process: the checkpointer's measure of load
+        self.commits = 0  # checkpoint commits by this process: the checkpointer's measure of load
         self.checkpointer = None if self.read_only else Checkpointer(self.db_path, lambda: self.commits)
         self.hashes = HashFiles(self.dir / "hashes", window=map_window)
         self.leaves = LeafIndex(self.dir / "leafindex.bin", read_only=self.read_only,
                                 leaf_at=lambda ix: self.hashes.gather(0, ix), leaves=self._leaf_range,
                                 window=self.hashes.window)
-        self._leaves_behind = False
         self.hash_sync_interval = hash_sync_interval
         self._last_hash_sync = time.monotonic()
-        self.state: LogState | None = None
+        self._sequenced = 0  # entries committed to the database
+        self._hashed = 0  # leaves in the hash files (== _sequenced unless an append failed)
+        self._leaves_behind = False  # the leaf index missed an update: caught up before the next lookup
+        self._signed: SignedHead | None = None
+        self._published: tuple[int, str] | None = None
+        self._failure = ""
+        self._failed_at = 0.0
+        self._closed = False
+
+    def _fault(self, name: str) -> None:
+        if self.faults is not None:
+            self.faults(name)
 
     # --- open and repair ---------------------------------------------------------
 
-    def open(self, sign: Signer) -> LogState:
-        """Recover to the committed size, repair hash files, sign size 0 if new."""
+    def open(self) -> Head:
+        """Recover: the database's entries are the truth; hash files and the leaf index are
+        repaired to them. Entries sequenced past the last checkpoint (a crash between the
+        two commits of a batch) are kept: the appender integrates them."""
         if not self.read_only:
             self._migrate_entries_table()
         elif self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone() is None:
@@ -196,37 +229,33 @@ class EmbeddedStorage:
             if synced != size:
                 raise CorruptionError("the data directory is read-only and its hash files need repair")
         self._rebuild_hashes(synced, size)
-        view = TreeView(size, self.hashes.read)
         latest = self.conn.execute("SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
-        if latest is not None and latest[0] != size:
-            raise CorruptionError(f"latest checkpoint has size {latest[0]} but the log holds {size} entries")
-        if latest is not None and latest[1] != view.root:
+        if latest is not None and latest[0] > size:
+            raise CorruptionError(f"the latest checkpoint has size {latest[0]} but the log holds {size} entries")
+        if latest is not None and TreeView(latest[0], self.hashes.read).root != latest[1]:
             log.warning("hash files disagree with the signed root; rebuilding them from the database")
             self._rebuild_hashes(0, size)
-            view = TreeView(size, self.hashes.read)
-            if latest[1] != view.root:
+            if TreeView(latest[0], self.hashes.read).root != latest[1]:
                 raise CorruptionError("the entries do not hash to the latest signed root")
         self.leaves.catch_up(size)
-        if latest is None:
-            note = self._sign_and_record(size, view.root, sign, entries=())
-        else:
-            note = latest[2]
-        self.state = LogState(size, view.root, note, view)
-        return self.state
+        if latest is not None and latest[0] < size:
+            log.warning("%d entries were sequenced after the last checkpoint (a crash between the commits of a "
+                        "batch); they are integrated now", size - latest[0])
+        self._signed = None if latest is None else SignedHead(latest[0], latest[1], latest[2])
+        return self.head()
+
+    def head(self) -> Head:
+        return Head(self._sequenced, self._signed, self._published, self._failure, self._failed_at)
 
     def _index_receipts(self, size: int) -> None:
-        """Index the receipts of a log written before the index existed (once): commits
-        keep it current from then on. Their logged time is that of the first checkpoint
+        """Index the receipts of a log written before the index existed (once): sequencing
+        keeps it current from then on. Their logged time is that of the first checkpoint
         that covered them."""
         if self._meta("receipts_indexed") == "all":
             return
         signed = self.conn.execute("SELECT size, signed_at FROM checkpoints ORDER BY size").fetchall()
         sizes = [r[0] for r in signed]
-        import bisect
-
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction(durable=True) as c:
             for start in range(0, size, 65536):
                 datas = read_entries(c, start, min(65536, size - start))
                 rows = receipt_rows([(start + k, None, data) for k, data in enumerate(datas)], 0.0)
@@ -235,22 +264,19 @@ class EmbeddedStorage:
                     r = r._replace(logged_at=signed[at][1] if at < len(signed) else time.time())
                     c.execute("INSERT OR IGNORE INTO receipts VALUES (?, ?, ?, ?, ?, ?)", r)
             c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('receipts_indexed', 'all')")
-            c.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-            raise
 
     def _committed_size(self, *, check: bool = False) -> int:
         """Entries in the database; with `check`, refuse runs that leave a gap or overlap."""
         if not check:
-            return self.conn.execute("SELECT COALESCE(MAX(first + count), 0) FROM runs").fetchone()[0]
-        end = 0
-        for first, count in self.conn.execute("SELECT first, count FROM runs ORDER BY first"):
-            if first != end:
-                raise CorruptionError(f"entries are not contiguous: a run starts at {first}, expected {end}")
-            end = first + count
-        return end
+            size = self.conn.execute("SELECT COALESCE(MAX(first + count), 0) FROM runs").fetchone()[0]
+        else:
+            size = 0
+            for first, count in self.conn.execute("SELECT first, count FROM runs ORDER BY first"):
+                if first != size:
+                    raise CorruptionError(f"entries are not contiguous: a run starts at {first}, expected {size}")
+                size = first + count
+        self._sequenced = size
+        return size
 
     def _migrate_entries_table(self) -> None:
         """Move a data directory written before runs existed (one row per entry) into runs,
@@ -259,8 +285,7 @@ class EmbeddedStorage:
         if c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'").fetchone() is None:
             return
         log.warning("moving entries into runs (one-time upgrade of %s)", self.db_path)
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction(durable=True):
             start = 0
             cur = c.execute("SELECT idx, data FROM entries ORDER BY idx")
             while rows := cur.fetchmany(65536):
@@ -270,17 +295,14 @@ class EmbeddedStorage:
                               entry_runs([(r[0], None, r[1]) for r in rows]))
                 start += len(rows)
             c.execute("DROP TABLE entries")
-            c.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-            raise
 
     def _rebuild_hashes(self, start: int, size: int) -> None:
+        """Hash files = the entries [0, size): kept up to `start`, recomputed from there."""
         if self.read_only:
+            self._hashed = size
             return
         self.hashes.truncate(start)
-        cur = start
+        self._hashed = cur = start
         while cur < size:
             datas = read_entries(self.conn, cur, min(65536, size - cur))
             if not datas:
@@ -288,52 +310,64 @@ class EmbeddedStorage:
             self.hashes.append(cur, leaf_hashes(datas))
             cur += len(datas)
         self.hashes.sync()
+        self._hashed = size
         self._set_meta("hashes_synced", size)
 
-    # --- the write path (writer thread only) -------------------------------------
+    def _repair(self) -> None:
+        """Derived data behind the database after a failed update: catch it up."""
+        if self._hashed != self._sequenced:
+            self._rebuild_hashes(min(self._hashed, self._sequenced), self._sequenced)
+        if self._leaves_behind:
+            self.leaves.catch_up(self._sequenced)
+            self._leaves_behind = False
 
-    def append(self, datas: Sequence[bytes], sign: Signer) -> BatchResult:
-        """Append the entries not already present, sign, commit: one transaction, one fsync.
+    @contextmanager
+    def _transaction(self, *, durable: bool) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT; `durable`: the commit fsyncs the WAL (and with it every
+        earlier commit of this connection). Rolled back on any error."""
+        c = self.conn
+        if durable:
+            c.execute("PRAGMA synchronous=FULL")
+        try:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+                c.execute("COMMIT")
+            except BaseException:
+                if c.in_transaction:
+                    try:
+                        c.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                raise
+        finally:
+            if durable:
+                c.execute("PRAGMA synchronous=NORMAL")
 
-        Entries repeated in the batch or already in the log get their existing index.
-        Leaf hashes are computed here, in the writer thread, in one C call. On any
-        failure the hash files are cut back and nothing is kept.
-        """
-        rows = leaf_hashes(datas)
-        digests = rows.tobytes()
-        return self._commit([digests[i : i + 32] for i in range(0, len(digests), 32)], datas, sign, rows=rows)
+    # --- sequencing -------------------------------------------------------------------
 
-    def refresh(self) -> LogState:
-        """One writer per directory: the latest committed state is this process's own."""
-        assert self.state is not None, "open() first"
-        return self.state
-
-    def entries(self) -> EmbeddedEntries:
-        return EmbeddedEntries(self.db_path, self.leaves, read_only_dir=self.read_only)
-
-    def _fault(self, name: str) -> None:
-        if self.faults is not None:
-            self.faults(name)
-
-    def _commit(self, leaves: list[bytes], datas: Sequence[bytes], sign: Signer, *,
-                rows: np.ndarray | None = None) -> BatchResult:
-        """`rows`, if given, is `leaves` as an (m, 32) array (spares joining them again)."""
-        assert self.state is not None, "open() first"
+    def sequence(self, datas: Sequence[bytes], *, logged_at: Sequence[float] | None = None) -> Sequenced:
+        """Give the entries not already present the next indices: one transaction, no fsync
+        (the checkpoint's commit makes it durable). Entries repeated in the batch or already
+        in the log get their existing index. Leaf hashes are computed here, in one C call."""
         if self.read_only:
             raise Unavailable("the data directory is read-only; the log serves reads only")
-        old = self.state.size
-        if self._leaves_behind:  # an index update was lost: fill the gap before deduplicating
-            self.leaves.catch_up(old)
-            self._leaves_behind = False
-        known = self._lookup(leaves)
+        rows = leaf_hashes(datas)
+        digests = rows.tobytes()
+        leaves = [digests[i : i + 32] for i in range(0, len(digests), 32)]
+        self._repair()
+        old = self._sequenced
+        known = self.leaves.lookup(leaves)
         if not known and len(set(leaves)) == len(leaves):  # the common case: all new, all distinct
             n = len(leaves)
             new_rows = list(zip(range(old, old + n), leaves, datas))
             indices, fresh = list(range(old, old + n)), [True] * n
-            new_leaves = leaves if rows is None else rows
+            new_leaves: list[bytes] | np.ndarray = rows
+            times = logged_at
         else:
             indices, fresh, new_rows = [], [], []
-            for lh, data in zip(leaves, datas):
+            kept: list[float] = []
+            for k, (lh, data) in enumerate(zip(leaves, datas)):
                 if lh in known:
                     indices.append(known[lh])
                     fresh.append(False)
@@ -341,113 +375,152 @@ class EmbeddedStorage:
                 idx = old + len(new_rows)
                 known[lh] = idx
                 new_rows.append((idx, lh, data))
+                if logged_at is not None:
+                    kept.append(logged_at[k])
                 indices.append(idx)
                 fresh.append(True)
             new_leaves = [r[1] for r in new_rows]
+            times = kept if logged_at is not None else None
         if not new_rows:
-            return BatchResult(indices, fresh, self.state, leaves)
+            return Sequenced(indices, fresh, leaves, old)
         size = old + len(new_rows)
         try:
-            leaf_rows = hash_rows(new_leaves)
-            self.hashes.append(old, leaf_rows)
-            self._fault("after_hash_append")
-            view = TreeView(size, self.hashes.read)
-            synced = self._maybe_sync_hashes()
-            note = self._sign_and_record(size, view.root, sign, entries=new_rows, hashes_synced=synced and size)
+            self._commit_entries(new_rows, times)
         except BaseException:
             self._resync(old)
             raise
-        self.state = LogState(size, view.root, note, view)
-        try:
+        self._sequenced = size
+        self._fault("after_sequence")
+        try:  # derived data: on failure, caught up from the database before it is next needed
+            leaf_rows = hash_rows(new_leaves)
+            self.hashes.append(old, leaf_rows)
+            self._hashed = size
+            self._fault("after_hash_append")
             self._leaves_behind = not self.leaves.add(leaf_rows, old, size)
-        except (OSError, ValueError) as e:  # derived data: caught up from the hash files before the next batch
-            log.error("leaf index update failed (repaired before the next batch): %s", e)
+        except (OSError, ValueError) as e:
+            log.error("hash file or leaf index update failed (repaired before the next batch): %s", e)
             self._leaves_behind = True
-        return BatchResult(indices, fresh, self.state, leaves)
+        return Sequenced(indices, fresh, leaves, size)
+
+    def _commit_entries(self, rows: list[tuple[int, bytes, bytes]], logged_at: Sequence[float] | None) -> None:
+        now = time.time()
+        receipts = receipt_rows(rows, now)
+        if logged_at is not None:
+            first = rows[0][0]
+            receipts = [r._replace(logged_at=logged_at[r.index - first]) for r in receipts]
+        with self._transaction(durable=False) as c:
+            c.executemany("INSERT INTO runs (first, count, data) VALUES (?, ?, ?)", entry_runs(rows))
+            c.executemany("INSERT OR IGNORE INTO receipts VALUES (?, ?, ?, ?, ?, ?)", receipts)
 
     def _resync(self, old: int) -> None:
-        """After a failed batch, believe the disk, not the error.
+        """After a failed commit of entries, believe the disk, not the error.
 
-        A failed COMMIT (disk full, an fsync I/O error) may or may not have
-        landed; assuming a rollback could later reuse indices that are in
-        fact durable. So re-read the committed size: unchanged means cut the
-        hash files back; larger means the batch landed and the state moves on
-        (its waiters got an error and will find their entries by retrying).
+        A failed COMMIT (disk full, an I/O error) may or may not have landed; assuming a
+        rollback could later reuse indices that are in fact taken. So re-read the
+        committed size: larger means the batch landed (its waiters got an error and find
+        their entries by retrying), and the derived data is caught up before the next batch.
         """
         try:
             size = self._committed_size()
-            if size == old:
-                self.hashes.truncate(old)
-                return
-            row = self.conn.execute("SELECT root, note FROM checkpoints WHERE size = ?", (size,)).fetchone()
-            self._rebuild_hashes(old, size)
-            view = TreeView(size, self.hashes.read)
-            if row is None or row[0] != view.root:
-                raise CorruptionError("a failed commit left entries without their checkpoint")
-            self.state = LogState(size, view.root, row[1], view)
-            log.warning("a batch reported failure but was committed; the log is at size %d", size)
-        except CorruptionError:
-            raise
-        except Exception as e:  # still failing (e.g. disk still full): keep the old state
+        except sqlite3.Error as e:  # still failing (e.g. disk still full): keep what we knew
             log.error("could not re-read the store after a failed batch: %s", e)
-            if self.state is not None and self.state.size == old:  # never cut below the state served
-                try:
-                    self.hashes.truncate(old)
-                except OSError:
-                    pass
+            self._sequenced = old
             return
-        try:  # derived data: a failure here (ENOSPC growing the index) is caught up later
-            self.leaves.catch_up(self.state.size)
-        except (OSError, ValueError) as e:
-            log.error("leaf index update failed (repaired before the next batch): %s", e)
-            self._leaves_behind = True
+        if size != old:
+            log.warning("a batch reported failure but was committed; %d entries are sequenced", size)
+            self._leaves_behind = True  # the hash files are behind too: _repair catches both up
 
-    def _sign_and_record(self, size: int, root: bytes, sign: Signer, *, entries,
-                         hashes_synced: int | None = None) -> str:
-        """Fork guard, then sign, then commit entries + checkpoint in one transaction."""
-        row = self.conn.execute("SELECT root FROM checkpoints WHERE size = ?", (size,)).fetchone()
-        if row is not None and row[0] != root:
-            raise ForkError(f"refusing to sign a second root for tree size {size}")
+    # --- integration ------------------------------------------------------------------
+
+    def extend(self, size: int) -> bytes:
+        """The hash files are extended as entries are sequenced; here they are only repaired
+        if an update failed. The root is checked against the one recorded for `size`."""
+        if size > self._sequenced:
+            raise ValueError(f"cannot integrate {size} entries: {self._sequenced} are sequenced")
+        self._repair()
+        root = TreeView(size, self.hashes.read).root
+        signed = self._signed
+        if signed is not None and size <= signed.size:
+            row = (signed.root,) if size == signed.size else \
+                self.conn.execute("SELECT root FROM checkpoints WHERE size = ?", (size,)).fetchone()
+            if row is not None and row[0] != root:
+                raise CorruptionError(f"the hash files do not hash to the root signed for size {size}")
+        return root
+
+    def read_entries(self, start: int, count: int) -> list[bytes]:
+        got = read_entries(self.conn, start, count)
+        if len(got) != count:
+            raise CorruptionError(f"entries {start}..{start + count - 1} are missing")
+        return got
+
+    # --- the lease: this process's directory lock --------------------------------------
+
+    def acquire(self) -> Lease | None:
+        return None if self.read_only else Lease(0)
+
+    def verify(self, lease: Lease) -> None:
+        if self._lock_fd is None:
+            raise LeaseLost("the data directory is closed")
+
+    def release(self, lease: Lease) -> None:
+        """The directory lock is released by close()."""
+
+    def backfill(self, lease: Lease) -> bool:
+        """Nothing to do: open() indexed the receipts of an older log."""
+        return False
+
+    def record_checkpoint(self, lease: Lease, old: int | None, signed: SignedHead) -> None:
+        """Fork guard, then commit the checkpoint with an fsync (durable: it and every entry
+        sequenced before it)."""
+        if self.read_only:
+            raise Unavailable("the data directory is read-only; the log serves reads only")
+        current = None if self._signed is None else self._signed.size
+        if old != current:
+            raise LeaseLost(f"the signed head is at {current}, not {old}")
+        row = self.conn.execute("SELECT root FROM checkpoints WHERE size = ?", (signed.size,)).fetchone()
+        if row is not None and row[0] != signed.root:
+            raise ForkError(f"refusing to sign a second root for tree size {signed.size}")
         top = self.conn.execute("SELECT MAX(size) FROM checkpoints").fetchone()[0]
-        if top is not None and size < top:
-            raise ForkError(f"refusing to sign size {size} below the signed size {top}")
-        note = sign(size, root)
-        self._fault("after_sign")
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            now = time.time()
-            c.executemany("INSERT INTO runs (first, count, data) VALUES (?, ?, ?)", entry_runs(entries))
-            c.executemany("INSERT OR IGNORE INTO receipts VALUES (?, ?, ?, ?, ?, ?)", receipt_rows(entries, now))
-            c.execute(
-                "INSERT OR IGNORE INTO checkpoints (size, root, note, signed_at) VALUES (?, ?, ?, ?)",
-                (size, root, note, now),
-            )
-            if hashes_synced:
-                c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('hashes_synced', ?)", (hashes_synced,))
+        if top is not None and signed.size < top:
+            raise ForkError(f"refusing to sign size {signed.size} below the signed size {top}")
+        synced = self._maybe_sync_hashes()
+        with self._transaction(durable=True) as c:
+            c.execute("INSERT OR IGNORE INTO checkpoints (size, root, note, signed_at) VALUES (?, ?, ?, ?)",
+                      (signed.size, signed.root, signed.note, time.time()))
+            if synced is not None:
+                c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('hashes_synced', ?)", (synced,))
             self._fault("before_commit")
-            c.execute("COMMIT")
-            self.commits += 1
-            self._fault("after_commit")
-        except BaseException:
-            if c.in_transaction:
-                try:
-                    c.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-            raise
-        return note
+        self.commits += 1
+        self._signed = signed
+        self._fault("after_commit")
 
-    def _maybe_sync_hashes(self) -> bool:
+    def record_published(self, lease: Lease, size: int, note: str, *,
+                         write: Callable[[], None] | None = None) -> None:
+        """Publication is this process's own: nothing to fence, nothing to make durable
+        (after a restart the appender publishes the signed head again)."""
+        if self._published is not None and size < self._published[0]:
+            return
+        if write is not None:
+            write()
+        self._published, self._failure = (size, note), ""
+
+    def record_failure(self, lease: Lease, message: str) -> None:
+        self._failure, self._failed_at = message, time.time()
+
+    def follow(self, timeout: float) -> Head:
+        """No other process writes here: nothing to wait for."""
+        threading.Event().wait(timeout)
+        return self.head()
+
+    def _maybe_sync_hashes(self) -> int | None:
+        """Sync the hash files every `hash_sync_interval`; the size synced, recorded with the
+        next checkpoint (it is durable with it: the entries it covers are in that commit's WAL)."""
         now = time.monotonic()
         if now - self._last_hash_sync < self.hash_sync_interval:
-            return False
+            return None
         self.hashes.sync()
         self._last_hash_sync = now
-        return True
-
-    def _lookup(self, leaf_hashes: Sequence[bytes]) -> dict[bytes, int]:
-        return self.leaves.lookup(leaf_hashes)
+        return self._hashed
 
     def _leaf_range(self, start: int, count: int) -> np.ndarray:
         return np.frombuffer(self.hashes.read_range(0, start, count), dtype=np.uint8).reshape(count, 32)
@@ -459,17 +532,24 @@ class EmbeddedStorage:
     def _set_meta(self, key: str, value) -> None:
         self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
+    def entries(self) -> EmbeddedEntries:
+        return EmbeddedEntries(self.db_path, self.leaves, read_only_dir=self.read_only)
+
     def close(self) -> None:
         """Clean shutdown: sync the hash files so the next open repairs nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self.checkpointer is not None:
             self.checkpointer.stop()
-        if self.state is not None and not self.read_only:
-            self.hashes.sync()
-            self._set_meta("hashes_synced", self.state.size)
+        if not self.read_only:
             try:
+                self._repair()
+                self.hashes.sync()
+                self._set_meta("hashes_synced", self._hashed)
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:
-                pass
+            except (sqlite3.Error, OSError, CorruptionError) as e:  # repaired on the next open
+                log.warning("closing the data directory: %s", e)
         self.hashes.close()
         self.leaves.close()
         self.conn.close()
@@ -610,6 +690,17 @@ class EmbeddedEntries:
                 return [ReceiptRow(*row) for row in await cur.fetchall()]
         except sqlite3.OperationalError:  # a read-only copy of a log from before the index
             raise NotFound("this copy of the log has no receipt index") from None
+
+    async def logged_times(self, size: int) -> AsyncIterator[tuple[int, float]]:
+        db = self.db
+        if db is None:
+            raise Unavailable("the entry reader is not open")
+        try:
+            async with db.execute("SELECT idx, logged_at FROM receipts WHERE idx < ?", (size,)) as cur:
+                async for idx, at in cur:
+                    yield idx, at
+        except sqlite3.OperationalError:  # a read-only copy of a log from before the index
+            return
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
         if self.leaves is None:

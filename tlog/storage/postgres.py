@@ -1,44 +1,43 @@
-"""The scale-out backend of `tlog.storage.interface`: PostgreSQL, for any number of frontends.
+"""The scale-out driver of `tlog.storage.interface`: PostgreSQL, for any number of frontends.
 
 PostgreSQL holds the entries (with their leaf hashes, unique: the dedup index), the
-sequence and the signed checkpoints; it is the truth. Every frontend (`oap-log
-serve` with `storage = "postgres"`) accepts writes and serves reads:
+sequence, the signed checkpoints, the head and the integrator role; it is the truth.
+Every frontend (`oap-log serve` with `storage = "postgres"`) runs the same appender
+(`tlog.server.appender`) on this driver:
 
-1. **Sequencing** (`append`, any frontend): one transaction locks the one-row
-   sequence counter, gives the entries not already in the log the next indices and
-   inserts them. Exactly once: the counter lock serialises sequencers, and an entry
-   seen before (in this batch or any earlier one) gets its existing index.
-2. **Integration** (one frontend at a time: the holder of a session-level advisory
-   lock, which PostgreSQL releases when its connection ends): extends the tree over
-   everything sequenced, stages tiles and entry bundles in the bucket (when one is
-   configured), signs the checkpoint, and moves the head by compare-and-swap
-   (`UPDATE ... WHERE size = old`). Checkpoints are keyed by size: a second, different
-   root for a size is refused by the database itself (the fork guard), and an
-   integrator whose CAS fails, or whose connection drops, stops at once.
-3. **Publication**: the integrator has the new checkpoint cosigned (the witness
-   quorum, when witnesses are configured), records the cosigned note as the published
-   head, writes the checkpoint object to the bucket, and NOTIFYs every frontend.
-   `append` returns once the published head covers its entries.
+- `sequence` (any frontend): one transaction locks the one-row sequence counter, gives the
+  entries not already in the log the next indices and inserts them. Exactly once: the
+  counter lock serialises sequencers, and an entry seen before (in this batch or any
+  earlier one) gets its existing index.
+- The integrator role is a session advisory lock (PostgreSQL releases it when the
+  connection ends) plus a fencing epoch in `oap_head`, incremented on every acquisition.
+  `record_checkpoint`, `record_published` and `record_failure` lock the head row and check
+  the epoch in the same transaction as their write, so a frontend that lost the role (its
+  session was cut, it stalled) writes nothing more, whatever it still believes.
+- Checkpoints are keyed by size: a second, different root for a size is refused by the
+  database itself (the fork guard), and the head moves only by compare-and-swap
+  (`UPDATE ... WHERE size = old`).
+- `follow` wakes on NOTIFY when another frontend sequences or publishes.
 
 Every frontend keeps the tree's hashes in local hash files (`tlog.storage.hashfiles`):
-derived data, caught up from the entries' leaf hashes as the head moves and checked
-against each signed root, so batched proofs are the same numpy gathers as in the
-embedded backend.
+derived data, extended from the entries' leaf hashes as the head moves and checked against
+each signed root, so batched proofs are the same numpy gathers as in the embedded driver.
 """
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
-import threading
+import os
+import socket
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tlog.errors import ForkError, LogHalted, NotFound, Unavailable
+from tlog.errors import ForkError, NotFound, Unavailable
 from tlog.formats.entries import ReceiptRow, receipt_rows
 from tlog.formats.hashing import leaf_hashes
 from tlog.formats.tiles import encode_entry_bundle
@@ -46,7 +45,7 @@ from tlog.merkle.tree import TreeView
 from tlog.storage import hashfiles
 from tlog.storage.files import lock_dir
 from tlog.storage.hashfiles import HashFiles
-from tlog.storage.interface import BatchResult, CorruptionError, LogState, Signer
+from tlog.storage.interface import CorruptionError, Fault, Head, Lease, LeaseLost, Sequenced, SignedHead
 from tlog.storage.transfer import Snapshot
 
 log = logging.getLogger("oap.tlog.postgres")
@@ -77,6 +76,9 @@ CREATE TABLE IF NOT EXISTS oap_head (
     integrator     TEXT NOT NULL DEFAULT '',
     updated_at     DOUBLE PRECISION NOT NULL
 );
+ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS failure TEXT NOT NULL DEFAULT '';
+ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS failed_at DOUBLE PRECISION NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS oap_receipts (
     signer       TEXT NOT NULL,
     idx          BIGINT NOT NULL,
@@ -87,145 +89,205 @@ CREATE TABLE IF NOT EXISTS oap_receipts (
     PRIMARY KEY (signer, idx)
 );
 CREATE INDEX IF NOT EXISTS oap_receipts_by_hash ON oap_receipts (receipt_hash);
+CREATE TABLE IF NOT EXISTS oap_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 INSERT INTO oap_sequence (one, next) VALUES (TRUE, 0) ON CONFLICT DO NOTHING;
 """
+# A new log's head: nothing signed (size -1) or published yet, epoch 0; and nothing to
+# backfill into the receipts index.
+NEW_HEAD = "INSERT INTO oap_head (size, root, note, published_size, published_note, updated_at) " \
+           "VALUES (-1, '', '', -1, '', %s)"
+NEW_META = "INSERT INTO oap_meta (key, value) VALUES ('receipts_indexed', 'all') ON CONFLICT DO NOTHING"
 
 INTEGRATOR_LOCK = 0x0A9_1065  # pg advisory lock key of the integrator role
 SCHEMA_LOCK = 0x0A9_5C4E  # serialises schema creation between frontends starting together
 HEAD_CHANNEL = "oap_head"
 SEQUENCE_CHANNEL = "oap_sequenced"
-
-Publish = Callable[[LogState], Coroutine[Any, Any, LogState]]
-"""Has a signed state cosigned (the witness quorum): the sequencer's publisher."""
+LEASE_TTL = 2.0  # seconds: see Driver.verify
 
 
-def _connect(dsn: str, *, autocommit: bool = True):
+def _connect(dsn: str):
     import psycopg
 
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10)
+        return psycopg.connect(dsn, autocommit=True, connect_timeout=10)
     except psycopg.OperationalError as e:
         raise Unavailable(f"PostgreSQL is not reachable: {str(e).strip().splitlines()[0]}", retry_after=1) from None
 
 
-class PostgresStorage:
-    """`LogStorage` on PostgreSQL, with a local hash cache in `cache_dir`.
+def _close(conn: Any) -> None:
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - already broken
+            pass
 
-    `append` runs on the sequencer's writer thread; integration runs on this
-    frontend's integrator thread while it holds the role; a listener thread follows
-    the published head (LISTEN/NOTIFY, and a poll as a fallback).
+
+class _Session:
+    """One connection, opened on first use; a database error drops it (it is opened again next
+    time) and is a 503."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: Any = None
+
+    @contextmanager
+    def use(self) -> Iterator[Any]:
+        import psycopg
+
+        if self.conn is None or self.conn.closed:
+            self.conn = _connect(self.dsn)
+        try:
+            yield self.conn
+        except psycopg.Error as e:
+            self.close()
+            raise Unavailable(f"the log's database refused the request: {type(e).__name__}", retry_after=1) from None
+
+    def close(self) -> None:
+        _close(self.conn)
+        self.conn = None
+
+
+class PostgresStorage:
+    """The PostgreSQL `Driver`, with a local hash cache in `cache_dir`.
+
+    Connections: one for sequencing (the appender's sequencing thread), one for heads, the
+    hash cache and entry reads (its driver thread), one that holds the integrator role while
+    this frontend has it (the same thread), and one that listens for other frontends'
+    notifications (`follow`, the appender's follow thread).
     """
 
     read_only = False
+    shared = True
+    lease_ttl = LEASE_TTL
+    parallel_sequencing = True  # its own connection, and no hash files: beside integration, not behind it
 
-    def __init__(self, dsn: str, cache_dir: Path, *, bucket: Any = None,
-                 map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20,
-                 integrate: bool = True, poll_interval: float = 0.5, wait_timeout: float = 30.0,
-                 name: str = "") -> None:
-        self.dsn, self.bucket = dsn, bucket
+    def __init__(self, dsn: str, cache_dir: Path, *, map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20,
+                 name: str = "", faults: Fault | None = None) -> None:
+        """`name` identifies this frontend in the head row (default host:pid); `faults` is
+        a test hook called at `FAULT_POINTS` (None in production)."""
+        self.dsn = dsn
         self.dir = Path(cache_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd: int | None = lock_dir(self.dir, "cache.lock", "frontend")  # one process per cache directory
         self.hashes = HashFiles(self.dir / "hashes", window=map_window)
-        self.integrate_enabled = integrate
-        self.poll_interval, self.wait_timeout = poll_interval, wait_timeout
-        self.name = name or f"{__import__('socket').gethostname()}:{__import__('os').getpid()}"
-        self.state: LogState | None = None  # the published head this frontend serves
-        self.publish: Publish | None = None  # set by the log service: cosigning
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.integrating = False  # this frontend holds the integrator role
-        self.lost_role = 0  # times the role was lost (a failed CAS, a dropped connection)
-        self.lag = 0  # entries sequenced beyond the published head, when the integrator last looked
-        self._bucket_conn: Any = None
-        self._bucket_lock = threading.Lock()
-        self._sign: Signer | None = None
-        self._writer = None  # the sequencer's connection
-        self._cond = threading.Condition()  # guards self.state
-        self._extend_lock = threading.Lock()  # one thread extends the hash files at a time
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.faults = faults
+        self._main = _Session(dsn)  # heads, cache extension, entry reads
+        self._seq = _Session(dsn)  # sequencing
+        self._lease_conn: Any = None  # holds the advisory lock while this frontend integrates
+        self._listen: Any = None  # follow()
         self._cache_size = 0  # leaves in the local hash files (0: not checked yet)
-        self.on_state: Callable[[LogState], None] | None = None  # called with each newer published state
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._halted: ForkError | LogHalted | None = None
 
-    # --- open and close ------------------------------------------------------------
+    def _fault(self, name: str) -> None:
+        if self.faults is not None:
+            self.faults(name)
 
-    def open(self, sign: Signer) -> LogState:
-        """Create the schema if this is a new database, sign the empty tree if nothing is
-        signed yet, bring the local hash cache to the published head, and start following it."""
-        self._sign = sign
-        conn = _connect(self.dsn)
+    # --- connections ---------------------------------------------------------------------
+
+    @contextmanager
+    def _db(self) -> Iterator[Any]:
+        with self._main.use() as conn:
+            yield conn
+
+    @contextmanager
+    def _fenced(self, lease: Lease) -> Iterator[tuple[Any, tuple]]:
+        """A transaction on the role's connection with the head row locked and the lease's
+        epoch checked: every write of the integrator goes through here. A database error
+        ends the role (the session, and with it the advisory lock, may be gone)."""
+        import psycopg
+
+        conn = self._lease_conn
+        if conn is None or conn.closed:
+            raise LeaseLost("this frontend does not hold the integrator role")
         try:
+            with conn.transaction():
+                row = conn.execute("SELECT epoch, size, published_size, published_note, failure FROM oap_head "
+                                   "FOR UPDATE").fetchone()
+                if row[0] != lease.epoch:
+                    raise LeaseLost(f"the integrator role moved on (epoch {row[0]}, ours {lease.epoch})")
+                yield conn, row
+        except psycopg.Error as e:
+            self._drop_lease()
+            raise LeaseLost(f"the integrator's database session failed: {type(e).__name__}") from None
+
+    def _drop_lease(self) -> None:
+        _close(self._lease_conn)
+        self._lease_conn = None
+
+    # --- open and close ------------------------------------------------------------------
+
+    def open(self) -> Head:
+        """Create the schema if this is a new database (or add what a newer version needs)."""
+        with self._db() as conn:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
                 conn.execute(SCHEMA)
-                head = conn.execute("SELECT size FROM oap_head").fetchone()
-                if head is None:
-                    view = TreeView(0, self.hashes.read)
-                    note = sign(0, view.root)
-                    conn.execute("INSERT INTO oap_checkpoints (size, root, note, signed_at) VALUES (0, %s, %s, %s) "
-                                 "ON CONFLICT DO NOTHING", (view.root, note, time.time()))
-                    conn.execute("INSERT INTO oap_head (size, root, note, published_size, published_note, updated_at) "
-                                 "VALUES (0, %s, %s, 0, %s, %s)", (view.root, note, note, time.time()))
-        finally:
-            conn.close()
-        self._writer = _connect(self.dsn, autocommit=False)
-        state = self._catch_up(self._read_head(self._writer)[1])
-        self._serve(state)
-        self._start_thread("oap-pg-listen", self._listen)
-        if self.integrate_enabled:
-            self._start_thread("oap-pg-integrate", self._integrate_loop)
-        return state
+                if conn.execute("SELECT 1 FROM oap_head").fetchone() is None:
+                    conn.execute(NEW_HEAD, (time.time(),))
+                    conn.execute(NEW_META)
+        return self.head()
 
     def close(self) -> None:
-        self._stop.set()
-        with self._cond:
-            self._cond.notify_all()
-        for t in self._threads:
-            t.join(10)
-        if self._writer is not None:
-            self._writer.close()
-        if self.bucket is not None:
-            self.bucket.close()
-        if self._bucket_conn is not None:
-            self._bucket_conn.close()
+        if self._lock_fd is None:  # closed already
+            return
+        self._main.close()
+        self._seq.close()
+        for conn in (self._lease_conn, self._listen):
+            _close(conn)
+        self._lease_conn = self._listen = None
         self.hashes.sync()
         self.hashes.close()
         if self._lock_fd is not None:
-            import os
-
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _start_thread(self, name: str, target: Callable[[], None]) -> None:
-        t = threading.Thread(target=target, name=name, daemon=True)
-        t.start()
-        self._threads.append(t)
+    # --- heads -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _read_head(conn: Any) -> Head:
+        size, root, note, psize, pnote, failure, failed_at, sequenced = conn.execute(
+            "SELECT h.size, h.root, h.note, h.published_size, h.published_note, h.failure, h.failed_at, s.next "
+            "FROM oap_head h, oap_sequence s").fetchone()
+        return Head(sequenced, None if size < 0 else SignedHead(size, bytes(root), note),
+                    None if psize < 0 else (psize, pnote), failure, failed_at)
+
+    def head(self) -> Head:
+        with self._db() as conn:
+            return self._read_head(conn)
+
+    def follow(self, timeout: float) -> Head:
+        """Wait for a NOTIFY (another frontend sequenced or published) or `timeout`, then
+        read the head; a notification lost while the connection was down is made up for
+        by the read that follows every wait."""
+        import psycopg
+
+        try:
+            if self._listen is None or self._listen.closed:
+                self._listen = _connect(self.dsn)
+                self._listen.execute(f"LISTEN {HEAD_CHANNEL}")
+                self._listen.execute(f"LISTEN {SEQUENCE_CHANNEL}")
+            else:
+                for _ in self._listen.notifies(timeout=timeout, stop_after=1):
+                    pass
+            return self._read_head(self._listen)
+        except psycopg.Error as e:
+            _close(self._listen)
+            self._listen = None
+            raise Unavailable(f"following the log's database failed: {type(e).__name__}", retry_after=1) from None
 
     # --- sequencing ----------------------------------------------------------------------
 
-    def append(self, datas: Sequence[bytes], sign: Signer) -> BatchResult:
-        """Sequence the entries (durably, exactly once), then wait until a published
-        checkpoint covers them. Unavailable (503) when the database cannot be reached
-        or no integrator publishes in time; the entries that were sequenced stay."""
-        if self._halted is not None:
-            raise self._halted
+    def sequence(self, datas: Sequence[bytes], *, logged_at: Sequence[float] | None = None) -> Sequenced:
+        """Durably give the new entries the next indices, in one transaction (exactly once)."""
         rows = leaf_hashes(datas)
         digests = rows.tobytes()
         leaves = [digests[i:i + 32] for i in range(0, len(digests), 32)]
-        indices, fresh = self._sequence(leaves, datas)
-        state = self._wait_published(max(indices) + 1 if indices else 0)
-        return BatchResult(indices, fresh, state, leaves)
-
-    def _sequence(self, leaves: list[bytes], datas: Sequence[bytes]) -> tuple[list[int], list[bool]]:
-        import psycopg
-
-        conn = self._writer
         # decoded before the sequence row is locked: other frontends wait on that lock
         receipts = {r.index: r for r in receipt_rows(list(zip(range(len(datas)), leaves, datas)), 0.0)}
-        try:
-            if conn is None or conn.closed:
-                conn = self._writer = _connect(self.dsn, autocommit=False)
+        with self._seq.use() as conn:
             with conn.transaction():
                 nxt = conn.execute("SELECT next FROM oap_sequence FOR UPDATE").fetchone()[0]
                 known = dict(conn.execute("SELECT leaf, idx FROM oap_entries WHERE leaf = ANY(%s)",
@@ -233,7 +295,7 @@ class PostgresStorage:
                 indices: list[int] = []
                 fresh: list[bool] = []
                 new: list[tuple[int, bytes, bytes]] = []
-                rows: list[tuple] = []
+                receipt_rows_new: list[tuple] = []
                 now = time.time()
                 for k, (lh, data) in enumerate(zip(leaves, datas)):
                     idx = known.get(lh)
@@ -241,7 +303,8 @@ class PostgresStorage:
                         idx = known[lh] = nxt + len(new)
                         new.append((idx, lh, data))
                         if k in receipts:
-                            rows.append(receipts[k]._replace(index=idx, logged_at=now))
+                            at = now if logged_at is None else logged_at[k]
+                            receipt_rows_new.append(receipts[k]._replace(index=idx, logged_at=at))
                         fresh.append(True)
                     else:
                         fresh.append(False)
@@ -251,73 +314,23 @@ class PostgresStorage:
                         cp.set_types(["int8", "bytea", "bytea"])
                         for row in new:
                             cp.write_row(row)
-                    if rows:
+                    if receipt_rows_new:
                         with conn.cursor().copy("COPY oap_receipts FROM STDIN (FORMAT BINARY)") as cp:
                             cp.set_types(["text", "int8", "bytea", "text", "float8", "float8"])
-                            for r in rows:
+                            for r in receipt_rows_new:
                                 cp.write_row(r)
                     conn.execute("UPDATE oap_sequence SET next = %s", (nxt + len(new),))
                     conn.execute(f"NOTIFY {SEQUENCE_CHANNEL}")
-            return indices, fresh
-        except psycopg.Error as e:
-            self._writer = None
-            try:
-                if conn is not None:
-                    conn.close()
-            except Exception:  # noqa: BLE001 - already broken
-                pass
-            raise Unavailable(f"the log's database refused the batch: {type(e).__name__}", retry_after=1) from None
+        self._fault("after_sequence")
+        return Sequenced(indices, fresh, leaves, nxt + len(new))
 
-    def _wait_published(self, covering: int) -> LogState:
-        deadline = time.monotonic() + self.wait_timeout
-        with self._cond:
-            while self.state is None or self.state.size < covering:
-                if self._halted is not None:
-                    raise self._halted
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stop.is_set():
-                    raise Unavailable("the entries are sequenced but no checkpoint covering them was published in "
-                                      "time (is an integrator running?)", retry_after=1)
-                self._cond.wait(min(left, 0.25))
-            return self.state
+    # --- the hash cache ------------------------------------------------------------------
 
-    def refresh(self) -> LogState:
-        assert self.state is not None, "open() first"
-        return self.state
-
-    def entries(self) -> PostgresEntries:
-        return PostgresEntries(self.dsn)
-
-    # --- following the published head ---------------------------------------------------------
-
-    @staticmethod
-    def _read_head(conn) -> tuple[tuple[int, bytes, str], tuple[int, str]]:
-        """((signed size, root, note), (published size, published note))."""
-        size, root, note, psize, pnote = conn.execute(
-            "SELECT size, root, note, published_size, published_note FROM oap_head").fetchone()
-        if conn.info.transaction_status != 0:  # autocommit=False: end the read's transaction
-            conn.rollback()
-        return (size, bytes(root), note), (psize, pnote)
-
-    def _catch_up(self, published: tuple[int, str], conn: Any = None) -> LogState:
-        """The published head as a LogState, the local hashes extended to it (and checked)."""
-        size, note = published
-        own = conn or _connect(self.dsn)
-        try:
-            root = self._extend(own, size)
-        finally:
-            if conn is None:
-                own.close()
-        return LogState(size, root, note, TreeView(size, self.hashes.read))
-
-    def _extend(self, conn, size: int) -> bytes:
+    def extend(self, size: int) -> bytes:
         """The root of the tree of `size` leaves, the local hash files extended to it from the
         entries' leaf hashes if they are shorter; checked against the root signed for `size`.
-
-        One thread at a time (the listener, the integrator, open); readers may gather from
-        the files meanwhile, as they only read nodes of smaller, published trees.
-        """
-        with self._extend_lock:
+        Readers may gather from the files meanwhile: they read only nodes of smaller trees."""
+        with self._db() as conn:
             have = self._cache_size
             if have == 0:
                 have = self._valid_cache(conn, self.hashes.intact_size(size))
@@ -340,7 +353,7 @@ class PostgresStorage:
             self._cache_size = max(have, size)
             return root
 
-    def _valid_cache(self, conn, intact: int) -> int:
+    def _valid_cache(self, conn: Any, intact: int) -> int:
         """How much of the hash files left by an earlier run to keep: up to the largest
         signed size they reproduce the root of (0: rebuild)."""
         have = 0
@@ -352,166 +365,134 @@ class PostgresStorage:
         self.hashes.truncate(have)
         return have
 
-    def _serve(self, state: LogState) -> None:
-        newer = False
-        with self._cond:
-            if self.state is None or state.size > self.state.size or \
-                    (state.size == self.state.size and state.note != self.state.note):
-                self.state, newer = state, True
-            self._cond.notify_all()
-        if newer and self.on_state is not None:
-            self.on_state(state)
+    def read_entries(self, start: int, count: int) -> list[bytes]:
+        with self._db() as conn:
+            rows = conn.execute("SELECT data FROM oap_entries WHERE idx >= %s AND idx < %s ORDER BY idx",
+                                (start, start + count)).fetchall()
+        if len(rows) != count:
+            raise CorruptionError(f"entries {start}..{start + count - 1} are missing")
+        return [bytes(r[0]) for r in rows]
 
-    def _listen(self) -> None:
-        """Follow the published head: NOTIFY wakes this thread at once, a poll catches
-        anything missed (a notification is lost while a connection is down)."""
-        conn = None
-        while not self._stop.is_set():
-            try:
-                if conn is None:
-                    conn = _connect(self.dsn)
-                    conn.execute(f"LISTEN {HEAD_CHANNEL}")
-                _, published = self._read_head(conn)
-                if self.state is None or published[0] > self.state.size or published[1] != self.state.note:
-                    self._serve(self._catch_up(published, conn))
-                for _ in conn.notifies(timeout=self.poll_interval, stop_after=1):
-                    pass
-            except CorruptionError as e:
-                log.critical("frontend cache: %s", e)
-                time.sleep(1)
-            except Exception as e:  # noqa: BLE001 - the database is down: retry
-                log.warning("following the head failed (retrying): %s: %s", type(e).__name__, e)
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:  # noqa: BLE001
-                        pass
-                conn = None
-                self._stop.wait(1.0)
-        if conn is not None:
-            conn.close()
+    # --- the integrator role -----------------------------------------------------------------
 
-    # --- integration (one frontend at a time) -------------------------------------------------
+    def acquire(self) -> Lease | None:
+        """Try the advisory lock; on success, a new epoch (which fences out every earlier holder)."""
+        import psycopg
 
-    def _integrate_loop(self) -> None:
-        conn = None
-        backoff = 0.5
-        while not self._stop.is_set():
-            try:
-                if conn is None:
-                    conn = _connect(self.dsn)
-                    conn.execute(f"LISTEN {SEQUENCE_CHANNEL}")
-                if not self.integrating:
-                    got = conn.execute("SELECT pg_try_advisory_lock(%s)", (INTEGRATOR_LOCK,)).fetchone()[0]
-                    if not got:
-                        self._stop.wait(1.0)
-                        continue
-                    self.integrating = True
-                    log.info("this frontend is the integrator")
-                if not self._integrate_once(conn):
-                    if self.bucket is not None:
-                        self.bucket.flush_due()  # a checkpoint object held back by the interval
-                    for _ in conn.notifies(timeout=0.05, stop_after=1):
-                        pass
-                backoff = 0.5
-            except Unavailable as e:  # no witness quorum, the bucket down: the head is kept, retried
-                log.warning("publishing the checkpoint failed (retrying in %.1f s): %s", backoff, e.message)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
-            except (ForkError, LogHalted) as e:
-                log.critical("HALTED: %s", e.message)
-                self._halted = e
-                with self._cond:
-                    self._cond.notify_all()
-                return
-            except Exception as e:  # noqa: BLE001 - lost the database or the role: stop signing at once
-                if self.integrating:
-                    self.lost_role += 1
-                    log.warning("integrator role lost: %s: %s", type(e).__name__, e)
-                self.integrating = False
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:  # noqa: BLE001
-                        pass
-                conn = None
-                self._stop.wait(0.5)
-        if conn is not None:
-            conn.close()
+        try:
+            if self._lease_conn is None or self._lease_conn.closed:
+                self._lease_conn = _connect(self.dsn)
+            conn = self._lease_conn
+            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (INTEGRATOR_LOCK,)).fetchone()[0]:
+                return None
+            with conn.transaction():
+                epoch = conn.execute("UPDATE oap_head SET epoch = epoch + 1, integrator = %s, updated_at = %s "
+                                     "RETURNING epoch", (self.name, time.time())).fetchone()[0]
+            return Lease(epoch)
+        except psycopg.Error as e:
+            self._drop_lease()
+            raise Unavailable(f"taking the integrator role failed: {type(e).__name__}", retry_after=1) from None
 
-    def _integrate_once(self, conn) -> bool:
-        """Integrate everything sequenced; False when there was nothing to do."""
-        (size, root, note), (psize, pnote) = self._read_head(conn)
-        target = conn.execute("SELECT next FROM oap_sequence").fetchone()[0]
-        self.lag = target - psize
-        if target > size:
-            self._sign_and_cas(conn, size, target)
-            return True
-        if psize < size:  # signed but not yet published (an integrator died in between)
-            self._publish(conn, LogState(size, root, note, TreeView(size, self.hashes.read)))
-            return True
-        return False
+    def verify(self, lease: Lease) -> None:
+        import psycopg
 
-    def _sign_and_cas(self, conn, old: int, target: int) -> None:
-        assert self._sign is not None
-        root = self._extend(conn, target)
-        if self.bucket is not None:
-            self.bucket.stage(self.hashes, self._entries_between(conn), old, target)
-        note = self._sign(target, root)
-        with conn.transaction():
+        conn = self._lease_conn
+        if conn is None or conn.closed:
+            raise LeaseLost("this frontend does not hold the integrator role")
+        try:
+            epoch = conn.execute("SELECT epoch FROM oap_head").fetchone()[0]
+        except psycopg.Error as e:
+            self._drop_lease()
+            raise LeaseLost(f"the integrator's database session failed: {type(e).__name__}") from None
+        if epoch != lease.epoch:
+            self._drop_lease()
+            raise LeaseLost(f"the integrator role moved on (epoch {epoch}, ours {lease.epoch})")
+
+    def release(self, lease: Lease) -> None:
+        """Closing the session releases the advisory lock: another frontend takes the role."""
+        self._drop_lease()
+
+    def record_checkpoint(self, lease: Lease, old: int | None, signed: SignedHead) -> None:
+        with self._fenced(lease) as (conn, row):
+            head = None if row[1] < 0 else row[1]
+            if head != old:
+                raise LeaseLost(f"the head moved to {head} under this integrator (it read {old})")
+            if head is not None and signed.size < head:
+                raise ForkError(f"refusing to sign size {signed.size} below the signed size {head}")
             conn.execute("INSERT INTO oap_checkpoints (size, root, note, signed_at) VALUES (%s, %s, %s, %s) "
-                         "ON CONFLICT (size) DO NOTHING", (target, root, note, time.time()))
-            row = conn.execute("SELECT root FROM oap_checkpoints WHERE size = %s", (target,)).fetchone()
-            if bytes(row[0]) != root:
-                raise ForkError(f"refusing a second root for tree size {target}: the database holds another")
-            moved = conn.execute("UPDATE oap_head SET size = %s, root = %s, note = %s, integrator = %s, "
-                                 "updated_at = %s WHERE size = %s AND size < %s",
-                                 (target, root, note, self.name, time.time(), old, target)).rowcount
-            if moved != 1:
-                raise RuntimeError(f"the head moved past {old} under this integrator")
-        self._publish(conn, LogState(target, root, note, TreeView(target, self.hashes.read)))
+                         "ON CONFLICT (size) DO NOTHING", (signed.size, signed.root, signed.note, time.time()))
+            have = conn.execute("SELECT root FROM oap_checkpoints WHERE size = %s", (signed.size,)).fetchone()
+            if bytes(have[0]) != signed.root:
+                raise ForkError(f"refusing a second root for tree size {signed.size}: the database holds another")
+            conn.execute("UPDATE oap_head SET size = %s, root = %s, note = %s, integrator = %s, updated_at = %s "
+                         "WHERE epoch = %s AND size = %s AND size < %s",
+                         (signed.size, signed.root, signed.note, self.name, time.time(), lease.epoch,
+                          -1 if old is None else old, signed.size))
 
-    def _publish(self, conn, state: LogState) -> None:
-        """Cosign (when witnesses are configured), write the checkpoint object to the bucket
-        when its interval is due, then record the published note and notify.
+    def record_published(self, lease: Lease, size: int, note: str, *,
+                         write: Callable[[], None] | None = None) -> None:
+        with self._fenced(lease) as (conn, row):
+            _, signed, psize, pnote, failure = row
+            if size > signed:
+                raise CorruptionError(f"publishing size {size} beyond the signed head {signed}")
+            if size < psize:
+                return  # never backwards
+            if write is not None:
+                write()  # the bucket's checkpoint: inside the lock, after the epoch check
+            if (size, note) != (psize, pnote) or failure:
+                conn.execute("UPDATE oap_head SET published_size = %s, published_note = %s, failure = '' "
+                             "WHERE epoch = %s", (size, note, lease.epoch))
+                conn.execute(f"NOTIFY {HEAD_CHANNEL}")
 
-        The bucket comes before the database's published head: while the bucket refuses
-        writes, nothing new is published, so writes answer 503 (the entries stay sequenced)
-        rather than being acknowledged into a log its readers cannot see.
-        """
-        published = state
-        if self.publish is not None and self.loop is not None:
-            fut: concurrent.futures.Future[LogState] = asyncio.run_coroutine_threadsafe(self.publish(state),
-                                                                                          self.loop)
-            try:
-                published = fut.result(self.wait_timeout)
-            except TimeoutError:
-                fut.cancel()
-                raise Unavailable("the witnesses did not cosign in time", retry_after=1) from None
-        if self.bucket is not None:
-            self.bucket.publish_checkpoint(published.note, published.size)
-        with conn.transaction():
-            conn.execute("UPDATE oap_head SET published_size = %s, published_note = %s "
-                         "WHERE published_size < %s OR (published_size = %s AND published_note <> %s)",
-                         (published.size, published.note, published.size, published.size, published.note))
+    def record_failure(self, lease: Lease, message: str) -> None:
+        with self._fenced(lease) as (conn, _):
+            conn.execute("UPDATE oap_head SET failure = %s, failed_at = %s WHERE epoch = %s",
+                         (message[:500], time.time(), lease.epoch))
             conn.execute(f"NOTIFY {HEAD_CHANNEL}")
-        self._serve(published)
 
-    def _entries_between(self, conn: Any = None) -> Callable[[int, int], list[bytes]]:
-        """Entry reads for the bucket's entry bundles, on a connection of their own (the
-        last checkpoint is flushed at close, after the integrator's connection is gone)."""
-        def read(start: int, count: int) -> list[bytes]:
-            with self._bucket_lock:
-                if self._bucket_conn is None or self._bucket_conn.closed:
-                    self._bucket_conn = _connect(self.dsn)
-                rows = self._bucket_conn.execute(
-                    "SELECT data FROM oap_entries WHERE idx >= %s AND idx < %s ORDER BY idx",
-                    (start, start + count)).fetchall()
-            if len(rows) != count:
-                raise CorruptionError(f"entries {start}..{start + count - 1} are missing")
-            return [bytes(r[0]) for r in rows]
+    def backfill(self, lease: Lease) -> bool:
+        """Index the receipts of entries sequenced before the index existed (a database from an
+        older version), 65,536 entries a step, the progress kept in `oap_meta` (sequencing
+        indexes every entry from the first step on). Their logged time is that of the first
+        checkpoint that covered them."""
+        with self._db() as conn:
+            done = dict(conn.execute("SELECT key, value FROM oap_meta WHERE key LIKE 'receipts_%'").fetchall())
+            if done.get("receipts_indexed") == "all":
+                return False
+            if "receipts_backfill_to" not in done:  # the first step: what sequencing did not index
+                end = conn.execute("SELECT next FROM oap_sequence").fetchone()[0]
+                conn.execute("INSERT INTO oap_meta (key, value) VALUES ('receipts_backfill_to', %s), "
+                             "('receipts_indexed', '0') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                             (str(end),))
+                log.warning("indexing the receipts of %d entries (one-time upgrade, in steps)", end)
+                start = 0
+            else:
+                end, start = int(done["receipts_backfill_to"]), int(done.get("receipts_indexed", "0"))
+            stop = min(end, start + (1 << 16))
+            rows = conn.execute("SELECT idx, leaf, data FROM oap_entries WHERE idx >= %s AND idx < %s ORDER BY idx",
+                                (start, stop)).fetchall()
+            signed = conn.execute("SELECT size, signed_at FROM oap_checkpoints WHERE size > %s ORDER BY size LIMIT 1",
+                                  (start,)).fetchall()
+            found = []
+            for r in receipt_rows([(int(i), bytes(lh), bytes(d)) for i, lh, d in rows], 0.0):
+                if not signed or signed[0][0] <= r.index:
+                    signed = conn.execute("SELECT size, signed_at FROM oap_checkpoints WHERE size > %s ORDER BY size "
+                                          "LIMIT 1", (r.index,)).fetchall()
+                found.append(r._replace(logged_at=signed[0][1] if signed else time.time()))
+            with conn.transaction():
+                if found:
+                    conn.cursor().executemany("INSERT INTO oap_receipts VALUES (%s, %s, %s, %s, %s, %s) "
+                                              "ON CONFLICT DO NOTHING", found)
+                conn.execute("UPDATE oap_meta SET value = %s WHERE key = 'receipts_indexed'",
+                             ("all" if stop >= end else str(stop),))
+            return stop < end
 
-        return read
+    def entries(self) -> PostgresEntries:
+        return PostgresEntries(self.dsn)
+
+
+FAULT_POINTS = ("after_sequence",)
+"""Where the PostgreSQL driver calls its `faults` hook: after the entries' commit."""
 
 
 def snapshot(dsn: str) -> Snapshot:
@@ -523,8 +504,8 @@ def snapshot(dsn: str) -> Snapshot:
         raise NotFound(f"no log in this database: {type(e).__name__}") from None
     finally:
         conn.close()
-    if row is None:
-        raise NotFound("the log in this database has signed nothing yet")
+    if row is None or row[0] < 0:
+        raise NotFound("the log in this database has published nothing yet")
     return Snapshot(row[0], row[1], PostgresEntries(dsn))
 
 
@@ -599,6 +580,14 @@ class PostgresEntries:
         rows = await self._query(f"SELECT signer, idx, receipt_hash, ts, signed_at, logged_at FROM oap_receipts "
                                  f"WHERE {' AND '.join(where)} ORDER BY idx LIMIT %s", (*args, limit))
         return [ReceiptRow(r[0], int(r[1]), bytes(r[2]), r[3], r[4], float(r[5])) for r in rows]
+
+    async def logged_times(self, size: int) -> AsyncIterator[tuple[int, float]]:
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            async with conn.cursor() as cur:
+                async for idx, at in cur.stream("SELECT idx, logged_at FROM oap_receipts WHERE idx < %s", (size,)):
+                    yield int(idx), float(at)
 
     async def index_of(self, leaf_hash: bytes, size: int) -> int:
         rows = await self._query("SELECT idx FROM oap_entries WHERE leaf = %s AND idx < %s", (leaf_hash, size))

@@ -7,23 +7,35 @@ are derived, and checkpoints are signed again by the same key for the same roots
 
     entries      every entry in index order, each as a 16-bit big-endian length and its
                  bytes (the tlog-tiles entry bundle encoding, one bundle after another)
-    checkpoint   the signed checkpoint the backup reaches: a restore must reproduce its root
+    logged_at    "<index> <time>" lines, in no particular order: when the log first logged
+                 each receipt entry (Unix time; what `GET /v1/receipts?since=` compares),
+                 which a restore keeps. Backups made before it existed lack it; their
+                 receipts are logged again at the time of the restore.
+    checkpoint   the signed checkpoint the backup reaches: a restore must reproduce its root;
+                 written last, so a directory without it is an unfinished backup
 
 plus the key files, which the CLI copies (mode 0600).
+
+An import sequences every entry, checks the root, then signs one checkpoint for it and
+records it as published; tiles in a bucket are written by the first integrator that
+starts on the target (`tlog.server.appender` backfills what the bucket lacks).
 """
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tlog.errors import VerificationError
+import numpy as np
+
+from tlog.errors import Unavailable, VerificationError
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import parse_note
 from tlog.formats.tiles import TILE_WIDTH
 from tlog.storage.files import fsync_dir, write_atomic
-from tlog.storage.interface import EntryReader, LogState, LogStorage, Signer
+from tlog.storage.interface import Driver, EntryReader, Head, SignedHead, Signer
 
 BATCH = 4096  # entries appended per durable batch on import
 
@@ -43,6 +55,30 @@ def checkpoint_of(note: str) -> tuple[int, bytes]:
     return cp.size, cp.root
 
 
+class LoggedTimes:
+    """When each receipt entry of a log was first logged, by index (two sorted arrays: a log
+    may hold many millions of receipts)."""
+
+    def __init__(self, pairs: list[tuple[int, float]] | None = None) -> None:
+        pairs = sorted(pairs or [])
+        self.index = np.array([p[0] for p in pairs], dtype=np.int64)
+        self.at = np.array([p[1] for p in pairs], dtype=np.float64)
+
+    @classmethod
+    async def read(cls, entries: EntryReader, size: int) -> LoggedTimes:
+        return cls([pair async for pair in entries.logged_times(size)])
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def between(self, start: int, count: int, default: float) -> list[float]:
+        """Per entry start..start+count-1: its logged time, or `default` where none is known."""
+        out = np.full(count, default, dtype=np.float64)
+        lo, hi = np.searchsorted(self.index, [start, start + count])
+        out[self.index[lo:hi] - start] = self.at[lo:hi]
+        return out.tolist()
+
+
 async def export(snapshot: Snapshot, out: Path, progress: Callable[[int], None] | None = None) -> int:
     """Write `snapshot` as a backup directory `out` (which must not exist); returns the size.
 
@@ -58,13 +94,18 @@ async def export(snapshot: Snapshot, out: Path, progress: Callable[[int], None] 
                 progress(count)
         f.flush()
         os.fsync(f.fileno())
+    with open(out / "logged_at", "w") as t:
+        async for index, at in snapshot.entries.logged_times(snapshot.size):
+            t.write(f"{index} {at!r}\n")
+        t.flush()
+        os.fsync(t.fileno())
     write_atomic(out / "checkpoint", snapshot.note)
     fsync_dir(out)
     return snapshot.size
 
 
-def read_backup(src: Path) -> tuple[str, Iterator[bytes]]:
-    """(the backup's signed checkpoint, its entries in order)."""
+def read_backup(src: Path) -> tuple[str, Iterator[bytes], LoggedTimes]:
+    """(the backup's signed checkpoint, its entries in order, when its receipts were logged)."""
     note_path = src / "checkpoint"
     if not note_path.exists():
         raise VerificationError(f"{src} has no checkpoint: not a backup, or an unfinished one")
@@ -79,39 +120,60 @@ def read_backup(src: Path) -> tuple[str, Iterator[bytes]]:
                     raise VerificationError(f"{src / 'entries'} is truncated")
                 yield data
 
-    return note, entries()
+    pairs: list[tuple[int, float]] = []
+    if (src / "logged_at").exists():
+        with open(src / "logged_at") as t:
+            for k, line in enumerate(t, 1):
+                try:
+                    index, at = line.split()
+                    pairs.append((int(index), float(at)))
+                except ValueError:
+                    raise VerificationError(f"{src / 'logged_at'} line {k} is not '<index> <time>'") from None
+    return note, entries(), LoggedTimes(pairs)
 
 
-def import_into(storage: LogStorage, sign: Signer, note: str, entries: Iterator[bytes],
-                progress: Callable[[int], None] | None = None) -> LogState:
-    """Append `entries` to an empty, opened `storage`, in order, and check that the result
-    has the size and root of the signed checkpoint `note`. VerificationError otherwise."""
+def import_into(driver: Driver, head: Head, sign: Signer, note: str, entries: Iterator[bytes],
+                logged: LoggedTimes | None = None, progress: Callable[[int], None] | None = None) -> int:
+    """Sequence `entries` into an empty, opened store (`head` is what its `open` said), in
+    order, check that they make the size and root of the signed checkpoint `note`, then
+    sign and record that one checkpoint as published. VerificationError otherwise (the
+    target then holds entries but no checkpoint for them: discard it). Returns the size."""
     size, root = checkpoint_of(note)
-    state = storage.refresh()
-    if state.size != 0:
-        raise VerificationError(f"the target log is not empty (it has {state.size} entries)")
-    batch: list[bytes] = []
-    done = 0
+    if head.sequenced != 0:
+        raise VerificationError(f"the target log is not empty (it has {head.sequenced} entries)")
+    lease = driver.acquire()
+    if lease is None:
+        raise Unavailable("another process holds the target's integrator role: stop its frontends first")
+    try:
+        done = 0
+        batch: list[bytes] = []
+        now = time.time()
 
-    def flush() -> None:
-        nonlocal done, state
-        result = storage.append(batch, sign)
-        if result.indices != list(range(done, done + len(batch))):
-            raise VerificationError(f"entries {done}..{done + len(batch) - 1} did not land in order "
-                                    "(a repeated entry, or a target that is not empty)")
-        done += len(batch)
-        state = result.state
-        if progress is not None:
-            progress(len(batch))
-        batch.clear()
+        def flush() -> None:
+            nonlocal done
+            times = logged.between(done, len(batch), now) if logged is not None and len(logged) else None
+            result = driver.sequence(batch, logged_at=times)
+            if result.indices != list(range(done, done + len(batch))):
+                raise VerificationError(f"entries {done}..{done + len(batch) - 1} did not land in order "
+                                        "(a repeated entry, or a target that is not empty)")
+            done += len(batch)
+            if progress is not None:
+                progress(len(batch))
+            batch.clear()
 
-    for data in entries:
-        batch.append(data)
-        if len(batch) == BATCH:
+        for data in entries:
+            batch.append(data)
+            if len(batch) == BATCH:
+                flush()
+        if batch:
             flush()
-    if batch:
-        flush()
-    if (state.size, state.root) != (size, root):
-        raise VerificationError(f"the imported log has size {state.size}, root {state.root.hex()[:16]}..., but "
-                                f"the checkpoint says size {size}, root {root.hex()[:16]}...")
-    return state
+        got = driver.extend(done)
+        if (done, got) != (size, root):
+            raise VerificationError(f"the imported log has size {done}, root {got.hex()[:16]}..., but "
+                                    f"the checkpoint says size {size}, root {root.hex()[:16]}...")
+        signed = SignedHead(size, root, sign(size, root))
+        driver.record_checkpoint(lease, head.signed.size if head.signed is not None else None, signed)
+        driver.record_published(lease, size, signed.note)
+    finally:
+        driver.release(lease)
+    return size

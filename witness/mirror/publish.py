@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import parse_note
 from tlog.formats.tiles import TILE_WIDTH, entries_path, tile_path
-from tlog.storage.bucket import Bucket, changed_tiles, partial_tiles
+from tlog.storage.bucket import Bucket, changed_tiles, partial_tiles, put_checkpoint
 
 from ..core import origin_path
 from .store import MirrorStore
@@ -80,7 +80,7 @@ class BucketPublisher:
             if data is None:
                 raise RuntimeError(f"{origin}: {path} is not stored")
             self.bucket.put_create_only(prefix + path, data)
-        self.bucket.put(prefix + "checkpoint", note.encode())
+        put_checkpoint(self.bucket, prefix + "checkpoint", note, size)  # never a smaller tree
         self._published[origin] = size
 
     def close(self) -> None:

@@ -1,0 +1,404 @@
+"""The driver contract (`tlog.storage.interface`), the same tests for every backend:
+the embedded driver alone, the embedded driver published to a bucket, and PostgreSQL
+published to a bucket (a real PostgreSQL and a real SeaweedFS, `engines` in
+tests/conftest.py). Some tests drive a driver through its contract directly
+(tests/support/drivers.py), others run the real appender on it.
+
+Covered: sequencing exactly once with dedup; the fork guard; lease fencing; recovery of
+what a crash left sequenced but not signed, and signed but not published; publication
+that never goes backwards (the store's head and the bucket's checkpoint); the bucket's
+catch-up, sweep and takeover; the receipts index backfill; a bucket that is down.
+"""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tlog.client.audit import audit
+from tlog.client.verifier import TrustPolicy
+from tlog.errors import ConfigError, ForkError, Unavailable
+from tlog.formats.ed25519 import generate_seed
+from tlog.formats.entries import receipt_entry
+from tlog.formats.hashing import leaf_hash
+from tlog.merkle.tree import memory_view
+from tlog.server.appender import Appender
+from tlog.storage.bucket import Bucket, TilePublisher
+from tlog.storage.embedded import EmbeddedStorage
+from tlog.storage.interface import Driver, LeaseLost, SignedHead
+
+from tests.support.drivers import Writer
+from tests.support.signers import checkpoint_signer, make_signer
+
+SIGNER = make_signer("drivers.test/log")
+SIGN = checkpoint_signer(SIGNER)
+SEED = generate_seed()
+
+
+def entries(prefix: str, n: int) -> list[bytes]:
+    return [f"{prefix}:{i}".encode() for i in range(n)]
+
+
+@dataclass
+class Backend:
+    """One backend under test: makes drivers (and publishers) on one store."""
+
+    kind: str  # "embedded", "embedded+bucket", "postgres+bucket"
+    root: Path
+    engines: Any = None
+    dsn: str = ""
+    bucket_url: str = ""
+    made: list[Driver] = field(default_factory=list)
+
+    @property
+    def shared(self) -> bool:
+        return self.kind.startswith("postgres")
+
+    def driver(self, name: str = "a") -> Driver:
+        if self.shared:
+            from tlog.storage.postgres import PostgresStorage
+
+            d: Driver = PostgresStorage(self.dsn, self.root / name, name=name)
+        else:
+            d = EmbeddedStorage(self.root / "log")
+        self.made.append(d)
+        return d
+
+    def publisher(self, *, interval: float = 0.05) -> TilePublisher | None:
+        if not self.bucket_url:
+            return None
+        return TilePublisher(self.bucket(), checkpoint_interval=interval)
+
+    def bucket(self) -> Bucket:
+        return self.engines.bucket_of(self.bucket_url)
+
+    def sql(self, statement: str, args: tuple = ()) -> list:
+        """Run SQL on the store behind the drivers' back (a tool, an older version, a test)."""
+        if self.shared:
+            import psycopg
+
+            with psycopg.connect(self.dsn, autocommit=True) as c:
+                cur = c.execute(statement.replace("?", "%s"), args)
+                return cur.fetchall() if cur.description else []
+        with sqlite3.connect(self.root / "log" / "log.db", isolation_level=None) as c:
+            return c.execute(statement, args).fetchall()
+
+    def table(self, name: str) -> str:
+        return f"oap_{name}" if self.shared else name
+
+
+@pytest.fixture(params=["embedded", "embedded+bucket", "postgres+bucket"])
+def backend(request, tmp_path) -> Any:
+    kind = request.param
+    b = Backend(kind, tmp_path)
+    if kind != "embedded":
+        b.engines = request.getfixturevalue("engines")
+        b.bucket_url = b.engines.bucket()
+        if b.shared:
+            b.dsn = b.engines.database()
+    yield b
+    for d in b.made:  # whatever a failing test left open
+        try:
+            d.close()
+        except Exception:  # noqa: BLE001 - closed already
+            pass
+
+
+@asynccontextmanager
+async def appender(b: Backend, name: str = "a", **kw: Any) -> AsyncIterator[Appender]:
+    kw.setdefault("publisher", b.publisher())
+    app = Appender(b.driver(name), SIGN, batch_interval=0.005, **kw)
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.close()
+
+
+async def until(cond, seconds: float = 60.0, what: str = "") -> None:
+    """Wait (bounded) for a condition; the bound only keeps a broken build from hanging."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not cond():
+        assert loop.time() < deadline, f"gave up waiting for {what or cond}"
+        await asyncio.sleep(0.02)
+
+
+async def bucket_audit(url: str, previous: tuple[int, bytes] | None = None):
+    async with aiohttp.ClientSession() as s:
+        async def fetch(path: str) -> bytes:
+            async with s.get(f"{url}/{path}") as r:
+                assert r.status == 200, path
+                return await r.read()
+
+        return await audit(fetch, TrustPolicy.for_log(SIGNER.vkey), entries=True, previous=previous)
+
+
+# --- sequencing -------------------------------------------------------------------------------
+
+
+def test_sequencing_is_exactly_once_with_dedup_within_and_across_batches(backend):
+    drivers = [backend.driver("a")] + ([backend.driver("b")] if backend.shared else [])
+    for d in drivers:
+        d.open()
+    first = drivers[0].sequence([b"alpha", b"alpha", b"beta"])
+    assert first.indices == [0, 0, 1] and first.fresh == [True, False, True] and first.size == 2
+    assert first.leaves == [leaf_hash(b"alpha")] * 2 + [leaf_hash(b"beta")]
+    again = drivers[-1].sequence([b"beta", b"gamma"])  # on another frontend, where there is one
+    assert again.indices == [1, 2] and again.fresh == [False, True] and again.size == 3
+
+    seen: dict[bytes, int] = {}
+    lock = threading.Lock()
+
+    def writer(d: Driver, key: str) -> None:
+        for k in range(10):  # overlapping batches from every frontend at once
+            batch = entries("shared", 300)[k * 20:k * 20 + 60] + entries(key, 10)[k:k + 1]
+            got = d.sequence(batch)
+            with lock:
+                for data, i in zip(batch, got.indices):
+                    assert seen.setdefault(data, i) == i  # one index per entry, whoever asked
+
+    threads = [threading.Thread(target=writer, args=(d, str(n))) for n, d in enumerate(drivers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(seen.values()) == list(range(3, 3 + len(seen)))  # contiguous, no gap, no repeat
+    assert drivers[0].head().sequenced == 3 + len(seen)
+    for d in drivers:
+        d.close()
+
+
+# --- the fork guard and the lease --------------------------------------------------------------
+
+
+def test_the_fork_guard_records_one_root_per_size_and_only_moves_the_head_forward(backend):
+    d = backend.driver()
+    d.open()
+    lease = d.acquire()
+    assert lease is not None
+    d.sequence(entries("x", 15))
+    root = d.extend(15)
+    assert root == memory_view([leaf_hash(e) for e in entries("x", 15)]).root
+    d.record_checkpoint(lease, None, SignedHead(15, root, SIGN(15, root)))
+    with pytest.raises(ForkError):  # a second root for the size, as a damaged cache would give
+        d.record_checkpoint(lease, 15, SignedHead(15, b"\x07" * 32, SIGN(15, b"\x07" * 32)))
+    d.sequence(entries("y", 5))
+    with pytest.raises(ForkError):  # below the signed head
+        d.record_checkpoint(lease, 15, SignedHead(10, d.extend(10), SIGN(10, d.extend(10))))
+    with pytest.raises(LeaseLost):  # a compare-and-swap from a size that is not the head
+        d.record_checkpoint(lease, 10, SignedHead(20, d.extend(20), SIGN(20, d.extend(20))))
+    table = backend.table("checkpoints")
+    assert backend.sql(f"SELECT size, root FROM {table} ORDER BY size") == [(15, root)]
+    assert d.head().signed == SignedHead(15, root, SIGN(15, root))
+    d.close()
+
+
+def test_lease_fencing_a_holder_that_lost_the_role_writes_nothing(backend):
+    a = backend.driver("a")
+    a.open()
+    lease_a = a.acquire()
+    assert lease_a is not None
+    a.sequence(entries("f", 10))
+    root = a.extend(10)
+    if not backend.shared:  # the lease is the data directory's lock: no second process gets in
+        with pytest.raises(ConfigError, match="in use by another log process"):
+            EmbeddedStorage(backend.root / "log")
+        a.verify(lease_a)
+        a.close()
+        return
+    b = backend.driver("b")
+    b.open()
+    assert b.acquire() is None  # held
+    # a's database session is cut (a network partition, a stalled process, an operator)
+    from tlog.storage.postgres import INTEGRATOR_LOCK
+
+    pids = backend.sql("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = ? AND granted AND "
+                       "database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                       (INTEGRATOR_LOCK & 0xFFFFFFFF,))
+    assert len(pids) == 1
+    backend.sql("SELECT pg_terminate_backend(?)", (pids[0][0],))
+    lease_b = b.acquire()
+    assert lease_b is not None and lease_b.epoch > lease_a.epoch
+    b.record_checkpoint(lease_b, None, SignedHead(10, root, SIGN(10, root)))
+    b.record_published(lease_b, 10, SIGN(10, root))
+    before = backend.sql("SELECT size, published_size, published_note, failure FROM oap_head")
+    for attempt in (lambda: a.verify(lease_a),
+                    lambda: a.record_checkpoint(lease_a, 10, SignedHead(10, root, SIGN(10, root))),
+                    lambda: a.record_published(lease_a, 5, "an older note"),
+                    lambda: a.record_failure(lease_a, "an old holder's complaint")):
+        with pytest.raises(LeaseLost):
+            attempt()
+    # and with a fresh session but the old epoch (it reconnected without noticing): fenced all the same
+    a._lease_conn = __import__("tlog.storage.postgres", fromlist=["_connect"])._connect(backend.dsn)
+    with pytest.raises(LeaseLost, match="epoch"):
+        a.record_published(lease_a, 5, "an older note")
+    assert backend.sql("SELECT size, published_size, published_note, failure FROM oap_head") == before
+    a.close()
+    b.close()
+
+
+# --- recovery ----------------------------------------------------------------------------------
+
+
+async def test_entries_sequenced_past_the_last_checkpoint_are_integrated_on_start(backend):
+    w = Writer(backend.driver(), SIGN)
+    w.open()
+    w.append(entries("signed", 20))
+    w.driver.sequence(entries("unsigned", 30))  # then a crash between the two commits of a batch
+    w.close()
+    async with appender(backend) as app:
+        await until(lambda: app.state is not None and app.published and app.state.size == 50, what="size 50")
+        ref = memory_view([leaf_hash(e) for e in entries("signed", 20) + entries("unsigned", 30)])
+        assert app.state.root == ref.root and app.state.view.inclusion_proof(33) == ref.inclusion_proof(33)
+        got = await app.add_many(entries("unsigned", 30)[:3])  # the same entries: their indices
+        assert got.indices == [20, 21, 22] and not any(got.fresh)
+
+
+async def test_a_checkpoint_signed_but_not_published_is_published_by_the_next_holder_with_no_new_entry(backend):
+    w = Writer(backend.driver(), SIGN)
+    w.open()
+    w.append(entries("p", 300))
+    d = w.driver
+    d.sequence(entries("q", 100))  # the dead integrator sequenced, signed and recorded 400 ...
+    root = d.extend(400)
+    d.record_checkpoint(w.lease, 300, SignedHead(400, root, SIGN(400, root)))
+    w.close()  # ... and died before publishing it
+    shutil.rmtree(backend.root / ("a" if backend.shared else "log/hashes"))  # the next one's hash cache is cold
+    async with appender(backend, name="a") as app:
+        await until(lambda: app.published and app.state is not None and app.state.size == 400,
+                    what="the signed head published")
+        assert app.state.root == root and app.state.note == SIGN(400, root)
+        if backend.shared:
+            assert backend.sql("SELECT published_size, published_note FROM oap_head") == [(400, SIGN(400, root))]
+        if backend.bucket_url:
+            await until(lambda: app.publisher.checkpoint_size() == 400, what="the bucket's checkpoint at 400")
+    if backend.bucket_url:
+        result = await bucket_audit(backend.bucket_url)
+        assert result.checkpoint.checkpoint.size == 400 and result.entries == 400
+
+
+# --- publication never goes backwards ---------------------------------------------------------
+
+
+def test_the_published_head_and_the_bucket_checkpoint_never_go_backwards(backend):
+    w = Writer(backend.driver(), SIGN)
+    w.open()
+    small = w.append(entries("m", 5)).state
+    big = w.append(entries("n", 5)).state
+    d = w.driver
+    d.record_published(w.lease, small.size, small.note)  # an old note, late
+    assert d.head().published == (big.size, big.note)
+    if not backend.bucket_url:
+        w.close()
+        return
+    pub = backend.publisher()
+    pub.write_checkpoint(d, big.note, big.size)
+    pub.write_checkpoint(d, small.note, small.size)  # refused: the bucket holds a larger tree
+    assert backend.bucket().get("checkpoint") == big.note.encode() and pub.checkpoint_size() == 10
+    forged = SIGN(10, b"\x05" * 32)
+    with pytest.raises(ForkError):  # another root for the size the bucket shows
+        pub.write_checkpoint(d, forged, 10)
+    # a writer that read the checkpoint before another replaced it cannot overwrite it
+    bucket = backend.bucket()
+    stale = bucket.get_versioned("checkpoint")
+    w.append(entries("o", 5))
+    pub.write_checkpoint(d, w.state.note, w.state.size)
+    assert stale is not None and bucket.put_if("checkpoint", small.note.encode(), stale[1]) is False
+    assert pub.checkpoint_size() == 15
+    # a bucket holding another log's checkpoint (a misconfiguration) is not overwritten
+    other = checkpoint_signer(make_signer("another.test/log"))(3, b"\x01" * 32)
+    current = bucket.get_versioned("checkpoint")
+    assert current is not None and bucket.put_if("checkpoint", other.encode(), current[1])
+    w.append(entries("p", 5))
+    with pytest.raises(ForkError, match="another log"):
+        pub.write_checkpoint(d, w.state.note, w.state.size)
+    assert bucket.get("checkpoint") == other.encode()
+    pub.close()
+    w.close()
+
+
+# --- the bucket: catch-up on takeover, sweep, down ------------------------------------------
+
+
+async def test_a_bucket_configured_later_is_backfilled_and_swept_on_takeover(backend):
+    if not backend.bucket_url:
+        pytest.skip("no bucket")
+    async with appender(backend, publisher=None) as app:  # no bucket yet
+        await app.add_many(entries("before", 700))
+    bucket = backend.bucket()
+    assert bucket.list("tile/") == []
+    # litter a crash could have left: partial tiles of tiles that are full now, and a
+    # partial of the right edge that an earlier holder wrote
+    for key in ("tile/0/000.p/7", "tile/entries/001.p/3", "tile/0/002.p/5"):
+        bucket.put_create_only(key, b"\0" * 32)
+    async with appender(backend) as app:
+        await until(lambda: app.publisher.checkpoint_size() == 700, what="the bucket caught up")
+        names = set(bucket.list("tile/"))
+        assert {"tile/0/000", "tile/0/001", "tile/entries/000", "tile/entries/001", "tile/0/002.p/188"} <= names
+        assert "tile/0/000.p/7" not in names and "tile/entries/001.p/3" not in names  # swept
+        assert "tile/0/002.p/5" in names  # tile 2 is not full yet
+        await app.add_many(entries("after", 100))  # tile 2 fills: its partials go, the stray one too
+        await until(lambda: app.publisher.checkpoint_size() == 800, what="size 800 in the bucket")
+        await until(lambda: not [n for n in bucket.list("tile/0/") if n.startswith("tile/0/002.p/")],
+                    what="the partials of tile 2 deleted")
+        assert "tile/0/002" in bucket.list("tile/0/")
+    result = await bucket_audit(backend.bucket_url)
+    assert result.checkpoint.checkpoint.size == 800 and result.entries == 800
+
+
+async def test_with_the_bucket_down_writes_are_answered_503_then_recover(backend):
+    if not backend.bucket_url:
+        pytest.skip("no bucket")
+    down = TilePublisher(Bucket.from_config(backend.bucket_url, key_id="nobody", secret="wrong"),
+                         checkpoint_interval=0.05)
+    async with appender(backend, publisher=down) as app:
+        with pytest.raises(Unavailable) as refused:
+            await app.add_many(entries("x", 300))  # a full tile to stage: the bucket refuses it
+        assert "bucket" in refused.value.message  # answered by the failed attempt, not a timeout
+        assert down.errors > 0
+        down.bucket = backend.bucket()  # the bucket is back
+        got = await app.add_many(entries("x", 300))  # the same entries: their indices
+        assert got.indices == list(range(300)) and not any(got.fresh) and got.state.size == 300
+        await until(lambda: down.checkpoint_size() == 300, what="the bucket's checkpoint")
+
+
+# --- derived data the store keeps ------------------------------------------------------------
+
+
+def receipts(n: int) -> list[bytes]:
+    from tlog.formats.entries import canonical_entry
+
+    return [canonical_entry(receipt_entry(leaf_hash(b"r%d" % i), SEED)) for i in range(n)]
+
+
+async def test_the_receipts_index_is_backfilled_for_entries_without_rows(backend):
+    async with appender(backend) as app:
+        await app.add_many(receipts(40))
+    table, meta = backend.table("receipts"), backend.table("meta")
+    rows = backend.sql(f"SELECT idx, logged_at FROM {table} ORDER BY idx")
+    assert [r[0] for r in rows] == list(range(40))
+    backend.sql(f"DELETE FROM {table} WHERE idx >= 10")  # entries from before the index existed
+    backend.sql(f"DELETE FROM {meta} WHERE key = 'receipts_indexed'")
+    async with appender(backend) as app:
+        await until(lambda: app.integrating, what="the role")
+        await until(lambda: len(backend.sql(f"SELECT idx FROM {table}")) == 40, what="the index backfilled")
+        signed_at = backend.sql(f"SELECT MIN(signed_at) FROM {backend.table('checkpoints')} WHERE size >= 40")[0][0]
+        back = dict(backend.sql(f"SELECT idx, logged_at FROM {table} WHERE idx >= 10"))
+        assert set(back.values()) == {signed_at}  # logged when the first checkpoint covering them was signed
+        reader = app.driver.entries()
+        await reader.open()
+        try:
+            got = await reader.receipts(40, signer=None, limit=100)
+            assert [r.index for r in got] == list(range(40))
+        finally:
+            await reader.close()
