@@ -46,6 +46,7 @@ from tlog.formats.entries import canonical_entry, receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import parse_note
 from tlog.merkle.verify import verify_consistency
+from tlog.service import children
 
 from tests.support.services import fetch_entries
 
@@ -82,9 +83,10 @@ ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
 
 def start_log(data: Path, crash: str | None = None) -> tuple[subprocess.Popen, str, str]:
     env = ENV
-    proc = subprocess.Popen([*oap_log(crash), "serve", "--data", str(data), "--port", "0",
-                             "--batch-interval-ms", "5", "--rate-limit-write", "0", "--rate-limit-read", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = children.popen([*oap_log(crash), "serve", "--data", str(data), "--port", "0",
+                           "--batch-interval-ms", "5", "--rate-limit-write", "0", "--rate-limit-read", "0"],
+                          death_signal=signal.SIGKILL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=env)
     url = vkey = ""
     seen: list[str] = []
     deadline = time.monotonic() + 30

@@ -14,6 +14,7 @@ import pytest
 
 from registry.config import RegistryConfig
 from tlog.errors import ConfigError
+from tlog.service import children
 from tlog.service.config import load
 
 from tests.support.registry import BIN
@@ -28,8 +29,8 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 class RegistryProcess:
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([CLI, "serve", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+        self.proc = children.popen([CLI, "serve", *args], death_signal=signal.SIGKILL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
         self.url = self.key = ""
         lines = []
         deadline = time.monotonic() + 30

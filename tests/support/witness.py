@@ -20,6 +20,7 @@ from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.keys import CosignatureSigner, Signer
 from tlog.formats.note import sign_note
 from tlog.merkle.tree import memory_view
+from tlog.service import children
 from tlog.service.keyfiles import write_private_key
 from tlog.service.serve import start_app
 from witness.config import WitnessConfig, WitnessedLog
@@ -176,9 +177,9 @@ class WitnessProcess:
         self.vkey = ""
 
     def start(self, timeout: float = 30) -> WitnessProcess:
-        self.proc = subprocess.Popen(
+        self.proc = children.popen(  # SIGKILL if this test process dies: nothing left running
             [str(BIN / "oap-witness"), "serve", "--config", str(self.config), "--port", "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            death_signal=signal.SIGKILL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         deadline = time.monotonic() + timeout
         lines = []

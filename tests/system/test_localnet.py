@@ -1,9 +1,11 @@
 """`make run`'s local network: witnesses, a 2-of-3 witnessed log and the registry,
-as separate processes on 127.0.0.1 (free ports), then a clean Ctrl-C."""
+as separate processes on 127.0.0.1 (free ports), then a clean Ctrl-C; and its services
+die with it however it ends (kill -9, a closed terminal, kill -9 of `make run` itself)."""
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
-import time
 
 import pytest
 
@@ -14,14 +16,17 @@ from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import parse_note
 
+from tests.support import localnet as ln
 from tests.support.localnet import localnet
+from tests.support.proctree import command, descendants, wait_gone
 
 pytestmark = pytest.mark.slow
+SERVICES = ("w1", "w2", "w3", "log", "registry")
+GONE_WITHIN = 5.0  # seconds for every service to end once its supervisor is gone
 
 
 def test_local_network_end_to_end(tmp_path):
     with localnet(tmp_path / "data") as net:
-        time.sleep(0.5)
         policy_text = (tmp_path / "data" / "log" / "log.policy").read_text()
         assert policy_text.count("\nwitness ") == 3 and "group local-witnesses 2 w1 w2 w3" in policy_text
         policy = TrustPolicy.from_text(policy_text)
@@ -34,6 +39,66 @@ def test_local_network_end_to_end(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert subprocess.run(["git", "-C", str(clone), "log", "--oneline"], capture_output=True,
-                              text=True).stdout.strip()
-    time.sleep(0.2)
-    assert "stopped cleanly" in "".join(net.lines[-5:])
+                              text=True, timeout=60).stdout.strip()
+    assert net.lines[-1] == "stopped cleanly\n", net.output[-2000:]
+    for name in SERVICES:  # each service stopped cleanly too, before the network said so
+        assert f"[{name}] stopped cleanly\n" in net.lines, net.output[-3000:]
+
+
+def services_of(net: ln.LocalNet) -> set[tuple[int, int]]:
+    """The service processes below what the test started (and their own children)."""
+    assert net.proc is not None
+    procs = descendants(net.proc.pid)
+    names = " ".join(command(pid) for pid, _ in procs)
+    for program in ("oap-witness serve", "oap-log serve", "oap-registry serve"):
+        assert program in names, names
+    return procs
+
+
+def assert_all_gone(net: ln.LocalNet, procs: set[tuple[int, int]]) -> None:
+    """Within GONE_WITHIN seconds no service runs, and every port of the network is free."""
+    left = wait_gone(procs, GONE_WITHIN)
+    names = [command(pid) for pid, _ in left]
+    for pid, _ in left:  # not to leave them running after the failure
+        os.kill(pid, signal.SIGKILL)
+    assert not left, names
+    assert ln.ports_free(net.ports)
+
+
+def test_kill_9_of_localnet_ends_every_service_and_the_next_start_works(tmp_path):
+    net = ln.start(tmp_path / "data")
+    try:
+        procs = services_of(net)
+        assert len(procs) >= 5
+        net.proc.kill()  # kill -9 of oap-localnet: nothing of it runs to stop the services
+        assert_all_gone(net, procs)
+    finally:
+        net.finish()
+
+    # a second start on the same ports and data comes up; a closed terminal (SIGHUP) stops it cleanly
+    again = ln.start(tmp_path / "data", base=net.base)
+    try:
+        procs = services_of(again)
+        os.kill(again.proc.pid, signal.SIGHUP)
+        assert again.finish() == 0
+        assert_all_gone(again, procs)
+    finally:
+        if again.proc.poll() is None:
+            again.proc.kill()
+            again.finish()
+    assert again.lines[-1] == "stopped cleanly\n", again.output[-2000:]
+    for name in SERVICES:
+        assert f"[{name}] stopped cleanly\n" in again.lines, again.output[-3000:]
+
+
+def test_kill_9_of_make_run_ends_oap_localnet_and_every_service(tmp_path):
+    """`make run` starts oap-localnet with --stop-with-parent; here a shell stands in for make."""
+    net = ln.start(tmp_path / "data", wrap=["sh", "-c", '"$@"; exit $?', "sh"], extra=["--stop-with-parent"])
+    try:
+        procs = services_of(net)
+        assert any("oap-localnet" in command(pid) for pid, _ in procs)
+        net.proc.kill()
+        assert_all_gone(net, procs)
+    finally:
+        net.finish()
+    assert "stopped cleanly\n" in net.lines, net.output[-2000:]  # oap-localnet stopped them in order

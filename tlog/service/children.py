@@ -1,0 +1,207 @@
+"""Child processes that die with the process that started them.
+
+A service started by `oap-localnet`, a server a test starts, a PostgreSQL the scale-out
+tests start: each must end when the process that started it ends, however that ends
+(Ctrl-C, a closed terminal, kill -9 of a test run). Otherwise it lingers, serving from a
+data directory its user thinks is stopped and holding the ports the next run needs.
+Every child process of this project is started here.
+
+On Linux the child asks the kernel for a signal when its parent dies
+(prctl(PR_SET_PDEATHSIG), between fork and exec). Two details make that reliable:
+
+- the signal is tied to the parent *thread* that forked, not the parent process, so a
+  child started from a short-lived thread would be killed when that thread ends.
+  Children started off the main thread are forked by one spawner thread that lives as
+  long as the process does;
+- a parent that dies between the fork and the prctl call sends nothing, so the child
+  checks getppid() after the call and exits if its parent is already gone.
+
+Elsewhere (or with `lifeline=True`, which the tests use to exercise this path on Linux)
+the parent holds the write end of a pipe whose read end the child inherits; the end of
+the parent closes it. The program is started through this module (`python -m
+tlog.service.children`), which forks a watcher and then execs the program, keeping its
+pid: the watcher signals the program when the pipe reports EOF, and exits when the
+program does.
+
+Processes of `multiprocessing` are not started by `popen`; `die_with_parent` ties one
+to its parent from inside.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+DEATHSIG = sys.platform.startswith("linux")
+"""Whether this system has PR_SET_PDEATHSIG (else the lifeline pipe is used)."""
+
+_PR_SET_PDEATHSIG = 1
+_prctl: Callable[..., int] | None = None
+if DEATHSIG:
+    # Resolved here, not in the forked child: a dlopen() between fork and exec could
+    # wait forever on a lock another thread of the parent held at the fork.
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+_spawner: concurrent.futures.ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _set_death_signal(sig: int, parent: int) -> None:
+    """In the child, before exec: `sig` when the parent dies; exit now if it already has."""
+    assert _prctl is not None
+    if _prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # the parent died before the prctl: no signal will come
+        os._exit(126)
+
+
+def _on_spawner(fn: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    """Run `fn` (a fork) on the thread that lives as long as this process."""
+    global _spawner
+    if threading.current_thread() is threading.main_thread():
+        return fn()
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="children-spawner")
+    return _spawner.submit(fn).result()
+
+
+def popen(args: Sequence[str], *, death_signal: int = signal.SIGTERM, lifeline: bool | None = None,
+          **kwargs: Any) -> subprocess.Popen:
+    """`subprocess.Popen(args, **kwargs)` whose process gets `death_signal` when this one dies.
+
+    SIGTERM lets a service stop cleanly (commit what is queued, close its files);
+    SIGKILL suits a process whose state does not matter. A `preexec_fn` in `kwargs`
+    runs first (a credential change clears the death signal, so it must come before).
+    `lifeline`: None picks the kernel's death signal where there is one.
+    """
+    use_lifeline = not DEATHSIG if lifeline is None else lifeline
+    if use_lifeline:
+        return _popen_lifeline(list(args), int(death_signal), kwargs)
+    parent = os.getpid()
+    first = kwargs.pop("preexec_fn", None)
+
+    def pre() -> None:
+        if first is not None:
+            first()
+        _set_death_signal(death_signal, parent)
+
+    return _on_spawner(lambda: subprocess.Popen(args, preexec_fn=pre, **kwargs))
+
+
+def run(args: Sequence[str], *, timeout: float, death_signal: int = signal.SIGKILL, capture_output: bool = False,
+        input: str | bytes | None = None, check: bool = False, **kwargs: Any) -> subprocess.CompletedProcess:
+    """`subprocess.run` with `popen`'s guarantee, and always a timeout (killed when it passes)."""
+    if capture_output:
+        kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if input is not None:
+        kwargs["stdin"] = subprocess.PIPE
+    with popen(args, death_signal=death_signal, **kwargs) as proc:
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    if check:
+        done.check_returncode()
+    return done
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Called first thing in a process that `popen` did not start (a `multiprocessing`
+    worker, `oap-localnet` under `make run`): get `sig` when its parent process dies.
+    Off Linux, a thread watches for the parent to change (an orphan is adopted by
+    another process)."""
+    import multiprocessing
+
+    mp_parent = multiprocessing.parent_process()  # known even if it has died already
+    parent = mp_parent.pid if mp_parent is not None and mp_parent.pid is not None else os.getppid()
+    if DEATHSIG:
+        _set_death_signal(sig, parent)
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.kill(os.getpid(), sig)
+
+    threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
+
+
+# --- the lifeline pipe ---------------------------------------------------------------------
+
+
+def _popen_lifeline(args: list[str], sig: int, kwargs: dict) -> subprocess.Popen:
+    read_end, write_end = os.pipe()  # neither inheritable: the child gets the read end alone
+    try:
+        kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), read_end)
+        shim = [sys.executable, "-m", "tlog.service.children", str(read_end), str(sig), "--", *args]
+        proc = subprocess.Popen(shim, **kwargs)
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    # The write end stays open while the Popen object lives (the process ends before it
+    # is collected: subprocess keeps running children it has not reaped).
+    weakref.finalize(proc, os.close, write_end)
+    return proc
+
+
+def _exec_with_watcher(lifeline: int, sig: int, argv: list[str]) -> None:
+    """The shim: start a watcher, then become `argv` (same pid, so callers can signal it).
+
+    The watcher waits on two pipes: the lifeline (EOF: the parent is gone, so `sig` goes
+    to the program) and one whose write end only the program holds (EOF: the program
+    has exited, so the watcher does too and never signals a reused pid). It is forked
+    twice, so that it is no child of the program (PostgreSQL, for one, takes an unknown
+    child's exit for a crashed backend)."""
+    exited_r, exited_w = os.pipe()
+    target = os.getpid()
+    middle = os.fork()
+    if middle == 0:
+        if os.fork() == 0:
+            _watch(lifeline, exited_r, exited_w, target, sig)
+        os._exit(0)
+    os.waitpid(middle, 0)
+    os.close(exited_r)
+    os.close(lifeline)
+    os.set_inheritable(exited_w, True)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        print(f"error: cannot run {argv[0]}: {e}", file=sys.stderr)
+        os._exit(127)
+
+
+def _watch(lifeline: int, exited: int, exited_w: int, target: int, sig: int) -> None:
+    os.close(exited_w)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # hold none of the program's pipes open
+        os.dup2(null, fd)
+    os.setsid()  # out of the program's process group: a signal to the group is for the program
+    watching = [lifeline, exited]
+    while True:
+        ready, _, _ = select.select(watching, [], [])
+        if exited in ready:
+            os._exit(0)
+        if lifeline in ready and not os.read(lifeline, 1):  # EOF: the parent is gone
+            os.kill(target, sig)
+            watching = [exited]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 5 or sys.argv[3] != "--":
+        sys.exit("usage: python -m tlog.service.children LIFELINE_FD SIGNAL -- PROGRAM [ARGS...]")
+    _exec_with_watcher(int(sys.argv[1]), int(sys.argv[2]), sys.argv[4:])
