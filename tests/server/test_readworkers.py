@@ -41,6 +41,7 @@ from tlog.service.serve import start_app
 from tests.service.test_fastpath import CLOSE, entry, exchange, get, responses
 from tests.support.proctree import descendants, wait_gone
 from tests.support.services import log_service
+from tests.support.tcp import unread
 
 N = 600
 CONNS = 24  # all on one process: 2^-24
@@ -430,20 +431,6 @@ def _read_all(s: socket.socket) -> bytes:
     return out
 
 
-def _unread_requests(port: int, clients: set[int]) -> set[int]:
-    """Those of the `clients` (local ports) connected to `port` whose bytes the server side
-    has not read yet, or that it has not accepted yet (/proc/net/tcp: rx_queue, Linux)."""
-    read = set()
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            cols = line.split()
-            local, remote, rx = int(cols[1].split(":")[1], 16), int(cols[2].split(":")[1], 16), cols[4].split(":")[1]
-            if local == port and remote in clients and int(rx, 16) == 0:
-                read.add(remote)
-    return clients - read
-
-
 async def test_hand_offs_still_in_the_channel_at_stop_are_answered(tmp_path):
     lg = await Log().open(tmp_path)
     try:
@@ -454,9 +441,9 @@ async def test_hand_offs_still_in_the_channel_at_stop_are_answered(tmp_path):
         # it queues a hand-off in the same step, so all of them are then in its channel or queue.
         clients = {s.getsockname()[1] for s in socks}
         deadline = time.monotonic() + 60
-        while (unread := _unread_requests(lg.port, clients)) and time.monotonic() < deadline:
+        while (waiting := unread(lg.port, clients)) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert not unread, f"the worker never read {len(unread)} requests"
+        assert not waiting, f"the worker never read {len(waiting)} requests"
         asyncio.get_running_loop().call_soon(time.sleep, 0.05)  # busy for a moment after SIGTERM
         await lg.workers.stop()
         outs = await asyncio.gather(*(asyncio.to_thread(_read_all, s) for s in socks))
