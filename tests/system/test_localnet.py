@@ -21,7 +21,6 @@ from tests.support.localnet import localnet
 from tests.support.proctree import command, descendants, wait_gone
 
 pytestmark = pytest.mark.slow
-SERVICES = ("w1", "w2", "w3", "log", "registry")
 GONE_WITHIN = 5.0  # seconds for every service to end once its supervisor is gone
 
 
@@ -41,8 +40,19 @@ def test_local_network_end_to_end(tmp_path):
         assert subprocess.run(["git", "-C", str(clone), "log", "--oneline"], capture_output=True,
                               text=True, timeout=60).stdout.strip()
     assert net.lines[-1] == "stopped cleanly\n", net.output[-2000:]
-    for name in SERVICES:  # each service stopped cleanly too, before the network said so
-        assert f"[{name}] stopped cleanly\n" in net.lines, net.output[-3000:]
+    assert_stopped_in_order(net, ["registry"], ["log"], ["w1", "w2", "w3"])
+
+
+def assert_stopped_in_order(net: ln.LocalNet, *tiers: list[str]) -> None:
+    """Each service stopped cleanly, and every one of a tier before any of the next began
+    to: the registry (which writes to the log), the log frontends, then the witnesses."""
+    at = {}
+    for name in (n for tier in tiers for n in tier):
+        line = f"[{name}] stopped cleanly\n"
+        assert line in net.lines, net.output[-3000:]
+        at[name] = net.lines.index(line)
+    for earlier, later in zip(tiers, tiers[1:]):
+        assert max(at[n] for n in earlier) < min(at[n] for n in later), net.output[-3000:]
 
 
 def services_of(net: ln.LocalNet) -> set[tuple[int, int]]:
@@ -87,8 +97,7 @@ def test_kill_9_of_localnet_ends_every_service_and_the_next_start_works(tmp_path
             again.proc.kill()
             again.finish()
     assert again.lines[-1] == "stopped cleanly\n", again.output[-2000:]
-    for name in SERVICES:
-        assert f"[{name}] stopped cleanly\n" in again.lines, again.output[-3000:]
+    assert_stopped_in_order(again, ["registry"], ["log"], ["w1", "w2", "w3"])
 
 
 def test_kill_9_of_make_run_ends_oap_localnet_and_every_service(tmp_path):
@@ -102,3 +111,30 @@ def test_kill_9_of_make_run_ends_oap_localnet_and_every_service(tmp_path):
     finally:
         net.finish()
     assert "stopped cleanly\n" in net.lines, net.output[-2000:]  # oap-localnet stopped them in order
+
+
+def test_make_run_scale_stops_the_surviving_frontend_before_the_witnesses_it_pushes_to(tmp_path):
+    """One of `make run-scale`'s frontends dies: oap-localnet stops the network, and the
+    other frontend stops while its witnesses still answer (it used to find them gone and
+    wait out its cosigning timeout)."""
+    from tlog.cli.engines import free_port
+
+    net = ln.start(tmp_path / "data", extra=["--scale", "--postgres-port", str(free_port()),
+                                             "--s3-port", str(free_port())], timeout=300)
+    try:
+        procs = services_of(net)
+        second = [pid for pid, _ in procs if "oap-log serve" in command(pid) and f"--port {net.base + 5} " in command(pid)]
+        assert len(second) == 1
+        os.kill(second[0], signal.SIGKILL)
+        assert net.finish(300) == 0
+        left = wait_gone(procs, GONE_WITHIN)
+        for pid, _ in left:
+            os.kill(pid, signal.SIGKILL)
+        assert not left, [command(pid) for pid, _ in left]
+    finally:
+        if net.proc.poll() is None:
+            net.proc.kill()
+            net.finish()
+    assert "log-2 exited with status -9; stopping\n" in net.lines, net.output[-3000:]
+    assert net.lines[-1] == "stopped cleanly\n", net.output[-2000:]
+    assert_stopped_in_order(net, ["registry"], ["log-1"], ["w1", "w2", "w3"])
