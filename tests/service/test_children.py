@@ -14,7 +14,7 @@ import pytest
 
 from tlog.service import children
 
-from tests.support.proctree import matching, wait_gone
+from tests.support.proctree import command, matching, wait_gone
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -101,3 +101,43 @@ def test_run_returns_what_the_program_printed():
     assert (r.returncode, r.stdout) == (3, "out\n")
     with pytest.raises(subprocess.CalledProcessError):
         children.run([sys.executable, "-c", "raise SystemExit(1)"], check=True, timeout=60)
+
+
+FOREIGN_PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.argv[1]], stdout=subprocess.PIPE, text=True)  # as chromedriver starts Chromium
+print(child.pid, child.stdout.readline().strip(), flush=True)
+time.sleep(600)  # until the test kills it
+"""
+
+
+@pytest.mark.parametrize("watcher", [False, True], ids=["deathsig", "watcher"])
+def test_a_program_a_foreign_parent_starts_through_the_wrapper_is_signalled_when_it_dies(tmp_path, watcher):
+    if not watcher and not children.DEATHSIG:
+        pytest.skip("no PR_SET_PDEATHSIG here")
+    token = uuid.uuid4().hex
+    program = tmp_path / "program"
+    program.write_text(f"#!{sys.executable}\n" + CHILD.format(token=token))
+    program.chmod(0o755)
+    wrapper = children.write_wrapper(tmp_path / "wrapped", str(program), signal.SIGTERM, watcher=watcher)
+    parent = children.popen([sys.executable, "-c", FOREIGN_PARENT, str(wrapper)], death_signal=signal.SIGKILL,
+                            stdout=subprocess.PIPE, text=True)
+    child = 0
+    try:
+        pid, ready = read_line(parent).split()
+        child = int(pid)  # the wrapper became the program: same pid
+        assert ready == "ready" and str(program) in command(child) and not pending(child, signal.SIGTERM)
+        assert len(matching(str(program), "tlog.service.children")) == (1 if watcher else 0)
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while not pending(child, signal.SIGTERM):
+            assert time.monotonic() < deadline, "no SIGTERM for the orphan"
+            time.sleep(0.02)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+        if child:
+            subprocess.run(["kill", "-9", str(child)], check=False)
+    assert not wait_gone(matching(str(program), "tlog.service.children"), 10)  # no watcher left

@@ -15,6 +15,7 @@ import pytest
 
 from tlog.service import children
 
+from tests.support.browser import available as browser_available
 from tests.support.localnet import ports_free
 from tests.support.proctree import alive, command, descendants, wait_gone
 
@@ -64,4 +65,39 @@ def test_servers_the_test_helpers_start_die_with_a_killed_test_process(tmp_path)
             run.kill()
             run.wait(10)
         for pid, _ in alive(procs):  # what a failure left running
+            os.kill(pid, signal.SIGKILL)
+
+
+BROWSER_RUN = """
+import sys, time
+from pathlib import Path
+from tests.support.browser import start_browser
+
+driver = start_browser(Path(sys.argv[1]))
+print(driver.service.process.pid, flush=True)
+time.sleep(600)  # until the test kills this process
+"""
+
+
+@pytest.mark.skipif(not browser_available(), reason="chromium/chromedriver not installed")
+def test_the_browser_the_explorer_tests_drive_dies_with_a_killed_test_process(tmp_path):
+    run = children.popen([sys.executable, "-c", BROWSER_RUN, str(tmp_path)], death_signal=signal.SIGKILL, cwd=ROOT,
+                         stdout=subprocess.PIPE, text=True)
+    procs: set[tuple[int, int]] = set()
+    try:
+        ready, _, _ = select.select([run.stdout], [], [], 240)
+        assert ready and run.stdout.readline().strip().isdigit(), "no browser started"
+        procs = descendants(run.pid)
+        names = [command(pid) for pid, _ in procs]
+        assert any("chromedriver" in n for n in names), names
+        assert any("chromium" in n and "chromedriver" not in n for n in names), names  # the browser, its child
+        run.kill()
+        run.wait(10)
+        left = wait_gone(procs, 10)
+        assert not left, [command(pid) for pid, _ in left]  # (the finally clause kills them)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(10)
+        for pid, _ in alive(procs):
             os.kill(pid, signal.SIGKILL)

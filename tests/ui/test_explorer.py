@@ -26,19 +26,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser import available as browser_available
+from tests.support.browser import start_browser
 from tests.support.localnet import localnet
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 STATIC = Path(__file__).resolve().parents[2] / "tlog" / "ui" / "static"
-CHROMIUM, DRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
-
-try:
-    import selenium  # noqa: F401
-    HAVE = os.path.exists(CHROMIUM) and os.path.exists(DRIVER)
-except ImportError:  # pragma: no cover - the test extra installs it
-    HAVE = False
-if not HAVE:
+if not browser_available():
     pytest.skip("chromium/chromedriver not installed: `make tools` installs them where apt-get works",
                 allow_module_level=True)
 
@@ -84,18 +79,8 @@ def status_of(registry: str, who: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,2200",
-                "--disable-gpu", "--no-first-run", "--disable-extensions", "--disable-background-networking"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
-    driver.set_page_load_timeout(60)
+def browser(tmp_path_factory):
+    driver = start_browser(tmp_path_factory.mktemp("chromium"))
     yield driver
     driver.quit()
 

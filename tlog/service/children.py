@@ -24,7 +24,10 @@ pid: the watcher signals the program when the pipe reports EOF, and exits when t
 program does.
 
 Processes of `multiprocessing` are not started by `popen`; `die_with_parent` ties one
-to its parent from inside.
+to its parent from inside. For a process a library starts (chromedriver), `preexec` is
+the hook to pass it; for one that a foreign program starts (Chromium, started by
+chromedriver), `write_wrapper` makes a script to start instead, which ties the program
+to whatever process runs the script.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import concurrent.futures
 import ctypes
 import os
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -39,6 +43,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 DEATHSIG = sys.platform.startswith("linux")
@@ -98,6 +103,17 @@ def popen(args: Sequence[str], *, death_signal: int = signal.SIGTERM, lifeline: 
     return _on_spawner(lambda: subprocess.Popen(args, preexec_fn=pre, **kwargs))
 
 
+def preexec(death_signal: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """For a library that starts the process itself (selenium's chromedriver): a
+    `preexec_fn` that gives the child `death_signal` when this process dies, or None where
+    there is no such signal. Call it on the main thread, which the signal follows."""
+    if not DEATHSIG:
+        return None
+    assert threading.current_thread() is threading.main_thread(), "the death signal follows the forking thread"
+    parent = os.getpid()
+    return lambda: _set_death_signal(death_signal, parent)
+
+
 def run(args: Sequence[str], *, timeout: float, death_signal: int = signal.SIGKILL, capture_output: bool = False,
         input: str | bytes | None = None, check: bool = False, **kwargs: Any) -> subprocess.CompletedProcess:
     """`subprocess.run` with `popen`'s guarantee, and always a timeout (killed when it passes)."""
@@ -139,14 +155,15 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
     threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
 
 
-# --- the lifeline pipe ---------------------------------------------------------------------
+# --- the lifeline pipe, and programs started by others --------------------------------------
 
 
 def _popen_lifeline(args: list[str], sig: int, kwargs: dict) -> subprocess.Popen:
     read_end, write_end = os.pipe()  # neither inheritable: the child gets the read end alone
     try:
         kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), read_end)
-        shim = [sys.executable, "-m", "tlog.service.children", str(read_end), str(sig), "--", *args]
+        shim = [sys.executable, "-m", "tlog.service.children", "--signal", str(sig), "--lifeline", str(read_end),
+                "--", *args]
         proc = subprocess.Popen(shim, **kwargs)
     except BaseException:
         os.close(write_end)
@@ -159,25 +176,44 @@ def _popen_lifeline(args: list[str], sig: int, kwargs: dict) -> subprocess.Popen
     return proc
 
 
-def _exec_with_watcher(lifeline: int, sig: int, argv: list[str]) -> None:
-    """The shim: start a watcher, then become `argv` (same pid, so callers can signal it).
+def write_wrapper(path: Path, program: str, death_signal: int = signal.SIGTERM, *,
+                  watcher: bool | None = None) -> Path:
+    """An executable script at `path` that runs `program` (with the script's arguments)
+    so that it gets `death_signal` when whatever started the script dies: for a program
+    that another program starts, as chromedriver starts Chromium. `watcher`: None uses
+    the kernel's death signal where there is one, else a watcher process polls."""
+    use_watcher = not DEATHSIG if watcher is None else watcher
+    path.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m tlog.service.children '
+                    f'--signal {int(death_signal)} --parent "$PPID"{" --watch" if use_watcher else ""} '
+                    f'-- {shlex.quote(program)} "$@"\n')
+    path.chmod(0o755)
+    return path
 
-    The watcher waits on two pipes: the lifeline (EOF: the parent is gone, so `sig` goes
-    to the program) and one whose write end only the program holds (EOF: the program
-    has exited, so the watcher does too and never signals a reused pid). It is forked
+
+def _exec_tied(sig: int, argv: list[str], *, lifeline: int | None, parent: int | None, watch: bool) -> None:
+    """Become `argv` (same pid, so callers can signal it), tied to the lifeline pipe or to
+    the process `parent`. With a parent and PR_SET_PDEATHSIG, the kernel does it; else a
+    watcher does: it waits for the lifeline's EOF (or polls whether `parent` lives) and
+    then signals the program, and for a pipe whose write end only the program holds, whose
+    EOF means the program has exited (so it never signals a reused pid). It is forked
     twice, so that it is no child of the program (PostgreSQL, for one, takes an unknown
     child's exit for a crashed backend)."""
-    exited_r, exited_w = os.pipe()
-    target = os.getpid()
-    middle = os.fork()
-    if middle == 0:
-        if os.fork() == 0:
-            _watch(lifeline, exited_r, exited_w, target, sig)
-        os._exit(0)
-    os.waitpid(middle, 0)
-    os.close(exited_r)
-    os.close(lifeline)
-    os.set_inheritable(exited_w, True)
+    if lifeline is None and parent is not None and DEATHSIG and not watch:
+        _set_death_signal(sig, parent)
+    else:
+        exited_r, exited_w = os.pipe()
+        target = os.getpid()
+        middle = os.fork()
+        if middle == 0:
+            if os.fork() == 0:
+                os.close(exited_w)
+                _watch(sig, target, exited_r, lifeline, parent)
+            os._exit(0)
+        os.waitpid(middle, 0)
+        os.close(exited_r)
+        if lifeline is not None:
+            os.close(lifeline)
+        os.set_inheritable(exited_w, True)
     try:
         os.execvp(argv[0], argv)
     except OSError as e:
@@ -185,23 +221,53 @@ def _exec_with_watcher(lifeline: int, sig: int, argv: list[str]) -> None:
         os._exit(127)
 
 
-def _watch(lifeline: int, exited: int, exited_w: int, target: int, sig: int) -> None:
-    os.close(exited_w)
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch(sig: int, target: int, exited: int, lifeline: int | None, parent: int | None) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # hold none of the program's pipes open
         os.dup2(null, fd)
     os.setsid()  # out of the program's process group: a signal to the group is for the program
-    watching = [lifeline, exited]
+    watching = [exited] if lifeline is None else [lifeline, exited]
+    signalled = False
     while True:
-        ready, _, _ = select.select(watching, [], [])
+        ready, _, _ = select.select(watching, [], [], 0.5 if parent is not None and not signalled else None)
         if exited in ready:
             os._exit(0)
-        if lifeline in ready and not os.read(lifeline, 1):  # EOF: the parent is gone
+        if signalled:
+            continue
+        gone = (lifeline in ready and not os.read(lifeline, 1)) or (parent is not None and not _alive(parent))
+        if gone:
             os.kill(target, sig)
+            signalled = True
             watching = [exited]
 
 
+def _main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tlog.service.children",
+                                 description="Run PROGRAM so that it gets SIGNAL when its parent dies.")
+    ap.add_argument("--signal", type=int, required=True)
+    tie = ap.add_mutually_exclusive_group(required=True)
+    tie.add_argument("--lifeline", type=int, help="the read end of a pipe only the parent writes")
+    tie.add_argument("--parent", type=int, help="the parent's pid")
+    ap.add_argument("--watch", action="store_true", help="with --parent: a watcher, not the kernel's signal")
+    ap.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
+    opts = ap.parse_args()
+    argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
+    if not argv:
+        ap.error("no program")
+    _exec_tied(opts.signal, argv, lifeline=opts.lifeline, parent=opts.parent, watch=opts.watch)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 5 or sys.argv[3] != "--":
-        sys.exit("usage: python -m tlog.service.children LIFELINE_FD SIGNAL -- PROGRAM [ARGS...]")
-    _exec_with_watcher(int(sys.argv[1]), int(sys.argv[2]), sys.argv[4:])
+    _main()
