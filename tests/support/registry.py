@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -26,6 +27,7 @@ from tlog.formats.conformance import sign_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.times import format_utc
+from tlog.service import children
 from tlog.service.serve import start_app
 
 from tests.support.services import ServerProcess
@@ -119,10 +121,19 @@ async def wait_epoch_after(reg: Running, seq: int, timeout: float = 15.0) -> Non
 
 
 async def run(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 60) -> tuple[int, str, str]:
-    """Run a subprocess without blocking the event loop (the servers share it)."""
+    """Run a subprocess without blocking the event loop (the servers share it); it dies
+    with this process, and when `timeout` passes."""
+    pre = children.preexec(signal.SIGKILL)
     proc = await asyncio.create_subprocess_exec(*args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                env={**os.environ, **(env or {})})
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+                                                env={**os.environ, **(env or {})}, **({"preexec_fn": pre} if pre else {}))
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        raise
+    assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
 
