@@ -183,6 +183,10 @@ async def run(cycles: int, workdir: Path, seed: int = 0, progress: bool = False)
             continue
         stop = asyncio.Event()
         task = asyncio.create_task(load(url, obs, counter, stop))
+        before = len(obs.acked)
+        settle = time.monotonic() + 60  # the kill lands under load: after this cycle's first acknowledgement
+        while len(obs.acked) == before and proc.poll() is None and time.monotonic() < settle:
+            await asyncio.sleep(0.01)
         limit = time.monotonic() + rng.uniform(0.2, 1.5)
         while time.monotonic() < limit and proc.poll() is None:
             await asyncio.sleep(0.01)
@@ -481,8 +485,13 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
             tasks = [asyncio.create_task(load(log.url, obs, counter, stop, workers=8)),
                      asyncio.create_task(registry_load(reg.url, stop)),
                      asyncio.create_task(witness_poll(stop))]
-            limit = time.monotonic() + rng.uniform(0.3, 1.2)
             target = {"log": log, "witness": witness, "registry": reg}[victim]
+            before = (len(obs.acked), len(reg_acked))
+            settle = time.monotonic() + 60  # the kill lands under load: after this cycle's first acknowledgements
+            while (len(obs.acked) == before[0] or len(reg_acked) == before[1]) and target.alive() \
+                    and time.monotonic() < settle:
+                await asyncio.sleep(0.01)
+            limit = time.monotonic() + rng.uniform(0.3, 1.2)
             while time.monotonic() < limit and target.alive():
                 await asyncio.sleep(0.01)
             died_by_itself = not target.alive()
