@@ -132,7 +132,7 @@ async def test_workers_serve_each_published_checkpoint_and_its_tiles(rlog):
     assert new == old + 300
     # Partial tile 0/3 of the new tree: 900 leaves = 3 full tiles + 132.
     path = "/" + tile_path(0, 3, new % 256)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while True:  # the state reaches the worker right after it is published, over a local socket
         streams = await asyncio.gather(*(exchange(rlog.port, get("/checkpoint") + get(path) + CLOSE)
                                          for _ in range(CONNS)))
@@ -158,7 +158,7 @@ async def test_worker_answers_are_counted_in_the_log_metrics(rlog):
     before = tiles_counted(await metrics())
     close_tile = get("/" + tile_path(0, 1), "Connection: close")  # answered and closed on the fast path
     await asyncio.gather(*(exchange(rlog.port, get("/" + tile_path(0, 0)) * 4 + close_tile) for _ in range(CONNS)))
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while tiles_counted(await metrics()) < before + 5 * CONNS:  # workers report once a second
         assert time.monotonic() < deadline, "worker requests never reached /metrics"
         await asyncio.sleep(0.2)
@@ -186,7 +186,7 @@ async def test_workers_exit_with_the_log_process(rlog):
         loop.remove_reader(child.chan.fileno())
         child.chan.close()
         child.lost = True
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while any(p.poll() is None for p in procs):
         assert time.monotonic() < deadline, "a worker outlived its log process"
         await asyncio.sleep(0.05)
@@ -237,7 +237,7 @@ async def test_a_worker_that_fell_behind_catches_up_with_the_newest_checkpoint(r
     finally:
         os.kill(worker.pid, signal.SIGCONT)
     want = rlog.svc.state.size
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while True:
         streams = await asyncio.gather(*(exchange(rlog.port, get("/checkpoint") + CLOSE) for _ in range(CONNS)))
         sizes = {int(responses(s)[0][2].split(b"\n")[1]) for s in streams}

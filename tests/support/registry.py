@@ -108,7 +108,7 @@ async def start_registry(data: Path, log: ServerProcess, **overrides) -> Running
     return Running(svc, runner, f"http://127.0.0.1:{runner.addresses[0][1]}", log)
 
 
-async def wait_epoch_after(reg: Running, seq: int, timeout: float = 15.0) -> None:
+async def wait_epoch_after(reg: Running, seq: int, timeout: float = 60.0) -> None:
     """Wait until the status epoch covers registry commit `seq` (epochs follow commits)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout

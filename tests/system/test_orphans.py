@@ -57,7 +57,7 @@ def test_servers_the_test_helpers_start_die_with_a_killed_test_process(tmp_path)
             assert program in names, names
         run.kill()  # kill -9 of the test process
         run.wait(10)
-        left = wait_gone(procs, 10)
+        left = wait_gone(procs, 30)
         assert not left, [command(pid) for pid, _ in left]  # (the finally clause kills them)
         assert ports_free(ports)
     finally:
@@ -93,7 +93,7 @@ def test_the_browser_the_explorer_tests_drive_dies_with_a_killed_test_process(tm
         assert any("chromium" in n and "chromedriver" not in n for n in names), names  # the browser, its child
         run.kill()
         run.wait(10)
-        left = wait_gone(procs, 10)
+        left = wait_gone(procs, 30)
         assert not left, [command(pid) for pid, _ in left]  # (the finally clause kills them)
     finally:
         if run.poll() is None:
