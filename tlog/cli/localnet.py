@@ -5,8 +5,8 @@ them, and the registry (8090) anchored in that log, each as its own process,
 as they would run in production. Keys and configs are made on first start
 under ./data and reused afterwards; Ctrl-C, SIGTERM or a closed terminal (SIGHUP)
 stops everything cleanly, in the reverse order of start. Every service dies with
-this process (`tlog.service.children`): after a kill -9 of it, they stop on their own
-and free their ports.
+this process (`tlog.service.children`): after a kill -9 of it, they are killed too
+(as in a crash, which each survives) and their ports are free at once.
 
 With `--scale` (`make run-scale`) the log runs as two frontends (8080 and 8085) on a
 PostgreSQL server and an S3-compatible bucket (SeaweedFS) started here, from the
@@ -146,8 +146,12 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     def spawn(tier: str, name: str, args: list[str], health: str) -> None:
         if stopping.is_set():
             return
-        # SIGTERM if this process dies: the service stops cleanly on its own
-        proc = children.popen(args, death_signal=signal.SIGTERM, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # Every orderly stop (Ctrl-C, SIGTERM, SIGHUP, --stop-with-parent) goes through
+        # _stop_in_order. If this process dies without one (kill -9), the services are
+        # killed too, as in a crash, which each of them survives with nothing acknowledged
+        # lost: stopped cleanly all at once instead, a log would wait out its cosigning
+        # timeout for witnesses stopping at the same moment.
+        proc = children.popen(args, death_signal=signal.SIGKILL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, start_new_session=True)
         procs.append((tier, name, proc))
         threading.Thread(target=_prefix_output, args=(name, proc), daemon=True).start()
