@@ -17,12 +17,12 @@ venv: $(STAMP)
 # A log (8080) requiring 2 of 3 witnesses (8081-8083), the registry (8090) and a mirror (8084)
 # following the log, data in ./data
 run: $(STAMP)
-	$(BIN)/oap-localnet --data ./data
+	$(BIN)/oap-localnet --data ./data --stop-with-parent
 
 # The same network with the log as two frontends on PostgreSQL and an S3 bucket (SeaweedFS),
 # both started here from PyPI packages; data in ./data/scale
 run-scale: $(STAMP)
-	$(BIN)/oap-localnet --data ./data --scale
+	$(BIN)/oap-localnet --data ./data --scale --stop-with-parent
 
 test: $(STAMP) tools
 	$(BIN)/ruff check .

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import shutil
+import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from common import ORIGIN, entry_bytes
 from tlog.formats.hashing import leaf_hashes
 from tlog.merkle.tree import TreeView
 from tlog.server.service import checkpoint_signer, load_or_create_key
+from tlog.service import children
 from tlog.storage.embedded import SCHEMA, EmbeddedStorage, entry_runs
 from tlog.storage.hashfiles import HashFiles
 
@@ -37,6 +39,7 @@ CHUNK = 1 << 18
 
 
 def _hasher(hash_dir: str, n: int, q: mp.Queue) -> None:
+    children.die_with_parent(signal.SIGKILL)
     hashes = HashFiles(Path(hash_dir))
     for start in range(0, n, CHUNK):
         count = min(CHUNK, n - start)

@@ -34,7 +34,6 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -44,6 +43,8 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from common import ORIGIN, SyncAppender, entry_bytes, machine  # noqa: E402
+
+from tlog.service import children  # noqa: E402
 
 CACHE = HERE / ".cache"
 RESULTS = HERE / "results"
@@ -242,8 +243,8 @@ def run_child(spec: dict, timeout: float) -> dict:
     env = {**os.environ, "PYTHONPATH": str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     t = time.perf_counter()
     try:
-        p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)],
-                           capture_output=True, text=True, timeout=timeout, env=env)
+        p = children.run([sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)],
+                         capture_output=True, text=True, timeout=timeout, env=env)
     finally:
         spec_path.unlink(missing_ok=True)
     if p.returncode != 0:

@@ -24,6 +24,7 @@ import json
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -31,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tlog.service import children  # noqa: E402
 from tlog.service.limits import new_token  # noqa: E402
 
 from tests.httpfuzz import rss_kb  # noqa: E402
@@ -180,6 +182,7 @@ async def forged_forwarded_for(work: Path) -> dict:
 
 def _hostile(port: int, seconds: float, sent) -> None:
     """A hostile client in its own process: bombs, unread proof batches, malformed writes."""
+    children.die_with_parent(signal.SIGKILL)
     async def run() -> None:
         deadline = time.monotonic() + seconds
         proofs = post("/v1/proof/inclusion:batch", json.dumps({"indices": list(range(4096)) * 24}).encode(),

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from common import ORIGIN, child_pids, cpu_seconds, proc_memory
 
+from tlog.service import children
+
 BIN = Path(sys.executable).parent
 
 
@@ -44,8 +46,8 @@ class Server:
         # All load comes from 127.0.0.1, one "client" to the per-client rate
         # limits (issue 6); they are off so that the server's capacity is measured.
         env = dict(os.environ) | {"OAP_LOG_RATE_LIMIT_WRITE": "0", "OAP_LOG_RATE_LIMIT_READ": "0"} | (self.env or {})
-        self.proc = subprocess.Popen(
-            self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.proc = children.popen(self.command(), death_signal=signal.SIGKILL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, env=env)
         deadline = time.monotonic() + 120
         lines = []
         while time.monotonic() < deadline:
@@ -246,7 +248,8 @@ def run_wrk(server: Server, script: str, args: list[str], *, connections: int, s
                "--latency", "-s", path, server.url, "--", *args]
         cpu0 = server.cpu()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = children.popen(cmd, death_signal=signal.SIGKILL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
         out = proc.stdout.read()
         _, status, ru = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -305,6 +308,8 @@ async def _connection(port: int, make, seq, deadline: float, lat: list[float], s
 
 def _pyload_child(port: int, make, connections: int, total: int, seconds: float, conn_q: mp.Queue,
                   sequences: list[list[bytes]] | None = None) -> None:
+    children.die_with_parent(signal.SIGKILL)
+
     async def main() -> None:
         counter = iter(range(total))
         lat: list[float] = []

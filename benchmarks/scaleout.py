@@ -14,6 +14,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from common import ORIGIN, Result, SyncAppender, cpu_seconds
 from tlog.cli.engines import Postgres, Seaweed
 from tlog.formats.keys import Signer
 from tlog.server.service import checkpoint_signer
+from tlog.service import children
 from tlog.service.keyfiles import write_private_key, write_secret
 from tlog.storage.postgres import PostgresStorage
 
@@ -121,6 +123,8 @@ def postgres_pids() -> list[int]:
 
 
 def _load_child(targets: list[tuple[str, int]], make, conns: int, seconds: float, total: int, q) -> None:
+    children.die_with_parent(signal.SIGKILL)
+
     async def client(k: int, lat: list, stop: float, counter: list) -> None:
         host, port = targets[k % len(targets)]
         r, w = await asyncio.open_connection(host, port)

@@ -39,6 +39,11 @@ class Batcher:
             await self._task
 
     @property
+    def queued(self) -> int:
+        """Submissions waiting for a batch (what a test waits on to know they have arrived)."""
+        return len(self._queue)
+
+    @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 

@@ -47,6 +47,7 @@ from tlog.formats.entries import canonical_entry, receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import parse_note
 from tlog.merkle.verify import verify_consistency
+from tlog.service import children
 
 from tests.support.services import fetch_entries
 
@@ -83,9 +84,10 @@ ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
 
 def start_log(data: Path, crash: str | None = None) -> tuple[subprocess.Popen, str, str]:
     env = ENV
-    proc = subprocess.Popen([*oap_log(crash), "serve", "--data", str(data), "--port", "0",
-                             "--batch-interval-ms", "5", "--rate-limit-write", "0", "--rate-limit-read", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = children.popen([*oap_log(crash), "serve", "--data", str(data), "--port", "0",
+                           "--batch-interval-ms", "5", "--rate-limit-write", "0", "--rate-limit-read", "0"],
+                          death_signal=signal.SIGKILL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=env)
     url = vkey = ""
     seen: list[str] = []
     deadline = time.monotonic() + 30
@@ -182,6 +184,10 @@ async def run(cycles: int, workdir: Path, seed: int = 0, progress: bool = False)
             continue
         stop = asyncio.Event()
         task = asyncio.create_task(load(url, obs, counter, stop))
+        before = len(obs.acked)
+        settle = time.monotonic() + 60  # the kill lands under load: after this cycle's first acknowledgement
+        while len(obs.acked) == before and proc.poll() is None and time.monotonic() < settle:
+            await asyncio.sleep(0.01)
         limit = time.monotonic() + rng.uniform(0.2, 1.5)
         while time.monotonic() < limit and proc.poll() is None:
             await asyncio.sleep(0.01)
@@ -294,17 +300,21 @@ async def run_scale(cycles: int, workdir: Path, seed: int = 0, progress: bool = 
             if progress:
                 print(f"cycle {cycle + 1}/{cycles}: {mode}, {len(obs.acked)} acknowledged so far "
                       f"({time.monotonic() - t0:.1f} s)", flush=True)
-        # the end: everything acknowledged is in the log, and the bucket says the same
+        # the end: everything acknowledged is in the log, and the bucket says the same. A
+        # frontend that is not the integrator, and the bucket, follow the head a moment
+        # later: wait (bounded) for a checkpoint that covers every acknowledged entry,
+        # the same in the bucket; what is still missing then is lost.
         policy = TrustPolicy.for_log(signer.vkey)
         deadline = time.monotonic() + 60
+        covers = max(obs.acked.values(), default=-1) + 1
         async with LogClient(fronts[0].url) as client:
             while True:
                 final = policy.verify_checkpoint(await client.checkpoint()).checkpoint
                 async with aiohttp.ClientSession() as s:
                     async with s.get(weed.bucket_url("oap-log") + "/checkpoint") as r:
                         bucket_note = await r.text()
-                if policy.verify_checkpoint(bucket_note).checkpoint.size == final.size or \
-                        time.monotonic() > deadline:
+                bucket_size = policy.verify_checkpoint(bucket_note).checkpoint.size if r.status == 200 else -1
+                if (bucket_size == final.size and final.size >= covers) or time.monotonic() > deadline:
                     break
                 await asyncio.sleep(0.2)
             stored = await fetch_entries(fronts[0].url, final.size)
@@ -480,8 +490,13 @@ async def run_network(cycles: int, workdir: Path, seed: int = 0, progress: bool 
             tasks = [asyncio.create_task(load(log.url, obs, counter, stop, workers=8)),
                      asyncio.create_task(registry_load(reg.url, stop)),
                      asyncio.create_task(witness_poll(stop))]
-            limit = time.monotonic() + rng.uniform(0.3, 1.2)
             target = {"log": log, "witness": witness, "registry": reg}[victim]
+            before = (len(obs.acked), len(reg_acked))
+            settle = time.monotonic() + 60  # the kill lands under load: after this cycle's first acknowledgements
+            while (len(obs.acked) == before[0] or len(reg_acked) == before[1]) and target.alive() \
+                    and time.monotonic() < settle:
+                await asyncio.sleep(0.01)
+            limit = time.monotonic() + rng.uniform(0.3, 1.2)
             while time.monotonic() < limit and target.alive():
                 await asyncio.sleep(0.01)
             died_by_itself = not target.alive()

@@ -14,6 +14,7 @@ import pytest
 
 from registry.config import RegistryConfig
 from tlog.errors import ConfigError
+from tlog.service import children
 from tlog.service.config import load
 
 from tests.support.registry import BIN
@@ -28,8 +29,10 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 class RegistryProcess:
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([CLI, "serve", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+        # No idle anchor commit (5 s after start by default) to move the commit numbers on a slow machine
+        env = {**os.environ, "OAP_REGISTRY_ANCHOR_IDLE_SECONDS": "3600"}
+        self.proc = children.popen([CLI, "serve", *args], death_signal=signal.SIGKILL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, env=env)
         self.url = self.key = ""
         lines = []
         deadline = time.monotonic() + 30
@@ -71,7 +74,7 @@ def test_serve_revoke_and_check_status_offline(tmp_path, log_server):
         r = cli("revoke", "--key", str(tmp_path / "alice.key"), "--kind", "key", "--reason", "key_compromise",
                 "--url", reg.url, "--out", str(tmp_path / "commit.tlog-proof"))
         assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["seq"] == 1
+        assert json.loads(r.stdout)["seq"] == 1  # the commit after the first (no idle anchor commit meanwhile)
         assert (tmp_path / "commit.tlog-proof").read_text().startswith("c2sp.org/tlog-proof@v1")
         saved = tmp_path / "status.json"
         trust = ("--registry-key", reg.key, "--log-vkey", log_server.vkey)

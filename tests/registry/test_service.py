@@ -29,6 +29,7 @@ from tlog.client.client import LogClient
 from tlog.formats.did import public_from_did_key
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.proofbundle import parse_proof_bundle
+from tlog.formats.times import parse_utc
 
 from tests.support.registry import (
     BIN,
@@ -156,7 +157,11 @@ async def test_under_load_many_records_share_one_commit(reg):
     reg.svc.writer.before_publish = None
     seeds = [generate_seed() for _ in range(30)]
     rest = [asyncio.create_task(reg.post(make_revocation(s, kind="key", subject=did(s)))) for s in seeds]
-    await asyncio.sleep(0.1)  # let them queue behind the stalled batch
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 60
+    while reg.svc.batcher.queued < len(seeds):  # all queued behind the stalled batch
+        assert loop.time() < end, f"only {reg.svc.batcher.queued} of {len(seeds)} submissions arrived"
+        await asyncio.sleep(0.02)
     release.set()
     out = [await t for t in [first, *rest]]
     assert all(st == 200 for st, _ in out)
@@ -324,11 +329,13 @@ async def test_kill_switch_revokes_every_token_class_from_its_effective_time(reg
     status, body = await reg.post(make_kill_switch(p, effective_at=soon))
     assert status == 200 and body["receipt_anchor"]
     await wait_epoch_after(reg, body["seq"])
-    for cls in KILL_SWITCH_CLASSES:  # before the effective time: still good (the principal is known)
+    for cls in KILL_SWITCH_CLASSES:  # good in an epoch before the effective time (the principal is known)
         st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
-        assert resp["status"] == "good", resp["status"]
+        # (on a slow machine the first epoch after the commit may already be past it)
+        before = parse_utc(resp["this_update"], "this_update") < parse_utc(soon, "effective_at")
+        assert resp["status"] == ("good" if before else "revoked"), resp
     loop = asyncio.get_running_loop()
-    end = loop.time() + 15
+    end = loop.time() + 60
     while loop.time() < end:  # the epoch's next_update is the kill switch's effective time
         st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#oauth_grants", safe=":"))
         if resp["status"] == "revoked":
@@ -377,13 +384,13 @@ async def test_conformance_levels_and_expiry_through_the_service(tmp_path, log_s
         st, body = await reg.post(conformance_doc(web_receipt(b, "L5", witnesses=(w[0], w[1], stranger),
                                                               audit=audit_for(b.did, auditor, anchor=anchor))))
         assert st == 403 and body["error"] == "policy_block" and did(stranger) in body["message"]
-        short = receipt(generate_seed(), "L1", valid=timedelta(seconds=2))
+        short = receipt(generate_seed(), "L1", valid=timedelta(seconds=5))  # accepted, then expires
         st, body = await reg.post(conformance_doc(short))
         assert st == 200
         st, info, _ = await reg.get("/v1/info")
         assert info["head"]["seq"] == body["seq"]
         loop = asyncio.get_running_loop()
-        end = loop.time() + 15
+        end = loop.time() + 60
         resp = {}
         while loop.time() < end:
             st, resp, _ = await reg.get("/v1/status/" + short["id"])
@@ -491,7 +498,7 @@ async def test_an_idle_registry_commits_the_last_anchor_once(tmp_path, log_serve
         st, body = await reg.post(make_revocation(a := generate_seed(), kind="key", subject=did(a)))
         assert st == 200
         loop = asyncio.get_running_loop()
-        end = loop.time() + 10
+        end = loop.time() + 60
         while reg.svc.index.head.seq == body["seq"] and loop.time() < end:
             await asyncio.sleep(0.05)
         head = reg.svc.index.head

@@ -151,7 +151,7 @@ async def test_waiters_get_an_error_when_building_the_answers_fails(tmp_path, mo
         monkeypatch.setattr(appends_mod, "inclusion_levels", boom)
         appends = SingleAppends(svc.sequencer, svc.hashes, svc.metrics)
         futs = [appends.submit(commitment(i), False, 0.0) for i in range(3)]
-        done, pending = await asyncio.wait(futs, timeout=10)
+        done, pending = await asyncio.wait(futs, timeout=60)
         assert not pending
         assert all(isinstance(f.exception(), OSError) for f in done)
         assert svc.state.size == 3  # durable all the same: a retry finds them as duplicates

@@ -13,6 +13,7 @@ import base64
 import json
 import re
 import socket
+import time
 
 import cbor2
 import pytest
@@ -199,7 +200,7 @@ async def test_connection_close_oversize_heads_and_idle_timeouts(tmp_path):
         assert responses(await exchange(p.fast, big))[0][0].split(b" ")[1].startswith(b"4")  # from aiohttp
         # an idle keep-alive connection and a head that never ends are both closed by the timeout
         for data in (get("/checkpoint"), b"GET /checkpoint HTTP/1.1\r\nHost: x\r\n"):
-            out = await exchange(p.fast, data, timeout=8)
+            out = await exchange(p.fast, data, timeout=60)  # closed after 1 s idle; 60: a bound only
             assert out.count(b"HTTP/1.1 200") == (1 if data.endswith(b"\r\n\r\n") else 0)
     finally:
         await p.runner.cleanup()
@@ -464,10 +465,9 @@ async def test_the_idle_timer_drops_a_client_that_stopped_reading(tmp_path):
         s = await _send_without_reading(p.fast, get("/" + tile_path(0, 0)) * 2000, settle=0.1)
         conn = next(iter(site._fast_conns))
         transport = conn._transport
-        for _ in range(60):
-            if transport.get_write_buffer_size() == 0:
-                break
-            await asyncio.sleep(0.1)
+        deadline = time.monotonic() + 60
+        while (transport.get_write_buffer_size() or conn in site._fast_conns) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         s.close()
         assert transport.get_write_buffer_size() == 0 and conn not in site._fast_conns
     finally:
@@ -495,7 +495,11 @@ async def test_shutdown_answers_appends_in_flight(tmp_path):
     reader, writer = await asyncio.open_connection("127.0.0.1", p.fast)
     writer.write(post(commitment(77)))
     await writer.drain()
-    await asyncio.sleep(0.2)  # in the queue, waiting for its batch
+    site = next(s for s in p.runner.sites if getattr(s, "_fast", None))
+    deadline = time.monotonic() + 60
+    while not any(c.busy is not None for c in site._fast_conns):  # read, and waiting for its batch
+        assert time.monotonic() < deadline, "the append never reached the server"
+        await asyncio.sleep(0.01)
     await p.runner.cleanup()  # what serve_until_signal does after draining the sequencer
     data = await asyncio.wait_for(reader.read(-1), 10)
     writer.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -26,6 +27,7 @@ from tlog.formats.conformance import sign_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.times import format_utc
+from tlog.service import children
 from tlog.service.serve import start_app
 
 from tests.support.services import ServerProcess
@@ -96,7 +98,8 @@ class Running:
 
 
 async def start_registry(data: Path, log: ServerProcess, **overrides) -> Running:
-    settings = dict(data_dir=data, log_url=log.url, port=0, epoch_seconds=60, anchor_idle_seconds=30,
+    # no idle anchor commit unless a test asks for one: commit numbers do not depend on timing
+    settings = dict(data_dir=data, log_url=log.url, port=0, epoch_seconds=60, anchor_idle_seconds=3600,
                     batch_interval_ms=20, min_epoch_interval=0.0, rate_limit=0)
     settings.update(overrides)
     cfg = RegistryConfig(**settings)
@@ -106,7 +109,7 @@ async def start_registry(data: Path, log: ServerProcess, **overrides) -> Running
     return Running(svc, runner, f"http://127.0.0.1:{runner.addresses[0][1]}", log)
 
 
-async def wait_epoch_after(reg: Running, seq: int, timeout: float = 15.0) -> None:
+async def wait_epoch_after(reg: Running, seq: int, timeout: float = 60.0) -> None:
     """Wait until the status epoch covers registry commit `seq` (epochs follow commits)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
@@ -119,10 +122,19 @@ async def wait_epoch_after(reg: Running, seq: int, timeout: float = 15.0) -> Non
 
 
 async def run(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 60) -> tuple[int, str, str]:
-    """Run a subprocess without blocking the event loop (the servers share it)."""
+    """Run a subprocess without blocking the event loop (the servers share it); it dies
+    with this process, and when `timeout` passes."""
+    pre = children.preexec(signal.SIGKILL)
     proc = await asyncio.create_subprocess_exec(*args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                env={**os.environ, **(env or {})})
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+                                                env={**os.environ, **(env or {})}, **({"preexec_fn": pre} if pre else {}))
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        raise
+    assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
 

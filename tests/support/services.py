@@ -1,5 +1,6 @@
 """Start the three services as real processes on 127.0.0.1 (kernel-chosen ports),
-for the ops checks, the fuzzer, the crash harness and the `server` fixture."""
+for the ops checks, the fuzzer, the crash harness and the `server` fixture. Each dies
+with the process that started it (SIGKILL: a killed test run leaves nothing running)."""
 from __future__ import annotations
 
 import re
@@ -7,8 +8,9 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+from tlog.service import children
 
 BIN = Path(sys.executable).parent
 ORIGIN = "oap.localhost/log"
@@ -20,32 +22,48 @@ class Service:
         self.proc: subprocess.Popen | None = None
         self.url = self.vkey = ""
         self.lines: list[str] = []
+        self._reader: threading.Thread | None = None
+        self._up = threading.Event()  # its banner was read, or it exited
+        self.started = False
 
     def start(self, timeout: float = 60) -> Service:
+        """Start it and wait (at most `timeout` seconds) for its banner's last line."""
         self.lines = []
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=self.env)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            if m := re.match(r"verifier key: (\S+)", line):
-                self.vkey = m.group(1)
-            if m := re.match(r"url:\s+(\S+)", line):
-                self.url = m.group(1)
-            if line.startswith("data:"):
-                threading.Thread(target=self._drain, daemon=True).start()
-                return self
+        self._up.clear()
+        self.started = False
+        self.proc = children.popen(self.args, death_signal=signal.SIGKILL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, env=self.env)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if self._up.wait(timeout) and self.started:
+            return self
         self.kill()
         raise RuntimeError(f"{self.name} did not start:\n" + "".join(self.lines[-20:]))
 
-    def _drain(self) -> None:
+    def _read(self) -> None:
+        """Every line it prints, to its end (it never blocks on a full pipe)."""
+        assert self.proc is not None and self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append(line)
+            if not self._up.is_set():
+                if m := re.match(r"verifier key: (\S+)", line):
+                    self.vkey = m.group(1)
+                if m := re.match(r"url:\s+(\S+)", line):
+                    self.url = m.group(1)
+                if line.startswith("data:"):
+                    self.started = True
+                    self._up.set()
             if len(self.lines) > 20000:
                 del self.lines[:10000]
+        self._up.set()  # it exited: start() stops waiting
+
+    def _reaped(self, timeout: float) -> int:
+        """Its exit status, once it has exited and its last line has been read."""
+        assert self.proc is not None
+        code = self.proc.wait(timeout)
+        if self._reader is not None:
+            self._reader.join(timeout)
+        return code
 
     @property
     def log_text(self) -> str:
@@ -61,13 +79,12 @@ class Service:
     def kill(self) -> None:
         if self.alive():
             self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+            self._reaped(10)
 
     def stop(self) -> int:
         if self.alive():
             self.proc.send_signal(signal.SIGINT)
-            return self.proc.wait(30)
-        return self.proc.returncode
+        return self._reaped(60)
 
 
 class ServerProcess(Service):
@@ -79,7 +96,6 @@ class ServerProcess(Service):
 
     def stop(self) -> int:
         rc = super().stop()
-        time.sleep(0.1)  # let the drain thread read the last lines
         self.output = self.log_text
         return rc
 

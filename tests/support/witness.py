@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import signal
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +21,8 @@ from tlog.service.serve import start_app
 from witness.config import WitnessConfig, WitnessedLog
 from witness.core import add_checkpoint_body
 from witness.server import WitnessService, build_app
+
+from tests.support.services import Service
 
 # --- V4 (the litewitness test suite's scenario) and V8 ------------------------------
 
@@ -165,54 +163,17 @@ def write_config(path: Path, data: Path, logs: list[WitnessedLog], *, name: str 
     return path
 
 
-class WitnessProcess:
-    """`oap-witness serve` on 127.0.0.1 with a kernel-chosen port; kill() is SIGKILL."""
+class WitnessProcess(Service):
+    """`oap-witness serve` on 127.0.0.1 with a kernel-chosen port; kill() is SIGKILL, stop() SIGTERM."""
 
     def __init__(self, config: Path) -> None:
+        super().__init__("witness", [str(BIN / "oap-witness"), "serve", "--config", str(config), "--port", "0"])
         self.config = config
-        self.proc: subprocess.Popen | None = None
-        self._drain: threading.Thread | None = None
-        self.url = ""
-        self.vkey = ""
-
-    def start(self, timeout: float = 30) -> WitnessProcess:
-        self.proc = subprocess.Popen(
-            [str(BIN / "oap-witness"), "serve", "--config", str(self.config), "--port", "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        deadline = time.monotonic() + timeout
-        lines = []
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if m := re.match(r"verifier key: (\S+)", line):
-                self.vkey = m.group(1)
-            if m := re.match(r"url:\s+(\S+)", line):
-                self.url = m.group(1)
-            if line.startswith("data:"):
-                # Keep draining output so the child never blocks on a full pipe.
-                self._drain = threading.Thread(target=self.proc.stdout.read, daemon=True)
-                self._drain.start()
-                return self
-        self.kill()
-        raise RuntimeError("witness did not start:\n" + "".join(lines))
-
-    def _reap(self, timeout: float) -> int:
-        assert self.proc is not None
-        code = self.proc.wait(timeout)
-        if self._drain is not None:
-            self._drain.join(timeout)
-        self.proc.stdout.close()
-        return code
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self._reap(10)
 
     def stop(self) -> int:
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self._reap(30)
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+        return self._reaped(30)
+
+

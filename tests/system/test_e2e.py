@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import aiohttp
 import pytest
@@ -86,7 +87,9 @@ async def test_ten_thousand_entries_tiles_offline_verify_and_kill9(server, tmp_p
     old_checkpoints = checkpoints_of(acked)
     crash_acked: dict[int, object] = {}
     submit = asyncio.create_task(anchor_all(srv.url, list(range(10_000, 30_000)), 24, crash_acked, True))
+    deadline = time.monotonic() + 300
     while len(crash_acked) < 1500:
+        assert time.monotonic() < deadline and not submit.done(), f"only {len(crash_acked)} acknowledged"
         await asyncio.sleep(0.01)
     await asyncio.sleep(random.random() * 0.05)
     srv.kill()

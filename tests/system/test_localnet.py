@@ -1,10 +1,13 @@
 """`make run`'s local network: witnesses (the first with an ML-DSA-44 key too), a 2-of-3
-witnessed log and the registry, as separate processes on 127.0.0.1 (free ports), then a
-clean Ctrl-C."""
+witnessed log, the registry and a mirror, as separate processes on 127.0.0.1 (free ports),
+then a clean Ctrl-C; and its services die with it however it ends (kill -9, a closed
+terminal, kill -9 of `make run` itself)."""
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import time
 import urllib.error
@@ -18,12 +21,16 @@ from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import open_note, parse_note
+from tlog.service.serve import port_holder
 from witness.core import origin_path
 
+from tests.support import localnet as ln
 from tests.support.localnet import BIN, localnet
 from tests.support.mirror import wait_for
+from tests.support.proctree import command, descendants, wait_gone
 
 pytestmark = pytest.mark.slow
+GONE_WITHIN = 5.0  # seconds for every service to end once its supervisor is gone
 
 
 def _witness_checkpoint(url: str, timeout: float = 60) -> str:
@@ -52,7 +59,6 @@ def _mirrored(prefix: str, policy: TrustPolicy) -> int:
 
 def test_local_network_end_to_end(tmp_path):
     with localnet(tmp_path / "data") as net:
-        time.sleep(0.5)
         policy_text = (tmp_path / "data" / "log" / "log.policy").read_text()
         assert policy_text.count("\nwitness ") == 4 and "\nwitness w1-mldsa44 witness-1.localhost+" in policy_text
         assert "group w1-any any w1 w1-mldsa44" in policy_text
@@ -81,7 +87,7 @@ def test_local_network_end_to_end(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert subprocess.run(["git", "-C", str(clone), "log", "--oneline"], capture_output=True,
-                              text=True).stdout.strip()
+                              text=True, timeout=60).stdout.strip()
         # the mirror follows the log: its copy carries its cosignature, verified from its tiles alone
         prefix = f"{net.mirror}/{hashlib.sha256(b'oap.localhost/log').hexdigest()}"
         assert f"  mirror    {net.mirror}   mirror.localhost+" in "".join(net.lines)
@@ -90,5 +96,106 @@ def test_local_network_end_to_end(tmp_path):
         audit = subprocess.run([str(BIN / "oap-log"), "audit", prefix, "--policy", str(tmp_path / "data/mirror.policy")],
                                capture_output=True, text=True, timeout=120)
         assert audit.returncode == 0 and "mirrors among them: m1" in audit.stdout, audit.stdout + audit.stderr
-    time.sleep(0.2)
-    assert "stopped cleanly" in "".join(net.lines[-5:])
+    assert net.lines[-1] == "stopped cleanly\n", net.output[-2000:]
+    assert_stopped_in_order(net, ["registry"], ["log"], ["mirror"], ["w1", "w2", "w3"])
+
+
+def assert_stopped_in_order(net: ln.LocalNet, *tiers: list[str]) -> None:
+    """Each service stopped cleanly, and every one of a tier before any of the next began
+    to: the registry (which writes to the log), the log frontends, then the witnesses."""
+    at = {}
+    for name in (n for tier in tiers for n in tier):
+        line = f"[{name}] stopped cleanly\n"
+        assert line in net.lines, net.output[-3000:]
+        at[name] = net.lines.index(line)
+    for earlier, later in zip(tiers, tiers[1:]):
+        assert max(at[n] for n in earlier) < min(at[n] for n in later), net.output[-3000:]
+
+
+def services_of(net: ln.LocalNet) -> set[tuple[int, int]]:
+    """The service processes below what the test started (and their own children)."""
+    assert net.proc is not None
+    procs = descendants(net.proc.pid)
+    names = " ".join(command(pid) for pid, _ in procs)
+    for program in ("oap-witness serve", "oap-log serve", "oap-registry serve"):
+        assert program in names, names
+    return procs
+
+
+def assert_all_gone(net: ln.LocalNet, procs: set[tuple[int, int]]) -> None:
+    """Within GONE_WITHIN seconds no service runs, and every port of the network is free."""
+    deadline = time.monotonic() + GONE_WITHIN
+    left = wait_gone(procs, GONE_WITHIN)
+    names = [command(pid) for pid, _ in left]
+    for pid, _ in left:  # not to leave them running after the failure
+        os.kill(pid, signal.SIGKILL)
+    assert not left, names
+    # (a process's last thread closes its sockets, which may come just after it shows as ended)
+    while not ln.ports_free(net.ports):
+        assert time.monotonic() < deadline, f"ports still in use: {[port_holder(p) for p in net.ports]}"
+        time.sleep(0.02)
+
+
+def test_kill_9_of_localnet_ends_every_service_and_the_next_start_works(tmp_path):
+    net = ln.start(tmp_path / "data")
+    try:
+        procs = services_of(net)
+        assert len(procs) >= 5
+        net.proc.kill()  # kill -9 of oap-localnet: nothing of it runs to stop the services
+        assert_all_gone(net, procs)
+    finally:
+        net.finish()
+
+    # a second start on the same ports and data comes up; a closed terminal (SIGHUP) stops it cleanly
+    again = ln.start(tmp_path / "data", base=net.base)
+    try:
+        procs = services_of(again)
+        os.kill(again.proc.pid, signal.SIGHUP)
+        assert again.finish() == 0
+        assert_all_gone(again, procs)
+    finally:
+        if again.proc.poll() is None:
+            again.proc.kill()
+            again.finish()
+    assert again.lines[-1] == "stopped cleanly\n", again.output[-2000:]
+    assert_stopped_in_order(again, ["registry"], ["log"], ["mirror"], ["w1", "w2", "w3"])
+
+
+def test_kill_9_of_make_run_ends_oap_localnet_and_every_service(tmp_path):
+    """`make run` starts oap-localnet with --stop-with-parent; here a shell stands in for make."""
+    net = ln.start(tmp_path / "data", wrap=["sh", "-c", '"$@"; exit $?', "sh"], extra=["--stop-with-parent"])
+    try:
+        procs = services_of(net)
+        assert any("oap-localnet" in command(pid) for pid, _ in procs)
+        net.proc.kill()
+        assert_all_gone(net, procs)
+    finally:
+        net.finish()
+    assert "stopped cleanly\n" in net.lines, net.output[-2000:]  # oap-localnet stopped them in order
+
+
+def test_make_run_scale_stops_the_surviving_frontend_before_the_witnesses_it_pushes_to(tmp_path):
+    """One of `make run-scale`'s frontends dies: oap-localnet stops the network, and the
+    other frontend stops while its witnesses still answer (it used to find them gone and
+    wait out its cosigning timeout)."""
+    from tlog.cli.engines import free_port
+
+    net = ln.start(tmp_path / "data", extra=["--scale", "--postgres-port", str(free_port()),
+                                             "--s3-port", str(free_port())], timeout=300)
+    try:
+        procs = services_of(net)
+        second = [pid for pid, _ in procs if "oap-log serve" in command(pid) and f"--port {net.base + 5} " in command(pid)]
+        assert len(second) == 1
+        os.kill(second[0], signal.SIGKILL)
+        assert net.finish(300) == 0
+        left = wait_gone(procs, GONE_WITHIN)
+        for pid, _ in left:
+            os.kill(pid, signal.SIGKILL)
+        assert not left, [command(pid) for pid, _ in left]
+    finally:
+        if net.proc.poll() is None:
+            net.proc.kill()
+            net.finish()
+    assert "log-2 exited with status -9; stopping\n" in net.lines, net.output[-3000:]
+    assert net.lines[-1] == "stopped cleanly\n", net.output[-2000:]
+    assert_stopped_in_order(net, ["registry"], ["log-1"], ["mirror"], ["w1", "w2", "w3"])

@@ -40,10 +40,22 @@ def fenced(text: str) -> list[tuple[str, str]]:
 
 
 def sample_output() -> tuple[str, str]:
-    """The add line and the verify line the tour says it prints."""
+    """Patterns of the add line and the verify line the tour says it prints. The index
+    and tree size are what the log holds when it runs (the README says they vary), so
+    they match any number, captured in that order."""
     section = README.read_text().split("## Five-minute tour", 1)[1].split("### Anchor in two logs", 1)[0]
     plain = [body for info, body in fenced(section) if info == ""]
-    return plain[0].strip(), plain[1].strip().splitlines()[0]
+    add, verify = plain[0].strip(), plain[1].strip().splitlines()[0]
+    add_parts = re.split(r'(?<="index": )\d+|(?<="tree_size": )\d+', add)
+    verify_parts = re.split(r"(?<=index )\d+|(?<=at size )\d+", verify)
+    assert len(add_parts) == len(verify_parts) == 3, "the samples show an index and a size"
+    add_pattern = r"(\d+)".join(map(re.escape, add_parts))
+    verify_pattern = r"(\d+)".join(map(re.escape, verify_parts))
+    # at least two of the three witnesses (w1 also by its ML-DSA-44 key), in name order
+    verify_pattern = verify_pattern.replace(re.escape("w1, w1-mldsa44 (ML-DSA-44), w2, w3"),
+                                            r"w[123](-mldsa44 \(ML-DSA-44\))?(, w[123](-mldsa44 \(ML-DSA-44\))?)+")
+    verify_pattern = verify_pattern.replace(re.escape("z6Mk..."), r"z6Mk\w+")
+    return add_pattern, verify_pattern
 
 
 def python_example() -> str:
@@ -70,7 +82,7 @@ def test_readme_tour_runs_as_written_twice_in_a_scratch_directory(tmp_path):
         script = ports(tour_script(), base)
         env = {**os.environ, "OAP_LOG_URL": net.log, "OAP_REGISTRY_URL": net.registry, "TMPDIR": str(scratch),
                "PATH": "/usr/bin:/bin"}
-        add_line, verify_line = sample_output()
+        add_pattern, verify_pattern = sample_output()
         outputs = []
         for _ in range(2):
             r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=repo, env=env,
@@ -78,15 +90,19 @@ def test_readme_tour_runs_as_written_twice_in_a_scratch_directory(tmp_path):
             assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
             outputs.append(r.stdout + r.stderr)
         first, second = outputs
-        # the first run prints what the README shows (a fresh network)
-        assert add_line in first, first[:2000]
-        # at least two of the three witnesses (w1 also by its ML-DSA-44 key), in name order
-        pattern = re.escape(verify_line).replace(re.escape("w1, w1-mldsa44 (ML-DSA-44), w2, w3"),
-                                                 r"w[123](-mldsa44 \(ML-DSA-44\))?(, w[123](-mldsa44 \(ML-DSA-44\))?)+")
-        pattern = pattern.replace(re.escape("z6Mk..."), r"z6Mk\w+")
-        assert re.search(pattern, first), first[:3000]
-        assert first.count("1 verified, 0 failed") == 2 and second.count("1 verified, 0 failed") == 2
-        assert '"index": 2,' not in second  # run again: new entries
+        # each run prints what the README shows, with the index and size the log had then
+        indices = []
+        for out in outputs:
+            added = re.search(add_pattern, out)
+            assert added, out[:2000]
+            index, size = int(added.group(1)), int(added.group(2))
+            assert 0 <= index < size
+            verified = re.search(verify_pattern, out)
+            assert verified, out[:3000]
+            assert (int(verified.group(1)), int(verified.group(2))) == (index, size)
+            assert out.count("1 verified, 0 failed") == 2
+            indices.append(index)
+        assert indices[1] > indices[0]  # run again: new entries
         # nothing left in the checkout; each run had its own scratch directory
         assert sorted(p.name for p in repo.iterdir()) == before
         runs = [d for d in scratch.iterdir() if d.is_dir()]

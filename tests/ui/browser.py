@@ -15,21 +15,17 @@ from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+from tests.support.browser import available
 from tests.support.services import ServerProcess
 
 BIN = Path(sys.executable).parent
 STATIC = Path(__file__).resolve().parents[2] / "tlog" / "ui" / "static"
 AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
 AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"
-CHROMIUM, DRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
 FINAL = ("pass", "fail", "unpinned", "incomplete", "revoked", "suspended", "unknown", "info")
 WAIT = 60  # seconds: the longest any condition may take on a busy machine
 
-try:
-    import selenium  # noqa: F401
-    HAVE = os.path.exists(CHROMIUM) and os.path.exists(DRIVER)
-except ImportError:  # pragma: no cover - the test extra installs it
-    HAVE = False
+HAVE = available()
 SKIP_WHY = "chromium/chromedriver not installed: `make tools` installs them where apt-get works"
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.didhosts import Key, did_key, invocation_receipt, sign_receipt
 from tests.support.localnet import localnet
-from tests.ui.browser import BIN, CHROMIUM, DRIVER, HAVE, SKIP_WHY, WAIT, fetch_json, status_of
+from tests.ui.browser import BIN, HAVE, SKIP_WHY, WAIT, fetch_json, status_of
 
 
 @pytest.fixture(scope="package")
@@ -59,21 +59,12 @@ def network(tmp_path_factory):
 
 
 @pytest.fixture(scope="package")
-def browser():
+def browser(tmp_path_factory):
     if not HAVE:
         pytest.skip(SKIP_WHY)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    from tests.support.browser import start_browser
 
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1600",
-                "--disable-gpu", "--no-first-run", "--disable-extensions", "--disable-background-networking"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
-    driver.set_page_load_timeout(WAIT)
-    driver.set_script_timeout(WAIT)
+    driver = start_browser(tmp_path_factory.mktemp("chromium"), window="1400,1600", timeout=WAIT)
     yield driver
     driver.quit()
 

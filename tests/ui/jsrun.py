@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.browser import available as browser_available
+
 JS = Path(__file__).resolve().parent / "js"
 ROOT = JS.parents[2]
 NODE = shutil.which("node")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 CSP = ("default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src data:; "
        "base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'; trusted-types 'none'")
 
@@ -88,19 +88,16 @@ def _serve(cases_json: bytes) -> Iterator[str]:
 
 def _chromium(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
         from selenium.webdriver.support.ui import WebDriverWait
     except ImportError:  # pragma: no cover - the test extra installs selenium
         pytest.skip("neither node nor selenium: the browser verifiers cannot run here")
-    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
+    if not browser_available():
         pytest.skip("neither node nor chromium/chromedriver: `make tools` installs them where apt-get works")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
-                "--disable-extensions", "--disable-background-networking"):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
+    import tempfile
+
+    from tests.support.browser import start_browser
+
+    driver = start_browser(Path(tempfile.mkdtemp(prefix="oap-chromium-")))
     try:
         with _serve(json.dumps(cases).encode()) as host:
             driver.get(f"{host}/tests/ui/js/differential.html")

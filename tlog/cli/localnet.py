@@ -5,7 +5,10 @@ Three witnesses (8081-8083; the first also cosigns with an ML-DSA-44 key), a log
 log, and a mirror (8084, C2SP tlog-mirror) that `oap-mirror follow` keeps up to date
 with the log, each as its own process,
 as they would run in production. Keys and configs are made on first start
-under ./data and reused afterwards; Ctrl-C stops everything cleanly.
+under ./data and reused afterwards; Ctrl-C, SIGTERM or a closed terminal (SIGHUP)
+stops everything cleanly, in the reverse order of start. Every service dies with
+this process (`tlog.service.children`): after a kill -9 of it, they are killed too
+(as in a crash, which each survives) and their ports are free at once.
 
 With `--scale` (`make run-scale`) the log runs as two frontends (8080 and 8085) on a
 PostgreSQL server and an S3-compatible bucket (SeaweedFS) started here, from the
@@ -29,6 +32,7 @@ import click
 from tlog.formats.keys import CosignatureSigner, MLDSACosigner
 from tlog.server.service import load_or_create_key
 from tlog.server.witnessing import policy_text
+from tlog.service import children
 from tlog.service.keyfiles import read_private_key, write_private_key, write_secret
 from tlog.service.serve import port_holder
 
@@ -36,16 +40,29 @@ BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"
 
 
+def _say(text: str, err: bool = False) -> None:
+    """A line to the terminal, which may be gone (SIGHUP): then nothing is shown."""
+    try:
+        click.echo(text, err=err)
+    except OSError:
+        pass
+
+
 def _prefix_output(name: str, proc: subprocess.Popen[str]) -> None:
+    """Copy a service's output, prefixed with its name. Read to the end even when the
+    terminal is gone, so that the service never blocks on a full pipe."""
     assert proc.stdout is not None  # started with stdout=PIPE
     for line in proc.stdout:
-        sys.stdout.write(f"[{name}] {line}")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(f"[{name}] {line}")
+            sys.stdout.flush()
+        except OSError:
+            pass
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+def _wait_healthy(url: str, proc: subprocess.Popen, stopping: threading.Event, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stopping.is_set():
         if proc.poll() is not None:
             raise click.ClickException(f"{url} exited with status {proc.returncode}")
         try:
@@ -55,7 +72,8 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None
         except OSError:
             pass
         time.sleep(0.1)
-    raise click.ClickException(f"{url} did not become healthy")
+    if not stopping.is_set():
+        raise click.ClickException(f"{url} did not become healthy")
 
 
 def _check_free(ports: list[int]) -> None:
@@ -75,16 +93,16 @@ def _check_free(ports: list[int]) -> None:
 def _mirror_key(data: Path, name: str) -> str:
     key = data / "mirror.key"
     if not key.exists():
-        subprocess.run([str(BIN / "oap-mirror"), "keygen", "--name", name, "--data", str(data)], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        children.run([str(BIN / "oap-mirror"), "keygen", "--name", name, "--data", str(data)], check=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
     return CosignatureSigner.from_skey(read_private_key(key)).vkey
 
 
 def _witness_key(data: Path, name: str) -> str:
     key = data / "witness.key"
     if not key.exists():
-        subprocess.run([str(BIN / "oap-witness"), "keygen", "--name", name, "--data", str(data)], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        children.run([str(BIN / "oap-witness"), "keygen", "--name", name, "--data", str(data)], check=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
     return CosignatureSigner.from_skey(read_private_key(key)).vkey
 
 
@@ -112,11 +130,16 @@ def _mldsa_key(data: Path, name: str) -> str:
 @click.option("--scale", is_flag=True, help="Two log frontends on PostgreSQL and an S3 bucket (SeaweedFS).")
 @click.option("--postgres-port", type=int, default=5433, show_default=True, help="With --scale.")
 @click.option("--s3-port", type=int, default=8333, show_default=True, help="With --scale.")
+@click.option("--stop-with-parent", is_flag=True,
+              help="Stop when the process that started this one ends, even by kill -9 (make run sets it).")
 def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: int, registry_port: int,
-         registry: bool, mirror_port: int | None, scale: bool, postgres_port: int, s3_port: int) -> None:
-    """Run a log, its witnesses and the registry on 127.0.0.1 until Ctrl-C."""
+         registry: bool, mirror_port: int | None, scale: bool, postgres_port: int, s3_port: int,
+         stop_with_parent: bool) -> None:
+    """Run a log, its witnesses, the registry and a mirror on 127.0.0.1 until Ctrl-C."""
     if quorum > n_witnesses:
         raise click.BadParameter("quorum exceeds the number of witnesses")
+    if stop_with_parent:
+        children.die_with_parent(signal.SIGTERM)
     frontends = [log_port, log_port + 5] if scale else [log_port]
     if mirror_port is None:
         mirror_port = log_port + n_witnesses + 1
@@ -172,87 +195,118 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
         f'[[mirror.logs]]\norigin = "{origin}"\nvkey = "{log_vkey}"\nurl = "{log_url}"\n')
     (data_dir / "mirror.policy").write_text(f"log {log_vkey}\nmirror m1 {mirror_vkey} {mirror_url}\nquorum m1\n")
 
-    procs: list[tuple[str, subprocess.Popen]] = []
+    procs: list[tuple[str, str, subprocess.Popen]] = []  # (tier, name, process) in the order started
     engines: list = []
-
-    def spawn(name: str, args: list[str], health: str) -> None:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
-        procs.append((name, proc))
-        threading.Thread(target=_prefix_output, args=(name, proc), daemon=True).start()
-        _wait_healthy(health, proc)
-
     stopping = threading.Event()
+
+    def spawn(tier: str, name: str, args: list[str], health: str) -> None:
+        if stopping.is_set():
+            return
+        # Every orderly stop (Ctrl-C, SIGTERM, SIGHUP, --stop-with-parent) goes through
+        # _stop_in_order. If this process dies without one (kill -9), the services are
+        # killed too, as in a crash, which each of them survives with nothing acknowledged
+        # lost: stopped cleanly all at once instead, a log would wait out its cosigning
+        # timeout for witnesses stopping at the same moment.
+        proc = children.popen(args, death_signal=signal.SIGKILL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True)
+        procs.append((tier, name, proc))
+        threading.Thread(target=_prefix_output, args=(name, proc), daemon=True).start()
+        _wait_healthy(health, proc, stopping)
 
     def stop(*_: object) -> None:
         stopping.set()
 
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
     bucket_url = ""
     try:
         for i, (wname, wurl, _, _) in enumerate(witnesses, 1):
             wdir = data_dir / f"witness-{i}"
-            spawn(wname, [str(BIN / "oap-witness"), "serve", "--config", str(wdir / "witness.toml"),
-                          "--data", str(wdir)], wurl)
+            spawn("witness", wname, [str(BIN / "oap-witness"), "serve", "--config", str(wdir / "witness.toml"),
+                                     "--data", str(wdir)], wurl)
         # Before the others make connections: an outgoing one could take its port meanwhile.
-        spawn("mirror", [str(BIN / "oap-mirror"), "serve", "--config", str(mdir / "mirror.toml"), "--data",
-                         str(mdir)], mirror_url)
-        if scale:
+        spawn("mirror", "mirror", [str(BIN / "oap-mirror"), "serve", "--config", str(mdir / "mirror.toml"),
+                                   "--data", str(mdir)], mirror_url)
+        if scale and not stopping.is_set():
             bucket_url = _start_engines(log_dir, postgres_port, s3_port, engines, neighbours)
             for n, port in enumerate(frontends, 1):
                 fdir = log_dir / f"frontend-{n}"
                 fdir.mkdir(parents=True, exist_ok=True)
-                spawn(f"log-{n}", [str(BIN / "oap-log"), "serve", "--config", str(log_dir / "log.toml"),
-                                   "--data", str(fdir), "--port", str(port), "--origin", origin,
-                                   "--witness-policy", str(policy)], f"http://{HOST}:{port}")
-        else:
-            spawn("log", [str(BIN / "oap-log"), "serve", "--config", str(log_toml), "--data", str(log_dir),
-                          "--port", str(log_port), "--origin", origin, "--witness-policy", str(policy)], log_url)
+                spawn("log", f"log-{n}", [str(BIN / "oap-log"), "serve", "--config", str(log_dir / "log.toml"),
+                                          "--data", str(fdir), "--port", str(port), "--origin", origin,
+                                          "--witness-policy", str(policy)], f"http://{HOST}:{port}")
+        elif not scale:
+            spawn("log", "log", [str(BIN / "oap-log"), "serve", "--config", str(log_toml), "--data", str(log_dir),
+                                 "--port", str(log_port), "--origin", origin, "--witness-policy", str(policy)],
+                  log_url)
         if registry:
-            spawn("registry", [str(BIN / "oap-registry"), "serve", "--config", str(registry_toml),
-                               "--data", str(data_dir / "registry"), "--port", str(registry_port),
-                               "--log-url", log_url], reg_url)
-        spawn("follow", [str(BIN / "oap-mirror"), "follow", log_url, "--mirror", mirror_url, "--interval", "2",
-                         "--log-key", log_vkey, "--mirror-key", mirror_vkey], mirror_url)
-        click.echo("")
-        click.echo("OAP local network is up (Ctrl-C stops it):")
-        for port in frontends:
-            click.echo(f"  log       http://{HOST}:{port}   origin {origin}")
-        click.echo(f"            verifier key {log_vkey}")
-        if scale:
-            click.echo(f"  postgres  {engines[0].dsn}")
-            click.echo(f"  bucket    {bucket_url}/checkpoint   (tiles under {bucket_url}/tile/, public read)")
-        for _, wurl, vkey, pq_vkey in witnesses:
-            click.echo(f"  witness   {wurl}   {vkey}")
-            if pq_vkey is not None:
-                click.echo(f"            and ML-DSA-44 {pq_vkey}")
-        if registry:
-            click.echo(f"  registry  {reg_url}   git clone {reg_url}/registry.git")
-        click.echo(f"  mirror    {mirror_url}   {mirror_vkey}")
-        click.echo(f"            copy of the log at {mirror_copy}/ "
-                   f"(policy {data_dir / 'mirror.policy'})")
-        click.echo(f"  policy    {log_dir / 'log.policy'}   (log key, witnesses, quorum {quorum} of {n_witnesses})")
-        click.echo("")
-        sys.stdout.flush()
+            spawn("registry", "registry", [str(BIN / "oap-registry"), "serve", "--config", str(registry_toml),
+                                           "--data", str(data_dir / "registry"), "--port", str(registry_port),
+                                           "--log-url", log_url], reg_url)
+        spawn("follow", "follow", [str(BIN / "oap-mirror"), "follow", log_url, "--mirror", mirror_url,
+                                   "--interval", "2", "--log-key", log_vkey, "--mirror-key", mirror_vkey], mirror_url)
+        if not stopping.is_set():
+            banner = ["", "OAP local network is up (Ctrl-C stops it):"]
+            banner += [f"  log       http://{HOST}:{port}   origin {origin}" for port in frontends]
+            banner.append(f"            verifier key {log_vkey}")
+            if scale:
+                banner.append(f"  postgres  {engines[0].dsn}")
+                banner.append(f"  bucket    {bucket_url}/checkpoint   (tiles under {bucket_url}/tile/, public read)")
+            for _, wurl, vkey, pq_vkey in witnesses:
+                banner.append(f"  witness   {wurl}   {vkey}")
+                if pq_vkey is not None:
+                    banner.append(f"            and ML-DSA-44 {pq_vkey}")
+            if registry:
+                banner.append(f"  registry  {reg_url}   git clone {reg_url}/registry.git")
+            banner.append(f"  mirror    {mirror_url}   {mirror_vkey}")
+            banner.append(f"            copy of the log at {mirror_copy}/ (policy {data_dir / 'mirror.policy'})")
+            banner.append(f"  policy    {log_dir / 'log.policy'}   "
+                          f"(log key, witnesses, quorum {quorum} of {n_witnesses})")
+            banner.append(f"  explorer  {log_url}/ui/")
+            _say("\n".join(banner) + "\n")
         while not stopping.is_set():
-            for name, proc in procs:
+            for _, name, proc in procs:
                 if proc.poll() is not None:
-                    click.echo(f"{name} exited with status {proc.returncode}; stopping", err=True)
+                    _say(f"{name} exited with status {proc.returncode}; stopping", err=True)
                     stopping.set()
             stopping.wait(0.5)
     finally:
-        for _, proc in reversed(procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for _, proc in reversed(procs):
+        _stop_in_order(procs, engines)
+        _say("stopped cleanly")
+
+
+# The order services stop in: the reverse of their start, one tier at a time.
+STOP_ORDER = ("follow", "registry", "log", "mirror", "witness")
+
+
+def _stop_in_order(procs: list[tuple[str, str, subprocess.Popen]], engines: list) -> None:
+    """Stop the services in the reverse order of their start, one tier at a time, each
+    tier gone before the next is signalled: the mirror's follower, the registry (it writes
+    to the log), then the log frontends (while the witnesses they push to still answer: a
+    log stopping without them would wait out its cosigning timeout), then PostgreSQL and
+    the bucket, the mirror, and the witnesses."""
+    for tier in STOP_ORDER:
+        group = [proc for t, _, proc in procs if t == tier]
+        for proc in group:
+            _signal_group(proc, signal.SIGTERM)
+        for proc in group:
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-        for engine in reversed(engines):
-            engine.stop()
-        click.echo("stopped cleanly")
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait(10)
+        if tier == "log":
+            for engine in reversed(engines):
+                engine.stop()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    """`sig` to a service and the helpers it started (its read workers) if it still runs."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 def _start_engines(log_dir: Path, postgres_port: int, s3_port: int, engines: list, neighbours: str) -> str:

@@ -71,6 +71,7 @@ from typing import Any
 from tlog.errors import ConfigError
 from tlog.server.app import CHECKPOINT_HEADERS, hash_tile
 from tlog.server.config import LogConfig
+from tlog.service import children
 from tlog.service.fastpath import FastProtocol, FastRoutes
 from tlog.service.limits import RateLimiter
 from tlog.service.reply import Reply
@@ -131,8 +132,8 @@ class ReadWorkers:
                                "rate_limit_read": self.cfg.rate_limit_read if self.cfg.rate_limit_tiles else 0,
                                "rate_limit_read_burst": self.cfg.rate_limit_read_burst,
                                "trusted_proxies": self.cfg.trusted_proxies})
-            proc = subprocess.Popen([sys.executable, "-m", "tlog.server.readworkers", args], pass_fds=[theirs.fileno()],
-                                    stdin=subprocess.DEVNULL)
+            proc = children.popen([sys.executable, "-m", "tlog.server.readworkers", args], death_signal=signal.SIGTERM,
+                                  pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
             theirs.close()
             child = _Child(proc, ours)
             self.children.append(child)

@@ -24,7 +24,7 @@ async def serve_until_signal(app: web.Application, *, host: str, port: int, head
                              drain: Callable[[], Awaitable[None]] | None = None,
                              close: Callable[[], object] | None = None,
                              helpers=None) -> None:
-    """Run a service until SIGINT/SIGTERM: the one serve loop of all three services.
+    """Run a service until SIGINT/SIGTERM/SIGHUP: the one serve loop of all three services.
 
     Prints `banner(url)` once listening (the last line starts with "data:",
     which scripts and tests wait for). On a signal: stop accepting, `drain`
@@ -39,7 +39,8 @@ async def serve_until_signal(app: web.Application, *, host: str, port: int, head
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # before the banner: callers may signal right after it
+    # SIGHUP too: a closed terminal stops the service as cleanly as Ctrl-C (it reloads nothing)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # before the banner: callers may signal right after it
         loop.add_signal_handler(sig, stop.set)
     runner: web.AppRunner | None = None
     started = False

@@ -1,0 +1,107 @@
+"""Nothing a test starts outlives the test run: a stand-in for pytest starts servers with
+the test helpers (the three services, a witness, PostgreSQL) and is killed with -9;
+every one of them, and every process below them, ends within a bounded time and their
+ports are free."""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tlog.service import children
+
+from tests.support.browser import available as browser_available
+from tests.support.localnet import ports_free
+from tests.support.proctree import alive, command, descendants, wait_gone
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
+ROOT = Path(__file__).resolve().parents[2]
+
+TEST_RUN = """
+import sys, time
+from pathlib import Path
+from tests.support.services import log_service, registry_service, witness_service
+from tests.support.witness import WitnessProcess, write_config
+from tlog.cli.engines import Postgres
+
+d = Path(sys.argv[1])
+log = log_service(d / "log", "--read-workers", "1").start()
+w = witness_service(d / "w", log.vkey).start()
+reg = registry_service(d / "reg", log.url).start()
+w2 = WitnessProcess(write_config(d / "w2.toml", d / "w2", [])).start()
+pg = Postgres(d / "pg").start()
+ports = [int(s.url.rsplit(":", 1)[1]) for s in (log, w, reg, w2)] + [pg.port]
+print(" ".join(map(str, ports)), flush=True)
+time.sleep(600)  # until the test kills this process
+"""
+
+
+def test_servers_the_test_helpers_start_die_with_a_killed_test_process(tmp_path):
+    run = children.popen([sys.executable, "-c", TEST_RUN, str(tmp_path)], death_signal=signal.SIGKILL, cwd=ROOT,
+                         stdout=subprocess.PIPE, text=True)
+    procs: set[tuple[int, int]] = set()
+    try:
+        ready, _, _ = select.select([run.stdout], [], [], 240)
+        assert ready, "the helpers did not start their servers"
+        ports = [int(p) for p in run.stdout.readline().split()]
+        assert len(ports) == 5, "the helpers did not start their servers"
+        procs = descendants(run.pid)
+        names = " ".join(command(pid) for pid, _ in procs)
+        for program in ("oap-log serve", "tlog.server.readworkers", "oap-witness serve", "oap-registry serve",
+                        "postgres"):
+            assert program in names, names
+        run.kill()  # kill -9 of the test process
+        run.wait(10)
+        left = wait_gone(procs, 30)
+        assert not left, [command(pid) for pid, _ in left]  # (the finally clause kills them)
+        deadline = time.monotonic() + 30  # a process's last thread closes its sockets
+        while not ports_free(ports):
+            assert time.monotonic() < deadline, "ports still in use"
+            time.sleep(0.02)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(10)
+        for pid, _ in alive(procs):  # what a failure left running
+            os.kill(pid, signal.SIGKILL)
+
+
+BROWSER_RUN = """
+import sys, time
+from pathlib import Path
+from tests.support.browser import start_browser
+
+driver = start_browser(Path(sys.argv[1]))
+print(driver.service.process.pid, flush=True)
+time.sleep(600)  # until the test kills this process
+"""
+
+
+@pytest.mark.skipif(not browser_available(), reason="chromium/chromedriver not installed")
+def test_the_browser_the_explorer_tests_drive_dies_with_a_killed_test_process(tmp_path):
+    run = children.popen([sys.executable, "-c", BROWSER_RUN, str(tmp_path)], death_signal=signal.SIGKILL, cwd=ROOT,
+                         stdout=subprocess.PIPE, text=True)
+    procs: set[tuple[int, int]] = set()
+    try:
+        ready, _, _ = select.select([run.stdout], [], [], 240)
+        assert ready and run.stdout.readline().strip().isdigit(), "no browser started"
+        procs = descendants(run.pid)
+        names = [command(pid) for pid, _ in procs]
+        assert any("chromedriver" in n for n in names), names
+        assert any("chromium" in n and "chromedriver" not in n for n in names), names  # the browser, its child
+        run.kill()
+        run.wait(10)
+        left = wait_gone(procs, 30)
+        assert not left, [command(pid) for pid, _ in left]  # (the finally clause kills them)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(10)
+        for pid, _ in alive(procs):
+            os.kill(pid, signal.SIGKILL)
