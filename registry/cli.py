@@ -354,6 +354,7 @@ def _mirror_once(data: Path, upstream: str, registry_key: str | None, policy: Tr
     except ConfigError as e:
         fail(str(e), 2)
     repo = RegistryRepo(data / "registry.git")
+    repo.clear_stale_locks()  # this process holds the data directory's lock: the one writer
 
     def progress(total: int):
         return click.progressbar(length=total, label="verifying commits", file=sys.stderr,

@@ -125,6 +125,9 @@ class RegistryService:
         read_only = _read_only_dir(config.data_dir) and (config.data_dir / "registry.git" / "HEAD").exists()
         fd = None if read_only else lock_data_dir(config.data_dir)
         repo = RegistryRepo(config.data_dir / "registry.git")
+        if fd is not None:
+            for name in repo.clear_stale_locks():
+                log.warning("removed %s, left by a writer that was killed while moving a ref", name)
         svc = cls(config, repo, Index(), RegistryMetrics(), ThreadPoolExecutor(1, thread_name_prefix="registry"), fd,
                   read_only=read_only)
         try:

@@ -88,6 +88,20 @@ class RegistryRepo:
     def close(self) -> None:
         self.repo.close()
 
+    def clear_stale_locks(self) -> list[str]:
+        """Remove the ref lock files a killed writer left behind, and say which.
+
+        dulwich moves a ref by writing `<ref>.lock` and renaming it over the ref; a kill -9
+        in between leaves the lock file, and every later ref update then fails (FileLocked)
+        until someone removes it. Only the holder of the data directory's lock may call
+        this: it is the one writer, so any lock file it finds is stale. The ref itself still
+        holds its old value: the interrupted move is redone by recovery (pending.json)."""
+        stale = [p for p in (self.path / "refs").rglob("*.lock") if p.is_file()]
+        stale += [p for p in (self.path / "packed-refs.lock",) if p.is_file()]
+        for p in stale:
+            p.unlink()
+        return [str(p.relative_to(self.path)) for p in stale]
+
     # --- refs -----------------------------------------------------------------------
 
     def ref(self, name: bytes = MAIN) -> str | None:

@@ -219,6 +219,28 @@ async def test_a_commit_anchored_before_a_crash_is_published_on_restart_with_the
         await reg.stop()
 
 
+async def test_a_ref_lock_left_by_a_killed_writer_does_not_stop_the_next_start(tmp_path, log_server):
+    """A kill -9 while dulwich moves a ref leaves `refs/heads/main.lock`; every later ref
+    update used to fail (FileLocked) until someone removed it. The next start, holding the
+    data directory's lock, removes it: the registry takes writes again."""
+    reg = await start_registry(tmp_path / "reg", log_server)
+    a = generate_seed()
+    assert (await reg.post(make_revocation(a, kind="key", subject=did(a))))[0] == 200
+    head = reg.svc.repo.ref(MAIN)
+    await reg.stop()
+    lock = tmp_path / "reg" / "registry.git" / "refs" / "heads" / "main.lock"
+    lock.write_text("0" * 40 + "\n")  # as the killed writer left it, half way through a move
+    reg = await start_registry(tmp_path / "reg", log_server)
+    try:
+        assert not lock.exists() and reg.svc.repo.ref(MAIN) == head
+        b = generate_seed()
+        status, body = await reg.post(make_revocation(b, kind="key", subject=did(b)))
+        assert status == 200, body
+        assert reg.svc.repo.ref(MAIN) != head
+    finally:
+        await reg.stop()
+
+
 async def test_git_clone_works_push_is_refused_and_the_whole_history_verifies(reg, tmp_path):
     seeds = [generate_seed() for _ in range(3)]
     for s in seeds:

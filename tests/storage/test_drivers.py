@@ -226,7 +226,8 @@ def test_lease_fencing_a_holder_that_lost_the_role_writes_nothing(backend):
                        "database = (SELECT oid FROM pg_database WHERE datname = current_database())",
                        (INTEGRATOR_LOCK & 0xFFFFFFFF,))
     assert len(pids) == 1
-    backend.sql("SELECT pg_terminate_backend(?)", (pids[0][0],))
+    # (with a timeout, PostgreSQL waits until the session is gone and its advisory lock released)
+    assert backend.sql("SELECT pg_terminate_backend(?, 30000)", (pids[0][0],)) == [(True,)]
     lease_b = b.acquire()
     assert lease_b is not None and lease_b.epoch > lease_a.epoch
     b.record_checkpoint(lease_b, None, SignedHead(10, root, SIGN(10, root)))
