@@ -58,7 +58,11 @@ MIN_CAPACITY = 1 << 16
 _REBUILD_CHUNK = 1 << 20
 _REHASH_CHUNK = 1 << 18  # slots of the old table moved per step of a resize (4 MiB; see _rehash)
 _SCALAR_TAIL = 8  # keys left after the vectorised rounds that are probed one by one
-_SWAP_GAP = 1 << 16  # entries the background resize leaves for the writer to insert at the swap
+_SWAP_GAP = 1 << 11  # entries the background resize leaves for the writer to insert at the swap
+# Entries inserted into a growing table between two unmappings of it (when the window says so):
+# they land on random pages, and each read fault maps its 64 KiB neighbourhood (fault-around),
+# so 1,024 entries map up to 64 MiB, and a larger step would map most of a large table at once.
+_CATCH_UP_CHUNK = 1 << 10
 GROW_AT = 0.5  # load at which a background resize starts
 WAIT_AT = 0.75  # load the writer may not pass while a resize is under way: it waits for it
 
@@ -422,6 +426,11 @@ class LeafIndex:
             if self.count + more > WAIT_AT * t.capacity:  # the resize failed, or this batch is huge
                 self._grow_for(more)
 
+    @property
+    def resizing(self) -> bool:
+        """A larger table is being built in the background."""
+        return self._resize is not None
+
     def finish_resize(self) -> None:
         """Wait for a resize under way and swap it in (tests; a clean close cancels instead)."""
         if self._resize is not None:
@@ -438,11 +447,12 @@ class LeafIndex:
             return
         new = r.new
         count = r.count
-        for lo in range(r.done, self.indexed_size, _REBUILD_CHUNK):  # the last gap: at most a batch or two
-            hi = min(self.indexed_size, lo + _REBUILD_CHUNK)
+        release = 0 < self.window < new.capacity * SLOT_SIZE
+        for lo in range(r.done, self.indexed_size, _CATCH_UP_CHUNK):  # the last gap: about _SWAP_GAP entries
+            hi = min(self.indexed_size, lo + _CATCH_UP_CHUNK)
             count += new.insert(_tags(self.leaves(lo, hi - lo)), np.arange(lo, hi, dtype=np.int64))
-        if 0 < self.window < new.capacity * SLOT_SIZE:
-            new.release()
+            if release:
+                new.release()
         if r.fd is not None:
             self._pack_header(r.fd, new, indexed=self.indexed_size, count=count, clean=False)
             os.replace(r.tmp, self.path)
@@ -535,12 +545,15 @@ def _anon_table(capacity: int, key: int | None = None) -> _Table:
 
 
 def _rehash(old: _Table, new: _Table, *, release: bool, below: int | None = None,
-            stop: threading.Event | None = None) -> int:
+            stop: threading.Event | None = None, old_fd: int | None = None,
+            step: Callable[[], None] | None = None) -> int:
     """Move every (tag, index + 1) of `old` into the larger `new`, which has the same key
     (no full-hash checks needed: all distinct); returns how many. With `below`, only the
     slots of entries below it (a background resize: the writer may be filling others as
     they are read, and those are inserted from the hash file instead); with `stop`, stops
-    early when it is set.
+    early when it is set; with `old_fd`, the old table is read from its file (pread, with the
+    kernel's read-ahead) instead of through its map, whose random-access hint the writer
+    still needs (see _small_pages); `step` is called after each chunk.
 
     `old` is read in slot order, a chunk at a time. A slot's position is the keyed hash of
     its tag masked to the table size, so with the same key a chunk of `old` lands in `new`
@@ -551,18 +564,28 @@ def _rehash(old: _Table, new: _Table, *, release: bool, below: int | None = None
     at 313 MB on the first append to a 2^20-entry log and 556 MB at 2^22, measured with
     benchmarks/growth.py; the tables there are 32 + 64 MiB and 128 + 256 MiB.)
     """
-    old.advise(getattr(mmap, "MADV_SEQUENTIAL", None))  # read in order, with read-ahead (it is replaced after)
+    if old_fd is None:
+        old.advise(getattr(mmap, "MADV_SEQUENTIAL", None))  # read in order, with read-ahead (it is replaced after)
     count = 0
     for lo in range(0, old.capacity, _REHASH_CHUNK):
         if stop is not None and stop.is_set():
             break
-        s = old.slots[lo : lo + _REHASH_CHUNK]
+        if old_fd is None:
+            s = old.slots[lo : lo + _REHASH_CHUNK]
+        else:
+            n = min(_REHASH_CHUNK, old.capacity - lo)
+            raw = os.pread(old_fd, n * SLOT_SIZE, HEADER + lo * SLOT_SIZE)
+            s = np.frombuffer(raw, dtype="<u8", count=2 * n).reshape(n, 2)
         keep = s[:, 1] != 0 if below is None else (s[:, 1] != 0) & (s[:, 1] <= np.uint64(below))
         count += new.insert(s[keep, 0], s[keep, 1].astype(np.int64) - 1)
         if release:
-            old.release()
+            if old_fd is None:
+                old.release()
             new.release()
-    old.release()
+        if step is not None:
+            step()
+    if old_fd is None:
+        old.release()
     return count
 
 
@@ -579,6 +602,8 @@ class _Resize:
 
     def __init__(self, index: LeafIndex, old: _Table, base: int) -> None:
         self.index, self.old, self.base = index, old, base
+        self.old_fd = index._fd  # the old table's file: closed only after this thread is joined
+        assert self.old_fd is not None, "background resizes are for writable files"
         self.capacity = old.capacity * 2
         self.tmp = index.path.with_name(index.path.name + ".new")
         self.fd: int | None = None
@@ -596,23 +621,33 @@ class _Resize:
         try:
             self.fd, self.new = index._create_file(self.tmp, self.capacity, self.old.key)
             release = 0 < index.window < self.capacity * SLOT_SIZE
-            self.count = _rehash(self.old, self.new, release=release, below=self.base, stop=self.stop)
+            self.count = _rehash(self.old, self.new, release=release, below=self.base, stop=self.stop,
+                                 old_fd=self.old_fd, step=self._flush)
             self._hook("copied")
             while not self.stop.is_set():
                 target = index.indexed_size  # the writer's progress (it only grows)
                 if target - self.done <= _SWAP_GAP:
                     break
-                hi = min(target, self.done + _REBUILD_CHUNK)
+                hi = min(target, self.done + _CATCH_UP_CHUNK)
                 self.count += self.new.insert(_tags(index.leaves(self.done, hi - self.done)),
                                               np.arange(self.done, hi, dtype=np.int64))
                 if release:
                     self.new.release()
+                self._flush()
                 self.done = hi
             self._hook("ready")
         except BaseException as e:  # noqa: BLE001 - reported to the writer, which keeps the old table
             self.error = e
         finally:
             self.ready.set()
+
+    def _flush(self) -> None:
+        """Write the new table's dirty pages out now, a few MiB at a time. Left to the kernel,
+        hundreds of MiB of them would be written by the next fsync of the log's database (on
+        ext4 with data=ordered a journal commit first writes the data of blocks it allocates:
+        these were fallocated), holding a batch for a quarter of a second."""
+        if self.fd is not None:
+            os.fdatasync(self.fd)
 
     def _hook(self, step: str) -> None:
         if self.index.on_resize is not None:
