@@ -51,6 +51,7 @@ def test_matches_a_dict_across_resizes(tmp_path):
         new = [rng.randbytes(32) for _ in range(rng.choice([1, 2, 999, 3000, 7000]))]
         assert append(idx, leaves, new)
         want.update({h: len(want) + i for i, h in enumerate(new)})
+    idx.finish_resize()  # one may still be under way in the background
     assert idx._table.capacity > start_capacity  # resized at least once
     assert idx.count == len(want) and 2 * idx.count <= idx._table.capacity
     probe = rng.sample(list(want), 5000) + [rng.randbytes(32) for _ in range(5000)]
@@ -268,6 +269,7 @@ def test_a_resize_keeps_both_tables_out_of_rss(tmp_path, monkeypatch):
 
     monkeypatch.setattr(leafindex._Table, "insert", insert)
     assert append(idx, leaves, [rng.randbytes(32)])
+    idx.finish_resize()
     monkeypatch.setattr(leafindex._Table, "insert", real_insert)
     assert idx._table.capacity == 1 << 18 and idx._table.key == key
     assert len(seen) >= 32  # one insert per chunk of the old table
@@ -278,4 +280,119 @@ def test_a_resize_keeps_both_tables_out_of_rss(tmp_path, monkeypatch):
     idx.close()
     again = make(tmp_path, leaves)  # reopened: the same answers
     assert again.lookup(probe) == {h: want[h] for h in probe if h in want}
+    again.close()
+
+
+class HeldResize:
+    """An `on_resize` hook that holds the background resize at one step until released."""
+
+    def __init__(self, step: str) -> None:
+        import threading
+
+        self.step = step
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        self.timed_out = False
+
+    def __call__(self, step: str) -> None:
+        if step == self.step:
+            self.reached.set()
+            self.timed_out = not self.release.wait(120)  # bounded: a broken test must not hang
+
+
+def _fill_to_half(idx: LeafIndex, leaves: Leaves, rng: random.Random) -> None:
+    cap = idx._table.capacity
+    assert append(idx, leaves, [rng.randbytes(32) for _ in range(cap // 2)])
+    assert idx._resize is None  # exactly half: no resize yet
+    assert append(idx, leaves, [rng.randbytes(32)])  # one more starts it
+    assert idx._resize is not None
+
+
+def test_appends_go_on_while_the_table_grows_in_the_background(tmp_path):
+    """A resize never holds the writer: with the background copy held, batches keep going
+    into the old table (which lookups keep reading), and the grown table, swapped in at the
+    next batch after the copy, holds every entry, the ones indexed during the copy too."""
+    rng = random.Random(11)
+    leaves = Leaves()
+    held = HeldResize("copied")
+    idx = make(tmp_path, leaves, on_resize=held)
+    cap = idx._table.capacity
+    _fill_to_half(idx, leaves, rng)
+    assert held.reached.wait(120)
+    for _ in range(15):  # up to 0.5 + 15 * 1000 / 2^16 < 0.75 of the old table
+        assert append(idx, leaves, [rng.randbytes(32) for _ in range(1000)])
+        assert idx._table.capacity == cap  # still the old table: the writer did not wait
+    want = {h: i for i, h in enumerate(leaves.hashes)}
+    probe = rng.sample(leaves.hashes, 2000) + [rng.randbytes(32) for _ in range(500)]
+    assert idx.lookup(probe) == {h: want[h] for h in probe if h in want}
+    held.release.set()
+    idx._resize.ready.wait(120)
+    assert append(idx, leaves, [rng.randbytes(32)])  # swaps the new table in
+    assert not held.timed_out
+    assert idx._resize is None and idx._table.capacity == 2 * cap
+    want = {h: i for i, h in enumerate(leaves.hashes)}
+    assert idx.count == len(want)
+    probe = rng.sample(leaves.hashes, 5000) + [rng.randbytes(32) for _ in range(500)]
+    assert idx.lookup(probe) == {h: want[h] for h in probe if h in want}
+    assert not (tmp_path / "leafindex.bin.new").exists()
+    idx.close()
+    again = make(tmp_path, leaves)
+    assert again._table.capacity == 2 * cap and again.count == len(want)
+    assert again.lookup(probe) == {h: want[h] for h in probe if h in want}
+    again.close()
+
+
+def test_the_writer_waits_for_the_resize_only_at_three_quarters(tmp_path):
+    """The one case a batch waits: the old table would pass three quarters load before the
+    background copy is done. The batch then completes into the grown table."""
+    import threading
+
+    rng = random.Random(12)
+    leaves = Leaves()
+    held = HeldResize("copied")
+    idx = make(tmp_path, leaves, on_resize=held)
+    cap = idx._table.capacity
+    _fill_to_half(idx, leaves, rng)
+    assert held.reached.wait(120)
+    big = [rng.randbytes(32) for _ in range(cap // 4)]  # 0.5 + 1/2^16 + 0.25 > 0.75
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (append(idx, leaves, big), done.set()))
+    t.start()
+    # The batch cannot finish while the copy is held: it is waiting for it.
+    assert not done.wait(0.5)
+    held.release.set()
+    t.join(120)
+    assert done.is_set() and not held.timed_out
+    assert idx._table.capacity == 2 * cap
+    want = {h: i for i, h in enumerate(leaves.hashes)}
+    assert idx.count == len(want)
+    assert idx.lookup(big[:1000] + leaves.hashes[:1000]) == {h: want[h] for h in big[:1000] + leaves.hashes[:1000]}
+    idx.close()
+
+
+def test_a_close_or_crash_during_a_resize_keeps_the_old_table(tmp_path):
+    """Closing during a resize drops the half-built table; a file left by a crash in the
+    middle of one is ignored and replaced by the next resize. Either way the next start
+    answers from the old table, and grows it again."""
+    rng = random.Random(13)
+    leaves = Leaves()
+    held = HeldResize("copied")
+    idx = make(tmp_path, leaves, on_resize=held)
+    cap = idx._table.capacity
+    _fill_to_half(idx, leaves, rng)
+    assert held.reached.wait(120)
+    assert (tmp_path / "leafindex.bin.new").exists()
+    held.release.set()
+    idx.close()
+    assert not (tmp_path / "leafindex.bin.new").exists()
+    (tmp_path / "leafindex.bin.new").write_bytes(os.urandom(5000))  # as a kill -9 mid-resize leaves it
+    again = make(tmp_path, leaves)
+    assert again._table.capacity == cap
+    want = {h: i for i, h in enumerate(leaves.hashes)}
+    assert again.lookup(leaves.hashes[::97]) == {h: want[h] for h in leaves.hashes[::97]}
+    assert append(again, leaves, [rng.randbytes(32)])
+    again.finish_resize()
+    assert again._table.capacity == 2 * cap
+    want = {h: i for i, h in enumerate(leaves.hashes)}
+    assert again.lookup(leaves.hashes[::31]) == {h: want[h] for h in leaves.hashes[::31]}
     again.close()

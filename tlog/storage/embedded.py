@@ -65,6 +65,10 @@ CREATE TABLE IF NOT EXISTS runs (
     count INTEGER NOT NULL CHECK (count BETWEEN 1 AND 256),
     data BLOB NOT NULL
 );
+-- The runs' extents without their data: the start-up check that runs are contiguous reads
+-- this (~20 bytes a run) instead of every run's first page (~4 KiB each: 10 s at 2^26 entries
+-- with a cold page cache). Built once when a data directory from before it is opened.
+CREATE INDEX IF NOT EXISTS runs_extent ON runs (first, count);
 CREATE TABLE IF NOT EXISTS checkpoints (
     size INTEGER PRIMARY KEY,
     root BLOB NOT NULL,

@@ -13,7 +13,15 @@ position derived from the tag with a per-file secret key (so submitters
 cannot aim entries at one probe chain). Lookups and inserts are numpy
 operations over the whole batch; a tag match is confirmed against the full
 32-byte leaf hash in the level-0 hash file, so a torn slot or a 64-bit tag
-collision can never return a wrong index. The table doubles at half load.
+collision can never return a wrong index.
+
+Growth never pauses appends: at half load a background thread builds a table
+of twice the capacity (same key) from the old one and from the level-0 hash
+file, while the writer goes on inserting into the old table; the writer swaps
+the new table in at its next batch once the thread has caught up to within one
+batch. Only if the old table reached three quarters load first would the
+writer wait for the thread (at 2^26 entries the copy takes seconds, while
+filling the remaining quarter would take tens of millions of appends).
 
 Crash model: writes go to the page cache through the mapping and are never
 fsynced. `indexed_size` in the header says how far the index is complete; on
@@ -27,6 +35,7 @@ import logging
 import mmap
 import os
 import struct
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -49,11 +58,21 @@ MIN_CAPACITY = 1 << 16
 _REBUILD_CHUNK = 1 << 20
 _REHASH_CHUNK = 1 << 18  # slots of the old table moved per step of a resize (4 MiB; see _rehash)
 _SCALAR_TAIL = 8  # keys left after the vectorised rounds that are probed one by one
+_SWAP_GAP = 1 << 11  # entries the background resize leaves for the writer to insert at the swap
+# Entries inserted into a growing table between two unmappings of it (when the window says so):
+# they land on random pages, and each read fault maps its 64 KiB neighbourhood (fault-around),
+# so 1,024 entries map up to 64 MiB, and a larger step would map most of a large table at once.
+_CATCH_UP_CHUNK = 1 << 10
+GROW_AT = 0.5  # load at which a background resize starts
+WAIT_AT = 0.75  # load the writer may not pass while a resize is under way: it waits for it
 
 # leaf_at(indices) -> (m, 32) uint8 rows of the level-0 hash file; rows past its end are never asked for
 LeafReader = Callable[[np.ndarray], np.ndarray]
 # leaves(start, count) -> (count, 32) uint8: the leaf hashes of entries start..start+count-1
 LeafRange = Callable[[int, int], np.ndarray]
+# on_resize(step): a test hook called by the background resize at "copied" (the old table's
+# slots are in the new one) and "ready" (caught up to within _SWAP_GAP entries); None here
+ResizeHook = Callable[[str], None]
 
 
 def boot_id() -> str:
@@ -199,8 +218,10 @@ class LeafIndex:
     """
 
     def __init__(self, path: Path, *, read_only: bool = False, leaf_at: LeafReader,
-                 leaves: LeafRange, window: int = 0) -> None:
+                 leaves: LeafRange, window: int = 0, on_resize: ResizeHook | None = None) -> None:
         self.path = Path(path)
+        self.on_resize = on_resize
+        self._resize: _Resize | None = None  # a larger table being built in the background
         # window: the log's bounded-memory setting (bytes; 0: none). A table larger than
         # the window is unmapped after every batch: each batch then faults its ~2 pages
         # per entry in again, but the table never adds its size to the process's RSS.
@@ -277,6 +298,7 @@ class LeafIndex:
 
     def catch_up(self, size: int) -> None:
         """Make the index cover entries [0, size), whose leaf hashes `leaves` returns."""
+        self._cancel_resize()  # a repair: the table is brought up to date whole, here
         if self._table is None:
             self._open(size)
         if self.indexed_size > size:  # the log is behind its index (a restored backup): start over
@@ -372,15 +394,77 @@ class LeafIndex:
         keys = hash_rows(leaf_hashes)
         if keys.shape[0] != size - old:
             raise ValueError("one leaf hash per entry of [old, size) is needed")
-        self._grow_for(keys.shape[0])
-        table = self._table  # open: _grow_for has checked
+        self._make_room(keys.shape[0])
+        table = self._table  # open: _make_room has checked
         assert table is not None
         self.count += table.insert(_tags(keys), np.arange(old, size, dtype=np.int64))
         if 0 < self.window < table.capacity * SLOT_SIZE:
             table.release()
         self.indexed_size = size
         self._write_header(clean=False)  # ~2 us: keeps the tail to re-read after a crash short
+        if self._resize is None and self.count > GROW_AT * table.capacity and not self.read_only:
+            self._resize = _Resize(self, table, size)
         return True
+
+    # --- growth in the background (writer thread, except _Resize.run) ----------------
+
+    def _make_room(self, more: int) -> None:
+        """Before inserting `more` entries: swap in a finished resize; wait for one under way
+        only if the old table would pass WAIT_AT; without one, grow at once only if it would
+        (a single batch larger than the room left)."""
+        t = self._table
+        assert t is not None, "the index is open (catch_up)"
+        r = self._resize
+        if r is None:
+            if self.count + more > WAIT_AT * t.capacity:
+                self._grow_for(more)
+            return
+        if r.ready.is_set() or self.count + more > WAIT_AT * t.capacity:
+            self._finish_resize()
+            t = self._table
+            assert t is not None
+            if self.count + more > WAIT_AT * t.capacity:  # the resize failed, or this batch is huge
+                self._grow_for(more)
+
+    @property
+    def resizing(self) -> bool:
+        """A larger table is being built in the background."""
+        return self._resize is not None
+
+    def finish_resize(self) -> None:
+        """Wait for a resize under way and swap it in (tests; a clean close cancels instead)."""
+        if self._resize is not None:
+            self._finish_resize()
+
+    def _finish_resize(self) -> None:
+        r = self._resize
+        assert r is not None
+        r.thread.join()
+        self._resize = None
+        if r.error is not None or r.new is None:
+            log.error("growing the leaf index failed (it stays at its size for now): %s", r.error)
+            r.discard()
+            return
+        new = r.new
+        count = r.count
+        release = 0 < self.window < new.capacity * SLOT_SIZE
+        for lo in range(r.done, self.indexed_size, _CATCH_UP_CHUNK):  # the last gap: about _SWAP_GAP entries
+            hi = min(self.indexed_size, lo + _CATCH_UP_CHUNK)
+            count += new.insert(_tags(self.leaves(lo, hi - lo)), np.arange(lo, hi, dtype=np.int64))
+            if release:
+                new.release()
+        if r.fd is not None:
+            self._pack_header(r.fd, new, indexed=self.indexed_size, count=count, clean=False)
+            os.replace(r.tmp, self.path)
+        self._set_table(r.fd, new)
+        self.count = count
+
+    def _cancel_resize(self) -> None:
+        r, self._resize = self._resize, None
+        if r is not None:
+            r.stop.set()
+            r.thread.join()
+            r.discard()
 
     # --- reads (any thread) -------------------------------------------------------------
 
@@ -407,6 +491,7 @@ class LeafIndex:
         after a machine restart, uses it as it is instead of rebuilding it (which at
         2^24 entries takes seconds and maps the whole table)."""
         self._closed = True
+        self._cancel_resize()  # the next start resizes again from the table kept here
         if self._fd is not None and not self.read_only and self._table is not None:
             try:
                 os.fdatasync(self._fd)  # the mapped stores too: they dirty the file's pages
@@ -459,9 +544,16 @@ def _anon_table(capacity: int, key: int | None = None) -> _Table:
     return _Table(capacity, key, np.zeros((capacity, 2), dtype=np.uint64), None)
 
 
-def _rehash(old: _Table, new: _Table, *, release: bool) -> int:
+def _rehash(old: _Table, new: _Table, *, release: bool, below: int | None = None,
+            stop: threading.Event | None = None, old_fd: int | None = None,
+            step: Callable[[], None] | None = None) -> int:
     """Move every (tag, index + 1) of `old` into the larger `new`, which has the same key
-    (no full-hash checks needed: all distinct); returns how many.
+    (no full-hash checks needed: all distinct); returns how many. With `below`, only the
+    slots of entries below it (a background resize: the writer may be filling others as
+    they are read, and those are inserted from the hash file instead); with `stop`, stops
+    early when it is set; with `old_fd`, the old table is read from its file (pread, with the
+    kernel's read-ahead) instead of through its map, whose random-access hint the writer
+    still needs (see _small_pages); `step` is called after each chunk.
 
     `old` is read in slot order, a chunk at a time. A slot's position is the keyed hash of
     its tag masked to the table size, so with the same key a chunk of `old` lands in `new`
@@ -472,14 +564,98 @@ def _rehash(old: _Table, new: _Table, *, release: bool) -> int:
     at 313 MB on the first append to a 2^20-entry log and 556 MB at 2^22, measured with
     benchmarks/growth.py; the tables there are 32 + 64 MiB and 128 + 256 MiB.)
     """
-    old.advise(getattr(mmap, "MADV_SEQUENTIAL", None))  # read in order, with read-ahead (it is replaced after)
+    if old_fd is None:
+        old.advise(getattr(mmap, "MADV_SEQUENTIAL", None))  # read in order, with read-ahead (it is replaced after)
     count = 0
     for lo in range(0, old.capacity, _REHASH_CHUNK):
-        s = old.slots[lo : lo + _REHASH_CHUNK]
-        keep = s[:, 1] != 0
+        if stop is not None and stop.is_set():
+            break
+        if old_fd is None:
+            s = old.slots[lo : lo + _REHASH_CHUNK]
+        else:
+            n = min(_REHASH_CHUNK, old.capacity - lo)
+            raw = os.pread(old_fd, n * SLOT_SIZE, HEADER + lo * SLOT_SIZE)
+            s = np.frombuffer(raw, dtype="<u8", count=2 * n).reshape(n, 2)
+        keep = s[:, 1] != 0 if below is None else (s[:, 1] != 0) & (s[:, 1] <= np.uint64(below))
         count += new.insert(s[keep, 0], s[keep, 1].astype(np.int64) - 1)
         if release:
-            old.release()
+            if old_fd is None:
+                old.release()
             new.release()
-    old.release()
+        if step is not None:
+            step()
+    if old_fd is None:
+        old.release()
     return count
+
+
+class _Resize:
+    """A table of twice the capacity, built by a background thread while the writer goes on
+    with the old one (see the module docstring).
+
+    The thread copies the slots of entries below `base` (all in the old table before the
+    thread started), then inserts the entries the writer indexed since, reading their leaf
+    hashes from the level-0 hash file, until it is within _SWAP_GAP entries of the writer;
+    the writer inserts that last gap and swaps the table in (`LeafIndex._finish_resize`).
+    Readers use the old table, complete, until then.
+    """
+
+    def __init__(self, index: LeafIndex, old: _Table, base: int) -> None:
+        self.index, self.old, self.base = index, old, base
+        self.old_fd = index._fd  # the old table's file: closed only after this thread is joined
+        assert self.old_fd is not None, "background resizes are for writable files"
+        self.capacity = old.capacity * 2
+        self.tmp = index.path.with_name(index.path.name + ".new")
+        self.fd: int | None = None
+        self.new: _Table | None = None
+        self.count = 0  # slots filled in `new`
+        self.done = base  # entries [0, done) are in `new`, once the copy is done
+        self.ready = threading.Event()  # finished: caught up, or failed (`error`)
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self.run, name="tlog-leafindex-resize", daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        index = self.index
+        try:
+            self.fd, self.new = index._create_file(self.tmp, self.capacity, self.old.key)
+            release = 0 < index.window < self.capacity * SLOT_SIZE
+            self.count = _rehash(self.old, self.new, release=release, below=self.base, stop=self.stop,
+                                 old_fd=self.old_fd, step=self._flush)
+            self._hook("copied")
+            while not self.stop.is_set():
+                target = index.indexed_size  # the writer's progress (it only grows)
+                if target - self.done <= _SWAP_GAP:
+                    break
+                hi = min(target, self.done + _CATCH_UP_CHUNK)
+                self.count += self.new.insert(_tags(index.leaves(self.done, hi - self.done)),
+                                              np.arange(self.done, hi, dtype=np.int64))
+                if release:
+                    self.new.release()
+                self._flush()
+                self.done = hi
+            self._hook("ready")
+        except BaseException as e:  # noqa: BLE001 - reported to the writer, which keeps the old table
+            self.error = e
+        finally:
+            self.ready.set()
+
+    def _flush(self) -> None:
+        """Write the new table's dirty pages out now, a few MiB at a time. Left to the kernel,
+        hundreds of MiB of them would be written by the next fsync of the log's database (on
+        ext4 with data=ordered a journal commit first writes the data of blocks it allocates:
+        these were fallocated), holding a batch for a quarter of a second."""
+        if self.fd is not None:
+            os.fdatasync(self.fd)
+
+    def _hook(self, step: str) -> None:
+        if self.index.on_resize is not None:
+            self.index.on_resize(step)
+
+    def discard(self) -> None:
+        """Drop an unfinished or failed table and its file."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        self.tmp.unlink(missing_ok=True)
