@@ -187,11 +187,13 @@ def measure(spec: dict) -> dict:
         # The leaf-hash index of a 2^k log is exactly half full, so the first append started
         # its growth in the background: go on appending (bounded) until the grown table is
         # swapped in, so that the longest pause includes the swap.
-        index = getattr(store, "leaves", None)  # the embedded backend's leaf-hash index
+        from tlog.storage.embedded import EmbeddedStorage
+
+        index = store.driver.leaves if isinstance(store.driver, EmbeddedStorage) else None  # (PostgreSQL has none)
         deadline = time.monotonic() + RESIZE_WAIT_S
         while index is not None and index.resizing and time.monotonic() < deadline:
             b = time.perf_counter()
-            r = store.append([entry_bytes(i, salt) for i in range(done, done + APPEND_BATCH)], sign)
+            r = store.append([entry_bytes(i, salt) for i in range(done, done + APPEND_BATCH)])
             lat.append(time.perf_counter() - b)
             done += APPEND_BATCH
         out["index_resized"] = index is None or not index.resizing

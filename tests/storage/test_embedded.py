@@ -495,19 +495,18 @@ def test_the_start_up_check_reads_the_runs_extents_not_their_data(tmp_path):
     written before the index gets it when it is opened, and opens to the same tree."""
     import sqlite3
 
-    store = EmbeddedStorage(tmp_path)
-    store.open(SIGN)
-    store.append(entries(3000), SIGN)
+    store, w = opened(tmp_path)
+    w.append(entries(3000))
     plan = " ".join(str(r) for r in store.conn.execute(
         "EXPLAIN QUERY PLAN SELECT first, count FROM runs ORDER BY first").fetchall())
     assert "COVERING INDEX runs_extent" in plan
-    root = store.state.root
-    store.close()
+    root = w.state.root
+    w.close()
     conn = sqlite3.connect(tmp_path / "log.db")
     conn.execute("DROP INDEX runs_extent")  # as an older version left it
     conn.commit()
     conn.close()
-    again = EmbeddedStorage(tmp_path)
-    assert again.open(SIGN).root == root
+    again, w = opened(tmp_path)
+    assert w.state.root == root
     assert again.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs_extent'").fetchone() is not None
-    again.close()
+    w.close()
