@@ -28,8 +28,17 @@ from pathlib import Path
 
 import aiohttp
 
+from tlog.client.client import read_capped
 from tlog.client.tilereader import TileTree, view, with_tiles
-from tlog.errors import NotFound, OAPError, SignatureError, Unavailable, UnknownKeyError, VerificationError
+from tlog.errors import (
+    NotFound,
+    OAPError,
+    SignatureError,
+    TooLarge,
+    Unavailable,
+    UnknownKeyError,
+    VerificationError,
+)
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import MAX_NOTE_SIZE, open_note, parse_note
 from tlog.formats.tiles import TILE_WIDTH
@@ -89,12 +98,11 @@ class Feeder:
                     raise NotFound(f"{url}: 404")
                 if resp.status != 200:
                     raise FetchError(f"{url}: HTTP {resp.status}")
-                data = await resp.content.read(cap + 1)
+                return await read_capped(resp, cap)
         except (TimeoutError, aiohttp.ClientError) as e:
             raise FetchError(f"{url}: {type(e).__name__}: {e}") from None
-        if len(data) > cap:
-            raise FetchError(f"{url}: response larger than {cap} bytes")
-        return data
+        except TooLarge as e:
+            raise FetchError(str(e)) from None
 
     async def poll(self, wlog: WitnessedLog) -> FeedResult:
         """One round for one log; never raises for what the log did (see FeedResult.action)."""

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import aiohttp
 
-from tlog.errors import FormatError
+from tlog.client.client import read_capped
+from tlog.errors import FormatError, TooLarge
 from tlog.formats.loglist import MAX_LIST_BYTES, LogList, parse_log_list
 
 from .config import WitnessConfig, WitnessedLog
@@ -169,7 +170,10 @@ class LogLists:
             async with self._session.get(source, allow_redirects=False) as r:
                 if r.status != 200:
                     raise OSError(f"HTTP {r.status}")
-                data = await r.content.read(MAX_LIST_BYTES + 1)
+                try:
+                    return await read_capped(r, MAX_LIST_BYTES)
+                except TooLarge:
+                    raise FormatError(f"log list larger than {MAX_LIST_BYTES} bytes") from None
         if len(data) > MAX_LIST_BYTES:
             raise FormatError(f"log list larger than {MAX_LIST_BYTES} bytes")
         return data

@@ -163,3 +163,37 @@ async def test_feeder_reports_an_unreachable_log(tmp_path):
         assert state.get_sync(log.origin) is None
     finally:
         state.close()
+
+
+async def test_an_answer_sent_in_pieces_is_read_whole_and_capped():
+    """A log (or a proxy) may send an answer in several TCP segments: the feeder must read
+    to the end, not take the first piece as the whole tile, and refuse what passes its cap."""
+    from tlog.client.client import read_capped
+    from tlog.errors import TooLarge
+
+    pieces = [bytes([i]) * 1000 for i in range(8)]
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for p in pieces:
+            await resp.write(p)
+            await resp.drain()
+            await asyncio.sleep(0)  # let each piece go out on its own
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/t", handler)
+    async with TestServer(app, host="127.0.0.1") as srv:
+        import aiohttp
+        async with aiohttp.ClientSession() as s:
+            async with s.get(srv.make_url("/t")) as r:
+                assert await read_capped(r, 8000) == b"".join(pieces)
+            async with s.get(srv.make_url("/t")) as r:
+                try:
+                    await read_capped(r, 7999)
+                except TooLarge as e:
+                    assert "7999" in e.message
+                else:
+                    raise AssertionError("an answer over the cap was accepted")
