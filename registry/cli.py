@@ -21,7 +21,16 @@ from tlog.client.verifier import TrustPolicy
 from tlog.errors import ConfigError, OAPError
 from tlog.formats import keys
 from tlog.service import keyfiles
-from tlog.service.cli import Running, fail, load_config, native_notice, run, serve_options
+from tlog.service.cli import (
+    INSECURE_HTTP_CLIENT,
+    Running,
+    checked_url,
+    fail,
+    load_config,
+    native_notice,
+    run,
+    serve_options,
+)
 
 from .config import RegistryConfig
 from .records import KEY_EVENTS, KEYED_EVENTS, REASONS
@@ -55,19 +64,6 @@ def _trust(policy_file: Path | None, vkeys: tuple[str, ...], min_logs: int | Non
     except (OSError, OAPError) as e:
         fail(f"log trust: {getattr(e, 'message', e)}", 2)
     return None
-
-
-def _upstream(url: str, what: str, insecure_http: bool) -> str:
-    """A registry URL to fetch from: plain http:// beyond loopback only with --insecure-http (§8.1)."""
-    from tlog.service.config import INSECURE_HINT, plain_beyond_loopback
-
-    if not url.startswith(("http://", "https://")):
-        fail(f"{what} must be an http:// or https:// URL", 2)
-    if plain_beyond_loopback(url):
-        if not insecure_http:
-            fail(f"{what} {url} is plain http:// beyond loopback. {INSECURE_HINT}", 2)
-        click.echo(f"warning: {what} {url} is plain HTTP (--insecure-http): OAP-CORE-1.0 §8.1 forbids it", err=True)
-    return url
 
 
 @click.group()
@@ -162,8 +158,12 @@ def _submit(url: str, record: dict, out: Path | None) -> None:
     click.echo(json.dumps({k: v for k, v in res.items() if k not in ("anchor", "receipt_anchor")}))
 
 
-URL_OPT = click.option("--url", default="http://127.0.0.1:8090", show_default=True, envvar="OAP_REGISTRY_URL",
-                       help="The registry's base URL (or OAP_REGISTRY_URL).")
+_URL = click.option("--url", default="http://127.0.0.1:8090", show_default=True, envvar="OAP_REGISTRY_URL",
+                    callback=checked_url, help="The registry's base URL (or OAP_REGISTRY_URL).")
+
+
+def URL_OPT(f):  # noqa: N802 - used as a decorator beside the option constants
+    return INSECURE_HTTP_CLIENT(_URL(f))
 ANCHOR_OUT = click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
                           help="Write the commit's .tlog-proof here.")
 
@@ -405,33 +405,31 @@ def _trust_opts(fn: F) -> F:
 
 
 @main.command()
-@click.option("--upstream", required=True, help="Registry to follow, e.g. http://127.0.0.1:8090")
+@click.option("--upstream", required=True, callback=checked_url, help="Registry to follow, e.g. http://127.0.0.1:8090")
 @click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @_trust_opts
 @click.option("--metrics-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write Prometheus metrics here (node_exporter textfile format).")
-@click.option("--insecure-http", is_flag=True, help="Allow a plain http:// upstream beyond loopback (§8.1 forbids it).")
+@INSECURE_HTTP_CLIENT
 @click.option("--quiet", is_flag=True)
 def mirror(upstream: str, data_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkeys: tuple[str, ...],
-           min_logs: int | None, metrics_file: Path | None, insecure_http: bool, quiet: bool) -> None:
+           min_logs: int | None, metrics_file: Path | None, quiet: bool) -> None:
     """Fetch and verify new upstream commits; advance only if all verify (exit 1 if refused)."""
-    upstream = _upstream(upstream, "--upstream", insecure_http)
     sys.exit(_mirror_once(data_dir, upstream, registry_key, _trust(log_policy, log_vkeys, min_logs), metrics_file,
                           quiet))
 
 
 @main.command()
-@click.option("--from", "source", required=True, help="Any registry or mirror URL.")
+@click.option("--from", "source", required=True, callback=checked_url, help="Any registry or mirror URL.")
 @click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @_trust_opts
-@click.option("--insecure-http", is_flag=True, help="Allow a plain http:// source beyond loopback (§8.1 forbids it).")
+@INSECURE_HTTP_CLIENT
 @click.option("--quiet", is_flag=True)
 def rebuild(source: str, data_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkeys: tuple[str, ...],
-            min_logs: int | None, insecure_http: bool, quiet: bool) -> None:
+            min_logs: int | None, quiet: bool) -> None:
     """Rebuild a registry from any mirror into an empty data directory, verifying all of it."""
     if data_dir.exists() and any(data_dir.iterdir()):
         fail(f"{data_dir} is not empty", 2)
-    source = _upstream(source, "--from", insecure_http)
     code = _mirror_once(data_dir, source, registry_key, _trust(log_policy, log_vkeys, min_logs), None, quiet)
     if code == 0:
         click.echo(f"serve it with: oap-registry serve --data {data_dir} --key <the registry's key> --log-url <log>"
@@ -444,10 +442,11 @@ def rebuild(source: str, data_dir: Path, registry_key: str | None, log_policy: P
 @_trust_opts
 @click.option("--head-anchor", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The head commit's .tlog-proof (GET /v1/anchors/<seq>).")
-@click.option("--url", default=None, help="Fetch the head commit's .tlog-proof from this registry or mirror.")
-@click.option("--insecure-http", is_flag=True, help="Allow a plain http:// --url beyond loopback (§8.1 forbids it).")
+@click.option("--url", default=None, callback=checked_url,
+              help="Fetch the head commit's .tlog-proof from this registry or mirror.")
+@INSECURE_HTTP_CLIENT
 def verify(repo_dir: Path, registry_key: str | None, log_policy: Path | None, log_vkeys: tuple[str, ...],
-           min_logs: int | None, head_anchor: Path | None, url: str | None, insecure_http: bool) -> None:
+           min_logs: int | None, head_anchor: Path | None, url: str | None) -> None:
     """Check a whole registry history (a bare repo or a `git clone`) against the log, offline."""
     from .history import Replayer, replay
     from .index import Index
@@ -458,8 +457,6 @@ def verify(repo_dir: Path, registry_key: str | None, log_policy: Path | None, lo
         fail(f"{repo_dir} is not a Git repository", 2)
     repo = RegistryRepo(gitdir)
     index = Index()
-    if url is not None:
-        url = _upstream(url, "--url", insecure_http)
     r = Replayer(repo, index, strict=True, registry=registry_key, policy=_trust(log_policy, log_vkeys, min_logs))
     head_checked = False
     try:

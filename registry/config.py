@@ -30,7 +30,8 @@ from typing import Any
 from tlog.errors import ConfigError
 from tlog.formats.anchors import MAX_LOGS
 from tlog.formats.did import is_did
-from tlog.service.config import HTTPConfig, check_http_limits, is_loopback
+from tlog.formats.urls import is_loopback
+from tlog.service.config import HTTPConfig, check_http_limits
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
 from tlog.formats.keys import COSIGNATURE_MLDSA44, ECDSA, ED25519, Verifier, check_key_name, parse_vkey
 from tlog.formats.loglist import MAX_QPD
 from tlog.formats.policy import parse_policy
-from tlog.service.config import HTTPConfig, check_http_limits, is_loopback
+from tlog.formats.urls import is_loopback
+from tlog.service.config import HTTPConfig, check_http_limits
 
 OWN_LEVELS = ("L4", "L5", "none")
 """`require_own_level`: the least level of the witness's own receipt (§31); "none" disables the check."""

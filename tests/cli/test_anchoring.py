@@ -103,12 +103,14 @@ def test_anchor_in_logs_keeps_the_answers_of_the_logs_that_answer(server, tmp_pa
 def test_client_errors_are_one_line_and_out_is_checked_before_anchoring(server, tmp_path):
     key = tmp_path / "k.key"
     run("keygen", "--name", "k", "--out", str(key))
-    for url, what in ((DOWN, "cannot reach http://127.0.0.1:9"), ("127.0.0.1:8080", "must be an http:// or https://")):
+    # a log that is down: 1; a URL that cannot be one: 2, a usage error, before any traffic
+    for url, what, code in ((DOWN, "cannot reach http://127.0.0.1:9", 1),
+                            ("127.0.0.1:8080", "must be an http:// or https://", 2)):
         r = CliRunner().invoke(main, ["info", "--url", url])
-        assert r.exit_code == 1 and r.output.count("\n") == 1 and what in r.output, r.output
+        assert r.exit_code == code and r.output.count("\n") == 1 and what in r.output, r.output
         assert "Traceback" not in r.output
         r = CliRunner().invoke(main, ["add", "--hash", "sha256:" + "ab" * 32, "--key", str(key), "--url", url])
-        assert r.exit_code == 1 and what in r.output and "Traceback" not in r.output
+        assert r.exit_code == code and what in r.output and "Traceback" not in r.output
     srv = server()
     r = CliRunner().invoke(main, ["add", "--hash", "sha256:" + "ab" * 32, "--key", str(key), "--url", srv.url,
                                   "--out", str(tmp_path / "missing" / "x.tlog-proof")])

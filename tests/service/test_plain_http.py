@@ -19,8 +19,8 @@ import pytest
 from registry.config import RegistryConfig
 from tlog.errors import ConfigError
 from tlog.formats.keys import CosignatureSigner, Signer
+from tlog.formats.urls import plain_beyond_loopback
 from tlog.server.config import LogConfig
-from tlog.service.config import plain_beyond_loopback
 from witness.config import WitnessConfig, WitnessedLog
 
 from tests.support.services import BIN, Service, log_service
@@ -214,3 +214,44 @@ def test_registry_mirror_commands_refuse_a_plain_http_upstream_beyond_loopback(t
         r = run([str(BIN / "oap-registry"), *args])
         assert r.returncode == 2 and "plain http:// beyond loopback" in r.stderr and "§8.1" in r.stderr, r.stderr
 
+
+
+CLIENT_COMMANDS = [
+    ["oap-log", "info", "--url", "{u}"],
+    ["oap-log", "prove", "0", "--url", "{u}"],
+    ["oap-log", "receipts", "--signer", "did:key:z6Mk", "--url", "{u}"],
+    ["oap-log", "add", "--hash", "sha256:" + "00" * 32, "--url", "{u}"],
+    ["oap-log", "audit", "{u}", "--policy", "{policy}"],
+    ["oap-registry", "submit", "{record}", "--url", "{u}"],
+    ["oap-registry", "status", "did:key:z6Mk", "--url", "{u}"],
+    ["oap-registry", "verify", "{repo}", "--url", "{u}"],
+]
+
+
+@pytest.mark.parametrize("cmd", CLIENT_COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_client_commands_refuse_plain_http_beyond_loopback_before_any_traffic(tmp_path, cmd):
+    """A relying party's command must not send a receipt or read a trust answer in the clear
+    without saying so: plain http:// to another host exits 2 before connecting (no DNS either:
+    the name below would not resolve), and --insecure-http is the only way past it."""
+    policy = tmp_path / "p.policy"
+    policy.write_text(f"log {LOG_VKEY}\nquorum none\n")
+    record = tmp_path / "r.json"
+    record.write_text("{}")
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
+    fill = {"u": "http://registry.example.invalid", "policy": str(policy), "record": str(record), "repo": str(repo)}
+    argv = [str(BIN / cmd[0]), *(a.format(**fill) for a in cmd[1:])]
+    r = run(argv)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "plain http:// beyond loopback" in r.stderr and "§8.1" in r.stderr and "--insecure-http" in r.stderr
+
+
+def test_client_commands_keep_loopback_plain_and_accept_the_flag(tmp_path):
+    """Loopback stays plain for `make run`, and the flag is accepted (a refused connection on
+    a closed loopback port is the expected failure here: exit 1 or 2 with a reach error)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for extra in ([], ["--insecure-http"]):
+        r = run([str(BIN / "oap-log"), "info", "--url", f"http://127.0.0.1:{port}", *extra])
+        assert r.returncode != 0 and "plain http://" not in r.stderr and "warning" not in r.stderr, r.stderr

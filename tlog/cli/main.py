@@ -20,7 +20,17 @@ from tlog.formats.strict import loads_json
 from tlog.formats.times import parse_utc
 from tlog.server.config import LogConfig
 from tlog.service import keyfiles
-from tlog.service.cli import Running, fail, load_config, native_notice, run, serve_options
+from tlog.service.cli import (
+    INSECURE_HTTP_CLIENT,
+    Running,
+    checked_url,
+    client_url,
+    fail,
+    load_config,
+    native_notice,
+    run,
+    serve_options,
+)
 from tlog.storage.files import fsync_dir, write_atomic
 from tlog.storage.interface import Fault
 
@@ -299,7 +309,7 @@ TOKEN_HELP = ("A file holding a bearer token from `oap-log token`, for a log tha
               help="Anchor a prepared entry (JSON) of any type.")
 @click.option("--key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Signer key for receipt entries (from `oap-log keygen`).")
-@click.option("--url", "urls", multiple=True,
+@click.option("--url", "urls", multiple=True, callback=checked_url,
               help="A log to anchor in; repeat it to anchor in several logs at once (OAP-CORE-1.0 §19.3). "
                    "Default: the policy's log URLs, else OAP_LOG_URL, else " + DEFAULT_URL + ".")
 @click.option("--policy", "policy_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -314,10 +324,11 @@ TOKEN_HELP = ("A file holding a bearer token from `oap-log token`, for a log tha
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the proof: a .tlog-proof for one log, an anchors file (JSON) holding "
                    "every log's .tlog-proof for several. Default: next to the receipt.")
+@INSECURE_HTTP_CLIENT
 def add(receipt, hash_, commitment, entry_file, key, urls, policy_file, min_logs, timeout, token_file, out) -> None:
     """Anchor a receipt (file or --hash), a privileged commitment, or an entry, in one
     log or several, and write the proof to verify offline with `oap-log verify`."""
-    from tlog.client.client import anchor_in_logs, check_url, token_from
+    from tlog.client.client import anchor_in_logs, token_from
     from tlog.client.verifier import TrustPolicy
     from tlog.formats.anchors import anchors_text
 
@@ -328,7 +339,7 @@ def add(receipt, hash_, commitment, entry_file, key, urls, policy_file, min_logs
         if not urls:
             urls = tuple(log.url for log in policy.policy.logs if log.url) if policy else ()
             urls = urls or (DEFAULT_URL,)
-        urls = tuple(check_url(u, "--url") for u in urls)
+        urls = tuple(client_url(u) for u in urls)
         need = min_logs or (policy.policy.log_quorum if policy else 1)
         if need > len(urls):
             fail(f"{need} log(s) must anchor the entry, and only {len(urls)} URL(s) are given")
@@ -426,7 +437,8 @@ def _receipt_time(value: object) -> str | None:
 @click.option("--since", default=None,
               help="Only receipts logged, or claiming to be signed, at or after this RFC 3339 UTC time "
                    "(e.g. the key's compromise).")
-@click.option("--url", default=DEFAULT_URL, show_default=True, help=URL_HELP)
+@click.option("--url", default=DEFAULT_URL, show_default=True, help=URL_HELP, callback=checked_url)
+@INSECURE_HTTP_CLIENT
 def receipts(signer: str, since: str | None, url: str) -> None:
     """List the receipt entries a key signed, one JSON object per line (OAP-CORE-1.0 §28.5)."""
     from tlog.client.client import SyncLogClient
@@ -447,7 +459,8 @@ def keys_write_secret(path: Path, obj: dict) -> None:
 
 @main.command()
 @click.argument("index", type=int)
-@click.option("--url", default=DEFAULT_URL, show_default=True, help=URL_HELP)
+@click.option("--url", default=DEFAULT_URL, show_default=True, help=URL_HELP, callback=checked_url)
+@INSECURE_HTTP_CLIENT
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the bundle here.")
 def prove(index: int, url: str, out: Path | None) -> None:
     """Fetch a fresh .tlog-proof bundle for the entry at INDEX."""
@@ -465,7 +478,8 @@ def prove(index: int, url: str, out: Path | None) -> None:
 
 
 @main.command()
-@click.option("--url", default=DEFAULT_URL, show_default=True, help=URL_HELP)
+@click.option("--url", default=DEFAULT_URL, show_default=True, help=URL_HELP, callback=checked_url)
+@INSECURE_HTTP_CLIENT
 def info(url: str) -> None:
     """Origin, verifier key and size of a log."""
     from tlog.client.client import SyncLogClient
@@ -611,7 +625,8 @@ def _hint(status: str, reason: str) -> str:
 
 
 @main.command()
-@click.argument("url")
+@click.argument("url", callback=checked_url)
+@INSECURE_HTTP_CLIENT
 @click.option("--policy", "policy_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="tlog-policy file: log key, witnesses, quorum.")
 @click.option("--entries/--no-entries", default=True, show_default=True,

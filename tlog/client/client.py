@@ -27,6 +27,7 @@ from tlog.formats.encoding import b64dec
 from tlog.formats.entries import canonical_entry, check_entry_signature, decode_entry
 from tlog.formats.hashing import format_sha256, leaf_hash
 from tlog.formats.proofbundle import ProofBundle, parse_proof_bundle
+from tlog.formats.urls import INSECURE_HINT, plain_beyond_loopback
 
 
 class ServerError(OAPError):
@@ -37,12 +38,15 @@ class ServerError(OAPError):
         self.status, self.code = status, code
 
 
-def check_url(url: str, what: str = "URL") -> str:
+def check_url(url: str, what: str = "URL", *, insecure_http: bool = False) -> str:
     """A service base URL, refused early and in one line when it cannot be one (a bare
-    host:port is the usual slip), rather than as a traceback from deep in aiohttp."""
+    host:port is the usual slip), rather than as a traceback from deep in aiohttp; plain
+    http:// beyond loopback only with `insecure_http` (OAP-CORE-1.0 §8.1)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidInput(f"the {what} must be an http:// or https:// URL, got {url!r}")
+    if plain_beyond_loopback(url) and not insecure_http:
+        raise InvalidInput(f"the {what} {url} is plain http:// beyond loopback. {INSECURE_HINT}")
     return url.rstrip("/")
 
 
@@ -156,7 +160,8 @@ class LogClient:
 
     def __init__(self, url: str, *, policy: TrustPolicy | None = None, timeout: float = 60.0,
                  session: aiohttp.ClientSession | None = None, token: str | None = None) -> None:
-        self.url = check_url(url, "log URL")
+        # The caller chose the URL; §8.1 is checked where it comes from (client_url, service config).
+        self.url = check_url(url, "log URL", insecure_http=True)
         self.policy = policy
         self._headers = bearer(token)
         self._timeout = aiohttp.ClientTimeout(total=timeout)

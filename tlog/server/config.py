@@ -12,7 +12,8 @@ from typing import Any
 
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.policy import parse_policy
-from tlog.service.config import HTTPConfig, check_http_limits, is_base_url
+from tlog.formats.urls import is_base_url
+from tlog.service.config import HTTPConfig, check_http_limits
 
 
 def _dsn_has_password(dsn: str) -> bool:

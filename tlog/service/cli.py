@@ -49,6 +49,49 @@ INSECURE_HTTP = click.option(
          "other hosts. OAP-CORE-1.0 §8.1 forbids it; a warning is logged at start.")
 
 
+def _remember_insecure(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    ctx.meta["oap.insecure_http"] = bool(value)
+
+
+# For the commands that talk to a service: eager, so the --url checks below see it.
+INSECURE_HTTP_CLIENT = click.option(
+    "--insecure-http", is_flag=True, is_eager=True, expose_value=False, callback=_remember_insecure,
+    help="Allow a plain http:// URL beyond loopback (OAP-CORE-1.0 §8.1 forbids plain HTTP).")
+
+
+def insecure_http_allowed() -> bool:
+    """Whether the running command was given --insecure-http (INSECURE_HTTP_CLIENT)."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get("oap.insecure_http"))
+
+
+def client_url(url: str, what: str = "--url") -> str:
+    """A service URL a command talks to. Plain http:// to another host is refused (exit 2)
+    unless --insecure-http, and then said on stderr: a relying party's command must not send
+    or read trust answers in the clear without knowing it (OAP-CORE-1.0 §8.1)."""
+    from tlog.client.client import check_url
+    from tlog.formats.urls import plain_beyond_loopback
+
+    allowed = insecure_http_allowed()
+    try:
+        url = check_url(url, what, insecure_http=allowed)
+    except OAPError as e:
+        fail(e.message, 2)
+    if plain_beyond_loopback(url):
+        click.echo(f"warning: {what} {url} is plain HTTP (--insecure-http): OAP-CORE-1.0 §8.1 forbids it", err=True)
+    return url
+
+
+def checked_url(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """click callback for a --url option or URL argument (one value or several): client_url."""
+    what = f"--{param.name}" if isinstance(param, click.Option) else (param.name or "URL").upper()
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(client_url(v, what) for v in value)
+    return client_url(value, what)
+
+
 def serve_options(table: str, data_help: str = "Data directory."):
     """The options every `serve` command takes: --config, --data, --host, --port,
     --log-format, --tls-cert, --tls-key and --insecure-http (each overrides the file and the

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.policy import MAX_POLICY_BYTES, parse_policy
+from tlog.formats.urls import INSECURE_HINT, is_loopback, plain_beyond_loopback
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -102,38 +102,6 @@ def load(cls: type[T], *, section: str, env_prefix: str, file: Path | None = Non
     cfg = cls(**values)
     cfg.validate()  # type: ignore[attr-defined]
     return cfg
-
-
-def is_base_url(url: str) -> bool:
-    """An http(s) URL a service is reached at: no trailing '/', no spaces, at most 2 KiB."""
-    return (url.startswith(("http://", "https://")) and len(url) <= 2048 and not url.endswith("/")
-            and url.isprintable() and not any(c.isspace() for c in url))
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a listen address reaches only this machine ("localhost", 127.0.0.0/8, ::1).
-
-    Names other than "localhost" are not resolved: a name could point anywhere, so it
-    counts as beyond loopback (the safe side)."""
-    import ipaddress
-
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def plain_beyond_loopback(url: str) -> bool:
-    """Whether `url` is plain http:// to a host that is not this machine (OAP-CORE-1.0 §8.1)."""
-    parts = urlsplit(url)
-    return parts.scheme.lower() == "http" and not is_loopback(parts.hostname or "")
-
-
-INSECURE_HINT = ("OAP-CORE-1.0 §8.1: plain HTTP must not be used. Serve TLS (tls_cert, tls_key) or listen on "
-                 "127.0.0.1 behind a TLS-terminating proxy, and use https:// URLs; to run without TLS anyway, "
-                 "start with --insecure-http (insecure_http = true)")
 
 
 _REPLACED = {

@@ -97,7 +97,7 @@ def follow(log_url, mirror_url, log_key, mirror_keys, interval, once, rounds, ti
     from urllib.parse import urlsplit
 
     from tlog.formats.keys import cosigner_verifier, parse_vkey
-    from tlog.service.config import is_loopback
+    from tlog.formats.urls import is_loopback
 
     from .follower import Follower
 
