@@ -370,7 +370,8 @@ def _mirror_once(data: Path, upstream: str, registry_key: str | None, policy: Tr
                        err=True)
     except UpstreamError as e:
         fail(e.message, 2)
-        raise
+    except OAPError as e:  # e.g. the head's anchor, missing or bad, for a history already mirrored
+        fail(f"REFUSED: {e.message}", 1)
     finally:
         repo.close()
         os.close(fd)
