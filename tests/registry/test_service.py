@@ -142,19 +142,26 @@ async def test_more_404_and_400_are_json(reg):
                 assert r.status == 400 and (await r.json())["error"] == "invalid_input"
 
 
-async def test_under_load_many_records_share_one_commit(reg):
+async def test_under_load_many_records_share_one_commit(tmp_path, log_server):
     """Deterministic: the first batch is stalled before publishing while 30 more queue up."""
     stalled, release = asyncio.Event(), asyncio.Event()
 
-    async def hold():
-        stalled.set()
-        await release.wait()
+    async def hold():  # only the first batch waits
+        if not stalled.is_set():
+            stalled.set()
+            await release.wait()
 
-    reg.svc.writer.before_publish = hold
+    reg = await start_registry(tmp_path / "reg", log_server, before_publish=hold)
+    try:
+        await _many_records_share_one_commit(reg, stalled, release)
+    finally:
+        await reg.stop()
+
+
+async def _many_records_share_one_commit(reg, stalled: asyncio.Event, release: asyncio.Event) -> None:
     s0 = generate_seed()
     first = asyncio.create_task(reg.post(make_revocation(s0, kind="key", subject=did(s0))))
     await stalled.wait()
-    reg.svc.writer.before_publish = None
     seeds = [generate_seed() for _ in range(30)]
     rest = [asyncio.create_task(reg.post(make_revocation(s, kind="key", subject=did(s)))) for s in seeds]
     loop = asyncio.get_running_loop()
@@ -173,20 +180,30 @@ async def test_under_load_many_records_share_one_commit(reg):
     assert listing["total"] == 31 and len(listing["records"]) == 6 and listing["next_offset"] is None
 
 
-async def test_a_foreign_ref_move_is_refused_by_compare_and_swap(reg):
+async def test_a_foreign_ref_move_is_refused_by_compare_and_swap(tmp_path, log_server):
     """Someone moves refs/heads/main while a batch is being anchored: the CAS fails,
     the foreign value is kept, and the writer stops instead of guessing."""
-    repo = reg.svc.repo
-    head = repo.ref(MAIN)
-    foreign, _, _ = repo.build_commit(head, [("anchors/0/0.tlog-proof", b"x")], "foreign", 1)
+    moved: list[str] = []
 
     async def move():
+        repo = reg.svc.repo
+        head = repo.ref(MAIN)
+        foreign, _, _ = repo.build_commit(head, [("anchors/0/0.tlog-proof", b"x")], "foreign", 1)
         repo.cas(MAIN, head, foreign)
+        moved.append(foreign)
 
-    reg.svc.writer.before_publish = move
+    reg = await start_registry(tmp_path / "reg", log_server, before_publish=move)
+    try:
+        await _foreign_ref_move_is_refused(reg, moved)
+    finally:
+        await reg.stop()
+
+
+async def _foreign_ref_move_is_refused(reg, moved: list[str]) -> None:
+    repo = reg.svc.repo
     status, body = await reg.post(make_revocation(a := generate_seed(), kind="key", subject=did(a)))
     assert status == 409 and body["error"] == "conflict"
-    assert repo.ref(MAIN) == foreign  # not overwritten
+    assert moved and repo.ref(MAIN) == moved[0]  # not overwritten
     status, body = await reg.post(make_revocation(a, kind="key", subject=did(a)))
     assert status == 503 and body["error"] == "maintenance"
     st, ready, _ = await reg.get("/readyz")
@@ -194,12 +211,10 @@ async def test_a_foreign_ref_move_is_refused_by_compare_and_swap(reg):
 
 
 async def test_a_commit_anchored_before_a_crash_is_published_on_restart_with_the_same_log_entry(tmp_path, log_server):
-    reg = await start_registry(tmp_path / "reg", log_server)
-
     async def crash():
         raise RuntimeError("simulated crash after anchoring, before the ref moves")
 
-    reg.svc.writer.before_publish = crash
+    reg = await start_registry(tmp_path / "reg", log_server, before_publish=crash)
     doc = make_revocation(a := generate_seed(), kind="key", subject=did(a))
     status, body = await reg.post(doc)
     assert status == 503

@@ -199,19 +199,20 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
     third.close()
 
 
-def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path, monkeypatch):
+def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path):
     """Review finding: a failed index update followed by a successful one must not
     leave a permanent gap (resubmitting would then get a second index)."""
-    store, w_store = opened(tmp_path)
+    failing = [False]
+
+    def fault(name: str) -> None:  # EIO between the hash files' growth and the leaf index update
+        if failing[0] and name == "after_hash_append":
+            raise OSError(5, "Input/output error")
+
+    store, w_store = opened(tmp_path, faults=fault)
     w_store.append([b"a"])
-    real_add = store.leaves.add
-
-    def failing_add(*a, **k):
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(store.leaves, "add", failing_add)
+    failing[0] = True
     assert w_store.append([b"b"]).indices == [1]  # durable; index update lost
-    monkeypatch.setattr(store.leaves, "add", real_add)
+    failing[0] = False
     w_store.append([b"c"])
     r = w_store.append([b"b"])
     assert r.indices == [1] and r.fresh == [False]  # same entry, same index
