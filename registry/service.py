@@ -293,7 +293,7 @@ class RegistryService:
             if self.writer.backlog.behind() and not self.writer.broken:
                 try:
                     await self.writer.catch_up()
-                except Exception as e:  # a disk error: said, and tried again next round
+                except Exception as e:  # noqa: BLE001 - a disk error: said, and tried again next round
                     log.warning("catching up a log failed: %s", e)
 
     async def _open_mirror(self) -> None:
@@ -332,7 +332,7 @@ class RegistryService:
         for t in self._tasks:
             try:
                 await t
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing: the tasks log their own failures
                 pass
         if self.anchorer is not None:
             await self.anchorer.close()
@@ -364,7 +364,7 @@ class RegistryService:
                 result = await self.sync_once()
                 if result.refused:
                     log.error("mirror refused the upstream: %s (report %s)", result.message, result.report)
-            except Exception as e:  # the upstream being down is not fatal
+            except Exception as e:  # noqa: BLE001 - the upstream being down is not fatal
                 log.warning("mirror sync failed: %s", e)
             await asyncio.sleep(self.config.mirror_interval)
 
@@ -410,7 +410,7 @@ class RegistryService:
             self._dirty.clear()
             try:
                 epoch = await self.new_epoch()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a bad epoch build keeps the previous epoch; logged and retried
                 log.warning("status epoch failed (keeping the previous one): %s", e)
                 await asyncio.sleep(1.0)
                 continue

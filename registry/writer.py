@@ -136,7 +136,7 @@ class RegistryWriter:
             commits = [(self.index.commits[s].commit, self.index.commits[s].tree, s) for s in seqs]
             try:
                 bundles = await self.anchorer.commits_in(origin, commits)
-            except Exception as e:  # still down: next round
+            except Exception as e:  # noqa: BLE001 - still down: next round
                 log.debug("log %s is still behind: %s", origin, e)
                 continue
             for s, bundle in zip(seqs, bundles):

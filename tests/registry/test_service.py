@@ -176,7 +176,7 @@ async def _many_records_share_one_commit(reg, stalled: asyncio.Event, release: a
     assert len(seqs) == 1, seqs  # 30 records, one commit
     seq = seqs.pop()
     assert reg.svc.index.per_commit[seq] == 30
-    st, listing, _ = await reg.get("/v1/records", params={"type": "revocation", "limit": "10", "offset": "25"})
+    _st, listing, _ = await reg.get("/v1/records", params={"type": "revocation", "limit": "10", "offset": "25"})
     assert listing["total"] == 31 and len(listing["records"]) == 6 and listing["next_offset"] is None
 
 
@@ -338,7 +338,7 @@ async def test_status_answers_are_the_same_on_the_fast_path_and_through_aiohttp(
     routes = reg.runner.app[FAST_ROUTES_KEY]
     a, b = generate_seed(), generate_seed()
     assert (await reg.post(conformance_doc(receipt(a))))[0] == 200
-    status, body = await reg.post(make_revocation(b, kind="key", subject=did(b), reason="key_compromise",
+    _status, body = await reg.post(make_revocation(b, kind="key", subject=did(b), reason="key_compromise",
                                                   effective_at=utc(now_utc() - timedelta(hours=1))))
     await wait_epoch_after(reg, body["seq"])
     reg.svc.epoch.responses.pop(did(b))  # revoked, not produced yet: Git is read off the loop, by aiohttp
@@ -367,23 +367,23 @@ async def test_kill_switch_revokes_every_token_class_from_its_effective_time(reg
     assert status == 200 and body["receipt_anchor"]
     await wait_epoch_after(reg, body["seq"])
     for cls in KILL_SWITCH_CLASSES:  # good in an epoch before the effective time (the principal is known)
-        st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
+        _st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
         # (on a slow machine the first epoch after the commit may already be past it)
         before = parse_utc(resp["this_update"], "this_update") < parse_utc(soon, "effective_at")
         assert resp["status"] == ("good" if before else "revoked"), resp
     loop = asyncio.get_running_loop()
     end = loop.time() + 60
     while loop.time() < end:  # the epoch's next_update is the kill switch's effective time
-        st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#oauth_grants", safe=":"))
+        _st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#oauth_grants", safe=":"))
         if resp["status"] == "revoked":
             break
         await asyncio.sleep(0.2)
     assert resp["status"] == "revoked"
     for cls in KILL_SWITCH_CLASSES:
-        st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
+        _st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
         v = verify_status(resp, registry=reg.svc.registry, policy=reg.policy)
         assert v.status == "revoked" and v.reason == "kill_switch" and utc(v.revoked_at) == soon
-    st, resp, _ = await reg.get("/v1/status/" + did(p))
+    _st, resp, _ = await reg.get("/v1/status/" + did(p))
     assert resp["status"] == "good"  # the principal's DID itself is not revoked
 
 

@@ -193,7 +193,7 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
     assert r.indices == list(range(600, 610)) and r.fresh == [False] * 10
     again.close()
     rewrite(boot=b"another-boot", wipe_from=0)
-    third, w_third = opened(tmp_path)
+    third, _w_third = opened(tmp_path)
     assert third.leaves.lookup([leaf_hash(data[0]), leaf_hash(data[699])]) == {
         leaf_hash(data[0]): 0, leaf_hash(data[699]): 699}
     third.close()
@@ -218,7 +218,7 @@ def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path):
     assert r.indices == [1] and r.fresh == [False]  # same entry, same index
     assert store.leaves.lookup([leaf_hash(b"b")]) == {leaf_hash(b"b"): 1}
     store.close()
-    again, w_again = opened(tmp_path)
+    again, _w_again = opened(tmp_path)
     assert again.leaves.lookup([leaf_hash(b"b"), leaf_hash(b"c")]) == {leaf_hash(b"b"): 1, leaf_hash(b"c"): 2}
     again.close()
 
@@ -347,11 +347,11 @@ def test_a_damaged_run_is_corruption_not_a_hang(tmp_path):
 def test_one_writer_per_data_directory(tmp_path):
     from tlog.errors import ConfigError
 
-    store, w_store = opened(tmp_path)
+    store, _w_store = opened(tmp_path)
     with pytest.raises(ConfigError, match="in use by another log process"):
         EmbeddedStorage(tmp_path)
     store.close()
-    again, w_again = opened(tmp_path)  # released by close()
+    again, _w_again = opened(tmp_path)  # released by close()
     again.close()
 
 
@@ -481,7 +481,7 @@ def test_migrated_log_wal_is_checkpointed_when_quiet(tmp_path):
     db.execute("CREATE TABLE entries (idx INTEGER PRIMARY KEY, leaf_hash BLOB NOT NULL, data BLOB NOT NULL)")
     db.executemany("INSERT INTO entries VALUES (?, ?, ?)", [(i, leaf_hash(d), d) for i, d in enumerate(data)])
     db.close()  # the last connection: checkpointed, WAL removed
-    again, w_again = opened(tmp_path)  # moves the entries into runs
+    again, _w_again = opened(tmp_path)  # moves the entries into runs
     try:
         assert _wait_for(lambda: _wal_frames(tmp_path / "log.db")[0] > 0
                          and _wal_frames(tmp_path / "log.db")[1] == _wal_frames(tmp_path / "log.db")[0], 30)

@@ -74,7 +74,7 @@ def test_each_layer_imports_only_what_is_below_it():
     for name, path in mods.items():
         allowed = ALLOWED[layer(name)]
         for imp in imports(name, path):
-            if imp.split(".")[0] not in PACKAGES or imp in mods and imp == name:
+            if imp.split(".")[0] not in PACKAGES or (imp in mods and imp == name):
                 continue
             if not any(imp == a or imp.startswith(a + ".") for a in allowed) and imp.split(".")[0] in PACKAGES:
                 if imp in mods or imp.rpartition(".")[0] in mods:
@@ -142,6 +142,6 @@ def test_the_server_wires_storage_through_typed_interfaces_only():
                     node.func.id in ("hasattr", "getattr", "setattr", "delattr"):
                 bad.append(f"{name}:{node.lineno} calls {node.func.id}")
         for k, line in enumerate(source.splitlines(), 1):
-            if "type: ignore[attr-defined]" in line or "type: ignore[assignment]" in line and "shadows" not in line:
+            if "type: ignore[attr-defined]" in line or ("type: ignore[assignment]" in line and "shadows" not in line):
                 bad.append(f"{name}:{k} silences a type check: {line.strip()}")
     assert bad == [], "\n".join(bad)
