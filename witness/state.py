@@ -370,7 +370,7 @@ class WitnessState:
             busy = False
         except sqlite3.OperationalError as e:
             self._rollback_and_unlock()
-            if getattr(e, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY:
+            if e.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
                 raise
             busy = True
         except BaseException:
