@@ -75,7 +75,7 @@ def build_log(data_dir: Path, log2: int, *, fresh: bool = False) -> dict:
     child.start()
     conn.execute("BEGIN")
     while (item := q.get()) is not None:
-        start, datas, lh = item
+        start, datas, _lh = item
         conn.executemany("INSERT INTO runs (first, count, data) VALUES (?, ?, ?)",
                          entry_runs([(start + i, None, d) for i, d in enumerate(datas)]))
     conn.execute("COMMIT")

@@ -32,11 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tlog.service import children  # noqa: E402
-from tlog.service.limits import new_token  # noqa: E402
+from tlog.service import children
+from tlog.service.limits import new_token
 
-from tests.httpfuzz import rss_kb  # noqa: E402
-from tests.support.services import Service, log_service, witness_service  # noqa: E402
+from tests.httpfuzz import rss_kb
+from tests.support.services import Service, log_service, witness_service
 
 BOMB = b"\x9a" + (256 * 1024 - 5).to_bytes(4, "big") + b"\x80" * (256 * 1024 - 5)
 
@@ -196,7 +196,7 @@ def _hostile(port: int, seconds: float, sent) -> None:
             await exchange(port, post("/v1/entries:batch", b'{"entries": [' * 2000, "application/json", fwd),
                            timeout=5)
             if len(held) < 4:
-                r, w = await asyncio.open_connection("127.0.0.1", port)
+                _r, w = await asyncio.open_connection("127.0.0.1", port)
                 w.write(proofs)
                 held.append(w)
             sent.value = 2 * n + len(held)

@@ -133,7 +133,7 @@ class Anchorer:
                 return link, None, f"no answer within {self.timeout:g} s"
             except OAPError as e:
                 return link, None, e.message
-            except Exception as e:  # a connection reset, a malformed answer: this log failed, the others count
+            except Exception as e:  # noqa: BLE001 - a reset, a malformed answer: this log failed, the others count
                 return link, None, f"{type(e).__name__}: {e}"
 
         results = await asyncio.gather(*(one(link) for link in targets))

@@ -108,7 +108,7 @@ class GitReadOnly:
             except BaseException as e:  # noqa: BLE001 - handed to the loop, which answers or drops
                 try:
                     put(e)
-                except BaseException:  # the connection is gone and nobody reads: just stop
+                except BaseException:  # noqa: BLE001 - the connection is gone and nobody reads: just stop
                     pass
 
         worker = loop.run_in_executor(None, produce)

@@ -74,7 +74,7 @@ class SyncResult:
 
 def fetch_url(url: str, timeout: float = 30.0) -> bytes:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (http(s) only, checked by config)
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # http(s) only, checked by the config
             return resp.read()
     except urllib.error.HTTPError as e:
         if e.code == 404:
@@ -127,7 +127,7 @@ class Mirror:
 
         try:
             result = client.fetch(path, self.repo.repo, determine_wants=wants)
-        except Exception as e:  # dulwich raises many types for network trouble
+        except Exception as e:  # noqa: BLE001 - dulwich raises many types for network trouble
             raise UpstreamError(f"git fetch from {self.upstream}: {type(e).__name__}: {e}") from None
         head = result.refs.get(MAIN)
         if head is None:

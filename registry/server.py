@@ -325,7 +325,7 @@ class RegistryAPI:
             raise InvalidInput("status lists are per issuer DID: /v1/status-lists/<issuer DID>/<n>")
         if not number.isdigit() or len(number) > 5 or int(number) >= 65536:
             raise InvalidInput("list number must be 0..65535")
-        if purpose not in ("revocation", "suspension") or "purpose" in request.match_info and purpose != "suspension":
+        if purpose not in ("revocation", "suspension") or ("purpose" in request.match_info and purpose != "suspension"):
             raise NotFound("the suspension list is /v1/status-lists/<issuer DID>/<n>/suspension")
         base = self.svc.config.public_url or _listening_url(request)
         url = f"{base}/v1/status-lists/{issuer}/{int(number)}" + ("/suspension" if purpose == "suspension" else "")

@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -108,6 +108,7 @@ class RegistryService:
     _closing: bool = False
     _epoch_future: asyncio.Future | None = None  # resolved when a new epoch is published (push streams)
     watchers: int = 0  # open push streams
+    before_publish: Callable[[], Awaitable[None]] | None = None  # test hook, see `open`
     _watching: bool = True
 
     @property
@@ -120,7 +121,10 @@ class RegistryService:
     # --- open / close ------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, config: RegistryConfig) -> RegistryService:
+    async def open(cls, config: RegistryConfig, *,
+                   before_publish: Callable[[], Awaitable[None]] | None = None) -> RegistryService:
+        """`before_publish`: a test hook the writer awaits between anchoring a batch and moving
+        the ref (None in production)."""
         config.data_dir.mkdir(parents=True, exist_ok=True)
         read_only = _read_only_dir(config.data_dir) and (config.data_dir / "registry.git" / "HEAD").exists()
         fd = None if read_only else lock_data_dir(config.data_dir)
@@ -129,7 +133,7 @@ class RegistryService:
             for name in repo.clear_stale_locks():
                 log.warning("removed %s, left by a writer that was killed while moving a ref", name)
         svc = cls(config, repo, Index(), RegistryMetrics(), ThreadPoolExecutor(1, thread_name_prefix="registry"), fd,
-                  read_only=read_only)
+                  read_only=read_only, before_publish=before_publish)
         try:
             if read_only:
                 await svc._open_read_only()
@@ -186,7 +190,8 @@ class RegistryService:
         # policy, else any one of the logs the registry itself anchors in
         policy = self._policy() or TrustPolicy.for_logs([link.vkey for link in links])
         self.writer = RegistryWriter(self.repo, self.index, self.anchorer, self.data_dir, self.executor, replayer,
-                                     strict_l4=cfg.l4_witnesses_hold_level, policy=policy)
+                                     strict_l4=cfg.l4_witnesses_hold_level, policy=policy,
+                                     before_publish=self.before_publish)
         self.resolver = DidResolver.from_config(cfg)
         self.writer.on_commit = self._on_commit
         self._count_log_failures()
@@ -288,7 +293,7 @@ class RegistryService:
             if self.writer.backlog.behind() and not self.writer.broken:
                 try:
                     await self.writer.catch_up()
-                except Exception as e:  # a disk error: said, and tried again next round
+                except Exception as e:  # noqa: BLE001 - a disk error: said, and tried again next round
                     log.warning("catching up a log failed: %s", e)
 
     async def _open_mirror(self) -> None:
@@ -327,7 +332,7 @@ class RegistryService:
         for t in self._tasks:
             try:
                 await t
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing: the tasks log their own failures
                 pass
         if self.anchorer is not None:
             await self.anchorer.close()
@@ -359,7 +364,7 @@ class RegistryService:
                 result = await self.sync_once()
                 if result.refused:
                     log.error("mirror refused the upstream: %s (report %s)", result.message, result.report)
-            except Exception as e:  # the upstream being down is not fatal
+            except Exception as e:  # noqa: BLE001 - the upstream being down is not fatal
                 log.warning("mirror sync failed: %s", e)
             await asyncio.sleep(self.config.mirror_interval)
 
@@ -405,7 +410,7 @@ class RegistryService:
             self._dirty.clear()
             try:
                 epoch = await self.new_epoch()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a bad epoch build keeps the previous epoch; logged and retried
                 log.warning("status epoch failed (keeping the previous one): %s", e)
                 await asyncio.sleep(1.0)
                 continue

@@ -79,7 +79,9 @@ write_durably = write_atomic  # the project's one durable-write helper (tlog.sto
 class RegistryWriter:
     def __init__(self, repo: RegistryRepo, index: Index, anchorer: Anchorer, data_dir: Path,
                  executor: ThreadPoolExecutor, replayer: Replayer, *, strict_l4: bool = False,
-                 policy: Any = None) -> None:
+                 policy: Any = None, before_publish: Callable[[], Awaitable[None]] | None = None) -> None:
+        """`before_publish`: a test hook awaited after a batch is anchored, before the ref's
+        compare-and-swap (None in production)."""
         self.repo, self.index, self.anchorer = repo, index, anchorer
         self.several = anchorer.several  # anchors are anchors files (several logs), not single tlog-proofs
         self.strict_l4 = strict_l4  # the l4_witnesses_hold_level setting
@@ -92,7 +94,7 @@ class RegistryWriter:
         self.executor = executor
         self.replayer = replayer
         self.broken: str | None = None
-        self.before_publish: Callable[[], Awaitable[None]] | None = None  # test hook: stall before the CAS
+        self.before_publish = before_publish
         self.on_commit: Callable[[CommitInfo, list[Record]], None] | None = None
         self.gate: ReadGate | None = None  # set by the service: compaction keeps Git readers out
         self.max_packs = 64
@@ -134,7 +136,7 @@ class RegistryWriter:
             commits = [(self.index.commits[s].commit, self.index.commits[s].tree, s) for s in seqs]
             try:
                 bundles = await self.anchorer.commits_in(origin, commits)
-            except Exception as e:  # still down: next round
+            except Exception as e:  # noqa: BLE001 - still down: next round
                 log.debug("log %s is still behind: %s", origin, e)
                 continue
             for s, bundle in zip(seqs, bundles):

@@ -127,7 +127,7 @@ async def fuzz(base_url: str, endpoints: list[Endpoint], *, requests: int, pid: 
     async def one(session: aiohttp.ClientSession, i: int) -> None:
         ep = endpoints[i % len(endpoints)]
         kind = rng.random()
-        ctype = rng.choice(ep.content_types + ["text/plain", "", "application/json; charset=latin1"])
+        ctype = rng.choice([*ep.content_types, "text/plain", "", "application/json; charset=latin1"])
         if kind < slow_fraction:  # slow: trickle a request head and part of a body
             body = mutate(rng, rng.choice(ep.seeds)) if ep.seeds else b""
             head = (f"{ep.method} {ep.path} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
@@ -139,7 +139,7 @@ async def fuzz(base_url: str, endpoints: list[Endpoint], *, requests: int, pid: 
             data = (f"{ep.method} {ep.path} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
                     f"Content-Length: {len(body) + rng.randrange(1, 5000)}\r\nConnection: close\r\n\r\n").encode() + body
             try:
-                r, w = await asyncio.open_connection(host, port)
+                _r, w = await asyncio.open_connection(host, port)
                 w.write(data)
                 await w.drain()
                 w.close()
@@ -173,7 +173,7 @@ async def fuzz(base_url: str, endpoints: list[Endpoint], *, requests: int, pid: 
                 head = (f"POST {ep.path} HTTP/1.1\r\nHost: x\r\nContent-Type: {hdrs['Content-Type']}\r\n"
                         f"Content-Length: {len(data)}\r\n\r\n").encode()
                 try:
-                    r, w = await asyncio.open_connection(host, port)
+                    _r, w = await asyncio.open_connection(host, port)
                     w.write(head + data)
                     await asyncio.sleep(0.05)
                     w.close()

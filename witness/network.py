@@ -230,7 +230,7 @@ class LogLists:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing: how the loop ended no longer matters
                 pass
             self._task = None
         if self._session is not None:

@@ -46,7 +46,7 @@ from .keyfiles import load_or_create_keys
 from .metrics import WitnessMetrics
 from .network import LogLists
 from .peer import PeerWitness
-from .state import Stall, WitnessState
+from .state import Stall, Trace, WitnessState
 
 log = logging.getLogger("oap.witness.server")
 
@@ -85,10 +85,11 @@ class WitnessService:
 
     @classmethod
     def open(cls, config: WitnessConfig, *, clock: Callable[[], float] = time.time,
-             stall: Stall | None = None) -> WitnessService:
+             stall: Stall | None = None, trace: Trace | None = None) -> WitnessService:
+        """`stall`, `trace`: test hooks for the state database (None in production)."""
         config.data_dir.mkdir(parents=True, exist_ok=True)
         signers, seed = load_or_create_keys(config)
-        state = WitnessState(config.state_path, stall=stall)
+        state = WitnessState(config.state_path, stall=stall, trace=trace)
         witness = Witness(signers, config.logs, state, clock=clock)
         metrics = WitnessMetrics()
         metrics.logs_followed.set(len(config.logs))

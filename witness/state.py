@@ -67,6 +67,10 @@ MAX_SIZE = 2**63 - 1
 """SQLite integers are signed 64-bit; no real log comes near this."""
 
 Stall = Callable[[str], Awaitable[None]]
+Trace = Callable[[str, "list[tuple[Record | None, Record]]"], None]
+"""A test hook told of each group of swaps: ("blocking", swaps) when a group is handed to
+`swap_group_sync` (which may wait for the database's write lock), ("statements", swaps)
+when its statements run inside the transaction."""
 
 log = logging.getLogger("oap.witness.state")
 
@@ -93,9 +97,12 @@ class WitnessState:
     MAX_GROUP = 1024
     """At most this many swaps share one transaction (a bound on its size, not a wait)."""
 
-    def __init__(self, path: Path | str, *, stall: Stall | None = None, busy_timeout: float = 10.0) -> None:
+    def __init__(self, path: Path | str, *, stall: Stall | None = None, trace: Trace | None = None,
+                 busy_timeout: float = 10.0) -> None:
+        """`stall`, `trace`: test hooks (None in production), see `Stall` and `Trace`."""
         self.path = Path(path)
         self.stall = stall
+        self._trace = trace
         self._busy_ms = int(busy_timeout * 1000)
         self._lock = threading.Lock()
         self._cache: dict[str, Record | None] = {}
@@ -201,6 +208,8 @@ class WitnessState:
         others still commit. A database error rolls the whole group back and is
         raised: no swap of the group is persisted.
         """
+        if self._trace is not None:
+            self._trace("blocking", swaps)
         with self._lock:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
@@ -216,6 +225,8 @@ class WitnessState:
     def _statements(self, swaps: list[tuple[Record | None, Record]]) -> list[tuple[bool | ForkError, Record | None]]:
         """The writes of `swap_group_sync`, inside its transaction. A swap that would fork
         its history rolls the group back to the savepoint, and it is redone without it."""
+        if self._trace is not None:
+            self._trace("statements", swaps)
         self._db.execute("SAVEPOINT swaps")
         refused: dict[int, ForkError] = {}
         while True:
@@ -359,7 +370,7 @@ class WitnessState:
             busy = False
         except sqlite3.OperationalError as e:
             self._rollback_and_unlock()
-            if getattr(e, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY:
+            if e.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
                 raise
             busy = True
         except BaseException:

@@ -32,7 +32,7 @@ def test_an_intact_chain_in_any_order_verifies_to_its_head():
     rs = chain(12)
     shuffled = rs[:]
     random.Random(7).shuffle(shuffled)
-    report = verify_chain(shuffled + [rs[3]], principal=ALICE)  # a duplicate copy is not a fork
+    report = verify_chain([*shuffled, rs[3]], principal=ALICE)  # a duplicate copy is not a fork
     assert report.ok, report.problems
     assert report.chain == tuple(receipt_hash(r) for r in rs) and report.head == receipt_hash(rs[-1])
     # continued from a hash checked before
@@ -50,12 +50,12 @@ def test_loss_alteration_fork_and_time_travel_are_each_reported():
     report = verify_chain(altered)
     assert not report.ok and len(report.chain) == 3 and any("missing or was altered" in p for p in report.problems)
     fork = dict(rs[3], receipt_id="urn:oap:receipt:evil")
-    report = verify_chain(rs + [fork])
+    report = verify_chain([*rs, fork])
     assert any(p.startswith("fork:") for p in report.problems)
     back = chain(3)
     back[2]["timestamp"] = "2026-05-01T00:00:00Z"
     assert any("timestamped before" in p for p in verify_chain(back).problems)
-    two_starts = verify_chain(chain(2) + [{"receipt_id": "urn:oap:receipt:other"}])
+    two_starts = verify_chain([*chain(2), {"receipt_id": "urn:oap:receipt:other"}])
     assert any("fork at the start" in p for p in two_starts.problems)
     assert any("names principal" in p for p in verify_chain(chain(2), principal="did:web:bob.example").problems)
     assert "no start" in verify_chain(rs[1:]).problems[0]

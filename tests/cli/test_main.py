@@ -98,7 +98,7 @@ def test_verify_reports_each_failure(server, tmp_path):
     text = paths[3].read_text().splitlines(keepends=True)
     h = text[3]  # first proof hash (index line is line 2)
     tampered = tmp_path / "tampered.tlog-proof"
-    tampered.write_text("".join(text[:3] + [("A" if h[0] != "A" else "B") + h[1:]] + text[4:]))
+    tampered.write_text("".join([*text[:3], ("A" if h[0] != "A" else "B") + h[1:], *text[4:]]))
     garbage = tmp_path / "garbage.tlog-proof"
     garbage.write_text("not a proof\n")
     other_key = tmp_path / "other.policy"

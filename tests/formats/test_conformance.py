@@ -140,7 +140,7 @@ def test_duplicate_witness_does_not_count_twice() -> None:
 def test_subject_cannot_witness_itself() -> None:
     r = make("L4", 0)
     r["signatures"].append({**witness_signature(r, SUBJECT_SEED), "by": SUBJECT.key_id})
-    with pytest.raises(InvalidInput, match="exactly one self signature.*has 2"):
+    with pytest.raises(InvalidInput, match=r"exactly one self signature.*has 2"):
         validate_conformance(r, now=NOW)
 
 
@@ -157,7 +157,7 @@ def test_the_subjects_own_key_under_another_name_is_not_an_independent_witness()
 def test_missing_self_signature() -> None:
     r = make("L4", 1)
     r["signatures"] = r["signatures"][1:]
-    with pytest.raises(InvalidInput, match="exactly one self signature.*has 0"):
+    with pytest.raises(InvalidInput, match=r"exactly one self signature.*has 0"):
         validate_conformance(r, now=NOW)
 
 
@@ -359,7 +359,7 @@ def test_subject_must_match_signing_key() -> None:
     # a subject whose key never signed is caught by validation too
     r = make()
     r["subject"] = did_of(WITNESS_SEEDS[0])
-    with pytest.raises(InvalidInput, match="exactly one self signature|does not verify"):
+    with pytest.raises(InvalidInput, match=r"exactly one self signature|does not verify"):
         validate_conformance(r, now=NOW)
 
 

@@ -276,7 +276,7 @@ def test_conformance_entry_uses_current_time_by_default() -> None:
     if datetime(2026, 4, 30, 23, 55, tzinfo=UTC) <= real_now < datetime(2026, 7, 1, tzinfo=UTC):
         assert canonical_entry(entry, lookup=LOOKUP) == dcbor(entry)
     else:
-        with pytest.raises(InvalidInput, match="expired|future"):
+        with pytest.raises(InvalidInput, match=r"expired|future"):
             canonical_entry(entry, lookup=LOOKUP)
 
 
@@ -527,7 +527,7 @@ def test_a_did_signed_entry_keeps_the_document_it_was_checked_with(kind: str) ->
     stored = canonical_entry(sub, now=NOW, lookup=resolved)
     assert decode_entry(stored)["did_document"] == doc  # the log's copy, in the leaf
     assert canonical_entry({**sub, "did_document": doc}, now=NOW, lookup=resolved) == stored  # one leaf, two forms
-    with pytest.raises(InvalidInput, match="not the DID document of did:web:tool.example as resolved"):
+    with pytest.raises(InvalidInput, match=r"not the DID document of did:web:tool.example as resolved"):
         canonical_entry({**sub, "did_document": document(did, {"k": other})}, now=NOW, lookup=resolved)
     # offline: the entry's own document checks it, whatever the caller pins
     assert check_entry_signature(stored, None) == did

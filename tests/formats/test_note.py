@@ -322,7 +322,7 @@ def test_v5_tampered_cosignature_timestamp() -> None:
 def test_v6_ecdsa_log_with_cosignatures() -> None:
     log = parse_vkey(V6_LOG)
     witnesses = [cosigner_verifier(parse_vkey(w)) for w in V6_W01]
-    note, verified = open_note(V6_NOTE, [log, *witnesses])
+    _note, verified = open_note(V6_NOTE, [log, *witnesses])
     got = [(v.verifier.key_type, v.signature.key_id.hex(), v.timestamp) for v in verified]
     assert got == [(0x02, "72c878db", None), (0x04, "9d1ab951", 1738713836), (0x04, "a996f95d", 1738713829)]
     # The ECDSA signature alone is enough to open it; a changed text is refused.

@@ -68,7 +68,7 @@ def test_every_mutation_fails(start, end, n):
         p[i] = bytes([p[i][0] ^ 1]) + p[i][1:]
         bad.append((start, end, n, p, node, root))
         bad.append((start, end, n, proof[:i] + proof[i + 1:], node, root))
-    bad += [(start, end, n, proof + [root], node, root), (start, end, n, proof, root if root != node else EMPTY_ROOT, root),
+    bad += [(start, end, n, [*proof, root], node, root), (start, end, n, proof, root if root != node else EMPTY_ROOT, root),
             (start, end, n, proof, node, node if root != node else EMPTY_ROOT),
             (start, end + 1, n, proof, node, root), (start + 1, end, n, proof, node, root),
             (start, end, end - 1, proof, node, root)]

@@ -72,13 +72,13 @@ def test_against_pymerkle(n: int):
     assert v.root == (tree.get_root(n) if n else EMPTY_ROOT)
     if n == 0:
         return
-    for m in rng.sample(range(n), min(n, 25)) + [0, n - 1]:
+    for m in [*rng.sample(range(n), min(n, 25)), 0, n - 1]:
         ours = v.inclusion_proof(m)
         theirs = [bytes.fromhex(h) for h in tree.prove_inclusion(m + 1, n).serialize()["path"]]
         assert theirs[0] == hashes[m]  # pymerkle's path starts with the leaf itself
         assert ours == theirs[1:]
         verify_inclusion(m, n, hashes[m], ours, v.root)
-    for old in rng.sample(range(n + 1), min(n + 1, 25)) + [0, 1, n]:
+    for old in [*rng.sample(range(n + 1), min(n + 1, 25)), 0, 1, n]:
         proof = v.consistency_proof(old)
         assert proof == ref_consistency(old, hashes)
         old_root = tree.get_root(old) if old else EMPTY_ROOT
@@ -108,18 +108,18 @@ def test_verifiers_reject_tampering(n, data):
     bad = data.draw(st.sampled_from(["flip", "drop", "extra", "index", "size", "leaf"]))
     if bad == "flip" and proof:
         i = data.draw(st.integers(0, len(proof) - 1))
-        proof = proof[:i] + [bytes([proof[i][0] ^ 1]) + proof[i][1:]] + proof[i + 1:]
+        proof = [*proof[:i], bytes([proof[i][0] ^ 1]) + proof[i][1:], *proof[i + 1:]]
     elif bad == "drop" and proof:
         proof = proof[:-1]
     elif bad == "extra":
-        proof = proof + [b"\x00" * 32]
+        proof = [*proof, b"\x00" * 32]
     elif bad == "index":
         m = (m + 1) % n
     elif bad == "size":  # the same proof against the next tree's root
-        root = mth(hashes + [leaf_hash(b"next")])
+        root = mth([*hashes, leaf_hash(b"next")])
         n = n + 1
     else:
-        hashes = hashes[:m] + [leaf_hash(b"other")] + hashes[m + 1:]
+        hashes = [*hashes[:m], leaf_hash(b"other"), *hashes[m + 1:]]
     with pytest.raises(InclusionProofError):
         verify_inclusion(m, n, hashes[m], proof, root)
 
@@ -134,7 +134,7 @@ def test_consistency_verifier_rejects_tampering(n, data):
     old_root = mth(hashes[:old])
     verify_consistency(old, n, old_root, v.root, proof)
     i = data.draw(st.integers(0, len(proof) - 1))
-    tampered = proof[:i] + [bytes([proof[i][0] ^ 0x80]) + proof[i][1:]] + proof[i + 1:]
+    tampered = [*proof[:i], bytes([proof[i][0] ^ 128]) + proof[i][1:], *proof[i + 1:]]
     with pytest.raises(ConsistencyProofError):
         verify_consistency(old, n, old_root, v.root, tampered)
     with pytest.raises(ConsistencyProofError):

@@ -70,7 +70,7 @@ async def test_mirror_verifies_everything_and_serves_the_same_history(primary, t
     try:
         await mirror.svc.sync_once()
         for res in results:
-            st_p, rec_p, _ = await primary.get(f"/v1/records/{res['id']}")
+            _st_p, rec_p, _ = await primary.get(f"/v1/records/{res['id']}")
             st_m, rec_m, _ = await mirror.get(f"/v1/records/{res['id']}")
             assert st_m == 200 and rec_m == rec_p
         st, anchor, _ = await mirror.get(f"/v1/anchors/{head.seq}")
@@ -157,9 +157,9 @@ async def test_a_fast_forward_with_a_bad_commit_is_refused(primary, tmp_path, lo
         assert result.details["offending_commit"] == bad
         assert mirror.svc.repo.ref(MAIN) == good_head.commit
         assert mirror.svc.repo.refs_under(b"refs/quarantine/")  # evidence kept
-        st, metrics, _ = await mirror.get("/metrics")
+        _st, metrics, _ = await mirror.get("/metrics")
         assert f'oap_registry_mirror_refusals_total{{reason="{attack}"}} 1.0' in metrics.decode()
-        st, info, _ = await mirror.get("/v1/info")
+        _st, info, _ = await mirror.get("/v1/info")
         assert info["head"]["commit"] == good_head.commit  # readers never saw the bad commit
     finally:
         await mirror.stop()

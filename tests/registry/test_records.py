@@ -116,7 +116,7 @@ def test_values_of_the_wrong_json_type_are_refused_not_a_crash(mutate, message):
     for field, value in (("event", ["suspend"]), ("reason", {"r": 1})):
         event = make_key_event(A, subject=did(A), event="suspend", reason="loss_of_key")
         event[field] = value
-        with pytest.raises(InvalidInput, match="event must be one of|only suspend takes a reason"):
+        with pytest.raises(InvalidInput, match=r"event must be one of|only suspend takes a reason"):
             check_record(event, now=None)
 
 
@@ -188,7 +188,7 @@ def test_a_revoked_key_cannot_sign_new_records_but_can_revoke_itself_again():
     idx = state(make_revocation(A, kind="key", subject=did(A)))
     with pytest.raises(Forbidden, match="revoked"):
         validate_submission(make_key_event(A, subject=did(A), key=did(B)), idx, now_utc())
-    rec, fresh = validate_submission(make_revocation(A, kind="key", subject=did(A)), idx, now_utc())
+    _rec, fresh = validate_submission(make_revocation(A, kind="key", subject=did(A)), idx, now_utc())
     assert fresh
 
 
@@ -202,7 +202,7 @@ def test_a_revoked_controller_loses_its_authority():
 def test_same_id_other_content_is_a_conflict_and_same_record_is_a_duplicate():
     doc = make_revocation(A, kind="key", subject=did(A))
     idx = state(doc)
-    rec, fresh = validate_submission(doc, idx, now_utc())
+    _rec, fresh = validate_submission(doc, idx, now_utc())
     assert not fresh
     other = make_revocation(A, kind="key", subject=did(A), reason="superseded", record_id=doc["id"])
     with pytest.raises(Conflict):

@@ -142,19 +142,26 @@ async def test_more_404_and_400_are_json(reg):
                 assert r.status == 400 and (await r.json())["error"] == "invalid_input"
 
 
-async def test_under_load_many_records_share_one_commit(reg):
+async def test_under_load_many_records_share_one_commit(tmp_path, log_server):
     """Deterministic: the first batch is stalled before publishing while 30 more queue up."""
     stalled, release = asyncio.Event(), asyncio.Event()
 
-    async def hold():
-        stalled.set()
-        await release.wait()
+    async def hold():  # only the first batch waits
+        if not stalled.is_set():
+            stalled.set()
+            await release.wait()
 
-    reg.svc.writer.before_publish = hold
+    reg = await start_registry(tmp_path / "reg", log_server, before_publish=hold)
+    try:
+        await _many_records_share_one_commit(reg, stalled, release)
+    finally:
+        await reg.stop()
+
+
+async def _many_records_share_one_commit(reg, stalled: asyncio.Event, release: asyncio.Event) -> None:
     s0 = generate_seed()
     first = asyncio.create_task(reg.post(make_revocation(s0, kind="key", subject=did(s0))))
     await stalled.wait()
-    reg.svc.writer.before_publish = None
     seeds = [generate_seed() for _ in range(30)]
     rest = [asyncio.create_task(reg.post(make_revocation(s, kind="key", subject=did(s)))) for s in seeds]
     loop = asyncio.get_running_loop()
@@ -169,24 +176,34 @@ async def test_under_load_many_records_share_one_commit(reg):
     assert len(seqs) == 1, seqs  # 30 records, one commit
     seq = seqs.pop()
     assert reg.svc.index.per_commit[seq] == 30
-    st, listing, _ = await reg.get("/v1/records", params={"type": "revocation", "limit": "10", "offset": "25"})
+    _st, listing, _ = await reg.get("/v1/records", params={"type": "revocation", "limit": "10", "offset": "25"})
     assert listing["total"] == 31 and len(listing["records"]) == 6 and listing["next_offset"] is None
 
 
-async def test_a_foreign_ref_move_is_refused_by_compare_and_swap(reg):
+async def test_a_foreign_ref_move_is_refused_by_compare_and_swap(tmp_path, log_server):
     """Someone moves refs/heads/main while a batch is being anchored: the CAS fails,
     the foreign value is kept, and the writer stops instead of guessing."""
-    repo = reg.svc.repo
-    head = repo.ref(MAIN)
-    foreign, _, _ = repo.build_commit(head, [("anchors/0/0.tlog-proof", b"x")], "foreign", 1)
+    moved: list[str] = []
 
     async def move():
+        repo = reg.svc.repo
+        head = repo.ref(MAIN)
+        foreign, _, _ = repo.build_commit(head, [("anchors/0/0.tlog-proof", b"x")], "foreign", 1)
         repo.cas(MAIN, head, foreign)
+        moved.append(foreign)
 
-    reg.svc.writer.before_publish = move
+    reg = await start_registry(tmp_path / "reg", log_server, before_publish=move)
+    try:
+        await _foreign_ref_move_is_refused(reg, moved)
+    finally:
+        await reg.stop()
+
+
+async def _foreign_ref_move_is_refused(reg, moved: list[str]) -> None:
+    repo = reg.svc.repo
     status, body = await reg.post(make_revocation(a := generate_seed(), kind="key", subject=did(a)))
     assert status == 409 and body["error"] == "conflict"
-    assert repo.ref(MAIN) == foreign  # not overwritten
+    assert moved and repo.ref(MAIN) == moved[0]  # not overwritten
     status, body = await reg.post(make_revocation(a, kind="key", subject=did(a)))
     assert status == 503 and body["error"] == "maintenance"
     st, ready, _ = await reg.get("/readyz")
@@ -194,12 +211,10 @@ async def test_a_foreign_ref_move_is_refused_by_compare_and_swap(reg):
 
 
 async def test_a_commit_anchored_before_a_crash_is_published_on_restart_with_the_same_log_entry(tmp_path, log_server):
-    reg = await start_registry(tmp_path / "reg", log_server)
-
     async def crash():
         raise RuntimeError("simulated crash after anchoring, before the ref moves")
 
-    reg.svc.writer.before_publish = crash
+    reg = await start_registry(tmp_path / "reg", log_server, before_publish=crash)
     doc = make_revocation(a := generate_seed(), kind="key", subject=did(a))
     status, body = await reg.post(doc)
     assert status == 503
@@ -323,7 +338,7 @@ async def test_status_answers_are_the_same_on_the_fast_path_and_through_aiohttp(
     routes = reg.runner.app[FAST_ROUTES_KEY]
     a, b = generate_seed(), generate_seed()
     assert (await reg.post(conformance_doc(receipt(a))))[0] == 200
-    status, body = await reg.post(make_revocation(b, kind="key", subject=did(b), reason="key_compromise",
+    _status, body = await reg.post(make_revocation(b, kind="key", subject=did(b), reason="key_compromise",
                                                   effective_at=utc(now_utc() - timedelta(hours=1))))
     await wait_epoch_after(reg, body["seq"])
     reg.svc.epoch.responses.pop(did(b))  # revoked, not produced yet: Git is read off the loop, by aiohttp
@@ -352,23 +367,23 @@ async def test_kill_switch_revokes_every_token_class_from_its_effective_time(reg
     assert status == 200 and body["receipt_anchor"]
     await wait_epoch_after(reg, body["seq"])
     for cls in KILL_SWITCH_CLASSES:  # good in an epoch before the effective time (the principal is known)
-        st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
+        _st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
         # (on a slow machine the first epoch after the commit may already be past it)
         before = parse_utc(resp["this_update"], "this_update") < parse_utc(soon, "effective_at")
         assert resp["status"] == ("good" if before else "revoked"), resp
     loop = asyncio.get_running_loop()
     end = loop.time() + 60
     while loop.time() < end:  # the epoch's next_update is the kill switch's effective time
-        st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#oauth_grants", safe=":"))
+        _st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#oauth_grants", safe=":"))
         if resp["status"] == "revoked":
             break
         await asyncio.sleep(0.2)
     assert resp["status"] == "revoked"
     for cls in KILL_SWITCH_CLASSES:
-        st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
+        _st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
         v = verify_status(resp, registry=reg.svc.registry, policy=reg.policy)
         assert v.status == "revoked" and v.reason == "kill_switch" and utc(v.revoked_at) == soon
-    st, resp, _ = await reg.get("/v1/status/" + did(p))
+    _st, resp, _ = await reg.get("/v1/status/" + did(p))
     assert resp["status"] == "good"  # the principal's DID itself is not revoked
 
 

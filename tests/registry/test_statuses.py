@@ -158,7 +158,7 @@ async def test_kill_recover_kill_and_a_push_stream_sees_each_within_seconds(reg,
     try:
         assert (await asyncio.wait_for(pushed.get(), 30))["status"] == "unknown"
         kill1 = utc(t0 - timedelta(minutes=3))
-        st, body = await reg.post(make_kill_switch(p, effective_at=kill1))
+        st, _body = await reg.post(make_kill_switch(p, effective_at=kill1))
         assert st == 200
         await next_push("revoked", False)
         assert (await answer(reg, grants))[1] == ("revoked", kill1, "kill_switch", None)

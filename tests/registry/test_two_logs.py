@@ -107,7 +107,7 @@ async def test_every_commit_epoch_and_kill_switch_is_anchored_in_both_and_mirror
         st, page, _ = await reg.get("/v1/commits")
         assert all(sorted(x["origin"] for x in c["anchored_in"]) == list(ORIGINS) for c in page["commits"])
         head = reg.svc.index.head
-        st, served, headers = await reg.get(f"/v1/anchors/{head.seq}")
+        st, _served, headers = await reg.get(f"/v1/anchors/{head.seq}")
         assert st == 200 and "immutable" in headers["Cache-Control"]  # every log's proof is in
         # in the tree: an anchors file per commit, at .anchors.json paths
         st, _ = await reg.post(conformance_doc(receipt(generate_seed(), "L2")))  # puts the head's anchor in the tree

@@ -73,7 +73,7 @@ async def test_anchor_verify_and_checkpoint_format(log):
 
 
 async def test_json_and_cbor_submissions_are_one_entry(log):
-    svc, url, session = log
+    _svc, url, session = log
     e = receipt(7)
     s1, _, b1 = await post(session, url + "/v1/entries", e)
     s2, _, b2 = await post(session, url + "/v1/entries", cbor2.dumps(e), "application/oap+cbor",
@@ -85,7 +85,7 @@ async def test_json_and_cbor_submissions_are_one_entry(log):
 
 
 async def test_batch_append_and_batched_proofs_match_reference(log):
-    svc, url, session = log
+    _svc, url, session = log
     ents = [receipt(i) for i in range(1500)]
     st, _, body = await post(session, url + "/v1/entries:batch", {"entries": ents})
     assert st == 200
@@ -112,7 +112,7 @@ async def test_batch_append_and_batched_proofs_match_reference(log):
 
 
 async def test_single_proofs_lookup_and_consistency(log):
-    svc, url, session = log
+    _svc, url, session = log
     ents = [receipt(i) for i in range(300)]
     await post(session, url + "/v1/entries:batch", {"entries": ents})
     leaves = [leaf_hash(canonical_entry(e)) for e in ents]
@@ -207,7 +207,7 @@ BAD_REQUESTS = [
 
 @pytest.mark.parametrize("method,path,body,ctype,status,code", BAD_REQUESTS)
 async def test_bad_requests_get_4xx_with_oap_code(log, method, path, body, ctype, status, code):
-    svc, url, session = log
+    _svc, url, session = log
     await post(session, url + "/v1/entries:batch", {"entries": [receipt(i) for i in range(3)]})
     headers = {"Content-Type": ctype} if ctype else {}
     from yarl import URL
@@ -219,7 +219,7 @@ async def test_bad_requests_get_4xx_with_oap_code(log, method, path, body, ctype
 
 
 async def test_oversize_entry_refused_with_413(log):
-    svc, url, session = log
+    _svc, url, session = log
     big = {"type": "receipt", **receipt(1), "receipt_id": "urn:oap:" + "a" * 70_000}
     st, _, body = await post(session, url + "/v1/entries", big)
     assert st in (400, 413)  # receipt_id has its own 256-char cap
@@ -301,7 +301,7 @@ def _mutations(rng: random.Random) -> list[tuple[str, str, bytes | None, str | N
 async def test_random_malformed_requests_never_5xx(log):
     from yarl import URL
 
-    svc, url, session = log
+    _svc, url, session = log
     await post(session, url + "/v1/entries:batch", {"entries": [receipt(i) for i in range(300)]})
     rng = random.Random(2026)
     statuses = set()
@@ -330,7 +330,7 @@ async def test_batched_proofs_in_bounded_memory_mode(tmp_path):
     server = TestServer(build_app(svc), host="127.0.0.1", port=0)
     await server.start_server()
     try:
-        idx = random.Random(3).sample(range(n), 400) + [0, n - 1]
+        idx = [*random.Random(3).sample(range(n), 400), 0, n - 1]
         async with aiohttp.ClientSession() as session:
             status, _, body = await post(session, str(server.make_url("/v1/proof/inclusion:batch")),
                                          {"indices": idx}, headers={"Accept": "application/oap+cbor"})

@@ -138,18 +138,19 @@ def test_random_bodies_agree_with_the_parser():
     assert accepted and refused
 
 
-async def test_waiters_get_an_error_when_building_the_answers_fails(tmp_path, monkeypatch):
+class _FailingHashes:
+    """A hash reader whose every read fails, as a hash file with a bad sector does."""
+
+    def gather(self, level, indices, need=None):
+        raise OSError(5, "Input/output error")
+
+
+async def test_waiters_get_an_error_when_building_the_answers_fails(tmp_path):
     """Found in review: an exception while rendering a batch's answers (EIO reading a hash
     file) left every waiter pending forever; each now gets the error (a 500)."""
-    import tlog.server.appends as appends_mod
-
     svc = await open_log(tmp_path)
     try:
-        def boom(*a, **k):
-            raise OSError(5, "Input/output error")
-
-        monkeypatch.setattr(appends_mod, "inclusion_levels", boom)
-        appends = SingleAppends(svc.sequencer, svc.hashes, svc.metrics)
+        appends = SingleAppends(svc.sequencer, _FailingHashes(), svc.metrics)
         futs = [appends.submit(commitment(i), False, 0.0) for i in range(3)]
         done, pending = await asyncio.wait(futs, timeout=60)
         assert not pending

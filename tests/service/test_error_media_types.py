@@ -91,7 +91,7 @@ async def test_log_errors_follow_accept_through_aiohttp_and_the_fast_path(tmp_pa
 async def test_witness_errors_follow_accept_and_add_checkpoint_keeps_its_protocol_types(tmp_path, accept, want):
     log = MemLog().grow(4)
     cfg = witness_config(tmp_path, [WitnessedLog(log.origin, log.vkey)], require_own_level="none")
-    async with running_witness(cfg) as (svc, url, s):
+    async with running_witness(cfg) as (_svc, url, s):
         await check_error(s, "GET", url + "/v1/nope", accept, want, 404, "not_found")
         await check_error(s, "POST", url + "/v1/conformance/witness", accept, want, 400, "invalid_input",
                           data=b"{", headers={"Content-Type": "application/oap+json"})

@@ -385,7 +385,7 @@ async def converse(port: int, sequence: list[bytes]) -> list:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     out = []
     try:
-        for data in sequence + [CLOSE]:
+        for data in [*sequence, CLOSE]:
             writer.write(data)
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)

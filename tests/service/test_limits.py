@@ -118,7 +118,7 @@ async def test_bearer_token_required_per_entry_type(tmp_path):
 
 
 async def test_slow_body_gets_408_and_slow_head_is_closed(tmp_path):
-    svc, server, url = await start(tmp_path, read_timeout=0.5)
+    svc, server, _url = await start(tmp_path, read_timeout=0.5)
     try:
         host, port = "127.0.0.1", server.port
         r, w = await asyncio.open_connection(host, port)

@@ -193,31 +193,32 @@ def test_leaf_index_is_derived_and_rebuilt(tmp_path):
     assert r.indices == list(range(600, 610)) and r.fresh == [False] * 10
     again.close()
     rewrite(boot=b"another-boot", wipe_from=0)
-    third, w_third = opened(tmp_path)
+    third, _w_third = opened(tmp_path)
     assert third.leaves.lookup([leaf_hash(data[0]), leaf_hash(data[699])]) == {
         leaf_hash(data[0]): 0, leaf_hash(data[699]): 699}
     third.close()
 
 
-def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path, monkeypatch):
+def test_lost_leaf_index_update_is_filled_not_papered_over(tmp_path):
     """Review finding: a failed index update followed by a successful one must not
     leave a permanent gap (resubmitting would then get a second index)."""
-    store, w_store = opened(tmp_path)
+    failing = [False]
+
+    def fault(name: str) -> None:  # EIO between the hash files' growth and the leaf index update
+        if failing[0] and name == "after_hash_append":
+            raise OSError(5, "Input/output error")
+
+    store, w_store = opened(tmp_path, faults=fault)
     w_store.append([b"a"])
-    real_add = store.leaves.add
-
-    def failing_add(*a, **k):
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(store.leaves, "add", failing_add)
+    failing[0] = True
     assert w_store.append([b"b"]).indices == [1]  # durable; index update lost
-    monkeypatch.setattr(store.leaves, "add", real_add)
+    failing[0] = False
     w_store.append([b"c"])
     r = w_store.append([b"b"])
     assert r.indices == [1] and r.fresh == [False]  # same entry, same index
     assert store.leaves.lookup([leaf_hash(b"b")]) == {leaf_hash(b"b"): 1}
     store.close()
-    again, w_again = opened(tmp_path)
+    again, _w_again = opened(tmp_path)
     assert again.leaves.lookup([leaf_hash(b"b"), leaf_hash(b"c")]) == {leaf_hash(b"b"): 1, leaf_hash(b"c"): 2}
     again.close()
 
@@ -346,11 +347,11 @@ def test_a_damaged_run_is_corruption_not_a_hang(tmp_path):
 def test_one_writer_per_data_directory(tmp_path):
     from tlog.errors import ConfigError
 
-    store, w_store = opened(tmp_path)
+    store, _w_store = opened(tmp_path)
     with pytest.raises(ConfigError, match="in use by another log process"):
         EmbeddedStorage(tmp_path)
     store.close()
-    again, w_again = opened(tmp_path)  # released by close()
+    again, _w_again = opened(tmp_path)  # released by close()
     again.close()
 
 
@@ -480,7 +481,7 @@ def test_migrated_log_wal_is_checkpointed_when_quiet(tmp_path):
     db.execute("CREATE TABLE entries (idx INTEGER PRIMARY KEY, leaf_hash BLOB NOT NULL, data BLOB NOT NULL)")
     db.executemany("INSERT INTO entries VALUES (?, ?, ?)", [(i, leaf_hash(d), d) for i, d in enumerate(data)])
     db.close()  # the last connection: checkpointed, WAL removed
-    again, w_again = opened(tmp_path)  # moves the entries into runs
+    again, _w_again = opened(tmp_path)  # moves the entries into runs
     try:
         assert _wait_for(lambda: _wal_frames(tmp_path / "log.db")[0] > 0
                          and _wal_frames(tmp_path / "log.db")[1] == _wal_frames(tmp_path / "log.db")[0], 30)

@@ -133,9 +133,9 @@ def inclusion_cases(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def consistency_cases(draw: st.DrawFn) -> dict[str, Any]:
-    new = draw(st.sampled_from(SMALL_SIZES + [0]))
+    new = draw(st.sampled_from([*SMALL_SIZES, 0]))
     old = draw(st.integers(0, new))
-    leaves, view = tree(max(new, 1))
+    _leaves, view = tree(max(new, 1))
     new_root = view.root if new else EMPTY_ROOT
     old_root = tree(old)[1].root if old else EMPTY_ROOT
     proof = list(view.consistency_proof(old)) if 0 < old < new else []
@@ -148,9 +148,9 @@ def consistency_cases(draw: st.DrawFn) -> dict[str, Any]:
         elif kind in ("old_root", "new_root"):
             case[kind] = draw(bad_hash() | any_hash() | st.just(EMPTY_ROOT))
         elif kind == "proof_hash":
-            case["proof"] = proof[:-1] + [draw(bad_hash())]
+            case["proof"] = [*proof[:-1], draw(bad_hash())]
         elif kind == "extra":
-            case["proof"] = proof + [draw(any_hash())]
+            case["proof"] = [*proof, draw(any_hash())]
         elif kind == "missing":
             case["proof"] = proof[1:]
         elif kind == "long":

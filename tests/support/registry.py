@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -97,14 +98,15 @@ class Running:
         await self.svc.close()
 
 
-async def start_registry(data: Path, log: ServerProcess, **overrides) -> Running:
+async def start_registry(data: Path, log: ServerProcess, *,
+                         before_publish: Callable[[], Awaitable[None]] | None = None, **overrides) -> Running:
     # no idle anchor commit unless a test asks for one: commit numbers do not depend on timing
     settings = dict(data_dir=data, log_url=log.url, port=0, epoch_seconds=60, anchor_idle_seconds=3600,
                     batch_interval_ms=20, min_epoch_interval=0.0, rate_limit=0)
     settings.update(overrides)
     cfg = RegistryConfig(**settings)
     cfg.validate()
-    svc = await RegistryService.open(cfg)
+    svc = await RegistryService.open(cfg, before_publish=before_publish)
     runner = await start_app(build_app(svc), "127.0.0.1", 0)
     return Running(svc, runner, f"http://127.0.0.1:{runner.addresses[0][1]}", log)
 

@@ -74,7 +74,7 @@ def test_each_layer_imports_only_what_is_below_it():
     for name, path in mods.items():
         allowed = ALLOWED[layer(name)]
         for imp in imports(name, path):
-            if imp.split(".")[0] not in PACKAGES or imp in mods and imp == name:
+            if imp.split(".")[0] not in PACKAGES or (imp in mods and imp == name):
                 continue
             if not any(imp == a or imp.startswith(a + ".") for a in allowed) and imp.split(".")[0] in PACKAGES:
                 if imp in mods or imp.rpartition(".")[0] in mods:
@@ -142,6 +142,73 @@ def test_the_server_wires_storage_through_typed_interfaces_only():
                     node.func.id in ("hasattr", "getattr", "setattr", "delattr"):
                 bad.append(f"{name}:{node.lineno} calls {node.func.id}")
         for k, line in enumerate(source.splitlines(), 1):
-            if "type: ignore[attr-defined]" in line or "type: ignore[assignment]" in line and "shadows" not in line:
+            if "type: ignore[attr-defined]" in line or ("type: ignore[assignment]" in line and "shadows" not in line):
                 bad.append(f"{name}:{k} silences a type check: {line.strip()}")
+    assert bad == [], "\n".join(bad)
+
+
+# Attribute probing the service layers may do, and why; anything else is wiring by name.
+ANY_MODULE_MAY_READ = {
+    "message": "an exception's message: OAPError has one, any other exception prints as itself",
+}
+PROBES_ALLOWED = {
+    ("tlog.service.config", "__name__"): "the name of a field's type in a configuration error",
+    ("tlog.service.config", "rate_limit"): "the shared rate-limit check, for configs that have none",
+    ("tlog.service.config", "rate_limit_burst"): "the shared rate-limit check, for configs that have none",
+    ("tlog.service.metrics", "_upper_bounds"): "prometheus_client has no public read of a histogram",
+    ("tlog.service.metrics", "_buckets"): "prometheus_client has no public read of a histogram",
+    ("tlog.service.metrics", "_sum"): "prometheus_client has no public read of a histogram",
+    ("registry.githttp", "_packs_sem"): "a semaphore made on first use, on the same object",
+    ("registry.standing", "at"): "a retirement that may be None",
+    ("witness.config", "<dynamic>"): "the config's own dataclass fields, by name",
+    ("witness.mirror.embedded", "db"): "a per-thread connection made on first use (threading.local)",
+}
+SERVICE_LAYERS = ("tlog.server", "tlog.service", "witness", "registry")
+
+
+def test_services_do_not_wire_storage_by_attribute_name():
+    """The services reach storage (and each other) through typed interfaces and constructor
+    arguments: no hasattr/getattr/setattr/delattr probing, beyond the reads allowed above."""
+    bad = []
+    for name, path in modules().items():
+        if not any(name == p or name.startswith(p + ".") for p in SERVICE_LAYERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("hasattr", "getattr", "setattr", "delattr")):
+                continue
+            arg = node.args[1] if len(node.args) > 1 else None
+            attr = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else "<dynamic>"
+            if node.func.id == "getattr" and (attr in ANY_MODULE_MAY_READ or (name, attr) in PROBES_ALLOWED):
+                continue
+            bad.append(f"{name}:{node.lineno} calls {node.func.id}(..., {attr!r})")
+    assert bad == [], "\n".join(bad)
+
+
+# The test hooks: keyword-only constructor arguments defaulting to None (docs/architecture.md §2).
+HOOKS = ("faults", "before_publish", "stall", "trace")
+
+
+def test_tests_inject_hooks_through_constructors_only():
+    """Each hook is a keyword-only argument defaulting to None somewhere in our code, and no
+    test assigns one onto an object (`x.faults = ...`, `monkeypatch.setattr(x, "faults", ...)`)."""
+    declared = set()
+    for path in modules().values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults):
+                    if a.arg in HOOKS and isinstance(d, ast.Constant) and d.value is None:
+                        declared.add(a.arg)
+    assert declared == set(HOOKS)
+    bad = []
+    for path in sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and t.attr in HOOKS:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} assigns .{t.attr}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setattr" \
+                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in HOOKS:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} sets {node.args[1].value} with setattr")
     assert bad == [], "\n".join(bad)

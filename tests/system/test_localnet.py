@@ -12,6 +12,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from itertools import pairwise
 
 import pytest
 
@@ -108,7 +109,7 @@ def assert_stopped_in_order(net: ln.LocalNet, *tiers: list[str]) -> None:
         line = f"[{name}] stopped cleanly\n"
         assert line in net.lines, net.output[-3000:]
         at[name] = net.lines.index(line)
-    for earlier, later in zip(tiers, tiers[1:]):
+    for earlier, later in pairwise(tiers):
         assert max(at[n] for n in earlier) < min(at[n] for n in later), net.output[-3000:]
 
 

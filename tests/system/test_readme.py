@@ -89,7 +89,7 @@ def test_readme_tour_runs_as_written_twice_in_a_scratch_directory(tmp_path):
                                capture_output=True, text=True, timeout=300)
             assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
             outputs.append(r.stdout + r.stderr)
-        first, second = outputs
+        _first, _second = outputs
         # each run prints what the README shows, with the index and size the log had then
         indices = []
         for out in outputs:

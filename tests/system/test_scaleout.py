@@ -21,6 +21,7 @@ import signal
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from itertools import pairwise
 from pathlib import Path
 
 import aiohttp
@@ -559,7 +560,7 @@ def test_an_integrator_cut_off_and_stopped_never_moves_the_bucket_backwards(engi
 
         asyncio.run(scenario())
         assert len(acked) > 50 and len(samples) > 50
-        shrank = [(a, b) for a, b in zip(samples, samples[1:]) if b < a]
+        shrank = [(a, b) for a, b in pairwise(samples) if b < a]
         assert shrank == [], f"the bucket's checkpoint went backwards: {shrank[:5]}"
         stored = asyncio.run(fetch_entries(f.bucket, samples[-1]))  # from the bucket alone
         lost = [e for e, i in acked.items() if stored[i] != e]

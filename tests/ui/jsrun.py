@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -49,7 +49,7 @@ def _node(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @contextmanager
 def _serve(cases_json: bytes) -> Iterator[str]:
     class Handler(SimpleHTTPRequestHandler):
-        extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript"}
+        extensions_map: ClassVar[dict[str, str]] = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript"}
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, directory=str(ROOT), **kwargs)

@@ -156,7 +156,7 @@ class Sequence:
             await asyncio.sleep(0.2)
         for name, rid in (("receipt expired", short["id"]), ("vc receipt expired", vc["id"])):
             for _ in range(300):  # the epoch at the expiry (next_update is no later than it)
-                st, raw, _ = await self.reg.get("/v1/status/" + quote(rid, safe=":"))
+                _st, raw, _ = await self.reg.get("/v1/status/" + quote(rid, safe=":"))
                 if raw["status"] == "revoked":
                     break
                 await asyncio.sleep(0.1)
@@ -468,7 +468,7 @@ def _anchored_python(case: dict[str, Any]) -> dict[str, Any]:
 async def test_anchors_files_are_verified_alike_k_of_n(network):
     """oap-anchors/v1 files from the registry, whole, with one log's proof broken, one dropped,
     duplicated, reordered or mislabelled: TrustPolicy.verify_anchored's verdict in the browser."""
-    reg, hosts, logs = network
+    reg, _hosts, logs = network
     st, body = await reg.post(make_revocation(generate_seed(), kind="vc", subject="urn:uuid:a-1", status_list_index=1))
     assert st == 200, body
     anchor = body["anchor"]

@@ -20,6 +20,7 @@ import urllib.parse
 import urllib.request
 from functools import partial
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler
+from typing import ClassVar
 
 import pytest
 
@@ -57,7 +58,7 @@ def lying_log(upstream: str):
     """A proxy in front of the log that changes one hash of every inclusion proof it serves."""
 
     class Proxy(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:  # http.server's name
             try:
                 with urllib.request.urlopen(upstream + self.path, timeout=10) as r:
                     status, ctype, body = r.status, r.headers.get("Content-Type", ""), r.read()
@@ -86,7 +87,7 @@ def mirror_of(upstream: dict):
     (here passed through from `upstream["url"]`, set once that log is up)."""
 
     class Mirror(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:  # http.server's name
             if self.path != "/checkpoint" and not self.path.startswith("/tile/"):
                 self.send_error(404)
                 return
@@ -117,7 +118,7 @@ class LibChecks(SimpleHTTPRequestHandler):
     """tests/ui/js (the checks and their fixtures), the W3C vectors of tests/formats/vectors and the
     verifiers they import, under a strict CSP."""
 
-    extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript", ".mjs": "text/javascript"}
+    extensions_map: ClassVar[dict[str, str]] = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript", ".mjs": "text/javascript"}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, directory=str(ROOT), **kwargs)
@@ -141,7 +142,7 @@ class LibChecks(SimpleHTTPRequestHandler):
 class StaticHost(SimpleHTTPRequestHandler):
     """A static host with no special headers: the page's own <meta> CSP is all there is."""
 
-    extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript"}
+    extensions_map: ClassVar[dict[str, str]] = {**SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript"}
 
     def log_message(self, *args) -> None:
         pass
@@ -212,7 +213,7 @@ def test_an_unpinned_log_never_shows_green_until_trusted_on_first_use(network, b
         fresh(browser, base)
         for name, (query, verdict) in views(network).items():
             open_page(browser, f"{base}&{query}")
-            state, said = wait_verdict(browser, verdict, FINAL + ("idle",))
+            state, said = wait_verdict(browser, verdict, (*FINAL, "idle"))
             assert state != "pass", (name, said)
             no_green(browser)
             if name in ("log", "entry", "entries", "registry", "commit"):
@@ -393,7 +394,7 @@ def test_every_view_reopened_from_its_url_shows_the_same_result(network, browser
         seen = []
         for _ in range(2):
             open_page(browser, url)
-            state, _ = wait_verdict(browser, verdict, FINAL + ("idle",))
+            state, _ = wait_verdict(browser, verdict, (*FINAL, "idle"))
             probe = browser.execute_script(f"return {probes[name]};") if name in probes else ""
             seen.append((state, probe, browser.execute_script("return document.body.dataset.view")))
         assert seen[0] == seen[1], (name, seen)
@@ -562,7 +563,7 @@ def test_witness_view_shows_its_logs_and_refusals(network, browser, tmp_path):
     fresh(browser, f"{network['witness']}/ui/")
     state, said = wait_verdict(browser, "witness-verdict")
     assert state == "pass" and "1 log(s) followed" in said, said
-    assert wait_verdict(browser, "log-verdict", FINAL + ("idle",))[0] in ("pass", "idle")
+    assert wait_verdict(browser, "log-verdict", (*FINAL, "idle"))[0] in ("pass", "idle")
     logs = text(browser, "witness-logs")
     assert "oap.localhost/log" in logs and "ago" in logs
     assert "verified: signed by oap.localhost/log, cosigned by witness-1.localhost" in logs, logs
@@ -605,7 +606,7 @@ def test_every_view_fits_360_px_has_a_dark_mode_and_passes_axe(network, browser,
             browser.set_window_size(width, 1600)
             for name, (query, verdict) in views(network).items():
                 open_page(browser, f"{network['log']}/ui/?{query}")
-                wait_verdict(browser, verdict, FINAL + ("idle",))
+                wait_verdict(browser, verdict, (*FINAL, "idle"))
                 sizes = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth];")
                 assert sizes[0] <= sizes[1], (name, width, sizes)
                 shot(browser, tmp_path, f"{name}-{width}")

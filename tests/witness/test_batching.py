@@ -4,7 +4,7 @@ share one transaction and one fsync, with the exact semantics of one CAS per req
 Most tests go through a real witness server on 127.0.0.1. A `Gate` (the state's
 stall hook) holds requests right before their swap until N of them are there and
 then releases them together, so they form one group deterministically (no timing
-involved); `record_groups` shows which swaps each transaction held.
+involved); `Groups` shows which swaps each transaction held.
 """
 from __future__ import annotations
 
@@ -44,17 +44,12 @@ class Gate:
             await ev.wait()
 
 
-def record_groups(state: WitnessState) -> list[list[str]]:
-    """The origins of the swaps of each transaction, in order."""
-    groups: list[list[str]] = []
-    statements = state._statements
+class Groups(list[list[str]]):
+    """A `WitnessState` trace hook: the origins of the swaps of each transaction, in order."""
 
-    def spy(swaps):
-        groups.append([new.origin for _, new in swaps])
-        return statements(swaps)
-
-    state._statements = spy
-    return groups
+    def __call__(self, where: str, swaps) -> None:
+        if where == "statements":
+            self.append([new.origin for _, new in swaps])
 
 
 def logs(n: int, size: int) -> list[MemLog]:
@@ -81,8 +76,8 @@ async def test_many_logs_through_http_share_transactions(tmp_path):
     ls = logs(n, rounds)
     gate = Gate(n)
     cfg = witness_config(tmp_path, [WitnessedLog(l.origin, l.vkey) for l in ls])
-    async with running_witness(cfg, stall=gate) as (svc, url, session):
-        groups = record_groups(svc.state)
+    groups = Groups()
+    async with running_witness(cfg, stall=gate, trace=groups) as (svc, url, session):
 
         async def client(log: MemLog) -> list[tuple[int, str]]:
             out = []
@@ -115,8 +110,8 @@ async def test_many_logs_through_http_without_a_gate(tmp_path):
     n, rounds = 40, 6
     ls = logs(n, rounds)
     cfg = witness_config(tmp_path, [WitnessedLog(l.origin, l.vkey) for l in ls])
-    async with running_witness(cfg) as (svc, url, session):
-        groups = record_groups(svc.state)
+    groups = Groups()
+    async with running_witness(cfg, trace=groups) as (svc, url, session):
 
         async def client(log: MemLog) -> None:
             for size in range(1, rounds + 1):
@@ -143,8 +138,8 @@ async def test_same_origin_requests_in_one_group_linearize(tmp_path):
     log = MemLog().grow(4)
     cfg = witness_config(tmp_path, [WitnessedLog(log.origin, log.vkey)])
     gate = Gate(1)
-    async with running_witness(cfg, stall=gate) as (svc, url, session):
-        groups = record_groups(svc.state)
+    groups = Groups()
+    async with running_witness(cfg, stall=gate, trace=groups) as (svc, url, session):
         assert (await post(session, url, log.body(0, 4)))[0] == 200
         gate.n = 6
         tree, cosigned = log, {4: log.root(4)}
@@ -192,8 +187,8 @@ async def test_a_failed_group_answers_503_to_all_and_persists_nothing(tmp_path, 
     ls = logs(4, 6)
     cfg = witness_config(tmp_path, [WitnessedLog(l.origin, l.vkey) for l in ls])
     gate = Gate(4)
-    async with running_witness(cfg, stall=gate) as (svc, url, session):
-        groups = record_groups(svc.state)
+    groups = Groups()
+    async with running_witness(cfg, stall=gate, trace=groups) as (svc, url, session):
         assert all(r[0] == 200 for r in await guarded(*(post(session, url, l.body(0, 2)) for l in ls)))
         before = {l.origin: (svc.state.get_sync(l.origin), svc.state.history_sync(l.origin)) for l in ls}
         side = sqlite3.connect(cfg.state_path)  # schema changes are seen by the witness's connection
@@ -254,15 +249,13 @@ async def test_another_writer_of_the_database_is_never_missed(tmp_path):
 async def test_a_write_lock_held_elsewhere_waits_off_the_event_loop(tmp_path):
     log = MemLog().grow(4)
     cfg = witness_config(tmp_path, [WitnessedLog(log.origin, log.vkey)])
-    async with running_witness(cfg) as (svc, url, session):
-        waiting = []
-        group_in_worker = svc.state.swap_group_sync
+    waiting = []
 
-        def spy(swaps):
+    def trace(where: str, swaps) -> None:
+        if where == "blocking":
             waiting.append(len(swaps))
-            return group_in_worker(swaps)
 
-        svc.state.swap_group_sync = spy
+    async with running_witness(cfg, trace=trace) as (svc, url, session):
         side = sqlite3.connect(cfg.state_path, isolation_level=None)
         side.execute("BEGIN IMMEDIATE")  # another process is writing
         pending = asyncio.create_task(post(session, url, log.body(0, 4)))

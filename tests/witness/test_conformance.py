@@ -69,7 +69,7 @@ def anchored(log: MemLog, rec: dict[str, Any], *, others: int = 4, lookup=LOOKUP
     return ProofBundle(index=2, proof=proof, checkpoint=log.checkpoint(size), extra=entry).to_text()
 
 
-def setup(tmp: Path, *, own: dict | None | str = "L4", trusted: list[str] | None = None, **kw):
+def setup(tmp: Path, *, own: dict | str | None = "L4", trusted: list[str] | None = None, **kw):
     tmp.mkdir(parents=True, exist_ok=True)
     ident = tmp / "identity.key"
     if not ident.exists():
@@ -140,7 +140,7 @@ async def test_refuses_without_its_own_valid_l4_receipt(tmp_path, own, why):
         own = receipt(IDENTITY, "L4", [])
     cfg, log = setup(tmp_path, own=own)
     rec = receipt(SUBJECT, "L4", PEERS[1:2])
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
     assert status == 403 and out["error"] == "policy_block"
     assert why in out["message"] and "own conformance receipt" in out["message"]
@@ -149,11 +149,11 @@ async def test_refuses_without_its_own_valid_l4_receipt(tmp_path, own, why):
 async def test_own_level_l5_required_when_configured(tmp_path):
     cfg, log = setup(tmp_path, own="L4", require_own_level="L5")
     rec = receipt(SUBJECT, "L4", PEERS[1:2])
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
         assert status == 403 and "L5" in out["message"]
     cfg2, log2 = setup(tmp_path / "l5", own="L5", require_own_level="L5")
-    async with running_witness(cfg2) as (svc, url, session):
+    async with running_witness(cfg2) as (_svc, url, session):
         assert (await ask(session, url, {"receipt": rec, "bundle": anchored(log2, rec)}))[0] == 200
 
 
@@ -161,7 +161,7 @@ async def test_refusals_of_the_request(tmp_path):
     cfg, log = setup(tmp_path)
     rec = receipt(SUBJECT, "L4", PEERS[1:2])
     good = anchored(log, rec)
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         async def expect(body, status, code, fragment="", **kw):
             got, out = await ask(session, url, body, **kw)
             assert (got, out["error"]) == (status, code), out
@@ -196,7 +196,7 @@ async def test_refusals_of_the_request(tmp_path):
 async def test_refuses_when_no_log_is_trusted(tmp_path):
     cfg, log = setup(tmp_path, trusted=[])
     rec = receipt(SUBJECT, "L4", PEERS[1:2])
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
     assert status == 403 and "trusts no log" in out["message"]
 
@@ -204,7 +204,7 @@ async def test_refuses_when_no_log_is_trusted(tmp_path):
 async def test_own_receipt_check_can_be_disabled(tmp_path):
     cfg, log = setup(tmp_path, own=None, require_own_level="none")
     rec = receipt(SUBJECT, "L3", [])
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
     assert status == 200 and "witness_receipt" not in out
 
@@ -227,7 +227,7 @@ async def test_a_did_web_subject_with_a_did_plc_peer_is_witnessed(tmp_path):
         rec = did_receipt(subject, subject_key, witnesses=((PLC_WITNESS, peer_key),), level="L4")
         forged = did_receipt(subject, Key("P-256"), level="L4")
         pinned = lookup_from([(subject, hosts.docs["/impl/did.json"]), (PLC_WITNESS, hosts.docs[f"/{PLC_WITNESS}"])])
-        async with running_witness(cfg) as (svc, url, session):
+        async with running_witness(cfg) as (_svc, url, session):
             status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec, lookup=pinned)})
             assert status == 200, out
             assert out["signature"] == witness_signature(rec, IDENTITY)
@@ -250,7 +250,7 @@ async def test_refuses_a_subject_whose_did_document_lists_its_identity_key(tmp_p
     cfg, log = setup(tmp_path)
     (tmp_path / "dids" / "impl.json").write_text(json.dumps(related.document))
     rec = receipt(SUBJECT, "L4", PEERS[1:2])
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec, lookup=related.lookup())})
     assert status == 403 and out["error"] == "policy_block", out
     assert f"witness {did(IDENTITY)} is not independent of the subject did:web:impl.example" in out["message"]
@@ -267,7 +267,7 @@ async def test_a_vc_receipt_gets_an_eddsa_jcs_2022_proof(tmp_path):
     compact = receipt(SUBJECT, "L4", [])
     vc = add_proof(to_vc(claims_of(compact)), SUBJECT, WEB.key_id)
     vc = add_proof(vc, PEERS[1])
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         status, out = await ask(session, url, {"receipt": vc, "bundle": anchored(log, vc)})
         assert status == 200, out
         proof = out["signature"]

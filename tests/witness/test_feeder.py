@@ -61,7 +61,7 @@ async def test_feeder_follows_a_real_log_as_it_grows(server, tmp_path):
         state.close()
 
     # The serving witness on the same data directory publishes what the feeder cosigned.
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         async with session.get(f"{url}/{origin_path(origin)}/checkpoint") as resp:
             assert resp.status == 200 and (await resp.text()) == published
 

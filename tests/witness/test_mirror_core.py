@@ -129,7 +129,15 @@ async def test_unaligned_uploads_complete_bundles_from_stored_entries(mirror, lg
     assert mirror.store.bundle(lg.origin, 1, 256) == encode_entry_bundle(lg.entries[256:512])
 
 
-async def test_add_entries_statuses(mirror, lg):
+async def test_add_entries_statuses(tmp_path, lg):
+    mirror = make_mirror(tmp_path / "m", [lg.config], clock=lambda: 1_700_000_000, max_excess=512)
+    try:
+        await _add_entries_statuses(mirror, lg)
+    finally:
+        mirror.close()
+
+
+async def _add_entries_statuses(mirror, lg):
     with pytest.raises(NotFound):  # 404: unknown origin
         await upload(mirror, lg.body(0, 10, origin="other.example/log"))
     with pytest.raises(NoPending):  # 422: no pending checkpoint yet
@@ -148,7 +156,6 @@ async def test_add_entries_statuses(mirror, lg):
     up = await upload(mirror, lg.body(0, 600))
     assert up.status == 200
     await mirror.add_checkpoint(lg.add_checkpoint(600, 1000))
-    mirror.max_excess = 512
     with pytest.raises(MirrorConflict) as e:  # 409: more than max_excess entries already stored
         await upload(mirror, lg.body(0, 1000))
     assert (e.value.info.size, e.value.info.next_entry) == (1000, 600)

@@ -52,7 +52,7 @@ def test_the_mirror_follows_a_log_written_by_go(go_tlogwrite, go_tlogverify, sta
                                      "--log-key", signer.vkey, "--mirror-key", cosigner().vkey],
                                     capture_output=True, text=True, timeout=600)
             assert follow.returncode == 0 and f"cosigned size {size}" in follow.stdout, follow.stdout + follow.stderr
-            status, _, note = http(prefix + "/checkpoint")
+            _status, _, note = http(prefix + "/checkpoint")
             open_note(note, [parse_vkey(signer.vkey)])  # Go's signature, verified here
             open_note(note, [cosigner_key()])
             # the copy holds Go's bytes: every bundle and tile of the tree, as Go wrote them

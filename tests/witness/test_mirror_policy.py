@@ -46,7 +46,7 @@ def test_verify_counts_and_names_the_mirror_cosignature(tmp_path):
     note = parse_note(lg.checkpoint(20))
     m = cosigner()
     sig = NoteSignature(m.name, m.key_id, m.cosign(note.text, 1_700_000_000))
-    cosigned = str(Note(note.text, note.signatures + (sig,)))
+    cosigned = str(Note(note.text, (*note.signatures, sig)))
     policy = f"log {lg.vkey}\nmirror m1 {m.vkey}\nquorum m1\n"
     tp = TrustPolicy.from_text(policy)
     v = tp.verify_bundle(_bundle(lg, 3, 20, cosigned))

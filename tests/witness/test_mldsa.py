@@ -101,7 +101,7 @@ async def test_sign_subtree_per_tlog_witness(tmp_path):
     log = _log()
     other = MemLog("other.example/log", bytes(32)).grow(14)
     async with running_witness(_config(tmp_path, log)) as (svc, url, s):
-        ed, pq = svc.signers
+        _ed, pq = svc.signers
         status, _, body = await post(s, url, log.body(0, 14))
         assert status == 200
         cosigned = log.checkpoint(14) + body
@@ -147,7 +147,7 @@ async def test_sign_subtree_per_tlog_witness(tmp_path):
 
 async def test_sign_subtree_is_not_offered_without_an_mldsa_key(tmp_path):
     log = _log()
-    async with running_witness(_config(tmp_path, log, cosigners=("ed25519",))) as (svc, url, s):
+    async with running_witness(_config(tmp_path, log, cosigners=("ed25519",))) as (_svc, url, s):
         status, _, body = await post(s, url, log.body(0, 14))
         assert status == 200 and len(parse_signature_lines(body)) == 1
         async with s.post(url + "/sign-subtree", data=_subtree_body(log, 8, 13, log.checkpoint(14) + body)) as r:

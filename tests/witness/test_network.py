@@ -163,7 +163,7 @@ async def test_provisioning_from_a_file_with_its_qpd(tmp_path):
     path = tmp_path / "log-list.1"
     path.write_text(listing(entry(A, qpd=2), entry(B)))
     cfg = witness_config(tmp_path / "w", [], log_lists=(str(path),), log_list_refresh=3600)
-    async with running_witness(cfg) as (svc, url, s):
+    async with running_witness(cfg) as (_svc, url, s):
         # the list is read at start, before any request
         got = await info(s, url)
         assert {x["origin"]: x["qpd"] for x in got["logs"]} == {A.origin: 2, B.origin: 86400}
@@ -180,7 +180,7 @@ async def test_provisioning_from_a_url_refreshed_and_fail_safe(tmp_path):
         lists.body = listing(entry(A))
         cfg = witness_config(tmp_path / "w", [WitnessedLog(C.origin, C.vkey)], log_lists=(lists.url,),
                              log_list_refresh=1)
-        async with running_witness(cfg) as (svc, url, s):
+        async with running_witness(cfg) as (_svc, url, s):
             async def origins():
                 return {x["origin"] for x in (await info(s, url))["logs"]}
 
@@ -226,7 +226,7 @@ async def test_provisioning_from_a_url_refreshed_and_fail_safe(tmp_path):
             assert (await post(s, url, B.body(2, 4)))[0] == 200
 
     # restart with the list server gone: the last good copy (B, pinned key) is still followed
-    async with running_witness(cfg) as (svc, url, s):
+    async with running_witness(cfg) as (_svc, url, s):
         assert (await post(s, url, B.body(4, 5)))[0] == 200
         got = await info(s, url)
         assert B.origin in {x["origin"] for x in got["logs"]}

@@ -77,7 +77,7 @@ async def test_v4_scenario_through_the_server(tmp_path):
                 assert ctype == "text/x.tlog.size"
             if want == 200:
                 # The answer is a cosignature/v1 line that verifies over the checkpoint.
-                note, verified = open_note(cp.split("\n\n")[0] + "\n\n" + text, [witness_v])
+                _note, verified = open_note(cp.split("\n\n")[0] + "\n\n" + text, [witness_v])
                 assert verified[0].timestamp is not None
                 assert text.startswith("— " + V8_NAME + " ") and text.endswith("\n")
         rec = svc.state.get_sync(V4_ORIGIN)
@@ -216,7 +216,7 @@ def test_proof_line_cap_is_63():
     lines = [bytes([i]) * 32 for i in range(MAX_PROOF_LINES)]
     assert len(parse_add_checkpoint(add_checkpoint_body(1, lines, log.checkpoint(2))).proof) == 63
     with pytest.raises(FormatError):
-        parse_add_checkpoint(add_checkpoint_body(1, lines + [bytes(32)], log.checkpoint(2)))
+        parse_add_checkpoint(add_checkpoint_body(1, [*lines, bytes(32)], log.checkpoint(2)))
 
 
 def test_body_cap():

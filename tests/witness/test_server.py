@@ -51,9 +51,9 @@ async def test_monitoring_health_info_and_metrics(tmp_path):
 async def test_sizes_survive_a_restart_in_metrics(tmp_path):
     log = MemLog().grow(3)
     cfg = witness_config(tmp_path, [WitnessedLog(log.origin, log.vkey)])
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         assert (await post(session, url, log.body(0, 3)))[0] == 200
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         async with session.get(url + "/metrics") as r:
             assert f'oap_witness_log_size{{origin="{log.origin}"}} 3.0' in await r.text()
         assert (await post(session, url, log.body(0, 3)))[:3:2] == (409, "3\n")
@@ -81,7 +81,7 @@ async def test_refusals_are_kept_per_log_and_bounded(tmp_path):
 
     log = MemLog().grow(5)
     cfg = witness_config(tmp_path, [WitnessedLog(log.origin, log.vkey)])
-    async with running_witness(cfg) as (svc, url, session):
+    async with running_witness(cfg) as (_svc, url, session):
         assert (await post(session, url, log.body(0, 3)))[0] == 200
         assert (await post(session, url, log.body(0, 5)))[0] == 409  # old size 0, the witness has 3
         assert (await post(session, url, log.fork(2, tag=7).grow(3).body(3, 5)))[0] == 422  # inconsistent

@@ -55,8 +55,19 @@ from tlog.formats.entries import (
 )
 from tlog.formats.hashing import format_sha256
 
-__all__ = ["FAILED", "MISSING", "NOT_CHECKABLE", "VERIFIED", "BundleCheck", "ReceiptCheck", "SignatureCheck",
-           "verify_entry_signature", "verify_proof_file", "verify_receipt_signatures", "verdict_of"]
+__all__ = [
+    "FAILED",
+    "MISSING",
+    "NOT_CHECKABLE",
+    "VERIFIED",
+    "BundleCheck",
+    "ReceiptCheck",
+    "SignatureCheck",
+    "verdict_of",
+    "verify_entry_signature",
+    "verify_proof_file",
+    "verify_receipt_signatures",
+]
 
 VERIFIED, FAILED, NOT_CHECKABLE, MISSING = "verified", "failed", "not_checkable", "missing"
 OK, INCOMPLETE = "ok", "incomplete"

@@ -32,9 +32,26 @@ from tlog.formats import ed25519
 from tlog.formats.did import DID_KEY_PREFIX, RAW_KEY_PREFIX, is_did, parse_signer
 from tlog.formats.encoding import b64url_dec
 
-__all__ = ["MAX_DIDS_PER_DOCUMENT", "UNCHECKED", "DocumentLookup", "KeyLookup", "VerificationKey", "document_of",
-           "dids_to_resolve", "did_web_url", "key_material", "keys_from_document", "lookup_from", "needs_resolution",
-           "normal_public", "plc_url", "signer_keys", "skip_resolved_signatures", "split_did_url", "verify_signed_by"]
+__all__ = [
+    "MAX_DIDS_PER_DOCUMENT",
+    "UNCHECKED",
+    "DocumentLookup",
+    "KeyLookup",
+    "VerificationKey",
+    "did_web_url",
+    "dids_to_resolve",
+    "document_of",
+    "key_material",
+    "keys_from_document",
+    "lookup_from",
+    "needs_resolution",
+    "normal_public",
+    "plc_url",
+    "signer_keys",
+    "skip_resolved_signatures",
+    "split_did_url",
+    "verify_signed_by",
+]
 
 ED25519, P256, SECP256K1 = "Ed25519", "P-256", "secp256k1"
 _MULTICODEC = {b"\xed\x01": (ED25519, 32), b"\x80\x24": (P256, 33), b"\xe7\x01": (SECP256K1, 33)}
@@ -223,7 +240,7 @@ def keys_from_document(did: str, document: object) -> tuple[VerificationKey, ...
         refs = doc.assertion_method if doc.assertion_method else doc.verification_method or []
         methods = [doc.dereference(str(r)) if not isinstance(r, pydid.VerificationMethod) else r
                    for r in list(refs)[:MAX_KEYS]]
-    except Exception as e:  # pydid raises ValueError, pydantic errors and its own
+    except Exception as e:  # noqa: BLE001 - pydid raises ValueError, pydantic errors and its own
         raise InvalidInput(f"the DID document of {did} is not valid: {str(e).splitlines()[0][:200]}") from None
     keys = []
     for m in methods:

@@ -274,7 +274,7 @@ def parse_skey(text: str) -> tuple[str, bytes]:
 class _Ed25519Key:
     """Shared by note signers and cosigners; `repr` never shows the seed."""
 
-    __slots__ = ("name", "public", "key_id", "_seed", "_ed")
+    __slots__ = ("_ed", "_seed", "key_id", "name", "public")
     key_type: ClassVar[int]
 
     def __init__(self, name: str, seed: bytes) -> None:
@@ -366,7 +366,7 @@ class MLDSACosigner:
     (`cosign`, timestamped) and subtrees (`cosign_subtree`, timestamp 0), nothing else.
     """
 
-    __slots__ = ("name", "public", "key_id", "_seed", "_sk")
+    __slots__ = ("_seed", "_sk", "key_id", "name", "public")
     key_type = COSIGNATURE_MLDSA44
 
     def __init__(self, name: str, seed: bytes) -> None:

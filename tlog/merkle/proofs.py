@@ -34,7 +34,7 @@ class ProofBatch:
     every sibling is present, the usual case away from the right edge).
     """
 
-    __slots__ = ("nodes", "mask")
+    __slots__ = ("mask", "nodes")
 
     def __init__(self, nodes: np.ndarray, mask: np.ndarray | None) -> None:
         self.nodes, self.mask = nodes, mask
@@ -148,7 +148,7 @@ class ProofBatch:
     def _fill_items(self, region: np.ndarray, slots_per_row: int) -> None:
         """Write each proof's present hashes, packed left, as CBOR byte-string items into
         the (B, 34 * slots_per_row) `region` (slots past a proof's count are left as is)."""
-        h, b = self.nodes.shape[:2]
+        _h, b = self.nodes.shape[:2]
         items = region.reshape(b, slots_per_row, 34)
         items[:, :, 0] = 0x58
         items[:, :, 1] = 32

@@ -41,10 +41,10 @@ def subtree_consistency_proof(start: int, end: int, n: int, mth: Callable[[int, 
             return [] if b else [mth(lo, hi)]
         k = _largest_power_of_two_below(n)
         if end <= k:
-            return sub(start, end, lo, lo + k, b) + [mth(lo + k, hi)]
+            return [*sub(start, end, lo, lo + k, b), mth(lo + k, hi)]
         if k <= start:
-            return sub(start - k, end - k, lo + k, hi, b) + [mth(lo, lo + k)]
-        return sub(0, end - k, lo + k, hi, False) + [mth(lo, lo + k)]
+            return [*sub(start - k, end - k, lo + k, hi, b), mth(lo, lo + k)]
+        return [*sub(0, end - k, lo + k, hi, False), mth(lo, lo + k)]
 
     return sub(start, end, 0, n, True)
 

@@ -57,7 +57,7 @@ class TreeView:
     present only when size is not a multiple of 2^k.
     """
 
-    __slots__ = ("size", "complete", "edge", "root")
+    __slots__ = ("complete", "edge", "root", "size")
 
     def __init__(self, size: int, complete: CompleteNode) -> None:
         if size < 0:
@@ -155,8 +155,8 @@ def ref_inclusion(m: int, leaves: Sequence[bytes]) -> list[bytes]:
         return []
     k = _split(n)
     if m < k:
-        return ref_inclusion(m, leaves[:k]) + [mth(leaves[k:])]
-    return ref_inclusion(m - k, leaves[k:]) + [mth(leaves[:k])]
+        return [*ref_inclusion(m, leaves[:k]), mth(leaves[k:])]
+    return [*ref_inclusion(m - k, leaves[k:]), mth(leaves[:k])]
 
 
 def ref_consistency(m: int, leaves: Sequence[bytes]) -> list[bytes]:
@@ -168,8 +168,8 @@ def ref_consistency(m: int, leaves: Sequence[bytes]) -> list[bytes]:
             return [] if b else [mth(d)]
         k = _split(n)
         if m <= k:
-            return subproof(m, d[:k], b) + [mth(d[k:])]
-        return subproof(m - k, d[k:], False) + [mth(d[:k])]
+            return [*subproof(m, d[:k], b), mth(d[k:])]
+        return [*subproof(m - k, d[k:], False), mth(d[:k])]
 
     if m == 0 or m == len(leaves):
         return []

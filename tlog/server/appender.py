@@ -114,7 +114,7 @@ class _Group:
     lists: no per-entry object or callback on the event loop.
     """
 
-    __slots__ = ("future", "n", "indices", "leaves", "fresh", "filled", "left", "covering")
+    __slots__ = ("covering", "filled", "fresh", "future", "indices", "leaves", "left", "n")
 
     def __init__(self, future: asyncio.Future, n: int) -> None:
         self.future, self.n = future, n
@@ -362,7 +362,7 @@ class Appender:
         spans = self._take_spans(len(batch))
         try:
             seq = await asyncio.get_running_loop().run_in_executor(self._sequence_io, self.driver.sequence, batch)
-        except Exception as e:  # not sequenced: a 503 for every submission of the batch
+        except Exception as e:  # noqa: BLE001 - not sequenced: a 503 for every submission of the batch
             if isinstance(e, Unavailable):
                 log.error("batch of %d entries refused: %s", len(batch), e.message)
             else:
@@ -536,7 +536,7 @@ class Appender:
                         pass
                 await self._wait(backoff)  # new entries retry at once; otherwise back off
                 backoff = min(backoff * 2, RETRY_MAX)
-            except Exception as e:  # noqa: BLE001 - a bug: logged, answered 503, retried
+            except Exception as e:  # a bug: logged, answered 503, retried
                 log.exception("integration failed")
                 self._publication_failed(e)
                 await self._wait(backoff)

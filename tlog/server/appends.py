@@ -72,7 +72,7 @@ class SingleAppends:
         out = self._loop.create_future()
         try:
             added = self._sequencer.submit(entry)
-        except Exception as e:  # refused at once (halted, full, shutting down): answered the same way
+        except Exception as e:  # noqa: BLE001 - refused at once (halted, full, shutting down): answered the same way
             out.set_exception(e)
             return out
         added.add_done_callback(lambda f: self._landed(f, entry, fmt, t0, out))
@@ -105,7 +105,7 @@ class SingleAppends:
         for state, items in groups.values():
             try:
                 self._answer(state, items)
-            except Exception as e:  # e.g. EIO reading a hash file: durable, but no proof to give
+            except Exception as e:  # noqa: BLE001 - e.g. EIO reading a hash file: durable, but no proof to give
                 log.error("could not build the answers of %d appended entries: %s: %s", len(items),
                           type(e).__name__, e)
                 for item in items:

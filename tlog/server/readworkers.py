@@ -195,7 +195,7 @@ class ReadWorkers:
                 return self._lost(child)
             try:
                 self._dispatch(child, data, fds)
-            except Exception as e:  # a bad message: dropped (and its descriptor), never the loop
+            except Exception as e:  # noqa: BLE001 - a bad message: dropped (and its descriptor), never the loop
                 log.error("bad message from a read worker: %s: %s", type(e).__name__, e)
 
     def _dispatch(self, child: _Child, data: bytes, fds: list[int]) -> None:

@@ -359,7 +359,7 @@ class FastProtocol(asyncio.Protocol):
                 return None
             if limiter is not None:
                 limiter.check(meta.client, "request")
-        except Exception:  # refused, or a bug: aiohttp runs it again and answers (a 4xx, or its 500)
+        except Exception:  # noqa: BLE001 - refused, or a bug: aiohttp runs it again and answers (a 4xx, or its 500)
             return None
         self._routes.answered += 1
         self._routes.record(route, reply.status, time.perf_counter() - t0)
@@ -388,7 +388,7 @@ class FastProtocol(asyncio.Protocol):
         name, handler, _ = hit
         try:
             pending = handler(buf[start:start + meta.content_length], meta)
-        except Exception:  # refused (or a bug): aiohttp runs it again and answers
+        except Exception:  # noqa: BLE001 - refused (or a bug): aiohttp runs it again and answers
             return None
         self._routes.answered += 1
         self._busy = asyncio.ensure_future(pending)
@@ -404,7 +404,7 @@ class FastProtocol(asyncio.Protocol):
         except asyncio.CancelledError:
             self.close()
             return
-        except Exception as e:  # answered as the error middleware answers
+        except Exception as e:  # noqa: BLE001 - answered as the error middleware answers
             status, reply = error_reply(e, meta.accept)
         self._routes.record(route, status, time.perf_counter() - t0)
         transport = self._transport

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import pairwise
 from pathlib import Path
 
 import aiosqlite
@@ -659,7 +660,7 @@ class EmbeddedEntries:
         themselves when they cover exactly that range (the usual case for a full tile)."""
         rows = await self._runs(start, count)
         if rows and rows[0][0] == start and sum(r[1] for r in rows) == count \
-                and all(a[0] + a[1] == b[0] for a, b in zip(rows, rows[1:])):
+                and all(a[0] + a[1] == b[0] for a, b in pairwise(rows)):
             return b"".join(r[2] for r in rows)
         got = _slice_runs(rows, start, count)
         if len(got) != count:

@@ -91,7 +91,7 @@ class _Scratch:
 class _Map:
     """One read-only mapping of a level file and its (rows, 32) uint8 view."""
 
-    __slots__ = ("mm", "arr", "rows", "window", "windowed")
+    __slots__ = ("arr", "mm", "rows", "window", "windowed")
 
     def __init__(self, fd: int, rows: int, window: int) -> None:
         self.mm = mmap.mmap(fd, rows * 32, access=mmap.ACCESS_READ)

@@ -49,7 +49,7 @@ async def _start(cfg: MirrorConfig) -> Running:
         lines = [f"name:         {svc.signer.name}", f"verifier key: {svc.signer.vkey}"]
         lines += [f"log:          {lg.origin}  at {prefix}/{origin_path(lg.origin)}/" for lg in cfg.logs] or \
             ["logs:         none configured"]
-        return lines + [f"url:          {url}", f"data:         {cfg.data_dir.resolve()}"]
+        return [*lines, f"url:          {url}", f"data:         {cfg.data_dir.resolve()}"]
 
     return Running(build_app(svc), close=svc.close, banner=banner)
 

@@ -83,7 +83,7 @@ _PENDING, _MIRROR = 0, 1
 
 
 class _Log:
-    __slots__ = ("origin", "id", "next_entry", "hashed", "hashes", "pending", "mirror")
+    __slots__ = ("hashed", "hashes", "id", "mirror", "next_entry", "origin", "pending")
 
     def __init__(self, origin: str, id_: int, next_entry: int, hashed: int, hashes: HashFiles) -> None:
         self.origin, self.id, self.next_entry, self.hashed, self.hashes = origin, id_, next_entry, hashed, hashes
