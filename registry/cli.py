@@ -162,7 +162,7 @@ _URL = click.option("--url", default="http://127.0.0.1:8090", show_default=True,
                     callback=checked_url, help="The registry's base URL (or OAP_REGISTRY_URL).")
 
 
-def URL_OPT(f):  # noqa: N802 - used as a decorator beside the option constants
+def URL_OPT(f):
     return INSECURE_HTTP_CLIENT(_URL(f))
 ANCHOR_OUT = click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
                           help="Write the commit's .tlog-proof here.")

@@ -10,10 +10,11 @@ from urllib.parse import quote
 
 import aiohttp
 
-from tlog.client.client import ServerError, bearer, check_url, oap_request, read_answer
+from tlog.client.client import ServerError, bearer, oap_request, read_answer
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.times import format_utc
+from tlog.formats.urls import check_url
 
 from .records import sign_record
 

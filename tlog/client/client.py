@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -27,7 +26,7 @@ from tlog.formats.encoding import b64dec
 from tlog.formats.entries import canonical_entry, check_entry_signature, decode_entry
 from tlog.formats.hashing import format_sha256, leaf_hash
 from tlog.formats.proofbundle import ProofBundle, parse_proof_bundle
-from tlog.formats.urls import INSECURE_HINT, plain_beyond_loopback
+from tlog.formats.urls import check_url
 
 
 class ServerError(OAPError):
@@ -36,18 +35,6 @@ class ServerError(OAPError):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status, self.code = status, code
-
-
-def check_url(url: str, what: str = "URL", *, insecure_http: bool = False) -> str:
-    """A service base URL, refused early and in one line when it cannot be one (a bare
-    host:port is the usual slip), rather than as a traceback from deep in aiohttp; plain
-    http:// beyond loopback only with `insecure_http` (OAP-CORE-1.0 §8.1)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput(f"the {what} must be an http:// or https:// URL, got {url!r}")
-    if plain_beyond_loopback(url) and not insecure_http:
-        raise InvalidInput(f"the {what} {url} is plain http:// beyond loopback. {INSECURE_HINT}")
-    return url.rstrip("/")
 
 
 def bearer(token: str | None) -> dict[str, str]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-__all__ = ["INSECURE_HINT", "is_base_url", "is_loopback", "plain_beyond_loopback"]
+from tlog.errors import InvalidInput
+
+__all__ = ["INSECURE_HINT", "check_url", "is_base_url", "is_loopback", "plain_beyond_loopback"]
 
 
 def is_base_url(url: str) -> bool:
@@ -38,3 +40,15 @@ def plain_beyond_loopback(url: str) -> bool:
 INSECURE_HINT = ("OAP-CORE-1.0 §8.1: plain HTTP must not be used. Serve TLS (tls_cert, tls_key) or listen on "
                  "127.0.0.1 behind a TLS-terminating proxy, and use https:// URLs; to run without TLS anyway, "
                  "start with --insecure-http (insecure_http = true)")
+
+
+def check_url(url: str, what: str = "URL", *, insecure_http: bool = False) -> str:
+    """A service base URL, refused early and in one line when it cannot be one (a bare
+    host:port is the usual slip), rather than as a traceback from deep in aiohttp; plain
+    http:// beyond loopback only with `insecure_http` (OAP-CORE-1.0 §8.1)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput(f"the {what} must be an http:// or https:// URL, got {url!r}")
+    if plain_beyond_loopback(url) and not insecure_http:
+        raise InvalidInput(f"the {what} {url} is plain http:// beyond loopback. {INSECURE_HINT}")
+    return url.rstrip("/")

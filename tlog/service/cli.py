@@ -69,8 +69,7 @@ def client_url(url: str, what: str = "--url") -> str:
     """A service URL a command talks to. Plain http:// to another host is refused (exit 2)
     unless --insecure-http, and then said on stderr: a relying party's command must not send
     or read trust answers in the clear without knowing it (OAP-CORE-1.0 §8.1)."""
-    from tlog.client.client import check_url
-    from tlog.formats.urls import plain_beyond_loopback
+    from tlog.formats.urls import check_url, plain_beyond_loopback
 
     allowed = insecure_http_allowed()
     try:
