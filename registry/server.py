@@ -43,7 +43,7 @@ from tlog.formats.times import format_utc
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import query_int, read_document
 from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
-from tlog.service.limits import RateLimiter
+from tlog.service.limits import Limits
 from tlog.service.metrics import RequestMetrics
 from tlog.service.reply import Reply
 from tlog.service.responses import accepts_cbor, respond, wants_cbor
@@ -161,7 +161,7 @@ class RegistryAPI:
     def __init__(self, svc: RegistryService) -> None:
         self.svc, self.cfg, self.m = svc, svc.config, svc.metrics
         self.requests = RequestMetrics(self.m.requests, self.m.request_seconds)
-        self.limiter = RateLimiter(self.cfg.rate_limit, self.cfg.rate_limit_burst)
+        self.limits = Limits(self.cfg.rate_limit, self.cfg.rate_limit_burst)  # every request, either path
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -181,7 +181,7 @@ class RegistryAPI:
         ]
 
     def fast_routes(self) -> FastRoutes:
-        return FastRoutes({"/v1/status/": ("/v1/status/{id}", self.status_reply)}, limiter=self.limiter,
+        return FastRoutes({"/v1/status/": ("/v1/status/{id}", self.status_reply)}, limits=self.limits,
                           record=self.requests.record, trusted_proxies=self.cfg.trusted_proxies)
 
     async def submit(self, request: web.Request) -> web.Response:
@@ -394,7 +394,7 @@ class RegistryAPI:
 
 def build_app(svc: RegistryService) -> web.Application:
     api = RegistryAPI(svc)
-    app = make_app(svc.config, api.requests, max_body=svc.config.max_git_body, limiter=api.limiter)
+    app = make_app(svc.config, api.requests, max_body=svc.config.max_git_body, limits=api.limits)
     app.add_routes(api.routes())
     add_ops_routes(app, svc.metrics.registry, ready=api.ready)
     app[FAST_ROUTES_KEY] = api.fast_routes()

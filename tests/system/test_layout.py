@@ -212,3 +212,38 @@ def test_tests_inject_hooks_through_constructors_only():
                     and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in HOOKS:
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno} sets {node.args[1].value} with setattr")
     assert bad == [], "\n".join(bad)
+
+
+def _names(path: Path) -> set[str]:
+    """Every name a module uses or imports (identifiers and attribute names)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.alias):
+            out.add(node.name.rpartition(".")[2])
+    return out
+
+
+def test_one_write_pipeline_and_one_place_for_rate_limits():
+    """The log's write routes share `tlog.server.pipeline` (docs/architecture.md §3.3): no
+    other module of the log decodes, authorizes or canonicalizes a submission. Rate limits
+    are declared once per service (`tlog.service.limits.Limits`): token buckets are made
+    and taken only there, whichever path (middleware, fast path, write pipeline) answers.
+    The read workers serve hash tiles without the log's HTTP application."""
+    mods = modules()
+    bad = []
+    write_steps = {"canonical_entry", "commitment_json_entry", "loads_member_array", "admit", "authorize"}
+    for name, path in mods.items():
+        used = _names(path)
+        if (name == "tlog.server" or name.startswith("tlog.server.")) and name != "tlog.server.pipeline":
+            bad += [f"{name} uses {n} (a step of the write pipeline)" for n in sorted(used & write_steps)]
+        if name != "tlog.service.limits" and "RateLimiter" in used:
+            bad.append(f"{name} uses RateLimiter directly, not the service's Limits")
+    worker = imports("tlog.server.readworkers", mods["tlog.server.readworkers"])
+    bad += [f"tlog.server.readworkers imports {i}" for i in sorted(worker) if i.startswith("tlog.server.app")]
+    bad += [f"tlog.server.tiles imports {i}" for i in sorted(imports("tlog.server.tiles", mods["tlog.server.tiles"]))
+            if i.split(".")[0] == "aiohttp"]
+    assert bad == [], "\n".join(bad)

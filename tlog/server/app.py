@@ -26,9 +26,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from datetime import UTC, datetime
-from functools import lru_cache, partial
+from functools import partial
 
 import cbor2
 import numpy as np
@@ -36,97 +36,31 @@ from aiohttp import web
 
 from tlog.errors import FormatError, InvalidInput, NotFound, NotPublished, OAPError, TooLarge
 from tlog.formats.did import did_key_from_public, is_did, parse_signer
-from tlog.formats.diddoc import MAX_DIDS_PER_DOCUMENT, KeyLookup, dids_to_resolve, needs_resolution
 from tlog.formats.encoding import b64dec, b64enc
-from tlog.formats.entries import (
-    MAX_ENTRY_BYTES,
-    ReceiptRow,
-    canonical_entry,
-    commitment_json_entry,
-    decode_entry,
-)
+from tlog.formats.entries import MAX_ENTRY_BYTES, ReceiptRow, decode_entry
 from tlog.formats.hashing import format_sha256, parse_sha256
 from tlog.formats.policy import parse_policy
-from tlog.formats.strict import ITEMS_PER_ENTRY, MAX_DOCUMENT_ITEMS
-from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
+from tlog.formats.tiles import TILE_WIDTH
 from tlog.formats.times import format_utc, parse_utc
 from tlog.merkle.proofs import PROOF_CHUNK, cbor_map_parts, inclusion_pieces
 from tlog.server.appends import SingleAppends, batch_answer
 from tlog.server.config import LogConfig
+from tlog.server.limits import log_limits
+from tlog.server.pipeline import WritePipeline
 from tlog.server.service import LogService
+from tlog.server.tiles import CHECKPOINT_HEADERS, IMMUTABLE, TILE_HEADERS, hash_tile, tile_at
 from tlog.service.app import add_ops_routes, make_app
-from tlog.service.bodies import (
-    SMALL_BODY,
-    body_is_cbor,
-    decode,
-    decode_document,
-    is_json,
-    offload,
-    query_int,
-    read_document,
-    read_member_array,
-)
+from tlog.service.bodies import query_int, read_bounded, read_document
 from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
 from tlog.service.fastpath import Request as FastRequest
-from tlog.service.limits import Admitted, RateLimiter, TokenAuth, WriteGate
 from tlog.service.metrics import RequestMetrics
 from tlog.service.middleware import request_client
 from tlog.service.reply import Reply
 from tlog.service.responses import CBOR, CONTENT_TYPES, reply_format, respond
 from tlog.service.sending import answer, send_large
-from tlog.service.ui import CORS
-from tlog.storage.interface import HashReader, LogState
+from tlog.storage.interface import LogState
 
-IMMUTABLE = "public, max-age=31536000, immutable"
-CHECKPOINT_CACHE = "public, max-age=1, must-revalidate"
-CHECKPOINT_HEADERS = (("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", CHECKPOINT_CACHE), CORS)
-TILE_HEADERS = (("Content-Type", "application/octet-stream"), ("Cache-Control", IMMUTABLE), CORS)
 MAX_RECEIPTS = 1000  # receipts per page of /v1/receipts
-_COMMITMENT_DOC = {"type": "commitment"}  # what `authorize` looks at in a commitment submission
-
-# Clients walk the same tiles: parsing a path costs more than serving it from the cache.
-_tile_at = lru_cache(maxsize=16384)(tile_coords)
-
-
-def hash_tile(hashes: HashReader, size: Callable[[], int], path: str) -> Reply | None:
-    """The hash tile at `path` (after "tile/") of the served tree of `size()` leaves.
-
-    None for an entry bundle: it is read from the entries, off the loop. Shared by the
-    log process and its read workers (`tlog.server.readworkers`).
-    """
-    level, index, width = _tile_at("tile/" + path)
-    if level is None:
-        return None
-    level *= TILE_HEIGHT
-    if level >= 64 or index * TILE_WIDTH + width > size() >> level:
-        raise NotFound("tile not available for the current tree size")
-    return Reply(hashes.read_range(level, index * TILE_WIDTH, width), TILE_HEADERS)
-
-
-def _dids_of(items: list) -> set[str]:
-    """The DIDs to resolve before the entries can be checked: receipt and registry
-    signers that are not did:key, and the principals of conformance receipts."""
-    dids: set[str] = set()
-    for item in items:
-        if not isinstance(item, dict) or item.get("type") == "commitment":
-            continue
-        if item.get("type") == "conformance":
-            dids |= dids_to_resolve(item)
-        elif (did := needs_resolution(item.get("signer"))) is not None:
-            dids.add(did)
-        if len(dids) > MAX_DIDS_PER_DOCUMENT:
-            raise InvalidInput(f"at most {MAX_DIDS_PER_DOCUMENT} distinct DIDs other than did:key per request")
-    return dids
-
-
-def _canonical_all(items: list, lookup: KeyLookup | None = None) -> list[bytes]:
-    out = []
-    for i, item in enumerate(items):
-        try:
-            out.append(canonical_entry(item, lookup=lookup))
-        except InvalidInput as e:
-            raise type(e)(f"entries[{i}]: {e.message}", index=i) from None
-    return out
 
 
 def _leaf_param(text: str) -> bytes:
@@ -164,10 +98,6 @@ def _receipt_json(r: ReceiptRow) -> dict:
     return out
 
 
-def _entry_types(entries: list) -> set[str]:
-    return {e["type"] for e in entries if isinstance(e, dict) and isinstance(e.get("type"), str)}
-
-
 def neighbours(cfg: LogConfig, client_policy: str) -> dict:
     """The services a reader of this log finds from its /v1/info: its own public URL, its
     registry, its witnesses (name and URL, from the witness configuration) and its mirrors."""
@@ -184,11 +114,10 @@ class LogAPI:
         cfg = self.cfg = svc.config
         self.svc, self.m = svc, svc.metrics
         self.requests = RequestMetrics(self.m.requests, self.m.request_seconds)
-        self.limiter = RateLimiter(cfg.rate_limit_read, cfg.rate_limit_read_burst)
-        self.gate = WriteGate(TokenAuth.from_file(cfg.auth_required_for, cfg.tokens_file),
-                              RateLimiter(cfg.rate_limit_write, cfg.rate_limit_write_burst),
-                              RateLimiter(cfg.rate_limit_unauthenticated, max(1.0, 2 * cfg.rate_limit_unauthenticated)))
-        self.appends = SingleAppends(svc.sequencer, svc.hashes, self.m)
+        self.limits = log_limits(cfg)
+        assert self.limits.writes is not None, "the log's limits include its write gate"
+        self.writes = WritePipeline(cfg, self.limits.writes, svc.sequencer,
+                                    SingleAppends(svc.sequencer, svc.hashes, self.m), svc.resolver, self.m)
         self.neighbours = neighbours(cfg, svc.policy)
 
     def routes(self) -> list[web.RouteDef]:
@@ -211,21 +140,7 @@ class LogAPI:
         return FastRoutes(
             {"/checkpoint": ("/checkpoint", self.checkpoint_reply), "/tile/": ("/tile/{path}", self.hash_tile_reply)},
             posts={"/v1/entries": ("/v1/entries", self.add_entry_fast, self.cfg.max_entry_body)},
-            limiter=self.limiter if self.cfg.rate_limit_tiles else None, record=self.requests.record,
-            trusted_proxies=self.cfg.trusted_proxies)
-
-    def read_limited(self, request: web.Request) -> bool:
-        """Dynamic reads take a token of the read bucket; writes are counted by the WriteGate.
-        Checkpoints and tiles are immutable (or nearly): served through a cache, not limited."""
-        if request.method == "POST":
-            return request.path.startswith("/v1/proof/")
-        return self.cfg.rate_limit_tiles or not (request.path == "/checkpoint" or request.path.startswith("/tile/"))
-
-    def budget(self, entries: int, admitted: Admitted) -> int:
-        """Items a body may hold: what the route's largest honest body holds, no more.
-        A client without a valid token, where tokens are used, gets a quarter."""
-        items = max(MAX_DOCUMENT_ITEMS, entries * ITEMS_PER_ENTRY + 16)
-        return items // 4 if admitted.strict else items
+            limits=self.limits, record=self.requests.record, trusted_proxies=self.cfg.trusted_proxies)
 
     def served(self) -> LogState:
         """The published state; nothing of an unwitnessed tree is served before its quorum."""
@@ -239,7 +154,8 @@ class LogAPI:
         return Reply(self.served().note.encode(), CHECKPOINT_HEADERS)
 
     def hash_tile_reply(self, path: str, accept: str = "") -> Reply | None:
-        return hash_tile(self.svc.hashes, lambda: self.served().size, path)
+        data = hash_tile(self.svc.hashes, lambda: self.served().size, path)
+        return None if data is None else Reply(data, TILE_HEADERS)
 
     async def checkpoint(self, request: web.Request) -> web.Response:
         return self.checkpoint_reply().response()
@@ -248,7 +164,7 @@ class LogAPI:
         path = request.match_info["path"]
         reply = self.hash_tile_reply(path)
         if reply is None:
-            _, index, width = _tile_at("tile/" + path)
+            _, index, width = tile_at("tile/" + path)
             start = index * TILE_WIDTH
             if start + width > self.served().size:
                 raise NotFound("entry bundle not available for the current tree size")
@@ -257,79 +173,35 @@ class LogAPI:
             return await send_large(request, Reply(bundle, TILE_HEADERS).response())
         return reply.response()
 
-    # --- OAP writes -----------------------------------------------------------------------
+    # --- OAP writes: the write pipeline (tlog.server.pipeline), one for every route -----------
 
     def add_entry_fast(self, body: bytes, req: FastRequest) -> Awaitable[Reply]:
-        """POST /v1/entries on the fast path: the token and the write bucket, then the body.
-
-        A small body is handled here, with no task per request (the common case, and
-        the one single appends' throughput depends on); a larger one is decoded off the loop.
-        """
+        """POST /v1/entries on the fast path, with the body in hand. A small one is answered
+        with no task per request (the common case, and the one single appends' throughput
+        depends on); every refusal is answered here, as the error middleware answers it."""
         t0 = time.perf_counter()
         try:
-            admitted = self.gate.admit(req.authorization, req.client)
-            entry = commitment_json_entry(body) if is_json(req.content_type) else None
-            if entry is not None:  # the common submission, recognised without parsing it
-                doc: object = _COMMITMENT_DOC
-            elif len(body) > SMALL_BODY:
-                return self._add_large_entry(body, req, admitted, t0)
-            else:
-                doc = decode_document(body, req.content_type or "", max_items=self.budget(1, admitted))
-                dids = _dids_of([doc])
-                if dids:  # a signer to resolve first: off the fast path
-                    self.gate.authorize(admitted, _entry_types([doc]), 1)
-                    return self._add_resolved(doc, dids, reply_format(req.accept), t0)
-                entry = canonical_entry(doc)
-            self.gate.authorize(admitted, _entry_types([doc]), 1)
+            return self.writes.entry(req.authorization, req.client, req.content_type, body,
+                                     reply_format(req.accept), t0)
         except OAPError as e:
             failed = asyncio.get_running_loop().create_future()
-            failed.set_exception(e)  # answered through the error middleware's mapping
+            failed.set_exception(e)  # not raised: aiohttp would run the pipeline (and take its tokens) again
             return failed
-        return self.appends.submit(entry, reply_format(req.accept), t0)
-
-    async def _lookup(self, dids: set[str]) -> KeyLookup | None:
-        resolver = self.svc.resolver
-        return None if resolver is None or not dids else await resolver.lookup_for(dids)
-
-    async def _add_resolved(self, doc: object, dids: set[str], fmt: int, t0: float) -> Reply:
-        entry = canonical_entry(doc, lookup=await self._lookup(dids))
-        return await self.appends.submit(entry, fmt, t0)
-
-    async def _add_large_entry(self, body: bytes, req: FastRequest, admitted: Admitted, t0: float) -> Reply:
-        doc = await decode(body, cbor=body_is_cbor(req.content_type), max_items=self.budget(1, admitted))
-        self.gate.authorize(admitted, _entry_types([doc]), 1)
-        lookup = await self._lookup(_dids_of([doc]))
-        entry = await offload(partial(canonical_entry, lookup=lookup), doc)
-        return await self.appends.submit(entry, reply_format(req.accept), t0)
 
     async def add_entry(self, request: web.Request) -> web.Response:
         t0 = time.perf_counter()
-        admitted = self.gate.admit(request.headers.get("Authorization"),
-                                   request_client(request, self.cfg.trusted_proxies))
-        doc = await read_document(request, self.cfg.max_entry_body, max_items=self.budget(1, admitted))
-        self.gate.authorize(admitted, _entry_types([doc]), 1)
-        entry = canonical_entry(doc, lookup=await self._lookup(_dids_of([doc])))
-        return (await self.appends.submit(entry, reply_format(request.headers.get("Accept", "")), t0)).response()
+        headers = request.headers
+        reply = await self.writes.entry(headers.get("Authorization"), request_client(request, self.cfg.trusted_proxies),
+                                        headers.get("Content-Type"), partial(read_bounded, request),
+                                        reply_format(headers.get("Accept", "")), t0)
+        return reply.response()
 
     async def add_batch(self, request: web.Request) -> web.StreamResponse:
-        cfg, m = self.cfg, self.m
         t0 = time.perf_counter()
-        admitted = self.gate.admit(request.headers.get("Authorization"), request_client(request, cfg.trusted_proxies))
-        items = await read_member_array(request, cfg.max_body, key="entries", max_elements=cfg.max_batch_entries,
-                                        max_items=self.budget(cfg.max_batch_entries, admitted))
-        if not items:
-            raise InvalidInput("entries must not be empty")
-        self.gate.authorize(admitted, _entry_types(items), len(items))
-        lookup = await self._lookup(_dids_of(items))
-        canon = await offload(_canonical_all, items, lookup) if len(items) > 16 else _canonical_all(items, lookup)
-        added = await self.svc.sequencer.add_many(canon)
-        fresh = sum(added.fresh)
-        m.entries.inc(fresh)
-        m.duplicates.inc(len(added) - fresh)
-        m.append_seconds.observe(time.perf_counter() - t0)
-        m.tree_size.set(self.svc.state.size)
-        m.proofs.labels("inclusion").inc(len(added))
-        fmt = reply_format(request.headers.get("Accept", ""))
+        headers = request.headers
+        added = await self.writes.batch(headers.get("Authorization"), request_client(request, self.cfg.trusted_proxies),
+                                        headers.get("Content-Type"), partial(read_bounded, request), t0)
+        fmt = reply_format(headers.get("Accept", ""))
         return await answer(request, batch_answer(added.state, self.svc.hashes, added, cbor=fmt == CBOR),
                             content_type=CONTENT_TYPES[fmt],
                             streamed=len(added) > PROOF_CHUNK, reserve=4 * PROOF_CHUNK * 1024)
@@ -496,8 +368,7 @@ class LogAPI:
 
 def build_app(svc: LogService) -> web.Application:
     api = LogAPI(svc)
-    app = make_app(svc.config, api.requests, max_body=svc.config.max_body, limiter=api.limiter,
-                   limited=api.read_limited)
+    app = make_app(svc.config, api.requests, max_body=svc.config.max_body, limits=api.limits)
     app.add_routes(api.routes())
     add_ops_routes(app, svc.metrics.registry, ready=api.ready)
     app[FAST_ROUTES_KEY] = api.fast_routes()

@@ -10,7 +10,8 @@ With `read_workers = N` the log starts N worker processes that listen on the
 same address (SO_REUSEPORT: the kernel spreads new connections over every
 listener, and only processes of the same user may join). A worker answers
 `GET /checkpoint` and hash tiles on the fast path (`tlog.service.fastpath`), with the
-same `hash_tile` function and bytes as the log process, and nothing else. The
+same `hash_tile` function and bytes as the log process (`tlog.server.tiles`), and
+nothing else. The
 first request it does not answer (a write, a proof, an entry bundle, /metrics,
 a refused or unusual request) hands the connection to the log process: its
 descriptor, over a Unix socket (SCM_RIGHTS), with every byte read and not yet
@@ -31,10 +32,11 @@ given the previous checkpoint by a worker (as from any cache in front of a
 log); the tree it describes is published all the same.
 
 Limits: each process applies the per-client read rate limit to what it
-answers, so a client spread over N+1 processes may get up to N+1 times the
-configured read rate (writes are limited exactly: they are all answered by
-the log process). Workers need plain HTTP (a TLS session cannot move between
-processes): terminate TLS in front of the log to use them.
+answers (as the log declares it, `tlog.server.limits`), so a client spread
+over N+1 processes may get up to N+1 times the configured read rate (writes
+are limited exactly: they are all answered by the log process). Workers need
+plain HTTP (a TLS session cannot move between processes): terminate TLS in
+front of the log to use them.
 
 The port is checked free (an exclusive bind) before the log listens with
 SO_REUSEPORT, so a second log cannot join it by mistake. Connections still in
@@ -69,11 +71,11 @@ from pathlib import Path
 from typing import Any
 
 from tlog.errors import ConfigError
-from tlog.server.app import CHECKPOINT_HEADERS, hash_tile
 from tlog.server.config import LogConfig
+from tlog.server.limits import read_limits
+from tlog.server.tiles import CHECKPOINT_HEADERS, TILE_HEADERS, hash_tile
 from tlog.service import children
 from tlog.service.fastpath import FastProtocol, FastRoutes
-from tlog.service.limits import RateLimiter
 from tlog.service.reply import Reply
 from tlog.service.serve import tune_for_serving
 from tlog.storage.hashfiles import HashFiles
@@ -129,8 +131,9 @@ class ReadWorkers:
             args = json.dumps({"hashes": str(self.cfg.data_dir / "hashes"), "host": host, "port": port,
                                "map_window": self.cfg.map_window_mb << 20,
                                "fd": theirs.fileno(), "header_timeout": self.cfg.header_timeout,
-                               "rate_limit_read": self.cfg.rate_limit_read if self.cfg.rate_limit_tiles else 0,
+                               "rate_limit_read": self.cfg.rate_limit_read,
                                "rate_limit_read_burst": self.cfg.rate_limit_read_burst,
+                               "rate_limit_tiles": self.cfg.rate_limit_tiles,
                                "trusted_proxies": self.cfg.trusted_proxies})
             proc = children.popen([sys.executable, "-m", "tlog.server.readworkers", args], death_signal=signal.SIGTERM,
                                   pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
@@ -327,7 +330,8 @@ class _Worker:
     def tile(self, path: str, accept: str = "") -> Reply | None:
         if self.size < 0:
             return None
-        return hash_tile(self.hashes, lambda: self.size, path)
+        data = hash_tile(self.hashes, lambda: self.size, path)
+        return None if data is None else Reply(data, TILE_HEADERS)
 
     def record(self, route: str, status: int, seconds: float) -> None:
         self.metrics.setdefault((route, status), []).append(seconds)
@@ -422,11 +426,9 @@ class _Worker:
         loop.add_signal_handler(signal.SIGTERM, self.stop.set)
         loop.add_reader(self.chan.fileno(), self.on_message)
         opts = self.opts
-        limiter = None
-        if opts["rate_limit_read"] > 0:
-            limiter = RateLimiter(opts["rate_limit_read"], opts["rate_limit_read_burst"])
+        limits = read_limits(opts["rate_limit_read"], opts["rate_limit_read_burst"], tiles=opts["rate_limit_tiles"])
         routes = FastRoutes({"/checkpoint": ("/checkpoint", self.checkpoint), "/tile/": ("/tile/{path}", self.tile)},
-                            limiter=limiter, record=self.record, trusted_proxies=opts["trusted_proxies"])
+                            limits=limits, record=self.record, trusted_proxies=opts["trusted_proxies"])
         conns: set = set()
         server = await loop.create_server(
             lambda: _WorkerProtocol(self, routes, conns, opts["header_timeout"]),

@@ -9,22 +9,22 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from tlog.service.bodies import READ_TIMEOUT_KEY, large_body_limit
 from tlog.service.config import HTTPConfig
-from tlog.service.limits import RateLimiter
+from tlog.service.limits import Limits
 from tlog.service.metrics import RequestMetrics
 from tlog.service.middleware import make_error_middleware, rate_limit_middleware, send_timeout_middleware
 from tlog.service.sending import send_limits
 from tlog.service.ui import add_ui
 
 
-def make_app(cfg: HTTPConfig, requests: RequestMetrics, *, max_body: int, limiter: RateLimiter | None = None,
-             limited: Callable[[web.Request], bool] = lambda request: True) -> web.Application:
+def make_app(cfg: HTTPConfig, requests: RequestMetrics, *, max_body: int,
+             limits: Limits | None = None) -> web.Application:
     """An application with the middlewares every service stacks, outermost first:
     the send timeout, errors to responses (counted in `requests`), and the per-client
-    rate limit for the requests `limited` selects; with the body cap, read and send
-    timeouts and the bytes-in-flight cap of `cfg`."""
+    request limit of the service's `limits`; with the body cap, read and send timeouts
+    and the bytes-in-flight cap of `cfg`."""
     middlewares = [send_timeout_middleware(), make_error_middleware(requests.on_request)]
-    if limiter is not None and limiter.rate > 0:
-        middlewares.append(rate_limit_middleware(limiter, trusted_proxies=cfg.trusted_proxies, applies=limited))
+    if limits is not None and limits.requests is not None:
+        middlewares.append(rate_limit_middleware(limits, trusted_proxies=cfg.trusted_proxies))
     app = web.Application(middlewares=middlewares, client_max_size=max_body)
     app[READ_TIMEOUT_KEY] = cfg.read_timeout
     send_limits(app, send_timeout=cfg.send_timeout, bytes_in_flight=cfg.bytes_in_flight_mb << 20)

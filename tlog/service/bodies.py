@@ -9,7 +9,7 @@ from aiohttp import web
 
 from tlog.errors import InvalidInput, RequestTimeout, TooLarge, UnsupportedMediaType
 from tlog.formats.canonical import DEFAULT_MAX_DEPTH
-from tlog.formats.strict import MAX_DOCUMENT_ITEMS, loads, loads_member_array
+from tlog.formats.strict import MAX_DOCUMENT_ITEMS, loads
 from tlog.service.responses import CBOR_TYPES, JSON_TYPES
 
 READ_TIMEOUT = 30.0
@@ -62,27 +62,24 @@ async def read_body(request: web.Request, cap: int, timeout: float | None = None
     return b"".join(chunks)
 
 
+_BODY_TYPES = JSON_TYPES + CBOR_TYPES
+
+
 def _media(content_type: str) -> str:
     return content_type.split(";")[0].strip().lower()
-
-
-def is_json(content_type: str | None) -> bool:
-    """Whether a body of this Content-Type is parsed as JSON (`decode_document`)."""
-    return content_type is not None and _media(content_type) in JSON_TYPES
 
 
 def body_is_cbor(content_type: str | None) -> bool:
     """True for CBOR, False for JSON; 415 for anything else (checked before the body is read)."""
     media = _media(content_type or "")
-    if media not in JSON_TYPES + CBOR_TYPES:
-        raise UnsupportedMediaType(
-            f"Content-Type must be one of {', '.join(JSON_TYPES + CBOR_TYPES)}, not {media or 'none'!r}"
-        )
+    if media not in _BODY_TYPES:
+        raise UnsupportedMediaType(f"Content-Type must be one of {', '.join(_BODY_TYPES)}, not {media or 'none'!r}")
     return media in CBOR_TYPES
 
 
-async def _read_bounded(request: web.Request, cap: int) -> bytes:
-    """The body, read under the app's large-body semaphore when it may exceed 64 KiB."""
+async def read_bounded(request: web.Request, cap: int) -> bytes:
+    """The body within `cap` (`read_body`), read under the app's large-body semaphore when
+    it may exceed 64 KiB."""
     sem = request.app.get(LARGE_BODIES_KEY)
     if sem is not None and cap > LARGE_BODY and (request.content_length or LARGE_BODY + 1) > LARGE_BODY:
         async with sem:
@@ -98,7 +95,7 @@ async def read_document(request: web.Request, cap: int, *, max_items: int = MAX_
     for bodies over SMALL_BODY.
     """
     cbor = body_is_cbor(request.headers.get("Content-Type"))
-    body = await _read_bounded(request, cap)
+    body = await read_bounded(request, cap)
     return await decode(body, cbor=cbor, max_items=max_items, max_depth=max_depth)
 
 
@@ -108,24 +105,6 @@ async def decode(body: bytes, *, cbor: bool, max_items: int = MAX_DOCUMENT_ITEMS
     if len(body) <= SMALL_BODY:
         return loads(body, cbor=cbor, max_items=max_items, max_depth=max_depth)
     return await offload(lambda: loads(body, cbor=cbor, max_items=max_items, max_depth=max_depth))
-
-
-async def read_member_array(request: web.Request, cap: int, *, key: str, max_elements: int,
-                            max_items: int) -> list:
-    """The elements of a body that must be `{key: [...]}` (`tlog.formats.strict.loads_member_array`),
-    decoded on the CPU pool a bounded group at a time."""
-    cbor = body_is_cbor(request.headers.get("Content-Type"))
-    body = await _read_bounded(request, cap)
-
-    def parse() -> list:
-        return loads_member_array(body, cbor=cbor, key=key, max_elements=max_elements, max_items=max_items)
-
-    return parse() if len(body) <= SMALL_BODY else await offload(parse)
-
-
-def decode_document(body: bytes, content_type: str, *, max_items: int = MAX_DOCUMENT_ITEMS) -> object:
-    """`read_document` for a small body already in hand."""
-    return loads(body, cbor=body_is_cbor(content_type), max_items=max_items)
 
 
 # --- sending: bounded memory per connection and in all ---------------------------------

@@ -24,8 +24,10 @@ aiohttp handlers call, so both paths send the same bytes
 after it was accepted (the log is full or halted) is answered through the
 error middleware's own mapping (`tlog.service.responses.error_reply`).
 
-The per-client rate limits and the request metrics apply to fast answers as
-they do in the middlewares, and write backpressure as in aiohttp.
+The service's rate limits (`tlog.service.limits.Limits`) and the request metrics
+apply to fast answers as they do in the middlewares: a route takes a request token
+if `Limits.applies` says so for its method and path (asked once, when the routes are
+set up), and only for a request answered here; write backpressure as in aiohttp.
 """
 from __future__ import annotations
 
@@ -38,13 +40,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, cast
 
 from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.tcp_helpers import tcp_nodelay
 
-from tlog.service.limits import client_address
+from tlog.service.limits import Limits, client_address
 from tlog.service.reply import Reply
 from tlog.service.responses import error_reply
 
@@ -70,22 +72,13 @@ _BAD_SEGMENT = re.compile(rb"//|/\.\.?(?:/|$)")
 Handler = Callable[[str, str], "Reply | None"]
 """(path after the route's prefix, Accept header) -> Reply, or None for aiohttp."""
 
+Route = tuple[str, str, Handler, Limits | None]
+"""A GET routed here: (route name, the path after its prefix, handler, the limits it takes a token of)."""
+
 PostHandler = Callable[[bytes, "Request"], Awaitable["Reply"]]
 """(body, request) -> the answer to come. Raising (synchronously) gives the request to
 aiohttp, so it must not have side effects before its last check; the awaitable's
 errors are answered like the error middleware answers them."""
-
-
-class Limiter(Protocol):
-    """The rate limiter a fast route charges (a tlog.service.limits.RateLimiter)."""
-
-    def allows(self, client: str, kind: str, cost: float = 1.0) -> bool:
-        """Whether `check` would pass now, taking nothing."""
-        ...
-
-    def check(self, client: str, kind: str, cost: float = 1.0) -> None:
-        """Take `cost` tokens or raise."""
-        ...
 
 
 class Request(NamedTuple):
@@ -106,31 +99,41 @@ class FastRoutes:
     `routes` maps a path prefix (or, ending without '/', an exact path) to the
     route's aiohttp name for metrics (e.g. "/tile/{path}") and its handler;
     `posts` maps exact paths of small POSTs (a body of at most the cap, sent
-    with Content-Length) to theirs. A GET takes a token from `limiter` only
-    when it is answered here (aiohttp's middleware charges the others, once),
-    and `record(route, status, seconds)` is the request metrics.
+    with Content-Length) to theirs. `limits` are the service's: a route they
+    apply to takes a request token only when it is answered here (aiohttp's
+    middleware takes the others', once), and `record(route, status, seconds)`
+    is the request metrics.
     """
 
     routes: dict[str, tuple[str, Handler]]
     posts: dict[str, tuple[str, PostHandler, int]] = field(default_factory=dict)  # path: (name, handler, body cap)
-    limiter: Limiter | None = None  # a tlog.service.limits.RateLimiter: its "request" bucket, as the middleware
+    limits: Limits | None = None  # the service's rate limits, as its middleware applies them
     record: Callable[[str, int, float], None] = lambda route, status, seconds: None
     trusted_proxies: int = 0  # proxies in front, appending to X-Forwarded-For (tlog.service.limits.client_address)
     answered: int = 0  # requests answered here, and connections handed to aiohttp (tests, debugging)
     handed_off: int = 0
-    _exact: dict[bytes, tuple[str, Handler]] = field(default_factory=dict, init=False, repr=False)
-    _prefixes: list[tuple[bytes, str, Handler]] = field(default_factory=list, init=False, repr=False)
-    _lines: dict[bytes, tuple[str, str, Handler] | None] = field(default_factory=dict, init=False, repr=False)
+    _exact: dict[bytes, Route] = field(default_factory=dict, init=False, repr=False)
+    _prefixes: list[tuple[bytes, str, Handler, Limits | None]] = field(default_factory=list, init=False, repr=False)
+    _lines: dict[bytes, Route | None] = field(default_factory=dict, init=False, repr=False)
+    _posts: dict[str, tuple[str, PostHandler, int, Limits | None]] = field(default_factory=dict, init=False,
+                                                                          repr=False)
 
     def __post_init__(self) -> None:
         self.max_post = max((cap for _, _, cap in self.posts.values()), default=0)
         for path, (name, fn) in self.routes.items():
+            limits = self._limited("GET", path)
             if path.endswith("/"):
-                self._prefixes.append((path.encode(), name, fn))
+                self._prefixes.append((path.encode(), name, fn, limits))
             else:
-                self._exact[path.encode()] = (name, fn)
+                self._exact[path.encode()] = (name, "", fn, limits)
+        self._posts = {path: (name, fn, cap, self._limited("POST", path))
+                       for path, (name, fn, cap) in self.posts.items()}
 
-    def request_line(self, line: bytes) -> tuple[str, str, Handler] | None:
+    def _limited(self, method: str, path: str) -> Limits | None:
+        """The limits a route takes a request token of, or None."""
+        return self.limits if self.limits is not None and self.limits.applies(method, path) else None
+
+    def request_line(self, line: bytes) -> Route | None:
         """`match` for a whole GET request line; None unless it is plain and routed here.
 
         Clients walk the same tiles and poll the same checkpoint: the answer for a line
@@ -150,18 +153,18 @@ class FastRoutes:
                 self._lines[line] = hit
         return hit
 
-    def match(self, path: bytes) -> tuple[str, str, Handler] | None:
-        """(route name, rest of the path, handler) for a request path."""
+    def match(self, path: bytes) -> Route | None:
+        """(route name, rest of the path, handler, limits) for a request path."""
         hit = self._exact.get(path)
         if hit is not None:
-            return hit[0], "", hit[1]
-        for prefix, name, fn in self._prefixes:
+            return hit
+        for prefix, name, fn, limits in self._prefixes:
             if path.startswith(prefix) and len(path) > len(prefix):
-                return name, path[len(prefix):].decode("ascii"), fn
+                return name, path[len(prefix):].decode("ascii"), fn, limits
         return None
 
 
-_MISS: tuple[str, str, Handler] = ("", "", lambda path, accept: None)
+_MISS: Route = ("", "", lambda path, accept: None, None)
 """Not in `FastRoutes._lines` (a sentinel of its values' type, compared by identity)."""
 _MAX_KEPT_LINE = 300  # bytes; a canonical tile path is at most 256 characters
 _date_cache: list = [0, b""]
@@ -345,20 +348,19 @@ class FastProtocol(asyncio.Protocol):
         if hit is None:
             return None
         meta = self._request(block)
-        limiter = self._routes.limiter
         if meta is None or meta.content_type is not None or meta.content_length is not None \
                 or meta.authorization is not None:
             return None
-        if limiter is not None and not limiter.allows(meta.client, "request"):
+        route, rest, fn, limits = hit
+        if limits is not None and not limits.allows(meta.client):
             return None  # aiohttp answers the 429
         accept, close = meta.accept, meta.close
-        route, rest, fn = hit
         try:
             reply = fn(rest, accept)
             if reply is None:
                 return None
-            if limiter is not None:
-                limiter.check(meta.client, "request")
+            if limits is not None:
+                limits.take(meta.client)
         except Exception:  # noqa: BLE001 - refused, or a bug: aiohttp runs it again and answers (a 4xx, or its 500)
             return None
         self._routes.answered += 1
@@ -379,17 +381,21 @@ class FastProtocol(asyncio.Protocol):
         parts = line.split(b" ")
         if len(parts) != 3 or parts[2] != b"HTTP/1.1":
             return None
-        hit = self._routes.posts.get(parts[1].decode("latin-1"))
+        hit = self._routes._posts.get(parts[1].decode("latin-1"))
         meta = self._request(block)
         if hit is None or meta is None or meta.content_length is None or meta.content_length > hit[2]:
             return None
         if len(buf) - start < meta.content_length:
             return 0
-        name, handler, _ = hit
+        name, handler, _, limits = hit
+        if limits is not None and not limits.allows(meta.client):
+            return None  # aiohttp answers the 429
         try:
             pending = handler(buf[start:start + meta.content_length], meta)
         except Exception:  # noqa: BLE001 - refused (or a bug): aiohttp runs it again and answers
             return None
+        if limits is not None:
+            limits.take(meta.client)
         self._routes.answered += 1
         self._busy = asyncio.ensure_future(pending)
         self._busy.add_done_callback(lambda task: self._posted(task, name, t0, meta))

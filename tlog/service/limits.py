@@ -1,5 +1,7 @@
 """Abuse limits shared by the services: rate limits, write auth, client identity, slow clients.
 
+- `Limits`: every rate limit of one service, declared once (which buckets, which requests
+  take a token of each), and the only code that takes their tokens.
 - `RateLimiter`: a token bucket per client and request class, answered with 429
   and Retry-After. At most `max_clients` buckets are kept (least recently seen
   dropped first), so memory stays bounded whatever the number of clients.
@@ -7,7 +9,7 @@
   trusted proxies, the X-Forwarded-For hop the farthest of them appended.
 - `TokenAuth`: bearer tokens stored only as SHA-256 digests and compared with
   `hmac.compare_digest`; each token lists the entry types it may write.
-- `WriteGate`: the order of work for a write, cheap checks before the body is parsed.
+- `WriteGate`: a write's token and rate limits, cheap checks before the body is parsed.
 Slow clients: aiohttp closes a connection whose request head is not complete
 within `keepalive_timeout` (checked: a slowloris trickle is cut at that time),
 so services pass `header_timeout` there; bodies are bounded by `read_timeout`
@@ -22,7 +24,7 @@ import math
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -153,18 +155,23 @@ class Admitted(NamedTuple):
 
 
 class WriteGate:
-    """The order of work for every write: cheap checks before any byte of the body is parsed.
+    """A write's bearer token and rate limits: steps 1 and 5 of the write pipeline
+    (`tlog.server.pipeline`), the same for every route that appends entries.
 
-    `admit` runs first: the bearer token (401 at once when every write needs one) and
-    one token of the client's write bucket, so a malformed or hostile body is counted
-    too. Where tokens are required for some entry types only, a request without a
-    valid one is parsed with the strict budget and is also counted in a separate,
-    small per-client bucket of requests. `authorize` runs on the parsed entries: the
-    token's types, and the rest of the entries' cost in the write bucket.
+    `admit` runs before any byte of the body is read: the bearer token (401 at once when
+    every write needs one), then, where tokens are used, a request without a valid one
+    takes a token of a small per-client bucket of requests (and is parsed with the strict
+    budget), and every request takes one token of the client's write bucket, so a
+    malformed or hostile body is counted too. `authorize` runs on the parsed entries:
+    the token's types, then the rest of a batch's entries in the write bucket.
     """
 
-    def __init__(self, auth: TokenAuth, writes: RateLimiter, unauthenticated: RateLimiter) -> None:
-        self.auth, self.writes, self.unauthenticated = auth, writes, unauthenticated
+    def __init__(self, auth: TokenAuth, rate: float, burst: float, unauthenticated: float) -> None:
+        """`rate`/`burst`: entries per second per client; `unauthenticated`: write requests per
+        second per client without a valid token, where tokens are used (burst twice that)."""
+        self.auth = auth
+        self.writes = RateLimiter(rate, burst)
+        self.unauthenticated = RateLimiter(unauthenticated, max(1.0, 2 * unauthenticated))
 
     def admit(self, authorization: str | None, client: str) -> Admitted:
         grant = self.auth.lookup(authorization) if self.auth.configured else None
@@ -177,11 +184,54 @@ class WriteGate:
         return Admitted(client, authorization, grant, strict)
 
     def authorize(self, admitted: Admitted, types: Iterable[str], count: int) -> None:
-        for t in sorted(set(types)):
-            if self.auth.needs(t):
-                self.auth.allow(admitted.grant, admitted.authorization, t)
+        if self.auth.configured:
+            for t in sorted(set(types)):
+                if self.auth.needs(t):
+                    self.auth.allow(admitted.grant, admitted.authorization, t)
         if count > 1:
             self.writes.check(admitted.client, "write", cost=count - 1)
+
+
+RequestFilter = Callable[[str, str], bool]
+"""(method, path) -> whether such a request takes a token of a service's request bucket."""
+
+
+def every_request(method: str, path: str) -> bool:
+    return True
+
+
+class Limits:
+    """Every rate limit of one service, declared once, and the only code that takes its tokens.
+
+    `rate`/`burst` make the per-client bucket of requests, taken by the requests `applies`
+    selects by method and path (so a route is limited, or not, whichever path answers it);
+    `writes` is the log's `WriteGate` for its entry writes. Each request takes its tokens
+    at one point, before its handler reads a byte of the body: the middleware
+    (`tlog.service.middleware`) for what aiohttp answers, `tlog.service.fastpath` for what
+    the fast path answers (asking `applies` once per route, when the routes are set up),
+    and step 1 of the log's write pipeline (`tlog.server.pipeline`) for entry writes, whose
+    cost depends on the bearer token and the number of entries.
+    """
+
+    def __init__(self, rate: float = 0.0, burst: float = 1.0, *, applies: RequestFilter = every_request,
+                 writes: WriteGate | None = None) -> None:
+        self.requests = RateLimiter(rate, burst) if rate > 0 else None
+        self._applies = applies
+        self.writes = writes
+
+    def applies(self, method: str, path: str) -> bool:
+        """Whether such a request takes a token of the request bucket."""
+        return self.requests is not None and self._applies(method, path)
+
+    def allows(self, client: str) -> bool:
+        """Whether `take` would pass now, taking nothing: the fast path asks first and takes
+        the token only for a request it answers (aiohttp's middleware takes the others', once)."""
+        return self.requests is None or self.requests.allows(client, "request")
+
+    def take(self, client: str) -> None:
+        """One token of the client's request bucket, or RateLimited (429 with Retry-After)."""
+        if self.requests is not None:
+            self.requests.check(client, "request")
 
 
 def client_address(peer: str | None, forwarded: str | None, trusted_proxies: int) -> str:

@@ -1,5 +1,6 @@
 """The middlewares every service stacks: send timeout, errors to responses (and request
-metrics), and the per-client rate limit, taken before a handler reads a byte of the body."""
+metrics), and the service's per-client request limit (`tlog.service.limits.Limits`), taken
+before a handler reads a byte of the body."""
 from __future__ import annotations
 
 import logging
@@ -9,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from tlog.errors import OAPError
-from tlog.service.limits import client_address
+from tlog.service.limits import Limits, client_address
 from tlog.service.responses import _CODES, error_response
 from tlog.service.sending import send
 
@@ -24,15 +25,14 @@ def request_client(request: web.Request, trusted_proxies: int) -> str:
     return client_address(request.remote, forwarded, trusted_proxies)
 
 
-def rate_limit_middleware(limiter, *, trusted_proxies: int = 0,
-                          applies: Callable[[web.Request], bool] = lambda request: True):
-    """Per-client token bucket for the requests `applies` selects (429 + Retry-After),
-    taken before the handler reads a byte of the body."""
+def rate_limit_middleware(limits: Limits, *, trusted_proxies: int = 0):
+    """A token of the client's request bucket for the requests `limits` applies to (429 +
+    Retry-After), taken before the handler reads a byte of the body."""
 
     @web.middleware
     async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if applies(request):
-            limiter.check(request_client(request, trusted_proxies), "request")
+        if limits.applies(request.method, request.path):
+            limits.take(request_client(request, trusted_proxies))
         return await handler(request)
 
     return limit

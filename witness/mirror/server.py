@@ -27,7 +27,7 @@ from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import read_body
 from tlog.service.keyfiles import read_private_key
-from tlog.service.limits import RateLimiter
+from tlog.service.limits import Limits
 from tlog.service.metrics import RequestMetrics
 from tlog.service.reply import Reply
 from tlog.service.responses import respond
@@ -134,7 +134,7 @@ class MirrorAPI:
         self.svc, self.cfg, self.m, self.mirror = svc, svc.config, svc.metrics, svc.mirror
         self.by_path = {origin_path(lg.origin): lg for lg in self.cfg.logs}
         self.requests = RequestMetrics(self.m.requests)
-        self.limiter = RateLimiter(self.cfg.rate_limit, self.cfg.rate_limit_burst) if self.cfg.rate_limit > 0 else None
+        self.limits = Limits(self.cfg.rate_limit, self.cfg.rate_limit_burst, applies=self.limited)
         self.uploads = 0
 
     def routes(self) -> list[web.RouteDef]:
@@ -147,9 +147,9 @@ class MirrorAPI:
         ]
 
     @staticmethod
-    def limited(request: web.Request) -> bool:
+    def limited(method: str, path: str) -> bool:
         """Writes are rate-limited per client; the read API belongs behind a cache."""
-        return request.method == "POST"
+        return method == "POST"
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -276,7 +276,7 @@ class MirrorAPI:
 def build_app(svc: MirrorService) -> web.Application:
     api = MirrorAPI(svc)
     cfg = svc.config
-    app = make_app(cfg, api.requests, max_body=cfg.max_body, limiter=api.limiter, limited=api.limited)
+    app = make_app(cfg, api.requests, max_body=cfg.max_body, limits=api.limits)
     app.add_routes(api.routes())
     add_ops_routes(app, svc.metrics.registry, health=api.health)
     return app
