@@ -66,7 +66,7 @@ from tlog.errors import (
     VerificationError,
 )
 from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
-from tlog.formats.encoding import b64dec_hash, b64enc
+from tlog.formats.encoding import b64dec_hash
 from tlog.formats.hashing import EMPTY_ROOT, sha256
 from tlog.formats.keys import COSIGNATURE_MLDSA44, Cosigner, MLDSACosigner, Verifier
 from tlog.formats.note import Note, NoteSignature, open_note, parse_note
@@ -262,12 +262,6 @@ def parse_sign_subtree(body: bytes, *, max_body: int = MAX_BODY) -> SignSubtree:
 def origin_path(origin: str) -> str:
     """A log's monitoring path segment: lowercase hex SHA-256 of its origin (tlog-witness HEAD)."""
     return sha256(origin.encode("utf-8")).hex()
-
-
-def add_checkpoint_body(old: int, proof: Sequence[bytes], note: str) -> bytes:
-    """Serialise a request (for the feeder, log-side pushers and tests)."""
-    lines = [f"old {old}", *(b64enc(h) for h in proof), ""]
-    return ("\n".join(lines) + "\n" + note).encode("utf-8")
 
 
 class Witness:

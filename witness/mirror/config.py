@@ -28,9 +28,8 @@ from typing import Any
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
 from tlog.formats.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
+from tlog.formats.mirror import PACKAGE_SIZE
 from tlog.service.config import HTTPConfig, check_http_limits
-
-from .wire import PACKAGE_SIZE
 
 _LOG_FIELDS = frozenset({"origin", "vkey", "url", "minimum_index", "retention_policy"})
 

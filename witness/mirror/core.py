@@ -59,6 +59,7 @@ from tlog.errors import (
 )
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hashes
+from tlog.formats.mirror import MAX_HEADER, Header, MirrorInfo, Package, package_ranges, parse_header, scan_package
 from tlog.formats.note import Note, NoteSignature, open_note, parse_note
 from tlog.merkle.subtrees import verify_subtree_consistency
 from tlog.merkle.tree import root_of_leaves
@@ -69,7 +70,6 @@ from ..state import MAX_SIZE
 from .config import MirroredLog
 from .store import Checkpointed, MirrorStore
 from .tickets import TicketKey
-from .wire import MAX_HEADER, Header, MirrorInfo, Package, package_ranges, parse_header, scan_package
 
 log = logging.getLogger("oap.mirror")
 

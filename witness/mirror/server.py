@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from tlog.errors import ConfigError, NotFound, OAPError, Unavailable, UnsupportedMediaType
+from tlog.formats.mirror import MIRROR_INFO
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import read_body
@@ -40,7 +41,6 @@ from .keys import load_or_create_key
 from .metrics import MirrorMetrics
 from .publish import BucketPublisher
 from .tickets import TicketKey
-from .wire import MIRROR_INFO
 
 log = logging.getLogger("oap.mirror.server")
 
