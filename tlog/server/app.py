@@ -172,7 +172,7 @@ def neighbours(cfg: LogConfig, client_policy: str) -> dict:
     """The services a reader of this log finds from its /v1/info: its own public URL, its
     registry, its witnesses (name and URL, from the witness configuration) and its mirrors."""
     witnesses = [{"name": w.name, "url": w.url} for w in parse_policy(client_policy).witnesses.values()
-                 if w.url] if client_policy else []
+                 if w.url and not w.mirror] if client_policy else []
     return {"public_url": cfg.public_url or None, "registry_url": cfg.registry_url or None,
             "witnesses": witnesses, "mirrors": list(cfg.mirror_urls)}
 
