@@ -15,11 +15,13 @@ from aiohttp.test_utils import TestServer
 
 from tlog.client.client import LogClient, ServerError
 from tlog.client.verifier import TrustPolicy
-from tlog.formats.checkpoint import parse_checkpoint
+from tlog.formats.checkpoint import parse_checkpoint, subtree_message
+from tlog.formats.encoding import b64enc
 from tlog.formats.entries import commitment_entry
 from tlog.formats.keys import CosignatureSigner, parse_vkey
-from tlog.formats.note import NoteSignature, open_note, parse_note
+from tlog.formats.note import Note, NoteSignature, open_note, parse_note, parse_signature_lines
 from tlog.formats.tiles import entries_for_size
+from tlog.merkle.subtrees import subtree_consistency_proof, subtree_root
 from tlog.server.app import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService, load_or_create_key
@@ -300,3 +302,68 @@ async def test_a_lying_mirror_the_quorum_counts_never_gets_a_checkpoint_publishe
         await server.close()
         await svc.close()
         await fake.close()
+
+
+async def test_a_mirror_with_an_mldsa44_key_cosigns_with_both_and_signs_subtrees(tmp_path, started):
+    """The mirror holds an ML-DSA-44 key beside its Ed25519 one (`cosigners`, made on first
+    start with the same name): the log's checkpoint gets both cosignatures (the ML-DSA-44 one
+    is subtree/v1 over [0, size), checked by a second implementation), and the mirror answers
+    sign-subtree for a checkpoint it cosigned, never for one it did not."""
+    import mldsa  # pure-Python ML-DSA-44 (FIPS 204), independent of the pyca/cryptography signer
+
+    vkey = log_vkey(tmp_path)
+    mdir = tmp_path / "m"
+    m = started(mirror_service(mdir, [(ORIGIN, vkey, "")], settings='cosigners = ["ed25519", "mldsa44"]'))
+    assert (mdir / "mirror-mldsa44.key").stat().st_mode & 0o777 == 0o600
+    pq_vkey = (mdir / "mirror-mldsa44.vkey").read_text().strip()
+    pq = parse_vkey(pq_vkey)
+    assert pq.name == cosigner().name and pq.key_type == 0x06
+    prefix = f"{m.url}/{origin_hash(ORIGIN)}"
+    svc, server, url = await open_log(tmp_path, mirrors=(("m1", cosigner().vkey, m.url), ("m1-pq", pq_vkey, m.url)))
+    try:
+        size = await grow(url, 300)
+        await wait_until("the mirror at 300", lambda: mirror_equal(prefix, size))
+        trust = TrustPolicy.from_text((tmp_path / "log" / "log.policy").read_text())
+
+        def both() -> str | None:
+            note = svc.state.note
+            return note if trust.verify_checkpoint(note).witnesses == {"m1", "m1-pq"} else None
+
+        served = await wait_until("both mirror cosignatures on the log's checkpoint", both)
+        assert trust.mirrors(trust.verify_checkpoint(served).witnesses) == ["m1", "m1-pq"]
+        sig = next(s for s in parse_note(served).signatures if s.key_id == pq.key_id)
+        cp = parse_checkpoint(parse_note(served).text)
+        msg = subtree_message(pq.name, int.from_bytes(sig.blob[:8], "big"), ORIGIN, 0, cp.size, cp.root)
+        mldsa.VerificationKey(pq.public, parameters=mldsa.ParameterSet.ML_DSA_44).verify(sig.blob[8:], msg)
+
+        # sign-subtree: [256, 300) of the mirror's own checkpoint
+        mirror_note = (await get(prefix + "/checkpoint"))[2].decode()
+        hashes = svc.storage.hashes
+
+        def mth(lo: int, hi: int) -> bytes:
+            return subtree_root(lo, hi, hashes.read)
+
+        def body(note: str, start: int = 256, end: int = 300, subtree_hash: bytes | None = None) -> bytes:
+            proof = subtree_consistency_proof(start, end, size, mth)
+            h = mth(start, end) if subtree_hash is None else subtree_hash
+            lines = [f"subtree {start} {end}", b64enc(h), *(b64enc(p) for p in proof), ""]
+            return ("\n".join(lines) + "\n" + note).encode()
+
+        status, _, answer = await asyncio.to_thread(http, m.url + "/sign-subtree", body(mirror_note))
+        assert status == 200, answer
+        (line,) = parse_signature_lines(answer.decode())
+        assert line.key_id == pq.key_id and line.blob[:8] == bytes(8)
+        assert pq.verify_subtree(ORIGIN, 256, 300, mth(256, 300), line.blob) == 0
+        # the log's checkpoint with only the log's signature: not cosigned by the mirror
+        log_only = str(Note(parse_note(served).text, parse_note(served).signatures[:1]))
+        status, _, _ = await asyncio.to_thread(http, m.url + "/sign-subtree", body(log_only))
+        assert status == 403
+        status, _, _ = await asyncio.to_thread(http, m.url + "/sign-subtree", body(mirror_note, subtree_hash=bytes(32)))
+        assert status == 422  # the subtree consistency proof does not verify with that hash
+        status, _, _ = await asyncio.to_thread(http, m.url + "/sign-subtree", body(mirror_note).replace(b"subtree 256 300", b"subtree 250 300", 1))
+        assert status == 400  # [250, 300) is not a subtree
+        metrics = (await get(m.url + "/metrics"))[2].decode()
+        assert 'oap_mirror_sign_subtree_total{status="200"} 1.0' in metrics
+    finally:
+        await server.close()
+        await svc.close()
