@@ -73,7 +73,7 @@ from tlog.service.metrics import RequestMetrics
 from tlog.service.middleware import request_client
 from tlog.service.reply import Reply
 from tlog.service.responses import CBOR, CONTENT_TYPES, reply_format, respond
-from tlog.service.sending import answer, send_large
+from tlog.service.sending import answer, entry_bundle_body, send_large
 from tlog.service.ui import CORS
 from tlog.storage.interface import HashReader, LogState
 
@@ -88,7 +88,17 @@ _COMMITMENT_DOC = {"type": "commitment"}  # what `authorize` looks at in a commi
 _tile_at = lru_cache(maxsize=16384)(tile_coords)
 
 
-def hash_tile(hashes: HashReader, size: Callable[[], int], path: str) -> Reply | None:
+def pruned(level: int | None, index: int, width: int, minimum_index: int) -> bool:
+    """Whether the tile or entry bundle (level None) at (level, index, width) is refused under
+    the log's minimum index (C2SP tlog-tiles "Pruning": a full tile or bundle whose end index
+    is at or below it; pruning by denying requests, the data is kept). A partial bundle below
+    it is refused too: its entries are below the minimum index."""
+    if not minimum_index or (level is not None and width != TILE_WIDTH):
+        return False
+    return (index + 1) * TILE_WIDTH << (TILE_HEIGHT * (level or 0)) <= minimum_index
+
+
+def hash_tile(hashes: HashReader, size: Callable[[], int], path: str, minimum_index: int = 0) -> Reply | None:
     """The hash tile at `path` (after "tile/") of the served tree of `size()` leaves.
 
     None for an entry bundle: it is read from the entries, off the loop. Shared by the
@@ -97,6 +107,8 @@ def hash_tile(hashes: HashReader, size: Callable[[], int], path: str) -> Reply |
     level, index, width = _tile_at("tile/" + path)
     if level is None:
         return None
+    if pruned(level, index, width, minimum_index):
+        raise NotFound(f"pruned: this log starts at index {minimum_index} (its minimum index, C2SP tlog-tiles)")
     level *= TILE_HEIGHT
     if level >= 64 or index * TILE_WIDTH + width > size() >> level:
         raise NotFound("tile not available for the current tree size")
@@ -239,7 +251,7 @@ class LogAPI:
         return Reply(self.served().note.encode(), CHECKPOINT_HEADERS)
 
     def hash_tile_reply(self, path: str, accept: str = "") -> Reply | None:
-        return hash_tile(self.svc.hashes, lambda: self.served().size, path)
+        return hash_tile(self.svc.hashes, lambda: self.served().size, path, self.svc.config.minimum_index)
 
     async def checkpoint(self, request: web.Request) -> web.Response:
         return self.checkpoint_reply().response()
@@ -249,12 +261,17 @@ class LogAPI:
         reply = self.hash_tile_reply(path)
         if reply is None:
             _, index, width = _tile_at("tile/" + path)
-            start = index * TILE_WIDTH
+            start, minimum = index * TILE_WIDTH, self.svc.config.minimum_index
+            if pruned(None, index, width, minimum):
+                raise NotFound(f"pruned: this log starts at index {minimum} (its minimum index, C2SP tlog-tiles)")
             if start + width > self.served().size:
                 raise NotFound("entry bundle not available for the current tree size")
             # Up to 256 entries of 64 KiB: counted against the bytes in flight while sent.
             bundle = await self.svc.reader.bundle(start, width)
-            return await send_large(request, Reply(bundle, TILE_HEADERS).response())
+            body, headers = await entry_bundle_body(bundle, request.headers.get("Accept-Encoding", ""))
+            resp = Reply(body, TILE_HEADERS).response()
+            resp.headers.update(headers)
+            return await send_large(request, resp)
         return reply.response()
 
     # --- OAP writes -----------------------------------------------------------------------
@@ -342,6 +359,8 @@ class LogAPI:
             raise InvalidInput("index must be a non-negative decimal integer")
         state = self.served()
         index = int(raw)
+        if index < self.svc.config.minimum_index:
+            raise NotFound(f"pruned: this log starts at index {self.svc.config.minimum_index} (its minimum index)")
         lh, data = await self.svc.reader.entry(index, state.size)
         entry = decode_entry(data)
         body = {"index": index, "leaf_hash": b64enc(lh), "entry": entry, "entry_cbor": b64enc(data)}
@@ -477,6 +496,9 @@ class LogAPI:
         if seq.halted is not None:
             body["halted_reason"] = seq.halted.message
         body.update(self.neighbours)
+        # where the log starts (C2SP tlog-tiles pruning) and the policy that permits it
+        body.update(minimum_index=self.svc.config.minimum_index,
+                    retention_policy=self.svc.config.retention_policy or None)
         return respond(request, body)
 
     async def policy(self, request: web.Request) -> web.Response:

@@ -54,6 +54,10 @@ class LogConfig(HTTPConfig):
     # or [[log.mirrors]] name, vkey, url (never waited for: only a policy's quorum can count a mirror)
     mirrors: tuple[tuple[str, str, str], ...] = ()
     mirror_timeout: float = 60.0  # seconds without progress on one request to a mirror before it fails
+    # C2SP tlog-tiles pruning: tiles, bundles and entries below minimum_index are refused (the
+    # data is kept); it needs a retention_policy (URL or text) that permits pruning
+    minimum_index: int = 0
+    retention_policy: str = ""
     rate_limit_write: float = 2000.0  # entries per second per client (0: off)
     rate_limit_write_burst: float = 20000.0
     rate_limit_read: float = 1000.0  # dynamic reads (proofs, lookups): requests per second per client (0: off)
@@ -134,6 +138,13 @@ class LogConfig(HTTPConfig):
                 raise ConfigError(f"mirror {name!r}: {e.message}") from None
         if not 1 <= self.mirror_timeout <= 600:
             raise ConfigError("mirror_timeout must be 1..600 seconds")
+        if self.minimum_index < 0 or self.minimum_index % 256:
+            raise ConfigError("minimum_index must be a non-negative multiple of 256 (whole entry bundles)")
+        if self.minimum_index and not self.retention_policy.strip():
+            raise ConfigError("minimum_index needs a retention_policy that permits pruning (C2SP tlog-tiles: "
+                              "without one a log MUST NOT be pruned)")
+        if len(self.retention_policy) > 1024 or not self.retention_policy.isprintable():
+            raise ConfigError("retention_policy must be printable, at most 1024 characters")
         if self.auth_required_for and self.tokens_file is None:
             raise ConfigError("auth_required_for needs a tokens_file")
         unknown = set(self.auth_required_for) - {"*", "receipt", "commitment", "conformance", "registry"}

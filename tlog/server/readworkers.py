@@ -131,7 +131,8 @@ class ReadWorkers:
                                "fd": theirs.fileno(), "header_timeout": self.cfg.header_timeout,
                                "rate_limit_read": self.cfg.rate_limit_read if self.cfg.rate_limit_tiles else 0,
                                "rate_limit_read_burst": self.cfg.rate_limit_read_burst,
-                               "trusted_proxies": self.cfg.trusted_proxies})
+                               "trusted_proxies": self.cfg.trusted_proxies,
+                               "minimum_index": self.cfg.minimum_index})
             proc = children.popen([sys.executable, "-m", "tlog.server.readworkers", args], death_signal=signal.SIGTERM,
                                   pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
             theirs.close()
@@ -327,7 +328,7 @@ class _Worker:
     def tile(self, path: str, accept: str = "") -> Reply | None:
         if self.size < 0:
             return None
-        return hash_tile(self.hashes, lambda: self.size, path)
+        return hash_tile(self.hashes, lambda: self.size, path, self.opts["minimum_index"])
 
     def record(self, route: str, status: int, seconds: float) -> None:
         self.metrics.setdefault((route, status), []).append(seconds)

@@ -226,6 +226,13 @@ class LogService:
             if mirrors is not None:
                 await mirrors.close()
             raise
+        if config.minimum_index > (state.size if state is not None else 0):
+            # tlog-tiles: the minimum index MUST be at most the current checkpoint's size
+            await appender.close()
+            if mirrors is not None:
+                await mirrors.close()
+            raise ConfigError(f"minimum_index {config.minimum_index} is beyond the log's checkpoint "
+                              f"({state.size if state is not None else 0} entries)")
         if state is not None:
             metrics.tree_size.set(state.size)
         reader = storage.entries()
