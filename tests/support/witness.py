@@ -14,12 +14,12 @@ from aiohttp.test_utils import TestServer
 
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.keys import CosignatureSigner, Signer
+from tlog.formats.mirror import add_checkpoint_body
 from tlog.formats.note import sign_note
 from tlog.merkle.tree import memory_view
 from tlog.service.keyfiles import write_private_key
 from tlog.service.serve import start_app
 from witness.config import WitnessConfig, WitnessedLog
-from witness.core import add_checkpoint_body
 from witness.server import WitnessService, build_app
 
 from tests.support.services import Service

@@ -15,7 +15,6 @@ The submission and monitoring prefixes are the server's root. Protocol answers a
 from __future__ import annotations
 
 import asyncio
-import gzip
 import logging
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from tlog.errors import ConfigError, NotFound, OAPError, Unavailable, UnsupportedMediaType
+from tlog.formats.mirror import MIRROR_INFO
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
 from tlog.service.app import add_ops_routes, make_app
 from tlog.service.bodies import read_body
@@ -31,16 +31,16 @@ from tlog.service.limits import Limits
 from tlog.service.metrics import RequestMetrics
 from tlog.service.reply import Reply
 from tlog.service.responses import respond
+from tlog.service.sending import entry_bundle_body
 
 from ..core import SizeConflict, origin_path
 from .config import MirrorConfig
 from .core import BodyEnded, Cosigner, Mirror, MirrorConflict
 from .embedded import EmbeddedStore
-from .keys import load_or_create_key
+from .keys import load_or_create_keys
 from .metrics import MirrorMetrics
 from .publish import BucketPublisher
 from .tickets import TicketKey
-from .wire import MIRROR_INFO
 
 log = logging.getLogger("oap.mirror.server")
 
@@ -84,7 +84,7 @@ def bucket_credentials(config: MirrorConfig) -> tuple[str, str]:
 @dataclass
 class MirrorService:
     config: MirrorConfig
-    signer: Cosigner
+    signers: tuple[Cosigner, ...]  # Ed25519 and/or ML-DSA-44, one name (`cosigners`)
     mirror: Mirror
     metrics: MirrorMetrics
     publisher: BucketPublisher | None = None
@@ -92,7 +92,7 @@ class MirrorService:
     @classmethod
     def open(cls, config: MirrorConfig) -> MirrorService:
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        signer = load_or_create_key(config)
+        signers = load_or_create_keys(config)
         tickets = TicketKey.load_or_create(config.ticket_key_path)
         store = EmbeddedStore(config.data_dir, hash_sync_interval=config.hash_sync_interval)
         metrics = MirrorMetrics()
@@ -109,9 +109,9 @@ class MirrorService:
             publisher = BucketPublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
                                                            region=config.bucket_region), store)
         publish = (lambda origin, cp: publisher.submit(origin, cp.note, cp.size)) if publisher else None
-        mirror = Mirror([signer], config.logs, store, tickets, max_excess=config.max_excess,
+        mirror = Mirror(signers, config.logs, store, tickets, max_excess=config.max_excess,
                         upload_timeout=config.upload_timeout, observe=observe, on_commit=publish)
-        svc = cls(config, signer, mirror, metrics, publisher)
+        svc = cls(config, signers, mirror, metrics, publisher)
         svc.refresh_gauges()
         return svc
 
@@ -141,6 +141,7 @@ class MirrorAPI:
         return [
             web.post("/add-checkpoint", self.add_checkpoint),
             web.post("/add-entries", self.add_entries),
+            *([web.post("/sign-subtree", self.sign_subtree)] if self.mirror.subtree_signers else []),
             web.get("/{hash:[0-9a-f]{64}}/checkpoint", self.checkpoint),
             web.get("/{hash:[0-9a-f]{64}}/tile/{path:.+}", self.tile),
             web.get("/v1/info", self.info),
@@ -166,6 +167,18 @@ class MirrorAPI:
         self.svc.refresh_gauges()
         log.debug("pending checkpoint of size %d", cp.size)
         return web.Response(body=b"", headers={"Content-Type": TEXT})
+
+    async def sign_subtree(self, request: web.Request) -> web.Response:
+        """POST /sign-subtree (C2SP tlog-mirror, as tlog-witness): subtree cosignatures by the
+        mirror's ML-DSA-44 key(s) for a checkpoint this mirror cosigned."""
+        try:
+            body = await read_body(request, self.cfg.max_body)
+            lines = await self.mirror.sign_subtree(body, max_body=self.cfg.max_body)
+        except OAPError as e:
+            self.m.sign_subtree.labels(str(e.status)).inc()
+            return protocol_error(e).response()
+        self.m.sign_subtree.labels("200").inc()
+        return web.Response(body=lines.encode(), headers={"Content-Type": TEXT})
 
     async def add_entries(self, request: web.Request) -> web.Response:
         t0 = time.perf_counter()
@@ -244,11 +257,8 @@ class MirrorAPI:
             raise NotFound("tile not available: the mirror has not stored those entries")
         headers = {"Content-Type": OCTETS, "Cache-Control": IMMUTABLE}
         if level is None:
-            headers["Vary"] = "Accept-Encoding"
-            if "gzip" in request.headers.get("Accept-Encoding", ""):
-                # tlog-tiles: entry bundles SHOULD be compressed at the HTTP layer
-                data = await asyncio.to_thread(gzip.compress, data, 6, mtime=0)
-                headers["Content-Encoding"] = "gzip"
+            data, more = await entry_bundle_body(data, request.headers.get("Accept-Encoding", ""))
+            headers.update(more)
         return web.Response(body=data, headers=headers)
 
     async def info(self, request: web.Request) -> web.Response:
@@ -263,8 +273,8 @@ class MirrorAPI:
                          "size": rec.mirror.size if rec.mirror else None,
                          "cosigned_at": rec.mirror.cosigned_at if rec.mirror else None,
                          "minimum_index": lg.minimum_index, "retention_policy": lg.retention_policy or None})
-        signers = [self.svc.signer]
-        return respond(request, {"kind": "mirror", "name": self.svc.signer.name,
+        signers = self.svc.signers
+        return respond(request, {"kind": "mirror", "name": signers[0].name,
                                  "verifier_key": signers[0].vkey, "verifier_keys": [s.vkey for s in signers],
                                  "monitoring_prefix": base, "logs": logs})
 
