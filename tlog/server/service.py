@@ -1,6 +1,6 @@
 """A running log: its key, storage driver, appender, entry reader, witnesses and metrics.
 
-`LogService.open` is the whole start of a log; the HTTP layer (`tlog.server.app`) is
+`LogService.open` is the whole start of a log; the HTTP layer (`tlog.server.api`) is
 built on top of it, and tests drive it directly.
 """
 from __future__ import annotations
@@ -17,11 +17,11 @@ from tlog.formats import keys
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.note import sign_note
 from tlog.merkle.tree import TreeView
+from tlog.runtime import keyfiles
 from tlog.server.appender import Appender, Cosigner
 from tlog.server.config import LogConfig
 from tlog.server.metrics import LogMetrics
 from tlog.server.witnessing import WitnessSet, policy_text
-from tlog.service import keyfiles
 from tlog.storage.embedded import EmbeddedStorage
 from tlog.storage.interface import Driver, EntryReader, Fault, HashReader, LogState, Publisher, Signer
 from tlog.storage.transfer import Snapshot

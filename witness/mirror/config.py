@@ -1,6 +1,6 @@
 """Mirror configuration: one frozen dataclass, from TOML, env and flags (docs/architecture.md §4.1).
 
-Loaded with `tlog.service.config.load(MirrorConfig, section="mirror", ...)`:
+Loaded with `tlog.runtime.config.load(MirrorConfig, section="mirror", ...)`:
 
     [mirror]
     data_dir = "/var/lib/oap-mirror"
@@ -28,7 +28,7 @@ from typing import Any
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
 from tlog.formats.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
-from tlog.service.config import HTTPConfig, check_http_limits
+from tlog.runtime.config import HTTPConfig, check_http_limits
 
 from .wire import PACKAGE_SIZE
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tlog.errors import ConfigError
 from tlog.formats.keys import CosignatureSigner
-from tlog.service.keyfiles import read_private_key, write_private_key
+from tlog.runtime.keyfiles import read_private_key, write_private_key
 
 from .config import MirrorConfig
 from .core import Cosigner
