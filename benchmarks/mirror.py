@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE.parent))
 import numpy as np  # noqa: E402
 from common import Result, machine  # noqa: E402
 
-from witness.core import add_checkpoint_body  # noqa: E402
+from tlog.formats.mirror import add_checkpoint_body  # noqa: E402
 
 from tests.support.staticlog import StaticLog, entries_for, serve_directory  # noqa: E402
 

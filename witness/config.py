@@ -37,13 +37,12 @@ from tlog.formats.loglist import MAX_QPD
 from tlog.formats.policy import parse_policy
 from tlog.formats.urls import is_loopback
 from tlog.runtime.config import HTTPConfig, check_http_limits
+from tlog.runtime.keyfiles import check_cosigner_kinds
 
 OWN_LEVELS = ("L4", "L5", "none")
 """`require_own_level`: the least level of the witness's own receipt (§31); "none" disables the check."""
 
 _LOG_FIELDS = frozenset({"origin", "vkey", "url", "qpd"})
-COSIGNER_KINDS = ("ed25519", "mldsa44")
-"""`cosigners`: Ed25519 cosignature/v1 (type 0x04) and ML-DSA-44 subtree/v1 (type 0x06) keys."""
 LOG_KEY_TYPES = (ED25519, ECDSA, COSIGNATURE_MLDSA44)
 """Log keys a witness verifies checkpoints with: Ed25519 and ECDSA note signatures, and ML-DSA-44
 (tlog-cosignature type 0x06: the post-quantum log key Sunlight and transparency-dev issue)."""
@@ -113,7 +112,7 @@ class WitnessConfig(HTTPConfig):
     name: str = ""  # cosigning key name; empty = take it from an existing key file
     key_file: Path | None = None  # default data_dir/witness.key
     mldsa_key_file: Path | None = None  # default data_dir/witness-mldsa44.key
-    cosigners: tuple[str, ...] = ("ed25519",)  # which cosigning keys to hold and sign with (COSIGNER_KINDS)
+    cosigners: tuple[str, ...] = ("ed25519",)  # cosigning keys held and used (keyfiles.COSIGNER_KINDS)
     log_lists: tuple[str, ...] = ()  # logs/v0 lists to provision logs from: file paths or URLs
     log_list_refresh: float = 3600.0  # seconds between refreshes of every list
     log_list_timeout: float = 30.0  # per list fetch
@@ -186,9 +185,7 @@ class WitnessConfig(HTTPConfig):
                 raise ConfigError(f"logs[{i}] ({log.origin}): url must be http:// or https://")
             if log.qpd is not None and not 1 <= log.qpd <= MAX_QPD:
                 raise ConfigError(f"logs[{i}] ({log.origin}): qpd must be 1..{MAX_QPD}")
-        if not self.cosigners or len(set(self.cosigners)) != len(self.cosigners) or \
-                not set(self.cosigners) <= set(COSIGNER_KINDS):
-            raise ConfigError(f"cosigners must name each of {', '.join(COSIGNER_KINDS)} at most once, and one at least")
+        check_cosigner_kinds(self.cosigners)
         for source in self.log_lists:
             check_list_source(source)
         if not 1 <= self.log_list_refresh <= 7 * 86400:

@@ -49,7 +49,7 @@ import asyncio
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -66,7 +66,7 @@ from tlog.errors import (
     VerificationError,
 )
 from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
-from tlog.formats.encoding import b64dec_hash, b64enc
+from tlog.formats.encoding import b64dec_hash
 from tlog.formats.hashing import EMPTY_ROOT, sha256
 from tlog.formats.keys import COSIGNATURE_MLDSA44, Cosigner, MLDSACosigner, Verifier
 from tlog.formats.note import Note, NoteSignature, open_note, parse_note
@@ -259,15 +259,34 @@ def parse_sign_subtree(body: bytes, *, max_body: int = MAX_BODY) -> SignSubtree:
     return SignSubtree(start, end, subtree_hash, proof, note, cp)
 
 
+def checked_sign_subtree(body: bytes, logs: Container[str], cosigners: Sequence[Cosigner], *,
+                         max_body: int = MAX_BODY) -> SignSubtree:
+    """A sign-subtree request (tlog-witness; a mirror's is "handled identically") checked
+    against this cosigner: a log it follows (404), a checkpoint carrying a valid cosignature
+    of one of `cosigners` (403: it signs subtrees only of what it cosigned itself), and a
+    subtree consistency proof to that checkpoint (422)."""
+    req = parse_sign_subtree(body, max_body=max_body)
+    cp = req.checkpoint
+    if cp.origin not in logs:
+        raise NotFound(f"unknown log origin {cp.origin!r}")
+    try:
+        open_note(req.note, [s.verifier for s in cosigners])
+    except (UnknownKeyError, SignatureError):
+        raise Forbidden("the checkpoint carries no valid cosignature of this cosigner") from None
+    verify_subtree_consistency(req.start, req.end, cp.size, req.proof, req.subtree_hash, cp.root)  # 422
+    return req
+
+
+def subtree_lines(req: SignSubtree, signers: Sequence[MLDSACosigner]) -> str:
+    """The subtree/v1 cosignature lines (timestamp 0) of a checked request, one per key."""
+    cp = req.checkpoint
+    return "".join(NoteSignature(s.name, s.key_id, s.cosign_subtree(cp.origin, req.start, req.end,
+                                                                    req.subtree_hash)).line() for s in signers)
+
+
 def origin_path(origin: str) -> str:
     """A log's monitoring path segment: lowercase hex SHA-256 of its origin (tlog-witness HEAD)."""
     return sha256(origin.encode("utf-8")).hex()
-
-
-def add_checkpoint_body(old: int, proof: Sequence[bytes], note: str) -> bytes:
-    """Serialise a request (for the feeder, log-side pushers and tests)."""
-    lines = [f"old {old}", *(b64enc(h) for h in proof), ""]
-    return ("\n".join(lines) + "\n" + note).encode("utf-8")
 
 
 class Witness:
@@ -383,22 +402,8 @@ class Witness:
         signers = self.subtree_signers
         if not signers:
             raise NotFound("this witness has no ML-DSA-44 key: it does not sign subtrees")
-        req = parse_sign_subtree(body, max_body=max_body)
-        cp = req.checkpoint
-        if cp.origin not in self.logs:
-            raise NotFound(f"unknown log origin {cp.origin!r}")
-        try:
-            open_note(req.note, [s.verifier for s in self.signers])
-        except (UnknownKeyError, SignatureError):
-            raise Forbidden("the checkpoint carries no valid cosignature of this witness") from None
-        verify_subtree_consistency(req.start, req.end, cp.size, req.proof, req.subtree_hash, cp.root)  # 422
-
-        def sign() -> str:
-            return "".join(NoteSignature(s.name, s.key_id, s.cosign_subtree(cp.origin, req.start, req.end,
-                                                                            req.subtree_hash)).line()
-                           for s in signers)
-
-        return await asyncio.get_running_loop().run_in_executor(_signing_pool(), sign)
+        req = checked_sign_subtree(body, self.logs, self.signers, max_body=max_body)
+        return await asyncio.get_running_loop().run_in_executor(_signing_pool(), subtree_lines, req, signers)
 
     async def latest(self, origin: str) -> Record | None:
         return await self.state.get(origin)

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import aiohttp
 
-from tlog.client.client import read_capped
 from tlog.client.tilereader import TileTree, view, with_tiles
 from tlog.errors import (
     NotFound,
@@ -42,6 +41,7 @@ from tlog.errors import (
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import MAX_NOTE_SIZE, open_note, parse_note
 from tlog.formats.tiles import TILE_WIDTH
+from tlog.http.bodies import read_capped
 from tlog.storage.durable import write_atomic
 
 from .config import WitnessedLog

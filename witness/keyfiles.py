@@ -17,11 +17,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from tlog.errors import ConfigError
 from tlog.formats import ed25519
 from tlog.formats.did import did_key_from_public
-from tlog.formats.keys import CosignatureSigner, Cosigner, MLDSACosigner, Signer, load_cosigner
-from tlog.runtime.keyfiles import read_private_key, read_seed, write_private_key
+from tlog.formats.keys import CosignatureSigner, Cosigner, MLDSACosigner, Signer
+from tlog.runtime.keyfiles import load_or_create_cosigners, read_seed, write_cosigner, write_private_key
 
 from .config import WitnessConfig
 
@@ -32,12 +31,6 @@ def identity_key_name(name: str) -> str:
     return f"{name}/identity"
 
 
-def _write_cosigner(path: Path, signer: Cosigner) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_private_key(path, signer.to_skey())
-    path.with_name(path.name.removesuffix(".key") + ".vkey").write_text(signer.vkey + "\n")
-
-
 def create_keys(key_path: Path, identity_path: Path, name: str) -> tuple[CosignatureSigner, bytes]:
     """Make the Ed25519 cosigning key and, unless it exists, the identity key; return both.
 
@@ -45,7 +38,7 @@ def create_keys(key_path: Path, identity_path: Path, name: str) -> tuple[Cosigna
     it may be the only copy, and logs already trust it).
     """
     signer = CosignatureSigner.generate(name)
-    _write_cosigner(key_path, signer)
+    write_cosigner(key_path, signer)
     if not identity_path.exists():
         identity_path.parent.mkdir(parents=True, exist_ok=True)
         write_private_key(identity_path, Signer.generate(identity_key_name(name)).to_skey())
@@ -55,7 +48,7 @@ def create_keys(key_path: Path, identity_path: Path, name: str) -> tuple[Cosigna
 def create_mldsa_key(path: Path, name: str) -> MLDSACosigner:
     """Make the ML-DSA-44 cosigning key (FileExistsError if it exists)."""
     signer = MLDSACosigner.generate(name)
-    _write_cosigner(path, signer)
+    write_cosigner(path, signer)
     return signer
 
 
@@ -70,48 +63,13 @@ def did_of(seed: bytes) -> str:
 
 
 def load_or_create_keys(cfg: WitnessConfig) -> tuple[tuple[Cosigner, ...], bytes]:
-    """The cosigning keys `cfg.cosigners` names, in that order, and the identity seed.
-
-    A key that does not exist yet is generated (0600) with the configured name, or the
-    name of the witness's other key; without either there is nothing sensible to do,
-    so it fails with a hint to run `oap-witness keygen`. All keys must carry one name.
-    """
-    paths = {"ed25519": cfg.key_path, "mldsa44": cfg.mldsa_key_path}
-    kinds = {"ed25519": CosignatureSigner, "mldsa44": MLDSACosigner}
-    loaded: dict[str, Cosigner] = {}
-    for kind in cfg.cosigners:
-        if paths[kind].exists():
-            key = load_cosigner(read_private_key(paths[kind]))
-            if not isinstance(key, kinds[kind]):
-                raise ConfigError(f"{paths[kind]} does not hold an {kind} key")
-            loaded[kind] = key
-    names = {s.name for s in loaded.values()}
-    if cfg.name and names - {cfg.name}:
-        raise ConfigError(f"the witness key files are of witness {sorted(names)[0]!r}, but name {cfg.name!r} "
-                          "is configured")
-    if len(names) > 1:
-        raise ConfigError(f"the witness key files carry different names: {', '.join(sorted(names))}")
-    name = cfg.name or (names.pop() if names else "")
-    if not name and cfg.key_path.exists():
-        name = load_cosigner(read_private_key(cfg.key_path)).name
-    out: list[Cosigner] = []
-    for kind in cfg.cosigners:
-        found = loaded.get(kind)
-        if found is not None:
-            signer: Cosigner = found
-        else:
-            if not name:
-                raise ConfigError(f"no witness key at {paths[kind]}: run `oap-witness keygen --name <name>` "
-                                  "or set name")
-            if kind == "mldsa44":
-                signer = create_mldsa_key(paths[kind], name)
-            else:
-                signer, _ = create_keys(paths[kind], cfg.identity_key_path, name)
-            log.info("generated a new %s witness key %s", kind, signer.vkey if kind == "ed25519" else
-                     signer.vkey[:48] + "...")
-        out.append(signer)
+    """The cosigning keys `cfg.cosigners` names, in that order (`load_or_create_cosigners`:
+    generated on first start, one name for all), and the identity seed."""
+    signers = load_or_create_cosigners({"ed25519": cfg.key_path, "mldsa44": cfg.mldsa_key_path}, cfg.cosigners,
+                                       cfg.name, who="witness",
+                                       hint="run `oap-witness keygen --name <name>` or set name")
     identity_path = cfg.identity_key_path
     if not identity_path.exists():
-        write_private_key(identity_path, Signer.generate(identity_key_name(name)).to_skey())
-        log.info("generated a new identity key for %s", name)
-    return tuple(out), read_identity(identity_path)
+        write_private_key(identity_path, Signer.generate(identity_key_name(signers[0].name)).to_skey())
+        log.info("generated a new identity key for %s", signers[0].name)
+    return signers, read_identity(identity_path)

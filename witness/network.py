@@ -31,9 +31,9 @@ from pathlib import Path
 
 import aiohttp
 
-from tlog.client.client import read_capped
 from tlog.errors import FormatError, TooLarge
 from tlog.formats.loglist import MAX_LIST_BYTES, LogList, parse_log_list
+from tlog.http.bodies import read_capped
 
 from .config import WitnessConfig, WitnessedLog
 from .core import Witness

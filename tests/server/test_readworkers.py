@@ -498,3 +498,21 @@ async def test_an_h_without_its_descriptor_does_not_spoil_the_next_hand_off(rlog
     assert w.adopted == before + 1
     a.close()
     b.close()
+
+
+async def test_read_workers_refuse_pruned_tiles_as_the_log_process_does(tmp_path):
+    """Under a minimum index (C2SP tlog-tiles pruning) every connection, whichever process
+    accepts it, gets the log process's 404 for the tiles and bundles below it and the tiles
+    above it."""
+    lg = await Log().open(tmp_path)
+    size = lg.svc.state.size
+    await lg.close()
+    lg = await Log().open(tmp_path, entries=0, minimum_index=512, retention_policy="https://example.org/retention")
+    try:
+        want = await on_every_connection(lg, b"".join([
+            get("/" + tile_path(0, 0)), get("/" + tile_path(0, 1)), get("/" + tile_path(0, 2, size % 256)),
+            get("/" + tile_path(1, 0, size >> 8)), get("/tile/entries/001"), get("/checkpoint"), CLOSE]))
+        assert [r[0].split()[1] for r in want] == [b"404", b"404", b"200", b"200", b"404", b"200", b"200"]
+        assert b"starts at index 512" in want[0][2]
+    finally:
+        await lg.close()

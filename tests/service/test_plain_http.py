@@ -79,10 +79,18 @@ def _witness_policy(tmp: Path, url: str) -> Path:
     return path
 
 
+def _mirror_policy(tmp: Path, url: str) -> Path:
+    path = tmp / "mirrors.policy"
+    path.write_text(f"log {LOG_VKEY}\nmirror m1 {WITNESS_VKEY} {url}\nquorum none\n")
+    return path
+
+
 UPSTREAMS = {  # a config naming `url` as a service it sends requests to
     "log witnesses": lambda tmp, url, **kw: log_cfg(tmp, witnesses=(("w1", WITNESS_VKEY, url),), witness_quorum=1,
                                                    **kw),
     "log witness_policy": lambda tmp, url, **kw: log_cfg(tmp, witness_policy=_witness_policy(tmp, url), **kw),
+    "log mirrors": lambda tmp, url, **kw: log_cfg(tmp, mirrors=(("m1", WITNESS_VKEY, url),), **kw),
+    "log witness_policy mirror": lambda tmp, url, **kw: log_cfg(tmp, witness_policy=_mirror_policy(tmp, url), **kw),
     "witness logs url": lambda tmp, url, **kw: witness_cfg(tmp, logs=(WitnessedLog("log.example", LOG_VKEY, url),),
                                                            **kw),
     "registry log_url": lambda tmp, url, **kw: registry_cfg(tmp, log_url=url, **kw),

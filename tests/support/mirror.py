@@ -18,15 +18,14 @@ from tlog.client.tilereader import TileTree, view, with_tiles
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import CosignatureSigner, Signer, cosigner_verifier
+from tlog.formats.mirror import add_checkpoint_body, encode_header, encode_package, package_ranges
 from tlog.formats.note import sign_note
 from tlog.merkle.subtrees import subtree_consistency_proof
 from tlog.merkle.tree import TreeView, build_levels
-from witness.core import add_checkpoint_body
 from witness.mirror.config import MirroredLog
 from witness.mirror.core import Mirror
 from witness.mirror.embedded import EmbeddedStore
 from witness.mirror.tickets import TicketKey
-from witness.mirror.wire import encode_header, encode_package, package_ranges
 
 from tests.support.services import Service
 

@@ -17,12 +17,12 @@ import numpy as np
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.hashing import leaf_hashes
 from tlog.formats.keys import Signer
+from tlog.formats.mirror import encode_header, encode_package, package_ranges
 from tlog.formats.note import sign_note
 from tlog.formats.tiles import TILE_WIDTH, encode_entry_bundle, entries_path, tiles_for_size
 from tlog.merkle.subtrees import subtree_consistency_proof
 from tlog.merkle.tree import TreeView
 from tlog.storage.hashfiles import HashFiles
-from witness.mirror.wire import encode_header, encode_package, package_ranges
 
 ORIGIN = "static.oap.localhost/log"
 SEED = bytes(range(32))

@@ -14,13 +14,13 @@ from aiohttp.test_utils import TestServer
 
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.keys import CosignatureSigner, Signer
+from tlog.formats.mirror import add_checkpoint_body
 from tlog.formats.note import sign_note
 from tlog.http.serve import start_app
 from tlog.merkle.tree import memory_view
 from tlog.runtime.keyfiles import write_private_key
 from witness.api import build_app
 from witness.config import WitnessConfig, WitnessedLog
-from witness.core import add_checkpoint_body
 from witness.service import WitnessService
 
 from tests.support.services import Service

@@ -1,5 +1,5 @@
 """`make run`'s local network: witnesses (the first with an ML-DSA-44 key too), a 2-of-3
-witnessed log, the registry and a mirror, as separate processes on 127.0.0.1 (free ports),
+witnessed log, the registry and a mirror the log pushes to, as separate processes on 127.0.0.1 (free ports),
 then a clean Ctrl-C; and its services die with it however it ends (kill -9, a closed
 terminal, kill -9 of `make run` itself)."""
 from __future__ import annotations
@@ -47,6 +47,11 @@ def _witness_checkpoint(url: str, timeout: float = 60) -> str:
         time.sleep(0.1)
 
 
+def _checkpoint(url: str) -> str:
+    with urllib.request.urlopen(url + "/checkpoint", timeout=10) as r:
+        return r.read().decode()
+
+
 def _mirrored(prefix: str, policy: TrustPolicy) -> int:
     """The size of the mirror's copy, checked against `policy` (its cosignature); 0 before it has one."""
     try:
@@ -64,6 +69,7 @@ def test_local_network_end_to_end(tmp_path):
         assert policy_text.count("\nwitness ") == 4 and "\nwitness w1-mldsa44 witness-1.localhost+" in policy_text
         assert "group w1-any any w1 w1-mldsa44" in policy_text
         assert "group local-witnesses 2 w1-any w2 w3" in policy_text
+        assert "\nmirror m1 mirror.localhost+" in policy_text and f" {net.mirror}\n" in policy_text
         policy = TrustPolicy.from_text(policy_text)
         with SyncLogClient(net.log, policy=policy) as log:
             a = log.anchor(receipt_entry(leaf_hash(b"localnet"), generate_seed()))
@@ -89,7 +95,8 @@ def test_local_network_end_to_end(tmp_path):
         assert r.returncode == 0, r.stderr
         assert subprocess.run(["git", "-C", str(clone), "log", "--oneline"], capture_output=True,
                               text=True, timeout=60).stdout.strip()
-        # the mirror follows the log: its copy carries its cosignature, verified from its tiles alone
+        # the log pushes to the mirror: its copy carries its cosignature, verified from its tiles
+        # alone, and the log's own checkpoint gets the mirror's cosignature (outside the quorum)
         prefix = f"{net.mirror}/{hashlib.sha256(b'oap.localhost/log').hexdigest()}"
         assert f"  mirror    {net.mirror}   mirror.localhost+" in "".join(net.lines)
         mirror_policy = TrustPolicy.from_text((tmp_path / "data" / "mirror.policy").read_text())
@@ -97,6 +104,9 @@ def test_local_network_end_to_end(tmp_path):
         audit = subprocess.run([str(BIN / "oap-log"), "audit", prefix, "--policy", str(tmp_path / "data/mirror.policy")],
                                capture_output=True, text=True, timeout=120)
         assert audit.returncode == 0 and "mirrors among them: m1" in audit.stdout, audit.stdout + audit.stderr
+        mirrored = wait_for("the mirror's cosignature on the log's checkpoint",
+                            lambda: policy.mirrors(policy.verify_checkpoint(_checkpoint(net.log)).witnesses))
+        assert mirrored == ["m1"]
     assert net.lines[-1] == "stopped cleanly\n", net.output[-2000:]
     assert_stopped_in_order(net, ["registry"], ["log"], ["mirror"], ["w1", "w2", "w3"])
 

@@ -183,8 +183,11 @@ def test_make_run_pages_find_every_service_and_a_shared_entry_link_verifies_pinn
     assert network["registry"] in neighbours and network["witness"] in neighbours, neighbours
     assert neighbours.count("cosigned this checkpoint") >= 2, neighbours
     rows = browser.find_elements(By.CSS_SELECTOR, "#cosignatures tbody tr")
-    # one row per witness key: witness 1 also cosigns with ML-DSA-44, verified in the browser
-    assert len(rows) == 4 and sum(r.get_attribute("data-state") == "pass" for r in rows) >= 3
+    # one row per witness key (witness 1 also cosigns with ML-DSA-44, verified in the browser)
+    # and one for the mirror the log pushes to, marked as a mirror's
+    assert len(rows) == 5 and sum(r.get_attribute("data-state") == "pass" for r in rows) >= 3
+    assert [r.get_attribute("data-kind") for r in rows].count("mirror") == 1
+    assert [r.get_attribute("data-kind") for r in rows].count("witness") == 4
     # the registry and witness tabs are filled from what the log names
     click(browser, "#nav-registry")
     state, said = wait_verdict(browser, "registry-verdict")
@@ -201,6 +204,27 @@ def test_make_run_pages_find_every_service_and_a_shared_entry_link_verifies_pinn
     facts = text(browser, "entry-facts")
     assert "logged at" in facts and "claimed time2026-05-02T10:00:00.215Z" in facts, facts
     assert text(browser, "entry-proof").startswith("c2sp.org/tlog-proof@v1")
+    no_console_errors(browser)
+
+
+def test_the_mirrors_cosignature_shows_as_a_mirrors(network, browser, tmp_path):
+    """make run's log pushes to its mirror; the shipped policy lists it on a `mirror` line, and
+    the log's checkpoint, once the mirror stored its entries, carries its cosignature: the
+    page verifies it and shows it as a mirror's (outside the quorum)."""
+    from selenium.webdriver.common.by import By
+
+    assert "\nmirror m1 mirror.localhost+" in network["policy"]
+
+    def mirror_row(b):
+        fresh(b, f"{network['log']}/ui/")
+        state, said = wait_verdict(b, "log-verdict")
+        row = b.find_element(By.CSS_SELECTOR, '#cosignatures tbody tr[data-kind="mirror"]')
+        return (state, said, row.text) if row.get_attribute("data-state") == "pass" else None
+
+    state, said, row = wait_for(browser, mirror_row, "the mirror's cosignature verified on the log's checkpoint")
+    assert state == "pass" and "mirror m1 ✓" in said and "quorum local-witnesses met" in said, said
+    assert row.startswith("mirror m1") and "verified (stored the entries)" in row, row
+    shot(browser, tmp_path, "mirror-cosignature-1400")
     no_console_errors(browser)
 
 

@@ -16,9 +16,10 @@ import pytest
 
 from tlog.errors import ForkError
 from tlog.formats.keys import cosigner_verifier
+from tlog.formats.mirror import add_checkpoint_body
 from tlog.formats.note import open_note
 from witness.config import WitnessedLog
-from witness.core import add_checkpoint_body, origin_path
+from witness.core import origin_path
 from witness.state import Record, WitnessState
 
 from tests.support.witness import MemLog, post, running_witness, witness_config

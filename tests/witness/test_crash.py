@@ -16,9 +16,9 @@ import sqlite3
 import aiohttp
 
 from tlog.formats.keys import cosigner_verifier, parse_vkey
+from tlog.formats.mirror import add_checkpoint_body
 from tlog.formats.note import open_note
 from witness.config import WitnessedLog
-from witness.core import add_checkpoint_body
 from witness.state import WitnessState
 
 from tests.support.witness import MemLog, WitnessProcess, write_config

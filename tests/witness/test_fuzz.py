@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from tlog.errors import OAPError
 from tlog.formats.encoding import b64enc
 from tlog.formats.keys import CosignatureSigner
+from tlog.formats.mirror import add_checkpoint_body
 from witness.config import WitnessedLog
-from witness.core import MAX_BODY, Witness, add_checkpoint_body
+from witness.core import MAX_BODY, Witness
 from witness.state import WitnessState
 
 from tests.support.witness import MemLog, WitnessProcess, write_config

@@ -10,11 +10,11 @@ import pytest
 from tlog.errors import Forbidden, InvalidInput, NotFound, VerificationError
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.keys import Signer
+from tlog.formats.mirror import add_checkpoint_body, encode_header, encode_package, parse_mirror_info
 from tlog.formats.note import Note, open_note, parse_note, parse_signature_lines
 from tlog.formats.tiles import encode_entry_bundle
-from witness.core import SizeConflict, add_checkpoint_body
+from witness.core import SizeConflict
 from witness.mirror.core import MirrorConflict, NoPending
-from witness.mirror.wire import encode_header, encode_package, parse_mirror_info
 
 from tests.support.mirror import EntryLog, chunks, cosigner_key, make_mirror
 

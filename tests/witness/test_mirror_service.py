@@ -13,10 +13,9 @@ import pytest
 from tlog.client.client import LogClient
 from tlog.formats.entries import commitment_entry
 from tlog.formats.keys import parse_vkey
+from tlog.formats.mirror import add_checkpoint_body, parse_mirror_info
 from tlog.formats.note import open_note
 from tlog.formats.tiles import encode_entry_bundle, entries_for_size, tiles_for_size
-from witness.core import add_checkpoint_body
-from witness.mirror.wire import parse_mirror_info
 
 from tests.support.mirror import BIN, EntryLog, cosigner, cosigner_key, http, metric, mirror_service, origin_hash
 

@@ -6,8 +6,7 @@ import random
 import pytest
 
 from tlog.errors import FormatError
-from witness.mirror.tickets import TicketKey
-from witness.mirror.wire import (
+from tlog.formats.mirror import (
     MirrorInfo,
     count_packages,
     encode_header,
@@ -17,6 +16,7 @@ from witness.mirror.wire import (
     parse_mirror_info,
     scan_package,
 )
+from witness.mirror.tickets import TicketKey
 
 
 def spec_packages(upload_start: int, upload_end: int) -> list[tuple[int, int]]:

@@ -19,9 +19,10 @@ from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.encoding import b64enc
 from tlog.formats.hashing import EMPTY_ROOT
 from tlog.formats.keys import CosignatureSigner, cosigner_verifier, parse_vkey
+from tlog.formats.mirror import add_checkpoint_body
 from tlog.formats.note import NoteSignature, add_signatures, open_note, sign_note
 from witness.config import WitnessedLog
-from witness.core import MAX_PROOF_LINES, SizeConflict, Witness, add_checkpoint_body, parse_add_checkpoint
+from witness.core import MAX_PROOF_LINES, SizeConflict, Witness, parse_add_checkpoint
 from witness.state import Record, WitnessState
 
 from tests.support.witness import (

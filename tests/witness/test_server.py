@@ -6,9 +6,10 @@ import random
 import re
 
 from tlog.formats.keys import cosigner_verifier, parse_vkey
+from tlog.formats.mirror import add_checkpoint_body
 from tlog.formats.note import NoteSignature, open_note, parse_signature_lines
 from witness.config import WitnessedLog
-from witness.core import add_checkpoint_body, origin_path
+from witness.core import origin_path
 
 from tests.support.witness import MemLog, post, running_witness, witness_config
 

@@ -2,8 +2,8 @@
 
 Three witnesses (8081-8083; the first also cosigns with an ML-DSA-44 key), a log
 (8080) that requires cosignatures from 2 of them, the registry (8090) anchored in that
-log, and a mirror (8084, C2SP tlog-mirror) that `oap-mirror follow` keeps up to date
-with the log, each as its own process,
+log, and a mirror (8084, C2SP tlog-mirror) the log pushes its checkpoints and entries
+to, each as its own process,
 as they would run in production. Keys and configs are made on first start
 under ./data and reused afterwards; Ctrl-C, SIGTERM or a closed terminal (SIGHUP)
 stops everything cleanly, in the reverse order of start. Every service dies with
@@ -172,11 +172,17 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
         if pq:
             rows.append((f"w{i}-mldsa44", _mldsa_key(wdir, name), url))
         witnesses.append((f"w{i}", url, vkey, wdir / "witness-mldsa44.vkey" if pq else None))
-    policy.write_text(policy_text(log_vkey, rows, quorum))
+    # The mirror keeps a copy of the log (C2SP tlog-mirror): the log pushes its checkpoints
+    # and entries to it (a `mirror` line of the log's policy, outside the quorum: writes never
+    # wait for it); its own policy (mirror.policy) requires its cosignature.
+    mirror_url = f"http://{HOST}:{mirror_port}"
+    mdir = data_dir / "mirror"
+    mdir.mkdir(parents=True, exist_ok=True)
+    mirror_vkey = _mirror_key(mdir, "mirror.localhost")
+    policy.write_text(policy_text(log_vkey, rows, quorum, [("m1", mirror_vkey, mirror_url)]))
     # Each service's explorer page ships the network's policy (pinned, not the log's word
     # about itself) and the log names its registry: /ui/ on any port shows every service.
     reg_url = f"http://{HOST}:{registry_port}"
-    mirror_url = f"http://{HOST}:{mirror_port}"
     mirror_copy = f"{mirror_url}/{hashlib.sha256(origin.encode()).hexdigest()}"  # its tlog-tiles copy of the log
     neighbours = (f'public_url = "{log_url}"\nui_trust_policy = "{policy.resolve()}"\n'
                   f'mirror_urls = ["{mirror_copy}"]\n'
@@ -186,10 +192,6 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     registry_toml = data_dir / "registry.toml"
     registry_toml.write_text(f'[registry]\npublic_url = "{reg_url}"\nui_trust_policy = "{policy.resolve()}"\n')
 
-    # The mirror keeps a copy of the log (C2SP tlog-mirror); its own policy requires its cosignature.
-    mdir = data_dir / "mirror"
-    mdir.mkdir(parents=True, exist_ok=True)
-    mirror_vkey = _mirror_key(mdir, "mirror.localhost")
     (mdir / "mirror.toml").write_text(
         f'[mirror]\nname = "mirror.localhost"\nhost = "{HOST}"\nport = {mirror_port}\n\n'
         f'[[mirror.logs]]\norigin = "{origin}"\nvkey = "{log_vkey}"\nurl = "{log_url}"\n')
@@ -243,8 +245,6 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             spawn("registry", "registry", [str(BIN / "oap-registry"), "serve", "--config", str(registry_toml),
                                            "--data", str(data_dir / "registry"), "--port", str(registry_port),
                                            "--log-url", log_url], reg_url)
-        spawn("follow", "follow", [str(BIN / "oap-mirror"), "follow", log_url, "--mirror", mirror_url,
-                                   "--interval", "2", "--log-key", log_vkey, "--mirror-key", mirror_vkey], mirror_url)
         if not stopping.is_set():
             banner = ["", "OAP local network is up (Ctrl-C stops it):"]
             banner += [f"  log       http://{HOST}:{port}   origin {origin}" for port in frontends]
@@ -259,9 +259,10 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             if registry:
                 banner.append(f"  registry  {reg_url}   git clone {reg_url}/registry.git")
             banner.append(f"  mirror    {mirror_url}   {mirror_vkey}")
-            banner.append(f"            copy of the log at {mirror_copy}/ (policy {data_dir / 'mirror.policy'})")
+            banner.append(f"            copy of the log at {mirror_copy}/ (the log pushes to it; policy "
+                          f"{data_dir / 'mirror.policy'})")
             banner.append(f"  policy    {log_dir / 'log.policy'}   "
-                          f"(log key, witnesses, quorum {quorum} of {n_witnesses})")
+                          f"(log key, witnesses, quorum {quorum} of {n_witnesses}, mirror m1)")
             banner.append(f"  explorer  {log_url}/ui/")
             _say("\n".join(banner) + "\n")
         while not stopping.is_set():
@@ -276,13 +277,13 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
 
 
 # The order services stop in: the reverse of their start, one tier at a time.
-STOP_ORDER = ("follow", "registry", "log", "mirror", "witness")
+STOP_ORDER = ("registry", "log", "mirror", "witness")
 
 
 def _stop_in_order(procs: list[tuple[str, str, subprocess.Popen]], engines: list) -> None:
     """Stop the services in the reverse order of their start, one tier at a time, each
-    tier gone before the next is signalled: the mirror's follower, the registry (it writes
-    to the log), then the log frontends (while the witnesses they push to still answer: a
+    tier gone before the next is signalled: the registry (it writes to the log), then the
+    log frontends (while the witnesses and the mirror they push to still answer: a
     log stopping without them would wait out its cosigning timeout), then PostgreSQL and
     the bucket, the mirror, and the witnesses."""
     for tier in STOP_ORDER:

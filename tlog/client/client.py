@@ -20,7 +20,7 @@ import aiohttp
 
 from tlog.client.tilereader import TileTree, view, with_tiles
 from tlog.client.verifier import TrustPolicy
-from tlog.errors import InvalidInput, NotFound, OAPError, TooLarge, UpstreamError, VerificationError
+from tlog.errors import InvalidInput, NotFound, OAPError, UpstreamError, VerificationError
 from tlog.formats.diddoc import skip_resolved_signatures
 from tlog.formats.encoding import b64dec
 from tlog.formats.entries import canonical_entry, check_entry_signature, decode_entry
@@ -82,18 +82,6 @@ def _reason(e: BaseException) -> str:
         return os_error.strerror.lower()
     text = str(e).splitlines()[0] if str(e) else ""
     return f"{type(e).__name__}: {text[:200]}" if text else type(e).__name__
-
-
-async def read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
-    """The whole body, read to its end (one `read(n)` may return only part of it), refusing
-    more than `cap` bytes with TooLarge before buffering them."""
-    chunks, total = [], 0
-    async for chunk in resp.content.iter_any():
-        total += len(chunk)
-        if total > cap:
-            raise TooLarge(f"{resp.url}: answer larger than {cap} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 async def read_answer(resp: aiohttp.ClientResponse) -> tuple[bytes, str]:

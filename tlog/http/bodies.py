@@ -1,10 +1,12 @@
-"""Request bodies: read within a cap and a timeout, decoded by the strict, bounded parsers
-(`tlog.formats.strict`), off the event loop when large."""
+"""Bodies: requests read within a cap and a timeout, decoded by the strict, bounded parsers
+(`tlog.formats.strict`), off the event loop when large; and the answers our services read
+from other services (`read_capped`), within a cap."""
 from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
+import aiohttp
 from aiohttp import web
 
 from tlog.errors import InvalidInput, RequestTimeout, TooLarge, UnsupportedMediaType
@@ -122,3 +124,16 @@ def query_int(request: web.Request, name: str, *, default: int | None = None, mi
     if value < minimum:
         raise InvalidInput(f"{name} must be at least {minimum}")
     return value
+
+
+async def read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
+    """The whole body of an answer, read to its end (one `read(n)` may return only part of
+    it, which would pass for a short tile or a truncated cosignature), refusing more than
+    `cap` bytes with TooLarge before buffering them."""
+    chunks, total = [], 0
+    async for chunk in resp.content.iter_any():
+        total += len(chunk)
+        if total > cap:
+            raise TooLarge(f"{resp.url}: answer larger than {cap} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)

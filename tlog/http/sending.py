@@ -3,6 +3,7 @@ streamed a piece at a time, and a cap on the bytes of large answers in flight.""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import logging
 from collections.abc import AsyncIterable, Iterable
 from typing import TypeVar
@@ -136,3 +137,36 @@ async def answer(request: web.Request, pieces: Iterable[bytes | memoryview], *, 
     if not streamed:
         return web.Response(body=b"".join(pieces), content_type=content_type)
     return await stream(request, pieces, content_type=content_type, reserve=reserve)
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an Accept-Encoding header (RFC 9110 §12.5.3) takes gzip: listed (or `*`) with
+    a q-value above 0; an explicit `gzip;q=0` wins over `*`."""
+    star = False
+    for item in accept_encoding.split(","):
+        coding, _, params = item.strip().partition(";")
+        coding = coding.strip().lower()
+        q = 1.0
+        for p in params.split(";"):
+            k, _, v = p.strip().partition("=")
+            if k.strip().lower() == "q":
+                try:
+                    q = float(v)
+                except ValueError:
+                    q = 0.0
+        if coding in ("gzip", "x-gzip"):
+            return q > 0
+        if coding == "*":
+            star = q > 0
+    return star
+
+
+async def entry_bundle_body(data: bytes, accept_encoding: str) -> tuple[bytes, dict[str, str]]:
+    """An entry bundle as sent (C2SP tlog-tiles: entry bundles SHOULD be compressed at the HTTP
+    layer): gzip-compressed (off the event loop) when the client accepts it, with the headers
+    that say so; `Vary: Accept-Encoding` either way, for caches."""
+    headers = {"Vary": "Accept-Encoding"}
+    if data and accepts_gzip(accept_encoding):
+        data = await asyncio.to_thread(gzip.compress, data, 6, mtime=0)
+        headers["Content-Encoding"] = "gzip"
+    return data, headers

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from tlog.errors import ConsistencyProofError
 from tlog.formats.hashing import EMPTY_ROOT, node_hash
+from tlog.merkle.tree import CompleteNode, TreeView
 
 
 def valid_subtree(start: int, end: int) -> bool:
@@ -26,6 +27,19 @@ def valid_subtree(start: int, end: int) -> bool:
 
 def _largest_power_of_two_below(n: int) -> int:
     return 1 << (n - 1).bit_length() - 1
+
+
+def subtree_root(lo: int, hi: int, complete: CompleteNode) -> bytes:
+    """MTH(D[lo:hi]) of a valid subtree, from the complete nodes of the log's tree: the node
+    (k, lo >> k) with 2^k = BIT_CEIL(hi - lo), complete when hi - lo is a power of two, else
+    the right edge of the tree of size hi. What `subtree_consistency_proof` needs as `mth`
+    for a log that keeps its complete nodes (hash files, hash tiles)."""
+    if not valid_subtree(lo, hi) or lo == hi:
+        raise ValueError(f"[{lo}, {hi}) is not a non-empty valid subtree")
+    level = (hi - lo - 1).bit_length()
+    if hi - lo == 1 << level:
+        return complete(level, lo >> level)
+    return TreeView(hi, complete).node(level, lo >> level)
 
 
 def subtree_consistency_proof(start: int, end: int, n: int, mth: Callable[[int, int], bytes]) -> list[bytes]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from tlog.errors import Forbidden, FormatError
-from tlog.formats.keys import Signer, parse_signer_key
+from tlog.errors import ConfigError, Forbidden, FormatError
+from tlog.formats.keys import CosignatureSigner, Cosigner, MLDSACosigner, Signer, load_cosigner, parse_signer_key
 
 log = logging.getLogger("oap.keys")
 
@@ -93,3 +93,64 @@ def read_private_key(path: str | os.PathLike[str]) -> str:
 def read_seed(path: str | os.PathLike[str]) -> bytes:
     """The seed of an Ed25519 key file (mode checked by read_private_key)."""
     return Signer.from_skey(read_private_key(path)).export_seed()
+
+
+COSIGNER_KINDS = ("ed25519", "mldsa44")
+"""Cosigning keys a witness or a mirror holds: Ed25519 cosignature/v1 (type 0x04) and
+ML-DSA-44 subtree/v1 (type 0x06) (C2SP tlog-cosignature)."""
+_COSIGNER_CLASSES: dict[str, type[CosignatureSigner] | type[MLDSACosigner]] = {
+    "ed25519": CosignatureSigner, "mldsa44": MLDSACosigner}
+
+
+def check_cosigner_kinds(kinds: Sequence[str]) -> None:
+    """A `cosigners` setting: each of COSIGNER_KINDS at most once, and one at least (ConfigError)."""
+    if not kinds or len(set(kinds)) != len(kinds) or not set(kinds) <= set(COSIGNER_KINDS):
+        raise ConfigError(f"cosigners must name each of {', '.join(COSIGNER_KINDS)} at most once, and one at least")
+
+
+def write_cosigner(path: Path, signer: Cosigner) -> None:
+    """Create a cosigning key file (0600; FileExistsError if one exists) and `<name>.vkey` beside it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_private_key(path, signer.to_skey())
+    path.with_name(path.name.removesuffix(".key") + ".vkey").write_text(signer.vkey + "\n")
+
+
+def load_or_create_cosigners(paths: Mapping[str, Path], kinds: Sequence[str], name: str, *, who: str,
+                             hint: str) -> tuple[Cosigner, ...]:
+    """The cosigning keys `kinds` names (of COSIGNER_KINDS, in that order) from `paths`.
+
+    One cosigner, one name: every key file must carry the same key name, and `name` when
+    it is set. A key that does not exist yet is generated (0600) with `name`, or the name of
+    the cosigner's other key (so an ML-DSA-44 key joins an Ed25519 one); with neither it
+    fails with `hint`. `who` ("witness", "mirror") names the cosigner in messages.
+    """
+    loaded: dict[str, Cosigner] = {}
+    for kind in kinds:
+        if paths[kind].exists():
+            key = load_cosigner(read_private_key(paths[kind]))
+            if not isinstance(key, _COSIGNER_CLASSES[kind]):
+                raise ConfigError(f"{paths[kind]} does not hold an {kind} key")
+            loaded[kind] = key
+    names = {s.name for s in loaded.values()}
+    if name and names - {name}:
+        raise ConfigError(f"the {who} key files are of {who} {sorted(names)[0]!r}, but name {name!r} is configured")
+    if len(names) > 1:
+        raise ConfigError(f"the {who} key files carry different names: {', '.join(sorted(names))}")
+    name = name or (names.pop() if names else "")
+    if not name:  # a key file of the cosigner that is not in use names it
+        for path in paths.values():
+            if path.exists():
+                name = load_cosigner(read_private_key(path)).name
+                break
+    out: list[Cosigner] = []
+    for kind in kinds:
+        found = loaded.get(kind)
+        if found is None:
+            if not name:
+                raise ConfigError(f"no {who} key at {paths[kind]}: {hint}")
+            found = _COSIGNER_CLASSES[kind].generate(name)
+            write_cosigner(paths[kind], found)
+            log.info("generated a new %s %s key %s", kind, who, found.vkey if kind == "ed25519" else
+                     found.vkey[:48] + "...")
+        out.append(found)
+    return tuple(out)

@@ -50,14 +50,14 @@ from tlog.http.metrics import RequestMetrics
 from tlog.http.middleware import request_client
 from tlog.http.reply import Reply
 from tlog.http.responses import CBOR, CONTENT_TYPES, reply_format, respond
-from tlog.http.sending import answer, send_large
+from tlog.http.sending import answer, entry_bundle_body, send_large
 from tlog.merkle.proofs import PROOF_CHUNK, cbor_map_parts, inclusion_pieces
 from tlog.server.appends import SingleAppends, batch_answer
 from tlog.server.config import LogConfig
 from tlog.server.limits import log_limits
 from tlog.server.pipeline import WritePipeline
 from tlog.server.service import LogService
-from tlog.server.tiles import CHECKPOINT_HEADERS, IMMUTABLE, TILE_HEADERS, hash_tile, tile_at
+from tlog.server.tiles import CHECKPOINT_HEADERS, IMMUTABLE, TILE_HEADERS, hash_tile, pruned, pruned_error, tile_at
 from tlog.storage.interface import LogState
 
 MAX_RECEIPTS = 1000  # receipts per page of /v1/receipts
@@ -102,7 +102,7 @@ def neighbours(cfg: LogConfig, client_policy: str) -> dict:
     """The services a reader of this log finds from its /v1/info: its own public URL, its
     registry, its witnesses (name and URL, from the witness configuration) and its mirrors."""
     witnesses = [{"name": w.name, "url": w.url} for w in parse_policy(client_policy).witnesses.values()
-                 if w.url] if client_policy else []
+                 if w.url and not w.mirror] if client_policy else []
     return {"public_url": cfg.public_url or None, "registry_url": cfg.registry_url or None,
             "witnesses": witnesses, "mirrors": list(cfg.mirror_urls)}
 
@@ -154,7 +154,7 @@ class LogAPI:
         return Reply(self.served().note.encode(), CHECKPOINT_HEADERS)
 
     def hash_tile_reply(self, path: str, accept: str = "") -> Reply | None:
-        data = hash_tile(self.svc.hashes, lambda: self.served().size, path)
+        data = hash_tile(self.svc.hashes, lambda: self.served().size, path, self.svc.config.minimum_index)
         return None if data is None else Reply(data, TILE_HEADERS)
 
     async def checkpoint(self, request: web.Request) -> web.Response:
@@ -165,12 +165,17 @@ class LogAPI:
         reply = self.hash_tile_reply(path)
         if reply is None:
             _, index, width = tile_at("tile/" + path)
-            start = index * TILE_WIDTH
+            start, minimum = index * TILE_WIDTH, self.svc.config.minimum_index
+            if pruned(None, index, width, minimum):
+                raise pruned_error(minimum)
             if start + width > self.served().size:
                 raise NotFound("entry bundle not available for the current tree size")
             # Up to 256 entries of 64 KiB: counted against the bytes in flight while sent.
             bundle = await self.svc.reader.bundle(start, width)
-            return await send_large(request, Reply(bundle, TILE_HEADERS).response())
+            body, headers = await entry_bundle_body(bundle, request.headers.get("Accept-Encoding", ""))
+            resp = Reply(body, TILE_HEADERS).response()
+            resp.headers.update(headers)
+            return await send_large(request, resp)
         return reply.response()
 
     # --- OAP writes: the write pipeline (tlog.server.pipeline), one for every route -----------
@@ -214,6 +219,8 @@ class LogAPI:
             raise InvalidInput("index must be a non-negative decimal integer")
         state = self.served()
         index = int(raw)
+        if index < self.svc.config.minimum_index:
+            raise NotFound(f"pruned: this log starts at index {self.svc.config.minimum_index} (its minimum index)")
         lh, data = await self.svc.reader.entry(index, state.size)
         entry = decode_entry(data)
         body = {"index": index, "leaf_hash": b64enc(lh), "entry": entry, "entry_cbor": b64enc(data)}
@@ -349,6 +356,9 @@ class LogAPI:
         if seq.halted is not None:
             body["halted_reason"] = seq.halted.message
         body.update(self.neighbours)
+        # where the log starts (C2SP tlog-tiles pruning) and the policy that permits it
+        body.update(minimum_index=self.svc.config.minimum_index,
+                    retention_policy=self.svc.config.retention_policy or None)
         return respond(request, body)
 
     async def policy(self, request: web.Request) -> web.Response:

@@ -42,6 +42,7 @@ from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
 from tlog.errors import ForkError, LogHalted, NotPublished, OAPError, Unavailable
+from tlog.formats.note import NoteSignature, add_signatures
 from tlog.merkle.tree import TreeView
 from tlog.runtime.batching import BatchQueue
 from tlog.storage.interface import (
@@ -195,6 +196,7 @@ class Appender:
         self._sequenced = 0  # the largest sequenced size seen
         self._bucket_pending: tuple[int, str] | None = None  # published, not yet in the bucket
         self._failure_seen = 0.0  # when the last failure a follower answered waiters with was recorded
+        self._late: list[tuple[int, bytes, tuple[NoteSignature, ...]]] = []  # cosignatures after publication
         self.state: LogState | None = None  # the published state readers get (or, before any, the signed one)
         self.published = False  # False until a checkpoint was published (with witnesses: their quorum)
         self.halted: LogHalted | None = None  # set for good when signing on would fork the log
@@ -211,6 +213,12 @@ class Appender:
         return self._task is not None and not self._task.done()
 
     @property
+    def sequenced(self) -> int:
+        """The largest number of entries sequenced, as this frontend last saw it: no checkpoint
+        of this log, by any frontend, is larger."""
+        return self._sequenced
+
+    @property
     def integrating(self) -> bool:
         """This frontend holds the integrator role (as of a check within the lease's TTL)."""
         return self._lease is not None and time.monotonic() - self._verified_at < self.driver.lease_ttl
@@ -222,6 +230,22 @@ class Appender:
     def _fault(self, name: str) -> None:
         if self.faults is not None:
             self.faults(name)
+
+    def add_cosignatures(self, size: int, root: bytes, signatures: Sequence[NoteSignature]) -> None:
+        """Cosignatures (verified by the caller) of the checkpoint of (size, root) that came after
+        it was published, such as a mirror's that never holds up a write
+        (`tlog.server.mirroring`): merged into the served checkpoint and published again (the
+        store's head, the bucket's checkpoint) if it still is that tree, else dropped. Done by
+        the integrator between integrations, so it never races a publication."""
+        if self._lease is None or not signatures:
+            return
+        self._late.append((size, root, tuple(signatures)))
+        self._kick.set()
+
+    def halt(self, reason: LogHalted) -> None:
+        """Refuse writes for good (a cosigner has seen a larger tree of this log than it holds):
+        signing on could fork the log."""
+        self._halt(reason)
 
     # --- start and close ---------------------------------------------------------------------
 
@@ -627,6 +651,9 @@ class Appender:
         if self._bucket_pending is not None and self.publisher is not None and self.publisher.due():
             await self._flush_bucket(lease)
             return True
+        if self._late:
+            await self._merge_late(lease)
+            return True
         return False
 
     def _step(self, lease: Lease) -> tuple[Head, SignedHead | None, bool | None]:
@@ -677,6 +704,23 @@ class Appender:
         self._bucket_pending = None if wrote else (state.size, state.note)
         self._verified_at = time.monotonic()
         self._serve(state)
+
+    async def _merge_late(self, lease: Lease) -> None:
+        """Publish the served checkpoint again with the cosignatures `add_cosignatures` queued
+        for it (those of an older tree are dropped: it is no longer served)."""
+        late, self._late = self._late, []
+        state = self.state
+        if not self.published or state is None:
+            return
+        extra = [sig for size, root, sigs in late if size == state.size and root == state.root for sig in sigs]
+        note = str(add_signatures(state.note, extra)) if extra else state.note
+        if note == state.note:
+            return
+        wrote = await self._call(self._record_published, lease, state.size, note)
+        if self.state is not state:  # something else was served meanwhile: that one stands
+            return
+        self._bucket_pending = None if wrote else (state.size, note)
+        self._serve(self._state_of(state.size, state.root, note))
 
     async def _flush_bucket(self, lease: Lease) -> None:
         """Write the published checkpoint the interval held back, fenced by the lease."""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tlog.errors import ConfigError, FormatError
+from tlog.formats.keys import cosigner_verifier, parse_vkey
 from tlog.formats.policy import parse_policy
 from tlog.formats.urls import is_base_url
 from tlog.runtime.config import HTTPConfig, check_http_limits
@@ -50,6 +51,14 @@ class LogConfig(HTTPConfig):
     witnesses: tuple[tuple[str, str, str], ...] = ()  # or: [[log.witnesses]] name, vkey, url ...
     witness_quorum: int = 0  # ... with k of them required (0: none)
     witness_timeout: float = 5.0
+    # Mirrors the log pushes its entries to (C2SP tlog-mirror): `mirror` lines of witness_policy,
+    # or [[log.mirrors]] name, vkey, url (never waited for: only a policy's quorum can count a mirror)
+    mirrors: tuple[tuple[str, str, str], ...] = ()
+    mirror_timeout: float = 60.0  # seconds without progress on one request to a mirror before it fails
+    # C2SP tlog-tiles pruning: tiles, bundles and entries below minimum_index are refused (the
+    # data is kept); it needs a retention_policy (URL or text) that permits pruning
+    minimum_index: int = 0
+    retention_policy: str = ""
     rate_limit_write: float = 2000.0  # entries per second per client (0: off)
     rate_limit_write_burst: float = 20000.0
     rate_limit_read: float = 1000.0  # dynamic reads (proofs, lookups): requests per second per client (0: off)
@@ -113,6 +122,30 @@ class LogConfig(HTTPConfig):
             raise ConfigError("every witness needs a url the log can push to")
         if not 0.05 <= self.witness_timeout <= 120:
             raise ConfigError("witness_timeout must be 0.05..120 seconds")
+        if self.witness_policy is not None and self.mirrors:
+            raise ConfigError("with a witness_policy, list the mirrors in it (mirror <name> <vkey> <url>), "
+                              "not in mirrors")
+        if any(not url or not is_base_url(url) for _, _, url in self.mirrors):
+            raise ConfigError("every mirror needs the http(s) url the log pushes to (its submission prefix)")
+        if len(self.mirrors) > 32:
+            raise ConfigError("mirrors: at most 32")
+        names = [name for name, _, _ in (*self.witnesses, *self.mirrors)]
+        if len(set(names)) != len(names):
+            raise ConfigError("witness and mirror names must be unique (one tlog-policy namespace)")
+        for name, vkey, _ in self.mirrors:
+            try:
+                cosigner_verifier(parse_vkey(vkey))
+            except FormatError as e:
+                raise ConfigError(f"mirror {name!r}: {e.message}") from None
+        if not 1 <= self.mirror_timeout <= 600:
+            raise ConfigError("mirror_timeout must be 1..600 seconds")
+        if self.minimum_index < 0 or self.minimum_index % 256:
+            raise ConfigError("minimum_index must be a non-negative multiple of 256 (whole entry bundles)")
+        if self.minimum_index and not self.retention_policy.strip():
+            raise ConfigError("minimum_index needs a retention_policy that permits pruning (C2SP tlog-tiles: "
+                              "without one a log MUST NOT be pruned)")
+        if len(self.retention_policy) > 1024 or not self.retention_policy.isprintable():
+            raise ConfigError("retention_policy must be printable, at most 1024 characters")
         if self.auth_required_for and self.tokens_file is None:
             raise ConfigError("auth_required_for needs a tokens_file")
         unknown = set(self.auth_required_for) - {"*", "receipt", "commitment", "conformance", "registry"}
@@ -130,15 +163,16 @@ class LogConfig(HTTPConfig):
             raise ConfigError("mirror_urls: at most 32")
 
     def upstream_urls(self) -> Iterable[tuple[str, str]]:
-        """The witnesses the log pushes checkpoints to, and the bucket it publishes in."""
+        """The witnesses and mirrors the log pushes checkpoints to, and the bucket it publishes in."""
         yield from (("witness", url) for _, _, url in self.witnesses)
+        yield from (("mirror", url) for _, _, url in self.mirrors)
         if self.witness_policy is not None:
             try:
                 policy = parse_policy(Path(self.witness_policy).read_bytes())
             except (OSError, FormatError):
                 policy = None  # the service refuses to start with the reason
             if policy is not None:
-                yield from (("witness", w.url) for w in policy.witnesses.values() if w.url)
+                yield from (("mirror" if w.mirror else "witness", w.url) for w in policy.witnesses.values() if w.url)
         if self.bucket_url:
             yield "bucket_url", self.bucket_url
 

@@ -2,9 +2,14 @@
 can live in one test process without colliding)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from tlog.server.appender import Appender
+from tlog.server.mirroring import MirrorSet
 
 
 class LogMetrics:
@@ -58,3 +63,36 @@ class LogMetrics:
                   registry=r).set_function(lambda: float(publisher.errors))
             Gauge("oap_log_bucket_objects_written_total", "Tiles and bundles created in the bucket", registry=r) \
                 .set_function(lambda: float(publisher.written))
+
+    def watch_mirrors(self, mirrors: MirrorSet | None, appender: Appender) -> None:
+        """Per mirror, read at scrape time: what it last cosigned, how far that is behind the
+        published checkpoint (on the frontend that pushes: the integrator; 0 elsewhere), and
+        its pushes, failures and entries sent. Declared with no mirror too, so alert rules and
+        dashboards name metrics that always exist."""
+        self.registry.register(_MirrorCollector(mirrors, appender))
+
+
+class _MirrorCollector(Collector):
+    def __init__(self, mirrors: MirrorSet | None, appender: Appender) -> None:
+        self.mirrors, self.appender = mirrors, appender
+
+    def collect(self) -> Iterator[Metric]:
+        size = GaugeMetricFamily("oap_log_mirror_cosigned_size", "Tree size of the mirror's last cosignature "
+                                 "(it stored every entry below it)", labels=["mirror"])
+        lag = GaugeMetricFamily("oap_log_mirror_lag_entries", "Entries of the published checkpoint the mirror has "
+                                "not cosigned yet (on the integrator; 0 on other frontends)", labels=["mirror"])
+        pushes = CounterMetricFamily("oap_log_mirror_pushes", "Pushes that ended in a verified cosignature",
+                                     labels=["mirror"])
+        failures = CounterMetricFamily("oap_log_mirror_push_failures", "Pushes that failed (unreachable, refused, "
+                                       "no valid cosignature); each is retried with backoff", labels=["mirror"])
+        sent = CounterMetricFamily("oap_log_mirror_entries_sent", "Entries the mirror stored from this log's pushes",
+                                   labels=["mirror"])
+        app = self.appender
+        published = app.state.size if app.published and app.state is not None and app.integrating else 0
+        for t in self.mirrors.targets if self.mirrors is not None else ():
+            size.add_metric([t.name], max(0, t.cosigned_size))
+            lag.add_metric([t.name], max(0, published - max(0, t.cosigned_size)) if published else 0)
+            pushes.add_metric([t.name], t.pushes)
+            failures.add_metric([t.name], t.failures)
+            sent.add_metric([t.name], t.sent)
+        yield from (size, lag, pushes, failures, sent)

@@ -134,7 +134,8 @@ class ReadWorkers:
                                "rate_limit_read": self.cfg.rate_limit_read,
                                "rate_limit_read_burst": self.cfg.rate_limit_read_burst,
                                "rate_limit_tiles": self.cfg.rate_limit_tiles,
-                               "trusted_proxies": self.cfg.trusted_proxies})
+                               "trusted_proxies": self.cfg.trusted_proxies,
+                               "minimum_index": self.cfg.minimum_index})
             proc = children.popen([sys.executable, "-m", "tlog.server.readworkers", args], death_signal=signal.SIGTERM,
                                   pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
             theirs.close()
@@ -330,7 +331,7 @@ class _Worker:
     def tile(self, path: str, accept: str = "") -> Reply | None:
         if self.size < 0:
             return None
-        data = hash_tile(self.hashes, lambda: self.size, path)
+        data = hash_tile(self.hashes, lambda: self.size, path, self.opts["minimum_index"])
         return None if data is None else Reply(data, TILE_HEADERS)
 
     def record(self, route: str, status: int, seconds: float) -> None:

@@ -12,16 +12,18 @@ from functools import lru_cache
 from pathlib import Path
 
 from tlog.didresolver import DidResolver
-from tlog.errors import ConfigError, Unavailable
+from tlog.errors import ConfigError, LogHalted, Unavailable
 from tlog.formats import keys
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.note import sign_note
+from tlog.formats.policy import parse_policy
 from tlog.merkle.tree import TreeView
 from tlog.runtime import keyfiles
 from tlog.server.appender import Appender, Cosigner
 from tlog.server.config import LogConfig
 from tlog.server.metrics import LogMetrics
-from tlog.server.witnessing import WitnessSet, policy_text
+from tlog.server.mirroring import MirrorSet
+from tlog.server.witnessing import WitnessOutcome, WitnessSet, policy_text
 from tlog.storage.embedded import EmbeddedStorage
 from tlog.storage.interface import Driver, EntryReader, Fault, HashReader, LogState, Publisher, Signer
 from tlog.storage.transfer import Snapshot
@@ -54,27 +56,57 @@ def load_or_create_key(data_dir: Path, origin: str, key_file: Path | None = None
 
 
 def client_policy(config: LogConfig, signer: keys.Signer) -> str:
-    """The tlog-policy clients verify this log's checkpoints with: its key, and the witnesses
-    and quorum it publishes with (none configured: the key alone, `quorum none`)."""
+    """The tlog-policy clients verify this log's checkpoints with: its key, and the witnesses,
+    mirrors and quorum it publishes with (none configured: the key alone, `quorum none`)."""
     if config.witness_policy is not None:
         text = Path(config.witness_policy).read_text()
         return text if f"log {signer.vkey}" in text else f"log {signer.vkey}\n" + text
-    if config.witnesses:
-        return policy_text(signer.vkey, config.witnesses, config.witness_quorum)
+    if config.witnesses or config.mirrors:
+        return policy_text(signer.vkey, config.witnesses, config.witness_quorum, config.mirrors)
     return f"log {signer.vkey}\nquorum none\n"
 
 
-def witness_set(config: LogConfig, signer: keys.Signer) -> WitnessSet | None:
-    """Witnesses from the config; also (re)writes data/log.policy for clients."""
-    if config.witness_policy is None and not config.witnesses:
-        return None
+def cosigners(config: LogConfig, signer: keys.Signer,
+              storage: Driver) -> tuple[WitnessSet | None, MirrorSet | None]:
+    """Witnesses and mirrors from the config (the witnesses with the mirrors the quorum counts,
+    None when there are none); also (re)writes data/log.policy for clients."""
+    if config.witness_policy is None and not config.witnesses and not config.mirrors:
+        return None, None
     text = client_policy(config, signer)
-    ws = WitnessSet.from_policy(text, timeout=config.witness_timeout)
+    mirrors = MirrorSet.from_policy(parse_policy(text), signer.name, entries=storage.entries,
+                                    hashes=lambda: storage.hashes, timeout=config.mirror_timeout)
+    ws = WitnessSet.from_policy(text, timeout=config.witness_timeout, mirrors=mirrors)
     try:
         (config.data_dir / "log.policy").write_text(text)
     except OSError as e:  # read-only data directory: clients keep the policy they have
         log.warning("could not write %s: %s", config.data_dir / "log.policy", e)
-    return ws
+    if not ws.endpoints and (mirrors is None or not mirrors.gating):
+        return None, mirrors  # nothing to wait for before publishing
+    return ws, mirrors
+
+
+def watch_mirrors(mirrors: MirrorSet, appender: Appender) -> None:
+    """Mirrors follow the published checkpoints of the frontend that integrates (one push per
+    checkpoint, whichever frontend holds the role); their late cosignatures are merged into the
+    served checkpoint; a mirror holding a larger tree of this log than the log halts it, as a
+    witness that has seen more does."""
+
+    def offer(state: LogState) -> None:
+        if appender.integrating:
+            mirrors.offer(state)
+
+    def beyond(name: str, size: int) -> None:
+        appender.halt(LogHalted(
+            f"mirror {name} holds a checkpoint of size {size} of this log but the log holds {appender.sequenced} "
+            "entries (restored from an old backup?); writes are refused until an operator intervenes "
+            "(see ops/runbooks/backup-restore.md)"))
+
+    mirrors.on_cosigned = appender.add_cosignatures
+    mirrors.on_beyond = beyond
+    mirrors.current_size = lambda: appender.sequenced
+    appender.on_publish.append(offer)
+    if appender.published and appender.state is not None:
+        offer(appender.state)  # catch up with what was published before this start
 
 
 def checkpoint_signer(signer: keys.Signer) -> Signer:
@@ -150,6 +182,7 @@ class LogService:
     witnesses: WitnessSet | None = None
     resolver: DidResolver | None = None  # signers named by did:web, did:plc
     policy: str = ""  # the client policy (`client_policy`), served at GET /v1/policy
+    mirrors: MirrorSet | None = None  # the mirrors it pushes to (tlog.server.mirroring)
 
     @classmethod
     async def open(cls, config: LogConfig, *, faults: Fault | None = None) -> LogService:
@@ -164,7 +197,7 @@ class LogService:
             metrics.batch_size.observe(n)
             metrics.batch_seconds.observe(seconds)
 
-        witnesses = witness_set(config, signer)
+        witnesses, mirrors = cosigners(config, signer, storage)
         cosign: Cosigner | None = None
         if witnesses is not None:
             async def cosign(state: LogState) -> LogState:
@@ -174,7 +207,8 @@ class LogService:
                 finally:
                     metrics.cosign_seconds.observe(time.perf_counter() - t0)
                 for o in outcomes:
-                    metrics.witness_results.labels(o.name, "ok" if o.signature else "failed").inc()
+                    if isinstance(o, WitnessOutcome):
+                        metrics.witness_results.labels(o.name, "ok" if o.signature else "failed").inc()
                 return published
 
         appender = Appender(
@@ -183,15 +217,34 @@ class LogService:
             max_pending=config.max_pending, on_batch=on_batch, faults=faults,
         )
         metrics.watch(appender)
-        state = await appender.start()
+        metrics.watch_mirrors(mirrors, appender)
+        if mirrors is not None:
+            mirrors.start()  # before the appender: its first publication may wait for a mirror
+        try:
+            state = await appender.start()
+        except BaseException:
+            if mirrors is not None:
+                await mirrors.close()
+            raise
+        if config.minimum_index > (state.size if state is not None else 0):
+            # tlog-tiles: the minimum index MUST be at most the current checkpoint's size
+            await appender.close()
+            if mirrors is not None:
+                await mirrors.close()
+            raise ConfigError(f"minimum_index {config.minimum_index} is beyond the log's checkpoint "
+                              f"({state.size if state is not None else 0} entries)")
         if state is not None:
             metrics.tree_size.set(state.size)
         reader = storage.entries()
         await reader.open()
+        if mirrors is not None:
+            watch_mirrors(mirrors, appender)
         return cls(config, signer, storage, appender, reader, metrics, witnesses, DidResolver.from_config(config),
-                   client_policy(config, signer))
+                   client_policy(config, signer), mirrors)
 
     async def close(self) -> None:
+        if self.mirrors is not None:
+            await self.mirrors.close()
         await self.sequencer.close()
         await self.reader.close()
         if self.witnesses is not None:

@@ -26,16 +26,32 @@ TILE_HEADERS = (("Content-Type", "application/octet-stream"), ("Cache-Control", 
 tile_at = lru_cache(maxsize=16384)(tile_coords)
 
 
-def hash_tile(hashes: HashReader, size: Callable[[], int], path: str) -> bytes | None:
+def pruned(level: int | None, index: int, width: int, minimum_index: int) -> bool:
+    """Whether the tile or entry bundle (level None) at (level, index, width) is refused under
+    the log's minimum index (C2SP tlog-tiles "Pruning": a full tile or bundle whose end index
+    is at or below it; pruning by denying requests, the data is kept). A partial bundle below
+    it is refused too: its entries are below the minimum index."""
+    if not minimum_index or (level is not None and width != TILE_WIDTH):
+        return False
+    return (index + 1) * TILE_WIDTH << (TILE_HEIGHT * (level or 0)) <= minimum_index
+
+
+def pruned_error(minimum_index: int) -> NotFound:
+    return NotFound(f"pruned: this log starts at index {minimum_index} (its minimum index, C2SP tlog-tiles)")
+
+
+def hash_tile(hashes: HashReader, size: Callable[[], int], path: str, minimum_index: int = 0) -> bytes | None:
     """The hash tile at `path` (after "tile/") of the served tree of `size()` leaves.
 
     None for an entry bundle: it is read from the entries, off the loop. NotFound for a
-    tile the served tree does not hold (yet); FormatError (400) for a path that is not a
-    canonical tile path.
+    tile the served tree does not hold (yet) or one pruned below `minimum_index`;
+    FormatError (400) for a path that is not a canonical tile path.
     """
     level, index, width = tile_at("tile/" + path)
     if level is None:
         return None
+    if pruned(level, index, width, minimum_index):
+        raise pruned_error(minimum_index)
     level *= TILE_HEIGHT
     if level >= 64 or index * TILE_WIDTH + width > size() >> level:
         raise NotFound("tile not available for the current tree size")

@@ -17,6 +17,10 @@ once the quorum is met plus a short grace period, or at the timeout, whichever
 comes first; a slow or dead witness is cancelled and catches up (via 409) on
 a later checkpoint. Entries are durable before any of this starts, so a
 witness can delay a checkpoint but never lose an entry.
+
+`mirror` lines are not witnesses: the log pushes its entries to them
+(`tlog.server.mirroring`). A mirror the quorum counts is waited for here like a
+witness, within the same deadline; its push goes on in the background after it.
 """
 from __future__ import annotations
 
@@ -28,11 +32,13 @@ from dataclasses import dataclass, field, replace
 
 import aiohttp
 
-from tlog.errors import FormatError, LogHalted, NotPublished, SignatureError
+from tlog.errors import FormatError, LogHalted, NotPublished, SignatureError, TooLarge
 from tlog.formats.encoding import b64enc
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.note import NoteSignature, add_signatures, parse_note, parse_signature_lines
 from tlog.formats.policy import Policy, parse_policy
+from tlog.http.bodies import read_capped
+from tlog.server.mirroring import MirrorOutcome, MirrorSet
 from tlog.storage.interface import LogState
 
 log = logging.getLogger("oap.tlog.witnessing")
@@ -73,13 +79,16 @@ class WitnessSet:
     endpoints: list[WitnessEndpoint]
     timeout: float = 5.0
     grace: float = 0.1
+    mirrors: MirrorSet | None = None  # its mirrors the quorum counts are waited for too
     _session: aiohttp.ClientSession | None = field(default=None, repr=False)
 
     @classmethod
-    def from_policy(cls, policy_text: str, *, timeout: float = 5.0) -> WitnessSet:
+    def from_policy(cls, policy_text: str, *, timeout: float = 5.0, mirrors: MirrorSet | None = None) -> WitnessSet:
         policy = parse_policy(policy_text)
         by_url: dict[str, WitnessEndpoint] = {}
         for name, w in policy.witnesses.items():
+            if w.mirror:  # pushed to by tlog.server.mirroring
+                continue
             if not w.url:
                 raise FormatError(f"witness {name!r} has no URL in the log's policy; the log cannot push to it")
             url, v = w.url.rstrip("/"), cosigner_verifier(parse_vkey(w.vkey))
@@ -87,7 +96,7 @@ class WitnessSet:
                 by_url[url].keys.append((name, v))
             else:
                 by_url[url] = WitnessEndpoint(name, url, v)
-        return cls(policy, list(by_url.values()), timeout=timeout)
+        return cls(policy, list(by_url.values()), timeout=timeout, mirrors=mirrors)
 
     @property
     def requires_quorum(self) -> bool:
@@ -120,10 +129,10 @@ class WitnessSet:
                     w.url + "/add-checkpoint", data=body.encode(),
                     timeout=aiohttp.ClientTimeout(total=max(0.01, deadline - loop.time())),
                 ) as r:
-                    text = (await r.content.read(MAX_RESPONSE)).decode("utf-8", "replace")
+                    text = (await read_capped(r, MAX_RESPONSE)).decode("utf-8", "replace")
                     status = r.status
-            except (TimeoutError, aiohttp.ClientError, OSError) as e:
-                error = f"unreachable: {type(e).__name__}"
+            except (TimeoutError, aiohttp.ClientError, OSError, TooLarge) as e:
+                error = "answer too large" if isinstance(e, TooLarge) else f"unreachable: {type(e).__name__}"
                 await asyncio.sleep(min(backoff, max(0.0, deadline - loop.time())))
                 backoff = min(backoff * 2, 1.0)
                 continue
@@ -181,15 +190,22 @@ class WitnessSet:
 
     # --- all witnesses -------------------------------------------------------------------
 
-    async def cosign(self, state: LogState) -> tuple[LogState, list[WitnessOutcome]]:
-        """Push `state` to every witness; return it with the cosignatures merged.
+    async def cosign(self, state: LogState) -> tuple[LogState, list[WitnessOutcome | MirrorOutcome]]:
+        """Push `state` to every witness (and wait for the mirrors the quorum counts); return it
+        with the cosignatures merged.
 
         Raises Unavailable when a quorum is required and not reached in time.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
-        tasks = {asyncio.create_task(self._push(w, state, deadline)): w for w in self.endpoints}
-        outcomes: list[WitnessOutcome] = []
+        tasks: dict[asyncio.Task, WitnessEndpoint | None] = {
+            asyncio.create_task(self._push(w, state, deadline)): w for w in self.endpoints}
+        mirrors = self.mirrors
+        if mirrors is not None and mirrors.gating:
+            mirrors.offer(state, gating_only=True)
+            for target in mirrors.gating:
+                tasks[asyncio.create_task(mirrors.wait(target, state, deadline))] = None
+        outcomes: list[WitnessOutcome | MirrorOutcome] = []
         met_at: float | None = None
         pending = set(tasks)
         try:
@@ -206,9 +222,13 @@ class WitnessSet:
         finally:
             for t in pending:
                 t.cancel()
-                tasks[t].size = None
+                endpoint = tasks[t]
+                if endpoint is not None:
+                    endpoint.size = None
         for t in pending:
-            outcomes.append(WitnessOutcome(tasks[t].name, None, "no answer before the deadline", self.timeout))
+            endpoint = tasks[t]
+            if endpoint is not None:
+                outcomes.append(WitnessOutcome(endpoint.name, None, "no answer before the deadline", self.timeout))
         beyond = [o for o in outcomes if o.beyond is not None]
         if beyond:
             o = beyond[0]
@@ -221,7 +241,8 @@ class WitnessSet:
         names = {n for o in cosigned for n in o.names}
         for o in outcomes:
             if o.error:
-                log.warning("witness %s did not cosign size %d: %s", o.name, state.size, o.error)
+                log.warning("%s %s did not cosign size %d: %s", "mirror" if isinstance(o, MirrorOutcome) else "witness",
+                            o.name, state.size, o.error)
         if self.requires_quorum and not self.policy.quorum_met(names):
             raise NotPublished(
                 f"checkpoint {state.size} has cosignatures from {sorted(names) or 'no witness'}; "
@@ -232,8 +253,10 @@ class WitnessSet:
         return replace(state, note=note), outcomes
 
 
-def policy_text(log_vkey: str, witnesses: Sequence[tuple[str, str, str]], quorum: int) -> str:
-    """A tlog-policy for clients: this log, its witnesses and a k-of-n quorum.
+def policy_text(log_vkey: str, witnesses: Sequence[tuple[str, str, str]], quorum: int,
+                mirrors: Sequence[tuple[str, str, str]] = ()) -> str:
+    """A tlog-policy for clients: this log, its witnesses and a k-of-n quorum, and its mirrors
+    (`mirror` lines, outside the quorum: the log pushes to them without waiting).
 
     Rows that share a URL are keys of one witness (e.g. its Ed25519 and ML-DSA-44 keys): they
     are wrapped in a group "<first name>-any" (either key) that takes the witness's place in
@@ -245,6 +268,7 @@ def policy_text(log_vkey: str, witnesses: Sequence[tuple[str, str, str]], quorum
     for name, vkey, url in witnesses:
         lines.append(f"witness {name} {vkey} {url}".rstrip())
         by_url.setdefault(url or name, []).append(name)
+    lines += [f"mirror {name} {vkey} {url}".rstrip() for name, vkey, url in mirrors]
     members = []
     for names in by_url.values():
         if len(names) > 1:

@@ -17,14 +17,20 @@ bundles, compare-and-swap the checkpoint in the database, write the checkpoint o
 tile staged for entries that are already sequenced can only ever have one content, so
 staging again after a crash writes the same bytes.
 
+Entry bundles are stored gzip-compressed, with `Content-Encoding: gzip`, where that pays
+(`Bucket.put_bundle`): tlog-tiles says bundles SHOULD be compressed and allows gzip with no
+negotiation, and a static host serves the object as it is; hash tiles (random bytes) never are.
+
 Obsolete partial tiles (`N.p/W`) are deleted once the full tile `N` exists: right away for
 those this process wrote, and on taking the role (`take_over`: `sweep`, and the right-edge
 tiles an earlier holder may have written partials of) for any a crash left behind.
 """
 from __future__ import annotations
 
+import gzip
 import logging
 import time
+import zlib
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -38,6 +44,7 @@ from tlog.storage.interface import TileSource
 log = logging.getLogger("oap.tlog.bucket")
 
 CHECKPOINT_KEY = "checkpoint"
+GZIP_SAVES = 8  # an entry bundle is stored gzip-compressed when that saves at least 1/8 of its bytes
 BACKFILL_CHUNK = 1 << 16  # entries staged per step when a bucket catches up on an older log
 
 
@@ -80,14 +87,33 @@ class Bucket:
             raise ForkError(f"the bucket already holds different bytes at {key}")
         return False
 
-    def put_if(self, key: str, data: bytes, etag: str | None) -> bool:
+    def put_bundle(self, key: str, raw: bytes) -> bool:
+        """Create the entry bundle `raw` at `key`, gzip-compressed (`Content-Encoding: gzip`,
+        which C2SP tlog-tiles allows "with no negotiation") when that saves at least
+        1/GZIP_SAVES of its bytes, else as it is. True if created; False if `key` already held
+        these entries (compressed or not, by any writer: another zlib may give other gzip
+        bytes); ForkError if it holds other entries."""
+        packed = gzip.compress(raw, 6, mtime=0)
+        if len(packed) <= len(raw) - len(raw) // GZIP_SAVES:
+            data, attributes = packed, {"Content-Encoding": "gzip"}
+        else:
+            data, attributes = raw, None
+        if self.put_if(key, data, None, attributes=attributes):
+            return True
+        held = self.get(key)
+        if held is not None and (held == data or held == raw or _gunzipped(held) == raw):
+            return False
+        raise ForkError(f"the bucket already holds different entries at {key}")
+
+    def put_if(self, key: str, data: bytes, etag: str | None, *, attributes: dict[str, str] | None = None) -> bool:
         """Write `key` if it is unchanged: absent (`etag` None) or still at `etag`. False if
         the condition failed (another writer got there first)."""
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         try:
-            obstore.put(self.store, key, data, mode="create" if etag is None else {"e_tag": etag})
+            obstore.put(self.store, key, data, mode="create" if etag is None else {"e_tag": etag},
+                        attributes=attributes)
             return True
         except (AlreadyExistsError, PreconditionError):
             return False
@@ -122,6 +148,16 @@ class Bucket:
         import obstore
 
         return [meta["path"] for batch in obstore.list(self.store, prefix=prefix) for meta in batch]
+
+
+def _gunzipped(data: bytes) -> bytes | None:
+    """`data` decompressed if it is one gzip member, else None."""
+    if data[:2] != b"\x1f\x8b":
+        return None
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error):
+        return None
 
 
 def changed_tiles(old: int, new: int) -> list[tuple[int, int, int]]:
@@ -181,7 +217,8 @@ class TilePublisher:
         self._last = -float("inf")  # monotonic time of the last checkpoint write
 
     def _put_all(self, work: list[tuple[int, int, int, bytes]]) -> None:
-        futures = [self._pool.submit(self.bucket.put_create_only, _path(lv, ix, w), d) for lv, ix, w, d in work]
+        futures = [self._pool.submit(self.bucket.put_bundle if lv < 0 else self.bucket.put_create_only,
+                                     _path(lv, ix, w), d) for lv, ix, w, d in work]
         try:
             for f in futures:
                 if f.result():

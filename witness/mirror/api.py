@@ -15,13 +15,13 @@ The submission and monitoring prefixes are the server's root. Protocol answers a
 from __future__ import annotations
 
 import asyncio
-import gzip
 import logging
 import time
 
 from aiohttp import web
 
 from tlog.errors import NotFound, OAPError, Unavailable, UnsupportedMediaType
+from tlog.formats.mirror import MIRROR_INFO
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
 from tlog.http.app import add_ops_routes, make_app
 from tlog.http.bodies import read_body
@@ -29,11 +29,11 @@ from tlog.http.limits import Limits
 from tlog.http.metrics import RequestMetrics
 from tlog.http.reply import Reply
 from tlog.http.responses import respond
+from tlog.http.sending import entry_bundle_body
 
 from ..core import SizeConflict, origin_path
 from .core import BodyEnded, MirrorConflict
 from .service import MirrorService
-from .wire import MIRROR_INFO
 
 log = logging.getLogger("oap.mirror.server")
 
@@ -68,6 +68,7 @@ class MirrorAPI:
         return [
             web.post("/add-checkpoint", self.add_checkpoint),
             web.post("/add-entries", self.add_entries),
+            *([web.post("/sign-subtree", self.sign_subtree)] if self.mirror.subtree_signers else []),
             web.get("/{hash:[0-9a-f]{64}}/checkpoint", self.checkpoint),
             web.get("/{hash:[0-9a-f]{64}}/tile/{path:.+}", self.tile),
             web.get("/v1/info", self.info),
@@ -93,6 +94,18 @@ class MirrorAPI:
         self.svc.refresh_gauges()
         log.debug("pending checkpoint of size %d", cp.size)
         return web.Response(body=b"", headers={"Content-Type": TEXT})
+
+    async def sign_subtree(self, request: web.Request) -> web.Response:
+        """POST /sign-subtree (C2SP tlog-mirror, as tlog-witness): subtree cosignatures by the
+        mirror's ML-DSA-44 key(s) for a checkpoint this mirror cosigned."""
+        try:
+            body = await read_body(request, self.cfg.max_body)
+            lines = await self.mirror.sign_subtree(body, max_body=self.cfg.max_body)
+        except OAPError as e:
+            self.m.sign_subtree.labels(str(e.status)).inc()
+            return protocol_error(e).response()
+        self.m.sign_subtree.labels("200").inc()
+        return web.Response(body=lines.encode(), headers={"Content-Type": TEXT})
 
     async def add_entries(self, request: web.Request) -> web.Response:
         t0 = time.perf_counter()
@@ -171,11 +184,8 @@ class MirrorAPI:
             raise NotFound("tile not available: the mirror has not stored those entries")
         headers = {"Content-Type": OCTETS, "Cache-Control": IMMUTABLE}
         if level is None:
-            headers["Vary"] = "Accept-Encoding"
-            if "gzip" in request.headers.get("Accept-Encoding", ""):
-                # tlog-tiles: entry bundles SHOULD be compressed at the HTTP layer
-                data = await asyncio.to_thread(gzip.compress, data, 6, mtime=0)
-                headers["Content-Encoding"] = "gzip"
+            data, more = await entry_bundle_body(data, request.headers.get("Accept-Encoding", ""))
+            headers.update(more)
         return web.Response(body=data, headers=headers)
 
     async def info(self, request: web.Request) -> web.Response:
@@ -190,8 +200,8 @@ class MirrorAPI:
                          "size": rec.mirror.size if rec.mirror else None,
                          "cosigned_at": rec.mirror.cosigned_at if rec.mirror else None,
                          "minimum_index": lg.minimum_index, "retention_policy": lg.retention_policy or None})
-        signers = [self.svc.signer]
-        return respond(request, {"kind": "mirror", "name": self.svc.signer.name,
+        signers = self.svc.signers
+        return respond(request, {"kind": "mirror", "name": signers[0].name,
                                  "verifier_key": signers[0].vkey, "verifier_keys": [s.vkey for s in signers],
                                  "monitoring_prefix": base, "logs": logs})
 

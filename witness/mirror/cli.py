@@ -47,7 +47,9 @@ async def _start(cfg: MirrorConfig) -> Running:
 
     def banner(url: str) -> list[str]:
         prefix = cfg.monitoring_prefix.rstrip("/") or url
-        lines = [f"name:         {svc.signer.name}", f"verifier key: {svc.signer.vkey}"]
+        lines = [f"name:         {svc.signers[0].name}"]
+        lines += [f"verifier key: {s.vkey}" if len(s.vkey) < 200 else
+                  f"ML-DSA-44:    {cfg.mldsa_key_path.with_suffix('.vkey')} ({s.vkey[:40]}...)" for s in svc.signers]
         lines += [f"log:          {lg.origin}  at {prefix}/{origin_path(lg.origin)}/" for lg in cfg.logs] or \
             ["logs:         none configured"]
         return [*lines, f"url:          {url}", f"data:         {cfg.data_dir.resolve()}"]
@@ -59,14 +61,16 @@ async def _start(cfg: MirrorConfig) -> Running:
 @click.option("--name", required=True, help="Mirror key name, e.g. mirror.example.org (no spaces, no '+').")
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), help="Data directory.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Key file to create (default: DATA/mirror.key).")
-def keygen(name: str, data_dir: Path | None, out: Path | None) -> None:
+              help="Key file to create (default: DATA/mirror.key, or DATA/mirror-mldsa44.key with --mldsa44).")
+@click.option("--mldsa44", "mldsa", is_flag=True,
+              help="Make the ML-DSA-44 cosigning key instead (set cosigners to use it beside the Ed25519 one).")
+def keygen(name: str, data_dir: Path | None, out: Path | None, mldsa: bool) -> None:
     """Make the mirror's cosigning key (mode 0600, never overwritten); print only its verifier key."""
     from .keys import create_key
 
-    path = out or (data_dir or MirrorConfig.data_dir) / "mirror.key"
+    path = out or (data_dir or MirrorConfig.data_dir) / ("mirror-mldsa44.key" if mldsa else "mirror.key")
     try:
-        signer = create_key(path, name)
+        signer = create_key(path, name, mldsa=mldsa)
     except FileExistsError:
         fail(f"{path} exists; refusing to overwrite a key")
     except OAPError as e:

@@ -5,6 +5,7 @@ Loaded with `tlog.runtime.config.load(MirrorConfig, section="mirror", ...)`:
     [mirror]
     data_dir = "/var/lib/oap-mirror"
     name = "mirror.example.org"          # the mirror's cosigner name (key made 0600 on first start)
+    # cosigners = ["ed25519", "mldsa44"] # also cosign with ML-DSA-44 (subtree/v1) and answer sign-subtree
     port = 8084
     monitoring_prefix = "https://mirror.example.org"   # where readers find /<sha256(origin)>/...
 
@@ -28,9 +29,9 @@ from typing import Any
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
 from tlog.formats.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
+from tlog.formats.mirror import PACKAGE_SIZE
 from tlog.runtime.config import HTTPConfig, check_http_limits
-
-from .wire import PACKAGE_SIZE
+from tlog.runtime.keyfiles import check_cosigner_kinds
 
 _LOG_FIELDS = frozenset({"origin", "vkey", "url", "minimum_index", "retention_policy"})
 
@@ -79,6 +80,8 @@ class MirrorConfig(HTTPConfig):
     port: int = 8084
     name: str = ""  # the mirror's cosigner name; empty: take it from an existing key file
     key_file: Path | None = None  # default data_dir/mirror.key
+    mldsa_key_file: Path | None = None  # default data_dir/mirror-mldsa44.key
+    cosigners: tuple[str, ...] = ("ed25519",)  # cosigning keys held and used (keyfiles.COSIGNER_KINDS)
     logs: Sequence[MirroredLog] = ()  # [[mirror.logs]]
     monitoring_prefix: str = ""  # the public URL of the read API (default: this server's URL)
     max_body: int = 64 * 1024  # add-checkpoint body cap
@@ -104,11 +107,16 @@ class MirrorConfig(HTTPConfig):
         return self.key_file if self.key_file is not None else self.data_dir / "mirror.key"
 
     @property
+    def mldsa_key_path(self) -> Path:
+        return self.mldsa_key_file if self.mldsa_key_file is not None else self.data_dir / "mirror-mldsa44.key"
+
+    @property
     def ticket_key_path(self) -> Path:
         return self.data_dir / "ticket.key"
 
     def validate(self) -> None:
         check_http_limits(self)
+        check_cosigner_kinds(self.cosigners)
         if self.name:
             try:
                 check_key_name(self.name)

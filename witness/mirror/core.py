@@ -59,17 +59,18 @@ from tlog.errors import (
 )
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hashes
+from tlog.formats.keys import MLDSACosigner, Verifier
+from tlog.formats.mirror import MAX_HEADER, Header, MirrorInfo, Package, package_ranges, parse_header, scan_package
 from tlog.formats.note import Note, NoteSignature, open_note, parse_note
 from tlog.merkle.subtrees import verify_subtree_consistency
 from tlog.merkle.tree import root_of_leaves
 from tlog.merkle.verify import verify_consistency
 
-from ..core import SizeConflict, parse_add_checkpoint
+from ..core import SizeConflict, checked_sign_subtree, parse_add_checkpoint, subtree_lines
 from ..state import MAX_SIZE
 from .config import MirroredLog
 from .store import Checkpointed, MirrorStore
 from .tickets import TicketKey
-from .wire import MAX_HEADER, Header, MirrorInfo, Package, package_ranges, parse_header, scan_package
 
 log = logging.getLogger("oap.mirror")
 
@@ -77,14 +78,17 @@ MAX_BODY = 64 * 1024
 
 
 class Cosigner(Protocol):
-    """A mirror key: `tlog.formats.keys.CosignatureSigner` (Ed25519, cosignature/v1) today; any
-    cosigner with this shape (an ML-DSA-44 one) plugs in the same way."""
+    """A mirror key: `tlog.formats.keys.CosignatureSigner` (Ed25519, cosignature/v1) or
+    `MLDSACosigner` (ML-DSA-44, subtree/v1; it also signs subtrees)."""
 
     name: str
     key_id: bytes
 
     @property
     def vkey(self) -> str: ...
+
+    @property
+    def verifier(self) -> Verifier: ...
 
     def cosign(self, checkpoint_text: str, timestamp: int) -> bytes: ...
 
@@ -203,6 +207,22 @@ class Mirror:
 
     async def _write(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
+
+    # --- sign-subtree (optional in tlog-mirror: offered with an ML-DSA-44 key) -------------
+
+    @property
+    def subtree_signers(self) -> tuple[MLDSACosigner, ...]:
+        return tuple(c for c in self.cosigners if isinstance(c, MLDSACosigner))
+
+    async def sign_subtree(self, body: bytes, *, max_body: int = MAX_BODY) -> str:
+        """POST sign-subtree, "handled identically to that of a witness" (C2SP tlog-mirror): a
+        checkpoint carrying a cosignature of this mirror's keys (never a witness's) and a
+        subtree consistency proof give subtree/v1 cosignatures (timestamp 0) by its ML-DSA-44 keys."""
+        signers = self.subtree_signers
+        if not signers:
+            raise NotFound("this mirror has no ML-DSA-44 key: it does not sign subtrees")
+        req = checked_sign_subtree(body, self.logs, self.cosigners, max_body=max_body)  # type: ignore[arg-type]
+        return await asyncio.to_thread(subtree_lines, req, signers)
 
     # --- add-checkpoint: the pending checkpoint -------------------------------------------
 

@@ -1,51 +1,36 @@
-"""The mirror's cosigning key file (Go signer-key format, 0600, never overwritten or logged).
+"""The mirror's cosigning key files (Go signer-key format, 0600, never overwritten or logged).
 
 The mirror is a cosigner of its own, distinct from any witness (C2SP tlog-mirror: a
 witness service beside a mirror "MUST be a distinct cosigner ... with a distinct
-name"; tlog-cosignature: "A given tuple MUST imply a single set of statements"). Its key
-signs cosignature/v1 (Ed25519, type 0x04) today; `load_cosigner` is the one place that
-knows key-file types, so an ML-DSA-44 (0x06) key joins here when the formats module
-loads one.
+name"; tlog-cosignature: "A given tuple MUST imply a single set of statements").
+
+- `mirror.key`: Ed25519, cosignature/v1 (type 0x04);
+- `mirror-mldsa44.key`: ML-DSA-44, subtree/v1 (type 0x06), held when `cosigners` names
+  "mldsa44"; same key name (one mirror, two keys). With it the mirror also answers
+  `sign-subtree`.
+
+Loading and first-start creation are the witness's (`tlog.runtime.keyfiles.load_or_create_cosigners`).
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
-from tlog.errors import ConfigError
-from tlog.formats.keys import CosignatureSigner
-from tlog.runtime.keyfiles import read_private_key, write_private_key
+from tlog.formats.keys import CosignatureSigner, Cosigner, MLDSACosigner
+from tlog.runtime.keyfiles import load_or_create_cosigners, write_cosigner
 
 from .config import MirrorConfig
-from .core import Cosigner
-
-log = logging.getLogger("oap.mirror")
 
 
-def load_cosigner(text: str) -> Cosigner:
-    """A cosigner from its key file: an Ed25519 (0x01) key file cosigns as cosignature/v1."""
-    return CosignatureSigner.from_skey(text)
-
-
-def create_key(path: Path, name: str) -> Cosigner:
+def create_key(path: Path, name: str, *, mldsa: bool = False) -> Cosigner:
     """Make a new key file (0600; FileExistsError if one exists) and `<name>.vkey` beside it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    signer = CosignatureSigner.generate(name)
-    write_private_key(path, signer.to_skey())
-    path.with_name(path.name.removesuffix(".key") + ".vkey").write_text(signer.vkey + "\n")
+    signer: Cosigner = MLDSACosigner.generate(name) if mldsa else CosignatureSigner.generate(name)
+    write_cosigner(path, signer)
     return signer
 
 
-def load_or_create_key(cfg: MirrorConfig) -> Cosigner:
-    """The mirror's key, checked against `cfg.name`; made on first start when a name is set."""
-    path = cfg.key_path
-    if not path.exists():
-        if not cfg.name:
-            raise ConfigError(f"no mirror key at {path}: run `oap-mirror keygen --name <name>` or set name")
-        signer = create_key(path, cfg.name)
-        log.info("generated a new mirror key %s", signer.vkey)
-        return signer
-    signer = load_cosigner(read_private_key(path))
-    if cfg.name and signer.name != cfg.name:
-        raise ConfigError(f"{path} is the key of mirror {signer.name!r}, but name {cfg.name!r} is configured")
-    return signer
+def load_or_create_keys(cfg: MirrorConfig) -> tuple[Cosigner, ...]:
+    """The mirror's keys (`cfg.cosigners`, in that order), checked against `cfg.name`; made on
+    first start when a name is set (or the mirror's other key names it)."""
+    return load_or_create_cosigners({"ed25519": cfg.key_path, "mldsa44": cfg.mldsa_key_path}, cfg.cosigners,
+                                    cfg.name, who="mirror",
+                                    hint="run `oap-mirror keygen --name <name>` or set name")

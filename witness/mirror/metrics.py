@@ -14,6 +14,8 @@ class MirrorMetrics:
             "oap_mirror_add_checkpoint_total", "add-checkpoint answers by status", ["status"], registry=r)
         self.add_entries = Counter(
             "oap_mirror_add_entries_total", "add-entries answers by status", ["status"], registry=r)
+        self.sign_subtree = Counter(
+            "oap_mirror_sign_subtree_total", "sign-subtree answers by status", ["status"], registry=r)
         self.entries_received = Counter(
             "oap_mirror_entries_received_total", "Entries in authenticated packages, per log", ["origin"],
             registry=r)

@@ -79,7 +79,8 @@ class BucketPublisher:
                 data, path = self.store.tile(origin, level, index, width), tile_path(level, index, width)
             if data is None:
                 raise RuntimeError(f"{origin}: {path} is not stored")
-            self.bucket.put_create_only(prefix + path, data)
+            put = self.bucket.put_bundle if level < 0 else self.bucket.put_create_only  # bundles gzip where it pays
+            put(prefix + path, data)
         put_checkpoint(self.bucket, prefix + "checkpoint", note, size)  # never a smaller tree
         self._published[origin] = size
 

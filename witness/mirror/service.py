@@ -10,7 +10,7 @@ from tlog.runtime.keyfiles import read_private_key
 from .config import MirrorConfig
 from .core import Cosigner, Mirror
 from .embedded import EmbeddedStore
-from .keys import load_or_create_key
+from .keys import load_or_create_keys
 from .metrics import MirrorMetrics
 from .publish import BucketPublisher
 from .tickets import TicketKey
@@ -37,7 +37,7 @@ def bucket_credentials(config: MirrorConfig) -> tuple[str, str]:
 @dataclass
 class MirrorService:
     config: MirrorConfig
-    signer: Cosigner
+    signers: tuple[Cosigner, ...]  # Ed25519 and/or ML-DSA-44, one name (`cosigners`)
     mirror: Mirror
     metrics: MirrorMetrics
     publisher: BucketPublisher | None = None
@@ -45,7 +45,7 @@ class MirrorService:
     @classmethod
     def open(cls, config: MirrorConfig) -> MirrorService:
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        signer = load_or_create_key(config)
+        signers = load_or_create_keys(config)
         tickets = TicketKey.load_or_create(config.ticket_key_path)
         store = EmbeddedStore(config.data_dir, hash_sync_interval=config.hash_sync_interval)
         metrics = MirrorMetrics()
@@ -62,9 +62,9 @@ class MirrorService:
             publisher = BucketPublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
                                                            region=config.bucket_region), store)
         publish = (lambda origin, cp: publisher.submit(origin, cp.note, cp.size)) if publisher else None
-        mirror = Mirror([signer], config.logs, store, tickets, max_excess=config.max_excess,
+        mirror = Mirror(signers, config.logs, store, tickets, max_excess=config.max_excess,
                         upload_timeout=config.upload_timeout, observe=observe, on_commit=publish)
-        svc = cls(config, signer, mirror, metrics, publisher)
+        svc = cls(config, signers, mirror, metrics, publisher)
         svc.refresh_gauges()
         return svc
 

@@ -541,6 +541,19 @@ export async function runAll({ load, log = () => {}, skip = [] }) {
     for (const k of Object.keys(c.expect.ok ? c.expect.result.met : {})) met[k] = quorumMet(p, new Set(k ? k.split(',') : []));
     return { text: policyToText(p), quorum: p.quorum, met };
   }));
+  await check('mirror lines: a witness line marked as a mirror, counted in groups, written back (as policy.py)', async () => {
+    const w2 = 'witness-2.example+c8e50786+BE7TL2O/NfDu78sl8oouH73Ic64oNWcbDJRg9fEuRVao';
+    const text = bf.policies['2 of 3'].replace(`witness w2 ${w2}`, `mirror  w2 ${w2} https://m.example`);
+    const p = parsePolicy(text);
+    ok(p.witnesses.get('w2').mirror && !p.witnesses.get('w0').mirror);
+    eq(p.witnesses.get('w2').url, 'https://m.example');
+    ok(quorumMet(p, new Set(['w0', 'w2'])) && !quorumMet(p, new Set(['w2'])));
+    eq(policyToText(p), bf.policies['2 of 3'].replace(`witness w2 ${w2}`, `mirror w2 ${w2} https://m.example`));
+    const w0 = 'witness-0.example+ba4c61cb+BKzbDil0PwzLhobQoQTLluBavv7BU4dl51lYaffcjEmq';
+    const dup = text.replace(/witness w1 \S+/, `mirror w1 ${w0}`);
+    await rejects(() => parsePolicy(dup), E.FormatError, `policy line 3: duplicate mirror key '${w0}'`);
+    await rejects(() => parsePolicy('mirror m1\nquorum none\n'), E.FormatError, "policy line 1: expected 'mirror <name> <vkey> [<url>]'");
+  });
 
   section('fixtures/jcs.json (tlog.formats.canonical.jcs, strict.loads_json, entries.receipt_hash)');
   const jf = await fixture('jcs.json');

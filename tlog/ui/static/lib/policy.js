@@ -1,6 +1,9 @@
 // C2SP tlog-policy draft (c2sp.md §6), mirroring tlog/formats/policy.py:
-//   log <vkey> [<url>] | witness <name> <vkey> [<url>] | group <name> <k|all|any> <member>...
-//   quorum <name|none> | "#" comments | blank lines
+//   log <vkey> [<url>] | witness <name> <vkey> [<url>] | mirror <name> <vkey> [<url>]
+//   group <name> <k|all|any> <member>... | quorum <name|none> | "#" comments | blank lines
+// `mirror` (an OAP extension, as in policy.py) is a witness line whose cosigner is a C2SP
+// tlog-mirror: it counts in groups and the quorum as a witness does, and carries
+// `mirror: true` so pages show its cosignature as a mirror's ("stored").
 // Witnesses and groups share one namespace; a group or the quorum may only name
 // things defined on preceding lines, so there are no cycles and `quorumMet`
 // evaluates groups in definition order. Vkeys stay strings here (their shape
@@ -63,7 +66,7 @@ function checkMembers(members, defined) {
   for (const m of members) if (!defined.has(m)) throw new FormatError(`group member ${q(m)} is not defined on a preceding line`);
 }
 
-/** Parse a policy -> {logs:[{vkey,url}], witnesses: Map name->{name,vkey,url},
+/** Parse a policy -> {logs:[{vkey,url}], witnesses: Map name->{name,vkey,url,mirror},
  * groups: Map name->{name,threshold,members}, quorum: name|null}. FormatError names the line.
  * As in Python (a deliberate deviation from the draft): no quorum line means "quorum none",
  * unless the policy names witnesses or groups, which then is an error. */
@@ -90,11 +93,11 @@ export function parsePolicy(text) {
         if (args.length !== 1 && args.length !== 2) throw new FormatError("expected 'log <vkey> [<url>]'");
         addKey(logKeys, args[0], 'log');
         logs.push({ vkey: args[0], url: args[1] ?? null });
-      } else if (kw === 'witness') {
-        if (args.length !== 2 && args.length !== 3) throw new FormatError("expected 'witness <name> <vkey> [<url>]'");
+      } else if (kw === 'witness' || kw === 'mirror') {
+        if (args.length !== 2 && args.length !== 3) throw new FormatError(`expected '${kw} <name> <vkey> [<url>]'`);
         checkName(args[0], defined);
-        addKey(witnessKeys, args[1], 'witness');
-        const w = { name: args[0], vkey: args[1], url: args[2] ?? null };
+        addKey(witnessKeys, args[1], kw);
+        const w = { name: args[0], vkey: args[1], url: args[2] ?? null, mirror: kw === 'mirror' };
         witnesses.set(w.name, w); defined.set(w.name, w);
       } else if (kw === 'group') {
         if (args.length < 3) throw new FormatError("expected 'group <name> <k|all|any> <member>...'");
@@ -145,12 +148,12 @@ export function quorumMet(policy, cosigned) {
   return met.has(policy.quorum);
 }
 
-/** Canonical text: logs, witnesses, groups, quorum ("all" when k == n, "any" when k == 1 < n). */
+/** Canonical text: logs, witnesses (and mirrors), groups, quorum ("all" when k == n, "any" when k == 1 < n). */
 export function policyToText(p) {
   const j = (...xs) => xs.filter((x) => x !== null && x !== undefined).join(' ');
   const out = [];
   for (const l of p.logs) out.push(j('log', l.vkey, l.url));
-  for (const w of p.witnesses.values()) out.push(j('witness', w.name, w.vkey, w.url));
+  for (const w of p.witnesses.values()) out.push(j(w.mirror ? 'mirror' : 'witness', w.name, w.vkey, w.url));
   for (const g of p.groups.values()) {
     const n = g.members.length, k = g.threshold === n ? 'all' : g.threshold === 1 ? 'any' : String(g.threshold);
     out.push(j('group', g.name, k, ...g.members));

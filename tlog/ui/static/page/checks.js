@@ -129,14 +129,16 @@ const originCheck = {
   },
 };
 
-/** Each policy witness's cosignature (valid, invalid or absent) and the signature lines of
- * keys the policy does not name (shown, not checked): ctx.cosignatures, for the table too. */
+/** Each policy witness's (and mirror's) cosignature (valid, invalid or absent) and the
+ * signature lines of keys the policy does not name (shown, not checked): ctx.cosignatures, for
+ * the table too. A mirror's row says so (`mirror`): its cosignature also means "stored". */
 async function cosignatureRows(ctx) {
   const p = ctx.policy, rows = [], named = new Set();
   for (const v of p.logs) named.add(v.name + '\0' + v.keyIdHex);
   for (const [wname, forms] of p.witnesses) {
     for (const v of forms) named.add(v.name + '\0' + v.keyIdHex);
-    const row = { witness: wname, keyName: forms[0].name, vkey: p.policy.witnesses.get(wname).vkey, state: 'absent', ts: null };
+    const w = p.policy.witnesses.get(wname);
+    const row = { witness: wname, keyName: forms[0].name, vkey: w.vkey, mirror: !!w.mirror, state: 'absent', ts: null };
     try {
       row.ts = (await oap.openNote(ctx.parsed, forms)).verified[0].timestamp;
       row.state = 'verified';
@@ -163,9 +165,10 @@ const cosignatures = {
     const valid = new Set(rows.filter((x) => x.state === 'verified').map((x) => x.witness));
     const names = oap.pySorted(valid);
     const word = { verified: '✓', absent: 'none', invalid: '✗ invalid' };
-    const detail = rows.filter((x) => x.witness !== null).map((x) => h('span', { class: 'cosig', data: { state: x.state },
-      title: x.ts !== null ? `${x.witness}: ${x.state}, cosigned ${isoOf(x.ts)}` : `${x.witness}: ${x.state}` },
-    `${x.witness} ${word[x.state] || x.state}`, x.ts !== null && x.state === 'verified' ? ` ${ago(Date.now() / 1000 - Number(x.ts))}` : '',
+    const who = (x) => (x.mirror ? `mirror ${x.witness}` : x.witness);
+    const detail = rows.filter((x) => x.witness !== null).map((x) => h('span', { class: 'cosig', data: { state: x.state, kind: x.mirror ? 'mirror' : 'witness' },
+      title: x.ts !== null ? `${who(x)}: ${x.state}, ${x.mirror ? 'stored and cosigned' : 'cosigned'} ${isoOf(x.ts)}` : `${who(x)}: ${x.state}` },
+    `${who(x)} ${word[x.state] || x.state}`, x.ts !== null && x.state === 'verified' ? ` ${ago(Date.now() / 1000 - Number(x.ts))}` : '',
     x.reason ? ` (${x.reason})` : ''));
     const bad = rows.filter((x) => x.state === 'invalid');
     if (bad.length) return r(FAIL, `cosignature of ${bad.map((x) => x.witness).join(', ')} does not verify`, ...detail);

@@ -158,6 +158,7 @@ export function rows(target, cells) {
   for (const row of cells) {
     const tr = h('tr');
     if (row.state) tr.dataset.state = row.state;
+    if (row.kind) tr.dataset.kind = row.kind;
     (row.cells || row).forEach((c, i) => {
       const td = h('td', { data: { label: labels[i] || '' } });
       const empty = c === null || c === undefined || c === '';

@@ -39,8 +39,10 @@ export function showHead(head) {
     copyButton(note, 'checkpoint'), ' ', downloadButton(note, 'checkpoint.txt', 'download checkpoint'));
   rows('cosignatures', (ctx.cosignatures || []).map((c) => ({
     state: c.state === 'verified' ? (ctx.pinned ? 'pass' : 'unpinned') : c.state === 'invalid' ? 'fail' : 'idle',
-    cells: [c.witness === null ? '(not in the policy)' : c.witness, c.vkey ? value(c.vkey, `key of ${c.witness}`) : c.keyName,
-      c.state === 'verified' ? 'verified' : c.state === 'invalid' ? `INVALID${c.reason ? ': ' + c.reason : ''}` : c.state === 'absent' ? 'no cosignature' : 'not checked',
+    kind: c.mirror ? 'mirror' : 'witness',
+    cells: [c.witness === null ? '(not in the policy)' : c.mirror ? `mirror ${c.witness}` : c.witness,
+      c.vkey ? value(c.vkey, `key of ${c.witness}`) : c.keyName,
+      c.state === 'verified' ? (c.mirror ? 'verified (stored the entries)' : 'verified') : c.state === 'invalid' ? `INVALID${c.reason ? ': ' + c.reason : ''}` : c.state === 'absent' ? 'no cosignature' : 'not checked',
       c.ts === null ? '' : time(isoOf(c.ts))],
   })));
   drawGrowth(ctx);

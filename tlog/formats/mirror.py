@@ -1,7 +1,8 @@
 """The add-entries wire format of C2SP tlog-mirror, and its `text/x.tlog.mirror-info` answers.
 
-Pure functions over bytes and ints (no I/O): the mirror's streaming reader and the
-follower's writer both use them, so the two ends cannot disagree on a byte.
+Pure functions over bytes and ints (no I/O): the mirror's streaming reader and the mirror
+clients' writer (`tlog.http.mirrorclient`: the log's push and `oap-mirror follow`) both
+use them, so the two ends cannot disagree on a byte.
 
 A request body is
 
@@ -157,6 +158,13 @@ def encode_package(entries: Sequence[bytes], proof: Sequence[bytes]) -> bytes:
             raise ValueError("proof hashes are 32 bytes")
         parts.append(h)
     return b"".join(parts)
+
+
+def add_checkpoint_body(old: int, proof: Sequence[bytes], note: str) -> bytes:
+    """An add-checkpoint request body: tlog-witness's, which tlog-mirror's add-checkpoint takes
+    as it is (`old <N>`, the consistency proof lines, an empty line, the signed checkpoint)."""
+    lines = [f"old {old}", *(b64enc(h) for h in proof), ""]
+    return ("\n".join(lines) + "\n" + note).encode("utf-8")
 
 
 # --- text/x.tlog.mirror-info ------------------------------------------------------
