@@ -1,7 +1,7 @@
 """Build a persisted log of 2^k leaves, fast, in the real on-disk format.
 
 The result is an ordinary data directory that `oap-log serve --data DIR
---origin ORIGIN` opens: the log key (tlog.server.app.load_or_create_key),
+--origin ORIGIN` opens: the log key (tlog.server.api.load_or_create_key),
 SQLite with the real schema (tlog.storage.embedded.SCHEMA) holding every entry in runs,
 the per-level hash files written by tlog.storage.hashfiles.HashFiles.append, and one
 checkpoint signed by the log key over the root. Two shortcuts, both only
@@ -29,8 +29,8 @@ from common import ORIGIN, entry_bytes
 
 from tlog.formats.hashing import leaf_hashes
 from tlog.merkle.tree import TreeView
+from tlog.runtime import children
 from tlog.server.service import checkpoint_signer, load_or_create_key
-from tlog.service import children
 from tlog.storage.embedded import SCHEMA, EmbeddedStorage, entry_runs
 from tlog.storage.hashfiles import HashFiles
 

@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from common import ORIGIN, SyncAppender, entry_bytes, machine  # noqa: E402
 
-from tlog.service import children  # noqa: E402
+from tlog.runtime import children  # noqa: E402
 
 CACHE = HERE / ".cache"
 RESULTS = HERE / "results"
@@ -363,8 +363,8 @@ class PgLog:
 
     def __init__(self) -> None:
         from tlog.cli.engines import Postgres, Seaweed
+        from tlog.runtime.keyfiles import write_secret
         from tlog.server.service import checkpoint_signer, load_or_create_key
-        from tlog.service.keyfiles import write_secret
 
         self.work = CACHE / "growth-pg"
         shutil.rmtree(self.work, ignore_errors=True)

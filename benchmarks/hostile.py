@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tlog.service import children
-from tlog.service.limits import new_token
+from tlog.http.limits import new_token
+from tlog.runtime import children
 
 from tests.httpfuzz import rss_kb
 from tests.support.services import Service, log_service, witness_service

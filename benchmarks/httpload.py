@@ -24,7 +24,7 @@ from pathlib import Path
 
 from common import ORIGIN, child_pids, cpu_seconds, proc_memory
 
-from tlog.service import children
+from tlog.runtime import children
 
 BIN = Path(sys.executable).parent
 

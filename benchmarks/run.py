@@ -576,7 +576,7 @@ class Bench:
         from concurrent.futures import ThreadPoolExecutor
 
         from tlog.formats import mldsa
-        from tlog.service.config import load as load_config
+        from tlog.runtime.config import load as load_config
         from witness.config import WitnessConfig
         from witness.core import Witness
         from witness.keyfiles import load_or_create_keys

@@ -23,9 +23,9 @@ from common import ORIGIN, Result, SyncAppender, cpu_seconds
 
 from tlog.cli.engines import Postgres, Seaweed
 from tlog.formats.keys import Signer
+from tlog.runtime import children
+from tlog.runtime.keyfiles import write_private_key, write_secret
 from tlog.server.service import checkpoint_signer
-from tlog.service import children
-from tlog.service.keyfiles import write_private_key, write_secret
 from tlog.storage.postgres import PostgresStorage
 
 

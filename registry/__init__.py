@@ -2,5 +2,5 @@
 
 Pure: layout, records, sortedtree, statuslist, statusverify, anchoring (verifiers).
 Storage: store (dulwich), index, history. Services: writer, batcher, status,
-service, server, githttp, mirror. CLI: cli (`oap-registry`).
+service, api, githttp, mirror. CLI: cli (`oap-registry`).
 """

@@ -35,7 +35,7 @@ from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.entries import receipt_entry, registry_entry
 from tlog.formats.note import parse_note
 from tlog.formats.proofbundle import parse_proof_bundle
-from tlog.storage.files import write_atomic
+from tlog.storage.durable import write_atomic
 
 from .anchoring import is_anchors_file
 

@@ -13,7 +13,7 @@ import asyncio
 import logging
 
 from tlog.errors import Unavailable
-from tlog.service.batching import BatchQueue
+from tlog.runtime.batching import BatchQueue
 
 from .writer import Accepted, Item, RegistryWriter
 

@@ -20,8 +20,8 @@ import click
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import ConfigError, OAPError
 from tlog.formats import keys
-from tlog.service import keyfiles
-from tlog.service.cli import (
+from tlog.runtime import keyfiles
+from tlog.runtime.cli import (
     INSECURE_HTTP_CLIENT,
     Running,
     checked_url,
@@ -109,7 +109,7 @@ def serve(config_file: Path | None, bootstrap: tuple[str, ...], log_urls: tuple[
 
 
 async def _start(cfg: RegistryConfig) -> Running:
-    from .server import build_app
+    from .api import build_app
     from .service import RegistryService
 
     svc = await RegistryService.open(cfg)

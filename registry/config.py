@@ -1,4 +1,4 @@
-"""Registry configuration: one frozen dataclass, loaded like the log's (`tlog.service.config.load`).
+"""Registry configuration: one frozen dataclass, loaded like the log's (`tlog.runtime.config.load`).
 
 Precedence: defaults < TOML (`[registry]` table) < env `OAP_REGISTRY_<FIELD>` <
 flags. `validate()` refuses bad or conflicting settings rather than adjusting them.
@@ -31,7 +31,7 @@ from tlog.errors import ConfigError
 from tlog.formats.anchors import MAX_LOGS
 from tlog.formats.did import is_did
 from tlog.formats.urls import is_loopback
-from tlog.service.config import HTTPConfig, check_http_limits
+from tlog.runtime.config import HTTPConfig, check_http_limits
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from dulwich.repo import Repo
 from dulwich.server import BackendRepo, DictBackend, UploadPackHandler
 
 from tlog.errors import Forbidden, InvalidInput
-from tlog.service.bodies import read_body
-from tlog.service.sending import SEND_TIMEOUT, SEND_TIMEOUT_KEY, stream
+from tlog.http.bodies import read_body
+from tlog.http.sending import SEND_TIMEOUT, SEND_TIMEOUT_KEY, stream
 
 from .store import ReadGate
 

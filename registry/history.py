@@ -38,7 +38,7 @@ from tlog.formats.conformance import MAX_CLOCK_SKEW
 from tlog.formats.diddoc import keys_from_document
 from tlog.formats.hashing import sha256
 from tlog.formats.strict import loads_json
-from tlog.storage.files import write_atomic
+from tlog.storage.durable import write_atomic
 
 from .anchoring import Genesis, parse_genesis, verify_commit_anchor, verify_receipt_anchor
 from .index import CommitInfo, Index, Layered

@@ -30,8 +30,8 @@ from tlog.errors import ConfigError, NotFound, Unavailable, UpstreamError
 from tlog.formats import keys
 from tlog.formats.did import did_key_from_public
 from tlog.formats.hashing import sha256
-from tlog.service import keyfiles
-from tlog.storage.files import lock_dir
+from tlog.runtime import keyfiles
+from tlog.storage.durable import lock_dir
 
 from .anchorer import Anchorer, LogLink, anchor_policy, proofs_of
 from .anchoring import AnchorLog, Genesis, genesis_bytes
@@ -66,7 +66,7 @@ def load_or_create_key(path: Path) -> bytes:
     did_path = path.with_suffix(".did")
     if not did_path.exists():
         did_path.write_text(did + "\n")
-    return signer.export_seed()  # the record helpers sign with the raw seed, as tlog.cli.main does
+    return signer.export_seed()  # the record helpers sign with the raw seed, as tlog.server.cli does
 
 
 def _read_only_dir(path: Path) -> bool:

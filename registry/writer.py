@@ -41,7 +41,7 @@ from tlog.formats.canonical import jcs
 from tlog.formats.diddoc import keys_from_document, lookup_from
 from tlog.formats.hashing import sha256
 from tlog.formats.strict import loads_json
-from tlog.storage.files import write_atomic
+from tlog.storage.durable import write_atomic
 
 from .anchorer import Anchorer, Anchors, Backlog, merge
 from .history import Replayer
@@ -73,7 +73,7 @@ class Item:
     documents: dict[str, Any] = field(default_factory=dict)  # DID -> document, resolved for this submission
 
 
-write_durably = write_atomic  # the project's one durable-write helper (tlog.storage.files)
+write_durably = write_atomic  # the project's one durable-write helper (tlog.storage.durable)
 
 
 class RegistryWriter:

@@ -47,7 +47,7 @@ from tlog.formats.entries import canonical_entry, receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import parse_note
 from tlog.merkle.verify import verify_consistency
-from tlog.service import children
+from tlog.runtime import children
 
 from tests.support.services import fetch_entries
 
@@ -246,7 +246,7 @@ async def run_scale(cycles: int, workdir: Path, seed: int = 0, progress: bool = 
     from tlog.cli.engines import Postgres, Seaweed
     from tlog.client.audit import audit
     from tlog.formats.keys import Signer
-    from tlog.service.keyfiles import write_private_key, write_secret
+    from tlog.runtime.keyfiles import write_private_key, write_secret
 
     rng = random.Random(seed)
     workdir.chmod(0o755)  # PostgreSQL runs as its own user when this runs as root

@@ -1,6 +1,6 @@
 """`oap-log` with crash points armed, for the crash harness: `python -m tests.crashserve
 POINT[:P][,POINT[:P]...] serve ...` runs `oap-log serve ...` with a fault hook, passed to the
-storage driver and the appender as a constructor argument (through `tlog.cli.main.Hooks`),
+storage driver and the appender as a constructor argument (through `tlog.server.cli.Hooks`),
 that exits the process (status 137, as kill -9 would leave it) at each named point with
 probability P (default 1). Production code reads no such setting.
 
@@ -15,7 +15,7 @@ import os
 import random
 import sys
 
-from tlog.cli.main import Hooks
+from tlog.server.cli import Hooks
 
 CRASH_STATUS = 137
 
@@ -35,7 +35,7 @@ def hooks(spec: str) -> Hooks:
 
 
 def main() -> None:
-    from tlog.cli.main import main as oap_log
+    from tlog.server.cli import main as oap_log
 
     armed = hooks(sys.argv[1])
     oap_log(args=sys.argv[2:], prog_name="oap-log", obj=armed)

@@ -107,7 +107,7 @@ class DidResolver:
 
     @classmethod
     def from_config(cls, cfg: Any) -> DidResolver:
-        """From a service config's did_* settings (`tlog.service.config.HTTPConfig`)."""
+        """From a service config's did_* settings (`tlog.runtime.config.HTTPConfig`)."""
         pinned: dict[str, Any] = {}
         if cfg.did_documents_dir is not None:
             for path in sorted(Path(cfg.did_documents_dir).glob("*.json")):

@@ -2,7 +2,7 @@
 
 Every failure a client can cause is an `OAPError` subclass carrying an HTTP
 status and an OAP error code (OAP-CORE-1.0 Appendix B). Services map them to
-responses in exactly one place (`tlog.service.middleware.make_error_middleware`) with
+responses in exactly one place (`tlog.http.middleware.make_error_middleware`) with
 `isinstance`, so wrapping an error never silently turns a 4xx into a 500.
 Verifiers raise `VerificationError` subclasses instead of returning a bool a
 caller could ignore.

@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 from tlog.errors import ConfigError, OAPError
-from tlog.service.cli import INSECURE_HTTP, Running, fail, load_config, native_notice, run, serve_options, warn_insecure
-from tlog.service.logs import setup_logging
+from tlog.runtime.cli import INSECURE_HTTP, Running, fail, load_config, native_notice, run, serve_options, warn_insecure
+from tlog.runtime.logs import setup_logging
 
 from .config import WitnessConfig
 from .keyfiles import create_keys, create_mldsa_key, did_of
@@ -53,7 +53,8 @@ def serve(config_file, **flags) -> None:
 
 
 async def _start(cfg: WitnessConfig) -> Running:
-    from .server import WitnessService, build_app
+    from .api import build_app
+    from .service import WitnessService
 
     svc = WitnessService.open(cfg)
     keys = [f"verifier key: {s.vkey}" if s.key_type != 0x06 else

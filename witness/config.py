@@ -1,6 +1,6 @@
 """Witness configuration: one frozen dataclass, from TOML, env and flags (docs/architecture.md §4).
 
-Loaded with `tlog.service.config.load(WitnessConfig, section="witness", ...)`; a file
+Loaded with `tlog.runtime.config.load(WitnessConfig, section="witness", ...)`; a file
 looks like this:
 
     [witness]
@@ -36,8 +36,8 @@ from tlog.formats.keys import COSIGNATURE_MLDSA44, ECDSA, ED25519, Verifier, che
 from tlog.formats.loglist import MAX_QPD
 from tlog.formats.policy import parse_policy
 from tlog.formats.urls import is_loopback
-from tlog.service.config import HTTPConfig, check_http_limits
-from tlog.service.keyfiles import check_cosigner_kinds
+from tlog.runtime.config import HTTPConfig, check_http_limits
+from tlog.runtime.keyfiles import check_cosigner_kinds
 
 OWN_LEVELS = ("L4", "L5", "none")
 """`require_own_level`: the least level of the witness's own receipt (§31); "none" disables the check."""

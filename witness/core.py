@@ -8,7 +8,7 @@ A request body is
     <signed checkpoint note>
 
 and the answer, each case a typed error mapped to its status in one place
-(`witness.server`):
+(`witness.api`):
 
     unknown origin                                         NotFound      404
     no signature from the log's key, or one that fails     Forbidden     403

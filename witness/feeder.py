@@ -41,8 +41,8 @@ from tlog.errors import (
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import MAX_NOTE_SIZE, open_note, parse_note
 from tlog.formats.tiles import TILE_WIDTH
-from tlog.service.bodies import read_capped
-from tlog.storage.files import write_atomic
+from tlog.http.bodies import read_capped
+from tlog.storage.durable import write_atomic
 
 from .config import WitnessedLog
 from .core import AddCheckpoint, SizeConflict, Witness, origin_path

@@ -9,7 +9,7 @@
   used only to sign conformance receipts (`witness.peer`). Kept apart so the
   cosigning keys never sign anything but cosignatures.
 
-Writing and reading go through `tlog.service.keyfiles.write_private_key` /
+Writing and reading go through `tlog.runtime.keyfiles.write_private_key` /
 `read_private_key` (O_EXCL, fsync, mode checks).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from tlog.formats import ed25519
 from tlog.formats.did import did_key_from_public
 from tlog.formats.keys import CosignatureSigner, Cosigner, MLDSACosigner, Signer
-from tlog.service.keyfiles import load_or_create_cosigners, read_seed, write_cosigner, write_private_key
+from tlog.runtime.keyfiles import load_or_create_cosigners, read_seed, write_cosigner, write_private_key
 
 from .config import WitnessConfig
 
@@ -54,7 +54,7 @@ def create_mldsa_key(path: Path, name: str) -> MLDSACosigner:
 
 def read_identity(path: Path) -> bytes:
     # Signer keeps the seed private; the conformance helpers sign with the raw seed
-    # (the same access `tlog.cli.main` uses for receipt entries).
+    # (the same access `tlog.server.cli` uses for receipt entries).
     return read_seed(path)
 
 

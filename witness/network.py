@@ -33,7 +33,7 @@ import aiohttp
 
 from tlog.errors import FormatError, TooLarge
 from tlog.formats.loglist import MAX_LIST_BYTES, LogList, parse_log_list
-from tlog.service.bodies import read_capped
+from tlog.http.bodies import read_capped
 
 from .config import WitnessConfig, WitnessedLog
 from .core import Witness

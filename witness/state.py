@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tlog.errors import ForkError, Unavailable
-from tlog.storage.files import read_only_sqlite_uri
+from tlog.storage.durable import read_only_sqlite_uri
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoints (

@@ -9,13 +9,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tlog.cli.main import main
 from tlog.client.client import anchor_in_logs
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import FormatError, PolicyError
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.entries import commitment_entry
 from tlog.formats.hashing import sha256
+from tlog.server.cli import main
 
 from tests.support.didhosts import Key, did_key, invocation_receipt, sign_receipt
 

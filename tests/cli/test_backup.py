@@ -10,13 +10,13 @@ import stat
 import pytest
 from click.testing import CliRunner
 
-from tlog.cli.main import main
 from tlog.client.client import LogClient
 from tlog.client.verifier import TrustPolicy
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.merkle.verify import verify_consistency
+from tlog.server.cli import main
 
 pytestmark = pytest.mark.slow
 SEED = generate_seed()

@@ -7,10 +7,10 @@ import random
 
 from click.testing import CliRunner
 
-from tlog.cli.main import main
 from tlog.client.chain import verify_chain
 from tlog.formats.entries import receipt_hash
 from tlog.formats.hashing import format_sha256
+from tlog.server.cli import main
 
 ALICE = "did:web:alice.example"
 

@@ -7,9 +7,9 @@ import stat
 
 from click.testing import CliRunner
 
-from tlog.cli.main import main
 from tlog.formats.encoding import b64dec
 from tlog.formats.keys import Signer
+from tlog.server.cli import main
 
 from tests.support.didhosts import Key, did_key, invocation_receipt, sign_receipt
 

@@ -16,16 +16,16 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 def test_each_cli_says_once_when_the_c_extension_is_missing():
-    for module in ("tlog.cli.main", "witness.cli", "registry.cli"):
+    for module in ("tlog.server.cli", "witness.cli", "registry.cli"):
         out = _run(WITHOUT_NATIVE + f"from {module} import main\nmain(['keygen', '--help'])")
         assert out.returncode == 0, out.stderr
         assert out.stderr.count("optional C extension tlog._native is not built") == 1, (module, out.stderr)
-    present = _run("from tlog.cli.main import main\nmain(['keygen', '--help'])")
+    present = _run("from tlog.server.cli import main\nmain(['keygen', '--help'])")
     from tlog.formats import hashing
 
     if hashing.native is not None:  # built here: nothing to say
         assert "C extension" not in present.stderr
-    quiet = subprocess.run([sys.executable, "-c", WITHOUT_NATIVE + "from tlog.cli.main import main\n"
+    quiet = subprocess.run([sys.executable, "-c", WITHOUT_NATIVE + "from tlog.server.cli import main\n"
                             "main(['keygen', '--help'])"], capture_output=True, text=True, timeout=60,
                            env={"OAP_QUIET_NATIVE": "1", "PATH": "/usr/bin:/bin"})
     assert "C extension" not in quiet.stderr

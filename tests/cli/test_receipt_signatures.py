@@ -12,11 +12,11 @@ import cbor2
 import pytest
 from click.testing import CliRunner
 
-from tlog.cli.main import main
 from tlog.formats.diddoc import P256, SECP256K1
 from tlog.formats.encoding import b64enc
 from tlog.formats.entries import receipt_hash
 from tlog.formats.hashing import format_sha256, sha256
+from tlog.server.cli import main
 
 from tests.support.didhosts import Key, did_key, document, invocation_receipt, receipt_message, sign_receipt
 

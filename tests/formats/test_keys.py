@@ -28,7 +28,7 @@ from tlog.formats.keys import (
     key_id,
     parse_vkey,
 )
-from tlog.service.keyfiles import read_private_key, write_private_key
+from tlog.runtime.keyfiles import read_private_key, write_private_key
 
 PETER_VKEY = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
 PETER_SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"

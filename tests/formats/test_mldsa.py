@@ -40,7 +40,7 @@ from tlog.formats.keys import (
 )
 from tlog.formats.note import NoteSignature, open_note, parse_note, sign_note
 from tlog.formats.policy import parse_policy
-from tlog.service.keyfiles import read_private_key, write_private_key
+from tlog.runtime.keyfiles import read_private_key, write_private_key
 
 from tests.support.signers import make_signer
 

@@ -14,8 +14,8 @@ import pytest
 
 from registry.config import RegistryConfig
 from tlog.errors import ConfigError
-from tlog.service import children
-from tlog.service.config import load
+from tlog.runtime import children
+from tlog.runtime.config import load
 
 from tests.support.registry import BIN
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from registry.api import _status_key
 from registry.records import check_record, parse_submission
-from registry.server import _status_key
 from registry.statusverify import verify_status
 from tlog.errors import OAPError
 from tlog.formats.did import did_key_from_public

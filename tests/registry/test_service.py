@@ -331,9 +331,9 @@ async def test_status_good_unknown_revoked_signed_cacheable_and_verifiable(reg):
 
 
 async def test_status_answers_are_the_same_on_the_fast_path_and_through_aiohttp(reg):
-    """`GET /v1/status/<id>` is answered before aiohttp (tlog.service.fastpath) unless the request has
+    """`GET /v1/status/<id>` is answered before aiohttp (tlog.http.fastpath) unless the request has
     a query, a conditional or any other header outside the fast path's allowlist."""
-    from tlog.service.fastpath import FAST_ROUTES_KEY
+    from tlog.http.fastpath import FAST_ROUTES_KEY
 
     routes = reg.runner.app[FAST_ROUTES_KEY]
     a, b = generate_seed(), generate_seed()

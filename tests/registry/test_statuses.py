@@ -268,7 +268,7 @@ async def test_a_lost_key_without_a_recovery_path_suspends_its_principal(reg, tm
 def _keyfile(tmp_path: Path, seed: bytes) -> Path:
     """The seed as a key file `oap-registry` reads (tlog signer-key format, 0600)."""
     from tlog.formats import keys
-    from tlog.service import keyfiles
+    from tlog.runtime import keyfiles
 
     path = tmp_path / f"{uuid.uuid4()}.key"
     keyfiles.write_private_key(path, keys.Signer("oap-registry", seed).to_skey())

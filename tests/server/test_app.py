@@ -21,7 +21,7 @@ from tlog.formats.note import parse_note
 from tlog.formats.tiles import tile_path
 from tlog.merkle.tree import memory_view
 from tlog.merkle.verify import verify_consistency
-from tlog.server.app import build_app
+from tlog.server.api import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
 

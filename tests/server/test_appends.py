@@ -21,11 +21,11 @@ from tlog.formats.entries import canonical_entry, commitment_json_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.proofbundle import parse_proof_bundle
 from tlog.formats.strict import loads_json
+from tlog.http.responses import CBOR, CONTENT_TYPES, JSON, OAP_JSON, encode_document
 from tlog.merkle.verify import verify_inclusion
 from tlog.server.appends import SingleAppends, added_document
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
-from tlog.service.responses import CBOR, CONTENT_TYPES, JSON, OAP_JSON, encode_document
 
 
 def commitment(i: int, salt: int = 0) -> bytes:

@@ -19,7 +19,7 @@ from tlog.formats.encoding import b64enc
 from tlog.formats.entries import decode_entry, receipt_hash
 from tlog.formats.hashing import format_sha256, sha256
 from tlog.formats.proofbundle import parse_proof_bundle
-from tlog.server.app import build_app
+from tlog.server.api import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
 

@@ -10,9 +10,9 @@ from tlog.client.verifier import TrustPolicy
 from tlog.errors import ConfigError
 from tlog.formats.keys import CosignatureSigner, Signer
 from tlog.formats.policy import parse_policy
+from tlog.runtime.config import load
 from tlog.server.config import LogConfig
 from tlog.server.service import client_policy
-from tlog.service.config import load
 
 MIRROR = CosignatureSigner.generate("mirror.example").vkey
 WITNESS = CosignatureSigner.generate("w.example").vkey

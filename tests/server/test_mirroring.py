@@ -22,7 +22,7 @@ from tlog.formats.keys import CosignatureSigner, parse_vkey
 from tlog.formats.note import Note, NoteSignature, open_note, parse_note, parse_signature_lines
 from tlog.formats.tiles import entries_for_size
 from tlog.merkle.subtrees import subtree_consistency_proof, subtree_root
-from tlog.server.app import build_app
+from tlog.server.api import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService, load_or_create_key
 

@@ -17,13 +17,13 @@ import pytest
 
 from tlog.formats.entries import commitment_entry
 from tlog.formats.hashing import leaf_hash
-from tlog.server.app import build_app
+from tlog.http.bodies import SMALL_BODY
+from tlog.http.fastpath import FAST_ROUTES_KEY, FastSite
+from tlog.http.limits import new_token
+from tlog.http.serve import start_app
+from tlog.server.api import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
-from tlog.service.bodies import SMALL_BODY
-from tlog.service.fastpath import FAST_ROUTES_KEY, FastSite
-from tlog.service.limits import new_token
-from tlog.service.serve import start_app
 
 PAD = "a" * (SMALL_BODY + 100)  # makes a body "large": decoded and canonicalized on the CPU pool
 

@@ -30,13 +30,13 @@ from tlog.formats.ed25519 import generate_seed
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import CosignatureSigner
 from tlog.formats.tiles import tile_path
-from tlog.server.app import build_app
+from tlog.http.fastpath import FAST_ROUTES_KEY, FastSite
+from tlog.http.metrics import RequestMetrics
+from tlog.http.serve import start_app
+from tlog.server.api import build_app
 from tlog.server.config import LogConfig
 from tlog.server.readworkers import ReadWorkers
 from tlog.server.service import LogService
-from tlog.service.fastpath import FAST_ROUTES_KEY, FastSite
-from tlog.service.metrics import RequestMetrics
-from tlog.service.serve import start_app
 
 from tests.service.test_fastpath import CLOSE, entry, exchange, get, responses
 from tests.support.proctree import descendants, wait_gone
@@ -398,7 +398,7 @@ def test_a_log_killed_with_its_worker_restarts_on_the_same_port(tmp_path):
 
 
 def test_free_port_waits_briefly_for_a_listener_that_is_going_away():
-    from tlog.service.serve import free_port
+    from tlog.http.serve import free_port
 
     holder = socket.create_server(("127.0.0.1", 0))
     port = holder.getsockname()[1]

@@ -13,13 +13,13 @@ import pytest
 from aiohttp.test_utils import TestServer
 from click.testing import CliRunner
 
-from tlog.cli.main import main as log_cli
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.ed25519 import public_from_seed as public_key
 from tlog.formats.entries import canonical_entry, commitment_entry, receipt_entry
 from tlog.formats.hashing import format_sha256, sha256
-from tlog.server.app import build_app
+from tlog.server.api import build_app
+from tlog.server.cli import main as log_cli
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
 from tlog.storage.embedded import EmbeddedStorage
@@ -231,6 +231,6 @@ def test_cli_add_copies_the_receipt_time_and_receipts_lists_it(tmp_path: Path, s
 
 
 def _did_of(key: Path) -> str:
-    from tlog.service.keyfiles import read_seed
+    from tlog.runtime.keyfiles import read_seed
 
     return did_key_from_public(public_key(read_seed(key)))

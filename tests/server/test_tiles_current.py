@@ -17,10 +17,10 @@ from tlog.client.client import LogClient
 from tlog.errors import ConfigError
 from tlog.formats.entries import commitment_entry
 from tlog.formats.tiles import parse_entry_bundle
-from tlog.server.app import build_app
+from tlog.http.sending import accepts_gzip
+from tlog.server.api import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
-from tlog.service.sending import accepts_gzip
 
 from tests.support.mirror import http
 

@@ -11,7 +11,6 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from click.testing import CliRunner
 
-from tlog.cli.main import main as log_cli
 from tlog.client.client import LogClient
 from tlog.client.verifier import TrustPolicy
 from tlog.formats.ed25519 import generate_seed
@@ -19,13 +18,14 @@ from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import CosignatureSigner
 from tlog.formats.note import parse_note
-from tlog.server.app import build_app
+from tlog.runtime.keyfiles import write_private_key
+from tlog.server.api import build_app
+from tlog.server.cli import main as log_cli
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService, load_or_create_key
-from tlog.service.keyfiles import write_private_key
+from witness.api import build_app as witness_app
 from witness.config import WitnessConfig, WitnessedLog
-from witness.server import WitnessService
-from witness.server import build_app as witness_app
+from witness.service import WitnessService
 
 ORIGIN = "witnessed.test/log"
 SEED = generate_seed()

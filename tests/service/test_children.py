@@ -1,4 +1,4 @@
-"""tlog.service.children: a child gets its death signal when its parent dies, and not
+"""tlog.runtime.children: a child gets its death signal when its parent dies, and not
 before, also when the thread that started it has ended; by the kernel's parent-death
 signal and by the lifeline pipe (exercised here on Linux too)."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from tlog.service import children
+from tlog.runtime import children
 
 from tests.support.proctree import command, matching, wait_gone
 
@@ -26,7 +26,7 @@ CHILD = ("import signal, time  # {token}\n"
          "time.sleep(600)  # until the test kills it\n")
 PARENT = """
 import os, subprocess, sys, threading, time
-from tlog.service import children
+from tlog.runtime import children
 
 lifeline = sys.argv[1] == "lifeline"
 started = []
@@ -70,7 +70,7 @@ def test_a_child_is_signalled_when_its_parent_dies_and_not_when_the_starting_thr
         child = int(pid)
         assert ready == "ready"  # alive after the thread that started it ended
         assert not pending(child, signal.SIGTERM)
-        watcher = matching(token, "tlog.service.children") if lifeline else set()
+        watcher = matching(token, "tlog.runtime.children") if lifeline else set()
         assert len(watcher) == (1 if lifeline else 0)
         parent.kill()  # kill -9: nothing of the parent runs any more
         parent.wait(10)
@@ -127,7 +127,7 @@ def test_a_program_a_foreign_parent_starts_through_the_wrapper_is_signalled_when
         pid, ready = read_line(parent).split()
         child = int(pid)  # the wrapper became the program: same pid
         assert ready == "ready" and str(program) in command(child) and not pending(child, signal.SIGTERM)
-        assert len(matching(str(program), "tlog.service.children")) == (1 if watcher else 0)
+        assert len(matching(str(program), "tlog.runtime.children")) == (1 if watcher else 0)
         parent.kill()
         parent.wait(10)
         deadline = time.monotonic() + 30
@@ -140,4 +140,4 @@ def test_a_program_a_foreign_parent_starts_through_the_wrapper_is_signalled_when
             parent.wait(10)
         if child:
             subprocess.run(["kill", "-9", str(child)], check=False)
-    assert not wait_gone(matching(str(program), "tlog.service.children"), 10)  # no watcher left
+    assert not wait_gone(matching(str(program), "tlog.runtime.children"), 10)  # no watcher left

@@ -1,6 +1,6 @@
 """Error answers come in the media type the request asked for (OAP-CORE-1.0 App. D registers
 application/oap+json and application/oap+cbor), from every service, whether aiohttp or the
-fast path (tlog.service.fastpath) answers: one encoder, `tlog.service.responses.error_answer`.
+fast path (tlog.http.fastpath) answers: one encoder, `tlog.http.responses.error_answer`.
 
 Each case is sent over a real connection to a service on 127.0.0.1 and the Content-Type,
 the Vary header and the decoded body ({"error": <App. B code>, "message"}) are checked."""
@@ -13,11 +13,11 @@ import cbor2
 import pytest
 
 from tlog.errors import LogHalted
-from tlog.server.app import build_app
+from tlog.http.fastpath import FAST_ROUTES_KEY
+from tlog.http.serve import start_app
+from tlog.server.api import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
-from tlog.service.fastpath import FAST_ROUTES_KEY
-from tlog.service.serve import start_app
 from witness.config import WitnessedLog
 
 from tests.support.registry import start_registry

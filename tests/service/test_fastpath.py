@@ -1,4 +1,4 @@
-"""The fast path for hot GETs (tlog.service.fastpath) against aiohttp itself.
+"""The fast path for hot GETs (tlog.http.fastpath) against aiohttp itself.
 
 A log is served on two ports from one app: one `FastSite` with the log's fast
 routes, one plain aiohttp site. The same raw bytes sent to both must come back
@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from tlog.formats.entries import canonical_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.tiles import tile_path
-from tlog.server.app import build_app
+from tlog.http.fastpath import FAST_ROUTES_KEY, MAX_HEAD, FastSite
+from tlog.http.serve import start_app
+from tlog.server.api import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
-from tlog.service.fastpath import FAST_ROUTES_KEY, MAX_HEAD, FastSite
-from tlog.service.serve import start_app
 
 N = 600  # two full level-0 tiles and a partial one
 
@@ -326,7 +326,7 @@ async def test_a_failure_after_the_body_is_answered_as_the_error_middleware_does
 
 
 async def test_write_auth_and_limits_apply_to_fast_appends(tmp_path):
-    from tlog.service.limits import new_token
+    from tlog.http.limits import new_token
 
     token, line = new_token()
     (tmp_path / "tokens").write_text(line + " commitment\n")
@@ -403,8 +403,8 @@ async def converse(port: int, sequence: list[bytes]) -> list:
 
 
 def test_reply_headers_are_formatted_once_per_header_set():
-    from tlog.service.fastpath import _header_bytes
-    from tlog.service.reply import Reply
+    from tlog.http.fastpath import _header_bytes
+    from tlog.http.reply import Reply
 
     r = Reply(b"x", (("Content-Type", "a/b"), ("ETag", '"1"')))
     assert _header_bytes(r.headers) == b'Content-Type: a/b\r\nETag: "1"\r\n'

@@ -13,11 +13,11 @@ from tlog.errors import AuthRequired, ConfigError, Forbidden, RateLimited
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import commitment_entry, receipt_entry
 from tlog.formats.hashing import leaf_hash
-from tlog.server.app import build_app
+from tlog.http.limits import RateLimiter, TokenAuth, new_token
+from tlog.runtime.config import load
+from tlog.server.api import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
-from tlog.service.config import load
-from tlog.service.limits import RateLimiter, TokenAuth, new_token
 
 from tests.support.tls import self_signed
 
@@ -180,9 +180,9 @@ async def test_tls_serving(server, tmp_path):
 
 async def test_witness_and_registry_rate_limit_429(tmp_path):
     """The witness and the registry share the log's per-client limiter middleware."""
+    from witness.api import build_app as witness_app
     from witness.config import WitnessConfig
-    from witness.server import WitnessService
-    from witness.server import build_app as witness_app
+    from witness.service import WitnessService
 
     svc = WitnessService.open(WitnessConfig(data_dir=tmp_path / "w", name="w.test", rate_limit=2,
                                             rate_limit_burst=3))
@@ -227,7 +227,7 @@ async def test_tls_on_witness_and_registry(tmp_path):
 
 
 def test_client_address_takes_the_hop_the_farthest_trusted_proxy_appended():
-    from tlog.service.limits import client_address
+    from tlog.http.limits import client_address
 
     peer = "192.0.2.1"
     assert client_address(peer, "10.0.0.1, 203.0.113.7", 0) == peer  # no proxies: the header means nothing
@@ -246,7 +246,7 @@ def test_client_address_takes_the_hop_the_farthest_trusted_proxy_appended():
 def test_the_limiter_table_is_bounded_whatever_the_clients():
     import tracemalloc
 
-    from tlog.service.limits import client_address
+    from tlog.http.limits import client_address
 
     rl = RateLimiter(rate=1, burst=1, max_clients=1000)
     tracemalloc.start()
@@ -265,7 +265,7 @@ def test_the_limiter_table_is_bounded_whatever_the_clients():
 def test_malformed_request_logs_keep_the_first_of_each_client_then_a_count():
     import logging
 
-    from tlog.service.logs import MalformedRequests
+    from tlog.runtime.logs import MalformedRequests
 
     now = [0.0]
     f = MalformedRequests(interval=60, max_clients=2, clock=lambda: now[0])

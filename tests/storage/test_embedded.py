@@ -360,7 +360,7 @@ async def test_a_batch_closes_interval_after_its_first_item_even_if_it_queued_du
     cut at once, not a whole interval after the writer comes back (the loop clock is faked)."""
     import asyncio
 
-    from tlog.service.batching import BatchQueue
+    from tlog.runtime.batching import BatchQueue
 
     loop = asyncio.get_running_loop()
     now = [1000.0]

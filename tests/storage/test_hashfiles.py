@@ -165,8 +165,8 @@ def test_map_window_is_checked_and_huge_pages_are_only_a_hint(tmp_path, monkeypa
 def test_map_window_setting(tmp_path, monkeypatch):
     """Bounded memory is the default (16 MiB per level); map_window_mb = 0 lifts the limit."""
     from tlog.errors import ConfigError
+    from tlog.runtime.config import load
     from tlog.server.config import LogConfig
-    from tlog.service.config import load
     from tlog.storage.embedded import EmbeddedStorage
 
     assert LogConfig().map_window_mb == hashfiles_mod.DEFAULT_MAP_WINDOW_MB == 16

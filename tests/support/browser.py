@@ -8,7 +8,7 @@ import shutil
 import signal
 from pathlib import Path
 
-from tlog.service import children
+from tlog.runtime import children
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tlog.service import children
+from tlog.runtime import children
 
 BIN = Path(sys.executable).parent
 SPAN = 10  # the log on base, witness i on base + i, the mirror on base + 4, the registry on base + 9

@@ -135,7 +135,7 @@ def origin_hash(origin: str) -> str:
 def mirror_service(data: Path, logs: list[tuple[str, str, str]], *extra: str, name: str = MIRROR_NAME,
                    settings: str = "", env: dict | None = None) -> Service:
     """`oap-mirror serve` for logs (origin, vkey, url) with its key made from MIRROR_SEED."""
-    from tlog.service.keyfiles import write_private_key
+    from tlog.runtime.keyfiles import write_private_key
 
     data.mkdir(parents=True, exist_ok=True)
     key = data / "mirror.key"

@@ -20,16 +20,16 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from registry.api import build_app
 from registry.config import RegistryConfig
-from registry.server import build_app
 from registry.service import RegistryService
 from tlog.client.verifier import TrustPolicy
 from tlog.formats.conformance import sign_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.times import format_utc
-from tlog.service import children
-from tlog.service.serve import start_app
+from tlog.http.serve import start_app
+from tlog.runtime import children
 
 from tests.support.services import ServerProcess
 

@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tlog.service import children
+from tlog.runtime import children
 
 BIN = Path(sys.executable).parent
 ORIGIN = "oap.localhost/log"

@@ -16,11 +16,12 @@ from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.keys import CosignatureSigner, Signer
 from tlog.formats.mirror import add_checkpoint_body
 from tlog.formats.note import sign_note
+from tlog.http.serve import start_app
 from tlog.merkle.tree import memory_view
-from tlog.service.keyfiles import write_private_key
-from tlog.service.serve import start_app
+from tlog.runtime.keyfiles import write_private_key
+from witness.api import build_app
 from witness.config import WitnessConfig, WitnessedLog
-from witness.server import WitnessService, build_app
+from witness.service import WitnessService
 
 from tests.support.services import Service
 
@@ -120,7 +121,7 @@ def witness_config(tmp: Path, logs: list[WitnessedLog], *, seed: bytes = V8_SEED
 async def running_witness(cfg: WitnessConfig, *, fast: bool = True, **open_kw):
     """WitnessService + a real server on 127.0.0.1 + a client session.
 
-    As `oap-witness serve` runs it (`tlog.service.serve.start_app`: add-checkpoint on the fast
+    As `oap-witness serve` runs it (`tlog.http.serve.start_app`: add-checkpoint on the fast
     path), or with `fast=False` aiohttp alone (a TestServer)."""
     cfg.validate()
     svc = WitnessService.open(cfg, **open_kw)

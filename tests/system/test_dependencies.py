@@ -2,9 +2,9 @@
 public API does the job, each pinned in pyproject.toml to the range tested here.
 These tests fail loudly when an upgrade changes what they rely on:
 
-- aiohttp's TCPSite (`tlog.service.fastpath.FastSite`): the fast path needs to own the
+- aiohttp's TCPSite (`tlog.http.fastpath.FastSite`): the fast path needs to own the
   protocol of each accepted connection, which no public API of aiohttp allows;
-- prometheus_client's Histogram children (`tlog.service.metrics.RequestMetrics.record_many`):
+- prometheus_client's Histogram children (`tlog.http.metrics.RequestMetrics.record_many`):
   there is no bulk observe, and one observe per value would cost the loop ~2 us each.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from tlog.service.fastpath import FastSite
-from tlog.service.metrics import RequestMetrics
+from tlog.http.fastpath import FastSite
+from tlog.http.metrics import RequestMetrics
 
 
 async def test_aiohttp_tcpsite_still_has_what_fastsite_reads_and_sets():
@@ -26,8 +26,8 @@ async def test_aiohttp_tcpsite_still_has_what_fastsite_reads_and_sets():
     try:
         site = FastSite(runner, "127.0.0.1", 0, routes=None, timeout=5.0)
         for name in ("_runner", "_host", "_port", "_ssl_context", "_backlog", "_reuse_address", "_reuse_port"):
-            assert hasattr(site, name), f"aiohttp.web.TCPSite no longer has {name}: update tlog.service.fastpath"
-        from tlog.service.fastpath import FastRoutes
+            assert hasattr(site, name), f"aiohttp.web.TCPSite no longer has {name}: update tlog.http.fastpath"
+        from tlog.http.fastpath import FastRoutes
 
         fast = FastSite(runner, "127.0.0.1", 0, routes=FastRoutes({}), timeout=5.0)
         await fast.start()

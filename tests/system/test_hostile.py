@@ -16,7 +16,7 @@ import cbor2
 import pytest
 from yarl import URL
 
-from tlog.service.limits import new_token
+from tlog.http.limits import new_token
 
 from tests.httpfuzz import rss_kb
 from tests.support.services import Service, log_service, registry_service, witness_service

@@ -22,7 +22,7 @@ from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import open_note, parse_note
-from tlog.service.serve import port_holder
+from tlog.http.serve import port_holder
 from witness.core import origin_path
 
 from tests.support import localnet as ln

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tlog.service import children
+from tlog.runtime import children
 
 from tests.support.browser import available as browser_available
 from tests.support.localnet import ports_free

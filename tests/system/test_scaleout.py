@@ -230,7 +230,7 @@ def test_a_tile_that_differs_in_the_bucket_is_a_fork(engines):
 
 class Frontends:
     def __init__(self, engines, tmp_path: Path) -> None:
-        from tlog.service.keyfiles import write_private_key
+        from tlog.runtime.keyfiles import write_private_key
 
         self.dsn, self.bucket = engines.database(), engines.bucket()
         tmp_path.mkdir(parents=True, exist_ok=True)

@@ -38,8 +38,8 @@ def test_the_explorer_is_served_with_a_strict_csp():
     from aiohttp import web
     from aiohttp.test_utils import TestClient, TestServer
 
-    from tlog.service.middleware import make_error_middleware
-    from tlog.service.ui import add_ui
+    from tlog.http.middleware import make_error_middleware
+    from tlog.http.ui import add_ui
 
     async def go() -> None:
         app = web.Application(middlewares=[make_error_middleware(lambda *args: None)])
@@ -72,9 +72,9 @@ def test_the_operator_ships_a_trust_policy_with_the_explorer(tmp_path):
 
     from tlog.errors import ConfigError
     from tlog.formats.keys import Signer
+    from tlog.http.middleware import make_error_middleware
+    from tlog.http.ui import add_ui
     from tlog.server.config import LogConfig
-    from tlog.service.middleware import make_error_middleware
-    from tlog.service.ui import add_ui
 
     policy = tmp_path / "net.policy"
     policy.write_text(f"log {Signer.generate('ship.test/log').vkey}\nquorum none\n")

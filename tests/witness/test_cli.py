@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from tlog.errors import ConfigError
 from tlog.formats.keys import CosignatureSigner, parse_vkey
-from tlog.service.config import load
-from tlog.service.keyfiles import read_private_key
+from tlog.runtime.config import load
+from tlog.runtime.keyfiles import read_private_key
 from witness.cli import main
 from witness.config import WitnessConfig, WitnessedLog
 

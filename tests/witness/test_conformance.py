@@ -17,7 +17,7 @@ from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import Signer
 from tlog.formats.proofbundle import ProofBundle
 from tlog.merkle.tree import memory_view
-from tlog.service.keyfiles import write_private_key
+from tlog.runtime.keyfiles import write_private_key
 from witness.keyfiles import identity_key_name
 
 from tests.support.conformance import WebSubject, audit_for

@@ -13,7 +13,7 @@ import pytest
 from tlog.formats.keys import parse_vkey
 from tlog.formats.note import open_note
 from tlog.formats.tiles import encode_entry_bundle, entries_for_size, tiles_for_size
-from tlog.service import children
+from tlog.runtime import children
 
 from tests.support.mirror import (
     BIN,

@@ -8,7 +8,7 @@ import pytest
 
 from tlog.errors import ConfigError
 from tlog.formats.keys import COSIGNATURE_MLDSA44, COSIGNATURE_V1, CosignatureSigner, MLDSACosigner, parse_vkey
-from tlog.service.keyfiles import write_cosigner
+from tlog.runtime.keyfiles import write_cosigner
 from witness.mirror.config import MirrorConfig
 from witness.mirror.keys import load_or_create_keys
 

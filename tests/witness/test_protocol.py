@@ -1,4 +1,4 @@
-"""witness.core + witness.server: tlog-witness add-checkpoint exactly as C2SP tlog-witness (V4, V8)."""
+"""witness.core + witness.api: tlog-witness add-checkpoint exactly as C2SP tlog-witness (V4, V8)."""
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,4 @@
-"""witness.server over real HTTP on 127.0.0.1: monitoring, health, metrics, limits, concurrency."""
+"""witness.api over real HTTP on 127.0.0.1: monitoring, health, metrics, limits, concurrency."""
 from __future__ import annotations
 
 import asyncio
@@ -78,7 +78,7 @@ async def test_refusals_are_kept_per_log_and_bounded(tmp_path):
     """Why a log's checkpoints are not cosigned (GET /v1/refusals, for the explorer): the last
     REFUSALS_PER_LOG per followed log, newest first; a flood for other origins pushes out only
     other origins' refusals."""
-    from witness.server import REFUSALS_PER_LOG
+    from witness.api import REFUSALS_PER_LOG
 
     log = MemLog().grow(5)
     cfg = witness_config(tmp_path, [WitnessedLog(log.origin, log.vkey)])
@@ -159,9 +159,10 @@ async def test_add_checkpoint_on_the_fast_path_answers_as_aiohttp_does(tmp_path)
     answer (cosignature, 409 with the size, 400, 404, 413) is the same bytes but the Date."""
     from aiohttp import web
 
-    from tlog.service.fastpath import FAST_ROUTES_KEY, FastSite
-    from tlog.service.serve import start_app
-    from witness.server import WitnessService, build_app
+    from tlog.http.fastpath import FAST_ROUTES_KEY, FastSite
+    from tlog.http.serve import start_app
+    from witness.api import build_app
+    from witness.service import WitnessService
 
     from tests.service.test_fastpath import exchange, responses
 

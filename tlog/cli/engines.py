@@ -4,7 +4,7 @@
 SeaweedFS's telemetry off: nothing leaves the machine.
 
 Both servers run as direct children of the process that starts them and die with it
-(`tlog.service.children`): if that process is killed (kill -9 of a test run), they shut
+(`tlog.runtime.children`): if that process is killed (kill -9 of a test run), they shut
 down too rather than linger holding ports.
 
 These are development conveniences. A production deployment points `postgres_dsn`
@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tlog.service import children
+from tlog.runtime import children
 
 PG_USER = "oap-postgres"  # the fallback when root cannot use a user namespace
 _INNER_UID = 1000  # the uid PostgreSQL sees for itself inside its user namespace

@@ -7,7 +7,7 @@ to, each as its own process,
 as they would run in production. Keys and configs are made on first start
 under ./data and reused afterwards; Ctrl-C, SIGTERM or a closed terminal (SIGHUP)
 stops everything cleanly, in the reverse order of start. Every service dies with
-this process (`tlog.service.children`): after a kill -9 of it, they are killed too
+this process (`tlog.runtime.children`): after a kill -9 of it, they are killed too
 (as in a crash, which each survives) and their ports are free at once.
 
 With `--scale` (`make run-scale`) the log runs as two frontends (8080 and 8085) on a
@@ -30,11 +30,11 @@ from pathlib import Path
 import click
 
 from tlog.formats.keys import CosignatureSigner, MLDSACosigner
+from tlog.http.serve import port_holder
+from tlog.runtime import children
+from tlog.runtime.keyfiles import read_private_key, write_private_key, write_secret
 from tlog.server.service import load_or_create_key
 from tlog.server.witnessing import policy_text
-from tlog.service import children
-from tlog.service.keyfiles import read_private_key, write_private_key, write_secret
-from tlog.service.serve import port_holder
 
 BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"

@@ -1,7 +1,7 @@
 """The add-entries wire format of C2SP tlog-mirror, and its `text/x.tlog.mirror-info` answers.
 
 Pure functions over bytes and ints (no I/O): the mirror's streaming reader and the mirror
-clients' writer (`tlog.service.mirrorclient`: the log's push and `oap-mirror follow`) both
+clients' writer (`tlog.http.mirrorclient`: the log's push and `oap-mirror follow`) both
 use them, so the two ends cannot disagree on a byte.
 
 A request body is

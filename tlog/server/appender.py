@@ -1,6 +1,6 @@
 """The appender: the one write loop of the log, for every storage driver (docs/architecture.md §3.3).
 
-Submissions queue (`tlog.service.batching.BatchQueue`); a batch closes after `max_batch`
+Submissions queue (`tlog.runtime.batching.BatchQueue`); a batch closes after `max_batch`
 entries or `batch_interval` seconds after its first entry and is sequenced by the driver
 (durable indices, exactly once, dedup). The frontend that holds the integrator lease (the
 embedded log always does) then, in this order, which survives a crash at any step:
@@ -44,7 +44,7 @@ from typing import Any, NamedTuple, TypeVar
 from tlog.errors import ForkError, LogHalted, NotPublished, OAPError, Unavailable
 from tlog.formats.note import NoteSignature, add_signatures
 from tlog.merkle.tree import TreeView
-from tlog.service.batching import BatchQueue
+from tlog.runtime.batching import BatchQueue
 from tlog.storage.interface import (
     CorruptionError,
     Driver,

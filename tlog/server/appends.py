@@ -25,11 +25,11 @@ import numpy as np
 
 from tlog.formats.encoding import b64enc
 from tlog.formats.proofbundle import HEADER, ProofBundle
+from tlog.http.reply import Reply
+from tlog.http.responses import CBOR, CONTENT_TYPES, encode_document
 from tlog.merkle.proofs import PROOF_CHUNK, b64_rows, cbor_head, cbor_map_parts, inclusion_levels
 from tlog.server.appender import AddedBatch, Appender
 from tlog.server.metrics import LogMetrics
-from tlog.service.reply import Reply
-from tlog.service.responses import CBOR, CONTENT_TYPES, encode_document
 from tlog.storage.interface import HashReader, LogState
 
 log = logging.getLogger("oap.tlog.appends")

@@ -14,7 +14,7 @@ from tlog.errors import ConfigError, FormatError
 from tlog.formats.keys import cosigner_verifier, parse_vkey
 from tlog.formats.policy import parse_policy
 from tlog.formats.urls import is_base_url
-from tlog.service.config import HTTPConfig, check_http_limits
+from tlog.runtime.config import HTTPConfig, check_http_limits
 
 
 def _dsn_has_password(dsn: str) -> bool:

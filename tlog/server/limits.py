@@ -6,8 +6,8 @@ bearer tokens). The log process and its read workers apply the same declaration.
 """
 from __future__ import annotations
 
+from tlog.http.limits import Limits, RequestFilter, TokenAuth, WriteGate
 from tlog.server.config import LogConfig
-from tlog.service.limits import Limits, RequestFilter, TokenAuth, WriteGate
 
 
 def limited_requests(tiles: bool) -> RequestFilter:

@@ -2,7 +2,7 @@
 
 Mirrors are `mirror` lines of the log's policy (`witness_policy`, with their URLs) or
 `[[log.mirrors]]`. Each has one worker here that chases a *goal*, the latest checkpoint
-offered to it, with `tlog.service.mirrorclient.MirrorClient` (add-checkpoint, then
+offered to it, with `tlog.http.mirrorclient.MirrorClient` (add-checkpoint, then
 streamed gzip add-entries from the mirror's next entry, resuming on 202 and 409), reading
 the entries and the subtree consistency proofs from the log's own store (`LocalSource`).
 A newer goal replaces an older one not yet started, as Tessera's mirror gateway does. A
@@ -35,8 +35,8 @@ from tlog.formats.mirror import encode_package
 from tlog.formats.note import NoteSignature, parse_note, parse_signature_lines
 from tlog.formats.policy import Policy
 from tlog.formats.tiles import parse_entry_bundle
+from tlog.http.mirrorclient import FetchError, MirrorClient, Refused, prefetched
 from tlog.merkle.subtrees import subtree_consistency_proof, subtree_root
-from tlog.service.mirrorclient import FetchError, MirrorClient, Refused, prefetched
 from tlog.storage.interface import EntryReader, HashReader, LogState
 
 log = logging.getLogger("oap.tlog.mirroring")

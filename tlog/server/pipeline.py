@@ -25,7 +25,7 @@ first refusal wins:
    refuses the entry or cannot publish it).
 
 Steps 1, 2, 4, 5 and 7 are plain functions; 3, 6 and 8 wait for I/O. Steps 4 and 7 run on
-the CPU pool for a body over 4 KiB (`tlog.service.bodies.SMALL_BODY`) and for a batch of
+the CPU pool for a body over 4 KiB (`tlog.http.bodies.SMALL_BODY`) and for a batch of
 more than 16 entries. A small single entry in hand (the fast path's common case) goes
 from step 1 to step 8 with no task and no await: `entry` returns the future of its answer.
 """
@@ -40,17 +40,17 @@ from tlog.errors import InvalidInput
 from tlog.formats.diddoc import MAX_DIDS_PER_DOCUMENT, KeyLookup, dids_to_resolve, needs_resolution
 from tlog.formats.entries import canonical_entry, commitment_json_entry
 from tlog.formats.strict import ITEMS_PER_ENTRY, MAX_DOCUMENT_ITEMS, loads, loads_member_array
+from tlog.http.bodies import SMALL_BODY, body_is_cbor, decode, offload
+from tlog.http.limits import Admitted, WriteGate
+from tlog.http.reply import Reply
 from tlog.server.appender import AddedBatch, Appender
 from tlog.server.appends import SingleAppends
 from tlog.server.config import LogConfig
 from tlog.server.metrics import LogMetrics
-from tlog.service.bodies import SMALL_BODY, body_is_cbor, decode, offload
-from tlog.service.limits import Admitted, WriteGate
-from tlog.service.reply import Reply
 
 BodyReader = Callable[[int], Awaitable[bytes]]
 """Reads the request's body within a cap (413) and the read timeout (408): how a route
-gives the pipeline a body it has not read yet (aiohttp's, `tlog.service.bodies.read_bounded`)."""
+gives the pipeline a body it has not read yet (aiohttp's, `tlog.http.bodies.read_bounded`)."""
 
 OFFLOAD_ENTRIES = 16
 """A batch of more entries is canonicalized on the CPU pool."""
@@ -79,7 +79,7 @@ class WritePipeline:
 
     def entry(self, authorization: str | None, client: str, content_type: str | None, body: bytes | BodyReader,
               fmt: int, t0: float) -> Awaitable[Reply]:
-        """The answer to one entry, in `fmt` (`tlog.service.responses.reply_format`).
+        """The answer to one entry, in `fmt` (`tlog.http.responses.reply_format`).
 
         `body`: the bytes (the fast path has them, within `max_entry_body`) or how to read
         them. Refusals of steps 1, 2 and, for a small body in hand, 4 to 7 are raised here;

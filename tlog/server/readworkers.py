@@ -9,7 +9,7 @@ and the checkpoint is one small signed note.
 With `read_workers = N` the log starts N worker processes that listen on the
 same address (SO_REUSEPORT: the kernel spreads new connections over every
 listener, and only processes of the same user may join). A worker answers
-`GET /checkpoint` and hash tiles on the fast path (`tlog.service.fastpath`), with the
+`GET /checkpoint` and hash tiles on the fast path (`tlog.http.fastpath`), with the
 same `hash_tile` function and bytes as the log process (`tlog.server.tiles`), and
 nothing else. The
 first request it does not answer (a write, a proof, an entry bundle, /metrics,
@@ -71,13 +71,13 @@ from pathlib import Path
 from typing import Any
 
 from tlog.errors import ConfigError
+from tlog.http.fastpath import FastProtocol, FastRoutes
+from tlog.http.reply import Reply
+from tlog.http.serve import tune_for_serving
+from tlog.runtime import children
 from tlog.server.config import LogConfig
 from tlog.server.limits import read_limits
 from tlog.server.tiles import CHECKPOINT_HEADERS, TILE_HEADERS, hash_tile
-from tlog.service import children
-from tlog.service.fastpath import FastProtocol, FastRoutes
-from tlog.service.reply import Reply
-from tlog.service.serve import tune_for_serving
 from tlog.storage.hashfiles import HashFiles
 
 log = logging.getLogger("oap.tlog.readworkers")
@@ -112,7 +112,7 @@ class ReadWorkers:
     """Starts the workers, sends them each published checkpoint, adopts their hand-offs."""
 
     def __init__(self, cfg: LogConfig, sequencer, metrics) -> None:
-        """`sequencer`: its published states are sent on; `metrics`: a `tlog.service.metrics.RequestMetrics`."""
+        """`sequencer`: its published states are sent on; `metrics`: a `tlog.http.metrics.RequestMetrics`."""
         self.cfg = cfg
         self.sequencer = sequencer
         self.metrics = metrics

@@ -1,6 +1,6 @@
 """A running log: its key, storage driver, appender, entry reader, witnesses and metrics.
 
-`LogService.open` is the whole start of a log; the HTTP layer (`tlog.server.app`) is
+`LogService.open` is the whole start of a log; the HTTP layer (`tlog.server.api`) is
 built on top of it, and tests drive it directly.
 """
 from __future__ import annotations
@@ -18,12 +18,12 @@ from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.note import sign_note
 from tlog.formats.policy import parse_policy
 from tlog.merkle.tree import TreeView
+from tlog.runtime import keyfiles
 from tlog.server.appender import Appender, Cosigner
 from tlog.server.config import LogConfig
 from tlog.server.metrics import LogMetrics
 from tlog.server.mirroring import MirrorSet
 from tlog.server.witnessing import WitnessOutcome, WitnessSet, policy_text
-from tlog.service import keyfiles
 from tlog.storage.embedded import EmbeddedStorage
 from tlog.storage.interface import Driver, EntryReader, Fault, HashReader, LogState, Publisher, Signer
 from tlog.storage.transfer import Snapshot

@@ -1,7 +1,7 @@
 """The hash tiles a log serves (C2SP tlog-tiles), for the log process and its read workers.
 
 A hash tile of the served tree is read from the hash files whoever answers the request:
-the log process, on the fast path or in aiohttp (`tlog.server.app`), or a read worker
+the log process, on the fast path or in aiohttp (`tlog.server.api`), or a read worker
 (`tlog.server.readworkers`), which does not load the log's HTTP application. So the logic
 lives here, over a `HashReader` and the served size, with no request or response: the
 callers put the bytes in their answers, with the headers below, so every process sends
@@ -14,8 +14,8 @@ from functools import lru_cache
 
 from tlog.errors import NotFound
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
+from tlog.http.ui import CORS
 from tlog.merkle.tree import HashReader
-from tlog.service.ui import CORS
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 CHECKPOINT_CACHE = "public, max-age=1, must-revalidate"

@@ -37,8 +37,8 @@ from tlog.formats.encoding import b64enc
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.note import NoteSignature, add_signatures, parse_note, parse_signature_lines
 from tlog.formats.policy import Policy, parse_policy
+from tlog.http.bodies import read_capped
 from tlog.server.mirroring import MirrorOutcome, MirrorSet
-from tlog.service.bodies import read_capped
 from tlog.storage.interface import LogState
 
 log = logging.getLogger("oap.tlog.witnessing")

@@ -37,7 +37,7 @@ from tlog.formats.hashing import hash_rows, leaf_hash, leaf_hashes
 from tlog.formats.tiles import encode_entry_bundle, parse_entry_bundle
 from tlog.merkle.tree import TreeView
 from tlog.storage import hashfiles
-from tlog.storage.files import lock_dir, read_only_sqlite_uri
+from tlog.storage.durable import lock_dir, read_only_sqlite_uri
 from tlog.storage.hashfiles import HashFiles
 from tlog.storage.interface import (
     CorruptionError,

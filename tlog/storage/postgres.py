@@ -43,7 +43,7 @@ from tlog.formats.hashing import leaf_hashes
 from tlog.formats.tiles import encode_entry_bundle
 from tlog.merkle.tree import TreeView
 from tlog.storage import hashfiles
-from tlog.storage.files import lock_dir
+from tlog.storage.durable import lock_dir
 from tlog.storage.hashfiles import HashFiles
 from tlog.storage.interface import CorruptionError, Fault, Head, Lease, LeaseLost, Sequenced, SignedHead
 from tlog.storage.transfer import Snapshot

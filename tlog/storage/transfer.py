@@ -34,7 +34,7 @@ from tlog.errors import Unavailable, VerificationError
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import parse_note
 from tlog.formats.tiles import TILE_WIDTH
-from tlog.storage.files import fsync_dir, write_atomic
+from tlog.storage.durable import fsync_dir, write_atomic
 from tlog.storage.interface import Driver, EntryReader, Head, SignedHead, Signer
 
 BATCH = 4096  # entries appended per durable batch on import

@@ -5,7 +5,8 @@ tickets.py   authenticated tickets naming past pending checkpoints
 store.py     what a mirror keeps and the contract of its storage
 embedded.py  the store: SQLite (WAL) entries and checkpoints, hash files for the tree
 core.py      add-checkpoint and add-entries, to the letter of the spec (no aiohttp)
-server.py    the HTTP API and the monitoring prefix (tlog-tiles)
+service.py   the mirror service: key, tickets, store, core, bucket publisher, metrics
+api.py       the HTTP API and the monitoring prefix (tlog-tiles)
 follower.py  `oap-mirror follow`: any tlog-tiles log into a mirror
 cli.py       `oap-mirror`
 """

@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 
 from tlog.errors import ConfigError, FormatError, OAPError
-from tlog.service.cli import Running, fail, load_config, native_notice, run, serve_options
-from tlog.service.logs import setup_logging
+from tlog.runtime.cli import Running, fail, load_config, native_notice, run, serve_options
+from tlog.runtime.logs import setup_logging
 
 from .config import MirrorConfig
 
@@ -40,7 +40,8 @@ def serve(config_file, **flags) -> None:
 async def _start(cfg: MirrorConfig) -> Running:
     from witness.core import origin_path
 
-    from .server import MirrorService, build_app
+    from .api import build_app
+    from .service import MirrorService
 
     svc = MirrorService.open(cfg)
 

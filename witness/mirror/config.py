@@ -1,6 +1,6 @@
 """Mirror configuration: one frozen dataclass, from TOML, env and flags (docs/architecture.md §4.1).
 
-Loaded with `tlog.service.config.load(MirrorConfig, section="mirror", ...)`:
+Loaded with `tlog.runtime.config.load(MirrorConfig, section="mirror", ...)`:
 
     [mirror]
     data_dir = "/var/lib/oap-mirror"
@@ -30,8 +30,8 @@ from tlog.errors import ConfigError, FormatError
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
 from tlog.formats.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
 from tlog.formats.mirror import PACKAGE_SIZE
-from tlog.service.config import HTTPConfig, check_http_limits
-from tlog.service.keyfiles import check_cosigner_kinds
+from tlog.runtime.config import HTTPConfig, check_http_limits
+from tlog.runtime.keyfiles import check_cosigner_kinds
 
 _LOG_FIELDS = frozenset({"origin", "vkey", "url", "minimum_index", "retention_policy"})
 

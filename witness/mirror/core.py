@@ -8,7 +8,7 @@
                           stored as it arrives; then the mirror checkpoint moves to upload_end
                           and the mirror cosigns it
 
-add-entries answers (each a typed error or result mapped to HTTP in `witness.mirror.server`):
+add-entries answers (each a typed error or result mapped to HTTP in `witness.mirror.api`):
 
     unknown origin                                              NotFound        404
     no pending checkpoint yet                                   NoPending       422

@@ -31,7 +31,7 @@ from tlog.errors import ForkError, Unavailable
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hashes
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, parse_entry_bundle
 from tlog.merkle.tree import TreeView
-from tlog.storage.files import lock_dir
+from tlog.storage.durable import lock_dir
 from tlog.storage.hashfiles import HashFiles
 
 from .store import Checkpointed, LogRecord

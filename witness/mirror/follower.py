@@ -17,7 +17,7 @@
    round with the mirror's cosignature (verified with `--mirror-key`).
 
 Steps 2 to 4 are the mirror client the log's own push uses too
-(`tlog.service.mirrorclient`); this module is the source: the log's tiles and bundles over
+(`tlog.http.mirrorclient`); this module is the source: the log's tiles and bundles over
 HTTP, checked before anything is sent. An interrupted follower resumes from the mirror's
 next entry: nothing the mirror has stored is sent again. Every loop is bounded (requests
 per round, HTTP timeouts).
@@ -39,9 +39,9 @@ from tlog.formats.keys import Verifier
 from tlog.formats.mirror import encode_package
 from tlog.formats.note import MAX_NOTE_SIZE, Note, open_note, parse_note, parse_signature_lines
 from tlog.formats.tiles import TILE_WIDTH, entries_path, parse_entry_bundle
+from tlog.http.mirrorclient import PACKAGES_PER_REQUEST, FetchError, MirrorClient, Refused, prefetched, read_capped
 from tlog.merkle.subtrees import subtree_consistency_proof, subtree_root, verify_subtree_consistency
 from tlog.merkle.tree import TreeView, root_of_leaves
-from tlog.service.mirrorclient import PACKAGES_PER_REQUEST, FetchError, MirrorClient, Refused, prefetched, read_capped
 
 log = logging.getLogger("oap.mirror.follow")
 

@@ -9,14 +9,14 @@ name"; tlog-cosignature: "A given tuple MUST imply a single set of statements").
   "mldsa44"; same key name (one mirror, two keys). With it the mirror also answers
   `sign-subtree`.
 
-Loading and first-start creation are the witness's (`tlog.service.keyfiles.load_or_create_cosigners`).
+Loading and first-start creation are the witness's (`tlog.runtime.keyfiles.load_or_create_cosigners`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from tlog.formats.keys import CosignatureSigner, Cosigner, MLDSACosigner
-from tlog.service.keyfiles import load_or_create_cosigners, write_cosigner
+from tlog.runtime.keyfiles import load_or_create_cosigners, write_cosigner
 
 from .config import MirrorConfig
 

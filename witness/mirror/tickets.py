@@ -20,7 +20,7 @@ import hmac
 import os
 from pathlib import Path
 
-from tlog.service.keyfiles import read_private_key, write_secret
+from tlog.runtime.keyfiles import read_private_key, write_secret
 
 VERSION = 1
 _LABEL = b"oap-mirror ticket v1\n"

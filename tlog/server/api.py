@@ -17,9 +17,9 @@
     GET  /healthz, /readyz, /metrics
 
 Handlers parse, call the core (sequencer, tree view, entry reader) and shape the
-answer; errors become responses in `tlog.service.responses` only. The reads clients
+answer; errors become responses in `tlog.http.responses` only. The reads clients
 send in bulk and single appends are also answered on the fast path
-(`tlog.service.fastpath`) by the same functions.
+(`tlog.http.fastpath`) by the same functions.
 """
 from __future__ import annotations
 
@@ -42,6 +42,15 @@ from tlog.formats.hashing import format_sha256, parse_sha256
 from tlog.formats.policy import parse_policy
 from tlog.formats.tiles import TILE_WIDTH
 from tlog.formats.times import format_utc, parse_utc
+from tlog.http.app import add_ops_routes, make_app
+from tlog.http.bodies import query_int, read_bounded, read_document
+from tlog.http.fastpath import FAST_ROUTES_KEY, FastRoutes
+from tlog.http.fastpath import Request as FastRequest
+from tlog.http.metrics import RequestMetrics
+from tlog.http.middleware import request_client
+from tlog.http.reply import Reply
+from tlog.http.responses import CBOR, CONTENT_TYPES, reply_format, respond
+from tlog.http.sending import answer, entry_bundle_body, send_large
 from tlog.merkle.proofs import PROOF_CHUNK, cbor_map_parts, inclusion_pieces
 from tlog.server.appends import SingleAppends, batch_answer
 from tlog.server.config import LogConfig
@@ -49,15 +58,6 @@ from tlog.server.limits import log_limits
 from tlog.server.pipeline import WritePipeline
 from tlog.server.service import LogService
 from tlog.server.tiles import CHECKPOINT_HEADERS, IMMUTABLE, TILE_HEADERS, hash_tile, pruned, pruned_error, tile_at
-from tlog.service.app import add_ops_routes, make_app
-from tlog.service.bodies import query_int, read_bounded, read_document
-from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
-from tlog.service.fastpath import Request as FastRequest
-from tlog.service.metrics import RequestMetrics
-from tlog.service.middleware import request_client
-from tlog.service.reply import Reply
-from tlog.service.responses import CBOR, CONTENT_TYPES, reply_format, respond
-from tlog.service.sending import answer, entry_bundle_body, send_large
 from tlog.storage.interface import LogState
 
 MAX_RECEIPTS = 1000  # receipts per page of /v1/receipts

@@ -35,7 +35,7 @@ from tlog.formats.mirror import (
     package_ranges,
     parse_mirror_info,
 )
-from tlog.service.bodies import read_capped as read_body_capped
+from tlog.http.bodies import read_capped as read_body_capped
 
 PACKAGES_PER_REQUEST = 32
 MAX_ANSWER = 1 << 20  # bytes read of any answer of the mirror
@@ -83,7 +83,7 @@ class PushSource(Protocol):
 
 
 async def read_capped(r: aiohttp.ClientResponse, cap: int, url: str) -> bytes:
-    """The whole answer, at most `cap` bytes (`tlog.service.bodies.read_capped`); a larger
+    """The whole answer, at most `cap` bytes (`tlog.http.bodies.read_capped`); a larger
     one is the peer's fault, retried next round."""
     try:
         return await read_body_capped(r, cap)

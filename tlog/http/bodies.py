@@ -12,7 +12,7 @@ from aiohttp import web
 from tlog.errors import InvalidInput, RequestTimeout, TooLarge, UnsupportedMediaType
 from tlog.formats.canonical import DEFAULT_MAX_DEPTH
 from tlog.formats.strict import MAX_DOCUMENT_ITEMS, loads
-from tlog.service.responses import CBOR_TYPES, JSON_TYPES
+from tlog.http.responses import CBOR_TYPES, JSON_TYPES
 
 READ_TIMEOUT = 30.0
 

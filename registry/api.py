@@ -16,7 +16,7 @@ Reads (primary and mirrors):
   GET  /v1/status-lists/<issuer>[/<n>[/suspension]]  W3C BitstringStatusListCredential
   GET  /<name>.git/...                 read-only Git smart HTTP (registry.githttp)
   GET  /healthz, /readyz, /metrics
-Errors become `{"error": <App. B code>, "message": ...}` in `tlog.service.responses` only.
+Errors become `{"error": <App. B code>, "message": ...}` in `tlog.http.responses` only.
 """
 from __future__ import annotations
 
@@ -40,15 +40,15 @@ from tlog.formats.did import is_did
 from tlog.formats.diddoc import dids_to_resolve
 from tlog.formats.note import parse_note
 from tlog.formats.times import format_utc
-from tlog.service.app import add_ops_routes, make_app
-from tlog.service.bodies import query_int, read_document
-from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
-from tlog.service.limits import Limits
-from tlog.service.metrics import RequestMetrics
-from tlog.service.reply import Reply
-from tlog.service.responses import accepts_cbor, respond, wants_cbor
-from tlog.service.sending import send_large, stream
-from tlog.service.ui import CORS
+from tlog.http.app import add_ops_routes, make_app
+from tlog.http.bodies import query_int, read_document
+from tlog.http.fastpath import FAST_ROUTES_KEY, FastRoutes
+from tlog.http.limits import Limits
+from tlog.http.metrics import RequestMetrics
+from tlog.http.reply import Reply
+from tlog.http.responses import accepts_cbor, respond, wants_cbor
+from tlog.http.sending import send_large, stream
+from tlog.http.ui import CORS
 
 from .anchoring import is_anchors_file
 from .githttp import GitReadOnly
@@ -305,7 +305,7 @@ class RegistryAPI:
         return respond(request, self.svc.info())
 
     def status_reply(self, raw: str, accept: str) -> Reply | None:
-        """The fast path's status answer (tlog.service.fastpath): no query, no conditional request."""
+        """The fast path's status answer (tlog.http.fastpath): no query, no conditional request."""
         now = self.svc.status_now(_status_key(raw, None))
         if now is None:
             return None

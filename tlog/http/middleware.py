@@ -1,5 +1,5 @@
 """The middlewares every service stacks: send timeout, errors to responses (and request
-metrics), and the service's per-client request limit (`tlog.service.limits.Limits`), taken
+metrics), and the service's per-client request limit (`tlog.http.limits.Limits`), taken
 before a handler reads a byte of the body."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from tlog.errors import OAPError
-from tlog.service.limits import Limits, client_address
-from tlog.service.responses import _CODES, error_response
-from tlog.service.sending import send
+from tlog.http.limits import Limits, client_address
+from tlog.http.responses import _CODES, error_response
+from tlog.http.sending import send
 
 log = logging.getLogger("oap.http")
 

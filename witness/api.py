@@ -12,41 +12,33 @@
 add-checkpoint answers in the protocol's own text form (a 409 body is
 "<size>\\n" with Content-Type text/x.tlog.size, other errors a one-line
 text/plain message), mapped from the typed errors in `protocol_error`; the
-JSON endpoints use the shared OAP mapping in `tlog.service.middleware`.
+JSON endpoints use the shared OAP mapping in `tlog.http.middleware`.
 """
 from __future__ import annotations
 
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from functools import partial
 
 from aiohttp import web
 
-from tlog.didresolver import DidResolver
 from tlog.errors import NotFound, OAPError, TooLarge
 from tlog.formats.diddoc import dids_to_resolve
-from tlog.formats.keys import Cosigner
 from tlog.formats.times import format_utc
-from tlog.service.app import add_ops_routes, make_app
-from tlog.service.bodies import offload, read_body, read_document
-from tlog.service.fastpath import FAST_ROUTES_KEY, FastRoutes
-from tlog.service.fastpath import Request as FastRequest
-from tlog.service.limits import Limits
-from tlog.service.metrics import RequestMetrics
-from tlog.service.reply import Reply
-from tlog.service.responses import respond
+from tlog.http.app import add_ops_routes, make_app
+from tlog.http.bodies import offload, read_body, read_document
+from tlog.http.fastpath import FAST_ROUTES_KEY, FastRoutes
+from tlog.http.fastpath import Request as FastRequest
+from tlog.http.limits import Limits
+from tlog.http.metrics import RequestMetrics
+from tlog.http.reply import Reply
+from tlog.http.responses import respond
 
-from .config import WitnessConfig
-from .core import SizeConflict, Witness, origin_path
-from .keyfiles import load_or_create_keys
-from .metrics import WitnessMetrics
-from .network import LogLists
-from .peer import PeerWitness
-from .state import Stall, Trace, WitnessState
+from .core import SizeConflict, origin_path
+from .service import WitnessService
 
 log = logging.getLogger("oap.witness.server")
 
@@ -65,45 +57,6 @@ def protocol_error(e: OAPError) -> Reply:
     if e.status in (429, 503) and "retry_after" in e.data:
         headers = (*TEXT_HEADERS, ("Retry-After", str(e.data["retry_after"])))
     return Reply((e.message.replace("\n", " ") + "\n").encode(), headers, e.status)
-
-
-@dataclass
-class WitnessService:
-    config: WitnessConfig
-    signers: tuple[Cosigner, ...]
-    state: WitnessState
-    witness: Witness
-    peer: PeerWitness
-    metrics: WitnessMetrics
-    resolver: DidResolver | None = None  # subjects and witnesses named by did:web, did:plc
-    lists: LogLists | None = None  # logs/v0 lists (witness networks), when configured
-
-    @property
-    def signer(self) -> Cosigner:
-        """The first cosigning key (its name is the witness's name)."""
-        return self.signers[0]
-
-    @classmethod
-    def open(cls, config: WitnessConfig, *, clock: Callable[[], float] = time.time,
-             stall: Stall | None = None, trace: Trace | None = None) -> WitnessService:
-        """`stall`, `trace`: test hooks for the state database (None in production)."""
-        config.data_dir.mkdir(parents=True, exist_ok=True)
-        signers, seed = load_or_create_keys(config)
-        state = WitnessState(config.state_path, stall=stall, trace=trace)
-        witness = Witness(signers, config.logs, state, clock=clock)
-        metrics = WitnessMetrics()
-        metrics.logs_followed.set(len(config.logs))
-        lists = LogLists(config, witness, metrics) if config.log_lists else None
-        peer = PeerWitness(seed, policy_text=config.trust_policy_text(), own_receipt=config.own_receipt,
-                           require_own_level=config.require_own_level, clock=clock)
-        configured = {log.origin for log in config.logs}
-        for rec in state.all_sync():
-            if rec.origin in configured:
-                metrics.log_size.labels(rec.origin).set(rec.size)
-        return cls(config, signers, state, witness, peer, metrics, DidResolver.from_config(config), lists)
-
-    def close(self) -> None:
-        self.state.close()
 
 
 REFUSALS_PER_LOG = 20  # refused add-checkpoint requests kept per followed log for GET /v1/refusals,
@@ -207,7 +160,7 @@ class WitnessAPI:
         return (await self.cosign(body, t0)).response()
 
     def add_checkpoint_fast(self, body: bytes, req: FastRequest) -> Awaitable[Reply]:
-        """POST /add-checkpoint on the fast path (tlog.service.fastpath): every log's hot request.
+        """POST /add-checkpoint on the fast path (tlog.http.fastpath): every log's hot request.
         Its request token is taken there, as the middleware takes it for aiohttp."""
         return self.cosign(body, time.perf_counter())
 

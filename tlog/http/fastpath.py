@@ -16,15 +16,15 @@ query) or a `POST` whose body is in hand (Content-Length, within the route's
 cap), only headers from a short allowlist, on a route a service registered.
 Anything else hands the connection, with every byte not yet answered, to
 aiohttp's own protocol for the rest of its life, so aiohttp still parses
-everything unusual and refusals keep their one code path (`tlog.service.responses`): a
+everything unusual and refusals keep their one code path (`tlog.http.responses`): a
 handler that refuses a request, cannot answer it synchronously, or raises,
 returns it to aiohttp untouched. Answers are built by the same functions the
 aiohttp handlers call, so both paths send the same bytes
 (tests/service/test_fastpath.py compares them header by header); a POST that fails
 after it was accepted (the log is full or halted) is answered through the
-error middleware's own mapping (`tlog.service.responses.error_reply`).
+error middleware's own mapping (`tlog.http.responses.error_reply`).
 
-The service's rate limits (`tlog.service.limits.Limits`) and the request metrics
+The service's rate limits (`tlog.http.limits.Limits`) and the request metrics
 apply to fast answers as they do in the middlewares: a route takes a request token
 if `Limits.applies` says so for its method and path (asked once, when the routes are
 set up), and only for a request answered here; write backpressure as in aiohttp.
@@ -46,9 +46,9 @@ from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.tcp_helpers import tcp_nodelay
 
-from tlog.service.limits import Limits, client_address
-from tlog.service.reply import Reply
-from tlog.service.responses import error_reply
+from tlog.http.limits import Limits, client_address
+from tlog.http.reply import Reply
+from tlog.http.responses import error_reply
 
 MAX_HEAD = 8190
 """A longer head goes to aiohttp, which refuses it (its own line limit is 8190)."""
@@ -109,7 +109,7 @@ class FastRoutes:
     posts: dict[str, tuple[str, PostHandler, int]] = field(default_factory=dict)  # path: (name, handler, body cap)
     limits: Limits | None = None  # the service's rate limits, as its middleware applies them
     record: Callable[[str, int, float], None] = lambda route, status, seconds: None
-    trusted_proxies: int = 0  # proxies in front, appending to X-Forwarded-For (tlog.service.limits.client_address)
+    trusted_proxies: int = 0  # proxies in front, appending to X-Forwarded-For (tlog.http.limits.client_address)
     answered: int = 0  # requests answered here, and connections handed to aiohttp (tests, debugging)
     handed_off: int = 0
     _exact: dict[bytes, Route] = field(default_factory=dict, init=False, repr=False)

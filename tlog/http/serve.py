@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from tlog.errors import ConfigError
-from tlog.service.fastpath import FAST_ROUTES_KEY, FastSite
+from tlog.http.fastpath import FAST_ROUTES_KEY, FastSite
 
 log = logging.getLogger("oap.http")
 
@@ -97,7 +97,7 @@ def tune_for_serving() -> None:
 
 async def start_app(app: web.Application, host: str, port: int, *, header_timeout: float = 15.0,
                     ssl_context=None, reuse_port: bool = False) -> web.AppRunner:
-    """Listen with `app` (and its fast routes, `tlog.service.fastpath`, if it has any); returns the runner.
+    """Listen with `app` (and its fast routes, `tlog.http.fastpath`, if it has any); returns the runner.
 
     `reuse_port`: other processes of this user may listen on the port too (the log's read workers).
     """

@@ -15,7 +15,7 @@ import cbor2
 from aiohttp import web
 
 from tlog.errors import OAPError
-from tlog.service.reply import Reply
+from tlog.http.reply import Reply
 
 log = logging.getLogger("oap.http")
 

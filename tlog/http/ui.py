@@ -19,7 +19,7 @@ from pathlib import Path
 from aiohttp import web
 
 from tlog.errors import NotFound
-from tlog.service.config import read_ui_trust_policy
+from tlog.runtime.config import read_ui_trust_policy
 
 __all__ = ["CORS", "CSP", "add_ui"]
 

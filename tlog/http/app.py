@@ -7,13 +7,13 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from tlog.service.bodies import READ_TIMEOUT_KEY, large_body_limit
-from tlog.service.config import HTTPConfig
-from tlog.service.limits import Limits
-from tlog.service.metrics import RequestMetrics
-from tlog.service.middleware import make_error_middleware, rate_limit_middleware, send_timeout_middleware
-from tlog.service.sending import send_limits
-from tlog.service.ui import add_ui
+from tlog.http.bodies import READ_TIMEOUT_KEY, large_body_limit
+from tlog.http.limits import Limits
+from tlog.http.metrics import RequestMetrics
+from tlog.http.middleware import make_error_middleware, rate_limit_middleware, send_timeout_middleware
+from tlog.http.sending import send_limits
+from tlog.http.ui import add_ui
+from tlog.runtime.config import HTTPConfig
 
 
 def make_app(cfg: HTTPConfig, requests: RequestMetrics, *, max_body: int,

@@ -19,7 +19,7 @@ On Linux the child asks the kernel for a signal when its parent dies
 Elsewhere (or with `lifeline=True`, which the tests use to exercise this path on Linux)
 the parent holds the write end of a pipe whose read end the child inherits; the end of
 the parent closes it. The program is started through this module (`python -m
-tlog.service.children`), which forks a watcher and then execs the program, keeping its
+tlog.runtime.children`), which forks a watcher and then execs the program, keeping its
 pid: the watcher signals the program when the pipe reports EOF, and exits when the
 program does.
 
@@ -162,7 +162,7 @@ def _popen_lifeline(args: list[str], sig: int, kwargs: dict) -> subprocess.Popen
     read_end, write_end = os.pipe()  # neither inheritable: the child gets the read end alone
     try:
         kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), read_end)
-        shim = [sys.executable, "-m", "tlog.service.children", "--signal", str(sig), "--lifeline", str(read_end),
+        shim = [sys.executable, "-m", "tlog.runtime.children", "--signal", str(sig), "--lifeline", str(read_end),
                 "--", *args]
         proc = subprocess.Popen(shim, **kwargs)
     except BaseException:
@@ -183,7 +183,7 @@ def write_wrapper(path: Path, program: str, death_signal: int = signal.SIGTERM, 
     that another program starts, as chromedriver starts Chromium. `watcher`: None uses
     the kernel's death signal where there is one, else a watcher process polls."""
     use_watcher = not DEATHSIG if watcher is None else watcher
-    path.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m tlog.service.children '
+    path.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m tlog.runtime.children '
                     f'--signal {int(death_signal)} --parent "$PPID"{" --watch" if use_watcher else ""} '
                     f'-- {shlex.quote(program)} "$@"\n')
     path.chmod(0o755)
@@ -254,7 +254,7 @@ def _watch(sig: int, target: int, exited: int, lifeline: int | None, parent: int
 def _main() -> None:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m tlog.service.children",
+    ap = argparse.ArgumentParser(prog="python -m tlog.runtime.children",
                                  description="Run PROGRAM so that it gets SIGNAL when its parent dies.")
     ap.add_argument("--signal", type=int, required=True)
     tie = ap.add_mutually_exclusive_group(required=True)

@@ -11,7 +11,7 @@ from typing import TypeVar
 from aiohttp import web
 
 from tlog.errors import Unavailable
-from tlog.service.fastpath import drop
+from tlog.http.fastpath import drop
 
 log = logging.getLogger("oap.http")
 

@@ -18,9 +18,8 @@ from tlog.formats.entries import commitment_entry, commitment_for, receipt_entry
 from tlog.formats.hashing import format_sha256, parse_sha256
 from tlog.formats.strict import loads_json
 from tlog.formats.times import parse_utc
-from tlog.server.config import LogConfig
-from tlog.service import keyfiles
-from tlog.service.cli import (
+from tlog.runtime import keyfiles
+from tlog.runtime.cli import (
     INSECURE_HTTP_CLIENT,
     Running,
     checked_url,
@@ -31,7 +30,8 @@ from tlog.service.cli import (
     run,
     serve_options,
 )
-from tlog.storage.files import fsync_dir, write_atomic
+from tlog.server.config import LogConfig
+from tlog.storage.durable import fsync_dir, write_atomic
 from tlog.storage.interface import Fault
 
 if TYPE_CHECKING:
@@ -84,14 +84,14 @@ def serve(hooks: Hooks | None, config_file, **flags) -> None:
 
 
 async def _start(cfg: LogConfig, hooks: Hooks | None = None) -> Running:
-    from tlog.server.app import build_app
+    from tlog.server.api import build_app
     from tlog.server.service import LogService
 
     svc = await LogService.open(cfg, faults=hooks.faults if hooks is not None else None)
     workers = None
     if cfg.read_workers:
+        from tlog.http.metrics import RequestMetrics
         from tlog.server.readworkers import ReadWorkers
-        from tlog.service.metrics import RequestMetrics
 
         workers = ReadWorkers(cfg, svc.sequencer, RequestMetrics(svc.metrics.requests, svc.metrics.request_seconds))
     return Running(build_app(svc), drain=svc.close, helpers=workers, banner=lambda url: [
@@ -126,7 +126,7 @@ def keygen(name: str, out: Path) -> None:
 def token(types: str, label: str) -> None:
     """Make a bearer token for writes: prints the token (give it to the client) and the
     line for the log's tokens file (which stores only its SHA-256)."""
-    from tlog.service.limits import new_token
+    from tlog.http.limits import new_token
 
     tok, digest = new_token()
     click.echo(f"token:            {tok}")

@@ -13,7 +13,7 @@
 Slow clients: aiohttp closes a connection whose request head is not complete
 within `keepalive_timeout` (checked: a slowloris trickle is cut at that time),
 so services pass `header_timeout` there; bodies are bounded by `read_timeout`
-in `tlog.service.bodies.read_body`.
+in `tlog.http.bodies.read_body`.
 """
 from __future__ import annotations
 
@@ -207,7 +207,7 @@ class Limits:
     selects by method and path (so a route is limited, or not, whichever path answers it);
     `writes` is the log's `WriteGate` for its entry writes. Each request takes its tokens
     at one point, before its handler reads a byte of the body: the middleware
-    (`tlog.service.middleware`) for what aiohttp answers, `tlog.service.fastpath` for what
+    (`tlog.http.middleware`) for what aiohttp answers, `tlog.http.fastpath` for what
     the fast path answers (asking `applies` once per route, when the routes are set up),
     and step 1 of the log's write pipeline (`tlog.server.pipeline`) for entry writes, whose
     cost depends on the bearer token and the number of entries.

@@ -15,9 +15,9 @@ import click
 from aiohttp import web
 
 from tlog.errors import ConfigError, OAPError
-from tlog.service.config import HTTPConfig, load, plain_http_uses
-from tlog.service.logs import setup_logging
-from tlog.service.serve import serve_until_signal
+from tlog.http.serve import serve_until_signal
+from tlog.runtime.config import HTTPConfig, load, plain_http_uses
+from tlog.runtime.logs import setup_logging
 
 C = TypeVar("C", bound=HTTPConfig)
 log = logging.getLogger("oap.http")

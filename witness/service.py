@@ -1,0 +1,59 @@
+"""The witness service: its keys, state database, witness core, peer witnessing and metrics,
+opened from a `WitnessConfig` and closed on shutdown. The HTTP API over it is `witness.api`."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tlog.didresolver import DidResolver
+from tlog.formats.keys import Cosigner
+
+from .config import WitnessConfig
+from .core import Witness
+from .keyfiles import load_or_create_keys
+from .metrics import WitnessMetrics
+from .network import LogLists
+from .peer import PeerWitness
+from .state import Stall, Trace, WitnessState
+
+
+@dataclass
+class WitnessService:
+    config: WitnessConfig
+    signers: tuple[Cosigner, ...]
+    state: WitnessState
+    witness: Witness
+    peer: PeerWitness
+    metrics: WitnessMetrics
+    resolver: DidResolver | None = None  # subjects and witnesses named by did:web, did:plc
+    lists: LogLists | None = None  # logs/v0 lists (witness networks), when configured
+
+    @property
+    def signer(self) -> Cosigner:
+        """The first cosigning key (its name is the witness's name)."""
+        return self.signers[0]
+
+    @classmethod
+    def open(cls, config: WitnessConfig, *, clock: Callable[[], float] = time.time,
+             stall: Stall | None = None, trace: Trace | None = None) -> WitnessService:
+        """`stall`, `trace`: test hooks for the state database (None in production)."""
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        signers, seed = load_or_create_keys(config)
+        state = WitnessState(config.state_path, stall=stall, trace=trace)
+        witness = Witness(signers, config.logs, state, clock=clock)
+        metrics = WitnessMetrics()
+        metrics.logs_followed.set(len(config.logs))
+        lists = LogLists(config, witness, metrics) if config.log_lists else None
+        peer = PeerWitness(seed, policy_text=config.trust_policy_text(), own_receipt=config.own_receipt,
+                           require_own_level=config.require_own_level, clock=clock)
+        configured = {log.origin for log in config.logs}
+        for rec in state.all_sync():
+            if rec.origin in configured:
+                metrics.log_size.labels(rec.origin).set(rec.size)
+        return cls(config, signers, state, witness, peer, metrics, DidResolver.from_config(config), lists)
+
+    def close(self) -> None:
+        self.state.close()
+
+
