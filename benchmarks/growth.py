@@ -55,7 +55,7 @@ PROOF_REPS = 5
 APPEND_BATCH = 256
 # What a measuring process reports that goes into the results, per backend and size.
 MEASURED = ("startup_s", "proofs_per_s", "proofs_first_pass_per_s", "first_append_s", "appends_per_s", "append_batches",
-            "append_batch_ms_p50", "append_batch_ms_p99", "appended", "append_pause_max_ms", "index_resized", "rss_mb",
+            "append_batch_ms_p50", "append_batch_ms_p99", "appended", "append_pause_max_ms", "append_pauses_top", "append_swap_batch", "index_resized", "rss_mb",
             "end", "process_seconds")
 RESIZE_WAIT_S = 600.0  # at most this long appending after the timed phase, for the index's swap
 RSS_TARGET_MB = 300
@@ -191,12 +191,16 @@ def measure(spec: dict) -> dict:
 
         index = store.driver.leaves if isinstance(store.driver, EmbeddedStorage) else None  # (PostgreSQL has none)
         deadline = time.monotonic() + RESIZE_WAIT_S
+        timed = len(lat)
         while index is not None and index.resizing and time.monotonic() < deadline:
             b = time.perf_counter()
             r = store.append([entry_bytes(i, salt) for i in range(done, done + APPEND_BATCH)])
             lat.append(time.perf_counter() - b)
             done += APPEND_BATCH
         out["index_resized"] = index is None or not index.resizing
+        # The five longest appends (batch number, ms), and which batch swapped the table in.
+        out["append_pauses_top"] = [[i, round(lat[i] * 1000, 1)] for i in sorted(range(len(lat)), key=lambda i: -lat[i])[:5]]
+        out["append_swap_batch"] = len(lat) - 1 if len(lat) > timed else None
         out["append_pause_max_ms"] = round(max(out["first_append_s"], max(lat)) * 1000, 1)
         out["appended"] = done
         rss["appends"] = _hwm_mb()

@@ -396,3 +396,43 @@ def test_a_close_or_crash_during_a_resize_keeps_the_old_table(tmp_path):
     want = {h: i for i, h in enumerate(leaves.hashes)}
     assert again.lookup(leaves.hashes[::31]) == {h: want[h] for h in leaves.hashes[::31]}
     again.close()
+
+
+def test_a_replaced_table_is_freed_only_once_no_reader_holds_it(tmp_path):
+    """The old table of a swap is freed by a thread of its own, its file punched out a step
+    at a time (freeing it whole held the writer's next fsync); a reader that took the old
+    table before the swap must go on reading every entry, never a punched hole, until it
+    lets go; then the thread frees it and ends."""
+    import threading
+    import time
+
+    rng = random.Random(17)
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    cap = idx._table.capacity
+    _fill_to_half(idx, leaves, rng)
+    reader_table = idx._table  # what a lookup under way before the swap holds
+    idx.finish_resize()
+    assert idx._table.capacity == 2 * cap and idx._table is not reader_table
+    want = {h: i for i, h in enumerate(leaves.hashes)}
+
+    def droppers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "tlog-leafindex-drop"]
+
+    deadline = time.monotonic() + 30
+    while not droppers() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert droppers(), "the old table is freed by a thread of its own"
+    probe = rng.sample(leaves.hashes, 3000)
+    rows = np.frombuffer(b"".join(probe), dtype=np.uint8).reshape(-1, 32)
+    for _ in range(3):  # while held, every entry is still found in the old table
+        found = reader_table.find(rows, leaves.at, len(leaves.hashes))
+        assert [int(i) for i in found] == [want[h] for h in probe]
+        time.sleep(0.05)
+    del reader_table
+    deadline = time.monotonic() + 30
+    while droppers() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not droppers(), "once no one holds it, the old table is freed"
+    assert idx.lookup(probe) == {h: want[h] for h in probe}
+    idx.close()
