@@ -55,7 +55,8 @@ PROOF_REPS = 5
 APPEND_BATCH = 256
 # What a measuring process reports that goes into the results, per backend and size.
 MEASURED = ("startup_s", "proofs_per_s", "proofs_first_pass_per_s", "first_append_s", "appends_per_s", "append_batches",
-            "append_batch_ms_p50", "append_batch_ms_p99", "appended", "append_pause_max_ms", "append_pauses_top", "append_swap_batch", "index_resized", "rss_mb",
+            "append_batch_ms_p50", "append_batch_ms_p99", "appended", "append_pause_max_ms",
+            "append_pauses_top", "append_swap_batch", "index_resized", "rss_mb",
             "end", "process_seconds")
 RESIZE_WAIT_S = 600.0  # at most this long appending after the timed phase, for the index's swap
 RSS_TARGET_MB = 300
@@ -199,7 +200,8 @@ def measure(spec: dict) -> dict:
             done += APPEND_BATCH
         out["index_resized"] = index is None or not index.resizing
         # The five longest appends (batch number, ms), and which batch swapped the table in.
-        out["append_pauses_top"] = [[i, round(lat[i] * 1000, 1)] for i in sorted(range(len(lat)), key=lambda i: -lat[i])[:5]]
+        longest = sorted(range(len(lat)), key=lambda i: -lat[i])[:5]
+        out["append_pauses_top"] = [[i, round(lat[i] * 1000, 1)] for i in longest]
         out["append_swap_batch"] = len(lat) - 1 if len(lat) > timed else None
         out["append_pause_max_ms"] = round(max(out["first_append_s"], max(lat)) * 1000, 1)
         out["appended"] = done
