@@ -113,8 +113,21 @@ def stale(driver, element_id: str) -> None:
     driver.execute_script("document.getElementById(arguments[0]).dataset.state = 'stale';", element_id)
 
 
-def click(driver, selector: str) -> None:
-    driver.find_element("css selector", selector).click()
+def click(driver, selector: str, timeout: float = 30.0) -> None:
+    """Click `selector` once it is on the page. The page may re-render it between the find
+    and the click (a stale element, seen on a busy machine): then find it again, within a
+    bounded deadline."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            driver.find_element("css selector", selector).click()
+            return
+        except (StaleElementReferenceException, NoSuchElementException):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def rerun(driver, element_id: str, selector: str) -> tuple[str, str]:
