@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,9 @@ from tlog.formats.keys import CosignatureSigner, parse_vkey
 from tlog.formats.note import Note, NoteSignature, open_note, parse_note, parse_signature_lines
 from tlog.formats.tiles import entries_for_size
 from tlog.merkle.subtrees import subtree_consistency_proof, subtree_root
-from tlog.server.api import build_app
-from tlog.server.config import LogConfig
-from tlog.server.service import LogService, load_or_create_key
+from tlog.server.service import load_or_create_key
 
+from tests.support.logs import grow, open_test_log
 from tests.support.mirror import cosigner, cosigner_key, http, mirror_service, origin_hash, served_root
 
 pytestmark = pytest.mark.slow
@@ -46,20 +46,7 @@ def started():
         s.kill()
 
 
-async def open_log(tmp: Path, **kw) -> tuple[LogService, TestServer, str]:
-    cfg = LogConfig(data_dir=tmp / "log", port=0, origin=ORIGIN, batch_interval_ms=5, rate_limit_write=0,
-                    rate_limit_read=0, **kw)
-    svc = await LogService.open(cfg)
-    server = TestServer(build_app(svc), host="127.0.0.1", port=0)
-    await server.start_server()
-    return svc, server, str(server.make_url("")).rstrip("/")
-
-
-async def grow(url: str, n: int) -> int:
-    async with LogClient(url) as c:
-        for i in range(0, n, 250):
-            await c.anchor_many([commitment_entry(os.urandom(32)) for _ in range(min(250, n - i))])
-        return (await c.info())["tree_size"]
+open_log = partial(open_test_log, origin=ORIGIN)
 
 
 async def get(url: str) -> tuple[int, dict, bytes]:

@@ -7,41 +7,24 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import os
-from pathlib import Path
+from functools import partial
 
 import pytest
-from aiohttp.test_utils import TestServer
 
-from tlog.client.client import LogClient
 from tlog.errors import ConfigError
-from tlog.formats.entries import commitment_entry
 from tlog.formats.tiles import parse_entry_bundle
 from tlog.http.sending import accepts_gzip
-from tlog.server.api import build_app
 from tlog.server.config import LogConfig
 from tlog.server.service import LogService
 
+from tests.support.logs import grow, open_test_log
 from tests.support.mirror import http
 
 ORIGIN = "tiles.test/log"
 POLICY = "https://tiles.test/retention (entries are kept 90 days after they expire)"
 
 
-async def open_log(tmp: Path, **kw) -> tuple[LogService, TestServer, str]:
-    cfg = LogConfig(data_dir=tmp / "log", port=0, origin=ORIGIN, batch_interval_ms=5, rate_limit_write=0,
-                    rate_limit_read=0, **kw)
-    svc = await LogService.open(cfg)
-    server = TestServer(build_app(svc), host="127.0.0.1", port=0)
-    await server.start_server()
-    return svc, server, str(server.make_url("")).rstrip("/")
-
-
-async def grow(url: str, n: int) -> int:
-    async with LogClient(url) as c:
-        for i in range(0, n, 250):
-            await c.anchor_many([commitment_entry(os.urandom(32)) for _ in range(min(250, n - i))])
-        return (await c.info())["tree_size"]
+open_log = partial(open_test_log, origin=ORIGIN)
 
 
 async def get(url: str, **headers: str) -> tuple[int, dict, bytes]:
