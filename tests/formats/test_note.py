@@ -9,13 +9,14 @@ from hypothesis import strategies as st
 
 from tlog.errors import FormatError, SignatureError, UnknownKeyError
 from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
-from tlog.formats.keys import CosignatureSigner, Signer, Verifier, cosigner_verifier, parse_vkey
+from tlog.formats.keys import CosignatureSigner, MLDSACosigner, Signer, Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.note import (
     MAX_NOTE_SIZE,
     MAX_SIGNATURES,
     Note,
     NoteSignature,
     add_signatures,
+    check_cosignature_lines,
     open_note,
     parse_note,
     parse_signature_lines,
@@ -369,6 +370,68 @@ def test_parse_signature_lines_block() -> None:
     sigs = parse_signature_lines(PETER_SIG + ENOCH_SIG)
     assert [s.name for s in sigs] == ["PeterNeumann", "EnochRoot"]
     assert sigs[0].key_id.hex() == "c74f20a3" and len(sigs[0].blob) == 64
+
+
+# --- check_cosignature_lines (a witness's or mirror's 200 answer) ---------------------------
+
+CP_TEXT = Checkpoint("example.com/log", 7, bytes(range(32))).to_text()
+
+
+def _line(signer: CosignatureSigner | MLDSACosigner, text: str = CP_TEXT, ts: int = 1700000000) -> str:
+    return NoteSignature(signer.name, signer.key_id, signer.cosign(text, ts)).line()
+
+
+def test_check_cosignature_lines_real_witness_answer() -> None:
+    # The ArmoredWitness lines of V5 as their witnesses answered, 0x01 keys listed by policy name.
+    cp_text = parse_note(V5_NOTE).text
+    answer = "".join(V5_NOTE.splitlines(keepends=True)[5:])  # the two cosignature lines
+    keys = [(f"policy-{i}", cosigner_verifier(parse_vkey(w))) for i, w in enumerate(V5_W01)]
+    check = check_cosignature_lines(answer, cp_text, reversed(keys))
+    assert [(n, s.key_id.hex()) for n, s in check.found] == [("policy-1", "c7cf0b6d"), ("policy-0", "0a78df20")]
+    assert not check.malformed and check.failed == ()
+    assert check_cosignature_lines(answer, cp_text.replace("\n59\n", "\n60\n"), keys).failed == ("policy-0", "policy-1")
+
+
+def test_check_cosignature_lines_ed25519_and_mldsa() -> None:
+    ed = CosignatureSigner("w.example", WITNESS_SEED)
+    pq = MLDSACosigner("w.example-mldsa44", bytes(range(32)))
+    keys = [("w-ed", ed.verifier), ("w-pq", pq.verifier)]
+    stranger = CosignatureSigner("other.example", bytes(32))
+    answer = _line(stranger) + _line(pq) + _line(ed)
+    check = check_cosignature_lines(answer, CP_TEXT, keys)
+    assert [n for n, _ in check.found] == ["w-ed", "w-pq"]  # key order, the line for another name ignored
+    assert [s.key_id for _, s in check.found] == [ed.key_id, pq.key_id]
+    assert not check.malformed and check.failed == ()
+    # A missing final newline is tolerated.
+    assert [n for n, _ in check_cosignature_lines(answer.rstrip("\n"), CP_TEXT, keys).found] == ["w-ed", "w-pq"]
+    # Only lines for another name: nothing found, nothing failed.
+    assert check_cosignature_lines(_line(stranger), CP_TEXT, keys) == check_cosignature_lines(_line(stranger), CP_TEXT, [])
+
+
+def test_check_cosignature_lines_wrong_key_and_bad_signatures() -> None:
+    ed = CosignatureSigner("w.example", WITNESS_SEED)
+    pq = MLDSACosigner("w.example-mldsa44", bytes(range(32)))
+    keys = [("w-ed", ed.verifier), ("w-pq", pq.verifier)]
+    # Same name, another key: its key ID differs, so the line is not the witness's (ignored).
+    impostor = CosignatureSigner("w.example", bytes(32))
+    check = check_cosignature_lines(_line(impostor), CP_TEXT, keys)
+    assert check.found == () and check.failed == () and not check.malformed
+    # The witness's keys over another checkpoint: the lines match by name and key ID but do not verify.
+    other = Checkpoint("example.com/log", 8, bytes(range(32))).to_text()
+    check = check_cosignature_lines(_line(ed, other) + _line(pq, other), CP_TEXT, keys)
+    assert check.found == () and check.failed == ("w-ed", "w-pq")
+    # Only the first line of a key counts: a bad one before a good one fails that key.
+    check = check_cosignature_lines(_line(ed, other) + _line(ed) + _line(pq), CP_TEXT, keys)
+    assert [n for n, _ in check.found] == ["w-pq"] and check.failed == ("w-ed",)
+
+
+@pytest.mark.parametrize("answer", ["", "\n", "not a signature line\n", "— w.example !!!\n", "— w.example AAAA\n"])
+def test_check_cosignature_lines_malformed(answer: str) -> None:
+    ed = CosignatureSigner("w.example", WITNESS_SEED)
+    check = check_cosignature_lines(answer, CP_TEXT, [("w-ed", ed.verifier)])
+    assert check.malformed and check.found == () and check.failed == ()
+    # A good line does not save a block with a malformed one in it.
+    assert check_cosignature_lines(_line(ed) + answer, CP_TEXT, [("w-ed", ed.verifier)]).malformed == bool(answer)
 
 
 # --- constructors and sign_note ---------------------------------------------------------

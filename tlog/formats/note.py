@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from tlog.errors import FormatError, UnknownKeyError
+from tlog.errors import FormatError, SignatureError, UnknownKeyError
 from tlog.formats.encoding import b64decode_noncanonical, b64enc
 from tlog.formats.keys import Verifier, check_key_name
 
@@ -257,3 +257,46 @@ def add_signatures(
     if len(merged.to_bytes()) > MAX_NOTE_SIZE:
         raise FormatError(f"note larger than {MAX_NOTE_SIZE} bytes")
     return merged
+
+
+@dataclass(frozen=True)
+class CosignatureCheck:
+    """What `check_cosignature_lines` made of a cosigner's answer, so that each caller
+    (witness pusher, mirror pusher) can log it under its own name."""
+
+    found: tuple[tuple[str, NoteSignature], ...]
+    """(policy name, signature) of every key whose line verified, in key order."""
+    malformed: bool = False
+    """The answer was not a block of signature lines: nothing was checked."""
+    failed: tuple[str, ...] = ()
+    """Policy names of the keys whose line did not verify."""
+
+
+def check_cosignature_lines(
+    lines: str, checkpoint_text: str, keys: Iterable[tuple[str, Verifier]]
+) -> CosignatureCheck:
+    """The cosignatures in a cosigner's 200 answer (tlog-witness add-checkpoint, tlog-mirror)
+    that verify over `checkpoint_text` with one of its `keys` ((policy name, key) pairs).
+
+    The first line whose name and key ID match a key is the one checked; lines for keys
+    we do not hold are ignored (clients ignore unknown keys), as is a missing final "\n"
+    (some cosigners omit it).
+    """
+    try:
+        sigs = parse_signature_lines(lines if lines.endswith("\n") else lines + "\n")
+    except FormatError:
+        return CosignatureCheck((), malformed=True)
+    message = checkpoint_text.encode("utf-8")
+    found: list[tuple[str, NoteSignature]] = []
+    failed: list[str] = []
+    for name, v in keys:
+        for s in sigs:
+            if s.name == v.name and s.key_id == v.key_id:
+                try:
+                    v.verify(message, s.blob)
+                except SignatureError:
+                    failed.append(name)
+                else:
+                    found.append((name, s))
+                break
+    return CosignatureCheck(tuple(found), failed=tuple(failed))

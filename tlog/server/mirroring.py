@@ -29,10 +29,10 @@ import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 
-from tlog.errors import FormatError, OAPError, SignatureError
+from tlog.errors import FormatError, OAPError
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.mirror import encode_package
-from tlog.formats.note import NoteSignature, parse_note, parse_signature_lines
+from tlog.formats.note import NoteSignature, check_cosignature_lines, parse_note
 from tlog.formats.policy import Policy
 from tlog.formats.tiles import parse_entry_bundle
 from tlog.http.mirrorclient import FetchError, MirrorClient, Refused, prefetched
@@ -308,27 +308,15 @@ class MirrorSet:
         return outcome
 
     @staticmethod
-    def _verified(t: MirrorTarget, goal: LogState, lines: str) -> list[tuple[str, NoteSignature]]:
+    def _verified(t: MirrorTarget, goal: LogState, lines: str) -> tuple[tuple[str, NoteSignature], ...]:
         """The cosignatures in a 200 that verify with one of the mirror's keys (by policy name);
         anything else in it is ignored (tlog-mirror: clients ignore unknown keys)."""
-        text = parse_note(goal.note).text.encode()
-        try:
-            sigs = parse_signature_lines(lines if lines.endswith("\n") else lines + "\n")
-        except FormatError:
+        check = check_cosignature_lines(lines, parse_note(goal.note).text, t.keys)
+        if check.malformed:
             log.warning("mirror %s answered 200 with malformed cosignature lines", t.name)
-            return []
-        found = []
-        for name, v in t.keys:
-            for s in sigs:
-                if s.name == v.name and s.key_id == v.key_id:
-                    try:
-                        v.verify(text, s.blob)
-                    except SignatureError:
-                        log.warning("mirror %s returned a cosignature that does not verify", name)
-                        break
-                    found.append((name, s))
-                    break
-        return found
+        for name in check.failed:
+            log.warning("mirror %s returned a cosignature that does not verify", name)
+        return check.found
 
     def _fail(self, t: MirrorTarget, error: str, *, upto: int | None) -> None:
         """Answer the waiters for sizes up to `upto` (all: None) of a push that failed: the

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field, replace
 
 import aiohttp
 
-from tlog.errors import FormatError, LogHalted, NotPublished, SignatureError, TooLarge
+from tlog.errors import FormatError, LogHalted, NotPublished, TooLarge
 from tlog.formats.encoding import b64enc
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
-from tlog.formats.note import NoteSignature, add_signatures, parse_note, parse_signature_lines
+from tlog.formats.note import NoteSignature, add_signatures, check_cosignature_lines, parse_note
 from tlog.formats.policy import Policy, parse_policy
 from tlog.http.bodies import read_capped
 from tlog.server.mirroring import MirrorOutcome, MirrorSet
@@ -165,28 +165,18 @@ class WitnessSet:
         w.size = None  # learn it again from the next 409
         return WitnessOutcome(w.name, None, error, time.perf_counter() - t0)
 
-    def _check_cosignatures(self, w: WitnessEndpoint, state: LogState, text: str) -> list[tuple[str, NoteSignature]]:
+    def _check_cosignatures(self, w: WitnessEndpoint, state: LogState,
+                            text: str) -> tuple[tuple[str, NoteSignature], ...]:
         """Keep only the cosignatures that verify with one of the witness's keys (by policy name)."""
-        cp_text = parse_note(state.note).text.encode()
-        try:
-            sigs = parse_signature_lines(text if text.endswith("\n") else text + "\n")
-        except FormatError:
+        check = check_cosignature_lines(text, parse_note(state.note).text, w.keys)
+        if check.malformed:
             log.warning("witness %s answered 200 with malformed cosignature lines", w.name)
-            return []
-        found: list[tuple[str, NoteSignature]] = []
-        for name, v in w.keys:
-            for s in sigs:
-                if s.name == v.name and s.key_id == v.key_id:
-                    try:
-                        v.verify(cp_text, s.blob)
-                    except SignatureError:
-                        log.warning("witness %s returned a cosignature that does not verify", name)
-                        break
-                    found.append((name, s))
-                    break
-        if not found:
+            return ()
+        for name in check.failed:
+            log.warning("witness %s returned a cosignature that does not verify", name)
+        if not check.found:
             log.warning("witness %s answered 200 without its cosignature", w.name)
-        return found
+        return check.found
 
     # --- all witnesses -------------------------------------------------------------------
 
