@@ -28,16 +28,15 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
-from tlog.formats.keys import COSIGNATURE_MLDSA44, ECDSA, ED25519, Verifier, check_key_name, parse_vkey
+from tlog.formats.keys import COSIGNATURE_MLDSA44, ECDSA, ED25519, Verifier, parse_vkey
 from tlog.formats.loglist import MAX_QPD
 from tlog.formats.policy import parse_policy
 from tlog.formats.urls import is_loopback
-from tlog.runtime.config import HTTPConfig, check_http_limits
-from tlog.runtime.keyfiles import check_cosigner_kinds
+from tlog.runtime.config import CosignerConfig, HTTPConfig, check_http_limits
 
 OWN_LEVELS = ("L4", "L5", "none")
 """`require_own_level`: the least level of the witness's own receipt (§31); "none" disables the check."""
@@ -106,13 +105,11 @@ def _as_log(item: object, i: int) -> WitnessedLog:
 
 
 @dataclass(frozen=True)
-class WitnessConfig(HTTPConfig):
+class WitnessConfig(HTTPConfig, CosignerConfig):
+    KEY_STEM: ClassVar[str] = "witness"  # data_dir/witness.key, data_dir/witness-mldsa44.key
+
     data_dir: Path = Path("witness-data")
     port: int = 8081
-    name: str = ""  # cosigning key name; empty = take it from an existing key file
-    key_file: Path | None = None  # default data_dir/witness.key
-    mldsa_key_file: Path | None = None  # default data_dir/witness-mldsa44.key
-    cosigners: tuple[str, ...] = ("ed25519",)  # cosigning keys held and used (keyfiles.COSIGNER_KINDS)
     log_lists: tuple[str, ...] = ()  # logs/v0 lists to provision logs from: file paths or URLs
     log_list_refresh: float = 3600.0  # seconds between refreshes of every list
     log_list_timeout: float = 30.0  # per list fetch
@@ -140,14 +137,6 @@ class WitnessConfig(HTTPConfig):
                 object.__setattr__(self, name, tuple(value))
 
     @property
-    def key_path(self) -> Path:
-        return self.key_file if self.key_file is not None else self.data_dir / "witness.key"
-
-    @property
-    def mldsa_key_path(self) -> Path:
-        return self.mldsa_key_file if self.mldsa_key_file is not None else self.data_dir / "witness-mldsa44.key"
-
-    @property
     def lists_cache_dir(self) -> Path:
         """The last good copy of each logs/v0 list (so a restart without network keeps its logs)."""
         return self.data_dir / "log-lists"
@@ -162,11 +151,7 @@ class WitnessConfig(HTTPConfig):
 
     def validate(self) -> None:
         check_http_limits(self)
-        if self.name:
-            try:
-                check_key_name(self.name)
-            except FormatError as e:
-                raise ConfigError(f"name: {e.message}") from None
+        self.check_cosigner_settings()
         origins: set[str] = set()
         for i, log in enumerate(self.logs):
             if not log.origin or len(log.origin.encode("utf-8")) > MAX_ORIGIN_BYTES or "\n" in log.origin:
@@ -185,7 +170,6 @@ class WitnessConfig(HTTPConfig):
                 raise ConfigError(f"logs[{i}] ({log.origin}): url must be http:// or https://")
             if log.qpd is not None and not 1 <= log.qpd <= MAX_QPD:
                 raise ConfigError(f"logs[{i}] ({log.origin}): qpd must be 1..{MAX_QPD}")
-        check_cosigner_kinds(self.cosigners)
         for source in self.log_lists:
             check_list_source(source)
         if not 1 <= self.log_list_refresh <= 7 * 86400:

@@ -65,8 +65,7 @@ def did_of(seed: bytes) -> str:
 def load_or_create_keys(cfg: WitnessConfig) -> tuple[tuple[Cosigner, ...], bytes]:
     """The cosigning keys `cfg.cosigners` names, in that order (`load_or_create_cosigners`:
     generated on first start, one name for all), and the identity seed."""
-    signers = load_or_create_cosigners({"ed25519": cfg.key_path, "mldsa44": cfg.mldsa_key_path}, cfg.cosigners,
-                                       cfg.name, who="witness",
+    signers = load_or_create_cosigners(cfg.cosigner_key_paths, cfg.cosigners, cfg.name, who="witness",
                                        hint="run `oap-witness keygen --name <name>` or set name")
     identity_path = cfg.identity_key_path
     if not identity_path.exists():

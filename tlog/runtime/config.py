@@ -11,11 +11,13 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from tlog.errors import ConfigError, FormatError
+from tlog.formats.keys import check_key_name
 from tlog.formats.policy import MAX_POLICY_BYTES, parse_policy
 from tlog.formats.urls import INSECURE_HINT, is_loopback, plain_beyond_loopback
+from tlog.runtime.keyfiles import check_cosigner_kinds
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -145,6 +147,45 @@ class HTTPConfig:
         """(setting, URL) of every service this one sends requests to; each service's config
         names its own. Plain http:// to a host beyond loopback is refused (`plain_http_uses`)."""
         return ()
+
+
+@dataclass(frozen=True)
+class CosignerConfig:
+    """The cosigning-key settings a witness and a mirror share (their configs extend this and
+    HTTPConfig): one cosigner name, its Ed25519 and ML-DSA-44 key files, and which it uses."""
+
+    KEY_STEM: ClassVar[str] = "cosigner"
+    """Key files default to data_dir/<KEY_STEM>.key and data_dir/<KEY_STEM>-mldsa44.key."""
+
+    data_dir: Path = Path("data")
+    name: str = ""  # the cosigner's key name; empty: take it from an existing key file
+    key_file: Path | None = None  # default data_dir/<KEY_STEM>.key
+    mldsa_key_file: Path | None = None  # default data_dir/<KEY_STEM>-mldsa44.key
+    cosigners: tuple[str, ...] = ("ed25519",)  # cosigning keys held and used (keyfiles.COSIGNER_KINDS)
+
+    @property
+    def key_path(self) -> Path:
+        return self.key_file if self.key_file is not None else self.data_dir / f"{self.KEY_STEM}.key"
+
+    @property
+    def mldsa_key_path(self) -> Path:
+        if self.mldsa_key_file is not None:
+            return self.mldsa_key_file
+        return self.data_dir / f"{self.KEY_STEM}-mldsa44.key"
+
+    @property
+    def cosigner_key_paths(self) -> dict[str, Path]:
+        """The key file of each of keyfiles.COSIGNER_KINDS (`keyfiles.load_or_create_cosigners`)."""
+        return {"ed25519": self.key_path, "mldsa44": self.mldsa_key_path}
+
+    def check_cosigner_settings(self) -> None:
+        """Refuse a bad key name or `cosigners` list (ConfigError)."""
+        if self.name:
+            try:
+                check_key_name(self.name)
+            except FormatError as e:
+                raise ConfigError(f"name: {e.message}") from None
+        check_cosigner_kinds(self.cosigners)
 
 
 def plain_http_uses(cfg: HTTPConfig) -> list[str]:

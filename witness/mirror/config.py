@@ -24,14 +24,13 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
-from tlog.formats.keys import ECDSA, ED25519, Verifier, check_key_name, parse_vkey
+from tlog.formats.keys import ECDSA, ED25519, Verifier, parse_vkey
 from tlog.formats.mirror import PACKAGE_SIZE
-from tlog.runtime.config import HTTPConfig, check_http_limits
-from tlog.runtime.keyfiles import check_cosigner_kinds
+from tlog.runtime.config import CosignerConfig, HTTPConfig, check_http_limits
 
 _LOG_FIELDS = frozenset({"origin", "vkey", "url", "minimum_index", "retention_policy"})
 
@@ -75,13 +74,11 @@ def _as_log(item: object, i: int) -> MirroredLog:
 
 
 @dataclass(frozen=True)
-class MirrorConfig(HTTPConfig):
+class MirrorConfig(HTTPConfig, CosignerConfig):
+    KEY_STEM: ClassVar[str] = "mirror"  # data_dir/mirror.key, data_dir/mirror-mldsa44.key
+
     data_dir: Path = Path("mirror-data")
     port: int = 8084
-    name: str = ""  # the mirror's cosigner name; empty: take it from an existing key file
-    key_file: Path | None = None  # default data_dir/mirror.key
-    mldsa_key_file: Path | None = None  # default data_dir/mirror-mldsa44.key
-    cosigners: tuple[str, ...] = ("ed25519",)  # cosigning keys held and used (keyfiles.COSIGNER_KINDS)
     logs: Sequence[MirroredLog] = ()  # [[mirror.logs]]
     monitoring_prefix: str = ""  # the public URL of the read API (default: this server's URL)
     max_body: int = 64 * 1024  # add-checkpoint body cap
@@ -103,25 +100,12 @@ class MirrorConfig(HTTPConfig):
         object.__setattr__(self, "logs", tuple(_as_log(item, i) for i, item in enumerate(logs)))
 
     @property
-    def key_path(self) -> Path:
-        return self.key_file if self.key_file is not None else self.data_dir / "mirror.key"
-
-    @property
-    def mldsa_key_path(self) -> Path:
-        return self.mldsa_key_file if self.mldsa_key_file is not None else self.data_dir / "mirror-mldsa44.key"
-
-    @property
     def ticket_key_path(self) -> Path:
         return self.data_dir / "ticket.key"
 
     def validate(self) -> None:
         check_http_limits(self)
-        check_cosigner_kinds(self.cosigners)
-        if self.name:
-            try:
-                check_key_name(self.name)
-            except FormatError as e:
-                raise ConfigError(f"name: {e.message}") from None
+        self.check_cosigner_settings()
         origins: set[str] = set()
         for i, lg in enumerate(self.logs):
             where = f"logs[{i}] ({lg.origin})"

@@ -31,6 +31,5 @@ def create_key(path: Path, name: str, *, mldsa: bool = False) -> Cosigner:
 def load_or_create_keys(cfg: MirrorConfig) -> tuple[Cosigner, ...]:
     """The mirror's keys (`cfg.cosigners`, in that order), checked against `cfg.name`; made on
     first start when a name is set (or the mirror's other key names it)."""
-    return load_or_create_cosigners({"ed25519": cfg.key_path, "mldsa44": cfg.mldsa_key_path}, cfg.cosigners,
-                                    cfg.name, who="mirror",
+    return load_or_create_cosigners(cfg.cosigner_key_paths, cfg.cosigners, cfg.name, who="mirror",
                                     hint="run `oap-mirror keygen --name <name>` or set name")
