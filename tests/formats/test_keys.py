@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tlog.errors import Forbidden, FormatError, SignatureError
+from tlog.errors import ConfigError, Forbidden, FormatError, SignatureError
 from tlog.formats.checkpoint import cosignature_message
 from tlog.formats.keys import (
     COSIGNATURE_V1,
@@ -28,7 +28,7 @@ from tlog.formats.keys import (
     key_id,
     parse_vkey,
 )
-from tlog.runtime.keyfiles import read_private_key, write_private_key
+from tlog.runtime.keyfiles import bucket_credentials, read_private_key, write_private_key, write_secret
 
 PETER_VKEY = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
 PETER_SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"
@@ -356,6 +356,24 @@ def test_read_private_key_refuses_group_or_other_access(tmp_path) -> None:
             read_private_key(path)
     os.chmod(path, 0o600)
     assert read_private_key(path) == PETER_SKEY
+
+
+def test_bucket_credentials_from_a_0600_file_or_the_environment(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "env-id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    creds = tmp_path / "bucket.creds"
+    write_secret(creds, "file-id file-secret")
+    assert bucket_credentials(creds) == ("file-id", "file-secret")  # the file wins over the environment
+    assert bucket_credentials(None) == ("env-id", "env-secret")
+    write_secret(tmp_path / "one", "only-an-id")
+    with pytest.raises(ConfigError, match="expected '<access key> <secret key>'"):
+        bucket_credentials(tmp_path / "one")
+    os.chmod(creds, 0o644)
+    with pytest.raises(Forbidden, match="chmod 600"):
+        bucket_credentials(creds)
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(ConfigError, match="AWS_SECRET_ACCESS_KEY"):
+        bucket_credentials(None)
 
 
 # --- properties -------------------------------------------------------------

@@ -90,6 +90,23 @@ def read_private_key(path: str | os.PathLike[str]) -> str:
     return text.rstrip("\r\n")
 
 
+def bucket_credentials(credentials_file: str | os.PathLike[str] | None) -> tuple[str, str]:
+    """An S3-compatible bucket's access key and secret: from `credentials_file` ("<access key>
+    <secret key>", mode 0600, never logged) or from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
+    (the `bucket_credentials_file` setting of the log and the mirror)."""
+    if credentials_file is not None:
+        try:
+            key_id, secret = read_private_key(credentials_file).split()
+        except ValueError:
+            raise ConfigError(f"{credentials_file}: expected '<access key> <secret key>'") from None
+        return key_id, secret
+    key_id, secret = os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+    if not key_id or not secret:
+        raise ConfigError("bucket credentials: set bucket_credentials_file, or AWS_ACCESS_KEY_ID and "
+                          "AWS_SECRET_ACCESS_KEY")
+    return key_id, secret
+
+
 def read_seed(path: str | os.PathLike[str]) -> bytes:
     """The seed of an Ed25519 key file (mode checked by read_private_key)."""
     return Signer.from_skey(read_private_key(path)).export_seed()

@@ -116,24 +116,6 @@ def checkpoint_signer(signer: keys.Signer) -> Signer:
     return sign
 
 
-def bucket_credentials(config: LogConfig) -> tuple[str, str]:
-    """The bucket's access key and secret: from `bucket_credentials_file` ("<access key>
-    <secret key>", mode 0600, never logged) or from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."""
-    import os
-
-    if config.bucket_credentials_file is not None:
-        try:
-            key_id, secret = keyfiles.read_private_key(config.bucket_credentials_file).split()
-        except ValueError:
-            raise ConfigError(f"{config.bucket_credentials_file}: expected '<access key> <secret key>'") from None
-        return key_id, secret
-    key_id, secret = os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", "")
-    if not key_id or not secret:
-        raise ConfigError("bucket credentials: set bucket_credentials_file, or AWS_ACCESS_KEY_ID and "
-                          "AWS_SECRET_ACCESS_KEY")
-    return key_id, secret
-
-
 def open_storage(config: LogConfig, *, faults: Fault | None = None) -> Driver:
     """The storage driver the configuration names (`tlog.storage.interface`); `faults` is a
     test hook (None in production)."""
@@ -152,7 +134,7 @@ def open_publisher(config: LogConfig) -> Publisher | None:
         return None
     from tlog.storage.bucket import Bucket, TilePublisher
 
-    key_id, secret = bucket_credentials(config)
+    key_id, secret = keyfiles.bucket_credentials(config.bucket_credentials_file)
     return TilePublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
                                             region=config.bucket_region),
                          checkpoint_interval=config.checkpoint_publish_interval)

@@ -57,7 +57,7 @@ class Bucket:
     @classmethod
     def from_config(cls, url: str, *, key_id: str, secret: str, region: str = "us-east-1") -> Bucket:
         """`url` is http(s)://host[:port]/bucket; the access key and secret come from the
-        caller (a 0600 file or the environment: `tlog.server.service.bucket_credentials`).
+        caller (a 0600 file or the environment: `tlog.runtime.keyfiles.bucket_credentials`).
 
         Timeouts and retries are short: a bucket that is down makes writes fail (503) within
         a few seconds, and the appender retries, rather than holding every write meanwhile."""

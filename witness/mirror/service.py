@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tlog.errors import ConfigError
-from tlog.runtime.keyfiles import read_private_key
+from tlog.runtime.keyfiles import bucket_credentials
 
 from .config import MirrorConfig
 from .core import Cosigner, Mirror
@@ -14,24 +13,6 @@ from .keys import load_or_create_keys
 from .metrics import MirrorMetrics
 from .publish import BucketPublisher
 from .tickets import TicketKey
-
-
-def bucket_credentials(config: MirrorConfig) -> tuple[str, str]:
-    """The bucket's access key and secret: `bucket_credentials_file` ("<access key> <secret key>",
-    mode 0600, never logged), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, as the log reads them."""
-    import os
-
-    if config.bucket_credentials_file is not None:
-        try:
-            key_id, secret = read_private_key(config.bucket_credentials_file).split()
-        except ValueError:
-            raise ConfigError(f"{config.bucket_credentials_file}: expected '<access key> <secret key>'") from None
-        return key_id, secret
-    key_id, secret = os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", "")
-    if not key_id or not secret:
-        raise ConfigError("bucket credentials: set bucket_credentials_file, or AWS_ACCESS_KEY_ID and "
-                          "AWS_SECRET_ACCESS_KEY")
-    return key_id, secret
 
 
 @dataclass
@@ -58,7 +39,7 @@ class MirrorService:
         if config.bucket_url:
             from tlog.storage.bucket import Bucket
 
-            key_id, secret = bucket_credentials(config)
+            key_id, secret = bucket_credentials(config.bucket_credentials_file)
             publisher = BucketPublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
                                                            region=config.bucket_region), store)
         publish = (lambda origin, cp: publisher.submit(origin, cp.note, cp.size)) if publisher else None
