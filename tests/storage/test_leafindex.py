@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -436,3 +438,21 @@ def test_a_replaced_table_is_freed_only_once_no_reader_holds_it(tmp_path):
     assert not droppers(), "once no one holds it, the old table is freed"
     assert idx.lookup(probe) == {h: want[h] for h in probe}
     idx.close()
+
+
+def test_a_rebuilt_table_survives_the_freeing_of_the_one_it_replaced(tmp_path, monkeypatch):
+    """A rebuild after a machine restart writes a new file: the thread that punches out the
+    replaced table's blocks must never reach the new table's (they once shared an inode)."""
+    leaves = Leaves()
+    idx = make(tmp_path, leaves)
+    assert append(idx, leaves, [os.urandom(32) for _ in range(3000)])
+    os.close(idx._fd)  # a kill -9
+    idx._fd = None
+    monkeypatch.setattr(leafindex, "boot_id", lambda: "another-boot")
+    again = make(tmp_path, leaves)
+    deadline = time.monotonic() + 60
+    while any(t.name == "tlog-leafindex-drop" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the replaced table was never freed"
+        time.sleep(0.01)
+    assert again.lookup(leaves.hashes) == {h: i for i, h in enumerate(leaves.hashes)}
+    again.close()

@@ -363,7 +363,11 @@ class LeafIndex:
             self._table = _anon_table(_capacity_for(size))
             self.indexed_size, self.count = 0, 0
             return
-        fd, table = self._create_file(self.path, _capacity_for(size))
+        # A new file, not the old one truncated: the old table's descriptor goes to _drop,
+        # which punches its blocks out, and must not share an inode with the new table.
+        tmp = self.path.with_name(self.path.name + ".new")
+        fd, table = self._create_file(tmp, _capacity_for(size))
+        os.replace(tmp, self.path)
         self._set_table(fd, table)
         self.indexed_size, self.count = 0, 0
 
@@ -564,7 +568,8 @@ def _drop(fd: int, box: list) -> None:
         time.sleep(0.01)
     if _fallocate is not None and sys.getrefcount(table) <= 2:
         try:
-            end = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            end = st.st_size if st.st_nlink == 0 else 0  # only a replaced (unlinked) file
         except OSError:
             end = 0
         for off in range(0, end, _DROP_STEP):
