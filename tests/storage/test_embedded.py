@@ -511,3 +511,24 @@ def test_the_start_up_check_reads_the_runs_extents_not_their_data(tmp_path):
     assert w.state.root == root
     assert again.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs_extent'").fetchone() is not None
     w.close()
+
+
+def test_the_hash_files_are_synced_off_the_append_path_and_recorded_with_a_checkpoint(tmp_path):
+    """With hash_sync_interval > 0 a thread syncs the hash files; a later checkpoint commit
+    records the size it synced, from which the next start recomputes (none here: it is all)."""
+    store, w = opened(tmp_path, hash_sync_interval=0.05)
+    data = entries(1400)  # enough for one append per 0.05 s until the deadline
+    w.append(data[:100])
+    synced = 0
+    deadline, i = time.monotonic() + 60, 100
+    while synced < 100:  # each append commits a checkpoint, which records what was synced
+        assert time.monotonic() < deadline, "the synced size was never recorded"
+        time.sleep(0.05)
+        w.append(data[i : i + 1])
+        i += 1
+        synced = int(store._meta("hashes_synced") or 0)
+    assert synced <= store.head().sequenced
+    store.close()
+    again, w2 = opened(tmp_path, hash_sync_interval=0.05)
+    assert w2.state.size == i and w2.state.root == w.state.root
+    again.close()

@@ -24,7 +24,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from itertools import pairwise
 from pathlib import Path
 
@@ -169,8 +169,8 @@ class HashSyncer:
 
     An fdatasync of appended hash files commits the filesystem's journal; on the writer's
     thread it waited behind whatever else the disk was writing (a leaf-index resize: 150 ms
-    at 2^26 entries, measured with benchmarks/growth.py). Here only the next checkpoint
-    commit waits for nothing: it records the last size this thread has synced."""
+    at 2^26 entries, measured with benchmarks/growth.py). Here no append waits for it: the
+    next checkpoint commit only records the last size this thread has synced."""
 
     def __init__(self, storage: EmbeddedStorage, interval: float) -> None:
         self.storage, self.interval = storage, interval
@@ -349,24 +349,19 @@ class EmbeddedStorage:
         if self.read_only:
             self._hashed = size
             return
-        if self._hash_syncer is not None:
-            with self._hash_syncer.lock:  # not while the syncer reads _hashed: see HashSyncer
-                self._rebuild_hashes_locked(start, size)
-        else:
-            self._rebuild_hashes_locked(start, size)
-
-    def _rebuild_hashes_locked(self, start: int, size: int) -> None:
-        self.hashes.truncate(start)
-        self._hashed = cur = start
-        while cur < size:
-            datas = read_entries(self.conn, cur, min(65536, size - cur))
-            if not datas:
-                raise CorruptionError(f"no entries at {cur} below the committed size {size}")
-            self.hashes.append(cur, leaf_hashes(datas))
-            cur += len(datas)
-        self.hashes.sync()
-        self._hashed = size
-        self._set_meta("hashes_synced", size)
+        # Not while the syncer reads _hashed and syncs: it would record a size it saw before the cut.
+        with self._hash_syncer.lock if self._hash_syncer is not None else nullcontext():
+            self.hashes.truncate(start)
+            self._hashed = cur = start
+            while cur < size:
+                datas = read_entries(self.conn, cur, min(65536, size - cur))
+                if not datas:
+                    raise CorruptionError(f"no entries at {cur} below the committed size {size}")
+                self.hashes.append(cur, leaf_hashes(datas))
+                cur += len(datas)
+            self.hashes.sync()
+            self._hashed = size
+            self._set_meta("hashes_synced", size)
 
     def _repair(self) -> None:
         """Derived data behind the database after a failed update: catch it up."""
