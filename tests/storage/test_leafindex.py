@@ -310,10 +310,15 @@ def _fill_to_half(idx: LeafIndex, leaves: Leaves, rng: random.Random) -> None:
     assert idx._resize is not None
 
 
-def test_appends_go_on_while_the_table_grows_in_the_background(tmp_path):
+@pytest.mark.parametrize("catch_up", ["one batch", "several batches"])
+def test_appends_go_on_while_the_table_grows_in_the_background(tmp_path, monkeypatch, catch_up):
     """A resize never holds the writer: with the background copy held, batches keep going
     into the old table (which lookups keep reading), and the grown table, swapped in at the
-    next batch after the copy, holds every entry, the ones indexed during the copy too."""
+    next batch after the copy, holds every entry, the ones indexed during the copy too
+    (inserted by the catch-up in position order: in one sorted batch, or in several)."""
+    if catch_up == "several batches":
+        monkeypatch.setattr(leafindex, "_CATCH_UP_BATCH", 4096)
+        monkeypatch.setattr(leafindex, "_CATCH_UP_CHUNK", 256)
     rng = random.Random(11)
     leaves = Leaves()
     held = HeldResize("copied")

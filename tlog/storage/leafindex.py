@@ -66,6 +66,9 @@ _SWAP_GAP = 1 << 11  # entries the background resize leaves for the writer to in
 # they land on random pages, and each read fault maps its 64 KiB neighbourhood (fault-around),
 # so 1,024 entries map up to 64 MiB, and a larger step would map most of a large table at once.
 _CATCH_UP_CHUNK = 1 << 10
+# Entries a resize's catch-up sorts by position at once (~56 bytes each while it runs; see
+# _Resize._catch_up): the more, the closer together each chunk's pages lie.
+_CATCH_UP_BATCH = 1 << 19
 GROW_AT = 0.5  # load at which a background resize starts
 WAIT_AT = 0.75  # load the writer may not pass while a resize is under way: it waits for it
 
@@ -703,18 +706,37 @@ class _Resize:
                 target = index.indexed_size  # the writer's progress (it only grows)
                 if target - self.done <= _SWAP_GAP:
                     break
-                hi = min(target, self.done + _CATCH_UP_CHUNK)
-                self.count += self.new.insert(_tags(index.leaves(self.done, hi - self.done)),
-                                              np.arange(self.done, hi, dtype=np.int64))
-                if release:
-                    self.new.release()
-                self._flush()
+                hi = min(target, self.done + _CATCH_UP_BATCH)
+                self.count += self._catch_up(self.done, hi, release)
                 self.done = hi
             self._hook("ready")
         except BaseException as e:  # noqa: BLE001 - reported to the writer, which keeps the old table
             self.error = e
         finally:
             self.ready.set()
+
+    def _catch_up(self, lo: int, hi: int, release: bool) -> int:
+        """Insert entries [lo, hi) (the writer indexed them since the copy started) in the
+        order of their positions in the new table, a chunk at a time, flushing each chunk.
+
+        In index order each entry dirties a page at random: at 2^26 entries the catch-up
+        was ~1.8 million random 4 KiB writes over 60 s, and the writer's fsyncs, which on a
+        virtual disk persist whatever was written before them, waited behind them for up
+        to 386 ms. Sorted, a chunk's pages lie in one narrow band of the file, so its flush
+        is a few sequential runs; the whole pass is one sweep over the table."""
+        assert self.new is not None
+        tags = _tags(self.index.leaves(lo, hi - lo))
+        order = np.argsort(_positions(tags, self.new.key, self.new.mask), kind="stable")
+        filled = 0
+        for a in range(0, order.size, _CATCH_UP_CHUNK):
+            if self.stop.is_set():
+                break  # cancelled: the table is discarded
+            sel = order[a : a + _CATCH_UP_CHUNK]
+            filled += self.new.insert(tags[sel], sel.astype(np.int64) + lo)
+            if release:
+                self.new.release()
+            self._flush()
+        return filled
 
     def _flush(self) -> None:
         """Write the new table's dirty pages out now, the few MiB of a step at a time, so that
