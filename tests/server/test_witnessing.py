@@ -209,47 +209,129 @@ async def test_hanging_and_garbage_witnesses_do_not_stall_appends(tmp_path):
 
 async def test_restored_log_halts_instead_of_forking(tmp_path):
     """Review finding: a witness that has cosigned a larger tree of this log than the
-    log holds (an old backup restored) must stop the log signing, not just be skipped."""
-    import shutil
+    log holds (an old backup restored) must stop the log signing, not just be skipped.
+    The restored log serves what it had published at backup time, cosigned, and never a
+    tree the witness quorum has not cosigned."""
+    import sqlite3
+    from contextlib import closing
+
+    def copy(src: Path, dst: Path) -> None:
+        """A copy of a SQLite database with what its write-ahead log holds (SQLite's backup API)."""
+        with closing(sqlite3.connect(src)) as a, closing(sqlite3.connect(dst)) as b:
+            a.backup(b)
 
     log_vkey = load_or_create_key(tmp_path / "log", ORIGIN).vkey
     w = await Witness(tmp_path, "h1.test", log_vkey).start()
     rows = [(w.name, w.vkey, w.url)]
     svc, server, url = await open_log(tmp_path, rows, 1)
+    policy = TrustPolicy.from_text((tmp_path / "log" / "log.policy").read_text())
     try:
         async with LogClient(url) as c:
             await c.anchor(entry(1))
-        shutil.copy(tmp_path / "log" / "log.db", tmp_path / "old.db")  # an old "backup" at size 1
+            cosigned = await c.checkpoint()
+        copy(tmp_path / "log" / "log.db", tmp_path / "old.db")  # an old backup at size 1
         async with LogClient(url) as c:
             for i in range(2, 6):
                 await c.anchor(entry(i))
     finally:
         await server.close()
         await svc.close()
-    for f in (tmp_path / "log").glob("log.db*"):
-        f.unlink()
-    shutil.copy(tmp_path / "old.db", tmp_path / "log" / "log.db")
-    svc, server, url = await open_log(tmp_path, rows, 1)  # the restored log: size 1, the witness saw 5
+    assert policy.verify_checkpoint(cosigned).checkpoint.size == 1
+
+    async def restored(served: int, checkpoint: str | None) -> None:
+        """Restore the backup, start the log: halted, serving `checkpoint` (None: nothing)."""
+        for f in (tmp_path / "log").glob("log.db*"):
+            f.unlink()
+        copy(tmp_path / "old.db", tmp_path / "log" / "log.db")
+        svc, server, url = await open_log(tmp_path, rows, 1)  # the restored log: size 1, the witness saw 5
+        try:
+            assert svc.sequencer.halted is not None  # before any write could sign a second root
+            async with aiohttp.ClientSession() as s:
+                async with s.post(url + "/v1/entries", json=entry(100)) as r:
+                    body = await r.json()
+                    assert r.status == 503 and "restored from an old backup" in body["message"]
+                async with s.get(url + "/v1/info") as r:
+                    info = await r.json()
+                assert info["halted"] and info["published"] is (checkpoint is not None)
+                assert info.get("checkpoint") == checkpoint and "has cosigned size 5" in info["halted_reason"]
+                async with s.get(url + "/checkpoint") as r:
+                    assert r.status == served and (checkpoint is None or await r.text() == checkpoint)
+                async with s.get(url + "/v1/proof/inclusion", params={"index": "0"}) as r:
+                    assert r.status == served
+            assert svc.storage.head().signed.size == 1  # nothing new signed
+        finally:
+            await server.close()
+            await svc.close()
+
     try:
-        async with aiohttp.ClientSession() as s:
-            async with s.post(url + "/v1/entries", json=entry(99)) as r:
-                assert r.status == 503
-            async with s.post(url + "/v1/entries", json=entry(100)) as r:
-                body = await r.json()
-                assert r.status == 503 and "restored from an old backup" in body["message"]
-            async with s.get(url + "/v1/info") as r:
-                info = await r.json()
-            assert info["halted"] and info["published"] is False and "tree_size" not in info
-            assert "has cosigned size 5" in info["halted_reason"]
-            async with s.get(url + "/checkpoint") as r:
-                assert r.status == 503  # the unwitnessed restored tree is not served
-            async with s.get(url + "/v1/proof/inclusion", params={"index": "0"}) as r:
-                assert r.status == 503
-        assert svc.sequencer.halted is not None
+        await restored(200, cosigned)  # what was published at backup time: witnessed, served
+        # as `oap-log restore` leaves it: its checkpoint recorded as published, with no cosignature
+        with closing(sqlite3.connect(tmp_path / "old.db", isolation_level=None)) as db:
+            db.execute("UPDATE meta SET value = (SELECT note FROM checkpoints WHERE size = 1) "
+                       "WHERE key = 'published_note'")
+        await restored(503, None)  # the unwitnessed restored tree is not served
+    finally:
+        await w.stop()
+
+
+async def test_a_log_restarted_with_its_witnesses_down_serves_what_they_cosigned(tmp_path):
+    """The head published before a restart is served again at once, from the store, with the
+    witnesses out of reach; writes wait for them (503); a quorum made stricter meanwhile is
+    met again before anything is served."""
+    log_vkey = load_or_create_key(tmp_path / "log", ORIGIN).vkey
+    w1 = await Witness(tmp_path, "r1.test", log_vkey).start()
+    w2 = await Witness(tmp_path, "r2.test", log_vkey).start()
+    one, both = [(w1.name, w1.vkey, w1.url)], [(w.name, w.vkey, w.url) for w in (w1, w2)]
+    svc, server, url = await open_log(tmp_path, one, 1)
+    try:
+        async with LogClient(url) as c:
+            for i in range(3):
+                await c.anchor(entry(200 + i))
+            cosigned = await c.checkpoint()
     finally:
         await server.close()
         await svc.close()
-        await w.stop()
+    assert cosigners(cosigned) == {"r1.test"}
+    await w1.stop()
+    try:
+        svc, server, url = await open_log(tmp_path, one, 1, witness_timeout=1.0)
+        try:
+            async with aiohttp.ClientSession() as s:
+                async with s.get(url + "/checkpoint") as r:
+                    assert r.status == 200 and await r.text() == cosigned
+                async with s.post(url + "/v1/entries", json=entry(203)) as r:
+                    assert r.status == 503 and (await r.json())["error"] == "maintenance"
+                async with s.get(url + "/checkpoint") as r:
+                    assert r.status == 200 and await r.text() == cosigned
+        finally:
+            await server.close()
+            await svc.close()
+        # now both witnesses are required, and r1 is still down: the old head is not served
+        svc, server, url = await open_log(tmp_path, both, 2, witness_timeout=1.0)
+        policy = TrustPolicy.from_text((tmp_path / "log" / "log.policy").read_text())
+        try:
+            async with aiohttp.ClientSession() as s:
+                async with s.get(url + "/checkpoint") as r:
+                    assert r.status == 503
+                await w1.start()
+                deadline = asyncio.get_running_loop().time() + 60
+                while True:  # cosigned again by both, with no new entry
+                    async with s.get(url + "/checkpoint") as r:
+                        if r.status == 200:
+                            note = await r.text()
+                            break
+                    assert asyncio.get_running_loop().time() < deadline, "never cosigned again"
+                    await asyncio.sleep(0.05)
+            assert policy.verify_checkpoint(note).checkpoint.size >= 3 and cosigners(note) == {"r1.test", "r2.test"}
+            async with LogClient(url, policy=policy) as c:  # the write refused during the outage, again
+                again = await c.anchor(entry(203))
+            assert again.duplicate and again.index == 3
+        finally:
+            await server.close()
+            await svc.close()
+    finally:
+        await w1.stop()
+        await w2.stop()
 
 
 async def test_a_witness_with_an_mldsa_key_round_trip_and_counts_once(tmp_path):

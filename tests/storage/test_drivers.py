@@ -30,6 +30,7 @@ from tlog.errors import ConfigError, ForkError, Unavailable
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import leaf_hash
+from tlog.formats.note import add_signatures, parse_note, sign_note
 from tlog.merkle.tree import memory_view
 from tlog.server.appender import Appender
 from tlog.storage.bucket import Bucket, TilePublisher
@@ -326,6 +327,31 @@ def test_the_published_head_and_the_bucket_checkpoint_never_go_backwards(backend
     assert bucket.get("checkpoint") == other.encode()
     pub.close()
     w.close()
+
+
+def test_the_published_head_with_its_cosignatures_survives_a_restart(backend):
+    """What a restart serves before the witnesses or the bucket answer: the head last recorded
+    as published, cosignatures and all; never a note the signed checkpoints do not hold."""
+    w = Writer(backend.driver(), SIGN)
+    w.open()
+    state = w.append(entries("c", 7)).state
+    text = parse_note(state.note).text
+    cosigned = str(add_signatures(state.note, parse_note(sign_note(text, [make_signer("witness.test")])).signatures))
+    w.driver.record_published(w.lease, state.size, cosigned)
+    w.driver.sequence(entries("d", 3))  # sequenced, not signed: not published either
+    w.close()
+    d = backend.driver()
+    head = d.open()
+    assert head.published == (state.size, cosigned) and head.sequenced == 10
+    d.close()
+    if backend.shared:
+        return
+    # a recorded head whose checkpoint is not the one signed for its size is not served
+    forged = str(add_signatures(SIGN(state.size, b"\x07" * 32), parse_note(cosigned).signatures[1:]))
+    backend.sql("UPDATE meta SET value = ? WHERE key = 'published_note'", (forged,))
+    d = backend.driver()
+    assert d.open().published is None
+    d.close()
 
 
 # --- the bucket: catch-up on takeover, sweep, down ------------------------------------------

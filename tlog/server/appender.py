@@ -16,7 +16,10 @@ embedded log always does) then, in this order, which survives a crash at any ste
 
 A lease holder that finds a checkpoint signed but not published (its predecessor died in
 between) brings its hash cache to that size and publishes it at once, with no new entry
-needed. Frontends without the lease follow the heads others publish (`Driver.follow`)
+needed. A start serves the store's published head before anything else is reached (with
+witnesses: if it meets the quorum configured now), so a bucket or witnesses that are down
+stop writes, not reads; with witnesses, the signed head is cosigned again before anything
+new is signed. Frontends without the lease follow the heads others publish (`Driver.follow`)
 and answer their own submissions from them. A publication that fails (no witness quorum,
 the bucket down) answers the waiting submissions 503 at once, is recorded for the other
 frontends to do the same, and is retried with backoff; a fork or a witness that has seen
@@ -63,6 +66,10 @@ log = logging.getLogger("oap.tlog.appender")
 
 Cosigner = Callable[[LogState], Awaitable[LogState]]
 """Has a signed state cosigned by the witness quorum (NotPublished if it is not met)."""
+
+QuorumCheck = Callable[[str], bool]
+"""Whether a checkpoint note already carries the cosignatures the witness quorum now
+configured requires (a head the store recorded as published may predate a policy change)."""
 
 FAULT_POINTS = ("after_sign", "after_record")
 """Where the appender calls its `faults` hook: with a checkpoint signed but not recorded, and
@@ -153,6 +160,7 @@ class Appender:
         *,
         publisher: Publisher | None = None,
         cosign: Cosigner | None = None,
+        cosigned: QuorumCheck | None = None,
         max_batch: int = 1024,
         batch_interval: float = 0.05,
         max_pending: int = 100_000,
@@ -162,11 +170,14 @@ class Appender:
     ) -> None:
         """`wait_timeout`: the longest a submission waits for a published checkpoint covering it
         when no publication is attempted at all (no frontend holds the role); a failed attempt
-        answers it at once. `faults`: a test hook called at `FAULT_POINTS` (None in production)."""
+        answers it at once. `cosigned`: with `cosign`, which published heads of the store may be
+        served as they are; without it, none is before it is cosigned again. `faults`: a test
+        hook called at `FAULT_POINTS` (None in production)."""
         self.driver = driver
         self.sign = sign
         self.publisher = publisher
         self.cosign = cosign
+        self.cosigned = cosigned
         self.max_batch = max_batch
         self.batch_interval = batch_interval
         self.max_pending = max_pending
@@ -195,6 +206,8 @@ class Appender:
         self._backfilling = False  # the holder has derived data of the store to bring up to date
         self._sequenced = 0  # the largest sequenced size seen
         self._bucket_pending: tuple[int, str] | None = None  # published, not yet in the bucket
+        self._recosign = cosign is not None  # the witnesses see the signed head again before anything new is signed
+        self._refused: tuple[int, str] | None = None  # the last published head not served for want of a quorum
         self._failure_seen = 0.0  # when the last failure a follower answered waiters with was recorded
         self._late: list[tuple[int, bytes, tuple[NoteSignature, ...]]] = []  # cosignatures after publication
         self.state: LogState | None = None  # the published state readers get (or, before any, the signed one)
@@ -255,9 +268,9 @@ class Appender:
         one is waited on (up to `wait_timeout`) until some frontend has signed something."""
         head = await self._call(self.driver.open)
         self._sequenced = head.sequenced
-        if head.published is not None:
+        if head.published is not None:  # served while the bucket or the witnesses are still out of reach
             await self._serve_head(head.published[0], head.published[1])
-        elif head.signed is not None:
+        if not self.published and head.signed is not None:
             signed = self._state_of(head.signed.size, await self._call(self.driver.extend, head.signed.size),
                                     head.signed.note)
             if signed.root != head.signed.root:
@@ -273,8 +286,9 @@ class Appender:
                     await self._integrate_once()
             except (ForkError, LogHalted) as e:
                 self._halt(e)
-            except (Unavailable, CorruptionError) as e:
-                log.warning("starting without a published checkpoint: %s", _message(e))
+            except (Unavailable, CorruptionError) as e:  # reads are served all the same (what was published)
+                log.warning("publication is failing at start (writes are answered 503 until it works): %s",
+                            _message(e))
                 self._publication_failed(e)
         self._task = asyncio.create_task(self._run(), name="tlog-appender")
         if not self.driver.read_only:
@@ -428,6 +442,10 @@ class Appender:
         if not done:  # only middle parts of large submissions: waits all the same, for the metrics
             covering = max(seq.indices) + 1
         w = _Waiting(covering, done, len(seq.indices), t0)
+        if self.halted is not None:  # halted while this batch was sequenced: nothing will publish it
+            for future, *_ in done:
+                self._settle(future, error=self.halted)
+            return
         if self.published and self.state is not None and covering <= self.state.size:
             self._resolve(w, self.state)
             return
@@ -483,8 +501,21 @@ class Appender:
     def _state_of(self, size: int, root: bytes, note: str) -> LogState:
         return LogState(size, root, note, TreeView(size, self.driver.hashes.read))
 
+    def _servable(self, note: str) -> bool:
+        """Whether a head the store recorded as published may be served (or written to the
+        bucket) as it is: with witnesses, only if it meets the quorum configured now."""
+        return self.cosign is None or (self.cosigned is not None and self.cosigned(note))
+
     async def _serve_head(self, size: int, note: str) -> None:
-        """Serve a head published by the store (after a start, or by another frontend)."""
+        """Serve a head published by the store (after a start, or by another frontend); one
+        that lacks the witness quorum now required is not served, but cosigned again."""
+        if not self._servable(note):
+            if self._refused != (size, note):
+                self._refused = (size, note)
+                log.warning("the published checkpoint %d lacks the witness quorum now configured; "
+                            "it is cosigned again before it is served", size)
+            self._recosign = True
+            return
         root = await self._call(self.driver.extend, size)
         self._serve(self._state_of(size, root, note))
 
@@ -607,14 +638,14 @@ class Appender:
         publisher = self.publisher
         assert publisher is not None
         signed = head.signed.size if head.signed is not None else 0
-        start = publisher.checkpoint_size()
+        start = publisher.checkpoint_size()  # Unavailable while the bucket is down: retried, reads go on
         if start > signed:
             raise LogHalted(f"the bucket holds a checkpoint of size {start}, beyond the {signed} entries signed in "
                             "the store (a database restored from an old backup?); writes are refused until an "
                             "operator intervenes (see ops/runbooks/backup-restore.md)")
         self.driver.extend(signed)
         publisher.take_over(self.driver, start, signed)
-        if head.published is not None and start < head.published[0]:
+        if head.published is not None and start < head.published[0] and self._servable(head.published[1]):
             size, note = head.published
             self.driver.record_published(lease, size, note,
                                          write=partial(publisher.write_checkpoint, self.driver, note, size))
@@ -623,6 +654,16 @@ class Appender:
         """One step of the lease holder's work; False when there was nothing to do."""
         lease = self._lease
         assert lease is not None
+        if self._recosign:
+            # After a start (or for a published head that lacks the quorum now configured), the
+            # witnesses cosign the signed head again before anything new is signed: one that has
+            # seen a larger tree of this log halts it here, before it could sign a second root.
+            signed = (await self._call(self.driver.head)).signed
+            if signed is not None:
+                await self._publish_signed(lease, signed)
+                self._recosign = False
+                return True
+            self._recosign = False  # nothing signed yet: the first checkpoint is cosigned below
         head, new, wrote = await self._call(self._step, lease)
         self._sequenced = max(self._sequenced, head.sequenced)
         published = head.published[0] if head.published is not None else -1
@@ -637,13 +678,8 @@ class Appender:
             return True
         signed = head.signed
         assert signed is not None  # _step integrates when nothing is signed
-        if published < signed.size:
-            # Signed but not published: a predecessor died in between, or a restart. Bring
-            # the hash cache to that size, then publish that very checkpoint.
-            root = await self._call(self.driver.extend, signed.size)
-            if root != signed.root:
-                raise CorruptionError(f"the hash cache does not reproduce the root signed for size {signed.size}")
-            await self._publish(lease, signed)
+        if published < signed.size:  # signed but not published: a predecessor died in between, or a restart
+            await self._publish_signed(lease, signed)
             return True
         if head.published is not None and (not self.published or self.state is None or self.state.size < published):
             await self._serve_head(*head.published)  # published already (by a predecessor): serve it
@@ -691,6 +727,14 @@ class Appender:
         self._fault("after_sign")
         self.driver.record_checkpoint(lease, old, signed)
         return signed
+
+    async def _publish_signed(self, lease: Lease, signed: SignedHead) -> None:
+        """Bring the hash cache to the size of a checkpoint the store holds signed, then
+        publish that very checkpoint (cosigned again, with witnesses)."""
+        root = await self._call(self.driver.extend, signed.size)
+        if root != signed.root:
+            raise CorruptionError(f"the hash cache does not reproduce the root signed for size {signed.size}")
+        await self._publish(lease, signed)
 
     async def _publish(self, lease: Lease, signed: SignedHead) -> None:
         """Cosign (with witnesses), then record as published (with the bucket's checkpoint, if

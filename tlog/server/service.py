@@ -195,6 +195,7 @@ class LogService:
 
         appender = Appender(
             storage, checkpoint_signer(signer), publisher=open_publisher(config), cosign=cosign,
+            cosigned=witnesses.quorum_met_by if witnesses is not None else None,
             max_batch=config.max_batch, batch_interval=config.batch_interval_ms / 1000,
             max_pending=config.max_pending, on_batch=on_batch, faults=faults,
         )

@@ -102,6 +102,20 @@ class WitnessSet:
     def requires_quorum(self) -> bool:
         return self.policy.quorum not in (None, "none")
 
+    def quorum_met_by(self, note: str) -> bool:
+        """Whether `note` already carries cosignatures, each verified, that meet the quorum:
+        a checkpoint recorded as published before a restart is served again as it is only
+        then (the policy may have changed meanwhile)."""
+        if not self.requires_quorum:
+            return True
+        try:
+            parsed = parse_note(note)
+        except FormatError:
+            return False
+        keys = [(name, cosigner_verifier(parse_vkey(w.vkey))) for name, w in self.policy.witnesses.items()]
+        check = check_cosignature_lines(note[len(parsed.text) + 1:], parsed.text, keys)
+        return not check.malformed and not check.failed and self.policy.quorum_met({name for name, _ in check.found})
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()

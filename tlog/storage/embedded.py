@@ -9,6 +9,11 @@ entries may or may not be there; if they are, the appender integrates and signs 
 the next start. The per-level hash files and the leaf-hash index are derived data,
 repaired from the database on open.
 
+The head last published (with its cosignatures) is recorded too, with no fsync of its own
+(the next checkpoint's makes it durable): a restart serves it again at once, from this
+directory alone, while the witnesses or the bucket are still out of reach; if a crash
+lost it, an older one (or none) is served, and the appender publishes the signed head again.
+
 One process per data directory (`log.lock`): its holder is the only writer, so the
 integrator role is always its own (`acquire` never waits) and nothing needs following.
 `EmbeddedStorage` is used from one thread (the appender's driver thread); readers use
@@ -34,6 +39,7 @@ import numpy as np
 from tlog.errors import ForkError, FormatError, NotFound, Unavailable
 from tlog.formats.entries import ReceiptRow, receipt_rows
 from tlog.formats.hashing import hash_rows, leaf_hash, leaf_hashes
+from tlog.formats.note import parse_note
 from tlog.formats.tiles import encode_entry_bundle, parse_entry_bundle
 from tlog.merkle.tree import TreeView
 from tlog.storage import hashfiles
@@ -288,12 +294,31 @@ class EmbeddedStorage:
             log.warning("%d entries were sequenced after the last checkpoint (a crash between the commits of a "
                         "batch); they are integrated now", size - latest[0])
         self._signed = None if latest is None else SignedHead(latest[0], latest[1], latest[2])
+        self._published = self._recorded_publication()
         if not self.read_only and self.hash_sync_interval > 0 and self._hash_syncer is None:
             self._hash_syncer = HashSyncer(self, self.hash_sync_interval)
         return self.head()
 
     def head(self) -> Head:
         return Head(self._sequenced, self._signed, self._published, self._failure, self._failed_at)
+
+    def _recorded_publication(self) -> tuple[int, str] | None:
+        """The head `record_published` last recorded, if it is a checkpoint signed here (the
+        same checkpoint text as the signed row of its size); else None: nothing is served
+        before the appender publishes again."""
+        size, note = self._meta("published_size"), self._meta("published_note")
+        if size is None or note is None:
+            return None  # nothing published yet, or a data directory from before this record
+        row = self.conn.execute("SELECT note FROM checkpoints WHERE size = ?", (size,)).fetchone()
+        try:
+            same = row is not None and parse_note(note).text == parse_note(row[0]).text
+        except FormatError:
+            same = False
+        if not same:
+            log.error("the head recorded as published (size %s) is not a checkpoint signed here; "
+                      "the signed head is published again", size)
+            return None
+        return int(size), str(note)
 
     def _index_receipts(self, size: int) -> None:
         """Index the receipts of a log written before the index existed (once): sequencing
@@ -546,12 +571,20 @@ class EmbeddedStorage:
 
     def record_published(self, lease: Lease, size: int, note: str, *,
                          write: Callable[[], None] | None = None) -> None:
-        """Publication is this process's own: nothing to fence, nothing to make durable
-        (after a restart the appender publishes the signed head again)."""
+        """Publication is this process's own: nothing to fence. The head is recorded for the
+        next start without an fsync (a crash may lose it: see the module docstring); a
+        failure to record it is logged, not raised, for what was published stays published."""
         if self._published is not None and size < self._published[0]:
             return
         if write is not None:
             write()
+        if (size, note) != self._published and not self.read_only:
+            try:
+                with self._transaction(durable=False) as c:
+                    c.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                                  (("published_size", size), ("published_note", note)))
+            except sqlite3.Error as e:
+                log.warning("could not record the published head %d (a restart publishes it again): %s", size, e)
         self._published, self._failure = (size, note), ""
 
     def record_failure(self, lease: Lease, message: str) -> None:

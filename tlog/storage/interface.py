@@ -80,8 +80,8 @@ class Head:
 
     `sequenced`: entries with an index; `signed`: the latest checkpoint recorded by
     compare-and-swap (None: nothing signed yet); `published`: (size, note) of the latest
-    checkpoint published, with its cosignatures (None: not known to be published, e.g.
-    after a restart of the embedded log, which publishes again what it signed);
+    checkpoint published, with its cosignatures, kept across restarts (None: nothing known
+    to be published, e.g. a data directory from before the embedded driver kept it);
     `failure`: why publication is failing, as the integrator last recorded ("" if not), and
     `failed_at` when it last failed (each failed attempt is a new time: writes waiting on
     any frontend are answered 503 by it).
