@@ -89,3 +89,66 @@ def test_a_backup_without_its_checkpoint_or_into_a_used_log_is_refused(server, t
     (tmp_path / "bk" / "checkpoint").unlink()
     r = CliRunner().invoke(main, ["restore", "--from", str(tmp_path / "bk"), "--data", str(tmp_path / "new")])
     assert r.exit_code != 0 and "no checkpoint" in r.output
+
+
+def test_a_damaged_or_foreign_backup_is_refused_before_anything_is_written(server, tmp_path):
+    """A backup whose entries do not make its checkpoint's tree, or whose checkpoint another
+    key signed, is refused with the target still empty: entries left in it would be signed by
+    the log's next start, under the log's own key (a second root for the same size)."""
+    from tlog.client.client import SyncLogClient
+    from tlog.formats.keys import Signer
+    from tlog.formats.note import parse_note, sign_note
+    from tlog.storage.embedded import EmbeddedStorage
+
+    data = tmp_path / "data"
+    srv = server(data=data)
+    with SyncLogClient(srv.url) as c:
+        c.anchor_many([receipt_entry(leaf_hash(i.to_bytes(4, "big")), SEED) for i in range(50)])
+    bk = tmp_path / "bk"
+    r = CliRunner().invoke(main, ["backup", "--data", str(data), "--out", str(bk)])
+    assert r.exit_code == 0, r.output
+    srv.kill()
+
+    def empty(target) -> bool:
+        s = EmbeddedStorage(target)
+        try:
+            return s.open().sequenced == 0
+        finally:
+            s.close()
+
+    # one byte of one entry changed (same length: the file still parses)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(bk, damaged)
+    raw = bytearray((damaged / "entries").read_bytes())
+    raw[2 + int.from_bytes(raw[:2], "big") // 2] ^= 0x01  # inside the first entry
+    (damaged / "entries").write_bytes(bytes(raw))
+    r = CliRunner().invoke(main, ["restore", "--from", str(damaged), "--data", str(tmp_path / "t1")])
+    assert r.exit_code != 0 and "do not make the checkpoint's tree" in r.output, r.output
+    assert empty(tmp_path / "t1")
+    # entries missing at the end, or one too many
+    for name, cut in (("short", -1), ("long", +1)):
+        d = tmp_path / name
+        shutil.copytree(bk, d)
+        raw = (d / "entries").read_bytes()
+        if cut < 0:
+            n = int.from_bytes(raw[:2], "big")
+            raw = raw[2 + n:]  # drop the first entry: one entry short, every later one shifted
+        else:
+            raw += (5).to_bytes(2, "big") + b"extra"
+        (d / "entries").write_bytes(raw)
+        r = CliRunner().invoke(main, ["restore", "--from", str(d), "--data", str(tmp_path / f"t-{name}")])
+        assert r.exit_code != 0 and "do not make the checkpoint's tree" in r.output, (name, r.output)
+        assert empty(tmp_path / f"t-{name}")
+    # a checkpoint of the same entries signed by another key of the same name
+    foreign = tmp_path / "foreign"
+    shutil.copytree(bk, foreign)
+    text = parse_note((bk / "checkpoint").read_text()).text
+    other = Signer(text.splitlines()[0], os.urandom(32))
+    (foreign / "checkpoint").write_text(sign_note(text, [other]))
+    r = CliRunner().invoke(main, ["restore", "--from", str(foreign), "--data", str(tmp_path / "t2")])
+    assert r.exit_code != 0 and "not signed by this log's key" in r.output, r.output
+    assert empty(tmp_path / "t2")
+    # the backup itself still restores
+    r = CliRunner().invoke(main, ["restore", "--from", str(bk), "--data", str(tmp_path / "t3")])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output.strip().splitlines()[-1])["tree_size"] == 50

@@ -197,8 +197,9 @@ def backup(config_file: Path | None, data_dir: Path | None, out: Path) -> None:
 
 
 def _import(cfg: LogConfig, note: str, entries, total: int, logged) -> int:
-    """Append `entries` into the (empty) log `cfg` names, checked against `note`, keeping the
-    times their receipts were logged (`logged`, a `LoggedTimes`); the size."""
+    """Append the entries `entries()` yields into the (empty) log `cfg` names, checked against
+    `note` first (`tlog.storage.transfer.check_source`), keeping the times their receipts
+    were logged (`logged`, a `LoggedTimes`); the size."""
     from tlog.server.service import checkpoint_signer, load_or_create_key, open_storage
     from tlog.storage.transfer import import_into
 
@@ -209,7 +210,7 @@ def _import(cfg: LogConfig, note: str, entries, total: int, logged) -> int:
     try:
         head = storage.open()
         with click.progressbar(length=total, label="importing", file=sys.stderr, hidden=total < 100_000) as bar:
-            return import_into(storage, head, sign, note, entries, logged, bar.update)
+            return import_into(storage, head, sign, signer.verifier, note, entries, logged, bar.update)
     finally:
         storage.close()
 
@@ -279,7 +280,7 @@ def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, t
         loop.run_until_complete(snap.entries.open())
         try:
             logged = loop.run_until_complete(LoggedTimes.read(snap.entries, snap.size))
-            size = _import(dst, snap.note, stream(snap, loop), snap.size, logged)
+            size = _import(dst, snap.note, lambda: stream(snap, loop), snap.size, logged)
         finally:
             loop.run_until_complete(snap.entries.close())
     except OAPError as e:

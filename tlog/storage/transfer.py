@@ -16,9 +16,13 @@ are derived, and checkpoints are signed again by the same key for the same roots
 
 plus the key files, which the CLI copies (mode 0600).
 
-An import sequences every entry, checks the root, then signs one checkpoint for it and
-records it as published; tiles in a bucket are written by the first integrator that
-starts on the target (`tlog.server.appender` backfills what the bucket lacks).
+An import first reads every entry once and checks that they make the checkpoint's size
+and root, and that the checkpoint is signed by the key the target signs with: a damaged or
+altered backup is refused before the target holds anything (entries left in a target
+would be signed by its next start, under the log's own key: a fork). Then it sequences
+every entry, checks the root again, signs one checkpoint for it and records it as
+published; tiles in a bucket are written by the first integrator that starts on the target
+(`tlog.server.appender` backfills what the bucket lacks).
 """
 from __future__ import annotations
 
@@ -30,10 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tlog.errors import Unavailable, VerificationError
+from tlog.errors import OAPError, Unavailable, VerificationError
 from tlog.formats.checkpoint import parse_checkpoint
-from tlog.formats.note import parse_note
+from tlog.formats.hashing import leaf_hashes
+from tlog.formats.keys import Verifier
+from tlog.formats.note import open_note, parse_note
 from tlog.formats.tiles import TILE_WIDTH
+from tlog.merkle.tree import StreamingRoot
 from tlog.storage.durable import fsync_dir, write_atomic
 from tlog.storage.interface import Driver, EntryReader, Head, SignedHead, Signer
 
@@ -104,8 +111,9 @@ async def export(snapshot: Snapshot, out: Path, progress: Callable[[int], None] 
     return snapshot.size
 
 
-def read_backup(src: Path) -> tuple[str, Iterator[bytes], LoggedTimes]:
-    """(the backup's signed checkpoint, its entries in order, when its receipts were logged)."""
+def read_backup(src: Path) -> tuple[str, Callable[[], Iterator[bytes]], LoggedTimes]:
+    """(the backup's signed checkpoint, a function that reads its entries in order, when its
+    receipts were logged)."""
     note_path = src / "checkpoint"
     if not note_path.exists():
         raise VerificationError(f"{src} has no checkpoint: not a backup, or an unfinished one")
@@ -129,18 +137,47 @@ def read_backup(src: Path) -> tuple[str, Iterator[bytes], LoggedTimes]:
                     pairs.append((int(index), float(at)))
                 except ValueError:
                     raise VerificationError(f"{src / 'logged_at'} line {k} is not '<index> <time>'") from None
-    return note, entries(), LoggedTimes(pairs)
+    return note, entries, LoggedTimes(pairs)
 
 
-def import_into(driver: Driver, head: Head, sign: Signer, note: str, entries: Iterator[bytes],
-                logged: LoggedTimes | None = None, progress: Callable[[int], None] | None = None) -> int:
-    """Sequence `entries` into an empty, opened store (`head` is what its `open` said), in
-    order, check that they make the size and root of the signed checkpoint `note`, then
-    sign and record that one checkpoint as published. VerificationError otherwise (the
-    target then holds entries but no checkpoint for them: discard it). Returns the size."""
+def check_source(note: str, key: Verifier, entries: Iterator[bytes]) -> int:
+    """Check, writing nothing, that `note` is a checkpoint signed by `key` and that `entries`
+    make its size and root; returns the size. VerificationError otherwise."""
+    try:
+        open_note(note, [key])
+    except OAPError as e:
+        raise VerificationError(f"the checkpoint is not signed by this log's key {key.name!r}: {e.message}") from None
+    size, root = checkpoint_of(note)
+    acc, batch = StreamingRoot(), []
+    for data in entries:
+        batch.append(data)
+        if len(batch) == BATCH:
+            acc.add(leaf_hashes(batch))
+            batch.clear()
+        if acc.size + len(batch) > size:
+            break
+    if batch:
+        acc.add(leaf_hashes(batch))
+    if (acc.size, acc.root()) != (size, root):
+        got = f"{acc.size} entries" if acc.size != size else f"root {acc.root().hex()[:16]}..."
+        raise VerificationError(f"the entries do not make the checkpoint's tree (size {size}, root "
+                                f"{root.hex()[:16]}...): {got}; nothing was imported")
+    return size
+
+
+def import_into(driver: Driver, head: Head, sign: Signer, key: Verifier, note: str,
+                entries: Callable[[], Iterator[bytes]], logged: LoggedTimes | None = None,
+                progress: Callable[[int], None] | None = None) -> int:
+    """Sequence the entries `entries()` yields into an empty, opened store (`head` is what its
+    `open` said), in order, then sign and record the checkpoint of the signed `note` as
+    published. `entries()` is read twice: first to check (`check_source`) that the entries
+    make `note`'s tree and that `key`, the key `sign` signs with, signed it, before anything
+    is written. VerificationError if not, or if the second reading differs (the target then
+    holds entries but no checkpoint for them: discard it). Returns the size."""
     size, root = checkpoint_of(note)
     if head.sequenced != 0:
         raise VerificationError(f"the target log is not empty (it has {head.sequenced} entries)")
+    check_source(note, key, entries())
     lease = driver.acquire()
     if lease is None:
         raise Unavailable("another process holds the target's integrator role: stop its frontends first")
@@ -161,7 +198,7 @@ def import_into(driver: Driver, head: Head, sign: Signer, note: str, entries: It
                 progress(len(batch))
             batch.clear()
 
-        for data in entries:
+        for data in entries():
             batch.append(data)
             if len(batch) == BATCH:
                 flush()
