@@ -25,6 +25,7 @@ from tlog.runtime.cli import (
     INSECURE_HTTP_CLIENT,
     Running,
     checked_url,
+    client_url,
     fail,
     load_config,
     native_notice,
@@ -164,6 +165,13 @@ _URL = click.option("--url", default="http://127.0.0.1:8090", show_default=True,
 
 def URL_OPT(f):
     return INSECURE_HTTP_CLIENT(_URL(f))
+
+
+# `status` checks its --url itself, and only when it goes to the network: an --offline check
+# of a saved response must not fail on an OAP_REGISTRY_URL it never uses.
+_UNCHECKED_URL_OPT = click.option("--url", default="http://127.0.0.1:8090", show_default=True,
+                                  envvar="OAP_REGISTRY_URL",
+                                  help="The registry's base URL (or OAP_REGISTRY_URL); unused with --offline.")
 ANCHOR_OUT = click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
                           help="Write the commit's .tlog-proof here.")
 
@@ -262,7 +270,8 @@ def key_event(key_file: Path, subject: str, controller: str | None, event: str, 
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Save the fetched response here.")
 @click.option("--allow-stale", is_flag=True, help="Accept a response past its next_update.")
 @click.option("--json", "as_json", is_flag=True, help="The verified answer as one JSON object.")
-@URL_OPT
+@INSECURE_HTTP_CLIENT
+@_UNCHECKED_URL_OPT
 def status(target: str, offline: bool, registry_key: str | None, log_policy: Path | None, log_vkeys: tuple[str, ...],
            min_logs: int | None, issuer: str | None, out: Path | None, allow_stale: bool, as_json: bool,
            url: str) -> None:
@@ -284,6 +293,8 @@ def status(target: str, offline: bool, registry_key: str | None, log_policy: Pat
             fail(f"{target}: {e}", 2)
     else:
         from .client import RegistryClient
+
+        url = client_url(url)
 
         async def go() -> tuple[dict[str, Any], Any]:
             async with RegistryClient(url) as c:
