@@ -60,16 +60,22 @@ def _sizes() -> list[int]:
     return sorted(out)
 
 
-@pytest.mark.parametrize("n", _sizes())
-def test_a_streamed_root_in_any_chunks_is_pymerkles_at_every_size(n: int):
-    """StreamingRoot, fed the leaves in random chunks, has pymerkle's root after each chunk."""
-    import numpy as np
-
+def _random_log(n: int) -> tuple[random.Random, list[bytes], InmemoryTree]:
+    """n random entries (seeded by n) and pymerkle's tree of them."""
     rng = random.Random(n)
     data = [rng.randbytes(rng.randrange(0, 40)) for _ in range(n)]
     tree = InmemoryTree(algorithm="sha256")
     for d in data:
         tree.append_entry(d)
+    return rng, data, tree
+
+
+@pytest.mark.parametrize("n", _sizes())
+def test_a_streamed_root_in_any_chunks_is_pymerkles_at_every_size(n: int):
+    """StreamingRoot, fed the leaves in random chunks, has pymerkle's root after each chunk."""
+    import numpy as np
+
+    rng, data, tree = _random_log(n)
     hashes = np.frombuffer(b"".join(leaf_hash(d) for d in data), dtype=np.uint8).reshape(-1, 32)
     s = StreamingRoot()
     assert s.root() == EMPTY_ROOT
@@ -83,11 +89,7 @@ def test_a_streamed_root_in_any_chunks_is_pymerkles_at_every_size(n: int):
 
 @pytest.mark.parametrize("n", _sizes())
 def test_against_pymerkle(n: int):
-    rng = random.Random(n)
-    data = [rng.randbytes(rng.randrange(0, 40)) for _ in range(n)]
-    tree = InmemoryTree(algorithm="sha256")
-    for d in data:
-        tree.append_entry(d)
+    rng, data, tree = _random_log(n)
     hashes = [leaf_hash(d) for d in data]
     v = memory_view(hashes)
     assert v.root == (tree.get_root(n) if n else EMPTY_ROOT)
