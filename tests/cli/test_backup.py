@@ -137,7 +137,8 @@ def test_a_damaged_or_foreign_backup_is_refused_before_anything_is_written(serve
             raw += (5).to_bytes(2, "big") + b"extra"
         (d / "entries").write_bytes(raw)
         r = CliRunner().invoke(main, ["restore", "--from", str(d), "--data", str(tmp_path / f"t-{name}")])
-        assert r.exit_code != 0 and "do not make the checkpoint's tree" in r.output, (name, r.output)
+        said = "do not make the checkpoint's tree" if name == "short" else "more than the checkpoint's 50 entries"
+        assert r.exit_code != 0 and said in r.output and "nothing was imported" in r.output, (name, r.output)
         assert empty(tmp_path / f"t-{name}")
     # a checkpoint of the same entries signed by another key of the same name
     foreign = tmp_path / "foreign"
@@ -152,3 +153,65 @@ def test_a_damaged_or_foreign_backup_is_refused_before_anything_is_written(serve
     r = CliRunner().invoke(main, ["restore", "--from", str(bk), "--data", str(tmp_path / "t3")])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output.strip().splitlines()[-1])["tree_size"] == 50
+
+
+def test_an_import_that_stops_after_writing_leaves_a_log_that_will_not_start(tmp_path):
+    """Past its first check an import marks the target; if it then fails (here: the source
+    reads differently the second time, longer and changed) the target holds at most the
+    checkpoint's size of entries, and neither the log nor another import starts on it until
+    it is emptied: its first integration would sign a tree the source never had."""
+    from tlog.errors import ConfigError
+    from tlog.formats.checkpoint import Checkpoint
+    from tlog.formats.keys import Signer
+    from tlog.formats.note import sign_note
+    from tlog.merkle.tree import memory_view
+    from tlog.server.config import LogConfig
+    from tlog.server.service import LogService, checkpoint_signer
+    from tlog.storage.embedded import EmbeddedStorage
+    from tlog.storage.transfer import UNFINISHED_IMPORT, import_into, mark_import
+
+    signer = Signer("example.com/log", os.urandom(32))
+    good = [f"entry {i}".encode() for i in range(5000)]
+    root = memory_view([leaf_hash(e) for e in good]).root
+    note = sign_note(Checkpoint(signer.name, len(good), root).to_text(), [signer])
+    readings = iter([good, [*good[:4000], b"changed", *good[4001:], b"one more", b"and another"]])
+    data = tmp_path / "data"
+    store = EmbeddedStorage(data)
+    try:
+        with pytest.raises(Exception, match="imported log has size 5000, root"):
+            import_into(store, store.open(), checkpoint_signer(signer), signer.verifier, note,
+                        lambda: iter(next(readings)), before_write=lambda: mark_import(data, note))
+        assert store.open().sequenced == 5000  # cut at the checkpoint's size, not one more
+    finally:
+        store.close()
+    assert (data / UNFINISHED_IMPORT).read_text() == note
+    with pytest.raises(ConfigError, match="did not finish"):
+        asyncio.run(LogService.open(LogConfig(data_dir=data, port=0, origin=signer.name)))
+    bk = tmp_path / "bk"
+    bk.mkdir()
+    (bk / "checkpoint").write_text(note)
+    (bk / "entries").write_bytes(b"".join(len(e).to_bytes(2, "big") + e for e in good))
+    r = CliRunner().invoke(main, ["restore", "--from", str(bk), "--data", str(data)])
+    assert r.exit_code != 0 and "did not finish" in r.output, r.output
+
+
+def test_a_restore_without_the_logs_key_is_refused_and_makes_none(server, tmp_path):
+    """A restore signs with the log's own key; without it (a backup taken without log.key, no
+    key_file) it stops instead of making a new key, which would overwrite the copied log.vkey
+    and sign the log under another identity."""
+    from tlog.client.client import SyncLogClient
+
+    data = tmp_path / "data"
+    srv = server(data=data)
+    with SyncLogClient(srv.url) as c:
+        c.anchor(receipt_entry(leaf_hash(b"one"), SEED))
+    bk = tmp_path / "bk"
+    r = CliRunner().invoke(main, ["backup", "--data", str(data), "--out", str(bk)])
+    assert r.exit_code == 0, r.output
+    srv.kill()
+    (bk / "log.key").unlink()
+    target = tmp_path / "target"
+    r = CliRunner().invoke(main, ["restore", "--from", str(bk), "--data", str(target)])
+    assert r.exit_code != 0 and "no log key" in r.output, r.output
+    assert not (target / "log.key").exists()
+    assert (target / "log.vkey").read_text() == (bk / "log.vkey").read_text()
