@@ -25,6 +25,7 @@ from tlog.runtime.cli import (
     INSECURE_HTTP_CLIENT,
     Running,
     checked_url,
+    client_url,
     fail,
     load_config,
     native_notice,
@@ -158,12 +159,17 @@ def _submit(url: str, record: dict, out: Path | None) -> None:
     click.echo(json.dumps({k: v for k, v in res.items() if k not in ("anchor", "receipt_anchor")}))
 
 
-_URL = click.option("--url", default="http://127.0.0.1:8090", show_default=True, envvar="OAP_REGISTRY_URL",
-                    callback=checked_url, help="The registry's base URL (or OAP_REGISTRY_URL).")
+def _url_option(checked: bool = True, note: str = ""):
+    """--url (or OAP_REGISTRY_URL), checked as it is parsed (`checked_url`) unless the command
+    checks it itself: `status` does, and only when it goes to the network, so that an --offline
+    check of a saved response never fails on a URL it does not use."""
+    return click.option("--url", default="http://127.0.0.1:8090", show_default=True, envvar="OAP_REGISTRY_URL",
+                        callback=checked_url if checked else None,
+                        help=f"The registry's base URL (or OAP_REGISTRY_URL){note}.")
 
 
 def URL_OPT(f):
-    return INSECURE_HTTP_CLIENT(_URL(f))
+    return INSECURE_HTTP_CLIENT(_url_option()(f))
 ANCHOR_OUT = click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
                           help="Write the commit's .tlog-proof here.")
 
@@ -262,7 +268,8 @@ def key_event(key_file: Path, subject: str, controller: str | None, event: str, 
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Save the fetched response here.")
 @click.option("--allow-stale", is_flag=True, help="Accept a response past its next_update.")
 @click.option("--json", "as_json", is_flag=True, help="The verified answer as one JSON object.")
-@URL_OPT
+@INSECURE_HTTP_CLIENT
+@_url_option(checked=False, note="; unused with --offline")
 def status(target: str, offline: bool, registry_key: str | None, log_policy: Path | None, log_vkeys: tuple[str, ...],
            min_logs: int | None, issuer: str | None, out: Path | None, allow_stale: bool, as_json: bool,
            url: str) -> None:
@@ -284,6 +291,8 @@ def status(target: str, offline: bool, registry_key: str | None, log_policy: Pat
             fail(f"{target}: {e}", 2)
     else:
         from .client import RegistryClient
+
+        url = client_url(url)
 
         async def go() -> tuple[dict[str, Any], Any]:
             async with RegistryClient(url) as c:

@@ -369,8 +369,10 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
                  ("log+read-worker", logw, log_endpoints(), log_valid_traffic(logw.url)),
                  ("witness", w, witness_endpoints(note), getter(w.url, "/healthz")),
                  ("registry", reg, registry_endpoints(), getter(reg.url, "/v1/info"))]
-        for name, svc, endpoints, valid in plans:
-            rep = await fuzz(svc.url, endpoints, requests=requests, pid=svc.pid, valid=valid, seed=seed)
+        # The four at once: each waits mostly on its slow-client requests' timeouts.
+        reps = await asyncio.gather(*(fuzz(svc.url, endpoints, requests=requests, pid=svc.pid, valid=valid,
+                                           seed=seed) for _, svc, endpoints, valid in plans))
+        for (name, svc, _, _), rep in zip(plans, reps):
             out[name] = {"sent": rep.sent, "statuses": dict(sorted(rep.statuses.items())),
                          "server_errors": rep.server_errors[:20], "alive": svc.alive(),
                          "valid_ok": rep.valid_ok, "valid_failed": rep.valid_failed[:20],

@@ -12,7 +12,7 @@ from pymerkle import InmemoryTree
 
 from tlog.errors import ConsistencyProofError, InclusionProofError
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hash
-from tlog.merkle.tree import memory_view, mth, ref_consistency, ref_inclusion
+from tlog.merkle.tree import StreamingRoot, memory_view, mth, ref_consistency, ref_inclusion
 from tlog.merkle.verify import verify_consistency, verify_inclusion
 
 V11_LEAVES = [bytes.fromhex(h) for h in
@@ -60,13 +60,36 @@ def _sizes() -> list[int]:
     return sorted(out)
 
 
-@pytest.mark.parametrize("n", _sizes())
-def test_against_pymerkle(n: int):
+def _random_log(n: int) -> tuple[random.Random, list[bytes], InmemoryTree]:
+    """n random entries (seeded by n) and pymerkle's tree of them."""
     rng = random.Random(n)
     data = [rng.randbytes(rng.randrange(0, 40)) for _ in range(n)]
     tree = InmemoryTree(algorithm="sha256")
     for d in data:
         tree.append_entry(d)
+    return rng, data, tree
+
+
+@pytest.mark.parametrize("n", _sizes())
+def test_a_streamed_root_in_any_chunks_is_pymerkles_at_every_size(n: int):
+    """StreamingRoot, fed the leaves in random chunks, has pymerkle's root after each chunk."""
+    import numpy as np
+
+    rng, data, tree = _random_log(n)
+    hashes = np.frombuffer(b"".join(leaf_hash(d) for d in data), dtype=np.uint8).reshape(-1, 32)
+    s = StreamingRoot()
+    assert s.root() == EMPTY_ROOT
+    i = 0
+    while i < n:
+        j = min(n, i + rng.choice([1, 2, 3, 7, 64, 100, 1024]))
+        s.add(hashes[i:j])
+        assert (s.size, s.root()) == (j, tree.get_root(j)), (i, j)
+        i = j
+
+
+@pytest.mark.parametrize("n", _sizes())
+def test_against_pymerkle(n: int):
+    rng, data, tree = _random_log(n)
     hashes = [leaf_hash(d) for d in data]
     v = memory_view(hashes)
     assert v.root == (tree.get_root(n) if n else EMPTY_ROOT)

@@ -23,8 +23,9 @@ pytestmark = pytest.mark.slow
 CLI = str(BIN / "oap-registry")
 
 
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout)
+def cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
 
 
 class RegistryProcess:
@@ -87,6 +88,11 @@ def test_serve_revoke_and_check_status_offline(tmp_path, log_server):
         r = cli("status", "--offline", str(saved), *trust)
         assert r.returncode == 3 and "key_compromise" in r.stdout and "log anchors verified" in r.stdout
         assert " ago)" in r.stdout and "(in " in r.stdout  # the answer's age and freshness, for people
+        # offline, a registry URL (here one that plain HTTP rules out) is never used or refused
+        r = cli("status", "--offline", str(saved), "--url", "http://registry.example.invalid", *trust)
+        assert r.returncode == 3 and "REVOKED" in r.stdout, r.stdout + r.stderr
+        r = cli("status", "--offline", str(saved), *trust, env={"OAP_REGISTRY_URL": "http://registry.example.invalid"})
+        assert r.returncode == 3 and "REVOKED" in r.stdout, r.stdout + r.stderr
         r = cli("status", "--offline", str(saved), "--json", *trust)
         js = json.loads(r.stdout)
         assert r.returncode == 3 and js["status"] == "revoked" and js["reason"] == "key_compromise"

@@ -19,7 +19,7 @@ from tlog.client.verifier import TrustPolicy, VerifiedCheckpoint
 from tlog.errors import VerificationError
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.tiles import TILE_WIDTH, entries_path, parse_entry_bundle
-from tlog.merkle.tree import root_of_leaves
+from tlog.merkle.tree import StreamingRoot
 from tlog.merkle.verify import verify_consistency
 
 Fetch = Callable[[str], Awaitable[bytes]]
@@ -57,7 +57,7 @@ async def audit(fetch: Fetch, policy: TrustPolicy, *, entries: bool = True,
         verify_consistency(old, size, old_root, root, proof)
     checked = 0
     if entries and size:
-        leaves = bytearray()
+        acc = StreamingRoot()  # O(log n) memory, whatever the size of the log
         for n in range((size + TILE_WIDTH - 1) // TILE_WIDTH):
             width = min(TILE_WIDTH, size - n * TILE_WIDTH)
             path = tree.tile_ref(0, n)
@@ -70,9 +70,9 @@ async def audit(fetch: Fetch, policy: TrustPolicy, *, entries: bool = True,
             for k, entry in enumerate(data):
                 if leaf_hash(entry) != tile[32 * k:32 * k + 32]:
                     raise VerificationError(f"entry {n * TILE_WIDTH + k} does not hash to its leaf in the tiles")
-            leaves += tile
+            acc.add(np.frombuffer(tile, dtype=np.uint8))
             checked += width
-        if root_of_leaves(np.frombuffer(bytes(leaves), dtype=np.uint8)) != root:
+        if acc.root() != root:
             raise VerificationError("the entries do not hash to the checkpoint's root")
     return Audit(cp, len(tree.tiles), checked)
 

@@ -209,3 +209,40 @@ def root_of_leaves(leaves: np.ndarray) -> bytes:
         paired = node_hashes(level[0:even:2], level[1:even:2])
         level = np.concatenate([paired, level[even:]]) if even < level.shape[0] else paired
     return level[0].tobytes()
+
+
+class StreamingRoot:
+    """The RFC 9162 root of leaf hashes given in order, a chunk at a time, in O(log n)
+    memory: the perfect subtrees that make up the leaves so far, largest first (the same
+    decomposition as the right edge of `TreeView`). For checking a stream of entries, such
+    as a backup, against a checkpoint before any of it is written anywhere."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._stack: list[tuple[int, bytes]] = []  # (leaves, hash) of each perfect subtree
+
+    def add(self, leaves: np.ndarray) -> None:
+        """Append an (m, 32) array of leaf hashes."""
+        leaves = np.ascontiguousarray(leaves, dtype=np.uint8).reshape(-1, 32)
+        i, n = 0, leaves.shape[0]
+        while i < n:
+            # the largest piece that is a perfect subtree where it starts and fits in what is left
+            align = self.size & -self.size if self.size else 1 << 62
+            k = min(align, 1 << ((n - i).bit_length() - 1))
+            self._push(k, root_of_leaves(leaves[i : i + k]))
+            i += k
+
+    def _push(self, k: int, h: bytes) -> None:
+        self.size += k
+        while self._stack and self._stack[-1][0] == k:
+            left = self._stack.pop()[1]
+            h, k = node_hash(left, h), 2 * k
+        self._stack.append((k, h))
+
+    def root(self) -> bytes:
+        if not self._stack:
+            return EMPTY_ROOT
+        h = self._stack[-1][1]
+        for _, left in reversed(self._stack[:-1]):
+            h = node_hash(left, h)
+        return h

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tlog.errors import InvalidInput, OAPError
+from tlog.errors import ConfigError, InvalidInput, OAPError
 from tlog.formats import keys
 from tlog.formats.entries import commitment_entry, commitment_for, receipt_entry, receipt_hash
 from tlog.formats.hashing import format_sha256, parse_sha256
@@ -154,13 +154,17 @@ def _with(options):
     return wrap
 
 
-def _copy_keys(src_dir: Path, key_file: Path | None, dst_dir: Path) -> None:
+def _copy_keys(src_dir: Path, key_file: Path | None, dst_dir: Path, dst_key: Path | None = None) -> None:
+    """Copy the key files from a log's directory (its key from `key_file` if set) to another
+    (its key to `dst_key` if set); files already there are kept."""
     import shutil
 
     for name in ("log.key", "log.vkey", "log.policy"):
         src = key_file if (name == "log.key" and key_file is not None) else src_dir / name
-        if src.exists() and not (dst_dir / name).exists():
-            shutil.copy2(src, dst_dir / name)  # copy2 keeps the 0600 mode of the key
+        dst = dst_key if (name == "log.key" and dst_key is not None) else dst_dir / name
+        if src.exists() and not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)  # copy2 keeps the 0600 mode of the key
 
 
 @main.command()
@@ -197,21 +201,31 @@ def backup(config_file: Path | None, data_dir: Path | None, out: Path) -> None:
 
 
 def _import(cfg: LogConfig, note: str, entries, total: int, logged) -> int:
-    """Append `entries` into the (empty) log `cfg` names, checked against `note`, keeping the
-    times their receipts were logged (`logged`, a `LoggedTimes`); the size."""
+    """Append the entries `entries()` yields into the (empty) log `cfg` names, checked against
+    `note` first (`tlog.storage.transfer.check_source`), keeping the times their receipts
+    were logged (`logged`, a `LoggedTimes`); the size."""
     from tlog.server.service import checkpoint_signer, load_or_create_key, open_storage
-    from tlog.storage.transfer import import_into
+    from tlog.storage.transfer import clear_import, import_into, mark_import, refuse_unfinished_import
 
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    refuse_unfinished_import(cfg.data_dir)
+    key_path = cfg.key_file or cfg.data_dir / "log.key"
+    if not key_path.exists():  # never a new key: the log's checkpoints are signed again by its own
+        fail(f"no log key at {key_path}: an import signs with the log's key (a backup's log.key, or key_file)")
     signer = load_or_create_key(cfg.data_dir, cfg.origin, cfg.key_file)
     sign = checkpoint_signer(signer)
     storage = open_storage(cfg)
     try:
         head = storage.open()
-        with click.progressbar(length=total, label="importing", file=sys.stderr, hidden=total < 100_000) as bar:
-            return import_into(storage, head, sign, note, entries, logged, bar.update)
+        # each entry is read twice: once to check the source, once to import it
+        with click.progressbar(length=2 * total, label="checking, then importing", file=sys.stderr,
+                               hidden=total < 100_000) as bar:
+            size = import_into(storage, head, sign, signer.verifier, note, entries, logged, bar.update,
+                               before_write=lambda: mark_import(cfg.data_dir, note), check_progress=bar.update)
     finally:
         storage.close()
+    clear_import(cfg.data_dir)
+    return size
 
 
 @main.command()
@@ -225,12 +239,14 @@ def restore(src: Path, config_file: Path | None, data_dir: Path | None) -> None:
 
     cfg = _log_config(config_file, data_dir)
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
-    _copy_keys(src, None, cfg.key_file.parent if cfg.key_file else cfg.data_dir)
+    _copy_keys(src, None, cfg.data_dir, cfg.key_file)
     try:
         note, entries, logged = read_backup(src)
         size = _import(cfg, note, entries, checkpoint_of(note)[0], logged)
     except OAPError as e:
         fail(e.message)
+    except ConfigError as e:
+        fail(str(e))
     click.echo(json.dumps({"restored": str(src), "tree_size": size}))
 
 
@@ -263,7 +279,7 @@ def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, t
         fail(f"the target's origin {dst.origin!r} is not the source's {origin!r} (set origin in the target's "
              "configuration)", 2)
     dst.data_dir.mkdir(parents=True, exist_ok=True)
-    _copy_keys(src.data_dir, src.key_file, dst.key_file.parent if dst.key_file else dst.data_dir)
+    _copy_keys(src.data_dir, src.key_file, dst.data_dir, dst.key_file)
 
     def stream(snap, loop: asyncio.AbstractEventLoop):
         """The source's entries in order, a bundle at a time (memory stays flat)."""
@@ -279,11 +295,13 @@ def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, t
         loop.run_until_complete(snap.entries.open())
         try:
             logged = loop.run_until_complete(LoggedTimes.read(snap.entries, snap.size))
-            size = _import(dst, snap.note, stream(snap, loop), snap.size, logged)
+            size = _import(dst, snap.note, lambda: stream(snap, loop), snap.size, logged)
         finally:
             loop.run_until_complete(snap.entries.close())
     except OAPError as e:
         fail(e.message)
+    except ConfigError as e:
+        fail(str(e))
     finally:
         loop.close()
     click.echo(json.dumps({"migrated": snap.size, "tree_size": size, "storage": dst.storage}))

@@ -26,7 +26,7 @@ from tlog.server.mirroring import MirrorSet
 from tlog.server.witnessing import WitnessOutcome, WitnessSet, policy_text
 from tlog.storage.embedded import EmbeddedStorage
 from tlog.storage.interface import Driver, EntryReader, Fault, HashReader, LogState, Publisher, Signer
-from tlog.storage.transfer import Snapshot
+from tlog.storage.transfer import Snapshot, refuse_unfinished_import
 
 log = logging.getLogger("oap.tlog.server")
 
@@ -171,6 +171,7 @@ class LogService:
         """`faults`: a test hook the storage driver and the appender call at their crash points
         (tests/crashserve.py); None in production."""
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        refuse_unfinished_import(config.data_dir)
         signer = load_or_create_key(config.data_dir, config.origin, config.key_file)
         storage = open_storage(config, faults=faults)
         metrics = LogMetrics()

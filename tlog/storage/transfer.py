@@ -16,12 +16,17 @@ are derived, and checkpoints are signed again by the same key for the same roots
 
 plus the key files, which the CLI copies (mode 0600).
 
-An import sequences every entry, checks the root, then signs one checkpoint for it and
-records it as published; tiles in a bucket are written by the first integrator that
-starts on the target (`tlog.server.appender` backfills what the bucket lacks).
+An import first reads every entry once and checks that they make the checkpoint's size
+and root, and that the checkpoint is signed by the key the target signs with: a damaged or
+altered backup is refused before the target holds anything (entries left in a target
+would be signed by its next start, under the log's own key: a fork). Then it sequences
+every entry, checks the root again, signs one checkpoint for it and records it as
+published; tiles in a bucket are written by the first integrator that starts on the target
+(`tlog.server.appender` backfills what the bucket lacks).
 """
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -30,10 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tlog.errors import Unavailable, VerificationError
+from tlog.errors import ConfigError, OAPError, Unavailable, VerificationError
 from tlog.formats.checkpoint import parse_checkpoint
-from tlog.formats.note import parse_note
+from tlog.formats.hashing import leaf_hashes
+from tlog.formats.keys import Verifier
+from tlog.formats.note import open_note, parse_note
 from tlog.formats.tiles import TILE_WIDTH
+from tlog.merkle.tree import StreamingRoot
 from tlog.storage.durable import fsync_dir, write_atomic
 from tlog.storage.interface import Driver, EntryReader, Head, SignedHead, Signer
 
@@ -104,12 +112,15 @@ async def export(snapshot: Snapshot, out: Path, progress: Callable[[int], None] 
     return snapshot.size
 
 
-def read_backup(src: Path) -> tuple[str, Iterator[bytes], LoggedTimes]:
-    """(the backup's signed checkpoint, its entries in order, when its receipts were logged)."""
+def read_backup(src: Path) -> tuple[str, Callable[[], Iterator[bytes]], LoggedTimes]:
+    """(the backup's signed checkpoint, a function that reads its entries in order, when its
+    receipts were logged)."""
     note_path = src / "checkpoint"
     if not note_path.exists():
         raise VerificationError(f"{src} has no checkpoint: not a backup, or an unfinished one")
     note = note_path.read_text()
+    if not (src / "entries").is_file():
+        raise VerificationError(f"{src} has no entries file: not a backup, or a damaged one")
 
     def entries() -> Iterator[bytes]:
         with open(src / "entries", "rb") as f:
@@ -129,18 +140,93 @@ def read_backup(src: Path) -> tuple[str, Iterator[bytes], LoggedTimes]:
                     pairs.append((int(index), float(at)))
                 except ValueError:
                     raise VerificationError(f"{src / 'logged_at'} line {k} is not '<index> <time>'") from None
-    return note, entries(), LoggedTimes(pairs)
+    return note, entries, LoggedTimes(pairs)
 
 
-def import_into(driver: Driver, head: Head, sign: Signer, note: str, entries: Iterator[bytes],
-                logged: LoggedTimes | None = None, progress: Callable[[int], None] | None = None) -> int:
-    """Sequence `entries` into an empty, opened store (`head` is what its `open` said), in
-    order, check that they make the size and root of the signed checkpoint `note`, then
-    sign and record that one checkpoint as published. VerificationError otherwise (the
-    target then holds entries but no checkpoint for them: discard it). Returns the size."""
+# In a target's data directory while an import writes to it: until the import has signed
+# its checkpoint, the entries there may be a part of the source, and the log must not start
+# on them (its first integration would sign them: a smaller or different tree under the
+# log's key). Holds the checkpoint the import is for.
+UNFINISHED_IMPORT = "import-unfinished"
+
+
+def mark_import(data_dir: Path, note: str) -> None:
+    write_atomic(data_dir / UNFINISHED_IMPORT, note)
+    fsync_dir(data_dir)
+
+
+def clear_import(data_dir: Path) -> None:
+    (data_dir / UNFINISHED_IMPORT).unlink(missing_ok=True)
+    fsync_dir(data_dir)
+
+
+def refuse_unfinished_import(data_dir: Path) -> None:
+    """ConfigError if an import into `data_dir` started writing and did not finish."""
+    if (data_dir / UNFINISHED_IMPORT).exists():
+        raise ConfigError(f"an oap-log restore or migrate into {data_dir} did not finish (see "
+                          f"{data_dir / UNFINISHED_IMPORT}): the log holds part of it at most. Empty the "
+                          "target (the data directory, and the database and bucket if configured) and run it again")
+
+
+def check_source(note: str, key: Verifier, entries: Iterator[bytes],
+                 progress: Callable[[int], None] | None = None) -> int:
+    """Check, writing nothing, that `note` is a checkpoint of `key`'s log (its origin, signed
+    by `key`) and that `entries` make its size and root; returns the size. VerificationError
+    otherwise. (This proves the source consistent with itself and with the key the target
+    signs with; whether it is the latest state of the log is for the operator to know: see
+    ops/runbooks/backup-restore.md.)"""
+    try:
+        open_note(note, [key])
+    except OAPError as e:
+        raise VerificationError(f"the checkpoint is not signed by this log's key {key.name!r} "
+                                f"(key ID {key.key_id.hex()}): {e.message}") from None
+    cp = parse_checkpoint(parse_note(note).text)
+    if cp.origin != key.name:
+        raise VerificationError(f"the checkpoint is of origin {cp.origin!r}, not this log's {key.name!r}")
+    size, root = cp.size, cp.root
+    acc = StreamingRoot()
+    batch: list[bytes] = []
+
+    def add() -> None:
+        acc.add(leaf_hashes(batch))
+        if progress is not None:
+            progress(len(batch))
+        batch.clear()
+
+    for data in entries:
+        if acc.size + len(batch) == size:
+            raise VerificationError(f"the source holds more than the checkpoint's {size} entries; "
+                                    "nothing was imported")
+        batch.append(data)
+        if len(batch) == BATCH:
+            add()
+    if batch:
+        add()
+    if (acc.size, acc.root()) != (size, root):
+        got = f"{acc.size} entries" if acc.size != size else f"root {acc.root().hex()[:16]}..."
+        raise VerificationError(f"the entries do not make the checkpoint's tree (size {size}, root "
+                                f"{root.hex()[:16]}...): {got}; nothing was imported")
+    return size
+
+
+def import_into(driver: Driver, head: Head, sign: Signer, key: Verifier, note: str,
+                entries: Callable[[], Iterator[bytes]], logged: LoggedTimes | None = None,
+                progress: Callable[[int], None] | None = None,
+                before_write: Callable[[], None] | None = None,
+                check_progress: Callable[[int], None] | None = None) -> int:
+    """Sequence the entries `entries()` yields into an empty, opened store (`head` is what its
+    `open` said), in order, then sign and record the checkpoint of the signed `note` as
+    published. `entries()` is read twice: first to check (`check_source`) that the entries
+    make `note`'s tree and that `key`, the key `sign` signs with, signed it, before anything
+    is written; `before_write` is called between the two. The second reading is cut at the
+    checkpoint's size; VerificationError if it differs (the target then holds entries but no
+    checkpoint for them: discard it). Returns the size."""
     size, root = checkpoint_of(note)
     if head.sequenced != 0:
         raise VerificationError(f"the target log is not empty (it has {head.sequenced} entries)")
+    check_source(note, key, entries(), check_progress)
+    if before_write is not None:
+        before_write()
     lease = driver.acquire()
     if lease is None:
         raise Unavailable("another process holds the target's integrator role: stop its frontends first")
@@ -161,7 +247,7 @@ def import_into(driver: Driver, head: Head, sign: Signer, note: str, entries: It
                 progress(len(batch))
             batch.clear()
 
-        for data in entries:
+        for data in itertools.islice(entries(), size):
             batch.append(data)
             if len(batch) == BATCH:
                 flush()
