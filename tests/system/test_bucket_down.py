@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 
 import aiohttp
 import pytest
@@ -112,7 +113,10 @@ async def test_a_log_restarted_while_its_bucket_is_down_serves_reads_then_catche
             assert log.stop() == 0
 
             # --- the bucket down, the log restarted: reads from the local store, writes refused
-            weed.stop()
+            weed.stop(hold_ports=True)  # its ports stay ours while it is down: it comes back on them
+            for port in weed.ports.values():  # (another test run choosing free ports cannot take one)
+                with socket.socket() as probe, pytest.raises(OSError):
+                    probe.bind(("127.0.0.1", port))
             log = start_log()
             status, served = await get(s, log.url + "/checkpoint")
             assert status == 200, served

@@ -228,6 +228,7 @@ class Seaweed:
         self.ports["s3"] = s3_port or free_port()
         self.ports["admin"], self.ports["admin.grpc"] = _admin_ports()
         self.proc: subprocess.Popen | None = None
+        self._held: list[socket.socket] = []  # ports kept bound while stopped (stop(hold_ports=True))
 
     @property
     def endpoint(self) -> str:
@@ -260,6 +261,7 @@ class Seaweed:
                 f"-s3.config={config}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false",
                 "-admin.ui=false", f"-admin.port={p['admin']}", f"-admin.port.grpc={p['admin.grpc']}",
                 f"-admin.dataDir={self.dir / 'admin'}"]
+        self._release_ports()
         with open(self.dir / "weed.log", "ab") as out:
             self.proc = children.popen(args, death_signal=signal.SIGTERM, stdin=subprocess.DEVNULL, stdout=out,
                                        stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir)
@@ -291,15 +293,39 @@ class Seaweed:
             if e.code != 409:
                 raise
 
-    def stop(self) -> None:
+    def stop(self, *, hold_ports: bool = False) -> None:
+        """Stop the server; with `hold_ports`, to start it again on the same ports (the same
+        bucket URL): they stay bound meanwhile (see _hold_ports)."""
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 self.kill()
+        if hold_ports:
+            self._hold_ports()
+
+    def _hold_ports(self) -> None:
+        """Bind this server's ports without listening, until the next `start`: a connection is
+        refused, as by a server that is down, and no other process (another test run's own
+        SeaweedFS, choosing free ports) can take one of them while it is down."""
+        for port in self.ports.values():
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            self._held.append(s)
+
+    def _release_ports(self) -> None:
+        for s in self._held:
+            s.close()
+        self._held.clear()
 
     def kill(self) -> None:
+        self._release_ports()
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
