@@ -22,7 +22,7 @@ from dilithium_py.ml_dsa import ML_DSA_44
 
 from tlog.errors import FormatError, SignatureError, UnknownKeyError
 from tlog.formats import mldsa
-from tlog.formats.checkpoint import Checkpoint, subtree_message
+from tlog.formats.checkpoint import Checkpoint, parse_checkpoint, subtree_message
 from tlog.formats.hashing import EMPTY_ROOT
 from tlog.formats.keys import (
     COSIGNATURE_MLDSA44,
@@ -249,6 +249,14 @@ def test_an_mldsa_cosignature_on_a_checkpoint_note_verifies_and_binds_what_it_sh
     with pytest.raises(SignatureError):
         open_note(note + NoteSignature(c.name, c.key_id, (1700000001).to_bytes(8, "big") + blob[8:]).line(),
                   [c.verifier])
+    # a witness signs the checkpoint it already parsed: the same message, checked independently
+    parsed = c.cosign_checkpoint(parse_checkpoint(text), 1700000002)
+    assert parsed[:8] == (1700000002).to_bytes(8, "big")
+    assert _py_verify(c.public, subtree_message(NAME, 1700000002, cp.origin, 0, cp.size, cp.root), parsed[8:])
+    open_note(note + NoteSignature(c.name, c.key_id, parsed).line(), [c.verifier])
+    for bad_ts in (-1, 2**63, True):
+        with pytest.raises(ValueError):
+            c.cosign_checkpoint(cp, bad_ts)
 
 
 def test_an_mldsa_key_only_signs_checkpoints_and_subtrees():

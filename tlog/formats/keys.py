@@ -22,6 +22,7 @@ from tlog.errors import FormatError, SignatureError
 from tlog.formats import ed25519, mldsa
 from tlog.formats.checkpoint import (
     MAX_COSIGNATURE_TIMESTAMP,
+    Checkpoint,
     cosignature_message,
     parse_checkpoint,
     subtree_message,
@@ -38,6 +39,7 @@ COSIGNER_TYPES = frozenset({COSIGNATURE_V1, COSIGNATURE_MLDSA44})
 """Key types a witness cosigns with (and that a tlog-policy witness line may name)."""
 
 _HEX8_RE = re.compile(r"[0-9a-f]{8}")
+_NAME_BAD_RE = re.compile(r"[\s\x00-\x1f]")
 _COSIG_BLOB_LEN = 8 + 64  # u64 timestamp || Ed25519 signature (tlog-cosignature)
 _MLDSA_BLOB_LEN = 8 + mldsa.SIGNATURE_SIZE  # u64 timestamp || ML-DSA-44 signature
 
@@ -53,8 +55,9 @@ def check_key_name(name: str) -> None:
         raise FormatError("key name must be a non-empty string")
     if "+" in name:
         raise FormatError("key name must not contain '+'")
-    # str.isspace covers the Unicode White_Space property (Go's unicode.IsSpace).
-    if any(ch.isspace() or ch < "\x20" for ch in name):
+    # \s in a str pattern is str.isspace (both Py_UNICODE_ISSPACE), which covers the
+    # Unicode White_Space property (Go's unicode.IsSpace); one regex scan, not a loop.
+    if _NAME_BAD_RE.search(name):
         raise FormatError("key name must not contain spaces or control characters")
     try:
         name.encode("utf-8")
@@ -406,7 +409,12 @@ class MLDSACosigner:
     def cosign(self, checkpoint_text: str, timestamp: int) -> bytes:
         """Blob = u64 BE timestamp || ML-DSA-44 signature over the subtree/v1 message of
         the checkpoint's [0, size) (extension lines are not covered)."""
-        cp = parse_checkpoint(checkpoint_text)
+        return self.cosign_checkpoint(parse_checkpoint(checkpoint_text), timestamp)
+
+    def cosign_checkpoint(self, cp: Checkpoint, timestamp: int) -> bytes:
+        """`cosign` of a checkpoint already parsed (a `Checkpoint` is valid by construction):
+        a witness parses each request once, and a second parse would be GIL-held work on
+        the signing threads."""
         if isinstance(timestamp, bool) or not isinstance(timestamp, int):
             raise ValueError("timestamp must be an int")
         if not 0 <= timestamp <= MAX_COSIGNATURE_TIMESTAMP:
