@@ -48,6 +48,22 @@ GZIP_SAVES = 8  # an entry bundle is stored gzip-compressed when that saves at l
 BACKFILL_CHUNK = 1 << 16  # entries staged per step when a bucket catches up on an older log
 
 
+_LOG_EVERY = 10.0
+_last_logged = 0.0
+
+
+def _unreachable(what: str, key: str, e: Exception) -> Unavailable:
+    """The 503 for a failed bucket call. A client learns which object and the error's class;
+    obstore's own text (the bucket's URL, its retry and debug fields) goes to the operator's
+    log, at most once per `_LOG_EVERY` seconds while the bucket stays away."""
+    global _last_logged
+    now = time.monotonic()
+    if now - _last_logged >= _LOG_EVERY:
+        _last_logged = now
+        log.warning("bucket %s failed at %s: %s: %s", what, key, type(e).__name__, str(e)[:2000])
+    return Unavailable(f"bucket {what} failed at {key}: {type(e).__name__}", retry_after=1)
+
+
 class Bucket:
     """The few object operations publication needs, over obstore's S3 client."""
 
@@ -118,7 +134,7 @@ class Bucket:
         except (AlreadyExistsError, PreconditionError):
             return False
         except Exception as e:  # noqa: BLE001 - any transport or service error
-            raise Unavailable(f"bucket write failed at {key}: {type(e).__name__}: {e}"[:300], retry_after=1) from None
+            raise _unreachable("write", key, e) from None
 
     def get(self, key: str) -> bytes | None:
         got = self.get_versioned(key)
@@ -135,7 +151,7 @@ class Bucket:
         except (NotFoundError, FileNotFoundError):  # obstore raises the latter for a missing object
             return None
         except Exception as e:  # noqa: BLE001 - any transport or service error
-            raise Unavailable(f"bucket read failed at {key}: {type(e).__name__}: {e}"[:300], retry_after=1) from None
+            raise _unreachable("read", key, e) from None
 
     def delete(self, keys: Iterable[str]) -> None:
         import obstore
