@@ -339,14 +339,13 @@ class Witness:
         """POST /add-checkpoint: parse, verify, persist by CAS, cosign."""
         return await self.add_checkpoint(parse_add_checkpoint(body, max_body=max_body))
 
-    def _sign_sync(self, cp: Checkpoint, text: str, ts: int) -> tuple[NoteSignature, ...]:
-        return tuple(NoteSignature(s.name, s.key_id, s.cosign_checkpoint(cp, ts) if isinstance(s, MLDSACosigner)
-                                   else s.cosign(text, ts)) for s in self.signers)
+    def _sign_sync(self, cp: Checkpoint, ts: int) -> tuple[NoteSignature, ...]:
+        return tuple(NoteSignature(s.name, s.key_id, s.cosign_checkpoint(cp, ts)) for s in self.signers)
 
-    async def _sign(self, cp: Checkpoint, text: str, ts: int) -> tuple[NoteSignature, ...]:
+    async def _sign(self, cp: Checkpoint, ts: int) -> tuple[NoteSignature, ...]:
         if not self._threaded:  # Ed25519 only: ~50 us, cheaper than a hand-off
-            return self._sign_sync(cp, text, ts)
-        return await asyncio.get_running_loop().run_in_executor(_signing_pool(), self._sign_sync, cp, text, ts)
+            return self._sign_sync(cp, ts)
+        return await asyncio.get_running_loop().run_in_executor(_signing_pool(), self._sign_sync, cp, ts)
 
     async def add_checkpoint(self, req: AddCheckpoint) -> Cosigned:
         cp = req.checkpoint
@@ -388,7 +387,7 @@ class Witness:
             ts = max(int(self.clock()), 1)  # tlog-witness: the timestamp MUST NOT be zero
             if rec is not None:
                 ts = max(ts, rec.cosigned_at)
-            sigs = await self._sign(cp, note.text, ts)
+            sigs = await self._sign(cp, ts)
             cosigned = str(Note(note.text, log_sigs + sigs))
             new = Record(cp.origin, cp.size, cp.root, cosigned, ts)
             # Persist before the cosignature can leave this process; if the row

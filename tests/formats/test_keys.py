@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tlog.errors import ConfigError, Forbidden, FormatError, SignatureError
-from tlog.formats.checkpoint import cosignature_message
+from tlog.formats.checkpoint import cosignature_message, parse_checkpoint
 from tlog.formats.keys import (
     COSIGNATURE_V1,
     ECDSA,
@@ -265,6 +265,13 @@ def test_v8_cosignature_byte_for_byte() -> None:
     assert cosigner_verifier(plain).verify(V4_CP1.encode(), blob) == 1700000000
     # A cosigner's skey is the ordinary Go 0x01 skey of the same seed.
     assert CosignatureSigner.from_skey(w.to_skey()).key_id == w.key_id
+    # A witness signs the checkpoint it parsed: the message covers the very text it was
+    # parsed from, extension lines included (checked by the verifier on the original bytes).
+    with_ext = V4_CP1 + "extension one\nextension two\n"
+    blob = w.cosign_checkpoint(parse_checkpoint(with_ext), 1700000001)
+    assert w.verifier.verify(with_ext.encode(), blob) == 1700000001
+    with pytest.raises(SignatureError):
+        w.verifier.verify(V4_CP1.encode(), blob)
 
 
 def test_cosign_only_checkpoints_and_valid_timestamps() -> None:

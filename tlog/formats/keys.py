@@ -353,12 +353,16 @@ class CosignatureSigner(_Ed25519Key):
 
         The text is parsed first so this key never signs anything but a checkpoint.
         """
-        parse_checkpoint(checkpoint_text)
+        return self.cosign_checkpoint(parse_checkpoint(checkpoint_text), timestamp)
+
+    def cosign_checkpoint(self, cp: Checkpoint, timestamp: int) -> bytes:
+        """`cosign` of a checkpoint already parsed. Parsing is strict, so `cp.to_text()`
+        is the very text it was parsed from, extension lines included."""
         if isinstance(timestamp, bool) or not isinstance(timestamp, int):
             raise ValueError("timestamp must be an int")
         if not 0 <= timestamp <= MAX_COSIGNATURE_TIMESTAMP:
             raise ValueError("timestamp must be in 0..2^63-1")
-        msg = cosignature_message(checkpoint_text, timestamp)
+        msg = cosignature_message(cp.to_text(), timestamp)
         return timestamp.to_bytes(8, "big") + self._ed.sign(msg)
 
 
