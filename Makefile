@@ -24,10 +24,13 @@ run: $(STAMP)
 run-scale: $(STAMP)
 	$(BIN)/oap-localnet --data ./data --scale --stop-with-parent
 
+# The tests run on TEST_WORKERS pytest-xdist workers (one per core of the 2-core machine the
+# budget is set for); each test file stays on one worker, so a module's servers start once.
+TEST_WORKERS ?= 2
 test: $(STAMP) tools
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # Tools some tests use, unpacked from Debian packages into .venv (apt-get download only:
 # nothing is installed on the system; it says so when it runs, and OAP_NO_APT=1 skips it).

@@ -72,6 +72,65 @@ def test_servers_the_test_helpers_start_die_with_a_killed_test_process(tmp_path)
             os.kill(pid, signal.SIGKILL)
 
 
+HELD_TESTS = """
+import os, time
+from pathlib import Path
+from tests.support.services import log_service
+
+def _hold(tmp_path):
+    log = log_service(tmp_path / "log").start()
+    out = Path(os.environ["OAP_HELD_DIR"]) / os.environ["PYTEST_XDIST_WORKER"]
+    out.write_text(log.url.rsplit(":", 1)[1])
+    time.sleep(600)  # until the test kills pytest
+
+def test_a(tmp_path):
+    _hold(tmp_path)
+
+def test_b(tmp_path):
+    _hold(tmp_path)
+"""
+
+
+def test_xdist_workers_and_their_servers_die_with_a_killed_pytest(tmp_path):
+    """`make test` runs pytest with two xdist workers: kill -9 of pytest ends the workers
+    (tests/support/workers.py) and so the servers their tests started."""
+    pytest.importorskip("xdist")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t/test_held.py").write_text(HELD_TESTS)
+    held = tmp_path / "held"
+    held.mkdir()
+    run = children.popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.support.workers",
+                          "-n", "2", "--rootdir", str(tmp_path / "t"), str(tmp_path / "t/test_held.py")],
+                         death_signal=signal.SIGKILL, cwd=ROOT, env={**os.environ, "OAP_HELD_DIR": str(held)},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs: set[tuple[int, int]] = set()
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(held.iterdir())) < 2:
+            assert run.poll() is None, "pytest ended before its workers started their servers"
+            assert time.monotonic() < deadline, "the workers did not start their servers"
+            time.sleep(0.05)
+        ports = [int(f.read_text()) for f in held.iterdir()]
+        procs = descendants(run.pid)
+        names = [command(pid) for pid, _ in procs]
+        assert sum("oap-log serve" in n for n in names) == 2, names
+        assert sum("sys.stdin.readline" in n for n in names) == 2, names  # the two execnet workers
+        run.kill()
+        run.wait(10)
+        left = wait_gone(procs, 30)
+        assert not left, [command(pid) for pid, _ in left]
+        deadline = time.monotonic() + 30
+        while not ports_free(ports):
+            assert time.monotonic() < deadline, "ports still in use"
+            time.sleep(0.02)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(10)
+        for pid, _ in alive(procs):
+            os.kill(pid, signal.SIGKILL)
+
+
 BROWSER_RUN = """
 import sys, time
 from pathlib import Path
