@@ -408,6 +408,37 @@ def receipts(n: int) -> list[bytes]:
     return [canonical_entry(receipt_entry(leaf_hash(b"r%d" % i), SEED)) for i in range(n)]
 
 
+async def test_every_receipts_filter_answers_the_same_on_every_driver(backend):
+    from tlog.formats.did import did_key_from_public
+    from tlog.formats.ed25519 import public_from_seed
+    from tlog.formats.entries import canonical_entry
+
+    other = generate_seed()
+    entries = [canonical_entry(receipt_entry(leaf_hash(b"f%d" % i), SEED if i % 2 else other,
+                                             timestamp="2001-01-01T00:00:00Z" if i < 4 else "2090-01-01T00:00:00Z"))
+               for i in range(12)]
+    async with appender(backend) as app:
+        await app.add_many(entries)
+        reader = app.driver.entries()
+        await reader.open()
+        try:
+            me = did_key_from_public(public_from_seed(SEED))
+            mine = await reader.receipts(12, signer=me)
+            assert [r.index for r in mine] == [1, 3, 5, 7, 9, 11] and {r.signer for r in mine} == {me}
+            assert [r.index for r in await reader.receipts(10, signer=me)] == [1, 3, 5, 7, 9]  # the size bounds it
+            assert [r.index for r in await reader.receipts(12, signer=me, after=5, limit=2)] == [7, 9]
+            assert [r.index for r in await reader.receipts(12, receipt_hash=leaf_hash(b"f6"))] == [6]
+            assert await reader.receipts(12, signer=me, receipt_hash=leaf_hash(b"f6")) == []
+            # since: logged (now) or claiming to be signed at or after it
+            assert len(await reader.receipts(12, since=0.0)) == 12
+            late = await reader.receipts(12, since=4_000_000_000.0)  # 2096: only the 2090 claims are before it
+            assert late == []
+            claimed = [r.index for r in await reader.receipts(12, since=3_000_000_000.0)]  # 2065
+            assert claimed == list(range(4, 12))
+        finally:
+            await reader.close()
+
+
 async def test_the_receipts_index_is_backfilled_for_entries_without_rows(backend):
     async with appender(backend) as app:
         await app.add_many(receipts(40))

@@ -53,6 +53,7 @@ from tlog.storage.interface import (
     LeaseLost,
     Sequenced,
     SignedHead,
+    receipts_query,
 )
 from tlog.storage.leafindex import LeafIndex
 from tlog.storage.transfer import Snapshot
@@ -759,22 +760,11 @@ class EmbeddedEntries:
 
     async def receipts(self, size: int, *, signer: str | None = None, receipt_hash: bytes | None = None,
                        since: float | None = None, after: int = -1, limit: int = 1000) -> list[ReceiptRow]:
-        where: list[str] = ["idx < ?", "idx > ?"]
-        args: list = [size, after]
-        if since is not None:
-            where.append("(logged_at >= ? OR signed_at >= ?)")
-            args += [since, since]
-        if signer is not None:
-            where.append("signer = ?")
-            args.append(signer)
-        if receipt_hash is not None:
-            where.append("receipt_hash = ?")
-            args.append(receipt_hash)
-        sql = f"SELECT signer, idx, receipt_hash, ts, signed_at, logged_at FROM receipts " \
-              f"WHERE {' AND '.join(where)} ORDER BY idx LIMIT ?"
+        sql, args = receipts_query("receipts", "?", size, signer=signer, receipt_hash=receipt_hash, since=since,
+                                   after=after, limit=limit)
         assert self.db is not None
         try:
-            async with self.db.execute(sql, (*args, limit)) as cur:
+            async with self.db.execute(sql, args) as cur:
                 return [ReceiptRow(*row) for row in await cur.fetchall()]
         except sqlite3.OperationalError:  # a read-only copy of a log from before the index
             raise NotFound("this copy of the log has no receipt index") from None

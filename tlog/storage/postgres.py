@@ -45,7 +45,16 @@ from tlog.merkle.tree import TreeView
 from tlog.storage import hashfiles
 from tlog.storage.durable import lock_dir
 from tlog.storage.hashfiles import HashFiles
-from tlog.storage.interface import CorruptionError, Fault, Head, Lease, LeaseLost, Sequenced, SignedHead
+from tlog.storage.interface import (
+    CorruptionError,
+    Fault,
+    Head,
+    Lease,
+    LeaseLost,
+    Sequenced,
+    SignedHead,
+    receipts_query,
+)
 from tlog.storage.transfer import Snapshot
 
 log = logging.getLogger("oap.tlog.postgres")
@@ -566,19 +575,8 @@ class PostgresEntries:
 
     async def receipts(self, size: int, *, signer: str | None = None, receipt_hash: bytes | None = None,
                        since: float | None = None, after: int = -1, limit: int = 1000) -> list[ReceiptRow]:
-        where: list[str] = ["idx < %s", "idx > %s"]
-        args: list = [size, after]
-        if since is not None:
-            where.append("(logged_at >= %s OR signed_at >= %s)")
-            args += [since, since]
-        if signer is not None:
-            where.append("signer = %s")
-            args.append(signer)
-        if receipt_hash is not None:
-            where.append("receipt_hash = %s")
-            args.append(receipt_hash)
-        rows = await self._query(f"SELECT signer, idx, receipt_hash, ts, signed_at, logged_at FROM oap_receipts "
-                                 f"WHERE {' AND '.join(where)} ORDER BY idx LIMIT %s", (*args, limit))
+        rows = await self._query(*receipts_query("oap_receipts", "%s", size, signer=signer, receipt_hash=receipt_hash,
+                                                 since=since, after=after, limit=limit))
         return [ReceiptRow(r[0], int(r[1]), bytes(r[2]), r[3], r[4], float(r[5])) for r in rows]
 
     async def logged_times(self, size: int) -> AsyncIterator[tuple[int, float]]:
