@@ -23,6 +23,27 @@ from tests.support.proctree import alive, command, descendants, wait_gone
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 ROOT = Path(__file__).resolve().parents[2]
 
+
+def kill_and_check_gone(run: subprocess.Popen, procs: set[tuple[int, int]], ports: list[int]) -> None:
+    """kill -9 of the test process `run`: every one of `procs` ends, and `ports` are free."""
+    run.kill()
+    run.wait(10)
+    left = wait_gone(procs, 30)
+    assert not left, [command(pid) for pid, _ in left]  # (clean_up kills them)
+    deadline = time.monotonic() + 30  # a process's last thread closes its sockets
+    while not ports_free(ports):
+        assert time.monotonic() < deadline, "ports still in use"
+        time.sleep(0.02)
+
+
+def clean_up(run: subprocess.Popen, procs: set[tuple[int, int]]) -> None:
+    """What a failure left running."""
+    if run.poll() is None:
+        run.kill()
+        run.wait(10)
+    for pid, _ in alive(procs):
+        os.kill(pid, signal.SIGKILL)
+
 TEST_RUN = """
 import sys, time
 from pathlib import Path
@@ -56,20 +77,9 @@ def test_servers_the_test_helpers_start_die_with_a_killed_test_process(tmp_path)
         for program in ("oap-log serve", "tlog.server.readworkers", "oap-witness serve", "oap-registry serve",
                         "postgres"):
             assert program in names, names
-        run.kill()  # kill -9 of the test process
-        run.wait(10)
-        left = wait_gone(procs, 30)
-        assert not left, [command(pid) for pid, _ in left]  # (the finally clause kills them)
-        deadline = time.monotonic() + 30  # a process's last thread closes its sockets
-        while not ports_free(ports):
-            assert time.monotonic() < deadline, "ports still in use"
-            time.sleep(0.02)
+        kill_and_check_gone(run, procs, ports)
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait(10)
-        for pid, _ in alive(procs):  # what a failure left running
-            os.kill(pid, signal.SIGKILL)
+        clean_up(run, procs)
 
 
 HELD_TESTS = """
@@ -115,20 +125,9 @@ def test_xdist_workers_and_their_servers_die_with_a_killed_pytest(tmp_path):
         names = [command(pid) for pid, _ in procs]
         assert sum("oap-log serve" in n for n in names) == 2, names
         assert sum("sys.stdin.readline" in n for n in names) == 2, names  # the two execnet workers
-        run.kill()
-        run.wait(10)
-        left = wait_gone(procs, 30)
-        assert not left, [command(pid) for pid, _ in left]
-        deadline = time.monotonic() + 30
-        while not ports_free(ports):
-            assert time.monotonic() < deadline, "ports still in use"
-            time.sleep(0.02)
+        kill_and_check_gone(run, procs, ports)
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait(10)
-        for pid, _ in alive(procs):
-            os.kill(pid, signal.SIGKILL)
+        clean_up(run, procs)
 
 
 BROWSER_RUN = """
@@ -154,13 +153,6 @@ def test_the_browser_the_explorer_tests_drive_dies_with_a_killed_test_process(tm
         names = [command(pid) for pid, _ in procs]
         assert any("chromedriver" in n for n in names), names
         assert any("chromium" in n and "chromedriver" not in n for n in names), names  # the browser, its child
-        run.kill()
-        run.wait(10)
-        left = wait_gone(procs, 30)
-        assert not left, [command(pid) for pid, _ in left]  # (the finally clause kills them)
+        kill_and_check_gone(run, procs, [])
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait(10)
-        for pid, _ in alive(procs):
-            os.kill(pid, signal.SIGKILL)
+        clean_up(run, procs)
