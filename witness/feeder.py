@@ -42,6 +42,7 @@ from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import MAX_NOTE_SIZE, open_note, parse_note
 from tlog.formats.tiles import TILE_WIDTH
 from tlog.http.bodies import read_capped
+from tlog.runtime.rounds import run_rounds
 from tlog.storage.durable import write_atomic
 
 from .config import WitnessedLog
@@ -175,18 +176,5 @@ class Feeder:
 
         Returns False if any poll was refused or failed (for `--once` exit codes).
         """
-        ok, done = True, 0
-        stop = stop or asyncio.Event()
-        while not stop.is_set() and (rounds is None or done < rounds):
-            results = await self.round()
-            ok = ok and all(r.action in ("cosigned", "unchanged") for r in results)
-            if on_round is not None:
-                on_round(results)
-            done += 1
-            if rounds is not None and done >= rounds:
-                break
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=interval)
-            except TimeoutError:
-                pass
-        return ok
+        return await run_rounds(self.round, lambda results: all(r.action in ("cosigned", "unchanged") for r in results),
+                                interval=interval, rounds=rounds, stop=stop, on_round=on_round)

@@ -42,6 +42,7 @@ from tlog.formats.tiles import TILE_WIDTH, entries_path, parse_entry_bundle
 from tlog.http.mirrorclient import PACKAGES_PER_REQUEST, FetchError, MirrorClient, Refused, prefetched, read_capped
 from tlog.merkle.subtrees import subtree_consistency_proof, subtree_root, verify_subtree_consistency
 from tlog.merkle.tree import TreeView, root_of_leaves
+from tlog.runtime.rounds import run_rounds
 
 log = logging.getLogger("oap.mirror.follow")
 
@@ -255,18 +256,5 @@ class Follower:
                   on_round: Callable[[Round], None] | None = None) -> bool:
         """A round every `interval` seconds until `stop` is set or `rounds` are done; False if
         any round was refused or failed (for `--once`)."""
-        ok, done = True, 0
-        stop = stop or asyncio.Event()
-        while not stop.is_set() and (rounds is None or done < rounds):
-            r = await self.sync()
-            ok = ok and r.action in ("cosigned", "behind")
-            if on_round is not None:
-                on_round(r)
-            done += 1
-            if rounds is not None and done >= rounds:
-                break
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=interval)
-            except TimeoutError:
-                pass
-        return ok
+        return await run_rounds(self.sync, lambda r: r.action in ("cosigned", "behind"), interval=interval,
+                                rounds=rounds, stop=stop, on_round=on_round)
