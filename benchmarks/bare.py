@@ -1,8 +1,8 @@
 """Calibration server: the cheapest aiohttp handlers for the loads the log gets.
 
 `POST /v1/entries` parses the JSON body and hashes it; `GET /tile/...` answers
-8 KiB. Issue 7 gives their rates "on this machine" as the scale for the log's
-HTTP targets; the benchmarks measure them in the same run as the baseline.
+8 KiB. Their rates on the same machine are the scale for the log's HTTP
+targets; the benchmarks measure them in the same run as the baseline.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ class Result:
     unit: str
     params: dict[str, Any] = field(default_factory=dict)
     baseline: dict[str, Any] | None = None  # {"name": ..., "value": ...}
-    target: float | None = None  # from issue 7; None: report only
+    target: float | None = None  # the figure to meet (benchmarks/README.md); None: report only
     target_op: str = ">="
     skipped: str | None = None
 

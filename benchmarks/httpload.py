@@ -44,7 +44,7 @@ class Server:
 
     def __enter__(self) -> Server:
         # All load comes from 127.0.0.1, one "client" to the per-client rate
-        # limits (issue 6); they are off so that the server's capacity is measured.
+        # limits; they are off so that the server's capacity is measured.
         env = dict(os.environ) | {"OAP_LOG_RATE_LIMIT_WRITE": "0", "OAP_LOG_RATE_LIMIT_READ": "0"} | (self.env or {})
         self.proc = children.popen(self.command(), death_signal=signal.SIGKILL, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, env=env)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks of issue 7: `python benchmarks/run.py [--quick] [--only a,b] [--fresh]`.
+"""The benchmarks behind the figures: `python benchmarks/run.py [--quick] [--only a,b] [--fresh]`.
 
 Writes benchmarks/results/latest.json (and full.json or quick.json: the last
 complete run of that mode), each benchmark name -> {"value",
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import random
@@ -567,10 +566,6 @@ class Bench:
 
     def witness_cosign(self) -> None:
         """Durable add-checkpoint requests from many logs at once against `oap-witness serve`."""
-        if not _have_module("witness.cli"):
-            self.add(Result("witness_cosign", None, "requests/s", {}, target=2000,
-                            skipped="not yet: needs issue 4 (witness service)"))
-            return
         nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
         load, _, runs = self._witness_http(("ed25519",))
         self.add(Result("witness_cosign", round(load.rate), "requests/s", {
@@ -667,8 +662,6 @@ class Bench:
                     "consistency proof, ML-DSA-44 cosignature on worker threads, durable group commit (SQLite, "
                     "synchronous=FULL); beside the same run with an Ed25519 key and with both keys"},
             baseline=base, target=1500))
-        if not _have_module("witness.cli"):
-            return
         load, first, runs = self._witness_http(("mldsa44",))
         assert len(first.split(b" ", 2)[2].strip()) > 3000  # an ML-DSA-44 cosignature line (base64 of 2,432 bytes)
         ed = self.results.get("witness_cosign")
@@ -688,10 +681,6 @@ class Bench:
 
     def status_lookups(self) -> None:
         """Signed revocation-status responses from `oap-registry serve` (anchoring in a real log)."""
-        if not _have_module("registry.cli"):
-            self.add(Result("status_lookups", None, "responses/s", {}, target=15_000,
-                            skipped="not yet: needs issue 5 (registry status service)"))
-            return
         import urllib.request
 
         d = Path(tempfile.mkdtemp(dir=CACHE, prefix="registry-"))
@@ -741,12 +730,6 @@ class Bench:
 
 
 # --- checks and small helpers --------------------------------------------------------------
-
-def _have_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 def _evict(directory: Path, *, small_pages: bool = False) -> int:
