@@ -295,11 +295,14 @@ def witness_endpoints(log_vkey_note: str) -> list[Endpoint]:
 
     origin = parse_checkpoint(parse_note(log_vkey_note).text).origin
     body = ("old 0\n\n" + log_vkey_note).encode()
+    # tlog-witness sign-subtree (the witness holds an ML-DSA-44 key, so the body is parsed)
+    subtree = ("subtree 0 1\n" + "A" * 43 + "=\n\n" + log_vkey_note).encode()
     conf = json.dumps({"receipt": {"id": "urn:oap:conformance:x", "level": "L4"},
                        "bundle": "c2sp.org/tlog-proof@v1\nindex 0\n\n" + log_vkey_note}).encode()
     return [
         Endpoint("POST", "/add-checkpoint", [body, ("old 1\nAAAA\n\n" + log_vkey_note).encode()], ["text/plain"]),
         Endpoint("POST", "/v1/conformance/witness", [conf], ["application/json"]),
+        Endpoint("POST", "/sign-subtree", [subtree], ["text/plain"]),
         Endpoint("GET", f"/{hashlib.sha256(origin.encode()).hexdigest()}/checkpoint"),
         Endpoint("GET", "/v1/info"), Endpoint("GET", "/healthz"), Endpoint("GET", "/metrics"),
     ]
@@ -358,7 +361,8 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
     # The same log with a read worker: hostile requests that land on the worker are handed over.
     logw = log_service(workdir / "logw", "--rate-limit-write", "0", "--rate-limit-read", "0",
                        "--read-workers", "1", env=env).start()
-    w = witness_service(workdir / "w", log.vkey, "--rate-limit", "0", env=env).start()
+    w = witness_service(workdir / "w", log.vkey, "--rate-limit", "0", cosigners=("ed25519", "mldsa44"),
+                        env=env).start()
     reg = registry_service(workdir / "reg", log.url, "--rate-limit", "0", env=env).start()
     out = {}
     try:

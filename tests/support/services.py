@@ -3,6 +3,7 @@ for the ops checks, the fuzzer, the crash harness and the `server` fixture. Each
 with the process that started it (SIGKILL: a killed test run leaves nothing running)."""
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -106,10 +107,12 @@ def log_service(data: Path, *extra: str, env: dict | None = None) -> Service:
 
 
 def witness_service(data: Path, log_vkey: str, *extra: str, name: str = "witness.test", log_url: str = "",
-                    env: dict | None = None) -> Service:
+                    cosigners: tuple[str, ...] = (), env: dict | None = None) -> Service:
+    """`cosigners`: its cosigning key kinds ("ed25519", "mldsa44"); () for the default."""
     data.mkdir(parents=True, exist_ok=True)
     cfg = data / "witness.toml"
-    cfg.write_text(f'[witness]\nname = "{name}"\nport = 0\n\n[[witness.logs]]\norigin = "{ORIGIN}"\n'
+    kinds = f"cosigners = {json.dumps(list(cosigners))}\n" if cosigners else ""
+    cfg.write_text(f'[witness]\nname = "{name}"\nport = 0\n{kinds}\n[[witness.logs]]\norigin = "{ORIGIN}"\n'
                    f'vkey = "{log_vkey}"\n' + (f'url = "{log_url}"\n' if log_url else ""))
     return Service("witness", [str(BIN / "oap-witness"), "serve", "--config", str(cfg), "--data", str(data), *extra],
                    env)
