@@ -11,7 +11,8 @@ import pytest
 from tlog.formats import hashing
 
 from tests.support.services import ServerProcess
-from tests.support.workers import pytest_configure  # noqa: F401 (a hook: workers die with pytest)
+
+pytest_plugins = ["tests.support.workers"]  # xdist workers die with pytest
 
 
 @pytest.fixture

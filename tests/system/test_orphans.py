@@ -83,14 +83,17 @@ def test_servers_the_test_helpers_start_die_with_a_killed_test_process(tmp_path)
 
 
 HELD_TESTS = """
-import os, time
+import ctypes, os, time
 from pathlib import Path
 from tests.support.services import log_service
 
 def _hold(tmp_path):
     log = log_service(tmp_path / "log").start()
+    sig = ctypes.c_int()
+    ctypes.CDLL(None).prctl(2, ctypes.byref(sig), 0, 0, 0)  # PR_GET_PDEATHSIG of this worker
     out = Path(os.environ["OAP_HELD_DIR"]) / os.environ["PYTEST_XDIST_WORKER"]
-    out.write_text(log.url.rsplit(":", 1)[1])
+    out.with_suffix(".tmp").write_text(f"{log.url.rsplit(':', 1)[1]} {sig.value}")
+    out.with_suffix(".tmp").rename(out)  # whole, or not there
     time.sleep(600)  # until the test kills pytest
 
 def test_a(tmp_path):
@@ -102,8 +105,10 @@ def test_b(tmp_path):
 
 
 def test_xdist_workers_and_their_servers_die_with_a_killed_pytest(tmp_path):
-    """`make test` runs pytest with two xdist workers: kill -9 of pytest ends the workers
-    (tests/support/workers.py) and so the servers their tests started."""
+    """`make test` runs pytest with two xdist workers: each holds the death signal SIGKILL
+    (tests/support/workers.py), and kill -9 of pytest ends the workers and so the servers
+    their tests started. (execnet alone would end them 5-15 s later: within the bound
+    below, which is why the signal itself is checked.)"""
     pytest.importorskip("xdist")
     (tmp_path / "t").mkdir()
     (tmp_path / "t/test_held.py").write_text(HELD_TESTS)
@@ -116,11 +121,13 @@ def test_xdist_workers_and_their_servers_die_with_a_killed_pytest(tmp_path):
     procs: set[tuple[int, int]] = set()
     try:
         deadline = time.monotonic() + 240
-        while len(list(held.iterdir())) < 2:
+        while len([f for f in held.iterdir() if f.suffix != ".tmp"]) < 2:
             assert run.poll() is None, "pytest ended before its workers started their servers"
             assert time.monotonic() < deadline, "the workers did not start their servers"
             time.sleep(0.05)
-        ports = [int(f.read_text()) for f in held.iterdir()]
+        found = [f.read_text().split() for f in held.iterdir() if f.suffix != ".tmp"]
+        assert [int(sig) for _, sig in found] == [signal.SIGKILL] * 2, found  # each worker's death signal
+        ports = [int(port) for port, _ in found]
         procs = descendants(run.pid)
         names = [command(pid) for pid, _ in procs]
         assert sum("oap-log serve" in n for n in names) == 2, names

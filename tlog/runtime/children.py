@@ -134,15 +134,17 @@ def run(args: Sequence[str], *, timeout: float, death_signal: int = signal.SIGKI
     return done
 
 
-def die_with_parent(sig: int = signal.SIGTERM) -> None:
+def die_with_parent(sig: int = signal.SIGTERM, *, parent: int | None = None) -> None:
     """Called first thing in a process that `popen` did not start (a `multiprocessing`
     worker, `oap-localnet` under `make run`): get `sig` when its parent process dies.
-    Off Linux, a thread watches for the parent to change (an orphan is adopted by
-    another process)."""
+    `parent`: the pid the parent had, where the caller knows it (then a parent that died
+    before this call ends this process at once, instead of going unnoticed). Off Linux, a
+    thread watches for the parent to change (an orphan is adopted by another process)."""
     import multiprocessing
 
-    mp_parent = multiprocessing.parent_process()  # known even if it has died already
-    parent = mp_parent.pid if mp_parent is not None and mp_parent.pid is not None else os.getppid()
+    if parent is None:
+        mp_parent = multiprocessing.parent_process()  # known even if it has died already
+        parent = mp_parent.pid if mp_parent is not None and mp_parent.pid is not None else os.getppid()
     if DEATHSIG:
         _set_death_signal(sig, parent)
         return
