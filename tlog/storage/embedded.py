@@ -53,9 +53,9 @@ from tlog.storage.interface import (
     LeaseLost,
     Sequenced,
     SignedHead,
-    receipts_query,
 )
 from tlog.storage.leafindex import LeafIndex
+from tlog.storage.receiptsql import receipts_query
 from tlog.storage.transfer import Snapshot
 
 log = logging.getLogger("oap.tlog.store")

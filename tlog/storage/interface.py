@@ -44,8 +44,7 @@ from tlog.formats.entries import ReceiptRow
 from tlog.merkle.tree import HashReader, TreeView
 
 __all__ = ["CorruptionError", "Driver", "EntryReader", "Fault", "HashReader", "Head", "Lease", "LeaseLost",
-           "LogState", "Publisher", "ReceiptRow", "Sequenced", "SignedHead", "Signer", "TileSource",
-           "receipts_query"]
+           "LogState", "Publisher", "ReceiptRow", "Sequenced", "SignedHead", "Signer", "TileSource"]
 
 Signer = Callable[[int, bytes], str]
 """(tree size, root hash) -> the signed checkpoint note for them."""
@@ -152,27 +151,6 @@ class EntryReader(Protocol):
         """(index, time the log logged it) of every receipt entry of a tree of `size`, in no
         particular order: what a backup keeps so that a restore keeps `logged_at`."""
         ...
-
-
-def receipts_query(table: str, mark: str, size: int, *, signer: str | None, receipt_hash: bytes | None,
-                   since: float | None, after: int, limit: int) -> tuple[str, tuple]:
-    """The SQL of `EntryReader.receipts` and its arguments, for a driver whose placeholder is
-    `mark` ("?" for SQLite, "%s" for PostgreSQL): one statement, so the drivers' filters
-    cannot drift apart."""
-    where: list[str] = [f"idx < {mark}", f"idx > {mark}"]
-    args: list[object] = [size, after]
-    if since is not None:
-        where.append(f"(logged_at >= {mark} OR signed_at >= {mark})")
-        args += [since, since]
-    if signer is not None:
-        where.append(f"signer = {mark}")
-        args.append(signer)
-    if receipt_hash is not None:
-        where.append(f"receipt_hash = {mark}")
-        args.append(receipt_hash)
-    sql = (f"SELECT signer, idx, receipt_hash, ts, signed_at, logged_at FROM {table} "
-           f"WHERE {' AND '.join(where)} ORDER BY idx LIMIT {mark}")
-    return sql, (*args, limit)
 
 
 class TileSource(Protocol):

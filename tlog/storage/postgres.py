@@ -53,8 +53,8 @@ from tlog.storage.interface import (
     LeaseLost,
     Sequenced,
     SignedHead,
-    receipts_query,
 )
+from tlog.storage.receiptsql import receipts_query
 from tlog.storage.transfer import Snapshot
 
 log = logging.getLogger("oap.tlog.postgres")
