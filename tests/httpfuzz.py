@@ -369,6 +369,17 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
         async with aiohttp.ClientSession() as s:
             async with s.get(log.url + "/checkpoint") as r:
                 note = await r.text()
+            async with s.get(w.url + "/v1/info") as r:  # else sign-subtree is a 404 before any parsing
+                assert (await r.json())["sign_subtree"] is True, "the fuzzed witness has no ML-DSA-44 key"
+            # The registry answers status reads 503 (rightly) until its first epoch is signed
+            # and anchored: fuzz it once it is ready, so that every 5xx is a finding.
+            deadline = asyncio.get_running_loop().time() + 120
+            while True:
+                async with s.get(reg.url + "/readyz") as r:
+                    if r.status == 200:
+                        break
+                assert asyncio.get_running_loop().time() < deadline, "the registry never became ready"
+                await asyncio.sleep(0.05)
         plans = [("log", log, log_endpoints(), log_valid_traffic(log.url)),
                  ("log+read-worker", logw, log_endpoints(), log_valid_traffic(logw.url)),
                  ("witness", w, witness_endpoints(note), getter(w.url, "/healthz")),
