@@ -348,6 +348,7 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
     from pathlib import Path
 
     from tests.support.services import log_service, registry_service, witness_service
+    from tests.support.waiting import until
 
     workdir = Path(workdir)
     import os
@@ -373,13 +374,11 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
                 assert (await r.json())["sign_subtree"] is True, "the fuzzed witness has no ML-DSA-44 key"
             # The registry answers status reads 503 (rightly) until its first epoch is signed
             # and anchored: fuzz it once it is ready, so that every 5xx is a finding.
-            deadline = asyncio.get_running_loop().time() + 120
-            while True:
+            async def ready() -> bool:
                 async with s.get(reg.url + "/readyz") as r:
-                    if r.status == 200:
-                        break
-                assert asyncio.get_running_loop().time() < deadline, "the registry never became ready"
-                await asyncio.sleep(0.05)
+                    return r.status == 200
+
+            await until(ready, 120, "the registry's first status epoch")
         plans = [("log", log, log_endpoints(), log_valid_traffic(log.url)),
                  ("log+read-worker", logw, log_endpoints(), log_valid_traffic(logw.url)),
                  ("witness", w, witness_endpoints(note), getter(w.url, "/healthz")),

@@ -11,7 +11,6 @@ catch-up, sweep and takeover; the receipts index backfill; a bucket that is down
 """
 from __future__ import annotations
 
-import asyncio
 import shutil
 import sqlite3
 import threading
@@ -39,6 +38,7 @@ from tlog.storage.interface import Driver, LeaseLost, SignedHead
 
 from tests.support.drivers import Writer
 from tests.support.signers import checkpoint_signer, make_signer
+from tests.support.waiting import until
 
 SIGNER = make_signer("drivers.test/log")
 SIGN = checkpoint_signer(SIGNER)
@@ -123,15 +123,6 @@ async def appender(b: Backend, name: str = "a", **kw: Any) -> AsyncIterator[Appe
         yield app
     finally:
         await app.close()
-
-
-async def until(cond, seconds: float = 60.0, what: str = "") -> None:
-    """Wait (bounded) for a condition; the bound only keeps a broken build from hanging."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not cond():
-        assert loop.time() < deadline, f"gave up waiting for {what or cond}"
-        await asyncio.sleep(0.02)
 
 
 async def bucket_audit(url: str, previous: tuple[int, bytes] | None = None):

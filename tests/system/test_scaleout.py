@@ -42,6 +42,7 @@ from tlog.storage.postgres import PostgresStorage
 
 from tests.support.services import Service, fetch_entries
 from tests.support.signers import checkpoint_signer, make_signer
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -75,15 +76,6 @@ async def frontend(tmp_path: Path, dsn: str, name: str, **kw) -> AsyncIterator[A
         yield app
     finally:
         await app.close()
-
-
-async def until(cond, seconds: float = 60.0, what: str = "") -> None:
-    """Wait (bounded) for a condition; the bound only keeps a broken build from hanging."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not cond():
-        assert loop.time() < deadline, f"gave up waiting for {what or cond}"
-        await asyncio.sleep(0.02)
 
 
 async def test_two_frontends_sequence_exactly_once_and_agree_with_pymerkle(engines, tmp_path):

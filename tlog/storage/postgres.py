@@ -45,15 +45,7 @@ from tlog.merkle.tree import TreeView
 from tlog.storage import hashfiles
 from tlog.storage.durable import lock_dir
 from tlog.storage.hashfiles import HashFiles
-from tlog.storage.interface import (
-    CorruptionError,
-    Fault,
-    Head,
-    Lease,
-    LeaseLost,
-    Sequenced,
-    SignedHead,
-)
+from tlog.storage.interface import CorruptionError, Fault, Head, Lease, LeaseLost, Sequenced, SignedHead
 from tlog.storage.receiptsql import receipts_query
 from tlog.storage.transfer import Snapshot
 

@@ -1,0 +1,21 @@
+"""Bounded waits for a condition: the tests' one way to wait instead of sleeping and hoping."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+
+async def until(cond: Callable[[], Any | Awaitable[Any]], seconds: float = 60.0, what: str = "") -> Any:
+    """Poll `cond` (sync or async) until it returns something true, and return that; the
+    bound only keeps a broken build from hanging."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        got = cond()
+        if asyncio.iscoroutine(got):
+            got = await got
+        if got:
+            return got
+        assert loop.time() < deadline, f"gave up waiting for {what or cond}"
+        await asyncio.sleep(0.02)
