@@ -52,6 +52,7 @@ import time
 from collections.abc import Callable, Container, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from tlog.errors import (
     Conflict,
@@ -72,6 +73,7 @@ from tlog.formats.keys import COSIGNATURE_MLDSA44, Cosigner, MLDSACosigner, Veri
 from tlog.formats.note import Note, NoteSignature, open_note, parse_note
 from tlog.merkle.subtrees import valid_subtree, verify_subtree_consistency
 from tlog.merkle.verify import verify_consistency
+from tlog.runtime.batching import ThreadBatches
 
 from .config import WitnessedLog
 from .state import MAX_SIZE, Record, WitnessState
@@ -175,13 +177,14 @@ class QueryBudget:
 
 
 _POOL: ThreadPoolExecutor | None = None
+_WORKERS = max(2, os.cpu_count() or 2)
 
 
 def _signing_pool() -> ThreadPoolExecutor:
     """Worker threads for ML-DSA-44 signing, one per core, shared by every witness in the process."""
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="witness-sign")
+        _POOL = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="witness-sign")
     return _POOL
 
 
@@ -310,6 +313,7 @@ class Witness:
         self.logs: dict[str, tuple[WitnessedLog, tuple[Verifier, ...]]] = {}
         self.budgets: dict[str, QueryBudget] = {}
         self._threaded = any(s.key_type == COSIGNATURE_MLDSA44 for s in self.signers)
+        self._batches: tuple[asyncio.AbstractEventLoop, ThreadBatches] | None = None
         self.set_logs(logs)
 
     @property
@@ -345,7 +349,14 @@ class Witness:
     async def _sign(self, cp: Checkpoint, ts: int) -> tuple[NoteSignature, ...]:
         if not self._threaded:  # Ed25519 only: ~50 us, cheaper than a hand-off
             return self._sign_sync(cp, ts)
-        return await asyncio.get_running_loop().run_in_executor(_signing_pool(), self._sign_sync, cp, ts)
+        return await self._signing().run(partial(self._sign_sync, cp, ts))
+
+    def _signing(self) -> ThreadBatches:
+        """ML-DSA-44 signing off the event loop, in batches under load (one per event loop)."""
+        loop = asyncio.get_running_loop()
+        if self._batches is None or self._batches[0] is not loop:
+            self._batches = (loop, ThreadBatches(_signing_pool(), _WORKERS))
+        return self._batches[1]
 
     async def add_checkpoint(self, req: AddCheckpoint) -> Cosigned:
         cp = req.checkpoint
@@ -403,7 +414,7 @@ class Witness:
         if not signers:
             raise NotFound("this witness has no ML-DSA-44 key: it does not sign subtrees")
         req = checked_sign_subtree(body, self.logs, self.signers, max_body=max_body)
-        return await asyncio.get_running_loop().run_in_executor(_signing_pool(), subtree_lines, req, signers)
+        return await self._signing().run(partial(subtree_lines, req, signers))
 
     async def latest(self, origin: str) -> Record | None:
         return await self.state.get(origin)

@@ -1,16 +1,22 @@
-"""The batch queue shared by the log's sequencer and the registry's batcher (docs/architecture.md §3.3).
+"""Batching, so that one costly step serves many requests.
 
-Items queue up; a batch closes after `max_batch` items or `interval` seconds
-after its first item, whichever comes first, so one transaction and one
-fsync serve many submissions without holding a lone submission long.
+`BatchQueue` is the queue of the log's sequencer and the registry's batcher
+(docs/architecture.md §3.3): items queue up; a batch closes after `max_batch`
+items or `interval` seconds after its first item, whichever comes first, so one
+transaction and one fsync serve many submissions without holding a lone
+submission long. `ThreadBatches` hands the witness's ML-DSA-44 signatures to
+worker threads, one hand-off for all that queued while the workers were busy.
 """
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
+from functools import partial
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class BatchQueue(Generic[T]):
@@ -66,3 +72,79 @@ class BatchQueue(Generic[T]):
         if len(self.items) < self.max_batch:
             self._full.clear()
         return batch
+
+
+class ThreadBatches:
+    """Blocking calls on worker threads, handed over in batches while the workers are busy.
+
+    For CPU-bound calls that release the GIL (ML-DSA-44 signing, ~0.6 ms each).
+    Handing each call to a thread on its own costs a future, a thread wake-up, a
+    self-pipe write back to the event loop and two trips of the GIL: about 0.2 ms
+    of CPU per call, a sixth of what a witness spends per ML-DSA-44 cosignature.
+    Here a call goes to an idle worker at once (the loop's next turn, so calls
+    made in one turn travel together); calls made while every worker is busy
+    wait and go out as one batch when a worker frees, at most `max_batch` per
+    hand-off. Calls of one batch run in order;
+    each call's exception reaches only its own caller.
+    """
+
+    def __init__(self, executor: Executor, workers: int, max_batch: int = 16) -> None:
+        if workers < 1 or max_batch < 1:
+            raise ValueError("workers and max_batch must be at least 1")
+        self._executor, self._idle, self._max = executor, workers, max_batch
+        self._pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+        self._scheduled = False
+
+    async def run(self, fn: Callable[[], R]) -> R:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[R] = loop.create_future()
+        self._pending.append((fn, fut))
+        if self._idle and not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._dispatch)
+        return await fut
+
+    def _dispatch(self) -> None:
+        self._scheduled = False
+        loop = asyncio.get_running_loop()
+        while self._idle and self._pending:
+            n = min(self._max, -(-len(self._pending) // self._idle))  # share the queue among idle workers
+            batch, self._pending = self._pending[:n], self._pending[n:]
+            futures = [f for _, f in batch]
+            try:
+                done = loop.run_in_executor(self._executor, _call_each, [fn for fn, _ in batch])
+            except RuntimeError as exc:  # the executor is shut down: nothing will run
+                _settle(futures, [(False, exc)] * len(futures))
+                continue
+            self._idle -= 1
+            done.add_done_callback(partial(self._finished, futures))
+
+    def _finished(self, futures: list[asyncio.Future[Any]], done: asyncio.Future[list[tuple[bool, Any]]]) -> None:
+        self._idle += 1
+        if done.cancelled():
+            _settle(futures, [(False, asyncio.CancelledError())] * len(futures))
+        elif (exc := done.exception()) is not None:
+            _settle(futures, [(False, exc)] * len(futures))
+        else:
+            _settle(futures, done.result())
+        if self._pending and not self._scheduled:
+            self._dispatch()
+
+
+def _settle(futures: list[asyncio.Future[Any]], outcomes: list[tuple[bool, Any]]) -> None:
+    for fut, (ok, value) in zip(futures, outcomes, strict=True):
+        if not fut.done():  # its caller may have gone (cancelled)
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+
+def _call_each(fns: list[Callable[[], Any]]) -> list[tuple[bool, Any]]:
+    out: list[tuple[bool, Any]] = []
+    for fn in fns:
+        try:
+            out.append((True, fn()))
+        except Exception as exc:  # noqa: BLE001 (handed to that call's own caller, as run_in_executor would)
+            out.append((False, exc))
+    return out
