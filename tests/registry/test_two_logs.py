@@ -29,6 +29,7 @@ from tlog.formats.ed25519 import generate_seed
 
 from tests.support.registry import BIN, Running, conformance_doc, did, receipt, run, start_registry, wait_epoch_after
 from tests.support.services import ServerProcess
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 ORIGINS = ("log-a.test", "log-b.test")
@@ -71,15 +72,6 @@ def check_in_each_log(anchor: str, logs: list[ServerProcess], origins=ORIGINS) -
     for p, origin in zip(logs, ORIGINS):
         if origin in origins:
             TrustPolicy.for_log(p.vkey).verify_bundle(proofs[origin])
-
-
-async def wait_for(condition, what: str, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not condition():
-        if loop.time() > end:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        await asyncio.sleep(0.05)
 
 
 async def test_every_commit_epoch_and_kill_switch_is_anchored_in_both_and_mirrors_check_both(tmp_path, logs):
@@ -235,7 +227,7 @@ async def test_with_k_1_commits_go_on_while_a_log_is_down_and_it_catches_up(tmp_
         assert reg.svc.writer.backlog.pending(ORIGINS[1]) == seqs
 
         restart(logs, 1)
-        await wait_for(lambda: not reg.svc.writer.backlog.behind(), "log B caught up")
+        await until(lambda: not reg.svc.writer.backlog.behind(), 30, "log B caught up")
         assert reg.svc.metrics.registry.get_sample_value("oap_registry_log_backlog_commits", {"log": ORIGINS[1]}) == 0
         for seq in seqs:
             st, served, headers = await reg.get(f"/v1/anchors/{seq}")

@@ -27,6 +27,7 @@ from tlog.server.service import load_or_create_key
 
 from tests.support.logs import grow, open_test_log
 from tests.support.mirror import cosigner, cosigner_key, http, mirror_service, origin_hash, served_root
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -52,20 +53,6 @@ open_log = partial(open_test_log, origin=ORIGIN)
 async def get(url: str) -> tuple[int, dict, bytes]:
     """A GET off the event loop (the log under test runs on it)."""
     return await asyncio.to_thread(http, url)
-
-
-async def wait_until(what: str, cond, timeout: float = 120.0):
-    """Poll `cond` (sync or async) until it returns something true, for at most `timeout` s."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        got = cond()
-        if asyncio.iscoroutine(got):
-            got = await got
-        if got:
-            return got
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def sample(text: str, name: str, **labels: str) -> float:
@@ -105,7 +92,7 @@ async def test_the_log_pushes_and_the_copy_verifies_from_its_tiles_alone(tmp_pat
         assert f"mirror m1 {cosigner().vkey} {m.url}" in policy_text and "quorum none" in policy_text
         for n in (300, 500, 1):  # crosses the 256 and 512 bundle boundaries
             size = await grow(url, n)
-            await wait_until(f"the mirror at {size}", lambda size=size: mirror_equal(prefix, size))
+            await until(lambda size=size: mirror_equal(prefix, size), 120, f"the mirror at {size}")
         # the copy is the log's, from the mirror's tiles alone, byte for byte
         assert await asyncio.to_thread(served_root, prefix, size) == svc.state.root
         for t in entries_for_size(size):
@@ -114,8 +101,8 @@ async def test_the_log_pushes_and_the_copy_verifies_from_its_tiles_alone(tmp_pat
         open_note(note, [parse_vkey(vkey)])
         open_note(note, [cosigner_key()])
         # the mirror's cosignature is merged into the checkpoint the log serves (the log is idle)
-        served = await wait_until("the mirror's cosignature on the log's checkpoint",
-                                  lambda: has_mirror_cosignature(svc.state.note) and svc.state.note)
+        served = await until(lambda: has_mirror_cosignature(svc.state.note) and svc.state.note, 120,
+                             "the mirror's cosignature on the log's checkpoint")
         assert parse_checkpoint(parse_note(served).text).size == size
         assert has_mirror_cosignature((await get(url + "/checkpoint"))[2].decode())
         v = TrustPolicy.from_text(policy_text).verify_checkpoint(served)
@@ -142,22 +129,22 @@ async def test_a_mirror_down_never_delays_writes_and_catches_up_when_back(tmp_pa
     svc, server, url = await open_log(tmp_path, mirrors=(("m1", cosigner().vkey, m.url),))
     try:
         first = await grow(url, 300)
-        await wait_until("the mirror at 300", lambda: mirror_equal(prefix, first))
+        await until(lambda: mirror_equal(prefix, first), 120, "the mirror at 300")
         m.kill()  # SIGKILL
         # every write is acknowledged while the mirror is down (none waits for it)
         size = await grow(url, 500)
         assert size == 800 and svc.sequencer.published and svc.state.size == 800
-        text = await wait_until("a failed push", lambda: metrics_if(url, "oap_log_mirror_push_failures_total"))
+        text = await until(lambda: metrics_if(url, "oap_log_mirror_push_failures_total"), 120, "a failed push")
         assert sample(text, "oap_log_mirror_cosigned_size", mirror="m1") == first
         assert sample(text, "oap_log_mirror_lag_entries", mirror="m1") == size - first
         # back on the same port, with its data: the log resumes from the mirror's next entry
         svc_m.args += ["--port", port]
         started(svc_m)
-        await wait_until("the mirror at 800", lambda: mirror_equal(prefix, size))
+        await until(lambda: mirror_equal(prefix, size), 120, "the mirror at 800")
         assert await asyncio.to_thread(served_root, prefix, size) == svc.state.root
         text = (await get(url + "/metrics"))[2].decode()
         assert sample(text, "oap_log_mirror_entries_sent_total", mirror="m1") == size  # nothing sent twice
-        await wait_until("the cosignature merged", lambda: has_mirror_cosignature(svc.state.note))
+        await until(lambda: has_mirror_cosignature(svc.state.note), 120, "the cosignature merged")
     finally:
         await server.close()
         await svc.close()
@@ -194,7 +181,7 @@ async def test_a_mirror_the_quorum_counts_gates_publication(tmp_path, started):
             assert parse_checkpoint(parse_note(served).text).size == a.tree_size
             svc_m.args += ["--port", port]
             started(svc_m)
-            again = await wait_until("publication with the mirror back", lambda: anchor_or_none(c, entry))
+            again = await until(lambda: anchor_or_none(c, entry), 120, "publication with the mirror back")
             assert again.duplicate and again.index == a.tree_size and has_mirror_cosignature(again.checkpoint)
     finally:
         await server.close()
@@ -256,9 +243,9 @@ async def test_a_lying_or_broken_mirror_never_changes_the_log_answers(tmp_path, 
     try:
         for _ in range(3):
             size = await grow(url, 20)  # acknowledged whatever the mirror does
-        await wait_until("pushes to the mirror", lambda: liar.requests >= 1)
+        await until(lambda: liar.requests >= 1, 120, "pushes to the mirror")
         if how != "hang":
-            await wait_until("a failed push", lambda: metrics_if(url, "oap_log_mirror_push_failures_total"))
+            await until(lambda: metrics_if(url, "oap_log_mirror_push_failures_total"), 120, "a failed push")
         served = (await get(url + "/checkpoint"))[2].decode()
         assert parse_checkpoint(parse_note(served).text).size == size
         assert not has_mirror_cosignature(served) and len(parse_note(served).signatures) == 1
@@ -309,14 +296,14 @@ async def test_a_mirror_with_an_mldsa44_key_cosigns_with_both_and_signs_subtrees
     svc, server, url = await open_log(tmp_path, mirrors=(("m1", cosigner().vkey, m.url), ("m1-pq", pq_vkey, m.url)))
     try:
         size = await grow(url, 300)
-        await wait_until("the mirror at 300", lambda: mirror_equal(prefix, size))
+        await until(lambda: mirror_equal(prefix, size), 120, "the mirror at 300")
         trust = TrustPolicy.from_text((tmp_path / "log" / "log.policy").read_text())
 
         def both() -> str | None:
             note = svc.state.note
             return note if trust.verify_checkpoint(note).witnesses == {"m1", "m1-pq"} else None
 
-        served = await wait_until("both mirror cosignatures on the log's checkpoint", both)
+        served = await until(both, 120, "both mirror cosignatures on the log's checkpoint")
         assert trust.mirrors(trust.verify_checkpoint(served).witnesses) == ["m1", "m1-pq"]
         sig = next(s for s in parse_note(served).signatures if s.key_id == pq.key_id)
         cp = parse_checkpoint(parse_note(served).text)

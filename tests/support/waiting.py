@@ -6,9 +6,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 
-async def until(cond: Callable[[], Any | Awaitable[Any]], seconds: float = 60.0, what: str = "") -> Any:
-    """Poll `cond` (sync or async) until it returns something true, and return that; the
-    bound only keeps a broken build from hanging."""
+async def until(cond: Callable[[], Any | Awaitable[Any]], seconds: float = 60.0, what: str = "", *,
+                every: float = 0.02) -> Any:
+    """Poll `cond` (sync or async) every `every` seconds until it returns something true, and
+    return that; the bound only keeps a broken build from hanging."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     while True:
@@ -18,4 +19,4 @@ async def until(cond: Callable[[], Any | Awaitable[Any]], seconds: float = 60.0,
         if got:
             return got
         assert loop.time() < deadline, f"gave up waiting for {what or cond}"
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(every)

@@ -30,6 +30,7 @@ from tlog.server.service import load_or_create_key
 from tlog.server.witnessing import policy_text
 
 from tests.support.services import ORIGIN, fetch_entries, log_service, witness_service
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -42,17 +43,6 @@ def commitment() -> dict:
 
 def size_of(note: str) -> int:
     return parse_checkpoint(parse_note(note).text).size
-
-
-async def until(cond, what: str):
-    """Wait (bounded) for an async condition to return something truthy; that value."""
-    deadline = asyncio.get_running_loop().time() + DEADLINE
-    while True:
-        got = await cond()
-        if got:
-            return got
-        assert asyncio.get_running_loop().time() < deadline, f"gave up waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 async def get(s: aiohttp.ClientSession, url: str) -> tuple[int, bytes]:
@@ -104,7 +94,8 @@ async def test_a_log_restarted_while_its_bucket_is_down_serves_reads_then_catche
             for _ in range(6):
                 got = await asyncio.gather(*(append(log.url, commitment()) for _ in range(50)))
                 assert [st for st, _ in got] == [200] * 50, got[:3]
-            published = await until(lambda: _sized(bucket_checkpoint(), 300), "the bucket's checkpoint at 300")
+            published = await until(lambda: _sized(bucket_checkpoint(), 300), DEADLINE,
+                                    "the bucket's checkpoint at 300", every=0.1)
             trust.verify_checkpoint(published)  # cosigned by the witness
             status, served = await get(s, log.url + "/checkpoint")
             assert status == 200 and served.decode() == published
@@ -152,15 +143,15 @@ async def test_a_log_restarted_while_its_bucket_is_down_serves_reads_then_catche
             stop = asyncio.Event()
             watcher = asyncio.create_task(watch_bucket(stop))
             try:
-                await until(lambda: _ok(append(log.url, waiting)), "a write acknowledged again")
+                await until(lambda: _ok(append(log.url, waiting)), DEADLINE, "a write acknowledged again", every=0.1)
                 for _ in range(3):
                     got = await asyncio.gather(*(append(log.url, commitment()) for _ in range(20)))
                     assert [st for st, _ in got] == [200] * 20, got[:3]
                 size = len(acked)
                 status, served = await get(s, log.url + "/checkpoint")
                 assert status == 200 and size_of(served.decode()) >= size
-                note = await until(lambda: _sized(bucket_checkpoint(), size_of(served.decode())),
-                                   "the bucket's checkpoint caught up")
+                note = await until(lambda: _sized(bucket_checkpoint(), size_of(served.decode())), DEADLINE,
+                                   "the bucket's checkpoint caught up", every=0.1)
             finally:
                 stop.set()
                 await watcher

@@ -3,8 +3,6 @@ list), and a witness provisioning its logs from a file and from a URL served by 
 aiohttp server on 127.0.0.1, refreshed, with qpd, key pins, and configuration logs winning."""
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from tlog.formats.keys import CosignatureSigner, MLDSACosigner
 from tlog.formats.loglist import parse_log_list
 from witness.config import WitnessConfig, WitnessedLog, check_list_source
 
+from tests.support.waiting import until
 from tests.support.witness import MemLog, post, running_witness, witness_config
 
 REAL_LIST = Path(__file__).parent / "testdata" / "witness-network-testing.list"
@@ -114,18 +113,6 @@ def test_list_sources():
 # --- provisioning ---------------------------------------------------------------------------
 
 
-async def until(check, what: str, timeout: float = 30.0):
-    """Wait (bounded) for an async condition."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = await check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 class ListServer:
     """A real aiohttp server on 127.0.0.1 serving a log list that the test changes."""
 
@@ -184,12 +171,12 @@ async def test_provisioning_from_a_url_refreshed_and_fail_safe(tmp_path):
             async def origins():
                 return {x["origin"] for x in (await info(s, url))["logs"]}
 
-            await until(lambda: _has(origins, {A.origin, C.origin}), "A from the list, C from the config")
+            await until(lambda: _has(origins, {A.origin, C.origin}), 30, "A from the list, C from the config")
             assert (await post(s, url, A.body(0, 2)))[0] == 200
 
             # the list changes: A leaves, B arrives; C listed with another key: the config wins
             lists.body = listing(entry(B), entry(C2))
-            await until(lambda: _is(origins, {B.origin, C.origin}), "the refreshed list")
+            await until(lambda: _is(origins, {B.origin, C.origin}), 30, "the refreshed list")
             assert (await post(s, url, A.body(2, 3)))[0] == 404  # no longer followed...
             async with s.get(f"{url}/{_path(A.origin)}/checkpoint") as r:
                 assert r.status == 200  # ...but its last cosigned checkpoint is still served
@@ -202,11 +189,11 @@ async def test_provisioning_from_a_url_refreshed_and_fail_safe(tmp_path):
             # the server fails, then serves garbage: the last good list stays in force
             hits = lists.hits
             lists.status = 500
-            await until(lambda: _true(lists.hits > hits + 1), "a refresh against the failing server")
+            await until(lambda: lists.hits > hits + 1, 30, "a refresh against the failing server")
             got = await info(s, url)
             assert "HTTP 500" in got["log_lists"][0]["error"] and B.origin in {x["origin"] for x in got["logs"]}
             lists.status, lists.body, hits = 200, "not a list\n", lists.hits
-            await until(lambda: _true(lists.hits > hits + 1), "a refresh of the garbage list")
+            await until(lambda: lists.hits > hits + 1, 30, "a refresh of the garbage list")
             got = await info(s, url)
             assert "header" in got["log_lists"][0]["error"] and B.origin in {x["origin"] for x in got["logs"]}
             async with s.get(url + "/metrics") as r:
@@ -219,7 +206,7 @@ async def test_provisioning_from_a_url_refreshed_and_fail_safe(tmp_path):
             # B's key swapped in the list: refused, B keeps its pinned key
             B2 = MemLog(B.origin, bytes([9]) * 32).grow(8)
             lists.body, hits = listing(entry(B2)), lists.hits
-            await until(lambda: _true(lists.hits > hits + 1), "the list with a swapped key")
+            await until(lambda: lists.hits > hits + 1, 30, "the list with a swapped key")
             conflicts = (await info(s, url))["log_lists"][0]["conflicts"]
             assert any("pinned" in c for c in conflicts)
             assert (await post(s, url, B2.body(0, 4)))[0] == 403
@@ -243,10 +230,6 @@ async def _has(origins, want: set[str]) -> bool:
 
 async def _is(origins, want: set[str]) -> bool:
     return want == await origins()
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 # --- hostile input: only FormatError, whatever the bytes -------------------------------------
