@@ -285,25 +285,26 @@ def log_valid_traffic(base_url: str):
 # --- the witness's and the registry's endpoints ---------------------------------------------
 
 
-def witness_endpoints(log_vkey_note: str) -> list[Endpoint]:
-    """`log_vkey_note`: a real signed checkpoint of the witnessed log (a valid seed body)."""
+def witness_endpoints(add_checkpoint: bytes, cosigned: str) -> list[Endpoint]:
+    """Seeds that pass every check: `add_checkpoint`, a body the witness accepts (the next
+    checkpoint of the log, with its consistency proof); `cosigned`, a checkpoint of the log
+    that the witness cosigned, so that the seed sign-subtree of its whole tree is answered 200."""
     import hashlib
     import json
 
     from tlog.formats.checkpoint import parse_checkpoint
     from tlog.formats.note import parse_note
 
-    origin = parse_checkpoint(parse_note(log_vkey_note).text).origin
-    body = ("old 0\n\n" + log_vkey_note).encode()
-    # tlog-witness sign-subtree (the witness holds an ML-DSA-44 key, so the body is parsed)
-    subtree = ("subtree 0 1\n" + "A" * 43 + "=\n\n" + log_vkey_note).encode()
+    cp = parse_checkpoint(parse_note(cosigned).text)
+    note = add_checkpoint.split(b"\n\n", 1)[1].decode()
+    subtree = subtree_seed(cosigned)  # tlog-witness sign-subtree (the witness holds an ML-DSA-44 key)
     conf = json.dumps({"receipt": {"id": "urn:oap:conformance:x", "level": "L4"},
-                       "bundle": "c2sp.org/tlog-proof@v1\nindex 0\n\n" + log_vkey_note}).encode()
+                       "bundle": "c2sp.org/tlog-proof@v1\nindex 0\n\n" + cosigned}).encode()
     return [
-        Endpoint("POST", "/add-checkpoint", [body, ("old 1\nAAAA\n\n" + log_vkey_note).encode()], ["text/plain"]),
+        Endpoint("POST", "/add-checkpoint", [add_checkpoint, ("old 1\nAAAA\n\n" + note).encode()], ["text/plain"]),
         Endpoint("POST", "/v1/conformance/witness", [conf], ["application/json"]),
         Endpoint("POST", "/sign-subtree", [subtree], ["text/plain"]),
-        Endpoint("GET", f"/{hashlib.sha256(origin.encode()).hexdigest()}/checkpoint"),
+        Endpoint("GET", f"/{hashlib.sha256(cp.origin.encode()).hexdigest()}/checkpoint"),
         Endpoint("GET", "/v1/info"), Endpoint("GET", "/healthz"), Endpoint("GET", "/metrics"),
     ]
 
@@ -343,6 +344,43 @@ def getter(base_url: str, path: str):
     return valid
 
 
+async def _witness_seeds(s: aiohttp.ClientSession, log_url: str, witness_url: str) -> tuple[bytes, str]:
+    """Have the witness cosign the log's checkpoint (the sign-subtree seed's), then wait for a
+    larger one: the add-checkpoint seed from one to the other, left for the fuzzer to send
+    first. (The registry anchors in this log too, so its sizes are not known in advance.)"""
+    from tests.support.waiting import until
+
+    valid = log_valid_traffic(log_url)
+
+    async def checkpoint(above: int) -> tuple[int, str] | None:
+        async with s.get(log_url + "/checkpoint") as r:
+            text = await r.text()
+        size = int(text.split("\n")[1]) if r.status == 200 else 0
+        return (size, text) if size > above else None
+
+    assert await valid(s, 1)
+    n, one = await until(lambda: checkpoint(0), 60, "a checkpoint of the log")
+    async with s.post(witness_url + "/add-checkpoint", data=("old 0\n\n" + one).encode()) as r:
+        assert r.status == 200, await r.text()
+        cosigned = one + await r.text()
+    assert await valid(s, 2)
+    m, two = await until(lambda: checkpoint(n), 60, "a larger checkpoint of the log")
+    async with s.get(log_url + "/v1/proof/consistency", params={"old": str(n), "new": str(m)}) as r:
+        proof = (await r.json())["consistency_proof"]
+    return (f"old {n}\n" + "".join(h + "\n" for h in proof) + "\n" + two).encode(), cosigned
+
+
+def subtree_seed(cosigned: str) -> bytes:
+    """sign-subtree of a cosigned checkpoint's whole tree: the subtree hash is the root, the
+    proof empty."""
+    from tlog.formats.checkpoint import parse_checkpoint
+    from tlog.formats.encoding import b64enc
+    from tlog.formats.note import parse_note
+
+    cp = parse_checkpoint(parse_note(cosigned).text)
+    return (f"subtree 0 {cp.size}\n{b64enc(cp.root)}\n\n" + cosigned).encode()
+
+
 async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
     """Fuzz a log, a witness and a registry (real processes), each with `requests` requests."""
     from pathlib import Path
@@ -368,10 +406,11 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
     out = {}
     try:
         async with aiohttp.ClientSession() as s:
-            async with s.get(log.url + "/checkpoint") as r:
-                note = await r.text()
             async with s.get(w.url + "/v1/info") as r:  # else sign-subtree is a 404 before any parsing
                 assert (await r.json())["sign_subtree"] is True, "the fuzzed witness has no ML-DSA-44 key"
+            add_checkpoint, cosigned = await _witness_seeds(s, log.url, w.url)
+            async with s.post(w.url + "/sign-subtree", data=subtree_seed(cosigned)) as r:  # the seed passes
+                assert r.status == 200 and "\u2014 " in await r.text(), r.status
             # The registry answers status reads 503 (rightly) until its first epoch is signed
             # and anchored: fuzz it once it is ready, so that every 5xx is a finding.
             async def ready() -> bool:
@@ -381,7 +420,7 @@ async def fuzz_all(workdir, requests: int, seed: int = 0) -> dict:
             await until(ready, 120, "the registry's first status epoch")
         plans = [("log", log, log_endpoints(), log_valid_traffic(log.url)),
                  ("log+read-worker", logw, log_endpoints(), log_valid_traffic(logw.url)),
-                 ("witness", w, witness_endpoints(note), getter(w.url, "/healthz")),
+                 ("witness", w, witness_endpoints(add_checkpoint, cosigned), getter(w.url, "/healthz")),
                  ("registry", reg, registry_endpoints(), getter(reg.url, "/v1/info"))]
         # The four at once: each waits mostly on its slow-client requests' timeouts.
         reps = await asyncio.gather(*(fuzz(svc.url, endpoints, requests=requests, pid=svc.pid, valid=valid,
