@@ -23,6 +23,7 @@ class Endpoint:
     path: str
     seeds: list[bytes] = field(default_factory=list)  # valid-looking bodies to mutate
     content_types: list[str] = field(default_factory=lambda: ["application/json"])
+    stream: bool = False  # an answer that may never end (Server-Sent Events): read the status only
 
 
 @dataclass
@@ -200,7 +201,8 @@ async def fuzz(base_url: str, endpoints: list[Endpoint], *, requests: int, pid: 
         try:
             async with session.request(ep.method, URL(base_url + path, encoded=True), data=body,
                                        headers=headers) as resp:
-                await resp.read()
+                if not ep.stream:
+                    await resp.read()
                 record(resp.status, f"{ep.method} {path} {body[:80] if body else b''!r}")
         except (TimeoutError, aiohttp.ClientError, ValueError, OSError):
             record(None, path)
@@ -331,7 +333,8 @@ def registry_endpoints() -> list[Endpoint]:
         Endpoint("GET", "/v1/records?type=revocation&limit=5"), Endpoint("GET", "/v1/records/urn:oap:revocation:fz"),
         Endpoint("GET", f"/v1/subjects/{d}"), Endpoint("GET", "/v1/files/registry.json"),
         Endpoint("GET", "/v1/anchors/1"), Endpoint("GET", f"/v1/status/{d}"),
-        Endpoint("GET", f"/v1/status-lists/{d}"), Endpoint("GET", "/v1/info"), Endpoint("GET", "/metrics"),
+        Endpoint("GET", f"/v1/status-lists/{d}"), Endpoint("GET", f"/v1/status-events?id={d}", stream=True),
+        Endpoint("GET", "/v1/info"), Endpoint("GET", "/metrics"),
     ]
 
 
