@@ -262,6 +262,32 @@ def parse_sign_subtree(body: bytes, *, max_body: int = MAX_BODY) -> SignSubtree:
     return SignSubtree(start, end, subtree_hash, proof, note, cp)
 
 
+def checked_add_checkpoint(req: AddCheckpoint, verifiers: Sequence[Verifier]) -> tuple[NoteSignature, ...]:
+    """The checks of an add-checkpoint request that need no state, shared by the witness and
+    the mirror (tlog-mirror: "handled identically"): the log's signature (403) and the sizes
+    (400, 422). The log's verified signatures, to keep beside ours."""
+    cp = req.checkpoint
+    log_sigs = log_signatures(req.note, verifiers, cp.origin)
+    if req.old > cp.size:
+        raise InvalidInput(f"old size {req.old} is larger than the checkpoint size {cp.size}")
+    if cp.size > MAX_SIZE:
+        raise InvalidInput(f"tree sizes above {MAX_SIZE} are not supported")
+    if cp.size == 0 and cp.root != EMPTY_ROOT:
+        raise VerificationError("a size-0 checkpoint must have the root SHA-256(\"\")")
+    return log_sigs
+
+
+def log_signatures(note: Note, verifiers: Sequence[Verifier], origin: str) -> tuple[NoteSignature, ...]:
+    """The log's signatures on a checkpoint note, verified; Forbidden (403) if there is none."""
+    try:
+        _, verified = open_note(note, verifiers)
+    except UnknownKeyError:
+        raise Forbidden(f"checkpoint carries no signature by the key of log {origin!r}") from None
+    except SignatureError:
+        raise Forbidden(f"the signature of log {origin!r} on the checkpoint does not verify") from None
+    return tuple(v.signature for v in verified)
+
+
 def checked_sign_subtree(body: bytes, logs: Container[str], cosigners: Sequence[Cosigner], *,
                          max_body: int = MAX_BODY) -> SignSubtree:
     """A sign-subtree request (tlog-witness; a mirror's is "handled identically") checked
@@ -364,19 +390,7 @@ class Witness:
         if entry is None:
             raise NotFound(f"unknown log origin {cp.origin!r}")
         _, verifiers = entry
-        try:
-            note, verified = open_note(req.note, verifiers)
-        except UnknownKeyError:
-            raise Forbidden(f"checkpoint carries no signature by the key of log {cp.origin!r}") from None
-        except SignatureError:
-            raise Forbidden(f"the signature of log {cp.origin!r} on the checkpoint does not verify") from None
-        if req.old > cp.size:
-            raise InvalidInput(f"old size {req.old} is larger than the checkpoint size {cp.size}")
-        if cp.size > MAX_SIZE:
-            raise InvalidInput(f"tree sizes above {MAX_SIZE} are not supported")
-        if cp.size == 0 and cp.root != EMPTY_ROOT:
-            raise VerificationError("a size-0 checkpoint must have the root SHA-256(\"\")")
-        log_sigs = tuple(v.signature for v in verified)
+        log_sigs = checked_add_checkpoint(req, verifiers)
         charged = False
         for _ in range(CAS_ATTEMPTS):
             # The state's in-memory hint; a mismatch is re-checked against the database
@@ -399,7 +413,7 @@ class Witness:
             if rec is not None:
                 ts = max(ts, rec.cosigned_at)
             sigs = await self._sign(cp, ts)
-            cosigned = str(Note(note.text, log_sigs + sigs))
+            cosigned = str(Note(req.note.text, log_sigs + sigs))
             new = Record(cp.origin, cp.size, cp.root, cosigned, ts)
             # Persist before the cosignature can leave this process; if the row
             # moved since we read it, the signature is dropped and we re-decide.

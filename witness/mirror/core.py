@@ -47,27 +47,30 @@ from typing import Protocol
 from tlog.errors import (
     Conflict,
     ConsistencyProofError,
-    Forbidden,
     ForkError,
     FormatError,
     InvalidInput,
     NotFound,
     OAPError,
-    SignatureError,
-    UnknownKeyError,
     VerificationError,
 )
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hashes
 from tlog.formats.keys import MLDSACosigner, Verifier
 from tlog.formats.mirror import MAX_HEADER, Header, MirrorInfo, Package, package_ranges, parse_header, scan_package
-from tlog.formats.note import Note, NoteSignature, open_note, parse_note
+from tlog.formats.note import Note, NoteSignature, parse_note
 from tlog.merkle.subtrees import verify_subtree_consistency
 from tlog.merkle.tree import root_of_leaves
 from tlog.merkle.verify import verify_consistency
 
-from ..core import SizeConflict, checked_sign_subtree, parse_add_checkpoint, subtree_lines
-from ..state import MAX_SIZE
+from ..core import (
+    SizeConflict,
+    checked_add_checkpoint,
+    checked_sign_subtree,
+    log_signatures,
+    parse_add_checkpoint,
+    subtree_lines,
+)
 from .config import MirroredLog
 from .store import Checkpointed, MirrorStore
 from .tickets import TicketKey
@@ -233,25 +236,9 @@ class Mirror:
         verifiers = self._verifiers.get(cp.origin)
         if verifiers is None:
             raise NotFound(f"unknown log origin {cp.origin!r}")
-        log_sigs = self._log_signatures(req.note, verifiers, cp.origin)
-        if req.old > cp.size:
-            raise InvalidInput(f"old size {req.old} is larger than the checkpoint size {cp.size}")
-        if cp.size > MAX_SIZE:
-            raise InvalidInput(f"tree sizes above {MAX_SIZE} are not supported")
-        if cp.size == 0 and cp.root != EMPTY_ROOT:
-            raise VerificationError("a size-0 checkpoint must have the root SHA-256(\"\")")
+        log_sigs = checked_add_checkpoint(req, verifiers)
         new = Checkpointed(cp.size, cp.root, str(Note(req.note.text, log_sigs)))
         return await self._write(self._set_pending, cp.origin, req.old, req.proof, new)
-
-    @staticmethod
-    def _log_signatures(note: Note, verifiers: tuple, origin: str) -> tuple[NoteSignature, ...]:
-        try:
-            _, verified = open_note(note, verifiers)
-        except UnknownKeyError:
-            raise Forbidden(f"checkpoint carries no signature by the key of log {origin!r}") from None
-        except SignatureError:
-            raise Forbidden(f"the signature of log {origin!r} on the checkpoint does not verify") from None
-        return tuple(v.signature for v in verified)
 
     def _set_pending(self, origin: str, old: int, proof: tuple[bytes, ...], new: Checkpointed) -> Checkpointed:
         """Writer thread: check `old` against the pending checkpoint, prove consistency, persist."""
@@ -363,7 +350,7 @@ class Mirror:
             if note is not None:
                 try:
                     parsed = parse_note(note)
-                    self._log_signatures(parsed, verifiers, h.origin)
+                    log_signatures(parsed, verifiers, h.origin)
                     cp = parse_checkpoint(parsed.text)
                 except OAPError:
                     return None
