@@ -1,5 +1,6 @@
-"""Fixtures shared by the test directories: `server`, a real `oap-log serve` process, and
-`hash_impl`, which runs a batch-hashing test once per implementation."""
+"""Fixtures shared by the test directories: `server`, a real `oap-log serve` process,
+`started`, any `tests.support.services.Service`, and `hash_impl`, which runs a
+batch-hashing test once per implementation."""
 from __future__ import annotations
 
 import os
@@ -27,6 +28,20 @@ def server(tmp_path):
     yield start
     for p in procs:
         p.kill()
+
+
+@pytest.fixture
+def started():
+    """Start a `tests.support.services.Service` (killed at the end of the test): start(svc) -> svc."""
+    services = []
+
+    def start(svc):
+        services.append(svc.start())
+        return svc
+
+    yield start
+    for s in services:
+        s.kill()
 
 
 # --- real PostgreSQL and SeaweedFS, shared by the scale-out tests -------------------------------

@@ -34,19 +34,6 @@ pytestmark = pytest.mark.slow
 ORIGIN = "mirrored.test/log"
 
 
-@pytest.fixture
-def started():
-    services = []
-
-    def start(svc):
-        services.append(svc.start())
-        return svc
-
-    yield start
-    for s in services:
-        s.kill()
-
-
 open_log = partial(open_test_log, origin=ORIGIN)
 
 
