@@ -57,6 +57,24 @@ def read_line(proc: subprocess.Popen, timeout: float = 60) -> str:
     return proc.stdout.readline()
 
 
+def kill_and_expect_sigterm(parent: subprocess.Popen, child: int) -> None:
+    """kill -9 `parent` (nothing of it runs any more); its orphan `child` must get SIGTERM."""
+    parent.kill()
+    parent.wait(10)
+    deadline = time.monotonic() + 30
+    while not pending(child, signal.SIGTERM):
+        assert time.monotonic() < deadline, "no SIGTERM for the orphan"
+        time.sleep(0.02)
+
+
+def clean_up(parent: subprocess.Popen, child: int) -> None:
+    if parent.poll() is None:
+        parent.kill()
+        parent.wait(10)
+    if child:
+        subprocess.run(["kill", "-9", str(child)], check=False)
+
+
 @pytest.mark.parametrize("lifeline", [False, True], ids=["deathsig", "lifeline"])
 def test_a_child_is_signalled_when_its_parent_dies_and_not_when_the_starting_thread_ends(lifeline):
     if not lifeline and not children.DEATHSIG:
@@ -72,18 +90,9 @@ def test_a_child_is_signalled_when_its_parent_dies_and_not_when_the_starting_thr
         assert not pending(child, signal.SIGTERM)
         watcher = matching(token, "tlog.runtime.children") if lifeline else set()
         assert len(watcher) == (1 if lifeline else 0)
-        parent.kill()  # kill -9: nothing of the parent runs any more
-        parent.wait(10)
-        deadline = time.monotonic() + 30
-        while not pending(child, signal.SIGTERM):
-            assert time.monotonic() < deadline, "no SIGTERM for the orphan"
-            time.sleep(0.02)
+        kill_and_expect_sigterm(parent, child)
     finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait(10)
-        if child:
-            subprocess.run(["kill", "-9", str(child)], check=False)
+        clean_up(parent, child)
     if lifeline:  # the watcher leaves with the program it watched
         assert not wait_gone(watcher, 10)
 
@@ -128,16 +137,7 @@ def test_a_program_a_foreign_parent_starts_through_the_wrapper_is_signalled_when
         child = int(pid)  # the wrapper became the program: same pid
         assert ready == "ready" and str(program) in command(child) and not pending(child, signal.SIGTERM)
         assert len(matching(str(program), "tlog.runtime.children")) == (1 if watcher else 0)
-        parent.kill()
-        parent.wait(10)
-        deadline = time.monotonic() + 30
-        while not pending(child, signal.SIGTERM):
-            assert time.monotonic() < deadline, "no SIGTERM for the orphan"
-            time.sleep(0.02)
+        kill_and_expect_sigterm(parent, child)
     finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait(10)
-        if child:
-            subprocess.run(["kill", "-9", str(child)], check=False)
+        clean_up(parent, child)
     assert not wait_gone(matching(str(program), "tlog.runtime.children"), 10)  # no watcher left
