@@ -188,6 +188,17 @@ def _signing_pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+def _body_text(body: bytes, max_body: int, what: str) -> str:
+    if not isinstance(body, (bytes, bytearray)):
+        raise FormatError("body must be bytes")
+    if len(body) > max_body:
+        raise TooLarge(f"{what} body over {max_body} bytes")
+    try:
+        return bytes(body).decode("utf-8")
+    except UnicodeDecodeError:
+        raise FormatError("body is not valid UTF-8") from None
+
+
 def parse_add_checkpoint(body: bytes, *, max_body: int = MAX_BODY) -> AddCheckpoint:
     """Parse a request body strictly; raise FormatError (400) or TooLarge (413).
 
@@ -195,14 +206,7 @@ def parse_add_checkpoint(body: bytes, *, max_body: int = MAX_BODY) -> AddCheckpo
     decimal, proof lines in canonical padded base64 of 32 bytes, at most 63 of
     them, then an empty line and a well-formed signed checkpoint note.
     """
-    if not isinstance(body, (bytes, bytearray)):
-        raise FormatError("body must be bytes")
-    if len(body) > max_body:
-        raise TooLarge(f"add-checkpoint body over {max_body} bytes")
-    try:
-        text = bytes(body).decode("utf-8")
-    except UnicodeDecodeError:
-        raise FormatError("body is not valid UTF-8") from None
+    text = _body_text(body, max_body, "add-checkpoint")
     end = text.find("\n")
     m = _OLD_RE.fullmatch(text[:end]) if end >= 0 else None
     if m is None:
@@ -233,14 +237,7 @@ def parse_sign_subtree(body: bytes, *, max_body: int = MAX_BODY) -> SignSubtree:
     [start, end) must be a valid subtree (draft-ietf-plants-merkle-tree-certs §4.1) ending
     within the checkpoint.
     """
-    if not isinstance(body, (bytes, bytearray)):
-        raise FormatError("body must be bytes")
-    if len(body) > max_body:
-        raise TooLarge(f"sign-subtree body over {max_body} bytes")
-    try:
-        text = bytes(body).decode("utf-8")
-    except UnicodeDecodeError:
-        raise FormatError("body is not valid UTF-8") from None
+    text = _body_text(body, max_body, "sign-subtree")
     lines_end = text.find("\n\n")
     if lines_end < 0:
         raise FormatError("body needs an empty line before the checkpoint")
