@@ -349,8 +349,15 @@ def getter(base_url: str, path: str):
 
 async def _witness_seeds(s: aiohttp.ClientSession, log_url: str, witness_url: str) -> tuple[bytes, str]:
     """Have the witness cosign the log's checkpoint (the sign-subtree seed's), then wait for a
-    larger one: the add-checkpoint seed from one to the other, left for the fuzzer to send
-    first. (The registry anchors in this log too, so its sizes are not known in advance.)"""
+    larger one: the add-checkpoint seed from one to the other, checked here without sending it.
+    The fuzzer sends it only mutated, so the witness stays at the first checkpoint and the
+    mutations reach the consistency check. (The registry anchors in this log too, so its sizes
+    are not known in advance.)"""
+    from tlog.formats.checkpoint import parse_checkpoint
+    from tlog.formats.note import parse_note
+    from tlog.merkle.verify import verify_consistency
+    from witness.core import parse_add_checkpoint
+
     from tests.support.waiting import until
 
     valid = log_valid_traffic(log_url)
@@ -370,7 +377,10 @@ async def _witness_seeds(s: aiohttp.ClientSession, log_url: str, witness_url: st
     m, two = await until(lambda: checkpoint(n), 60, "a larger checkpoint of the log")
     async with s.get(log_url + "/v1/proof/consistency", params={"old": str(n), "new": str(m)}) as r:
         proof = (await r.json())["consistency_proof"]
-    return (f"old {n}\n" + "".join(h + "\n" for h in proof) + "\n" + two).encode(), cosigned
+    body = (f"old {n}\n" + "".join(h + "\n" for h in proof) + "\n" + two).encode()
+    req = parse_add_checkpoint(body)  # what the witness would accept, short of sending it
+    verify_consistency(n, m, parse_checkpoint(parse_note(one).text).root, req.checkpoint.root, req.proof)
+    return body, cosigned
 
 
 def subtree_seed(cosigned: str) -> bytes:

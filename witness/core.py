@@ -49,6 +49,7 @@ import asyncio
 import os
 import re
 import time
+import weakref
 from collections.abc import Callable, Container, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -178,14 +179,20 @@ class QueryBudget:
 
 _POOL: ThreadPoolExecutor | None = None
 _WORKERS = max(2, os.cpu_count() or 2)
+_BATCHES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ThreadBatches] = weakref.WeakKeyDictionary()
 
 
-def _signing_pool() -> ThreadPoolExecutor:
-    """Worker threads for ML-DSA-44 signing, one per core, shared by every witness in the process."""
+def _signing() -> ThreadBatches:
+    """ML-DSA-44 signing off the event loop on worker threads, one per core, shared by every
+    witness in the process; handed over in batches under load (one queue per event loop)."""
     global _POOL
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="witness-sign")
-    return _POOL
+    loop = asyncio.get_running_loop()
+    batches = _BATCHES.get(loop)
+    if batches is None:
+        batches = _BATCHES[loop] = ThreadBatches(_POOL, _WORKERS)
+    return batches
 
 
 def _body_text(body: bytes, max_body: int, what: str) -> str:
@@ -336,7 +343,6 @@ class Witness:
         self.logs: dict[str, tuple[WitnessedLog, tuple[Verifier, ...]]] = {}
         self.budgets: dict[str, QueryBudget] = {}
         self._threaded = any(s.key_type == COSIGNATURE_MLDSA44 for s in self.signers)
-        self._batches: tuple[asyncio.AbstractEventLoop, ThreadBatches] | None = None
         self.set_logs(logs)
 
     @property
@@ -372,14 +378,7 @@ class Witness:
     async def _sign(self, cp: Checkpoint, ts: int) -> tuple[NoteSignature, ...]:
         if not self._threaded:  # Ed25519 only: ~50 us, cheaper than a hand-off
             return self._sign_sync(cp, ts)
-        return await self._signing().run(partial(self._sign_sync, cp, ts))
-
-    def _signing(self) -> ThreadBatches:
-        """ML-DSA-44 signing off the event loop, in batches under load (one per event loop)."""
-        loop = asyncio.get_running_loop()
-        if self._batches is None or self._batches[0] is not loop:
-            self._batches = (loop, ThreadBatches(_signing_pool(), _WORKERS))
-        return self._batches[1]
+        return await _signing().run(partial(self._sign_sync, cp, ts))
 
     async def add_checkpoint(self, req: AddCheckpoint) -> Cosigned:
         cp = req.checkpoint
@@ -425,7 +424,7 @@ class Witness:
         if not signers:
             raise NotFound("this witness has no ML-DSA-44 key: it does not sign subtrees")
         req = checked_sign_subtree(body, self.logs, self.signers, max_body=max_body)
-        return await self._signing().run(partial(subtree_lines, req, signers))
+        return await _signing().run(partial(subtree_lines, req, signers))
 
     async def latest(self, origin: str) -> Record | None:
         return await self.state.get(origin)

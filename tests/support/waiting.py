@@ -7,7 +7,7 @@ from typing import Any
 
 
 async def until(cond: Callable[[], Any | Awaitable[Any]], seconds: float = 60.0, what: str = "", *,
-                every: float = 0.02) -> Any:
+                every: float = 0.05) -> Any:
     """Poll `cond` (sync or async) every `every` seconds until it returns something true, and
     return that; the bound only keeps a broken build from hanging."""
     loop = asyncio.get_running_loop()

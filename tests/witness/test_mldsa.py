@@ -188,6 +188,27 @@ def test_keygen_makes_both_keys_0600_and_prints_only_verifier_keys(tmp_path):
     assert again.exit_code != 0 and "refusing to overwrite" in again.output
 
 
+async def test_concurrent_callers_each_get_the_cosignature_of_their_own_checkpoint(tmp_path):
+    """Signatures are signed in batches on worker threads: under concurrent load each answer
+    carries the ML-DSA-44 cosignature of the checkpoint its own request sent."""
+    logs = [MemLog(f"log{i}.example/log", bytes([i + 1]) * 32).grow(40) for i in range(12)]
+    config = witness_config(tmp_path, [WitnessedLog(x.origin, x.vkey) for x in logs], cosigners=("mldsa44",))
+    async with running_witness(config) as (svc, url, s):
+        (pq,) = svc.signers
+
+        async def chain(log: MemLog) -> int:
+            checked = 0
+            for old, new in zip(range(0, 40, 4), range(4, 41, 4), strict=True):
+                status, _, body = await post(s, url, log.body(old, new))
+                assert status == 200, body
+                _, verified = open_note(log.checkpoint(new) + body, [pq.verifier])  # SignatureError if not ours
+                assert [v.verifier.key_id for v in verified] == [pq.key_id]
+                checked += 1
+            return checked
+
+        assert await asyncio.gather(*(chain(x) for x in logs)) == [10] * 12
+
+
 async def test_concurrent_mldsa_cosignatures_never_fork(tmp_path):
     """Signing runs on worker threads: concurrent requests for one log still end in one
     history (the CAS decides), each answer verifying."""

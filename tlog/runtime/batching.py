@@ -83,15 +83,16 @@ class ThreadBatches:
     of CPU per call, a sixth of what a witness spends per ML-DSA-44 cosignature.
     Here a call goes to an idle worker at once (the loop's next turn, so calls
     made in one turn travel together); calls made while every worker is busy
-    wait and go out as one batch when a worker frees, at most `max_batch` per
-    hand-off. Calls of one batch run in order;
-    each call's exception reaches only its own caller.
+    wait, and a worker that frees takes its share of them (the queue divided by
+    the number of workers, at most `max_batch`) in one hand-off. Calls of one
+    batch run in order; each call's exception reaches only its own caller; a
+    call whose caller has gone before its batch left is not run.
     """
 
     def __init__(self, executor: Executor, workers: int, max_batch: int = 16) -> None:
         if workers < 1 or max_batch < 1:
             raise ValueError("workers and max_batch must be at least 1")
-        self._executor, self._idle, self._max = executor, workers, max_batch
+        self._executor, self._workers, self._idle, self._max = executor, workers, workers, max_batch
         self._pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self._scheduled = False
 
@@ -107,9 +108,12 @@ class ThreadBatches:
     def _dispatch(self) -> None:
         self._scheduled = False
         loop = asyncio.get_running_loop()
+        self._pending = [(fn, f) for fn, f in self._pending if not f.done()]  # callers gone: not run
+        # A share of the queue for every worker, idle or not: a worker that frees a moment
+        # later finds its share rather than an empty queue and a core left idle.
+        share = min(self._max, -(-len(self._pending) // self._workers))
         while self._idle and self._pending:
-            n = min(self._max, -(-len(self._pending) // self._idle))  # share the queue among idle workers
-            batch, self._pending = self._pending[:n], self._pending[n:]
+            batch, self._pending = self._pending[:share], self._pending[share:]
             futures = [f for _, f in batch]
             try:
                 done = loop.run_in_executor(self._executor, _call_each, [fn for fn, _ in batch])
@@ -122,7 +126,8 @@ class ThreadBatches:
     def _finished(self, futures: list[asyncio.Future[Any]], done: asyncio.Future[list[tuple[bool, Any]]]) -> None:
         self._idle += 1
         if done.cancelled():
-            _settle(futures, [(False, asyncio.CancelledError())] * len(futures))
+            for fut in futures:
+                fut.cancel()
         elif (exc := done.exception()) is not None:
             _settle(futures, [(False, exc)] * len(futures))
         else:
@@ -145,6 +150,10 @@ def _call_each(fns: list[Callable[[], Any]]) -> list[tuple[bool, Any]]:
     for fn in fns:
         try:
             out.append((True, fn()))
+        except StopIteration as exc:  # a future refuses StopIteration (it would strand the batch)
+            err = RuntimeError("the call raised StopIteration")
+            err.__cause__ = exc
+            out.append((False, err))
         except Exception as exc:  # noqa: BLE001 (handed to that call's own caller, as run_in_executor would)
             out.append((False, exc))
     return out
