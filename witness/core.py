@@ -310,6 +310,18 @@ def checked_sign_subtree(body: bytes, logs: Container[str], cosigners: Sequence[
     return req
 
 
+async def sign_subtree(body: bytes, logs: Container[str], cosigners: Sequence[Cosigner], who: str, *,
+                       max_body: int = MAX_BODY) -> str:
+    """POST /sign-subtree for a witness or a mirror (tlog-mirror: "handled identically"):
+    404 without an ML-DSA-44 key, the request checked (`checked_sign_subtree`), then the
+    subtree cosignature lines (timestamp 0), one per ML-DSA-44 key, signed off the event loop."""
+    signers = [c for c in cosigners if isinstance(c, MLDSACosigner)]
+    if not signers:
+        raise NotFound(f"this {who} has no ML-DSA-44 key: it does not sign subtrees")
+    req = checked_sign_subtree(body, logs, cosigners, max_body=max_body)
+    return await _signing().run(partial(subtree_lines, req, signers))
+
+
 def subtree_lines(req: SignSubtree, signers: Sequence[MLDSACosigner]) -> str:
     """The subtree/v1 cosignature lines (timestamp 0) of a checked request, one per key."""
     cp = req.checkpoint
@@ -420,11 +432,7 @@ class Witness:
 
     async def sign_subtree(self, body: bytes, *, max_body: int = MAX_BODY) -> str:
         """POST /sign-subtree: the subtree cosignature lines (timestamp 0), one per ML-DSA-44 key."""
-        signers = self.subtree_signers
-        if not signers:
-            raise NotFound("this witness has no ML-DSA-44 key: it does not sign subtrees")
-        req = checked_sign_subtree(body, self.logs, self.signers, max_body=max_body)
-        return await _signing().run(partial(subtree_lines, req, signers))
+        return await sign_subtree(body, self.logs, self.signers, "witness", max_body=max_body)
 
     async def latest(self, origin: str) -> Record | None:
         return await self.state.get(origin)

@@ -66,10 +66,9 @@ from tlog.merkle.verify import verify_consistency
 from ..core import (
     SizeConflict,
     checked_add_checkpoint,
-    checked_sign_subtree,
     log_signatures,
     parse_add_checkpoint,
-    subtree_lines,
+    sign_subtree,
 )
 from .config import MirroredLog
 from .store import Checkpointed, MirrorStore
@@ -221,11 +220,7 @@ class Mirror:
         """POST sign-subtree, "handled identically to that of a witness" (C2SP tlog-mirror): a
         checkpoint carrying a cosignature of this mirror's keys (never a witness's) and a
         subtree consistency proof give subtree/v1 cosignatures (timestamp 0) by its ML-DSA-44 keys."""
-        signers = self.subtree_signers
-        if not signers:
-            raise NotFound("this mirror has no ML-DSA-44 key: it does not sign subtrees")
-        req = checked_sign_subtree(body, self.logs, self.cosigners, max_body=max_body)  # type: ignore[arg-type]
-        return await asyncio.to_thread(subtree_lines, req, signers)
+        return await sign_subtree(body, self.logs, self.cosigners, "mirror", max_body=max_body)  # type: ignore[arg-type]
 
     # --- add-checkpoint: the pending checkpoint -------------------------------------------
 
