@@ -7,10 +7,11 @@ raises its mmap threshold by itself once a large mmapped block is freed; and the
 process keeps its allocator as it was.
 """
 import platform
-import subprocess
 import sys
 
 import pytest
+
+from tlog.runtime import children
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
 
@@ -37,7 +38,7 @@ print(mapped(2 << 20), mapped(24 << 20), mapped(64 << 20), libc.mallinfo2().aren
 
 
 def probe(mode: str) -> list[int]:
-    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, timeout=60, check=True)
+    out = children.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, timeout=60, check=True)
     return [int(x) for x in out.stdout.split()]
 
 
