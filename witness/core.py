@@ -292,34 +292,39 @@ def log_signatures(note: Note, verifiers: Sequence[Verifier], origin: str) -> tu
     return tuple(v.signature for v in verified)
 
 
-def checked_sign_subtree(body: bytes, logs: Container[str], cosigners: Sequence[Cosigner], *,
-                         max_body: int = MAX_BODY) -> SignSubtree:
+def checked_sign_subtree(body: bytes, logs: Container[str], signers: Sequence[MLDSACosigner], *,
+                         max_body: int = MAX_BODY) -> tuple[SignSubtree, tuple[MLDSACosigner, ...]]:
     """A sign-subtree request (tlog-witness; a mirror's is "handled identically") checked
-    against this cosigner: a log it follows (404), a checkpoint carrying a valid cosignature
-    of one of `cosigners` (403: it signs subtrees only of what it cosigned itself), and a
-    subtree consistency proof to that checkpoint (422)."""
+    against this cosigner's ML-DSA-44 keys: a log it follows (404), a checkpoint carrying a
+    valid cosignature of at least one of `signers` (403: it signs subtrees only of what it
+    cosigned itself, with a key that can sign subtrees), and a subtree consistency proof to
+    that checkpoint (422). Returns the request and the keys whose cosignature it carries:
+    tlog-witness says the subtree signatures SHOULD come from the keys that signed the
+    checkpoint, so only those sign (as Sunlight's witness does)."""
     req = parse_sign_subtree(body, max_body=max_body)
     cp = req.checkpoint
     if cp.origin not in logs:
         raise NotFound(f"unknown log origin {cp.origin!r}")
     try:
-        open_note(req.note, [s.verifier for s in cosigners])
+        _, verified = open_note(req.note, [s.verifier for s in signers])
     except (UnknownKeyError, SignatureError):
-        raise Forbidden("the checkpoint carries no valid cosignature of this cosigner") from None
+        raise Forbidden("the checkpoint carries no valid ML-DSA-44 cosignature of this cosigner") from None
+    signed = {(v.signature.name, v.signature.key_id) for v in verified}
     verify_subtree_consistency(req.start, req.end, cp.size, req.proof, req.subtree_hash, cp.root)  # 422
-    return req
+    return req, tuple(s for s in signers if (s.name, s.key_id) in signed)
 
 
 async def sign_subtree(body: bytes, logs: Container[str], cosigners: Sequence[Cosigner], who: str, *,
                        max_body: int = MAX_BODY) -> str:
     """POST /sign-subtree for a witness or a mirror (tlog-mirror: "handled identically"):
     404 without an ML-DSA-44 key, the request checked (`checked_sign_subtree`), then the
-    subtree cosignature lines (timestamp 0), one per ML-DSA-44 key, signed off the event loop."""
+    subtree cosignature lines (timestamp 0), one per ML-DSA-44 key that cosigned the
+    checkpoint, signed off the event loop."""
     signers = [c for c in cosigners if isinstance(c, MLDSACosigner)]
     if not signers:
         raise NotFound(f"this {who} has no ML-DSA-44 key: it does not sign subtrees")
-    req = checked_sign_subtree(body, logs, cosigners, max_body=max_body)
-    return await _signing().run(partial(subtree_lines, req, signers))
+    req, signed = checked_sign_subtree(body, logs, signers, max_body=max_body)
+    return await _signing().run(partial(subtree_lines, req, signed))
 
 
 def subtree_lines(req: SignSubtree, signers: Sequence[MLDSACosigner]) -> str:

@@ -97,6 +97,16 @@ async def test_upload_in_one_request_then_the_mirror_cosigns(mirror, lg):
     assert mirror.store.root(lg.origin, 700) == lg.root(700)
 
 
+async def test_bytes_after_the_last_package_are_discarded(mirror, lg):
+    """tlog-mirror: "The mirror discards any partial bytes after the last successfully
+    authenticated entry package": a complete upload followed by anything commits (200)."""
+    await mirror.add_checkpoint(lg.add_checkpoint(0, 300))
+    up = await upload(mirror, lg.body(0, 300) + b"\x00\x05extra bytes that are no package")
+    assert (up.status, up.stored) == (200, 300)
+    cosigned(lg, 300, up.body)
+    assert mirror.store.record(lg.origin).mirror.size == 300
+
+
 async def test_a_prefix_of_packages_gets_202_and_resumes_from_the_next_entry(mirror, lg):
     await mirror.add_checkpoint(lg.add_checkpoint(0, 1000))
     up = await upload(mirror, lg.body(0, 1000, packages=2))  # a deliberate prefix
@@ -161,9 +171,9 @@ async def _add_entries_statuses(mirror, lg):
     assert (e.value.info.size, e.value.info.next_entry) == (1000, 600)
     up = await upload(mirror, lg.body(256, 1000, packages=2))  # 344 resent: within the limit, skipped
     assert (up.status, up.stored, up.received) == (202, 168, 512)  # only 600..768 were new
-    with pytest.raises(InvalidInput):  # 400: bytes after the last package
-        await upload(mirror, lg.body(600, 1000) + b"x")
-    assert mirror.store.record(lg.origin).next_entry == 1000  # those packages were authenticated, kept
+    up = await upload(mirror, lg.body(600, 1000) + b"x")  # bytes after the last package: discarded
+    assert (up.status, up.stored) == (200, 232)
+    assert mirror.store.record(lg.origin).next_entry == 1000
 
 
 async def test_the_mirror_checkpoint_size_and_past_pending_sizes_are_valid_upload_ends(mirror, lg):

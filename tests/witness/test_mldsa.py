@@ -132,6 +132,11 @@ async def test_sign_subtree_per_tlog_witness(tmp_path):
         assert (await subtree(_subtree_body(other, 8, 13, o_cosigned)))[0] == 404
         # 403: no cosignature of ours (the log's signature alone), or a broken one
         assert (await subtree(_subtree_body(log, 8, 13, log.checkpoint(14))))[0] == 403
+        # 403: only our Ed25519 cosignature: the subtree is signed only by a key that cosigned
+        # the checkpoint (tlog-witness SHOULD), and Ed25519 cosignatures cannot sign subtrees
+        only_ed = log.checkpoint(14) + parse_signature_lines(body)[0].line()
+        status, text = await subtree(_subtree_body(log, 8, 13, only_ed))
+        assert status == 403 and "ML-DSA-44" in text, text
         broken = parse_signature_lines(body)[1]
         bad_blob = bytearray(broken.blob)
         bad_blob[100] ^= 1

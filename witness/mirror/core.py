@@ -172,10 +172,6 @@ class _Body:
         pkg, self.pos = got
         return pkg
 
-    async def trailing(self) -> bool:
-        """Whether anything follows the last package."""
-        return self.pos < len(self.buf) or await self.more()
-
 
 class Mirror:
     """Keeps copies of configured logs and cosigns what it stored (one per process)."""
@@ -321,8 +317,8 @@ class Mirror:
             nxt = await self._durable_next(h.origin)
             info = self._info(h.origin, cp if nxt <= cp.size else None, nxt)
             return Uploaded(202, info.encode(), stored, received)
-        if await body.trailing():
-            raise InvalidInput("the body continues after the last entry package of [upload_start, upload_end)")
+        # Bytes after the last package are not read (tlog-mirror: "the mirror discards any
+        # partial bytes after the last successfully authenticated entry package").
         try:
             lines = await self._write(self._commit, h.origin, cp)
         except MirrorConflict as e:
