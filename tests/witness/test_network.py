@@ -68,10 +68,18 @@ def test_keys_a_log_may_use_and_skipped_types():
     assert len(lst.skipped) == 1 and "0x04" in lst.skipped[0][1]
 
 
+def test_keywords_of_a_later_format_revision_are_ignored():
+    """As the witness network's validator (cmd/validate) does: a keyword added to the format
+    later must not make older witnesses drop the whole list. Lines end at "\\n" only."""
+    lst = parse_log_list(listing(f"vkey {A.vkey}\nbastion none\nqpd 7\nfuture-key x y\ncontact a\u2028b\n",
+                                 "retired yes\n", entry(C)))
+    assert [(x.origin, x.qpd, x.contact) for x in lst.logs] == [(A.origin, 7, "a\u2028b"), (C.origin, 86400, "ops@c.example")]
+
+
 @pytest.mark.parametrize(("text", "why"), [
     (entry(A), "header"),
     ("logs/v1\n" + entry(A), "header"),
-    ("logs/v0\nlogs/v0\n" + entry(A), "unknown keyword"),
+    ("logs/v0\nlogs/v0\n" + entry(A), "second 'logs/v0' header"),
     (listing(f"qpd 1\nvkey {A.vkey}\ncontact x\n"), "before the vkey"),
     (listing(f"vkey {A.vkey}\nqpd 1\norigin x\ncontact x\n"), "out of order"),
     (listing(f"vkey {A.vkey}\ncontact x\nqpd 1\n"), "out of order"),
@@ -88,7 +96,6 @@ def test_keys_a_log_may_use_and_skipped_types():
     (listing(f"vkey {A.vkey[:-4]}AAAA\nqpd 1\ncontact x\n"), "vkey"),
     (listing(entry(A), entry(A)), "listed twice"),
     (listing(entry(C), entry(C2)), "listed twice"),
-    (listing(f"vkey {A.vkey}\nbastion none\nqpd 1\ncontact x\n"), "unknown keyword"),
     (listing(f"vkey {A.vkey}\norigin {'o' * 256}\nqpd 1\ncontact x\n"), "255"),
     (listing(f"vkey {A.vkey}\nqpd 1\ncontact a\x01b\n"), "control"),
     (b"logs/v0\n\xff\n", "UTF-8"),

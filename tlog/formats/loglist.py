@@ -10,9 +10,13 @@
 The header comes first; each log is those lines in that order. Parsing is strict,
 because a list decides which keys a witness trusts: a list with a malformed line,
 lines out of order, an incomplete entry, a bad qpd, a malformed vkey or two entries
-for one origin is refused whole (the caller keeps the last good one). One leniency,
-for lists written for newer witnesses: a well-formed vkey of a type this witness
-cannot verify checkpoints with is skipped (and reported), not fatal. Pure: no I/O.
+for one origin is refused whole (the caller keeps the last good one). Two leniencies,
+for lists written for newer witnesses: a line with a keyword the format does not
+define is ignored (as the witness network's own validator does: a keyword added
+later must not make every older witness drop the list), and a well-formed vkey of a
+type this witness cannot verify checkpoints with is skipped (and reported), not
+fatal. Lines end at "\n" only (other Unicode line breaks are control characters or
+part of a value). Pure: no I/O.
 """
 from __future__ import annotations
 
@@ -89,7 +93,7 @@ def parse_log_list(data: bytes | str) -> LogList:
             logs.append(ListedLog(entry["vkey"], origin, int(entry["qpd"]), entry["contact"]))
         entry.clear()
 
-    for lineno, raw in enumerate(data.splitlines(), start=1):
+    for lineno, raw in enumerate(data.split("\n"), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -100,10 +104,12 @@ def parse_log_list(data: bytes | str) -> LogList:
                 raise FormatError(f"log list line {lineno}: expected the {HEADER!r} header", line=lineno)
             seen_header = True
             continue
+        if line == HEADER:
+            raise FormatError(f"log list line {lineno}: a second {HEADER!r} header", line=lineno)
         keyword, _, value = line.partition(" ")
         value = value.strip()
         if keyword not in _ORDER:
-            raise FormatError(f"log list line {lineno}: unknown keyword {keyword!r}", line=lineno)
+            continue  # a keyword of a later revision of the format
         if not value:
             raise FormatError(f"log list line {lineno}: {keyword} needs a value", line=lineno)
         if keyword == "vkey":
