@@ -295,3 +295,34 @@ async def test_a_log_key_that_is_not_the_origin_name(tmp_path):
         assert parse_checkpoint(parse_note(m.checkpoint(lg.origin).note).text).size == 10
     finally:
         m.close()
+
+
+async def test_a_log_that_signs_with_an_ml_dsa_44_key(tmp_path):
+    """tlog-checkpoint: "Logs SHOULD use ML-DSA-44 cosignatures to sign the checkpoint"; the
+    mirror's add-checkpoint is "handled identically to" a witness's, which takes such logs."""
+    from tlog.formats.checkpoint import Checkpoint
+    from tlog.formats.keys import MLDSACosigner
+    from tlog.formats.note import NoteSignature
+    from witness.mirror.config import MirrorConfig, MirroredLog
+
+    lg = EntryLog(origin="pq.example/log").grow(300)
+    log_key = MLDSACosigner(lg.origin, bytes(range(32)))
+    MirrorConfig(name="mirror.example", logs=(MirroredLog(lg.origin, log_key.vkey),)).validate()
+
+    def note(size: int) -> str:
+        text = Checkpoint(lg.origin, size, lg.root(size)).to_text()
+        return text + "\n" + NoteSignature(log_key.name, log_key.key_id, log_key.cosign(text, 1_700_000_000)).line()
+
+    m = make_mirror(tmp_path / "m", [MirroredLog(lg.origin, log_key.vkey)])
+    try:
+        await m.add_checkpoint(add_checkpoint_body(0, [], note(300)))
+        up = await upload(m, lg.body(0, 300))
+        assert up.status == 200 and up.stored == 300
+        stored = m.checkpoint(lg.origin).note
+        open_note(stored, [log_key.verifier])  # the log's ML-DSA-44 signature is kept
+        open_note(stored, [cosigner_key()])
+        forged = note(300).replace(lg.origin + "\n300\n", lg.origin + "\n299\n")
+        with pytest.raises(Forbidden):  # 403: the log's signature does not cover size 299
+            await m.add_checkpoint(add_checkpoint_body(300, [], forged))
+    finally:
+        m.close()

@@ -28,9 +28,10 @@ from typing import Any, ClassVar
 
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
-from tlog.formats.keys import ECDSA, ED25519, Verifier, parse_vkey
+from tlog.formats.keys import Verifier, parse_vkey
 from tlog.formats.mirror import PACKAGE_SIZE
 from tlog.runtime.config import CosignerConfig, HTTPConfig, check_http_limits
+from witness.config import LOG_KEY_TYPES
 
 _LOG_FIELDS = frozenset({"origin", "vkey", "url", "minimum_index", "retention_policy"})
 
@@ -120,8 +121,8 @@ class MirrorConfig(HTTPConfig, CosignerConfig):
                 v = lg.verifier
             except FormatError as e:
                 raise ConfigError(f"{where}: vkey: {e.message}") from None
-            if v.key_type not in (ED25519, ECDSA):
-                raise ConfigError(f"{where}: a log key must be Ed25519 (0x01) or ECDSA (0x02)")
+            if v.key_type not in LOG_KEY_TYPES:  # tlog-mirror: add-checkpoint "handled identically to" a witness's
+                raise ConfigError(f"{where}: a log key must be Ed25519 (0x01), ECDSA (0x02) or ML-DSA-44 (0x06)")
             if lg.url is not None and not lg.url.startswith(("http://", "https://")):
                 raise ConfigError(f"{where}: url must be http:// or https://")
             if lg.minimum_index < 0:
