@@ -119,7 +119,7 @@ class WitnessConfig(HTTPConfig, CosignerConfig):
     trust_policy: Path | None = None  # ... or a tlog-policy file (logs + witness quorum) instead
     own_receipt: Path | None = None  # this witness's own conformance receipt (JSON)
     require_own_level: str = "L4"
-    max_body: int = 64 * 1024  # add-checkpoint body cap
+    max_body: int = 128 * 1024  # add-checkpoint and sign-subtree body cap (16 post-quantum signatures fit)
     max_conformance_body: int = 1024 * 1024  # receipt + .tlog-proof bundle
     feed_timeout: float = 10.0  # per HTTP request of the feeder
     rate_limit: float = 200.0  # requests per second per client (0: off); 429 + Retry-After

@@ -79,8 +79,10 @@ from tlog.runtime.batching import ThreadBatches
 from .config import WitnessedLog
 from .state import MAX_SIZE, Record, WitnessState
 
-MAX_BODY = 64 * 1024
-"""Default body cap: a checkpoint note with many cosignatures is a few KiB."""
+MAX_BODY = 128 * 1024
+"""Default body cap. C2SP signed-note: verifiers "MUST accept at least up to 16 signatures",
+and post-quantum ones are up to ~5 kB each (~6.5 kB a line in base64): 16 such lines, 63
+proof lines and the checkpoint fit in 128 KiB."""
 
 MAX_PROOF_LINES = 63
 """tlog-witness: a consistency proof in a tree of < 2^63 leaves has at most 63 hashes."""

@@ -74,6 +74,21 @@ async def test_http_limits_and_methods(tmp_path):
 
 
 
+async def test_a_note_with_sixteen_post_quantum_signatures_fits_the_default_cap(tmp_path):
+    """C2SP signed-note: verifiers "MUST accept at least up to 16 signatures", and post-quantum
+    signatures can be up to nearly 5 kB: the log's signature and 15 other (unknown) ML-DSA-87-sized
+    lines, with a full 63-line proof's worth of room, are cosigned under the default max_body."""
+    log = MemLog().grow(3)
+    rng = random.Random(16)
+    others = "".join(NoteSignature(f"w{i}.example/pq", rng.randbytes(4), rng.randbytes(8 + 4627)).line()
+                     for i in range(15))
+    body = log.body(0, 3) + others.encode()
+    assert 64 * 1024 < len(body) + 63 * 45 < 128 * 1024
+    async with running_witness(witness_config(tmp_path, [WitnessedLog(log.origin, log.vkey)])) as (_svc, url, s):
+        status, _, text = await post(s, url, body)
+        assert status == 200 and len(parse_signature_lines(text)) == 1, text[:200]
+
+
 async def test_refusals_are_kept_per_log_and_bounded(tmp_path):
     """Why a log's checkpoints are not cosigned (GET /v1/refusals, for the explorer): the last
     REFUSALS_PER_LOG per followed log, newest first; a flood for other origins pushes out only
@@ -169,7 +184,7 @@ async def test_add_checkpoint_on_the_fast_path_answers_as_aiohttp_does(tmp_path)
     log, other = MemLog().grow(12), MemLog(origin="other.example/log").grow(3)
     logs = [WitnessedLog(log.origin, log.vkey)]
     bodies = [log.body(0, 4), log.body(4, 9), log.body(0, 9), log.body(4, 12), b"garbage\n\n",
-              other.body(0, 3), log.body(9, 12), b"x" * 70_000, log.body(9, 12)]
+              other.body(0, 3), log.body(9, 12), b"x" * 140_000, log.body(9, 12)]
     stream = b"".join(b"POST /add-checkpoint HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
                       % len(b) + b for b in bodies)
     stream += b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"

@@ -82,7 +82,7 @@ class MirrorConfig(HTTPConfig, CosignerConfig):
     port: int = 8084
     logs: Sequence[MirroredLog] = ()  # [[mirror.logs]]
     monitoring_prefix: str = ""  # the public URL of the read API (default: this server's URL)
-    max_body: int = 64 * 1024  # add-checkpoint body cap
+    max_body: int = 128 * 1024  # add-checkpoint body cap (16 post-quantum signatures fit)
     max_uploads: int = 8  # add-entries streams processed at once (503 beyond)
     max_excess: int = 2048  # entries a request may resend below the next entry (409 beyond)
     upload_timeout: float = 300.0  # an add-entries request is cut (and answered 202) after this long

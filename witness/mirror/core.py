@@ -64,6 +64,7 @@ from tlog.merkle.tree import root_of_leaves
 from tlog.merkle.verify import verify_consistency
 
 from ..core import (
+    MAX_BODY,
     SizeConflict,
     checked_add_checkpoint,
     log_signatures,
@@ -75,8 +76,6 @@ from .store import Checkpointed, MirrorStore
 from .tickets import TicketKey
 
 log = logging.getLogger("oap.mirror")
-
-MAX_BODY = 64 * 1024
 
 
 class Cosigner(Protocol):
