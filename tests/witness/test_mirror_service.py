@@ -110,8 +110,21 @@ def test_pruning_denies_reads_below_the_minimum_index(started, tmp_path):
         f'\n[[mirror.logs]]\norigin = "{lg.origin}"\nvkey = "{lg.vkey}"\nminimum_index = 512\n'
         'retention_policy = "https://example.org/retention"\n')))
     prefix = f"{m.url}/{origin_hash(lg.origin)}"
-    assert http(m.url + "/add-checkpoint", lg.add_checkpoint(0, 600))[0] == 200
-    assert http(m.url + "/add-entries", lg.body(0, 600), OCTETS)[0] == 200
+
+    def minimum_index() -> int:
+        (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
+        return row["minimum_index"]
+
+    # tlog-tiles: the minimum index MUST NOT exceed the current checkpoint's size
+    assert minimum_index() == 0
+    assert http(m.url + "/add-checkpoint", lg.add_checkpoint(0, 300))[0] == 200
+    assert http(m.url + "/add-entries", lg.body(0, 300), OCTETS)[0] == 200
+    assert minimum_index() == 300
+    assert http(prefix + "/tile/entries/000")[0] == 404  # ends at 256 <= 300
+    assert http(prefix + "/tile/entries/001.p/44")[0] == 200
+    assert http(m.url + "/add-checkpoint", lg.add_checkpoint(300, 600))[0] == 200
+    assert http(m.url + "/add-entries", lg.body(300, 600), OCTETS)[0] == 200
+    assert minimum_index() == 512
     assert http(prefix + "/tile/entries/000")[0] == 404  # ends at 256 <= 512: pruned
     assert http(prefix + "/tile/entries/001")[0] == 404  # ends at 512 <= 512: pruned
     assert http(prefix + "/tile/0/001")[0] == 404

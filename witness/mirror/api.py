@@ -32,6 +32,7 @@ from tlog.http.responses import respond
 from tlog.http.sending import entry_bundle_body
 
 from ..core import SizeConflict, origin_path
+from .config import MirroredLog
 from .core import BodyEnded, MirrorConflict
 from .service import MirrorService
 
@@ -167,12 +168,20 @@ class MirrorAPI:
         return web.Response(text=cp.note, content_type="text/plain", charset="utf-8",
                             headers={"Cache-Control": CHECKPOINT_CACHE})
 
+    def _minimum_index(self, lg: MirroredLog) -> int:
+        """The pruning bound in force: the configured one, but never above the mirror
+        checkpoint's size (C2SP tlog-tiles: the minimum index "MUST be less than or equal to
+        the tree size of the log's current checkpoint"; a copy still catching up prunes
+        nothing it has not stored yet)."""
+        rec = self.mirror.store.record(lg.origin)
+        return min(lg.minimum_index, rec.mirror.size if rec.mirror is not None else 0)
+
     async def tile(self, request: web.Request) -> web.Response:
         lg = self._log(request)
         level, index, width = tile_coords("tile/" + request.match_info["path"])
         end = (index + 1) * TILE_WIDTH << (TILE_HEIGHT * (level or 0))
-        if end <= lg.minimum_index:
-            raise NotFound(f"pruned: this copy starts at index {lg.minimum_index}")
+        if lg.minimum_index and end <= (minimum := self._minimum_index(lg)):
+            raise NotFound(f"pruned: this copy starts at index {minimum}")
         store = self.mirror.store
         if level is None:
             data = await asyncio.to_thread(store.bundle, lg.origin, index, width)
@@ -199,7 +208,7 @@ class MirrorAPI:
                          "pending_size": rec.pending.size if rec.pending else None, "next_entry": rec.next_entry,
                          "size": rec.mirror.size if rec.mirror else None,
                          "cosigned_at": rec.mirror.cosigned_at if rec.mirror else None,
-                         "minimum_index": lg.minimum_index, "retention_policy": lg.retention_policy or None})
+                         "minimum_index": self._minimum_index(lg), "retention_policy": lg.retention_policy or None})
         signers = self.svc.signers
         return respond(request, {"kind": "mirror", "name": signers[0].name,
                                  "verifier_key": signers[0].vkey, "verifier_keys": [s.vkey for s in signers],

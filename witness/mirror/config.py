@@ -42,8 +42,9 @@ class MirroredLog:
 
     `minimum_index` is the tlog-tiles pruning bound of the copy: full tiles and bundles that
     end at or below it are refused to readers (pruning by denying requests, as tlog-tiles
-    recommends; the data is kept). Without a `retention_policy` permitting pruning it must
-    be 0 (tlog-mirror "Pruning and Retention Policies").
+    recommends; the data is kept), up to the mirror checkpoint's size while the copy is
+    smaller. Without a `retention_policy` permitting pruning it must be 0 (tlog-mirror
+    "Pruning and Retention Policies").
     """
 
     origin: str
