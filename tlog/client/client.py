@@ -26,6 +26,7 @@ from tlog.formats.encoding import b64dec
 from tlog.formats.entries import canonical_entry, check_entry_signature, decode_entry
 from tlog.formats.hashing import format_sha256, leaf_hash
 from tlog.formats.proofbundle import ProofBundle, parse_proof_bundle
+from tlog.formats.tiles import CLIENT_ACCEPT_ENCODING
 from tlog.formats.urls import check_url
 
 
@@ -152,7 +153,8 @@ class LogClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            self._session = aiohttp.ClientSession(timeout=self._timeout,
+                                                  headers={"Accept-Encoding": CLIENT_ACCEPT_ENCODING})
         return self._session
 
     async def close(self) -> None:

@@ -25,6 +25,9 @@ TILE_HEIGHT = 8
 """Binary Merkle levels per tile level (tlog-tiles fixes the height at 8)."""
 
 TILE_WIDTH = 1 << TILE_HEIGHT
+CLIENT_ACCEPT_ENCODING = "gzip, identity"
+"""What a tlog-tiles client asks for: "Clients SHOULD include `gzip` and `identity` in their
+`Accept-Encoding` headers" (entry bundles are served compressed, or not)."""
 """Hashes (or entries) in a full tile: 256."""
 
 MAX_LEVEL = 63

@@ -38,7 +38,7 @@ from tlog.formats.hashing import leaf_hashes
 from tlog.formats.keys import Verifier
 from tlog.formats.mirror import encode_package
 from tlog.formats.note import MAX_NOTE_SIZE, Note, open_note, parse_note, parse_signature_lines
-from tlog.formats.tiles import TILE_WIDTH, entries_path, parse_entry_bundle
+from tlog.formats.tiles import CLIENT_ACCEPT_ENCODING, TILE_WIDTH, entries_path, parse_entry_bundle
 from tlog.http.mirrorclient import PACKAGES_PER_REQUEST, FetchError, MirrorClient, Refused, prefetched, read_capped
 from tlog.merkle.subtrees import subtree_consistency_proof, subtree_root, verify_subtree_consistency
 from tlog.merkle.tree import TreeView, root_of_leaves
@@ -145,7 +145,8 @@ class Follower:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout, auto_decompress=True)
+            self._session = aiohttp.ClientSession(timeout=self.timeout, auto_decompress=True,
+                                                  headers={"Accept-Encoding": CLIENT_ACCEPT_ENCODING})
         return self._session
 
     @property
