@@ -36,6 +36,7 @@ class Registry:
     start: datetime = field(default_factory=now_utc)
     index: Index = field(default_factory=Index)
     accepted: list[Record] = field(default_factory=list)
+    committed: list[datetime] = field(default_factory=list)  # commit time of each accepted record
     clock: datetime | None = None
 
     def __post_init__(self) -> None:
@@ -51,8 +52,9 @@ class Registry:
         now = self.at(minutes)
         rec, fresh = validate_submission(doc, self.index, now)
         assert fresh
-        self.index.add(rec, len(self.accepted))
+        self.index.add(rec, len(self.accepted), now)
         self.accepted.append(rec)
+        self.committed.append(now)
         return rec
 
     def status(self, key: str, minutes: float) -> tuple | None:
@@ -102,14 +104,14 @@ def test_a_retired_key_speaks_for_no_one_but_may_revoke_itself_and_its_credentia
 
 def test_revoke_key_a_rotate_to_b_revoke_b():
     r = Registry()
-    r.submit(make_key_event(A, subject=did(A), key=did(C)), 0)
-    r.submit(make_revocation(A, kind="key", subject=did(A), reason="key_compromise", effective_at=r.t(-30)), 1)
+    r.submit(make_key_event(A, subject=did(A), key=did(C)), 0)  # C added before the suspected compromise
+    r.submit(make_revocation(A, kind="key", subject=did(A), reason="key_compromise", effective_at=r.t(0.5)), 1)
     r.submit(make_key_event(C, subject=did(A), key=did(B), event="rotate", effective_at=r.t(10)), 10)
-    assert r.status(did(A), 11) == ("revoked", -30, "key_compromise")
+    assert r.status(did(A), 11) == ("revoked", 0.5, "key_compromise")
     assert r.status(did(B), 11) is None
     r.submit(make_revocation(B, kind="key", subject=did(B), reason="key_compromise", effective_at=r.t(20)), 20)
     assert r.status(did(B), 20) == ("revoked", 20, "key_compromise")
-    assert r.status(did(A), 21) == ("revoked", -30, "key_compromise") and r.status(grants(A), 21) is None
+    assert r.status(did(A), 21) == ("revoked", 0.5, "key_compromise") and r.status(grants(A), 21) is None
 
 
 # --- kill switch and recovery ---------------------------------------------------------------------
@@ -218,10 +220,26 @@ def T(text: str) -> datetime:
 class Reference:
     """docs/architecture.md §6.1, read literally, over the accepted records in commit order."""
 
-    def __init__(self, records: list[Record]) -> None:
-        self.recs = records
+    def __init__(self, records: list[Record], committed: list[datetime]) -> None:
         self.pos = {r.path: i for i, r in enumerate(records)}
         self.times = sorted({t for r in records for t in (r.effective_at, r.expires_at) if t is not None})
+        # "An add_controller, rotate or resume counts only when, at its commit time, its signer had
+        # no revocation in force for a reason other than superseded, and — unless the signer is the
+        # subject — an earlier-committed add_controller or rotate of the subject that counts had
+        # made it a controller by then. A record that does not count has no effect at all."
+        self.recs: list[Record] = []
+        for r, when in zip(records, committed):
+            if r.type == "key_event" and r.body["event"] in ("add_controller", "rotate", "resume"):
+                signer = r.body["issued_by"]
+                if any(x.type == "revocation" and x.body["kind"] in ("did", "key") and x.body["subject"] == signer
+                       and x.body["reason"] != "superseded" and T(x.body["effective_at"]) <= when for x in records):
+                    continue
+                if signer != r.body["subject"] and not any(
+                        x.type == "key_event" and x.body["subject"] == r.body["subject"]
+                        and x.body["event"] in ("add_controller", "rotate") and x.body["key"] == signer
+                        and T(x.body["effective_at"]) <= when for x in self.recs):
+                    continue
+            self.recs.append(r)
 
     # records in force at t
     def events(self, subject: str, t: datetime, *kinds: str) -> list[Record]:
@@ -317,6 +335,14 @@ class Reference:
         if key.startswith("urn:oap:conformance:"):
             found += [(r.expires_at, "expired", r.path) for r in self.recs
                       if r.type == "conformance" and r.id == key and r.expires_at <= t]
+            # "A conformance receipt is revoked from its subject's revoked_at, with the subject's
+            # reason and deciding record, and suspended while its subject is suspended."
+            subject = next(r.subject for r in self.recs if r.type == "conformance" and r.id == key)
+            of_subject = self.answer(subject, t)
+            if of_subject is not None and of_subject[0] == "revoked":
+                found.append(of_subject[1:4])
+            elif of_subject is not None and not found:
+                return of_subject
         elif key.startswith("did:"):
             ret = self.retired(key, t)
             if ret is not None:
@@ -372,7 +398,7 @@ def test_status_equals_the_reference_reading_of_the_spec(sequence):
             continue  # refused by the registry's rules: not part of the history
         if rec.type == "conformance":
             receipts.append(rec.id)
-    ref = Reference(r.accepted)
+    ref = Reference(r.accepted, r.committed)
     ids = [k for seed in SEEDS for k in (did(seed), grants(seed))] + receipts
     for minutes in range(-30, 10 * len(sequence) + 60, 4):
         at = r.at(minutes)
