@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from registry.client import make_key_event, make_kill_switch, make_revocation
 from registry.index import Index
 from registry.records import Record, controllers, validate_submission
-from registry.standing import KILL_SWITCH_CLASSES, standing, standings
+from registry.standing import KILL_SWITCH_CLASSES, primary_key, standing, standings, whole_lists
 from tlog.errors import Forbidden, InvalidInput, OAPError
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.times import format_utc
@@ -197,6 +197,134 @@ def test_automatic_suspension_of_a_principal_whose_lost_key_leaves_no_recovery_p
     q.submit(make_revocation(X, kind="key", subject=did(X), reason="loss_of_key"), 0)
     assert q.status(did(X), 1) == ("revoked", 0, "loss_of_key") and q.status(grants(X), 1) == ("suspended", 0,
                                                                                                 "loss_of_key")
+
+
+# --- records signed after their signer's revocation ----------------------------------------------
+
+
+def test_a_rotation_by_a_controller_compromised_before_it_was_committed_is_void():
+    p, c, t, b = (generate_seed() for _ in range(4))
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 0)
+    r.submit(make_key_event(c, subject=did(p), key=did(t), event="rotate", effective_at=r.t(10)), 10)  # the thief
+    assert controllers(r.index, did(p), r.at(11)) == {did(c), did(t)} and r.status(did(p), 11) == ("revoked", 10,
+                                                                                                    "superseded")
+    r.submit(make_revocation(c, kind="key", subject=did(c), reason="key_compromise", effective_at=r.t(5)), 20)
+    assert controllers(r.index, did(p), r.at(21)) == {did(p)}  # T never was P's key; P's did:key is not retired
+    assert primary_key(r.index, did(p), r.at(21))[0] == did(p) and r.status(did(p), 21) is None
+    with pytest.raises(Forbidden, match="neither"):
+        validate_submission(make_kill_switch(t, principal=did(p)), r.index, r.at(22))
+    r.submit(make_key_event(p, subject=did(p), key=did(b), event="rotate", effective_at=r.t(23)), 23)  # recovered
+    assert controllers(r.index, did(p), r.at(24)) == {did(b)}
+
+
+def test_a_rotation_committed_before_its_signers_compromise_time_counts():
+    p, c, b = (generate_seed() for _ in range(3))
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 0)
+    r.submit(make_key_event(c, subject=did(p), key=did(b), event="rotate", effective_at=r.t(10)), 10)
+    r.submit(make_revocation(c, kind="key", subject=did(c), reason="key_compromise", effective_at=r.t(15)), 20)
+    assert controllers(r.index, did(p), r.at(21)) == {did(b)} and r.status(did(p), 21) == ("revoked", 10,
+                                                                                            "superseded")
+
+
+def test_a_resume_signed_with_a_key_compromised_before_it_reinstates_nothing():
+    p, c = generate_seed(), generate_seed()
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 0)
+    r.submit(make_kill_switch(p, effective_at=r.t(2)), 2)
+    r.submit(make_key_event(p, subject=did(p), event="resume", effective_at=r.t(4)), 4)
+    assert r.status(grants(p), 5) == ("revoked", 2, "kill_switch", 4)
+    r.submit(make_revocation(c, kind="key", subject=did(p), reason="key_compromise", effective_at=r.t(1)), 6)
+    assert r.status(grants(p), 7) == ("revoked", 2, "kill_switch")  # every token stays revoked
+    r.submit(make_key_event(c, subject=did(p), event="resume", effective_at=r.t(8)), 8)  # the controller recovers P
+    assert r.status(grants(p), 9) == ("revoked", 2, "kill_switch", 8)
+
+
+def test_a_controller_scheduled_with_a_key_lost_before_it_never_takes_effect():
+    p, t, x = (generate_seed() for _ in range(3))
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(t), effective_at=r.t(200)), 1)
+    r.submit(make_revocation(p, kind="key", subject=did(p), reason="loss_of_key", effective_at=r.t(0)), 2)
+    assert r.status(grants(p), 3) == r.status(grants(p), 201) == ("suspended", 0, "loss_of_key")
+    assert controllers(r.index, did(p), r.at(201)) == set()
+    with pytest.raises(Forbidden, match="neither"):
+        validate_submission(make_key_event(t, subject=did(p), key=did(x), event="rotate", effective_at=r.t(202)),
+                            r.index, r.at(202))
+    assert primary_key(r.index, did(p), r.at(203))[0] == did(p) and r.status(grants(p), 203)[0] == "suspended"
+
+
+def test_restrictions_signed_by_a_compromised_key_keep_their_effect():
+    p, c = generate_seed(), generate_seed()
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 0)
+    r.submit(make_key_event(c, subject=did(p), event="suspend", effective_at=r.t(3)), 3)
+    r.submit(make_kill_switch(c, principal=did(p), effective_at=r.t(4)), 4)
+    r.submit(make_revocation(c, kind="key", subject=did(c), reason="key_compromise", effective_at=r.t(1)), 5)
+    assert r.status(did(p), 6) == ("suspended", 3, "unspecified")
+    assert r.status(grants(p), 6) == ("revoked", 4, "kill_switch")
+
+
+def test_commit_times_come_from_the_commits_when_the_index_holds_them():
+    """A registry restarting or a mirror replaying rebuilds its index from the commits: a record's
+    commit time is its commit's, so both compute the same answers."""
+    from registry.index import CommitInfo
+    p, c = generate_seed(), generate_seed()
+    r = Registry()
+    rec = r.submit(make_key_event(p, subject=did(p), key=did(c)), 3)
+    idx = Index()
+    idx.add(rec, 0)
+    assert idx.committed_at(rec.path) is None  # unknown: proven before nothing
+    idx.add_commit(CommitInfo(0, "0" * 40, "0" * 40, int(r.at(3).timestamp())))
+    assert idx.committed_at(rec.path) == r.at(3).replace(microsecond=0)
+
+
+# --- conformance receipts fall with their subject ------------------------------------------------
+
+
+def test_a_receipt_is_suspended_with_its_subject_and_revoked_with_it():
+    p, c = generate_seed(), generate_seed()
+    r = Registry()
+    rc = r.submit(conformance_doc(receipt(p, "L1")), 0)
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 1)
+    r.submit(make_key_event(c, subject=did(p), event="suspend", effective_at=r.t(2)), 2)
+    assert r.status(rc.id, 3) == ("suspended", 2, "unspecified")
+    s = standing(r.index, rc.id, r.at(3))
+    assert s.record.body["event"] == "suspend" and s.via is rc
+    r.submit(make_revocation(c, kind="did", subject=did(p), reason="key_compromise", effective_at=r.t(-10)), 4)
+    assert r.status(did(p), 5) == r.status(rc.id, 5) == ("revoked", -10, "key_compromise")
+    assert standings(r.index, r.at(5))[rc.id].record.subject == did(p)
+
+
+def test_a_receipt_of_a_rotated_away_did_key_answers_revoked_superseded():
+    p, a = generate_seed(), generate_seed()
+    r = Registry()
+    rc = r.submit(conformance_doc(receipt(p, "L1")), 0)
+    r.submit(make_key_event(p, subject=did(p), key=did(a), event="rotate", effective_at=r.t(5)), 1)
+    assert r.status(rc.id, 4) is None and r.status(rc.id, 6) == ("revoked", 5, "superseded")
+    assert r.status(rc.id, 10_000) == ("revoked", 5, "superseded")  # before its expiry: the earliest decides
+
+
+# --- status lists follow every standing of the issuer, not only the earliest -------------------------
+
+
+def test_an_issuers_lists_are_filled_by_a_compromise_after_a_rotation_and_by_a_suspension_after_one():
+    p, a, b, c = (generate_seed() for _ in range(4))
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(a), event="rotate", effective_at=r.t(0)), 0)
+    r.submit(make_key_event(a, subject=did(p), key=did(b), event="rotate", effective_at=r.t(10)), 10)
+    assert whole_lists(r.index, did(a), r.at(11)) == frozenset()  # superseded keeps what it issued
+    r.submit(make_revocation(a, kind="key", subject=did(a), reason="key_compromise", effective_at=r.t(50)), 60)
+    assert r.status(did(a), 61) == ("revoked", 10, "superseded")  # the earliest standing...
+    assert whole_lists(r.index, did(a), r.at(61)) == {"revocation"}  # ...does not hide the compromise
+    q = Registry()
+    q.submit(make_key_event(c, subject=did(c), key=did(p)), 0)  # p controls c
+    q.submit(make_key_event(p, subject=did(c), key=did(a), event="rotate", effective_at=q.t(1)), 1)
+    q.submit(make_key_event(p, subject=did(c), event="suspend", effective_at=q.t(2)), 2)
+    assert q.status(did(c), 3) == ("revoked", 1, "superseded") and q.status(grants(c), 3)[0] == "suspended"
+    assert whole_lists(q.index, did(c), q.at(3)) == {"suspension"}
+    q.submit(make_revocation(p, kind="did", subject=did(c), reason="key_compromise", effective_at=q.t(3)), 3)
+    assert whole_lists(q.index, did(c), q.at(4)) == {"revocation", "suspension"}
 
 
 @pytest.mark.parametrize("doc, message", [
