@@ -159,14 +159,14 @@ class Replayer:
                 if self.strict:
                     verify_receipt_anchor(self.repo.blob(files[proof]), receipt_hash=rec.hash, receipt_id=rec.id,
                                           registry=self.registry or "", policy=self.policy)
-            batch.add(rec, seq)
+            batch.add(rec, seq, now)
             records.append(rec)
         stray = [p for p in order if infos[p].what == "receipt_proof"
                  and p[: -len(PROOF_EXT[infos[p].several])] + ".json" not in files]
         if stray:
             raise self._fail("bad_layout", f"receipt proof without its record: {stray[0]}", cid, seq)
         for rec in records:
-            self.index.add(rec, seq)
+            self.index.add(rec, seq, now)
         self.index.add_commit(CommitInfo(seq, cid, tree, c.commit_time))
         return records
 

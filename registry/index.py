@@ -12,6 +12,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from itertools import chain
 
 from tlog.errors import InvalidInput
@@ -81,6 +82,7 @@ class Index:
         self._key_events: dict[str, list[Record]] = defaultdict(list)
         self._naming: dict[str, list[Record]] = defaultdict(list)  # key -> key events naming it as `key`
         self._pos: dict[str, int] = {}  # record path -> place in commit order
+        self._committed: dict[str, datetime] = {}  # record path -> its commit time (the `now` it was checked at)
         self._about: dict[str, list[str]] = defaultdict(list)  # DID or id -> record paths
         self.per_commit: dict[int, int] = defaultdict(int)  # seq -> records it added
         self._lock = threading.Lock()  # `add` may run in a mirror's sync thread while the loop reads
@@ -114,11 +116,26 @@ class Index:
     def position(self, path: str) -> int:
         return self._pos[path]
 
+    def committed_at(self, path: str) -> datetime | None:
+        """The commit time of the record at `path` (its commit's log anchor proves it existed
+        by then); None when unknown (an index fed without commit times)."""
+        got = self._committed.get(path)
+        if got is not None:
+            return got
+        seq = self.seq_of.get(path)
+        if seq is not None and 0 <= seq < len(self.commits):
+            return datetime.fromtimestamp(self.commits[seq].time, UTC)
+        return None
+
     # --- updates ---------------------------------------------------------------------
 
-    def add(self, rec: Record, seq: int) -> None:
+    def add(self, rec: Record, seq: int, committed: datetime | None = None) -> None:
+        """`committed`: the commit time the record was checked at (a batch being validated
+        passes the time it will be committed at, before its commit exists)."""
         with self._lock:
             self._add(rec, seq)
+            if committed is not None:
+                self._committed.setdefault(rec.path, committed)
 
     def snapshot_known(self) -> frozenset[str]:
         with self._lock:
@@ -164,6 +181,7 @@ class Index:
             out.records, out.seq_of, out.by_id = dict(self.records), dict(self.seq_of), dict(self.by_id)
             out.order, out.known, out.commits = list(self.order), set(self.known), list(self.commits)
             out._pos = dict(self._pos)
+            out._committed = dict(self._committed)
             out.anchors_in_tree = set(self.anchors_in_tree)
             out.several_logs = self.several_logs
             out.per_commit.update(self.per_commit)
@@ -223,6 +241,11 @@ class Layered:
 
     def key_events_naming(self, key: str) -> Iterable[Record]:
         return chain(self.base.key_events_naming(key), self.top.key_events_naming(key))
+
+    def committed_at(self, path: str) -> datetime | None:
+        if path in self.base.records:
+            return self.base.committed_at(path)
+        return self.top.committed_at(path)
 
     def position(self, path: str) -> int:
         """The batch comes after everything committed."""

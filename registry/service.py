@@ -473,11 +473,8 @@ class RegistryService:
         got = epoch.list_cache.get(cache_key)
         if got is None:
             ttl_ms = max(1000, int((epoch.next_update - epoch.this_update).total_seconds() * 1000))
-            whole = epoch.issuer_standing(issuer)
-            if purpose == "revocation":
-                indices, fill = epoch.lists.get((issuer, number), []), whole == "revoked"
-            else:
-                indices, fill = [], whole == "suspended"
+            fill = purpose in epoch.whole_lists(issuer)
+            indices = epoch.lists.get((issuer, number), []) if purpose == "revocation" else []
             cred = status_list_credential(url=url, registry=self.producer.registry, seed=self.seed,
                                           indices=indices, this_update=epoch.this_update,
                                           next_update=epoch.next_update, ttl_ms=ttl_ms, purpose=purpose, fill=fill)

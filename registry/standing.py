@@ -18,6 +18,18 @@ The meaning of the registry's records for relying parties (OAP-CORE-1.0 §5.3, �
   and automatically while its primary key (its latest rotation key, else itself) has a
   `loss_of_key` revocation in force and no controller is left that could sign a recovery.
   A suspension covers the principal's DID and its token classes.
+- A record that **enables** (`add_controller`, `rotate`, `resume`: it gives authority,
+  ends a suspension or reinstates tokens) counts only when its signer could sign it at
+  its commit time, the latest time it can have been signed (its commit's log anchor
+  proves it): the signer had no revocation in force then for a reason other than
+  `superseded` — also one committed later and dated back — and, unless it is the subject
+  itself, an earlier-committed key event of the subject that counts had made it a
+  controller by then. A record that does not count has no effect at all (a void rotation
+  retires no key). Revocations, kill switches and `suspend` events count whoever signed
+  them: they only take trust away.
+- A **conformance receipt** shares its subject's standing: it is revoked from the
+  subject's `revoked_at` (whatever the reason, `superseded` included) and suspended while
+  the subject is, besides its own revocations and expiry.
 
 Pure functions over the registry's state (`records.RegistryState`, which `index.Index`
 implements); `records.check_rules` and `status` both read them, so the registry's rules
@@ -35,6 +47,9 @@ KILL_SWITCH_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "w
 RECOVERY_EVENTS = frozenset({"rotate", "resume"})
 """Key events that recover a principal from a kill switch or a suspension. `add_controller`
 does not: whoever holds a key the principal lost could add a controller of their own."""
+ENABLING_EVENTS = frozenset({"add_controller", "rotate", "resume"})
+"""Key events that give authority or lift a restriction: they count only when their signer
+could sign them at their commit time (`counting`)."""
 CONFORMANCE_PREFIX = "urn:oap:conformance:"
 
 
@@ -56,6 +71,8 @@ class Rec(Protocol):
     @property
     def key(self) -> str | None: ...
     @property
+    def issued_by(self) -> str: ...
+    @property
     def body(self) -> dict[str, Any]: ...
     @property
     def content(self) -> bytes: ...
@@ -70,6 +87,7 @@ class State(Protocol):
     def key_events_of(self, subject: str) -> Iterable[Rec]: ...
     def key_events_naming(self, key: str) -> Iterable[Rec]: ...
     def position(self, path: str) -> int: ...
+    def committed_at(self, path: str) -> datetime | None: ...
 
 
 class Indexed(State, Protocol):
@@ -95,9 +113,44 @@ def revoked_at(state: State, key: str, at: datetime) -> datetime | None:
     return min(times) if times else None
 
 
+def revoked_for_cause(state: State, key: str, at: datetime | None) -> Rec | None:
+    """The earliest revocation of `key` in force at `at` for a reason other than `superseded`
+    (a compromise, a loss...); `at` None: any such revocation, whenever effective."""
+    found = [r for r in state.revocations_of(key) if r.type == "revocation" and r.body["reason"] != "superseded"
+             and (at is None or r.effective_at <= at)]
+    return min(found, key=lambda r: r.effective_at) if found else None
+
+
+def counting(state: State, subject: str) -> list[Rec]:
+    """`subject`'s key events that count, in commit order. An enabling event counts when,
+    at its commit time, its signer had no revocation for a reason other than `superseded`
+    in force (known now: a compromise dated back voids what the thief signed since) and,
+    unless it is the subject itself, an earlier-committed `add_controller` / `rotate` of the
+    subject that counts had made it a controller by then. `suspend` always counts.
+
+    A `superseded` revocation or a rotation does not void what the key signed: it replaces
+    a key, it does not say the key was stolen (a rotation signed by the key it retires must
+    count). An unknown commit time (an index fed without one) is never proven before
+    anything: any revocation of the signer voids the event."""
+    events = sorted(state.key_events_of(subject), key=lambda e: state.position(e.path))
+    out: list[Rec] = []
+    for e in events:
+        if e.body["event"] in ENABLING_EVENTS:
+            committed = state.committed_at(e.path)
+            if revoked_for_cause(state, e.issued_by, committed) is not None:
+                continue
+            if e.issued_by != subject and not any(
+                    g.key == e.issued_by and g.body["event"] in ("add_controller", "rotate")
+                    and (committed is None or g.effective_at <= committed) for g in out):
+                continue
+        out.append(e)
+    return out
+
+
 def _rotations(state: State, subject: str, at: datetime) -> list[Rec]:
-    """`subject`'s rotations in force at `at`, in the order they take effect (commit order breaks ties)."""
-    return sorted((e for e in state.key_events_of(subject) if e.body["event"] == "rotate" and e.effective_at <= at),
+    """`subject`'s rotations that count and are in force at `at`, in the order they take effect
+    (commit order breaks ties)."""
+    return sorted((e for e in counting(state, subject) if e.body["event"] == "rotate" and e.effective_at <= at),
                   key=lambda e: e.effective_at)
 
 
@@ -119,7 +172,10 @@ def retirement(state: State, key: str, at: datetime) -> Retirement | None:
         if made.body["event"] != "rotate" or made.effective_at > at:
             continue
         rotations = _rotations(state, made.subject, at)
-        later = rotations[[r.path for r in rotations].index(made.path) + 1:]
+        paths = [r.path for r in rotations]
+        if made.path not in paths:
+            continue  # a void rotation made nobody's key
+        later = rotations[paths.index(made.path) + 1:]
         nxt = next((r for r in later if r.key != key), None)
         if nxt is not None:
             found.append(Retirement(nxt.effective_at, nxt, made))
@@ -138,7 +194,7 @@ def controllers(state: State, subject: str, at: datetime) -> set[str]:
     another DID with the keys of its document), every key an `add_controller` event
     made its controller, and the key of its latest `rotate` event, which retires the
     subject's did:key and the keys of earlier rotations; minus keys revoked or retired by then."""
-    events = sorted((e for e in state.key_events_of(subject) if e.effective_at <= at and e.key),
+    events = sorted((e for e in counting(state, subject) if e.effective_at <= at and e.key),
                     key=lambda e: e.effective_at)  # stable: commit order breaks ties
     rotations = [e.key for e in events if e.body["event"] == "rotate"]
     out = {e.key for e in events if e.body["event"] == "add_controller"}
@@ -167,11 +223,11 @@ def primary_key(state: State, principal: str, at: datetime) -> tuple[str, Rec | 
 
 def recovery(state: State, principal: str, after: Rec, at: datetime) -> Rec | None:
     """The first recovery of `principal` from `after` (a kill switch or a suspension): a
-    `rotate` or `resume` committed after it and effective after it, by `at`. Commit order
+    `rotate` or `resume` that counts, committed after it and effective after it, by `at`. Commit order
     matters: a rotation that was already in the registry cannot undo a kill switch that
     is backdated before it."""
     pos = state.position(after.path)
-    found = [e for e in state.key_events_of(principal)
+    found = [e for e in counting(state, principal)
              if e.body["event"] in RECOVERY_EVENTS and after.effective_at < e.effective_at <= at
              and state.position(e.path) > pos]
     return min(found, key=lambda e: e.effective_at) if found else None
@@ -265,7 +321,9 @@ class Standing:
     loss_of_key revocation, or an expired conformance receipt), `linked_by` the rotation
     that made the key it names the principal's key. A revoked token class whose principal
     recovered carries `reinstated_at` / `reinstated_by`: tokens issued from then on are
-    not revoked, every earlier one is.
+    not revoked, every earlier one is. A conformance receipt revoked or suspended through its
+    subject carries its subject's standing (`record`, `linked_by`, `reason`, `since`) and
+    `via`, the receipt, which names the subject.
     """
 
     key: str
@@ -276,16 +334,19 @@ class Standing:
     linked_by: Rec | None = None
     reinstated_at: datetime | None = None
     reinstated_by: Rec | None = None
+    via: Rec | None = None  # a conformance receipt answering with its subject's standing: the receipt
 
     def records(self) -> tuple[Rec, ...]:
-        return tuple(r for r in (self.record, self.linked_by, self.reinstated_by) if r is not None)
+        return tuple(r for r in (self.record, self.linked_by, self.reinstated_by, self.via) if r is not None)
 
 
-def standing(state: State, key: str, at: datetime) -> Standing | None:
+def standing(state: State, key: str, at: datetime,
+             subjects: dict[str, Standing | None] | None = None) -> Standing | None:
     """The standing of status id `key` at `at`; None when it is plainly good (or unknown).
 
     Precedence, fail safe: a permanent revocation (or, for a token class, a kill switch
-    not recovered from) over a suspension over a kill switch recovered from.
+    not recovered from) over a suspension over a kill switch recovered from. `subjects`
+    caches the standings of receipt subjects across calls at one `at`.
     """
     tc = token_class(key)
     if tc is not None:
@@ -293,10 +354,21 @@ def standing(state: State, key: str, at: datetime) -> Standing | None:
         return replace(s, key=key) if s is not None else None
     found = [Standing(key, "revoked", r.effective_at, r.body["reason"], r)
              for r in state.revocations_of(key) if r.type == "revocation" and r.effective_at <= at]
+    held: Standing | None = None
     if key.startswith(CONFORMANCE_PREFIX):
         receipt = state.conformance(key)
-        if receipt is not None and receipt.expires_at is not None and receipt.expires_at <= at:
-            found.append(Standing(key, "revoked", receipt.expires_at, "expired", receipt))
+        if receipt is not None:
+            if receipt.expires_at is not None and receipt.expires_at <= at:
+                found.append(Standing(key, "revoked", receipt.expires_at, "expired", receipt))
+            if subjects is None:
+                subjects = {}
+            if receipt.subject not in subjects:
+                subjects[receipt.subject] = standing(state, receipt.subject, at)
+            subj = subjects[receipt.subject]
+            if subj is not None:  # the receipt vouches for its subject: it falls with it
+                held = replace(subj, key=key, via=receipt)
+                if held.status == "revoked":
+                    found.append(held)
     elif _is_did(key):
         ret = retirement(state, key, at)
         if ret is not None:
@@ -304,10 +376,23 @@ def standing(state: State, key: str, at: datetime) -> Standing | None:
     if found:
         return min(found, key=lambda s: s.since)  # ties: revocations (in commit order) first
     if _is_did(key):
-        held = suspension(state, key, at)
-        if held is not None:
-            return Standing(key, "suspended", held.since, held.reason, held.record, held.linked_by)
-    return None
+        sus = suspension(state, key, at)
+        if sus is not None:
+            held = Standing(key, "suspended", sus.since, sus.reason, sus.record, sus.linked_by)
+    return held
+
+
+def whole_lists(state: State, issuer: str, at: datetime) -> frozenset[str]:
+    """Which of an issuer's status lists have every bit set at `at`: `revocation` once it is
+    revoked for a reason other than `superseded` (its credentials cannot be told apart from
+    ones a thief issued; a rotated-away key keeps what it issued before), `suspension` while
+    it is suspended. Both may hold; the earliest standing alone would hide one."""
+    out = set()
+    if revoked_for_cause(state, issuer, at) is not None:
+        out.add("revocation")
+    if _is_did(issuer) and suspension(state, issuer, at) is not None:
+        out.add("suspension")
+    return frozenset(out)
 
 
 def _tokens(state: State, principal: str, at: datetime) -> Standing | None:
@@ -345,8 +430,9 @@ def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
             principals.add(rec.subject)
     ids.update(principals)
     out = {}
+    subjects: dict[str, Standing | None] = {}
     for key in ids:
-        s = standing(index, key, at)
+        s = standing(index, key, at, subjects)
         if s is not None:
             out[key] = s
     for p in principals:

@@ -3,7 +3,8 @@
 A status id is one of
 - a DID or did:key (revoked by `did` / `key` revocations, or — `superseded` — by the
   rotation that retired the key; suspended while its principal is, §5.3),
-- a conformance receipt id (revoked by a `conformance` revocation, or expired),
+- a conformance receipt id (revoked by a `conformance` revocation, or expired; revoked
+  or suspended with its subject, the subject's deciding record and reason),
 - `<principal DID>#<class>` for class in subscription_tokens, oauth_grants,
   trust_tokens, webhook_subscriptions (revoked by the principal's kill switch,
   §22.3, with `reinstated_at` once the principal recovered; suspended while it is),
@@ -24,7 +25,8 @@ produced from the epoch: `revoked` carries a `revocation` block and `suspended` 
 `suspension` block, each with the deciding record, the Git path from the anchored
 commit tree down to it and that commit's .tlog-proof (the same evidence for the
 rotation a retired or lost key is linked by, `linked_by`, and for the recovery,
-`reinstated`); `good` (the id is named by some record) and `unknown` (it is not)
+`reinstated`, and for a conformance receipt that falls with its subject, the receipt
+itself, `via`); `good` (the id is named by some record) and `unknown` (it is not)
 carry the non-membership proof. Each response is signed by the registry key;
 `registry.statusverify` checks one offline.
 
@@ -54,7 +56,7 @@ from tlog.formats.times import format_utc
 from .index import CommitInfo, Index
 from .layout import anchor_path, receipt_proof_path
 from .sortedtree import Leaf, SortedTree
-from .standing import Rec, Standing, next_change, standings
+from .standing import Rec, Standing, next_change, standings, whole_lists
 from .store import RegistryRepo
 
 STATEMENT_TYPE = "oap-status-epoch"
@@ -119,6 +121,7 @@ class Epoch:
     located: dict[str, CommitInfo] = field(default_factory=dict)  # record path -> commit that added it
     lists: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     list_cache: dict[tuple[str, int, str, str], Produced] = field(default_factory=dict)
+    fills: dict[str, frozenset[str]] = field(default_factory=dict)  # issuer -> its wholly set lists
 
     @property
     def statement_hash(self) -> bytes:
@@ -128,14 +131,11 @@ class Epoch:
     def statement_id(self) -> str:
         return f"urn:oap:status-epoch:{self.number}"
 
-    def issuer_standing(self, issuer: str) -> str | None:
-        """What the issuer's own standing does to its status lists (docs/architecture.md §6.1):
-        `revoked` when it is revoked for any reason but a rotation (`superseded`): every
-        credential it issued is then revoked; `suspended` when it is suspended."""
-        s = self.standing.get(issuer)
-        if s is None or (s.status == "revoked" and s.reason == "superseded"):
-            return None
-        return s.status
+    def whole_lists(self, issuer: str) -> frozenset[str]:
+        """The issuer's status lists with every bit set (docs/architecture.md §6.1): `revocation`
+        once it is revoked for any reason but `superseded`, `suspension` while it is suspended
+        (`registry.standing.whole_lists`, computed per epoch in `prepare`)."""
+        return self.fills.get(issuer, frozenset())
 
 
 class StatusProducer:
@@ -172,9 +172,13 @@ class StatusProducer:
             "history": self.history, "push": PUSH_PATH, "caveat": CAVEAT,
         }, self.seed)
         epoch = Epoch(number, at, nxt, head, statement, tree, found, known=self.index.snapshot_known())
-        for s in found.values():
+        for key, s in found.items():
             for rec in s.records():
                 epoch.located[rec.path] = self.index.commits[self.index.seq_of[rec.path]]
+            if key.startswith("did:") and "#" not in key:  # an issuer with a standing: its lists may be filled
+                fill = whole_lists(self.index, key, at)
+                if fill:
+                    epoch.fills[key] = fill
         for rec in self.index.all_records():
             if rec.type == "revocation" and rec.kind == "vc" and rec.issuer_list and rec.effective_at <= at:
                 lst, idx = rec.issuer_list
@@ -201,6 +205,8 @@ class StatusProducer:
         block = self._evidence(epoch, s.record)
         if s.linked_by is not None:
             block["linked_by"] = self._evidence(epoch, s.linked_by)
+        if s.via is not None:  # a receipt answering with its subject's standing: the receipt names the subject
+            block["via"] = self._evidence(epoch, s.via)
         if s.status == "suspended":
             body["suspension"] = {"suspended_at": format_utc(s.since), "reason": s.reason, **block}
         else:

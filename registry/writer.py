@@ -242,7 +242,7 @@ class RegistryWriter:
                 self._fail_all([it], e)
                 continue
             if fresh:
-                batch.add(rec, -1)
+                batch.add(rec, -1, now)
             accepted.append((it, rec, fresh))
         fresh_recs = [rec for _, rec, fresh in accepted if fresh]
         documents = self._new_documents([it for it, _, fresh in accepted if fresh])
@@ -294,7 +294,7 @@ class RegistryWriter:
             doc = loads_json(content)
             self.index.did_documents.add(did, content_hash, keys_from_document(did, doc), path, doc)
         for rec in fresh_recs:
-            self.index.add(rec, seq)
+            self.index.add(rec, seq, now)
         info = CommitInfo(seq, cid, tree, when)
         self.index.add_commit(info)
         if self.on_commit is not None:

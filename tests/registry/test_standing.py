@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from registry.client import make_key_event, make_kill_switch, make_revocation
 from registry.index import Index
 from registry.records import Record, controllers, validate_submission
-from registry.standing import KILL_SWITCH_CLASSES, standing, standings
+from registry.standing import KILL_SWITCH_CLASSES, primary_key, standing, standings, whole_lists
 from tlog.errors import Forbidden, InvalidInput, OAPError
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.times import format_utc
@@ -36,6 +36,7 @@ class Registry:
     start: datetime = field(default_factory=now_utc)
     index: Index = field(default_factory=Index)
     accepted: list[Record] = field(default_factory=list)
+    committed: list[datetime] = field(default_factory=list)  # commit time of each accepted record
     clock: datetime | None = None
 
     def __post_init__(self) -> None:
@@ -51,8 +52,9 @@ class Registry:
         now = self.at(minutes)
         rec, fresh = validate_submission(doc, self.index, now)
         assert fresh
-        self.index.add(rec, len(self.accepted))
+        self.index.add(rec, len(self.accepted), now)
         self.accepted.append(rec)
+        self.committed.append(now)
         return rec
 
     def status(self, key: str, minutes: float) -> tuple | None:
@@ -102,14 +104,14 @@ def test_a_retired_key_speaks_for_no_one_but_may_revoke_itself_and_its_credentia
 
 def test_revoke_key_a_rotate_to_b_revoke_b():
     r = Registry()
-    r.submit(make_key_event(A, subject=did(A), key=did(C)), 0)
-    r.submit(make_revocation(A, kind="key", subject=did(A), reason="key_compromise", effective_at=r.t(-30)), 1)
+    r.submit(make_key_event(A, subject=did(A), key=did(C)), 0)  # C added before the suspected compromise
+    r.submit(make_revocation(A, kind="key", subject=did(A), reason="key_compromise", effective_at=r.t(0.5)), 1)
     r.submit(make_key_event(C, subject=did(A), key=did(B), event="rotate", effective_at=r.t(10)), 10)
-    assert r.status(did(A), 11) == ("revoked", -30, "key_compromise")
+    assert r.status(did(A), 11) == ("revoked", 0.5, "key_compromise")
     assert r.status(did(B), 11) is None
     r.submit(make_revocation(B, kind="key", subject=did(B), reason="key_compromise", effective_at=r.t(20)), 20)
     assert r.status(did(B), 20) == ("revoked", 20, "key_compromise")
-    assert r.status(did(A), 21) == ("revoked", -30, "key_compromise") and r.status(grants(A), 21) is None
+    assert r.status(did(A), 21) == ("revoked", 0.5, "key_compromise") and r.status(grants(A), 21) is None
 
 
 # --- kill switch and recovery ---------------------------------------------------------------------
@@ -197,6 +199,134 @@ def test_automatic_suspension_of_a_principal_whose_lost_key_leaves_no_recovery_p
                                                                                                 "loss_of_key")
 
 
+# --- records signed after their signer's revocation ----------------------------------------------
+
+
+def test_a_rotation_by_a_controller_compromised_before_it_was_committed_is_void():
+    p, c, t, b = (generate_seed() for _ in range(4))
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 0)
+    r.submit(make_key_event(c, subject=did(p), key=did(t), event="rotate", effective_at=r.t(10)), 10)  # the thief
+    assert controllers(r.index, did(p), r.at(11)) == {did(c), did(t)} and r.status(did(p), 11) == ("revoked", 10,
+                                                                                                    "superseded")
+    r.submit(make_revocation(c, kind="key", subject=did(c), reason="key_compromise", effective_at=r.t(5)), 20)
+    assert controllers(r.index, did(p), r.at(21)) == {did(p)}  # T never was P's key; P's did:key is not retired
+    assert primary_key(r.index, did(p), r.at(21))[0] == did(p) and r.status(did(p), 21) is None
+    with pytest.raises(Forbidden, match="neither"):
+        validate_submission(make_kill_switch(t, principal=did(p)), r.index, r.at(22))
+    r.submit(make_key_event(p, subject=did(p), key=did(b), event="rotate", effective_at=r.t(23)), 23)  # recovered
+    assert controllers(r.index, did(p), r.at(24)) == {did(b)}
+
+
+def test_a_rotation_committed_before_its_signers_compromise_time_counts():
+    p, c, b = (generate_seed() for _ in range(3))
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 0)
+    r.submit(make_key_event(c, subject=did(p), key=did(b), event="rotate", effective_at=r.t(10)), 10)
+    r.submit(make_revocation(c, kind="key", subject=did(c), reason="key_compromise", effective_at=r.t(15)), 20)
+    assert controllers(r.index, did(p), r.at(21)) == {did(b)} and r.status(did(p), 21) == ("revoked", 10,
+                                                                                            "superseded")
+
+
+def test_a_resume_signed_with_a_key_compromised_before_it_reinstates_nothing():
+    p, c = generate_seed(), generate_seed()
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 0)
+    r.submit(make_kill_switch(p, effective_at=r.t(2)), 2)
+    r.submit(make_key_event(p, subject=did(p), event="resume", effective_at=r.t(4)), 4)
+    assert r.status(grants(p), 5) == ("revoked", 2, "kill_switch", 4)
+    r.submit(make_revocation(c, kind="key", subject=did(p), reason="key_compromise", effective_at=r.t(1)), 6)
+    assert r.status(grants(p), 7) == ("revoked", 2, "kill_switch")  # every token stays revoked
+    r.submit(make_key_event(c, subject=did(p), event="resume", effective_at=r.t(8)), 8)  # the controller recovers P
+    assert r.status(grants(p), 9) == ("revoked", 2, "kill_switch", 8)
+
+
+def test_a_controller_scheduled_with_a_key_lost_before_it_never_takes_effect():
+    p, t, x = (generate_seed() for _ in range(3))
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(t), effective_at=r.t(200)), 1)
+    r.submit(make_revocation(p, kind="key", subject=did(p), reason="loss_of_key", effective_at=r.t(0)), 2)
+    assert r.status(grants(p), 3) == r.status(grants(p), 201) == ("suspended", 0, "loss_of_key")
+    assert controllers(r.index, did(p), r.at(201)) == set()
+    with pytest.raises(Forbidden, match="neither"):
+        validate_submission(make_key_event(t, subject=did(p), key=did(x), event="rotate", effective_at=r.t(202)),
+                            r.index, r.at(202))
+    assert primary_key(r.index, did(p), r.at(203))[0] == did(p) and r.status(grants(p), 203)[0] == "suspended"
+
+
+def test_restrictions_signed_by_a_compromised_key_keep_their_effect():
+    p, c = generate_seed(), generate_seed()
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 0)
+    r.submit(make_key_event(c, subject=did(p), event="suspend", effective_at=r.t(3)), 3)
+    r.submit(make_kill_switch(c, principal=did(p), effective_at=r.t(4)), 4)
+    r.submit(make_revocation(c, kind="key", subject=did(c), reason="key_compromise", effective_at=r.t(1)), 5)
+    assert r.status(did(p), 6) == ("suspended", 3, "unspecified")
+    assert r.status(grants(p), 6) == ("revoked", 4, "kill_switch")
+
+
+def test_commit_times_come_from_the_commits_when_the_index_holds_them():
+    """A registry restarting or a mirror replaying rebuilds its index from the commits: a record's
+    commit time is its commit's, so both compute the same answers."""
+    from registry.index import CommitInfo
+    p, c = generate_seed(), generate_seed()
+    r = Registry()
+    rec = r.submit(make_key_event(p, subject=did(p), key=did(c)), 3)
+    idx = Index()
+    idx.add(rec, 0)
+    assert idx.committed_at(rec.path) is None  # unknown: proven before nothing
+    idx.add_commit(CommitInfo(0, "0" * 40, "0" * 40, int(r.at(3).timestamp())))
+    assert idx.committed_at(rec.path) == r.at(3).replace(microsecond=0)
+
+
+# --- conformance receipts fall with their subject ------------------------------------------------
+
+
+def test_a_receipt_is_suspended_with_its_subject_and_revoked_with_it():
+    p, c = generate_seed(), generate_seed()
+    r = Registry()
+    rc = r.submit(conformance_doc(receipt(p, "L1")), 0)
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 1)
+    r.submit(make_key_event(c, subject=did(p), event="suspend", effective_at=r.t(2)), 2)
+    assert r.status(rc.id, 3) == ("suspended", 2, "unspecified")
+    s = standing(r.index, rc.id, r.at(3))
+    assert s.record.body["event"] == "suspend" and s.via is rc
+    r.submit(make_revocation(c, kind="did", subject=did(p), reason="key_compromise", effective_at=r.t(-10)), 4)
+    assert r.status(did(p), 5) == r.status(rc.id, 5) == ("revoked", -10, "key_compromise")
+    assert standings(r.index, r.at(5))[rc.id].record.subject == did(p)
+
+
+def test_a_receipt_of_a_rotated_away_did_key_answers_revoked_superseded():
+    p, a = generate_seed(), generate_seed()
+    r = Registry()
+    rc = r.submit(conformance_doc(receipt(p, "L1")), 0)
+    r.submit(make_key_event(p, subject=did(p), key=did(a), event="rotate", effective_at=r.t(5)), 1)
+    assert r.status(rc.id, 4) is None and r.status(rc.id, 6) == ("revoked", 5, "superseded")
+    assert r.status(rc.id, 10_000) == ("revoked", 5, "superseded")  # before its expiry: the earliest decides
+
+
+# --- status lists follow every standing of the issuer, not only the earliest -------------------------
+
+
+def test_an_issuers_lists_are_filled_by_a_compromise_after_a_rotation_and_by_a_suspension_after_one():
+    p, a, b, c = (generate_seed() for _ in range(4))
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(a), event="rotate", effective_at=r.t(0)), 0)
+    r.submit(make_key_event(a, subject=did(p), key=did(b), event="rotate", effective_at=r.t(10)), 10)
+    assert whole_lists(r.index, did(a), r.at(11)) == frozenset()  # superseded keeps what it issued
+    r.submit(make_revocation(a, kind="key", subject=did(a), reason="key_compromise", effective_at=r.t(50)), 60)
+    assert r.status(did(a), 61) == ("revoked", 10, "superseded")  # the earliest standing...
+    assert whole_lists(r.index, did(a), r.at(61)) == {"revocation"}  # ...does not hide the compromise
+    q = Registry()
+    q.submit(make_key_event(c, subject=did(c), key=did(p)), 0)  # p controls c
+    q.submit(make_key_event(p, subject=did(c), key=did(a), event="rotate", effective_at=q.t(1)), 1)
+    q.submit(make_key_event(p, subject=did(c), event="suspend", effective_at=q.t(2)), 2)
+    assert q.status(did(c), 3) == ("revoked", 1, "superseded") and q.status(grants(c), 3)[0] == "suspended"
+    assert whole_lists(q.index, did(c), q.at(3)) == {"suspension"}
+    q.submit(make_revocation(p, kind="did", subject=did(c), reason="key_compromise", effective_at=q.t(3)), 3)
+    assert whole_lists(q.index, did(c), q.at(4)) == {"revocation", "suspension"}
+
+
 @pytest.mark.parametrize("doc, message", [
     (lambda: make_key_event(P, subject=did(P), key=did(A), event="suspend"), "takes no key"),
     (lambda: make_key_event(P, subject=did(P), event="rotate"), "needs key"),
@@ -218,10 +348,26 @@ def T(text: str) -> datetime:
 class Reference:
     """docs/architecture.md §6.1, read literally, over the accepted records in commit order."""
 
-    def __init__(self, records: list[Record]) -> None:
-        self.recs = records
+    def __init__(self, records: list[Record], committed: list[datetime]) -> None:
         self.pos = {r.path: i for i, r in enumerate(records)}
         self.times = sorted({t for r in records for t in (r.effective_at, r.expires_at) if t is not None})
+        # "An add_controller, rotate or resume counts only when, at its commit time, its signer had
+        # no revocation in force for a reason other than superseded, and — unless the signer is the
+        # subject — an earlier-committed add_controller or rotate of the subject that counts had
+        # made it a controller by then. A record that does not count has no effect at all."
+        self.recs: list[Record] = []
+        for r, when in zip(records, committed):
+            if r.type == "key_event" and r.body["event"] in ("add_controller", "rotate", "resume"):
+                signer = r.body["issued_by"]
+                if any(x.type == "revocation" and x.body["kind"] in ("did", "key") and x.body["subject"] == signer
+                       and x.body["reason"] != "superseded" and T(x.body["effective_at"]) <= when for x in records):
+                    continue
+                if signer != r.body["subject"] and not any(
+                        x.type == "key_event" and x.body["subject"] == r.body["subject"]
+                        and x.body["event"] in ("add_controller", "rotate") and x.body["key"] == signer
+                        and T(x.body["effective_at"]) <= when for x in self.recs):
+                    continue
+            self.recs.append(r)
 
     # records in force at t
     def events(self, subject: str, t: datetime, *kinds: str) -> list[Record]:
@@ -317,6 +463,14 @@ class Reference:
         if key.startswith("urn:oap:conformance:"):
             found += [(r.expires_at, "expired", r.path) for r in self.recs
                       if r.type == "conformance" and r.id == key and r.expires_at <= t]
+            # "A conformance receipt is revoked from its subject's revoked_at, with the subject's
+            # reason and deciding record, and suspended while its subject is suspended."
+            subject = next(r.subject for r in self.recs if r.type == "conformance" and r.id == key)
+            of_subject = self.answer(subject, t)
+            if of_subject is not None and of_subject[0] == "revoked":
+                found.append(of_subject[1:4])
+            elif of_subject is not None and not found:
+                return of_subject
         elif key.startswith("did:"):
             ret = self.retired(key, t)
             if ret is not None:
@@ -372,7 +526,7 @@ def test_status_equals_the_reference_reading_of_the_spec(sequence):
             continue  # refused by the registry's rules: not part of the history
         if rec.type == "conformance":
             receipts.append(rec.id)
-    ref = Reference(r.accepted)
+    ref = Reference(r.accepted, r.committed)
     ids = [k for seed in SEEDS for k in (did(seed), grants(seed))] + receipts
     for minutes in range(-30, 10 * len(sequence) + 60, 4):
         at = r.at(minutes)

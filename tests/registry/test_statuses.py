@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,7 +21,18 @@ from registry.statusverify import verify_status
 from tlog.formats.did import public_from_did_key
 from tlog.formats.ed25519 import generate_seed
 
-from tests.support.registry import BIN, Running, did, now_utc, run, start_registry, utc, wait_epoch_after
+from tests.support.registry import (
+    BIN,
+    Running,
+    conformance_doc,
+    did,
+    now_utc,
+    receipt,
+    run,
+    start_registry,
+    utc,
+    wait_epoch_after,
+)
 
 pytestmark = pytest.mark.slow
 CLI = str(BIN / "oap-registry")
@@ -186,12 +197,22 @@ async def test_kill_recover_kill_and_a_push_stream_sees_each_within_seconds(reg,
     assert await mirror_verdicts(reg, keys, tmp_path) == {k: (await answer(reg, k))[1] for k in keys}
 
 
+async def after_commit_of(reg: Running, seq: int) -> str:
+    """A time later than commit `seq` (commit times are whole seconds), once the clock has passed it."""
+    later = datetime.fromtimestamp(reg.svc.index.commits[seq].time + 1, UTC)
+    deadline = asyncio.get_running_loop().time() + 10
+    while now_utc() < later:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+    return utc(later)
+
+
 async def test_revoke_key_a_then_rotate_to_b_then_revoke_b(reg, tmp_path):
     a, b, c = generate_seed(), generate_seed(), generate_seed()
-    await post(reg, make_key_event(a, subject=did(a), key=did(c)))
+    added = await post(reg, make_key_event(a, subject=did(a), key=did(c)))
     await post(reg, make_revocation(a, kind="vc", subject="urn:uuid:cred-7", status_list_index=7))
     assert await list_bits(reg, did(a)) == {7}
-    compromised = utc(now_utc() - timedelta(hours=1))
+    compromised = await after_commit_of(reg, added["seq"])  # C was added before the suspected compromise
     await post(reg, make_revocation(a, kind="key", subject=did(a), reason="key_compromise", effective_at=compromised))
     assert await list_bits(reg, did(a)) == ALL  # nothing the compromised key issued can be told apart
     rotated = utc(now_utc())
@@ -259,10 +280,70 @@ async def test_a_lost_key_without_a_recovery_path_suspends_its_principal(reg, tm
     assert resp["suspension"]["record"]["reason"] == "loss_of_key"
     code, js = await cli_status(reg, f"{did(q)}#trust_tokens", tmp_path)
     assert code == 5 and js["reason"] == "loss_of_key"
-    assert await list_bits(reg, did(q)) == ALL  # the key itself is revoked: that outranks a suspension
-    assert await list_bits(reg, did(q), "/suspension") == set()
+    assert await list_bits(reg, did(q)) == ALL  # the key itself is revoked...
+    assert await list_bits(reg, did(q), "/suspension") == ALL  # ...and its principal is suspended too
     keys = [did(q), f"{did(q)}#trust_tokens"]
     assert await mirror_verdicts(reg, keys, tmp_path) == {k: (await answer(reg, k))[1] for k in keys}
+
+
+# --- what a key signed after its revocation; receipts and status lists follow their principal ------
+
+
+async def raw(reg: Running, key: str) -> dict:
+    st, resp, _ = await reg.get("/v1/status/" + quote(key, safe=":"))
+    assert st == 200, resp
+    return resp
+
+
+async def test_a_backdated_compromise_voids_the_thiefs_rotation_and_receipts_fall_with_their_subject(reg, tmp_path):
+    p, c, t = (generate_seed() for _ in range(3))
+    await post(reg, make_key_event(p, subject=did(p), key=did(c)))
+    rc = receipt(p)
+    await post(reg, conformance_doc(rc))
+    before = utc(now_utc() - timedelta(minutes=1))  # before the thief's rotation is committed
+    await post(reg, make_key_event(c, subject=did(p), key=did(t), event="rotate"))  # signed with C, stolen
+    assert (await answer(reg, did(p)))[1][0] == "revoked"  # superseded, for now
+    await post(reg, make_revocation(c, kind="key", subject=did(c), reason="key_compromise", effective_at=before))
+    assert (await answer(reg, did(p)))[1] == ("good", None, None, None)  # the rotation is void: P is P's key
+    st, body = await reg.post(make_kill_switch(t, principal=did(p)))
+    assert st == 403 and "neither" in body["message"]  # T speaks for nobody
+    assert (await raw(reg, rc["id"]))["status"] == "good"
+    keys = [did(p), did(c)]
+    assert await mirror_verdicts(reg, keys, tmp_path) == {k: (await answer(reg, k))[1] for k in keys}
+
+    suspended = await post(reg, make_key_event(p, subject=did(p), event="suspend"))
+    resp = await raw(reg, rc["id"])  # the receipt is suspended with its subject
+    assert resp["status"] == "suspended" and resp["suspension"]["reason"] == "unspecified"
+    assert resp["suspension"]["record"]["event"] == "suspend" and resp["suspension"]["via"]["record"] == rc
+    await after_commit_of(reg, suspended["seq"])  # a recovery takes effect after the suspension
+    await post(reg, make_key_event(p, subject=did(p), event="resume"))
+    assert (await raw(reg, rc["id"]))["status"] == "good"
+    compromised = utc(now_utc() - timedelta(minutes=30))  # before the receipt was issued
+    await post(reg, make_revocation(p, kind="key", subject=did(p), reason="key_compromise", effective_at=compromised))
+    resp = await raw(reg, rc["id"])
+    assert resp["status"] == "revoked" and resp["revocation"]["revoked_at"] == compromised
+    assert resp["revocation"]["reason"] == "key_compromise" and resp["revocation"]["record"]["subject"] == did(p)
+    assert resp["revocation"]["via"]["record"]["id"] == rc["id"]
+    assert (await answer(reg, did(p)))[1] == ("revoked", compromised, "key_compromise", None)
+
+
+async def test_status_lists_follow_a_suspension_behind_a_rotation_and_a_compromise_behind_one(reg):
+    e, c, a, b = (generate_seed() for _ in range(4))
+    await post(reg, make_key_event(e, subject=did(e), key=did(c)))
+    await post(reg, make_revocation(e, kind="vc", subject="urn:uuid:cred-5", status_list_index=5))
+    await post(reg, make_key_event(c, subject=did(e), key=did(a), event="rotate"))
+    await post(reg, make_key_event(c, subject=did(e), event="suspend"))
+    assert (await answer(reg, did(e)))[1][0] == "revoked"  # superseded, the earliest standing
+    assert (await answer(reg, f"{did(e)}#trust_tokens"))[1][0] == "suspended"
+    assert await list_bits(reg, did(e)) == {5}  # a rotation keeps what the key issued...
+    assert await list_bits(reg, did(e), "/suspension") == ALL  # ...but its principal is suspended
+    await post(reg, make_revocation(a, kind="vc", subject="urn:uuid:cred-6", status_list_index=6))
+    rotated = await post(reg, make_key_event(a, subject=did(e), key=did(b), event="rotate"))
+    assert (await answer(reg, did(a)))[1][0] == "revoked" and await list_bits(reg, did(a)) == {6}
+    later = await after_commit_of(reg, rotated["seq"])
+    await post(reg, make_revocation(a, kind="key", subject=did(a), reason="key_compromise", effective_at=later))
+    assert (await answer(reg, did(a)))[1][2] == "superseded"  # still the earliest standing...
+    assert await list_bits(reg, did(a)) == ALL  # ...yet every credential A issued is revoked
 
 
 def _keyfile(tmp_path: Path, seed: bytes) -> Path:
