@@ -38,6 +38,7 @@ from tlog.formats.anchors import parse_anchors
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.did import is_did
 from tlog.formats.diddoc import dids_to_resolve
+from tlog.formats.encoding import parse_decimal
 from tlog.formats.note import parse_note
 from tlog.formats.times import format_utc
 from tlog.http.app import add_ops_routes, make_app
@@ -252,10 +253,7 @@ class RegistryAPI:
                                                       headers={"Cache-Control": IMMUTABLE}))
 
     async def get_anchor(self, request: web.Request) -> web.Response:
-        raw = request.match_info["seq"]
-        if not raw.isdigit() or len(raw) > 15 or (len(raw) > 1 and raw[0] == "0"):
-            raise InvalidInput("seq must be a non-negative decimal integer")
-        text = self.svc.anchor_text(int(raw))
+        text = self.svc.anchor_text(parse_decimal(request.match_info["seq"], "seq"))
         # A log that was down adds its proof when it catches up: until every log's is in, the
         # answer may still grow (never lose a proof), so it is not cached as immutable.
         cache = IMMUTABLE if self.svc.anchor_complete(text) else "public, max-age=5"
@@ -319,17 +317,15 @@ class RegistryAPI:
 
     async def status_list(self, request: web.Request) -> web.StreamResponse:
         issuer = request.match_info["issuer"]
-        number = request.match_info.get("n", "0")
+        number = parse_decimal(request.match_info.get("n", "0"), "list number", maximum=65535)
         purpose = request.match_info.get("purpose", "revocation")
         if not is_did(issuer):
             raise InvalidInput("status lists are per issuer DID: /v1/status-lists/<issuer DID>/<n>")
-        if not number.isdigit() or len(number) > 5 or int(number) >= 65536:
-            raise InvalidInput("list number must be 0..65535")
         if purpose not in ("revocation", "suspension") or ("purpose" in request.match_info and purpose != "suspension"):
             raise NotFound("the suspension list is /v1/status-lists/<issuer DID>/<n>/suspension")
         base = self.svc.config.public_url or _listening_url(request)
-        url = f"{base}/v1/status-lists/{issuer}/{int(number)}" + ("/suspension" if purpose == "suspension" else "")
-        epoch, p = self.svc.status_list(issuer, int(number), url, purpose)
+        url = f"{base}/v1/status-lists/{issuer}/{number}" + ("/suspension" if purpose == "suspension" else "")
+        epoch, p = self.svc.status_list(issuer, number, url, purpose)
         return _cached(request, p, epoch.next_update, epoch.this_update)
 
     async def status_events(self, request: web.Request) -> web.StreamResponse:
