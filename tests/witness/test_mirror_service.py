@@ -13,7 +13,7 @@ import pytest
 from tlog.client.client import LogClient
 from tlog.formats.entries import commitment_entry
 from tlog.formats.keys import parse_vkey
-from tlog.formats.mirror import add_checkpoint_body, parse_mirror_info
+from tlog.formats.mirror import add_checkpoint_body, encode_header, parse_mirror_info
 from tlog.formats.note import open_note
 from tlog.formats.tiles import encode_entry_bundle, entries_for_size, tiles_for_size
 
@@ -156,3 +156,18 @@ def test_add_checkpoint_answers_refusals_in_text(started, tmp_path):
         got, headers, text = http(m.url + "/add-checkpoint", body)
         assert got == status and headers["Content-Type"].startswith("text/plain")
         assert status == 200 or text.endswith(b"\n")
+
+
+def test_add_entries_refuses_sizes_beyond_storage_in_the_protocols_text(started, tmp_path):
+    """upload_end (u64 on the wire) over 2^63 - 1 can be no pending checkpoint's size: a 400 in
+    tlog-mirror's text form, as any malformed header, not an overflow in storage (a 500)."""
+    lg = EntryLog().grow(10)
+    m = started(mirror_service(tmp_path / "m", [(lg.origin, lg.vkey, "")]))
+    assert http(m.url + "/add-checkpoint", lg.add_checkpoint(0, 10))[0] == 200
+    for start, end in ((0, 2**63), (0, 2**64 - 1), (2**63, 2**64 - 1)):
+        status, headers, text = http(m.url + "/add-entries", encode_header(lg.origin, start, end), OCTETS)
+        assert (status, headers["Content-Type"]) == (400, "text/plain; charset=utf-8"), text
+        assert b"2^63" in text and text.endswith(b"\n") and "gzip" in headers["Accept-Encoding"]
+    status, _, _ = http(m.url + "/add-entries", lg.body(0, 10), OCTETS)  # the mirror still takes entries
+    assert status == 200
+
