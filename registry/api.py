@@ -33,7 +33,7 @@ from functools import lru_cache
 import cbor2
 from aiohttp import web
 
-from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
+from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, RateLimited, Unavailable
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.did import is_did
@@ -46,6 +46,7 @@ from tlog.http.bodies import query_int, read_document
 from tlog.http.fastpath import FAST_ROUTES_KEY, FastRoutes
 from tlog.http.limits import Limits
 from tlog.http.metrics import RequestMetrics
+from tlog.http.middleware import request_client
 from tlog.http.reply import Reply
 from tlog.http.responses import accepts_cbor, respond, wants_cbor
 from tlog.http.sending import send_large, stream
@@ -65,6 +66,7 @@ MAX_COMMITS = 100  # commits per page of /v1/commits
 RECORDS_PER_COMMIT = 20  # records listed per commit there (record_count has them all)
 MAX_WATCHED_IDS = 16  # ids per push stream
 MAX_WATCHERS = 1000  # push streams open at once
+MAX_WATCHERS_PER_CLIENT = 16  # of them from one client (tlog.http.limits.client_address): no one takes them all
 WATCH_SECONDS = 3600.0  # a push stream ends after this; EventSource reconnects by itself
 KEEPALIVE_SECONDS = 15.0
 
@@ -163,6 +165,7 @@ class RegistryAPI:
         self.svc, self.cfg, self.m = svc, svc.config, svc.metrics
         self.requests = RequestMetrics(self.m.requests, self.m.request_seconds)
         self.limits = Limits(self.cfg.rate_limit, self.cfg.rate_limit_burst)  # every request, either path
+        self.watchers_of: dict[str, int] = {}  # open push streams per client
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -340,15 +343,26 @@ class RegistryAPI:
         issuer = request.query.get("issuer")
         keys = list(dict.fromkeys(_status_key(i, issuer) for i in ids))
         first = {k: (await self.svc.status(k))[1] for k in keys}  # a registry without status answers 404/503 here
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no", CORS[0]: CORS[1]}
+        if request.method == "HEAD":  # the head only: no stream, no watcher
+            return await stream(request, (), content_type="text/event-stream", reserve=0, headers=headers)
+        client = request_client(request, self.cfg.trusted_proxies)
         if self.svc.watchers >= MAX_WATCHERS:
             raise Unavailable("too many push streams are open; retry shortly", retry_after=5)
+        if self.watchers_of.get(client, 0) >= MAX_WATCHERS_PER_CLIENT:
+            raise RateLimited(f"at most {MAX_WATCHERS_PER_CLIENT} push streams per client; follow up to "
+                              f"{MAX_WATCHED_IDS} ids in each", retry_after=15)
         self.svc.watchers += 1
+        self.watchers_of[client] = self.watchers_of.get(client, 0) + 1
         try:
             return await stream(request, self._events(keys, first), content_type="text/event-stream",
-                                reserve=16 * 1024, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no",
-                                                            CORS[0]: CORS[1]})
+                                reserve=16 * 1024, headers=headers)
         finally:
             self.svc.watchers -= 1
+            if self.watchers_of[client] == 1:
+                del self.watchers_of[client]
+            else:
+                self.watchers_of[client] -= 1
 
     async def _events(self, keys: list[str], answers: dict[str, Produced]) -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()
