@@ -46,7 +46,7 @@ from tlog.http.bodies import query_int, read_document
 from tlog.http.fastpath import FAST_ROUTES_KEY, FastRoutes
 from tlog.http.limits import Limits
 from tlog.http.metrics import RequestMetrics
-from tlog.http.middleware import request_client
+from tlog.http.middleware import listening_url, request_client
 from tlog.http.reply import Reply
 from tlog.http.responses import accepts_cbor, respond, wants_cbor
 from tlog.http.sending import send_large, stream
@@ -146,16 +146,6 @@ def _cached(request: web.Request, p: Produced, next_update: datetime, this_updat
     if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
         return web.Response(status=304, headers={"ETag": etag, **dict(cache)})
     return _produced_reply(p, cache, cbor).response()
-
-
-def _listening_url(request: web.Request) -> str:
-    """This server's own address, from the connection's local end (never the Host header,
-    which the client writes). Only used on loopback: elsewhere public_url is required."""
-    sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
-    if not sock:
-        raise Unavailable("no public_url is configured")
-    host = f"[{sock[0]}]" if ":" in sock[0] else sock[0]
-    return f"{request.scheme}://{host}:{sock[1]}"
 
 
 class RegistryAPI:
@@ -326,7 +316,7 @@ class RegistryAPI:
             raise InvalidInput("status lists are per issuer DID: /v1/status-lists/<issuer DID>/<n>")
         if purpose not in ("revocation", "suspension") or ("purpose" in request.match_info and purpose != "suspension"):
             raise NotFound("the suspension list is /v1/status-lists/<issuer DID>/<n>/suspension")
-        base = self.svc.config.public_url or _listening_url(request)
+        base = self.svc.config.public_url or listening_url(request)  # loopback only: see RegistryConfig
         url = f"{base}/v1/status-lists/{issuer}/{number}" + ("/suspension" if purpose == "suspension" else "")
         epoch, p = self.svc.status_list(issuer, number, url, purpose)
         return _cached(request, p, epoch.next_update, epoch.this_update)

@@ -120,6 +120,10 @@ def test_pruning_denies_reads_below_the_minimum_index(started, tmp_path):
     assert http(prefix + "/checkpoint")[0] == 200
     (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
     assert row["minimum_index"] == 512 and row["retention_policy"] == "https://example.org/retention"
+    # with no monitoring_prefix configured, the prefix is the address the mirror listens on,
+    # never the Host header a client wrote
+    info = json.loads(http(m.url + "/v1/info", headers={"Host": "evil.example:1"})[2])
+    assert info["monitoring_prefix"] == m.url and info["logs"][0]["monitoring_prefix"] == prefix, info
 
 
 def test_cli_keygen_config_checks_and_status(tmp_path, started):

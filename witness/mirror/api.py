@@ -27,6 +27,7 @@ from tlog.http.app import add_ops_routes, make_app
 from tlog.http.bodies import read_body
 from tlog.http.limits import Limits
 from tlog.http.metrics import RequestMetrics
+from tlog.http.middleware import listening_url
 from tlog.http.reply import Reply
 from tlog.http.responses import respond
 from tlog.http.sending import entry_bundle_body
@@ -195,7 +196,7 @@ class MirrorAPI:
         return web.Response(body=data, headers=headers)
 
     async def info(self, request: web.Request) -> web.Response:
-        base = self.cfg.monitoring_prefix.rstrip("/") or f"{request.scheme}://{request.host}"
+        base = self.cfg.monitoring_prefix.rstrip("/") or listening_url(request)
         logs = []
         for lg in self.cfg.logs:
             rec = self.mirror.store.record(lg.origin)
