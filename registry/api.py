@@ -48,7 +48,7 @@ from tlog.http.limits import Limits
 from tlog.http.metrics import RequestMetrics
 from tlog.http.middleware import listening_url, request_client
 from tlog.http.reply import Reply
-from tlog.http.responses import accepts_cbor, respond, wants_cbor
+from tlog.http.responses import CBOR, CONTENT_TYPES, JSON, reply_format, respond
 from tlog.http.sending import send_large, stream
 from tlog.http.ui import CORS
 
@@ -128,24 +128,31 @@ def _cache_headers(next_update: datetime, this_update: datetime) -> tuple[tuple[
             ("Expires", _http_date(next_update)), ("Last-Modified", _http_date(this_update)), CORS)
 
 
-def _etag(p: Produced, cbor: bool) -> str:
-    return p.etag[:-1] + '-cbor"' if cbor else p.etag
+def _etag(p: Produced, fmt: int) -> str:
+    """One ETag per representation: the two JSON types have the same bytes but a cache keyed
+    on Accept must not revalidate one with the other's tag."""
+    return p.etag if fmt == JSON else p.etag[:-1] + ('-cbor"' if fmt == CBOR else '-oap"')
 
 
-def _produced_reply(p: Produced, cache: tuple[tuple[str, str], ...], cbor: bool) -> Reply:
-    if cbor:
-        return Reply(cbor2.dumps(p.body, canonical=True),
-                     (("Content-Type", "application/oap+cbor"), ("ETag", _etag(p, True)), *cache))
-    return Reply(p.json, (("Content-Type", "application/json"), ("ETag", p.etag), *cache))
+def _produced_reply(p: Produced, cache: tuple[tuple[str, str], ...], fmt: int) -> Reply:
+    body = cbor2.dumps(p.body, canonical=True) if fmt == CBOR else p.json
+    return Reply(body, (("Content-Type", CONTENT_TYPES[fmt]), ("ETag", _etag(p, fmt)), *cache))
+
+
+def _matches(if_none_match: str, etag: str) -> bool:
+    """If-None-Match (RFC 9110 §13.1.2): "*" matches any current representation; tags
+    compare weakly (W/ ignored)."""
+    tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+    return "*" in tags or etag in tags
 
 
 def _cached(request: web.Request, p: Produced, next_update: datetime, this_update: datetime) -> web.StreamResponse:
     cache = _cache_headers(next_update, this_update)
-    cbor = wants_cbor(request)
-    etag = _etag(p, cbor)
-    if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
+    fmt = reply_format(request.headers.get("Accept", ""))
+    etag = _etag(p, fmt)
+    if _matches(request.headers.get("If-None-Match", ""), etag):
         return web.Response(status=304, headers={"ETag": etag, **dict(cache)})
-    return _produced_reply(p, cache, cbor).response()
+    return _produced_reply(p, cache, fmt).response()
 
 
 class RegistryAPI:
@@ -301,7 +308,7 @@ class RegistryAPI:
         if now is None:
             return None
         epoch, p = now
-        return _produced_reply(p, _cache_headers(epoch.next_update, epoch.this_update), accepts_cbor(accept))
+        return _produced_reply(p, _cache_headers(epoch.next_update, epoch.this_update), reply_format(accept))
 
     async def status(self, request: web.Request) -> web.StreamResponse:
         key = _status_key(request.match_info["id"], request.query.get("issuer"))

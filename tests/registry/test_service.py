@@ -326,6 +326,19 @@ async def test_status_good_unknown_revoked_signed_cacheable_and_verifiable(reg):
         assert 0 <= max_age <= (v.next_update - v.this_update).total_seconds()
         st, _, h304 = await reg.get("/v1/status/" + key, headers={"If-None-Match": headers["ETag"]})
         assert st == 304 and h304["ETag"] == headers["ETag"]
+        for tags in ("*", f'"other", W/{headers["ETag"]}'):  # RFC 9110 §13.1.2: any, and weak comparison
+            st, _, h304 = await reg.get("/v1/status/" + key, headers={"If-None-Match": tags})
+            assert st == 304 and h304["ETag"] == headers["ETag"], tags
+        # the answer follows Accept as every route's does, each type with its own ETag
+        st, oap, h_oap = await reg.get("/v1/status/" + key, headers={"Accept": "application/oap+json"})
+        assert st == 200 and h_oap["Content-Type"] == "application/oap+json" and oap == resp
+        assert h_oap["ETag"] != headers["ETag"] and "Accept" in h_oap["Vary"]
+        st, _, _ = await reg.get("/v1/status/" + key, headers={"Accept": "application/oap+json",
+                                                               "If-None-Match": headers["ETag"]})
+        assert st == 200
+        st, _, _ = await reg.get("/v1/status/" + key, headers={"Accept": "application/oap+json",
+                                                               "If-None-Match": h_oap["ETag"]})
+        assert st == 304
     epoch = reg.svc.epoch
     assert did(b) in epoch.responses  # pre-produced ...
     epoch.responses.clear()  # ... and, past the pre-production limit, produced on first request
