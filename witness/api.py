@@ -29,7 +29,7 @@ from tlog.errors import NotFound, OAPError, TooLarge
 from tlog.formats.diddoc import dids_to_resolve
 from tlog.formats.times import format_utc
 from tlog.http.app import add_ops_routes, make_app
-from tlog.http.bodies import offload, read_body, read_document
+from tlog.http.bodies import content_encoding, offload, read_body, read_document
 from tlog.http.fastpath import FAST_ROUTES_KEY, FastRoutes
 from tlog.http.fastpath import Request as FastRequest
 from tlog.http.limits import Limits
@@ -148,7 +148,7 @@ class WitnessAPI:
     async def add_checkpoint(self, request: web.Request) -> web.Response:
         t0 = time.perf_counter()
         try:
-            if request.content.is_eof():  # received in full with the head: nothing to wait for
+            if request.content.is_eof() and content_encoding(request) == "identity":  # in full with the head
                 body = request.content.read_nowait()
                 if len(body) > self.cfg.max_body:
                     raise TooLarge(f"request body over {self.cfg.max_body} bytes")

@@ -162,7 +162,7 @@ def test_add_checkpoint_answers_refusals_in_text(started, tmp_path):
         assert status == 200 or text.endswith(b"\n")
 
 
-def test_add_entries_refuses_sizes_beyond_storage_in_the_protocols_text(started, tmp_path):
+def test_add_entries_refuses_bad_uploads_in_the_protocols_text(started, tmp_path):
     """upload_end (u64 on the wire) over 2^63 - 1 can be no pending checkpoint's size: a 400 in
     tlog-mirror's text form, as any malformed header, not an overflow in storage (a 500)."""
     lg = EntryLog().grow(10)
@@ -172,6 +172,13 @@ def test_add_entries_refuses_sizes_beyond_storage_in_the_protocols_text(started,
         status, headers, text = http(m.url + "/add-entries", encode_header(lg.origin, start, end), OCTETS)
         assert (status, headers["Content-Type"]) == (400, "text/plain; charset=utf-8"), text
         assert b"2^63" in text and text.endswith(b"\n") and "gzip" in headers["Accept-Encoding"]
-    status, _, _ = http(m.url + "/add-entries", lg.body(0, 10), OCTETS)  # the mirror still takes entries
+    # a Content-Encoding aiohttp does not decode is 415; a gzip stream that does not decode is
+    # named (it read as "the body ended inside the add-entries header")
+    status, headers, text = http(m.url + "/add-entries", lg.body(0, 10), {**OCTETS, "Content-Encoding": "xyz"})
+    assert (status, headers["Content-Type"]) == (415, "text/plain; charset=utf-8") and b"Content-Encoding" in text
+    status, headers, text = http(m.url + "/add-entries", b"garbage, not gzip", GZIP)
+    assert (status, headers["Content-Type"]) == (400, "text/plain; charset=utf-8"), text
+    assert b"not valid gzip" in text and headers["Connection"] == "close"
+    status, _, _ = http(m.url + "/add-entries", gzip.compress(lg.body(0, 10)), GZIP)  # the mirror still takes entries
     assert status == 200
 

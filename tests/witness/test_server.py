@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import random
 import re
 
@@ -70,7 +71,18 @@ async def test_http_limits_and_methods(tmp_path):
             assert r.status == 405
         status, _, text = await post(session, url, b"")
         assert status == 400 and text.endswith("\n")
+        # tlog-witness's text form for bodies in a coding not decoded here (415) or that do
+        # not decode (400, naming it), never the JSON 500 a broken gzip stream got
+        for enc, body, want, says in (("xyz", log.body(0, 3), 415, "Content-Encoding"),
+                                      ("gzip", b"garbage, not gzip", 400, "not valid gzip")):
+            async with session.post(url + "/add-checkpoint", data=body, headers={"Content-Encoding": enc}) as r:
+                text = await r.text()
+                assert (r.status, r.headers["Content-Type"]) == (want, "text/plain; charset=utf-8"), text
+                assert says in text and text.endswith("\n")
         assert svc.state.get_sync(log.origin) is None
+        async with session.post(url + "/add-checkpoint", data=gzip.compress(log.body(0, 3)),
+                                headers={"Content-Encoding": "gzip"}) as r:
+            assert r.status == 200  # a good gzip body is taken
 
 
 

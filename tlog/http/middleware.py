@@ -84,11 +84,19 @@ def make_error_middleware(on_request: Callable[[web.Request, int, float], None] 
 
 
 def send_timeout_middleware():
-    """Every answer aiohttp sends is sent under the app's send timeout (see `send`)."""
+    """Every answer aiohttp sends is sent under the app's send timeout (see `send`), and
+    ends the connection when the request's body could not be read."""
 
     @web.middleware
     async def send_within(request: web.Request, handler: Handler) -> web.StreamResponse:
         resp = await handler(request)
-        return resp if resp.prepared else await send(request, resp)
+        if resp.prepared:
+            return resp
+        if request.content.exception() is not None:
+            # the body did not decode (a broken gzip stream): the rest of it cannot be read
+            # past, so the connection ends with this answer, and says so (a client would
+            # otherwise send its next request on a connection aiohttp is closing)
+            resp.force_close()
+        return await send(request, resp)
 
     return send_within

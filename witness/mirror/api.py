@@ -24,7 +24,7 @@ from tlog.errors import NotFound, OAPError, Unavailable, UnsupportedMediaType
 from tlog.formats.mirror import MIRROR_INFO
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
 from tlog.http.app import add_ops_routes, make_app
-from tlog.http.bodies import read_body
+from tlog.http.bodies import content_encoding, payload_error, read_body
 from tlog.http.limits import Limits
 from tlog.http.metrics import RequestMetrics
 from tlog.http.middleware import listening_url
@@ -115,6 +115,7 @@ class MirrorAPI:
             media = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
             if media != OCTETS:
                 raise UnsupportedMediaType(f"add-entries takes {OCTETS}, not {media or 'no Content-Type'!r}")
+            content_encoding(request)
             if self.uploads >= self.cfg.max_uploads:
                 raise Unavailable(f"{self.uploads} uploads in progress; retry shortly", retry_after=1)
             self.uploads += 1
@@ -154,7 +155,9 @@ class MirrorAPI:
                     return await content.readany()
             except TimeoutError:
                 raise BodyEnded("the client stopped sending") from None
-            except Exception as e:  # noqa: BLE001 - a reset, a bad gzip stream: the body ends here
+            except web.RequestPayloadError as e:  # a bad gzip stream, a body cut short
+                raise BodyEnded(payload_error(request, e).message) from None
+            except Exception as e:  # noqa: BLE001 - a reset: the body ends here
                 raise BodyEnded(f"{type(e).__name__}: {e}") from None
 
         return read
