@@ -111,6 +111,34 @@ async def test_refusals_are_kept_per_log_and_bounded(tmp_path):
     assert len(others) == REFUSALS_PER_LOG == body["per_log"]
     assert others[0]["origin"] == f"other.example/log{REFUSALS_PER_LOG + 4}"  # the oldest ones went
 
+
+async def test_unsigned_checkpoints_claiming_a_log_cannot_push_its_refusals_out(tmp_path):
+    """Anyone can send a checkpoint that names a followed log: only refusals of checkpoints the
+    log signed (409, 422, 429: given after its signature verified) are kept as the log's; a
+    replay counts up instead of taking a slot; what a client wrote is shown escaped."""
+    from witness.api import REFUSALS_PER_LOG
+
+    log = MemLog().grow(5)
+    cfg = witness_config(tmp_path, [WitnessedLog(log.origin, log.vkey)])
+    impostor = MemLog(seed=bytes(32)).grow(5)  # same origin, another key
+    async with running_witness(cfg) as (_svc, url, session):
+        assert (await post(session, url, log.body(0, 3)))[0] == 200
+        assert (await post(session, url, log.fork(2, tag=7).grow(3).body(3, 5)))[0] == 422  # inconsistent
+        for i in range(REFUSALS_PER_LOG + 5):
+            assert (await post(session, url, log.body(0, 5)))[0] == 409  # a replay, again and again
+            assert (await post(session, url, impostor.body(3, 5)))[0] == 403
+            assert (await post(session, url, f"old 0\n\n{log.origin}\n{i}\nAAAA\n\n".encode()))[0] == 400
+        assert (await post(session, url, "old 0\n\no\x00p.localhost/\x1b[31mlog\u202e\n1\nAAAA\n\n".encode()))[0] == 400
+        async with session.get(url + "/v1/refusals") as r:
+            body = await r.json()
+    mine = [x for x in body["refusals"] if x["origin"] == log.origin and x["status"] in (409, 422)]
+    assert [x["status"] for x in mine] == [409, 422]  # the inconsistent checkpoint is still shown
+    assert [x["count"] for x in mine] == [REFUSALS_PER_LOG + 5, 1]
+    assert body["refusals"][0]["origin"] == "o\\u0000p.localhost/\\u001b[31mlog\\u202e"
+    assert all(x["origin"].isprintable() and x["reason"].isprintable() for x in body["refusals"])
+    rest = {(x["status"], x["count"]) for x in body["refusals"][1:] if x not in mine}
+    assert rest == {(403, REFUSALS_PER_LOG + 5), (400, REFUSALS_PER_LOG + 5)}  # one row each, counted
+
 async def test_concurrent_conflicting_requests_never_fork_or_go_backwards(tmp_path):
     """Many clients push three forks of one log at once; every 200 must fit one history."""
     main = MemLog().grow(40)
