@@ -33,11 +33,12 @@ from functools import lru_cache
 import cbor2
 from aiohttp import web
 
-from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, Unavailable
+from tlog.errors import Forbidden, InvalidInput, NotFound, OAPError, RateLimited, Unavailable
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.did import is_did
 from tlog.formats.diddoc import dids_to_resolve
+from tlog.formats.encoding import parse_decimal
 from tlog.formats.note import parse_note
 from tlog.formats.times import format_utc
 from tlog.http.app import add_ops_routes, make_app
@@ -45,8 +46,9 @@ from tlog.http.bodies import query_int, read_document
 from tlog.http.fastpath import FAST_ROUTES_KEY, FastRoutes
 from tlog.http.limits import Limits
 from tlog.http.metrics import RequestMetrics
+from tlog.http.middleware import listening_url, request_client
 from tlog.http.reply import Reply
-from tlog.http.responses import accepts_cbor, respond, wants_cbor
+from tlog.http.responses import CBOR, CONTENT_TYPES, JSON, reply_format, respond
 from tlog.http.sending import send_large, stream
 from tlog.http.ui import CORS
 
@@ -64,6 +66,7 @@ MAX_COMMITS = 100  # commits per page of /v1/commits
 RECORDS_PER_COMMIT = 20  # records listed per commit there (record_count has them all)
 MAX_WATCHED_IDS = 16  # ids per push stream
 MAX_WATCHERS = 1000  # push streams open at once
+MAX_WATCHERS_PER_CLIENT = 16  # of them from one client (tlog.http.limits.client_address): no one takes them all
 WATCH_SECONDS = 3600.0  # a push stream ends after this; EventSource reconnects by itself
 KEEPALIVE_SECONDS = 15.0
 
@@ -125,34 +128,31 @@ def _cache_headers(next_update: datetime, this_update: datetime) -> tuple[tuple[
             ("Expires", _http_date(next_update)), ("Last-Modified", _http_date(this_update)), CORS)
 
 
-def _etag(p: Produced, cbor: bool) -> str:
-    return p.etag[:-1] + '-cbor"' if cbor else p.etag
+def _etag(p: Produced, fmt: int) -> str:
+    """One ETag per representation: the two JSON types have the same bytes but a cache keyed
+    on Accept must not revalidate one with the other's tag."""
+    return p.etag if fmt == JSON else p.etag[:-1] + ('-cbor"' if fmt == CBOR else '-oap"')
 
 
-def _produced_reply(p: Produced, cache: tuple[tuple[str, str], ...], cbor: bool) -> Reply:
-    if cbor:
-        return Reply(cbor2.dumps(p.body, canonical=True),
-                     (("Content-Type", "application/oap+cbor"), ("ETag", _etag(p, True)), *cache))
-    return Reply(p.json, (("Content-Type", "application/json"), ("ETag", p.etag), *cache))
+def _produced_reply(p: Produced, cache: tuple[tuple[str, str], ...], fmt: int) -> Reply:
+    body = cbor2.dumps(p.body, canonical=True) if fmt == CBOR else p.json
+    return Reply(body, (("Content-Type", CONTENT_TYPES[fmt]), ("ETag", _etag(p, fmt)), *cache))
+
+
+def _matches(if_none_match: str, etag: str) -> bool:
+    """If-None-Match (RFC 9110 §13.1.2): "*" matches any current representation; tags
+    compare weakly (W/ ignored)."""
+    tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+    return "*" in tags or etag in tags
 
 
 def _cached(request: web.Request, p: Produced, next_update: datetime, this_update: datetime) -> web.StreamResponse:
     cache = _cache_headers(next_update, this_update)
-    cbor = wants_cbor(request)
-    etag = _etag(p, cbor)
-    if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
+    fmt = reply_format(request.headers.get("Accept", ""))
+    etag = _etag(p, fmt)
+    if _matches(request.headers.get("If-None-Match", ""), etag):
         return web.Response(status=304, headers={"ETag": etag, **dict(cache)})
-    return _produced_reply(p, cache, cbor).response()
-
-
-def _listening_url(request: web.Request) -> str:
-    """This server's own address, from the connection's local end (never the Host header,
-    which the client writes). Only used on loopback: elsewhere public_url is required."""
-    sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
-    if not sock:
-        raise Unavailable("no public_url is configured")
-    host = f"[{sock[0]}]" if ":" in sock[0] else sock[0]
-    return f"{request.scheme}://{host}:{sock[1]}"
+    return _produced_reply(p, cache, fmt).response()
 
 
 class RegistryAPI:
@@ -162,6 +162,7 @@ class RegistryAPI:
         self.svc, self.cfg, self.m = svc, svc.config, svc.metrics
         self.requests = RequestMetrics(self.m.requests, self.m.request_seconds)
         self.limits = Limits(self.cfg.rate_limit, self.cfg.rate_limit_burst)  # every request, either path
+        self.watchers_of: dict[str, int] = {}  # open push streams per client
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -252,10 +253,7 @@ class RegistryAPI:
                                                       headers={"Cache-Control": IMMUTABLE}))
 
     async def get_anchor(self, request: web.Request) -> web.Response:
-        raw = request.match_info["seq"]
-        if not raw.isdigit() or len(raw) > 15 or (len(raw) > 1 and raw[0] == "0"):
-            raise InvalidInput("seq must be a non-negative decimal integer")
-        text = self.svc.anchor_text(int(raw))
+        text = self.svc.anchor_text(parse_decimal(request.match_info["seq"], "seq"))
         # A log that was down adds its proof when it catches up: until every log's is in, the
         # answer may still grow (never lose a proof), so it is not cached as immutable.
         cache = IMMUTABLE if self.svc.anchor_complete(text) else "public, max-age=5"
@@ -310,7 +308,7 @@ class RegistryAPI:
         if now is None:
             return None
         epoch, p = now
-        return _produced_reply(p, _cache_headers(epoch.next_update, epoch.this_update), accepts_cbor(accept))
+        return _produced_reply(p, _cache_headers(epoch.next_update, epoch.this_update), reply_format(accept))
 
     async def status(self, request: web.Request) -> web.StreamResponse:
         key = _status_key(request.match_info["id"], request.query.get("issuer"))
@@ -319,17 +317,15 @@ class RegistryAPI:
 
     async def status_list(self, request: web.Request) -> web.StreamResponse:
         issuer = request.match_info["issuer"]
-        number = request.match_info.get("n", "0")
+        number = parse_decimal(request.match_info.get("n", "0"), "list number", maximum=65535)
         purpose = request.match_info.get("purpose", "revocation")
         if not is_did(issuer):
             raise InvalidInput("status lists are per issuer DID: /v1/status-lists/<issuer DID>/<n>")
-        if not number.isdigit() or len(number) > 5 or int(number) >= 65536:
-            raise InvalidInput("list number must be 0..65535")
         if purpose not in ("revocation", "suspension") or ("purpose" in request.match_info and purpose != "suspension"):
             raise NotFound("the suspension list is /v1/status-lists/<issuer DID>/<n>/suspension")
-        base = self.svc.config.public_url or _listening_url(request)
-        url = f"{base}/v1/status-lists/{issuer}/{int(number)}" + ("/suspension" if purpose == "suspension" else "")
-        epoch, p = self.svc.status_list(issuer, int(number), url, purpose)
+        base = self.svc.config.public_url or listening_url(request)  # loopback only: see RegistryConfig
+        url = f"{base}/v1/status-lists/{issuer}/{number}" + ("/suspension" if purpose == "suspension" else "")
+        epoch, p = self.svc.status_list(issuer, number, url, purpose)
         return _cached(request, p, epoch.next_update, epoch.this_update)
 
     async def status_events(self, request: web.Request) -> web.StreamResponse:
@@ -344,15 +340,26 @@ class RegistryAPI:
         issuer = request.query.get("issuer")
         keys = list(dict.fromkeys(_status_key(i, issuer) for i in ids))
         first = {k: (await self.svc.status(k))[1] for k in keys}  # a registry without status answers 404/503 here
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no", CORS[0]: CORS[1]}
+        if request.method == "HEAD":  # the head only: no stream, no watcher
+            return await stream(request, (), content_type="text/event-stream", reserve=0, headers=headers)
+        client = request_client(request, self.cfg.trusted_proxies)
         if self.svc.watchers >= MAX_WATCHERS:
             raise Unavailable("too many push streams are open; retry shortly", retry_after=5)
+        if self.watchers_of.get(client, 0) >= MAX_WATCHERS_PER_CLIENT:
+            raise RateLimited(f"at most {MAX_WATCHERS_PER_CLIENT} push streams per client; follow up to "
+                              f"{MAX_WATCHED_IDS} ids in each", retry_after=15)
         self.svc.watchers += 1
+        self.watchers_of[client] = self.watchers_of.get(client, 0) + 1
         try:
             return await stream(request, self._events(keys, first), content_type="text/event-stream",
-                                reserve=16 * 1024, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no",
-                                                            CORS[0]: CORS[1]})
+                                reserve=16 * 1024, headers=headers)
         finally:
             self.svc.watchers -= 1
+            if self.watchers_of[client] == 1:
+                del self.watchers_of[client]
+            else:
+                self.watchers_of[client] -= 1
 
     async def _events(self, keys: list[str], answers: dict[str, Produced]) -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()

@@ -75,7 +75,8 @@ def mutate(rng: random.Random, body: bytes) -> bytes:
 
 def junk_path(rng: random.Random, path: str) -> str:
     choices = ["%00", "%2e%2e/", "../", "//", "%ff", "x" * rng.randrange(1, 3000), "?a=" + "b" * 5000,
-               "?index=-1", "?index=99999999999999999999999", "?old=2&new=1", ";", "%", "\\", "\u2014"]
+               "?index=-1", "?index=99999999999999999999999", "?old=2&new=1", ";", "%", "\\", "\u2014",
+               "%C2%B2", "%D9%A1%D9%A2", "?index=%C2%B2", "?after=9223372036854775808", "?limit=%D9%A1", "/01"]
     tail = "".join(rng.choice(choices) for _ in range(rng.randrange(1, 4)))
     return path + tail if rng.random() < 0.7 else path.rsplit("/", 1)[0] + "/" + tail
 

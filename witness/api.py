@@ -5,7 +5,8 @@
     GET  /<hex sha256(origin)>/checkpoint latest cosigned checkpoint (tlog-witness monitor retrieval)
     POST /v1/conformance/witness          peer-witnessing of conformance receipts (JSON/CBOR)
     GET  /v1/info                         name, vkeys, DID, logs (and their lists) and monitoring paths
-    GET  /v1/refusals                     the last refused add-checkpoint requests per log, and why
+    GET  /v1/refusals                     the last refused add-checkpoint requests per log (of checkpoints it
+                                          signed; others apart), and why
     GET  /ui/                             the explorer (tlog/ui)
     GET  /healthz, GET /metrics
 
@@ -29,7 +30,7 @@ from tlog.errors import NotFound, OAPError, TooLarge
 from tlog.formats.diddoc import dids_to_resolve
 from tlog.formats.times import format_utc
 from tlog.http.app import add_ops_routes, make_app
-from tlog.http.bodies import offload, read_body, read_document
+from tlog.http.bodies import content_encoding, offload, read_body, read_document
 from tlog.http.fastpath import FAST_ROUTES_KEY, FastRoutes
 from tlog.http.fastpath import Request as FastRequest
 from tlog.http.limits import Limits
@@ -60,7 +61,12 @@ def protocol_error(e: OAPError) -> Reply:
 
 
 REFUSALS_PER_LOG = 20  # refused add-checkpoint requests kept per followed log for GET /v1/refusals,
-# and as many for every other origin together (a stranger's requests never push a log's out)
+# and as many for everything unauthenticated together (a stranger's requests never push a log's out)
+
+SIGNED_REFUSALS = frozenset({409, 422, 429})
+"""Statuses given only after the log's signature on the checkpoint verified (witness.core:
+parsing (400), the origin (404) and the signature (403) come first): only these are kept
+as the log's own refusals. Anyone can send a checkpoint that claims a followed origin."""
 
 
 def _origin_of(body: bytes) -> str | None:
@@ -71,6 +77,14 @@ def _origin_of(body: bytes) -> str | None:
         return line.decode() or None
     except UnicodeDecodeError:
         return None
+
+
+def _printable(text: str) -> str:
+    """`text` with every character that is not printable (controls, NUL, bidi overrides)
+    written as an escape: what a client sent is shown, never interpreted."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
 
 
 class WitnessAPI:
@@ -128,19 +142,31 @@ class WitnessAPI:
         return Reply(c.body.encode(), TEXT_HEADERS)
 
     def _refuse(self, body: bytes, e: OAPError) -> None:
-        """Keep a refusal (time, the checkpoint's origin, status, reason) in its log's list."""
+        """Keep a refusal (time, the checkpoint's origin, status, reason, how many times):
+        in its log's list when the checkpoint was the log's (signed by it: SIGNED_REFUSALS),
+        else in the list of everything else. A refusal seen before moves to the front with
+        its count raised, so replaying one signed checkpoint cannot push the others out."""
         origin = _origin_of(body)
         self._refused += 1
-        if origin is not None and origin not in self.refusals and origin in self.svc.witness.logs:
-            self.refusals[origin] = deque(maxlen=REFUSALS_PER_LOG)  # a log from a list
-        kept = self.refusals.get(origin, self._other_refusals)
+        kept = self._other_refusals
+        if origin is not None and e.status in SIGNED_REFUSALS and origin in self.svc.witness.logs:
+            kept = self.refusals.setdefault(origin, deque(maxlen=REFUSALS_PER_LOG))
+        shown = _printable(origin) if origin is not None else None
+        reason = _printable(e.message[:300])
+        count = 1
+        for i, (_, old) in enumerate(kept):
+            if (old["origin"], old["status"], old["reason"]) == (shown, e.status, reason):
+                count += old["count"]
+                del kept[i]
+                break
         kept.append((self._refused, {"time": format_utc(datetime.now(UTC).replace(microsecond=0)),
-                                     "origin": origin, "status": e.status, "reason": e.message[:300]}))
+                                     "origin": shown, "status": e.status, "reason": reason, "count": count}))
 
     async def refusals_list(self, request: web.Request) -> web.Response:
         """The last refused add-checkpoint requests, newest first (the last `REFUSALS_PER_LOG`
-        per followed log and as many of all other origins, in memory): why a log's checkpoints
-        are not being cosigned, for its operator and the explorer."""
+        distinct ones per followed log, of checkpoints the log signed, and as many of all
+        others, in memory): why a log's checkpoints are not being cosigned, for its operator
+        and the explorer."""
         kept = sorted((r for q in (*self.refusals.values(), self._other_refusals) for r in q),
                       key=lambda r: r[0], reverse=True)
         return respond(request, {"per_log": REFUSALS_PER_LOG, "refusals": [r for _, r in kept]})
@@ -148,7 +174,7 @@ class WitnessAPI:
     async def add_checkpoint(self, request: web.Request) -> web.Response:
         t0 = time.perf_counter()
         try:
-            if request.content.is_eof():  # received in full with the head: nothing to wait for
+            if request.content.is_eof() and content_encoding(request) == "identity":  # in full with the head
                 body = request.content.read_nowait()
                 if len(body) > self.cfg.max_body:
                     raise TooLarge(f"request body over {self.cfg.max_body} bytes")

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import aiohttp
 import cbor2
 import pytest
+import yarl
 
 from registry.anchoring import verify_commit_anchor, verify_receipt_anchor
 from registry.client import make_key_event, make_kill_switch, make_revocation
@@ -140,6 +141,26 @@ async def test_more_404_and_400_are_json(reg):
         for garbage in (b"garbage", b"00ffxx", b"0032want " + b"0" * 40 + b"\n0000"):
             async with s.post(reg.url + "/registry.git/git-upload-pack", data=garbage) as r:
                 assert r.status == 400 and (await r.json())["error"] == "invalid_input"
+
+
+async def test_numbers_in_paths_and_queries_are_canonical_ascii_decimals(reg):
+    """'²' passes str.isdigit() and int() refuses it; int() reads Arabic-Indic digits as a
+    number: neither is a number here, nor a second spelling (a leading zero), nor one larger
+    than storage holds. Each is a 400 with an OAP code, never a 500 or another resource."""
+    issuer = did(generate_seed())
+    st, _, _ = await reg.get("/v1/anchors/0")
+    assert st == 200  # the genesis commit's anchor: the refusals below are about spelling
+    for path in ("/v1/anchors/%C2%B2", "/v1/anchors/%D9%A0", "/v1/anchors/00", "/v1/anchors/9223372036854775808",
+                 f"/v1/status-lists/{issuer}/%C2%B2", f"/v1/status-lists/{issuer}/%D9%A1",
+                 f"/v1/status-lists/{issuer}/00", f"/v1/status-lists/{issuer}/01/suspension",
+                 f"/v1/status-lists/{issuer}/65536",
+                 "/v1/records?offset=%C2%B2", "/v1/records?offset=%D9%A1", "/v1/records?limit=01",
+                 "/v1/commits?limit=%C2%B2", "/v1/commits?before=%C2%B2", "/v1/commits?before=%D9%A1",
+                 "/v1/commits?before=99999999999999999999"):
+        async with aiohttp.ClientSession() as s:
+            async with s.get(yarl.URL(reg.url + path, encoded=True)) as r:
+                body = await r.json()
+                assert r.status == 400 and body["error"] == "invalid_input" and body["message"], (path, body)
 
 
 async def test_under_load_many_records_share_one_commit(tmp_path, log_server):
@@ -305,6 +326,19 @@ async def test_status_good_unknown_revoked_signed_cacheable_and_verifiable(reg):
         assert 0 <= max_age <= (v.next_update - v.this_update).total_seconds()
         st, _, h304 = await reg.get("/v1/status/" + key, headers={"If-None-Match": headers["ETag"]})
         assert st == 304 and h304["ETag"] == headers["ETag"]
+        for tags in ("*", f'"other", W/{headers["ETag"]}'):  # RFC 9110 §13.1.2: any, and weak comparison
+            st, _, h304 = await reg.get("/v1/status/" + key, headers={"If-None-Match": tags})
+            assert st == 304 and h304["ETag"] == headers["ETag"], tags
+        # the answer follows Accept as every route's does, each type with its own ETag
+        st, oap, h_oap = await reg.get("/v1/status/" + key, headers={"Accept": "application/oap+json"})
+        assert st == 200 and h_oap["Content-Type"] == "application/oap+json" and oap == resp
+        assert h_oap["ETag"] != headers["ETag"] and "Accept" in h_oap["Vary"]
+        st, _, _ = await reg.get("/v1/status/" + key, headers={"Accept": "application/oap+json",
+                                                               "If-None-Match": headers["ETag"]})
+        assert st == 200
+        st, _, _ = await reg.get("/v1/status/" + key, headers={"Accept": "application/oap+json",
+                                                               "If-None-Match": h_oap["ETag"]})
+        assert st == 304
     epoch = reg.svc.epoch
     assert did(b) in epoch.responses  # pre-produced ...
     epoch.responses.clear()  # ... and, past the pre-production limit, produced on first request

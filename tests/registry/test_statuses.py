@@ -7,14 +7,17 @@ The registry's epochs are an hour long here: every change must show without wait
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
+import aiohttp
 import pytest
 
+from registry import api as registry_api
 from registry.client import RegistryClient, make_key_event, make_kill_switch, make_revocation
 from registry.statuslist import decode_list, verify_proof
 from registry.statusverify import verify_status
@@ -236,6 +239,50 @@ async def test_push_stream_input_is_checked(reg):
     for params in ([], [("id", f"did:key:z{i}") for i in range(17)], [("id", "bad id")]):
         st, body, _ = await reg.get("/v1/status-events", params=params)
         assert st == 400 and body["error"] == "invalid_input", body
+
+
+async def test_head_of_the_push_stream_is_its_head_only_and_streams_are_bounded_per_client(tmp_path, log_server):
+    """HEAD /v1/status-events answers the head and ends (aiohttp runs the GET handler for
+    HEAD: it sent the stream after the head and held a watcher for an hour); one client
+    (behind a trusted proxy, by X-Forwarded-For) holds at most MAX_WATCHERS_PER_CLIENT
+    streams, so it cannot take every slot; another client still gets one."""
+    reg = await start_registry(tmp_path / "reg", log_server, epoch_seconds=3600, trusted_proxies=1)
+    try:
+        await wait_epoch_after(reg, 0)
+        host, port = reg.url.removeprefix("http://").split(":")
+        r, w = await asyncio.open_connection(host, int(port))
+        try:
+            w.write(b"HEAD /v1/status-events?id=x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            raw = await asyncio.wait_for(r.read(), 30)  # to the end: the server closes after the head
+        finally:
+            w.close()
+        head, _, body = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and b"text/event-stream" in head.lower() and body == b"", raw
+        await _until(lambda: reg.svc.watchers == 0)
+
+        limit = registry_api.MAX_WATCHERS_PER_CLIENT
+        async with contextlib.AsyncExitStack() as held, aiohttp.ClientSession() as s:
+            url = reg.url + "/v1/status-events?id=x"
+            for _ in range(limit):
+                resp = await held.enter_async_context(s.get(url, headers={"X-Forwarded-For": "203.0.113.7"}))
+                assert resp.status == 200 and resp.content_type == "text/event-stream"
+            assert reg.svc.watchers == limit
+            async with s.get(url, headers={"X-Forwarded-For": "203.0.113.7"}) as r2:
+                assert r2.status == 429 and (await r2.json())["error"] == "rate_limited" and r2.headers["Retry-After"]
+            async with s.get(url, headers={"X-Forwarded-For": "203.0.113.8"}) as r3:
+                assert r3.status == 200 and (await r3.content.readuntil(b"\n\n")) == b"retry: 2000\n\n"
+            async with s.head(url, headers={"X-Forwarded-For": "203.0.113.7"}) as r4:
+                assert r4.status == 200  # a HEAD holds no stream, so the limit does not apply to it
+    finally:
+        await reg.stop()
+
+
+async def _until(cond, timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        assert loop.time() < end, "condition not met in time"
+        await asyncio.sleep(0.02)
 
 
 # --- finding 9: suspension --------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import random
 
@@ -193,6 +194,19 @@ BAD_REQUESTS = [
     ("GET", "/v1/entries/-1", None, None, 400, "invalid_input"),
     ("GET", "/v1/entries/0001", None, None, 400, "invalid_input"),
     ("GET", "/v1/entries:lookup?leaf_hash=zz", None, None, 400, "invalid_input"),
+    # numbers are ASCII decimals: '²' (int() refuses it) and Arabic-Indic digits (int() reads
+    # them) are not, nor is a second spelling of a number, nor one storage cannot hold
+    ("GET", "/v1/entries/%C2%B2", None, None, 400, "invalid_input"),
+    ("GET", "/v1/entries/%D9%A1", None, None, 400, "invalid_input"),
+    ("GET", "/v1/entries/01", None, None, 400, "invalid_input"),
+    ("GET", "/v1/entries/%201", None, None, 400, "invalid_input"),
+    ("GET", "/v1/entries/9223372036854775808", None, None, 400, "invalid_input"),
+    ("GET", "/v1/proof/inclusion?index=%C2%B2", None, None, 400, "invalid_input"),
+    ("GET", "/v1/proof/inclusion?index=%D9%A1", None, None, 400, "invalid_input"),
+    ("GET", "/v1/proof/inclusion?index=1&size=%D9%A3", None, None, 400, "invalid_input"),
+    ("GET", "/v1/proof/inclusion?index=01", None, None, 400, "invalid_input"),
+    ("GET", "/v1/proof/consistency?old=%C2%B2", None, None, 400, "invalid_input"),
+    ("GET", "/v1/proof/consistency?old=1&new=%D9%A2", None, None, 400, "invalid_input"),
     ("GET", "/v1/entries:lookup?leaf_hash=" + "00" * 32, None, None, 404, "not_found"),
     ("GET", "/tile/0/x001", None, None, 400, "invalid_input"),
     ("GET", "/tile/64/000", None, None, 400, "invalid_input"),
@@ -216,6 +230,29 @@ async def test_bad_requests_get_4xx_with_oap_code(log, method, path, body, ctype
         assert r.status == status, await r.text()
         doc = await r.json()
     assert doc["error"] == code and isinstance(doc["message"], str) and doc["message"]
+
+
+async def test_content_encodings_not_decoded_are_415_and_a_broken_stream_is_named(log):
+    """aiohttp decodes gzip and deflate bodies; any other coding would reach the parsers as the
+    body itself (an unknown one was taken as identity), and a stream that does not decode
+    surfaced as a 500: now 415, and a 400 that names the encoding."""
+    _svc, url, session = log
+    doc = json.dumps(receipt(7)).encode()
+    for enc in ("xyz", "gzip, gzip", "x-gzip"):
+        st, _, body = await post(session, url + "/v1/entries", doc, headers={"Content-Encoding": enc})
+        err = json.loads(body)
+        assert (st, err["error"]) == (415, "invalid_input") and "Content-Encoding" in err["message"], (enc, body)
+    for enc, broken in (("gzip", b"garbage, not gzip"), ("deflate", b"\x78\x9cgarbage")):
+        st, headers, body = await post(session, url + "/v1/entries", broken, headers={"Content-Encoding": enc})
+        err = json.loads(body)
+        assert (st, err["error"]) == (400, "invalid_input") and f"not valid {enc}" in err["message"], (enc, body)
+        assert headers["Connection"] == "close"
+        st, _, body = await post(session, url + "/v1/entries:batch", broken, headers={"Content-Encoding": enc})
+        assert st == 400 and f"not valid {enc}" in json.loads(body)["message"], body
+    st, _, body = await post(session, url + "/v1/entries", gzip.compress(doc), headers={"Content-Encoding": "gzip"})
+    assert st == 200, body  # a good gzip body is taken as before
+    st, _, body = await post(session, url + "/v1/entries", doc, headers={"Content-Encoding": "identity"})
+    assert st == 200, body
 
 
 async def test_oversize_entry_refused_with_413(log):

@@ -192,14 +192,21 @@ async def test_http_entries_carry_their_log_time_where_the_log_records_one(log):
     ("/v1/receipts?signer=did:web:example.com&limit=0", 400),
     ("/v1/receipts?signer=did:web:example.com&limit=1001", 400),
     ("/v1/receipts?signer=did:web:example.com&after=-5", 400),
+    ("/v1/receipts?signer=did:web:example.com&limit=%C2%B2", 400),  # '²': str.isdigit() but not int()
+    ("/v1/receipts?signer=did:web:example.com&after=%D9%A1", 400),  # Arabic-Indic 1
+    ("/v1/receipts?signer=did:web:example.com&after=02", 400),
+    ("/v1/receipts?signer=did:web:example.com&after=9223372036854775808", 400),  # more than storage holds
+    ("/v1/receipts?signer=did:web:example.com&after=9999999999999999999", 400),
+    ("/v1/receipts?signer=did:web:example.com&after=9223372036854775807", 200),
     ("/v1/entries:lookup?receipt_hash=abc", 400),
     ("/v1/entries:lookup?receipt_hash=sha256:" + "0" * 64, 404),
 ])
 async def test_http_receipts_refuse_bad_queries_with_4xx(log, query, code):
     url, session = log
     async with session.get(url + query) as r:
-        assert r.status == code
-        assert (await r.json())["error"] in {"invalid_input", "not_found"}
+        assert r.status == code, await r.text()
+        if code != 200:
+            assert (await r.json())["error"] in {"invalid_input", "not_found"}
 
 
 async def test_http_unknown_did_method_is_an_empty_list(log):

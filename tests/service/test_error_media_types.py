@@ -14,6 +14,7 @@ import pytest
 
 from tlog.errors import LogHalted
 from tlog.http.fastpath import FAST_ROUTES_KEY
+from tlog.http.responses import CONTENT_TYPES, json_type, reply_format
 from tlog.http.serve import start_app
 from tlog.server.api import build_app
 from tlog.server.config import LogConfig
@@ -31,7 +32,38 @@ ACCEPTS = [  # Accept sent -> Content-Type expected
     ("application/oap+json", "application/oap+json"),
     ("application/oap+json, application/json;q=0.5", "application/oap+json"),
     ("application/oap+cbor", "application/oap+cbor"),
+    ("application/cbor", "application/oap+cbor"),
+    # RFC 9110 §12.5.1: q=0 is "not acceptable", the highest q wins, types match exactly
+    ("application/cbor;q=0, application/json", "application/json"),
+    ("application/oap+json;q=0, application/json", "application/json"),
+    ("application/json;q=0.9, application/oap+cbor;q=0.5", "application/json"),
+    ("application/cbor-seq", "application/json"),
+    ("application/x-notapplication/oap+json", "application/json"),
 ]
+
+NEGOTIATED = [  # more Accept headers -> the Content-Type of the answer (tlog.http.responses.reply_format)
+    *ACCEPTS[1:],
+    ("", "application/json"),
+    ("APPLICATION/OAP+CBOR", "application/oap+cbor"),
+    ("application/*", "application/json"),
+    ("application/json, */*", "application/json"),
+    ("text/html, */*;q=0.1", "application/json"),
+    ("application/oap+json; charset=utf-8", "application/oap+json"),
+    ("application/oap+json;q=0.5, application/*;q=0.8", "application/json"),
+    ("application/oap+cbor;q=0, */*", "application/json"),
+    ("application/json, application/oap+cbor", "application/oap+cbor"),
+    ("application/json;q=0.2, application/oap+json;q=0.3", "application/oap+json"),
+    ("application/oap+cbor;q=1.5", "application/json"),  # not a qvalue: the element is ignored
+    ("application/oap+cbor;q=0.001", "application/oap+cbor"),
+    ("*/cbor, application/jsonx, xapplication/json", "application/json"),
+    ("application/json;q=0, application/oap+json;q=0, application/cbor;q=0", "application/json"),
+]
+
+
+@pytest.mark.parametrize("accept,want", NEGOTIATED)
+def test_accept_is_negotiated_by_media_range_and_q_value(accept, want):
+    assert CONTENT_TYPES[reply_format(accept)] == want
+    assert json_type(accept) == (want if want != "application/oap+cbor" else "application/json")
 
 
 async def check_error(session: aiohttp.ClientSession, method: str, url: str, accept: str | None, want: str,

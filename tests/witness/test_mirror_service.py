@@ -13,7 +13,7 @@ import pytest
 from tlog.client.client import LogClient
 from tlog.formats.entries import commitment_entry
 from tlog.formats.keys import parse_vkey
-from tlog.formats.mirror import add_checkpoint_body, parse_mirror_info
+from tlog.formats.mirror import add_checkpoint_body, encode_header, parse_mirror_info
 from tlog.formats.note import open_note
 from tlog.formats.tiles import encode_entry_bundle, entries_for_size, tiles_for_size
 
@@ -133,6 +133,10 @@ def test_pruning_denies_reads_below_the_minimum_index(started, tmp_path):
     assert http(prefix + "/checkpoint")[0] == 200
     (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
     assert row["minimum_index"] == 512 and row["retention_policy"] == "https://example.org/retention"
+    # with no monitoring_prefix configured, the prefix is the address the mirror listens on,
+    # never the Host header a client wrote
+    info = json.loads(http(m.url + "/v1/info", headers={"Host": "evil.example:1"})[2])
+    assert info["monitoring_prefix"] == m.url and info["logs"][0]["monitoring_prefix"] == prefix, info
 
 
 def test_cli_keygen_config_checks_and_status(tmp_path, started):
@@ -169,3 +173,25 @@ def test_add_checkpoint_answers_refusals_in_text(started, tmp_path):
         got, headers, text = http(m.url + "/add-checkpoint", body)
         assert got == status and headers["Content-Type"].startswith("text/plain")
         assert status == 200 or text.endswith(b"\n")
+
+
+def test_add_entries_refuses_bad_uploads_in_the_protocols_text(started, tmp_path):
+    """upload_end (u64 on the wire) over 2^63 - 1 can be no pending checkpoint's size: a 400 in
+    tlog-mirror's text form, as any malformed header, not an overflow in storage (a 500)."""
+    lg = EntryLog().grow(10)
+    m = started(mirror_service(tmp_path / "m", [(lg.origin, lg.vkey, "")]))
+    assert http(m.url + "/add-checkpoint", lg.add_checkpoint(0, 10))[0] == 200
+    for start, end in ((0, 2**63), (0, 2**64 - 1), (2**63, 2**64 - 1)):
+        status, headers, text = http(m.url + "/add-entries", encode_header(lg.origin, start, end), OCTETS)
+        assert (status, headers["Content-Type"]) == (400, "text/plain; charset=utf-8"), text
+        assert b"2^63" in text and text.endswith(b"\n") and "gzip" in headers["Accept-Encoding"]
+    # a Content-Encoding aiohttp does not decode is 415; a gzip stream that does not decode is
+    # named (it read as "the body ended inside the add-entries header")
+    status, headers, text = http(m.url + "/add-entries", lg.body(0, 10), {**OCTETS, "Content-Encoding": "xyz"})
+    assert (status, headers["Content-Type"]) == (415, "text/plain; charset=utf-8") and b"Content-Encoding" in text
+    status, headers, text = http(m.url + "/add-entries", b"garbage, not gzip", GZIP)
+    assert (status, headers["Content-Type"]) == (400, "text/plain; charset=utf-8"), text
+    assert b"not valid gzip" in text and headers["Connection"] == "close"
+    status, _, _ = http(m.url + "/add-entries", gzip.compress(lg.body(0, 10)), GZIP)  # the mirror still takes entries
+    assert status == 200
+

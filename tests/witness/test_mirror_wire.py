@@ -62,6 +62,8 @@ def test_header_bytes_and_incremental_parse():
     b"\x00\x00" + bytes(18),  # empty origin
     b"\x00\x01\xff" + bytes(18),  # not UTF-8
     b"\x00\x01a" + (5).to_bytes(8, "big") + (4).to_bytes(8, "big") + b"\x00\x00",  # start > end
+    b"\x00\x01a" + (0).to_bytes(8, "big") + (2**63).to_bytes(8, "big") + b"\x00\x00",  # more than storage holds
+    b"\x00\x01a" + (2**64 - 1).to_bytes(8, "big") * 2 + b"\x00\x00",
 ])
 def test_bad_headers_are_format_errors(raw):
     with pytest.raises(FormatError):

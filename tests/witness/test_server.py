@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import random
 import re
 
@@ -70,7 +71,18 @@ async def test_http_limits_and_methods(tmp_path):
             assert r.status == 405
         status, _, text = await post(session, url, b"")
         assert status == 400 and text.endswith("\n")
+        # tlog-witness's text form for bodies in a coding not decoded here (415) or that do
+        # not decode (400, naming it), never the JSON 500 a broken gzip stream got
+        for enc, body, want, says in (("xyz", log.body(0, 3), 415, "Content-Encoding"),
+                                      ("gzip", b"garbage, not gzip", 400, "not valid gzip")):
+            async with session.post(url + "/add-checkpoint", data=body, headers={"Content-Encoding": enc}) as r:
+                text = await r.text()
+                assert (r.status, r.headers["Content-Type"]) == (want, "text/plain; charset=utf-8"), text
+                assert says in text and text.endswith("\n")
         assert svc.state.get_sync(log.origin) is None
+        async with session.post(url + "/add-checkpoint", data=gzip.compress(log.body(0, 3)),
+                                headers={"Content-Encoding": "gzip"}) as r:
+            assert r.status == 200  # a good gzip body is taken
 
 
 
@@ -113,6 +125,34 @@ async def test_refusals_are_kept_per_log_and_bounded(tmp_path):
     others = [x for x in refusals if x["origin"] != log.origin]
     assert len(others) == REFUSALS_PER_LOG == body["per_log"]
     assert others[0]["origin"] == f"other.example/log{REFUSALS_PER_LOG + 4}"  # the oldest ones went
+
+
+async def test_unsigned_checkpoints_claiming_a_log_cannot_push_its_refusals_out(tmp_path):
+    """Anyone can send a checkpoint that names a followed log: only refusals of checkpoints the
+    log signed (409, 422, 429: given after its signature verified) are kept as the log's; a
+    replay counts up instead of taking a slot; what a client wrote is shown escaped."""
+    from witness.api import REFUSALS_PER_LOG
+
+    log = MemLog().grow(5)
+    cfg = witness_config(tmp_path, [WitnessedLog(log.origin, log.vkey)])
+    impostor = MemLog(seed=bytes(32)).grow(5)  # same origin, another key
+    async with running_witness(cfg) as (_svc, url, session):
+        assert (await post(session, url, log.body(0, 3)))[0] == 200
+        assert (await post(session, url, log.fork(2, tag=7).grow(3).body(3, 5)))[0] == 422  # inconsistent
+        for i in range(REFUSALS_PER_LOG + 5):
+            assert (await post(session, url, log.body(0, 5)))[0] == 409  # a replay, again and again
+            assert (await post(session, url, impostor.body(3, 5)))[0] == 403
+            assert (await post(session, url, f"old 0\n\n{log.origin}\n{i}\nAAAA\n\n".encode()))[0] == 400
+        assert (await post(session, url, "old 0\n\no\x00p.localhost/\x1b[31mlog\u202e\n1\nAAAA\n\n".encode()))[0] == 400
+        async with session.get(url + "/v1/refusals") as r:
+            body = await r.json()
+    mine = [x for x in body["refusals"] if x["origin"] == log.origin and x["status"] in (409, 422)]
+    assert [x["status"] for x in mine] == [409, 422]  # the inconsistent checkpoint is still shown
+    assert [x["count"] for x in mine] == [REFUSALS_PER_LOG + 5, 1]
+    assert body["refusals"][0]["origin"] == "o\\u0000p.localhost/\\u001b[31mlog\\u202e"
+    assert all(x["origin"].isprintable() and x["reason"].isprintable() for x in body["refusals"])
+    rest = {(x["status"], x["count"]) for x in body["refusals"][1:] if x not in mine}
+    assert rest == {(403, REFUSALS_PER_LOG + 5), (400, REFUSALS_PER_LOG + 5)}  # one row each, counted
 
 async def test_concurrent_conflicting_requests_never_fork_or_go_backwards(tmp_path):
     """Many clients push three forks of one log at once; every 200 must fit one history."""

@@ -1,4 +1,4 @@
-"""Strict base64 and small text helpers shared by every wire format.
+"""Strict base64, canonical decimals and small text helpers shared by every wire format.
 
 C2SP formats use standard base64 with padding; a decoder that accepts
 whitespace or missing padding would let two different texts mean the same
@@ -11,10 +11,31 @@ megabytes of base64, and binascii encodes at ~0.3 GB/s here, pybase64 at ~14.
 from __future__ import annotations
 
 import binascii
+import re
 
 import pybase64
 
 from tlog.errors import FormatError
+
+MAX_INT63 = 2**63 - 1
+"""The largest integer storage holds (SQLite INTEGER, PostgreSQL BIGINT): no index, size or
+sequence number a request names can be larger and still be found."""
+
+_DECIMAL = re.compile(r"0|[1-9][0-9]*", re.ASCII)
+
+
+def parse_decimal(text: str, what: str, *, minimum: int = 0, maximum: int = MAX_INT63) -> int:
+    """A number a request spells in a path or query: ASCII digits only, no sign, no space and
+    no leading zero, so one value has one spelling (like a tile path). `str.isdigit()` is
+    not this check: it is true for '²' (which `int()` refuses) and for Arabic-Indic digits
+    (which `int()` reads). FormatError (400) outside `minimum`..`maximum`."""
+    if len(text) > len(str(maximum)) + 1 or not _DECIMAL.fullmatch(text):
+        raise FormatError(f"{what} must be a decimal integer in {minimum}..{maximum} "
+                          "(ASCII digits, no sign or leading zeros)")
+    value = int(text)
+    if not minimum <= value <= maximum:
+        raise FormatError(f"{what} must be in {minimum}..{maximum}")
+    return value
 
 
 def b64enc(data: bytes) -> str:

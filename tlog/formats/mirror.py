@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tlog.errors import FormatError
-from tlog.formats.encoding import b64dec, b64enc
+from tlog.formats.encoding import MAX_INT63, b64dec, b64enc
 
 PACKAGE_SIZE = 256
 """Entries per package: one tlog-tiles entry bundle."""
@@ -63,7 +63,10 @@ def encode_header(origin: str, start: int, end: int, ticket: bytes = b"") -> byt
 def parse_header(buf: bytes | bytearray | memoryview) -> tuple[Header, int] | None:
     """The header at the start of `buf` and its length, or None if `buf` holds only part of it.
 
-    FormatError (400) for an origin that is not UTF-8 or empty, or upload_start > upload_end.
+    FormatError (400) for an origin that is not UTF-8 or empty, upload_start > upload_end, or
+    either over 2^63 - 1: the u64 fields allow more, but no log this side of the wire can hold
+    that many entries (storage indexes are signed 64-bit, as Go's tlog indexes are), so no
+    pending checkpoint can have that size.
     """
     n = len(buf)
     if n < 2:
@@ -85,6 +88,8 @@ def parse_header(buf: bytes | bytearray | memoryview) -> tuple[Header, int] | No
     end = int.from_bytes(buf[pos + 8:pos + 16], "big")
     if start > end:
         raise FormatError(f"upload_start {start} is greater than upload_end {end}")
+    if end > MAX_INT63:
+        raise FormatError(f"upload_end {end} is over 2^63 - 1, the largest tree size a mirror stores")
     ticket = bytes(buf[pos + 18:pos + 18 + tlen])
     return Header(origin, start, end, ticket), pos + 18 + tlen
 

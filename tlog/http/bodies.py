@@ -11,6 +11,7 @@ from aiohttp import web
 
 from tlog.errors import InvalidInput, RequestTimeout, TooLarge, UnsupportedMediaType
 from tlog.formats.canonical import DEFAULT_MAX_DEPTH
+from tlog.formats.encoding import MAX_INT63, parse_decimal
 from tlog.formats.strict import MAX_DOCUMENT_ITEMS, loads
 from tlog.http.responses import CBOR_TYPES, JSON_TYPES
 
@@ -44,9 +45,36 @@ def large_body_limit(app: web.Application, concurrent: int = 4) -> None:
     app[LARGE_BODIES_KEY] = asyncio.Semaphore(concurrent)
 
 
+DECODED_ENCODINGS = ("identity", "gzip", "deflate")
+"""The Content-Encodings a body may have: aiohttp decodes gzip and deflate before a handler
+reads a byte (and refuses br and zstd itself, without their libraries)."""
+
+
+def content_encoding(request: web.Request) -> str:
+    """The body's Content-Encoding, one of DECODED_ENCODINGS; 415 for any other (aiohttp
+    passes a coding it does not know through as if it were the body itself)."""
+    codings = request.headers.getall("Content-Encoding", [])
+    enc = ", ".join(codings).strip().lower() or "identity"
+    if enc not in DECODED_ENCODINGS:
+        raise UnsupportedMediaType(f"Content-Encoding {enc[:40]!r} is not supported: send the body as "
+                                   f"{', '.join(DECODED_ENCODINGS)}")
+    return enc
+
+
+def payload_error(request: web.Request, e: Exception) -> InvalidInput:
+    """What a body that could not be read (aiohttp's RequestPayloadError) was: a broken
+    compressed stream names its encoding."""
+    enc = content_encoding(request)
+    if enc != "identity":
+        return InvalidInput(f"the body is not valid {enc} (Content-Encoding: {enc})")
+    return InvalidInput(f"the body could not be read: {str(e).strip()[:200]}")
+
+
 async def read_body(request: web.Request, cap: int, timeout: float | None = None) -> bytes:
-    """The request body: 413 as soon as it exceeds `cap` bytes, 408 if it is slower
-    than `timeout` seconds (default: the app's "read_timeout" or 30 s)."""
+    """The request body: 415 for a Content-Encoding not decoded here, 413 as soon as it
+    exceeds `cap` bytes, 408 if it is slower than `timeout` seconds (default: the app's
+    "read_timeout" or 30 s), 400 for a compressed stream that does not decode."""
+    content_encoding(request)
     if request.content_length is not None and request.content_length > cap:
         raise TooLarge(f"request body over {cap} bytes")
     if timeout is None:
@@ -61,6 +89,8 @@ async def read_body(request: web.Request, cap: int, timeout: float | None = None
                 chunks.append(chunk)
     except TimeoutError:
         raise RequestTimeout(f"request body not received within {timeout:g} s") from None
+    except web.RequestPayloadError as e:
+        raise payload_error(request, e) from None
     return b"".join(chunks)
 
 
@@ -112,18 +142,16 @@ async def decode(body: bytes, *, cbor: bool, max_items: int = MAX_DOCUMENT_ITEMS
 # --- sending: bounded memory per connection and in all ---------------------------------
 
 
-def query_int(request: web.Request, name: str, *, default: int | None = None, minimum: int = 0) -> int:
+def query_int(request: web.Request, name: str, *, default: int | None = None, minimum: int = 0,
+              maximum: int = MAX_INT63) -> int:
+    """An integer query parameter, spelled as `parse_decimal` takes it (400 otherwise), and
+    never more than storage holds: every route reads its numbers here."""
     raw = request.query.get(name)
     if raw is None:
         if default is None:
             raise InvalidInput(f"query parameter {name!r} is required")
         return default
-    if not raw.isdigit() or len(raw) > 19 or (len(raw) > 1 and raw[0] == "0"):
-        raise InvalidInput(f"{name} must be a non-negative decimal integer")
-    value = int(raw)
-    if value < minimum:
-        raise InvalidInput(f"{name} must be at least {minimum}")
-    return value
+    return parse_decimal(raw, name, minimum=minimum, maximum=maximum)
 
 
 async def read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:

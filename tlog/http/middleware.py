@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from tlog.errors import OAPError
+from tlog.errors import OAPError, Unavailable
 from tlog.http.limits import Limits, client_address
 from tlog.http.responses import _CODES, error_response
 from tlog.http.sending import send
@@ -23,6 +23,17 @@ def request_client(request: web.Request, trusted_proxies: int) -> str:
     """`client_address` of an aiohttp request (every X-Forwarded-For header, in order)."""
     forwarded = ",".join(request.headers.getall("X-Forwarded-For", ())) if trusted_proxies else None
     return client_address(request.remote, forwarded, trusted_proxies)
+
+
+def listening_url(request: web.Request) -> str:
+    """This server's own address, from the connection's local end: never the Host header,
+    which the client writes (a service that puts its URL in an answer would otherwise
+    hand out whatever a client claimed). For services without a configured public URL."""
+    sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
+    if not sock:
+        raise Unavailable("no public URL is configured and the connection has no local address")
+    host = f"[{sock[0]}]" if ":" in sock[0] else sock[0]
+    return f"{request.scheme}://{host}:{sock[1]}"
 
 
 def rate_limit_middleware(limits: Limits, *, trusted_proxies: int = 0):
@@ -73,11 +84,19 @@ def make_error_middleware(on_request: Callable[[web.Request, int, float], None] 
 
 
 def send_timeout_middleware():
-    """Every answer aiohttp sends is sent under the app's send timeout (see `send`)."""
+    """Every answer aiohttp sends is sent under the app's send timeout (see `send`), and
+    ends the connection when the request's body could not be read."""
 
     @web.middleware
     async def send_within(request: web.Request, handler: Handler) -> web.StreamResponse:
         resp = await handler(request)
-        return resp if resp.prepared else await send(request, resp)
+        if resp.prepared:
+            return resp
+        if request.content.exception() is not None:
+            # the body did not decode (a broken gzip stream): the rest of it cannot be read
+            # past, so the connection ends with this answer, and says so (a client would
+            # otherwise send its next request on a connection aiohttp is closing)
+            resp.force_close()
+        return await send(request, resp)
 
     return send_within

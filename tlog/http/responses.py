@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from functools import lru_cache
 from typing import Any
 
 import cbor2
@@ -62,14 +64,67 @@ JSON, OAP_JSON, CBOR = 0, 1, 2
 """The answer formats, as `reply_format` picks them from Accept."""
 CONTENT_TYPES = ("application/json", "application/oap+json", "application/oap+cbor")
 
+_NAMES = (("application/json",), ("application/oap+json",), CBOR_TYPES)
+"""The media types that ask for each format: application/cbor is answered as OAP's CBOR."""
+
+_RANGE = re.compile(r"([!#$%&'*+\-.^_`|~0-9a-z]+)/([!#$%&'*+\-.^_`|~0-9a-z]+)", re.ASCII)
+_QVALUE = re.compile(r"q=(0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?)", re.ASCII)
+_MAX_RANGES = 64  # a longer Accept is read as far as this: no client lists more
+
 
 def reply_format(accept: str) -> int:
-    return CBOR if accepts_cbor(accept) else OAP_JSON if "application/oap+json" in accept else JSON
+    """The format an Accept header asks for (`_negotiate`): the common short headers are
+    remembered, as the fast path asks on every request."""
+    return _cached_format(accept) if len(accept) <= 200 else _negotiate(accept)
+
+
+def _negotiate(accept: str) -> int:
+    """The format an Accept header asks for (RFC 9110 §12.5.1): each format takes the
+    q-value of the most specific media range that matches one of its types (exact, then
+    type/*, then */*; case-insensitive; parameters other than q ignored), q=0 is "not
+    acceptable", and the highest q wins. At equal q an exact range wins over a wildcard;
+    among exact ones CBOR, then application/oap+json (a client that names them wants them),
+    among wildcards application/json. No Accept, an empty one, or one nothing offered
+    satisfies gets application/json (§12.5.1 lets a server disregard the header, and an
+    error must still be readable)."""
+    if not accept:
+        return JSON
+    ranges: list[tuple[str, str, float]] = []
+    for item in accept.lower().split(",", _MAX_RANGES)[:_MAX_RANGES]:
+        media, *params = item.split(";")
+        m = _RANGE.fullmatch(media.strip())
+        if m is None or (m.group(1) == "*" and m.group(2) != "*"):
+            continue  # not a media range: ignored, as a malformed element
+        q = 1.0
+        for param in params:
+            param = param.strip()
+            if param.startswith("q="):
+                qm = _QVALUE.fullmatch(param)
+                q = float(qm.group(1)) if qm else -1.0
+                break  # parameters after q are accept-ext, not the range's
+        if q >= 0:
+            ranges.append((m.group(1), m.group(2), q))
+    best, best_key = JSON, (0.0, 0, 0)
+    for fmt, names in enumerate(_NAMES):
+        for name in names:
+            kind, sub = name.split("/")
+            match = max(((3 if (t, st) == (kind, sub) else 2 if (t == kind and st == "*") else 1, q)
+                         for t, st, q in ranges if (t, st) in ((kind, sub), (kind, "*"), ("*", "*"))), default=None)
+            if match is None or match[1] <= 0:
+                continue
+            specificity, q = match
+            key = (q, specificity, fmt if specificity == 3 else -fmt)
+            if key > best_key:
+                best, best_key = fmt, key
+    return best
+
+
+_cached_format = lru_cache(maxsize=256)(_negotiate)
 
 
 def json_type(accept: str) -> str:
     """application/oap+json to a client that asked for it (App. D), else application/json."""
-    return "application/oap+json" if "application/oap+json" in accept else "application/json"
+    return CONTENT_TYPES[OAP_JSON] if reply_format(accept) == OAP_JSON else CONTENT_TYPES[JSON]
 
 
 def encode_document(obj: Any, cbor: bool, accept: str = "") -> tuple[bytes, str]:
@@ -84,7 +139,7 @@ def wants_cbor(request: web.Request) -> bool:
 
 
 def accepts_cbor(accept: str) -> bool:
-    return bool(accept) and any(t in accept for t in CBOR_TYPES)
+    return reply_format(accept) == CBOR
 
 
 def respond(request: web.Request, obj: Any, *, status: int = 200,

@@ -96,8 +96,14 @@ async def stream(request: web.Request, chunks: Iterable[bytes | memoryview] | As
     bytes-in-flight cap for as long as the answer is sent, and a client that stops
     reading is dropped after the send timeout. A chunk that cannot be made once the
     answer started (an I/O error) drops the connection: the client sees a cut answer,
-    never a complete-looking wrong one.
+    never a complete-looking wrong one. A HEAD gets the answer's head only: no chunk is
+    made and the request holds nothing (aiohttp runs a GET handler for HEAD, and would
+    otherwise send the body after the head and keep an endless stream open).
     """
+    if request.method == "HEAD":
+        head = web.StreamResponse(headers=headers)
+        head.content_type = content_type
+        return await send(request, head)
     inflight = request.app.get(IN_FLIGHT_KEY)
     held = inflight.reserve(reserve) if inflight is not None else 0
     timeout = request.app.get(SEND_TIMEOUT_KEY, SEND_TIMEOUT)

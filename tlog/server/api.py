@@ -36,7 +36,7 @@ from aiohttp import web
 
 from tlog.errors import FormatError, InvalidInput, NotFound, NotPublished, OAPError, TooLarge
 from tlog.formats.did import did_key_from_public, is_did, parse_signer
-from tlog.formats.encoding import b64dec, b64enc
+from tlog.formats.encoding import b64dec, b64enc, parse_decimal
 from tlog.formats.entries import MAX_ENTRY_BYTES, ReceiptRow, decode_entry
 from tlog.formats.hashing import format_sha256, parse_sha256
 from tlog.formats.policy import parse_policy
@@ -214,11 +214,8 @@ class LogAPI:
     # --- reads and proofs -----------------------------------------------------------------
 
     async def get_entry(self, request: web.Request) -> web.Response:
-        raw = request.match_info["index"]
-        if not raw.isdigit() or len(raw) > 19 or (len(raw) > 1 and raw[0] == "0"):
-            raise InvalidInput("index must be a non-negative decimal integer")
+        index = parse_decimal(request.match_info["index"], "index")
         state = self.served()
-        index = int(raw)
         if index < self.svc.config.minimum_index:
             raise NotFound(f"pruned: this log starts at index {self.svc.config.minimum_index} (its minimum index)")
         lh, data = await self.svc.reader.entry(index, state.size)

@@ -24,9 +24,10 @@ from tlog.errors import NotFound, OAPError, Unavailable, UnsupportedMediaType
 from tlog.formats.mirror import MIRROR_INFO
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, tile_coords
 from tlog.http.app import add_ops_routes, make_app
-from tlog.http.bodies import read_body
+from tlog.http.bodies import content_encoding, payload_error, read_body
 from tlog.http.limits import Limits
 from tlog.http.metrics import RequestMetrics
+from tlog.http.middleware import listening_url
 from tlog.http.reply import Reply
 from tlog.http.responses import respond
 from tlog.http.sending import entry_bundle_body
@@ -115,6 +116,7 @@ class MirrorAPI:
             media = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
             if media != OCTETS:
                 raise UnsupportedMediaType(f"add-entries takes {OCTETS}, not {media or 'no Content-Type'!r}")
+            content_encoding(request)
             if self.uploads >= self.cfg.max_uploads:
                 raise Unavailable(f"{self.uploads} uploads in progress; retry shortly", retry_after=1)
             self.uploads += 1
@@ -130,6 +132,12 @@ class MirrorAPI:
             if e.status >= 500:
                 log.error("add-entries refused with %d: %s", e.status, e.message)
             resp = protocol_error(e).response()
+            resp.headers.update(headers)
+            return resp
+        except Exception:  # a bug or a failing disk: still a 500 in the protocol's text form
+            log.exception("add-entries failed")
+            self.m.add_entries.labels("500").inc()
+            resp = protocol_error(OAPError("internal error")).response()
             resp.headers.update(headers)
             return resp
         self.m.add_entries.labels(str(result.status)).inc()
@@ -148,7 +156,9 @@ class MirrorAPI:
                     return await content.readany()
             except TimeoutError:
                 raise BodyEnded("the client stopped sending") from None
-            except Exception as e:  # noqa: BLE001 - a reset, a bad gzip stream: the body ends here
+            except web.RequestPayloadError as e:  # a bad gzip stream, a body cut short
+                raise BodyEnded(payload_error(request, e).message) from None
+            except Exception as e:  # noqa: BLE001 - a reset: the body ends here
                 raise BodyEnded(f"{type(e).__name__}: {e}") from None
 
         return read
@@ -198,7 +208,7 @@ class MirrorAPI:
         return web.Response(body=data, headers=headers)
 
     async def info(self, request: web.Request) -> web.Response:
-        base = self.cfg.monitoring_prefix.rstrip("/") or f"{request.scheme}://{request.host}"
+        base = self.cfg.monitoring_prefix.rstrip("/") or listening_url(request)
         logs = []
         for lg in self.cfg.logs:
             rec = self.mirror.store.record(lg.origin)

@@ -138,6 +138,7 @@ class _Body:
         self.buf = bytearray()
         self.pos = 0
         self.eof = False
+        self.why = ""  # why the body ended early, if a reader said
 
     async def more(self) -> bool:
         if self.eof:
@@ -146,7 +147,8 @@ class _Body:
             if time.monotonic() > self.deadline:
                 raise BodyEnded("the upload took longer than the mirror allows")
             chunk = await self._read()
-        except BodyEnded:
+        except BodyEnded as e:
+            self.why = str(e)
             chunk = b""
         if not chunk:
             self.eof = True
@@ -248,7 +250,7 @@ class Mirror:
         body = _Body(read, time.monotonic() + self.upload_timeout)
         h = await body.header()
         if h is None:
-            raise InvalidInput("the body ended inside the add-entries header")
+            raise InvalidInput("the body ended inside the add-entries header" + (f": {body.why}" if body.why else ""))
         verifiers = self._verifiers.get(h.origin)
         if verifiers is None:
             raise NotFound(f"unknown log origin {h.origin!r}")
@@ -312,7 +314,8 @@ class Mirror:
                 self.observe(h.origin, received, stored)
         if not complete:
             if first:
-                raise InvalidInput("the body ended before the first entry package was complete")
+                raise InvalidInput("the body ended before the first entry package was complete"
+                                   + (f": {body.why}" if body.why else ""))
             nxt = await self._durable_next(h.origin)
             info = self._info(h.origin, cp if nxt <= cp.size else None, nxt)
             return Uploaded(202, info.encode(), stored, received)
