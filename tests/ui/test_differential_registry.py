@@ -388,7 +388,7 @@ def _status_python(case: dict[str, Any]) -> dict[str, Any]:
     policy = TrustPolicy.from_text(case["policy"]) if case["policy"] is not None else None
 
     def run() -> dict[str, Any]:
-        v = verify_status(json.loads(case["text"]), registry=case["registry"], policy=policy,
+        v = verify_status(json.loads(case["text"]), registry=case["registry"], status_id=None, policy=policy,
                           now=parse_utc(case["now"], "now"), allow_stale=case["allow_stale"])
         def t(x: datetime | None) -> str | None:
             return format_utc(x) if x is not None else None
