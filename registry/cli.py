@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import aiohttp
 import click
@@ -258,33 +258,45 @@ def key_event(key_file: Path, subject: str, controller: str | None, event: str, 
 @main.command()
 @click.argument("target")
 @click.option("--offline", is_flag=True, help="TARGET is a saved response file; no network.")
+@click.option("--id", "expect_id", default=None,
+              help="With --offline: the status id the answer must be about (with --issuer, the credential's id).")
 @click.option("--registry-key", default=None, help="did:key of the registry (required offline).")
 @click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
 @click.option("--log-vkey", "log_vkeys", multiple=True,
               help="Log verifier key, instead of --log-policy; repeat it for a registry that anchors in several.")
 @click.option("--min-logs", type=click.IntRange(1, 32), default=None,
-              help="In how many of the logs an anchor must be (default: the policy's `logs <k>`, else 1).")
+              help="In how many of the logs an anchor must be. Never fewer than 2 when two logs or more are "
+                   "pinned, the policy's `logs <k>`, or the k the registry declares (to accept one log, pin only it).")
 @click.option("--issuer", default=None, help="For a credential id: the issuer DID.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Save the fetched response here.")
 @click.option("--allow-stale", is_flag=True, help="Accept a response past its next_update.")
 @click.option("--json", "as_json", is_flag=True, help="The verified answer as one JSON object.")
 @INSECURE_HTTP_CLIENT
 @_url_option(checked=False, note="; unused with --offline")
-def status(target: str, offline: bool, registry_key: str | None, log_policy: Path | None, log_vkeys: tuple[str, ...],
-           min_logs: int | None, issuer: str | None, out: Path | None, allow_stale: bool, as_json: bool,
-           url: str) -> None:
+def status(target: str, offline: bool, expect_id: str | None, registry_key: str | None, log_policy: Path | None,
+           log_vkeys: tuple[str, ...], min_logs: int | None, issuer: str | None, out: Path | None,
+           allow_stale: bool, as_json: bool, url: str) -> None:
     """Fetch (or, with --offline, read) a status response and verify it.
 
-    Exit 0 good, 3 revoked, 4 unknown, 5 suspended; 1 if the response does not verify.
+    Exit 0 good, 3 revoked, 4 unknown, 5 suspended; 1 if the response does not verify
+    (also when it is about another id than TARGET, or --id offline).
     """
     from tlog.formats.times import relative
 
-    from .statusverify import verify_status
+    from .statusverify import StatusVerificationError, anchor_policy, status_id_of, verify_status
+
+    def invalid(message: str) -> NoReturn:
+        click.echo(json.dumps({"valid": False, "error": message}) if as_json else f"INVALID: {message}")
+        sys.exit(1)
 
     policy = _trust(log_policy, log_vkeys, min_logs)
+    declared_k = 1  # what the registry says its k is (/v1/info): it can only raise the relying party's
     if offline:
         if not registry_key:
             fail("--offline needs --registry-key (the did:key the registry signs with)", 2)
+        if issuer is not None and expect_id is None:
+            fail("--issuer goes with --id offline (the credential's id)", 2)
+        asked = status_id_of(expect_id, issuer) if expect_id is not None else None
         try:
             resp = json.loads(Path(target).read_text())
         except (OSError, ValueError) as e:
@@ -292,33 +304,45 @@ def status(target: str, offline: bool, registry_key: str | None, log_policy: Pat
     else:
         from .client import RegistryClient
 
+        if expect_id is not None:
+            fail("--id is for --offline; online the answer must be about TARGET", 2)
         url = client_url(url)
+        asked = status_id_of(target, issuer)
 
-        async def go() -> tuple[dict[str, Any], Any]:
+        async def go() -> tuple[dict[str, Any], dict[str, Any]]:
             async with RegistryClient(url) as c:
-                r = await c.status(target, issuer)
-                return r, (await c.info())["status_service"]
+                info = await c.info()
+                return await c.status(target, issuer), info
 
         try:
-            resp, served_key = asyncio.run(go())
+            resp, info = asyncio.run(go())
+        except StatusVerificationError as e:
+            invalid(e.message)
         except OAPError as e:
             fail(e.message, 2)
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             fail(f"cannot reach the registry at {url}: {e}", 2)
+        served_key = info.get("status_service") if isinstance(info, dict) else None
+        k = info.get("anchor_quorum") if isinstance(info, dict) else None
+        declared_k = k if type(k) is int and k > 0 else 1
         if not registry_key:
+            if not isinstance(served_key, str):
+                invalid("the registry names no status key (/v1/info status_service)")
             click.echo(f"warning: trusting the key the server names ({served_key}); pin it with --registry-key",
                        err=True)
             registry_key = served_key
         if out is not None:
             out.write_text(json.dumps(resp, indent=2) + "\n")
+    assert registry_key is not None  # required offline, else the pinned or served key
+    if policy is not None:
+        try:
+            policy = anchor_policy(policy, declared_k)
+        except OAPError as e:
+            invalid(f"this registry anchors in {declared_k} log(s): {e.message}")
     try:
-        v = verify_status(resp, registry=registry_key, policy=policy, allow_stale=allow_stale)
+        v = verify_status(resp, registry=registry_key, status_id=asked, policy=policy, allow_stale=allow_stale)
     except OAPError as e:
-        if as_json:
-            click.echo(json.dumps({"valid": False, "error": e.message}))
-        else:
-            click.echo(f"INVALID: {e.message}")
-        sys.exit(1)
+        invalid(e.message)
     by = v.record.get("issued_by", v.record.get("subject")) if v.record else None
     if as_json:
         out_obj: dict[str, Any] = {"valid": True, "status": v.status, "id": v.id, "epoch": v.epoch,

@@ -17,6 +17,7 @@ from tlog.formats.times import format_utc
 from tlog.formats.urls import check_url
 
 from .records import sign_record
+from .statusverify import StatusVerificationError, check_answer_id, status_id_of
 
 
 def _now() -> str:
@@ -87,8 +88,14 @@ class RegistryClient:
         return await self._call("POST", "/v1/records", record)
 
     async def status(self, status_id: str, issuer: str | None = None) -> dict[str, Any]:
-        return await self._call("GET", "/v1/status/" + quote(status_id, safe=":"),
+        """The registry's signed answer about `status_id` (with `issuer`: that issuer's
+        credential). StatusVerificationError when the answer is about another id; verify it
+        with `registry.statusverify.verify_status(..., status_id=status_id_of(status_id, issuer))`
+        before acting on it."""
+        resp = await self._call("GET", "/v1/status/" + quote(status_id, safe=":"),
                                 params={"issuer": issuer} if issuer else None)
+        check_answer_id(resp, status_id_of(status_id, issuer))
+        return resp
 
     async def info(self) -> dict[str, Any]:
         return await self._call("GET", "/v1/info")
@@ -96,7 +103,10 @@ class RegistryClient:
     async def status_events(self, ids: Sequence[str], issuer: str | None = None) -> AsyncIterator[dict[str, Any]]:
         """Follow the registry's push stream (`GET /v1/status-events`, Server-Sent Events):
         each id's signed answer now, then again whenever it changes, until the stream
-        ends. Verify each with `registry.statusverify.verify_status` before acting on it."""
+        ends. An answer about an id that was not asked for raises StatusVerificationError.
+        Verify each with `registry.statusverify.verify_status` (`status_id` the answer's,
+        which is one of `ids`) before acting on it."""
+        asked = {status_id_of(i, issuer) for i in ids}
         params = [("id", i) for i in ids] + ([("issuer", issuer)] if issuer else [])
         timeout = aiohttp.ClientTimeout(total=None, sock_read=60)  # keep-alives come every 15 s
         async with self._session.get(self.url + "/v1/status-events", params=params, headers=self._headers,
@@ -115,5 +125,10 @@ class RegistryClient:
                     data += line[5:].lstrip(b" ")
                 elif not line:
                     if event == "status" and data:
-                        yield json.loads(data)
+                        answer = json.loads(data)
+                        got = answer.get("id") if isinstance(answer, dict) else None
+                        if got not in asked:
+                            raise StatusVerificationError(f"the answer is about {got}, not one of the ids asked about "
+                                                          f"({', '.join(sorted(asked))})")
+                        yield answer
                     event, data = "", b""

@@ -52,7 +52,14 @@ from tlog.errors import Conflict, Forbidden, FormatError, InvalidInput, OAPError
 from tlog.formats import ed25519
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.canonical import check_json_value, jcs
-from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, claims_of, is_vc, validate_conformance
+from tlog.formats.conformance import (
+    MAX_CLOCK_SKEW,
+    MIN_WITNESSES,
+    claims_of,
+    independent_witnesses,
+    is_vc,
+    validate_conformance,
+)
 from tlog.formats.did import MAX_DID, did_key_from_public, is_did, public_from_did_key
 from tlog.formats.diddoc import KeyLookup, verify_signed_by
 from tlog.formats.encoding import b64dec_either, b64enc
@@ -393,7 +400,7 @@ def check_rules(rec: Record, state: RegistryState, now: datetime, *, documents: 
         raise Conflict(f"{rec.id} already names a different record; records are add-only, publish a new one",
                        path=rec.path)
     if rec.type == "conformance":
-        _witness_rule(rec, state, now)
+        _witness_rule(rec, state, now, documents=documents)
         _independence_rule(rec, state, documents)
         _audit_anchor_rule(rec, policy)
         if revoked_at(state, rec.subject, now) is not None:
@@ -449,7 +456,8 @@ QUALIFIED_WITNESS_LEVELS = frozenset({"L5"})
 needs one independent peer witness, with no level asked of it."""
 
 
-def _witness_rule(rec: Record, state: RegistryState, now: datetime, strict_l4: bool = False) -> None:
+def _witness_rule(rec: Record, state: RegistryState, now: datetime, strict_l4: bool = False,
+                  documents: Documents | None = None) -> None:
     need = MIN_WITNESSES.get(rec.level or "", 0)
     if not need or (rec.level not in QUALIFIED_WITNESS_LEVELS and not (strict_l4 and rec.level == "L4")):
         return  # the count itself is checked with the signatures (validate_conformance)
@@ -460,6 +468,9 @@ def _witness_rule(rec: Record, state: RegistryState, now: datetime, strict_l4: b
             f"conformance receipt: level {rec.level} needs {need} witness(es) holding a valid L4/L5 receipt in "
             f"this registry; qualified: {len(ok)}; without one: {', '.join(missing) or 'none'}"
         )
+    # ... and they are `need` independent parties (not one party under several DIDs)
+    independent_witnesses("conformance receipt", rec.level or "", need,
+                          [principal_in(state, w, documents) for w in ok], kind="qualified ")
 
 
 Documents = dict[str, Any]
@@ -491,6 +502,9 @@ def _independence_rule(rec: Record, state: RegistryState, documents: Documents |
         if why is not None:
             raise Forbidden(f"conformance receipt: {role} {who} is not independent of the subject {rec.subject}: "
                             f"{why}", witness=who, rule=why)
+    # witnesses that are not independent of each other count as one (§31 "independent peer witnesses")
+    independent_witnesses("conformance receipt", rec.level or "", MIN_WITNESSES.get(rec.level or "", 0),
+                          [principal_in(state, w, documents) for w in rec.witnesses])
 
 
 def _audit_anchor_rule(rec: Record, policy: Any) -> None:
@@ -517,5 +531,5 @@ def validate_submission(doc: object, state: RegistryState, now: datetime, *, loo
     `policy`: the registry's log trust policy (`tlog.client.verifier.TrustPolicy`)."""
     rec = check_record(parse_submission(doc), now=now, lookup=lookup)
     if strict_l4 and rec.type == "conformance":
-        _witness_rule(rec, state, now, strict_l4=True)
+        _witness_rule(rec, state, now, strict_l4=True, documents=documents)
     return rec, check_rules(rec, state, now, documents=documents, policy=policy)

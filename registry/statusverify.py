@@ -4,12 +4,16 @@ Needs the registry's key (did:key) and, to check the log anchors too, the log's
 trust policy; no network. Checks, in order:
 
 1. the response is signed by the registry key;
-2. the embedded epoch statement is signed by the same key and has the same
+2. the response is about the id the caller asked about (`status_id`: a signed answer is
+   public and cacheable, so a cache or a man in the middle can hand out a genuine answer
+   about another id);
+3. the embedded epoch statement is signed by the same key and has the same
    `this_update` / `next_update`;
-3. the epoch statement is anchored in the log (a `receipt` entry of its hash,
+4. the epoch statement is anchored in the log (a `receipt` entry of its hash,
    signed by the registry) — inclusion checked when a policy is given, in k of
-   its logs for a registry anchored in several (the policy's `logs <k>`);
-4. `good` / `unknown`: the bracketing leaves prove the id is not in the
+   its logs for a registry anchored in several: the policy's `logs <k>`, and at least
+   the k of the registry's genesis when the caller has it (`genesis`, as mirrors read it);
+5. `good` / `unknown`: the bracketing leaves prove the id is not in the
    sorted tree whose root and size the epoch statement signs;
    `revoked` / `suspended`: the id's leaf is in that tree, is a leaf of that verdict
    and names the deciding record's hash; for that record (and for the rotation it is
@@ -20,7 +24,7 @@ trust policy; no network. Checks, in order:
    the statement names (`history`: a mirror signs answers about its upstream's records);
    and the records are ones that decide this
    verdict for this id at that time for that reason (docs/architecture.md §6.1);
-5. the response is fresh: `this_update <= now < next_update`.
+6. the response is fresh: `this_update <= now < next_update`.
 
 This module deliberately shares no code with `registry.status`, `registry.standing`
 or `registry.sortedtree`, which build what it checks; it uses the tlog verifiers.
@@ -46,7 +50,7 @@ from tlog.formats.strict import loads_json
 from tlog.formats.times import parse_utc
 from tlog.merkle.verify import verify_inclusion
 
-from .anchoring import verify_commit_anchor, verify_receipt_anchor
+from .anchoring import Genesis, verify_commit_anchor, verify_receipt_anchor
 from .layout import classify, id_hash
 from .records import KILL_SWITCH_CLASSES, Record, check_record, vc_status_key
 
@@ -100,8 +104,40 @@ def _time(value: object, what: str) -> datetime:
         raise _fail(f"{what} is not an RFC 3339 UTC time") from None
 
 
-def verify_status(resp: object, *, registry: str, policy: TrustPolicy | None = None,
-                  now: datetime | None = None, allow_stale: bool = False) -> VerifiedStatus:
+def status_id_of(target: str, issuer: str | None = None) -> str:
+    """The status id the registry answers `GET /v1/status/<target>[?issuer=<issuer>]` about:
+    the target itself, or for a credential the id scoped by its issuer (`vc_status_key`)."""
+    return target if issuer is None else vc_status_key(target, issuer)
+
+
+def check_answer_id(resp: object, status_id: str) -> None:
+    """The answer is about `status_id` (before anything else is verified: a cheap refusal
+    of a genuine answer about another id)."""
+    got = resp.get("id") if isinstance(resp, dict) else None
+    if got != status_id:
+        raise _fail(f"the answer is about {got}, not {status_id}")
+
+
+def anchor_policy(policy: TrustPolicy, at_least: int = 1) -> TrustPolicy:
+    """The relying party's log policy as status answers are checked against it: with several
+    logs pinned, an anchor must be in at least two of them (min(2, N), the registry's own
+    default k), in the policy's `logs <k>` when that is more, and in `at_least` (an explicit
+    `--min-logs`, or the k a registry declares) when that is more. Anchoring in k logs
+    protects against a registry colluding with fewer than k log operators, so k must come
+    from what the relying party pins; what a registry says can only raise it. To accept an
+    answer anchored in one log, pin only that log. PolicyError when the policy lists fewer
+    logs than k."""
+    return policy.requiring(max(min(2, len(policy.policy.logs)), at_least))
+
+
+def verify_status(resp: object, *, registry: str, status_id: str | None, policy: TrustPolicy | None = None,
+                  genesis: Genesis | None = None, now: datetime | None = None,
+                  allow_stale: bool = False) -> VerifiedStatus:
+    """Verify a status answer (see the module doc). `status_id` is the id asked about
+    (`status_id_of`); None only for a caller that did not ask about one (it must then read
+    `VerifiedStatus.id`). `genesis`, the registry's `registry.json` when the caller has it,
+    raises the policy's k to the registry's (never lowers it) and names whose history the
+    records must be in."""
     if not isinstance(resp, dict):
         raise _fail("status response must be a JSON object")
     try:
@@ -119,6 +155,13 @@ def verify_status(resp: object, *, registry: str, policy: TrustPolicy | None = N
     key = resp["id"]
     if not isinstance(key, str) or not key:
         raise _fail("id must be a non-empty string")
+    if status_id is not None:
+        check_answer_id(resp, status_id)
+    if genesis is not None:
+        try:
+            policy = genesis.pinned(policy)
+        except OAPError as e:
+            raise _fail(e.message) from None
 
     st = resp["epoch"]
     if not isinstance(st, dict) or st.get("type") != "oap-status-epoch":
@@ -146,6 +189,8 @@ def verify_status(resp: object, *, registry: str, policy: TrustPolicy | None = N
     history = st.get("history", registry)  # whose commits the records are in: a mirror answers for its upstream
     if not isinstance(history, str) or not history.startswith("did:key:"):
         raise _fail("epoch statement: history must be the did:key of a registry")
+    if genesis is not None and history != genesis.registry:
+        raise _fail(f"the answer is about the history of {history}, not of the registry {genesis.registry}")
     out: dict[str, Any] = {}
     if resp["status"] in ("revoked", "suspended"):
         out = _check_standing(resp, key, size, root, history, policy)

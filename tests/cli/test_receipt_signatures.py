@@ -183,3 +183,113 @@ def test_an_entry_that_keeps_no_document_of_its_did_signer_is_not_checked_unless
     assert got is not None and (got.status, got.source) == (VERIFIED, "pinned")
     got = verify_entry_signature(entry, pinned={did: document(did, {"k": Key(P256)})})
     assert got is not None and got.status == FAILED and "does not verify" in got.reason
+
+
+def _kept_fake_document(tmp_path: Path) -> tuple[Path, Path, Path, Path, Path]:
+    """A receipt of a did:web tool anchored by the tool itself in an entry that keeps a DID
+    document the tool's domain never served (a key of the log's choosing): (bundle, receipt,
+    policy, the real document, the fake one), the bundle a real tlog-proof of a small log."""
+    from tlog.formats.diddoc import lookup_from
+    from tlog.formats.entries import canonical_entry
+
+    from tests.support.conformance import memlog_bundle
+    from tests.support.witness import MemLog
+
+    agent, real, fake = Key(), Key(), Key()
+    real_doc, fake_doc = document(TOOL_WEB, {"k1": real}), document(TOOL_WEB, {"k1": fake})
+    receipt = sign_receipt(invocation_receipt(did_key(agent), TOOL_WEB), (did_key(agent), agent),
+                           (f"{TOOL_WEB}#k1", fake))
+    rh = receipt_hash(receipt)
+    entry = canonical_entry({"type": "receipt", "receipt_hash": format_sha256(rh), "signer": TOOL_WEB,
+                             "signature": b64enc(fake.sign(rh)), "did_document": fake_doc},
+                            lookup=lookup_from([(TOOL_WEB, fake_doc)]))
+    log = MemLog(origin="log.example/kept", seed=bytes([7]) * 32)
+    paths = [tmp_path / n for n in ("r.tlog-proof", "r.json", "log.policy", "real.did.json", "fake.did.json")]
+    for p, text in zip(paths, (memlog_bundle(entry, log), json.dumps(receipt), f"log {log.vkey}\nquorum none\n",
+                               json.dumps(real_doc), json.dumps(fake_doc)), strict=True):
+        p.write_text(text)
+    return paths[0], paths[1], paths[2], paths[3], paths[4]
+
+
+def test_a_pinned_document_is_the_only_one_used_for_its_did(tmp_path):
+    """`--did-document` pins the relying party's own copy: the document the log kept in the
+    entry is then not trusted for that DID, for the entry's signature nor the receipt's."""
+    from tlog.client.receipts import entry_document, verify_entry_signature, verify_receipt_signatures
+    from tlog.formats.proofbundle import parse_proof_bundle
+
+    bundle, receipt, policy, real, fake = _kept_fake_document(tmp_path)
+    entry = parse_proof_bundle(bundle.read_text()).extra
+    assert entry is not None
+    real_doc, fake_doc = json.loads(real.read_text()), json.loads(fake.read_text())
+    kept = entry_document(entry)
+    assert kept == (TOOL_WEB, fake_doc)
+    # trusting the log's copy, everything verifies: the log vouches for the key
+    got = verify_entry_signature(entry)
+    assert got is not None and (got.status, got.source) == (VERIFIED, "anchored")
+    r = verify_receipt_signatures(json.loads(receipt.read_text()), anchored=dict([kept]))
+    assert r.verdict == "ok" and r.signatures[1].source == "anchored"
+    # pinned: the real document alone decides
+    got = verify_entry_signature(entry, pinned={TOOL_WEB: real_doc})
+    assert got is not None and (got.status, got.source) == (FAILED, "pinned"), got
+    r = verify_receipt_signatures(json.loads(receipt.read_text()), anchored=dict([kept]), pinned={TOOL_WEB: real_doc})
+    assert r.verdict == "failed" and (r.signatures[1].status, r.signatures[1].reason) == (
+        FAILED, f"does not verify with the EdDSA key(s) of {TOOL_WEB}")
+    # the CLI: OK with the log's copy (and says so), FAIL with the real one pinned
+    code, out, one, _ = verify(bundle, receipt, policy)
+    assert code == 0 and f"signed by {TOOL_WEB} (checked with the DID document kept in the log entry)" in out, out
+    assert one["entry_signature"]["source"] == "anchored"
+    code, out, one, summary = verify(bundle, receipt, policy, "--did-document", str(real))
+    assert code == 1 and out.startswith("FAIL "), out
+    assert one["entry_signature"]["status"] == FAILED and one["entry_signature"]["source"] == "pinned"
+    assert [(s["status"], s.get("source")) for s in one["receipt"]["signatures"]] == [
+        (VERIFIED, "did:key"), (FAILED, None)]
+    assert summary["failed"] == 1
+    code, out, one, _ = verify(bundle, receipt, policy, "--did-document", str(fake))
+    assert code == 0 and one["entry_signature"]["source"] == "pinned", out
+    assert f"signed by {TOOL_WEB} (checked with a pinned DID document)" in out, out
+
+
+def test_a_receipt_must_name_its_agent_and_tool_by_did(tmp_path):
+    """§19.1: a receipt names its agent and its tool, and both sign it. One that names
+    neither, or names them by something else than a DID, is not OK, whoever signed it."""
+    from tlog.client.receipts import verify_receipt_signatures
+
+    x = Key()
+    body = {"receipt_id": "urn:oap:receipt:1", "type": "invocation"}
+
+    def signed(extra: dict) -> dict:
+        return sign_receipt({**body, **extra}, (did_key(x), x))
+
+    cases = {
+        "names neither": ({}, [("agent", "names no agent (agent_did;"), ("tool", "names no tool (tool_did;")]),
+        "no tool_did": ({"agent_did": did_key(x)}, [("tool", "names no tool (tool_did;")]),
+        "agent_did not a DID": ({"agent_did": "agent_xyz", "tool_did": did_key(x)},
+                                [("agent", "agent_did is not a DID")]),
+        "tool_did null": ({"agent_did": did_key(x), "tool_did": None}, [("tool", "tool_did is not a DID")]),
+    }
+    for name, (extra, problems) in cases.items():
+        r = verify_receipt_signatures(signed(extra))
+        assert r.verdict == "failed", name
+        assert r.signatures[0].status == VERIFIED, name  # the signature itself is fine
+        got = [(s.roles, s.status, s.reason) for s in r.signatures[1:]]
+        assert [(roles, status) for roles, status, _ in got] == [((role,), FAILED) for role, _ in problems], name
+        assert all(want in reason for (_, _, reason), (_, want) in zip(got, problems, strict=True)), (name, got)
+    ok = verify_receipt_signatures(signed({"agent_did": did_key(x), "tool_did": did_key(x)}))
+    assert ok.verdict == "ok"  # one DID as agent and tool: one signature covers both roles
+    assert ok.signatures[0].roles == ("agent", "tool")
+    # the CLI exits 1 on it
+    from tlog.formats.entries import canonical_entry, receipt_entry
+
+    from tests.support.conformance import memlog_bundle
+    from tests.support.witness import MemLog
+
+    receipt = signed({"agent_did": "agent_xyz"})
+    log = MemLog(origin="log.example/f8", seed=bytes([8]) * 32)
+    seed = bytes([9]) * 32
+    (tmp_path / "r.json").write_text(json.dumps(receipt))
+    (tmp_path / "r.tlog-proof").write_text(memlog_bundle(canonical_entry(receipt_entry(receipt_hash(receipt), seed)),
+                                                         log))
+    (tmp_path / "p").write_text(f"log {log.vkey}\nquorum none\n")
+    code, out, one, summary = verify(tmp_path / "r.tlog-proof", tmp_path / "r.json", tmp_path / "p")
+    assert code == 1 and out.startswith("FAIL ") and "agent_did is not a DID" in out, out
+    assert "names no tool (tool_did;" in out and one["verdict"] == "failed" and summary["failed"] == 1

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,9 +22,10 @@ from tlog.formats.conformance import (
 )
 from tlog.formats.conformance import validate_conformance as _validate
 from tlog.formats.did import did_key_from_public
+from tlog.formats.diddoc import lookup_from
 from tlog.formats.encoding import b64dec, b64enc
 
-from tests.support.conformance import WebSubject, audit_for
+from tests.support.conformance import WebSubject, audit_for, web_receipt
 
 NOW = datetime(2026, 5, 2, 10, 0, 0, tzinfo=UTC)
 SUBJECT_SEED = bytes([1]) * 32
@@ -438,3 +440,30 @@ def test_audit_anchor_must_be_the_auditors_entry_of_the_digest() -> None:
         validate_conformance(_with_audit({**good, "uri": "https://elsewhere.example/r.json"}), now=NOW)
     with pytest.raises(InvalidInput, match="exactly the fields"):
         validate_conformance(_with_audit({k: v for k, v in good.items() if k != "anchor"}), now=NOW)
+
+
+def test_witnesses_that_are_one_party_count_once() -> None:
+    """§31 L5 counts independent parties: one key as a did:key and two did:web names is one
+    witness, two did:web on one host are one; an L5 receipt needs three parties."""
+    w = bytes([40]) * 32
+    issued = NOW - timedelta(days=1)
+    wa, wb = WebSubject("did:web:wa.example", w), WebSubject("did:web:wb.example", w)
+    lookup = lookup_from([(SUBJECT.did, SUBJECT.document), (wa.did, wa.document), (wb.did, wb.document)])
+    with pytest.raises(Forbidden, match=re.escape(
+            f"level L5 needs at least 3 independent peer witnesses, and its 3 witnesses are 1 party "
+            f"({did_of(w)} = {wa.did} = {wb.did}): {wa.did}: it holds a key that the witness {did_of(w)}'s DID "
+            "document lists (the same public key)")):
+        validate_conformance(web_receipt(SUBJECT, "L5", witnesses=(w, wa, wb), audit=unsigned("L5")["audit"],
+                                         issued=issued), now=NOW, lookup=lookup)
+    h1, h2 = WebSubject("did:web:w.example", WITNESS_SEEDS[0]), WebSubject("did:web:ci.w.example", WITNESS_SEEDS[1])
+    lookup = lookup_from([(SUBJECT.did, SUBJECT.document), (h1.did, h1.document), (h2.did, h2.document)])
+    two_parties = web_receipt(SUBJECT, "L5", witnesses=(WITNESS_SEEDS[2], h1, h2), audit=unsigned("L5")["audit"],
+                              issued=issued)
+    with pytest.raises(Forbidden, match=r"are 2 parties .*subdomain of the witness did:web:w\.example's host"):
+        validate_conformance(two_parties, now=NOW, lookup=lookup)
+    four = web_receipt(SUBJECT, "L5", witnesses=(WITNESS_SEEDS[2], WITNESS_SEEDS[3], h1, h2),
+                       audit=unsigned("L5")["audit"], issued=issued)
+    assert validate_conformance(four, now=NOW, lookup=lookup).level == "L5"  # three parties among four
+    # L4 needs one: two names of one party are still one witness
+    l4 = web_receipt(SUBJECT, "L4", witnesses=(h1, h2), issued=issued)
+    assert validate_conformance(l4, now=NOW, lookup=lookup).level == "L4"

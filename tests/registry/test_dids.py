@@ -73,13 +73,13 @@ async def test_did_web_principals_are_checked_stored_in_git_and_replayed_offline
         st, resp, _ = await reg.get("/v1/status/" + quote(alice, safe=":"))  # %3A stays in the DID
         assert st == 200 and resp["status"] == "revoked"
         assert {d["document"]["id"] for d in resp["revocation"]["did_documents"]} == {alice}
-        v = verify_status(resp, registry=reg.svc.registry, policy=reg.policy)
+        v = verify_status(resp, registry=reg.svc.registry, status_id=alice, policy=reg.policy)
         assert v.status == "revoked"
         tampered = copy.deepcopy(resp)
         tampered["revocation"]["did_documents"][0]["document"]["verificationMethod"][0]["publicKeyMultibase"] = \
             Key().multibase
         with pytest.raises(OAPError):
-            verify_status(tampered, registry=reg.svc.registry, policy=reg.policy)
+            verify_status(tampered, registry=reg.svc.registry, status_id=alice, policy=reg.policy)
 
         # the DID hosts go away: a mirror still verifies every commit from Git alone
         await hosts.close()

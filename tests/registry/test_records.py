@@ -474,3 +474,35 @@ def test_the_auditor_must_be_independent_too():
     doc = conformance_doc(web_receipt(SA, "L5", witnesses=(SW1, SW2, C), audit=own_audit))
     with pytest.raises(Forbidden, match=f"auditor {did(A)} is not independent"):
         submit(doc, idx)
+
+
+def test_l5_witnesses_that_are_one_party_count_once():
+    """§31 L5 "at least three independent peer witnesses": one key published as a did:key
+    and two did:web names is one party, whatever the registry thinks of each DID; so are two
+    witnesses one of which controls the other. Three independent ones still pass."""
+    wa, wb = WebSubject("did:web:wa.example", W1), WebSubject("did:web:wb.example", W1)  # one key, three names
+    docs = {**DOCS, wa.did: wa.document, wb.did: wb.document}
+    audit = audit_for(SA.did, B)
+    idx = Index([did(W1), wa.did, wb.did, SW2.did, SW3.did, did(C)])  # all bootstrap witnesses: all qualified
+    one = conformance_doc(web_receipt(SA, "L5", witnesses=(W1, wa, wb), audit=audit))
+    with pytest.raises(Forbidden) as e:
+        validate_submission(one, idx, now_utc(), lookup=lookup_from(docs.items()), documents=docs)
+    assert f"needs at least 3 independent peer witnesses, and its 3 witnesses are 1 party " \
+           f"({did(W1)} = {wa.did} = {wb.did})" in e.value.message
+    assert e.value.data["witness"] == wa.did and "the same public key" in e.value.data["rule"]
+    # a key event makes C a controller of SW2: C and SW2 are one party (the registry's fuller facts)
+    event = sign_record({"type": "key_event", "id": "urn:oap:key-event:w2", "subject": SW2.did,
+                         "event": "add_controller", "key": did(C), "issued_at": utc(now_utc()),
+                         "effective_at": utc(now_utc())}, W2)
+    event["issued_by"] = SW2.did
+    event["signature"] = b64enc(ed25519_sign(W2, signing_bytes(event)))
+    rec, fresh = submit(event, idx)
+    assert fresh
+    idx.add(rec, 0)
+    controlled = conformance_doc(web_receipt(SA, "L5", witnesses=(SW2, C, SW3), audit=audit))
+    with pytest.raises(Forbidden, match=f"3 independent qualified peer witnesses, and its 3 qualified witnesses are 2 "
+                                        f"parties .*{re.escape(did(C))}: it is a controller of the witness {SW2.did}"):
+        submit(controlled, idx)
+    assert submit(controlled, Index([did(C), SW2.did, SW3.did]))[1]  # before the key event: three parties
+    three = conformance_doc(web_receipt(SA, "L5", witnesses=(W1, SW2, SW3), audit=audit))
+    assert submit(three, idx)[1]

@@ -320,7 +320,7 @@ async def test_status_good_unknown_revoked_signed_cacheable_and_verifiable(reg):
     for key, want in expect.items():
         st, resp, headers = await reg.get("/v1/status/" + key)
         assert st == 200 and resp["status"] == want
-        v = verify_status(resp, registry=reg.svc.registry, policy=reg.policy)
+        v = verify_status(resp, registry=reg.svc.registry, status_id=key, policy=reg.policy)
         assert v.status == want and v.log_checked
         max_age = int(headers["Cache-Control"].split("max-age=")[1].split(",")[0])
         assert 0 <= max_age <= (v.next_update - v.this_update).total_seconds()
@@ -343,7 +343,7 @@ async def test_status_good_unknown_revoked_signed_cacheable_and_verifiable(reg):
     assert did(b) in epoch.responses  # pre-produced ...
     epoch.responses.clear()  # ... and, past the pre-production limit, produced on first request
     st, resp, _ = await reg.get("/v1/status/" + did(b))
-    assert verify_status(resp, registry=reg.svc.registry, policy=reg.policy).status == "revoked"
+    assert verify_status(resp, registry=reg.svc.registry, status_id=did(b), policy=reg.policy).status == "revoked"
     assert did(b) in epoch.on_demand
     assert resp["revocation"]["record"]["reason"] == "key_compromise"
     assert resp["revocation"]["anchor"].startswith("c2sp.org/tlog-proof@v1")
@@ -355,11 +355,13 @@ async def test_status_good_unknown_revoked_signed_cacheable_and_verifiable(reg):
     for forged in ({**good, "status": "unknown"}, {**resp, "id": did(a)},
                    {**resp, "revocation": {**resp["revocation"], "reason": "superseded"}}):
         with pytest.raises(StatusVerificationError):
-            verify_status(forged, registry=reg.svc.registry, policy=reg.policy)
+            verify_status(forged, registry=reg.svc.registry, status_id=forged["id"], policy=reg.policy)
     with pytest.raises(StatusVerificationError, match="not signed"):
-        verify_status(good, registry=did(a), policy=reg.policy)
+        verify_status(good, registry=did(a), status_id=did(a), policy=reg.policy)
     with pytest.raises(StatusVerificationError, match="stale"):
-        verify_status(good, registry=reg.svc.registry, now=now_utc() + timedelta(days=1))
+        verify_status(good, registry=reg.svc.registry, status_id=did(a), now=now_utc() + timedelta(days=1))
+    with pytest.raises(StatusVerificationError, match=f"the answer is about {did(a)}, not {did(b)}"):
+        verify_status(good, registry=reg.svc.registry, status_id=did(b), policy=reg.policy)
     st, body, _ = await reg.get("/v1/status/" + quote("bad id", safe=""))
     assert st == 400 and body["error"] == "invalid_input"
 
@@ -391,7 +393,7 @@ async def test_status_answers_are_the_same_on_the_fast_path_and_through_aiohttp(
         assert fast[2]["Cache-Control"].startswith("public, max-age=")
         assert fast_hit == fast_expected, key
         if fast[2]["Content-Type"] == "application/json":
-            assert verify_status(fast[1], registry=reg.svc.registry, policy=reg.policy).status == fast[1]["status"]
+            assert verify_status(fast[1], registry=reg.svc.registry, status_id=key, policy=reg.policy).status == fast[1]["status"]
 
 
 async def test_kill_switch_revokes_every_token_class_from_its_effective_time(reg):
@@ -415,7 +417,7 @@ async def test_kill_switch_revokes_every_token_class_from_its_effective_time(reg
     assert resp["status"] == "revoked"
     for cls in KILL_SWITCH_CLASSES:
         _st, resp, _ = await reg.get("/v1/status/" + quote(f"{did(p)}#{cls}", safe=":"))
-        v = verify_status(resp, registry=reg.svc.registry, policy=reg.policy)
+        v = verify_status(resp, registry=reg.svc.registry, status_id=f"{did(p)}#{cls}", policy=reg.policy)
         assert v.status == "revoked" and v.reason == "kill_switch" and utc(v.revoked_at) == soon
     _st, resp, _ = await reg.get("/v1/status/" + did(p))
     assert resp["status"] == "good"  # the principal's DID itself is not revoked
@@ -468,7 +470,7 @@ async def test_conformance_levels_and_expiry_through_the_service(tmp_path, log_s
             if st == 200 and resp["status"] == "revoked":
                 break
             await asyncio.sleep(0.2)
-        v = verify_status(resp, registry=reg.svc.registry, policy=reg.policy)
+        v = verify_status(resp, registry=reg.svc.registry, status_id=short["id"], policy=reg.policy)
         assert v.status == "revoked" and v.reason == "expired"
     finally:
         await reg.stop()

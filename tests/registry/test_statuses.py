@@ -67,7 +67,7 @@ async def answer(reg: Running, key: str) -> tuple[dict, tuple]:
     (status, revoked_at or suspended_at, reason, reinstated_at)."""
     st, resp, _ = await reg.get("/v1/status/" + quote(key, safe=":"))
     assert st == 200, resp
-    v = verify_status(resp, registry=status_key(reg), policy=reg.policy)
+    v = verify_status(resp, registry=status_key(reg), status_id=key, policy=reg.policy)
     assert v.log_checked and v.status == resp["status"]
     since = v.revoked_at or getattr(v, "suspended_at", None)
     reinstated = getattr(v, "reinstated_at", None)
@@ -164,7 +164,7 @@ async def test_kill_recover_kill_and_a_push_stream_sees_each_within_seconds(reg,
     async def next_push(want: str, reinstated: bool) -> dict:
         while True:  # bounded: the epochs are an hour long, so only a push within 30 s can satisfy this
             ans = await asyncio.wait_for(pushed.get(), 30)
-            v = verify_status(ans, registry=reg.svc.registry, policy=reg.policy)
+            v = verify_status(ans, registry=reg.svc.registry, status_id=grants, policy=reg.policy)
             if v.status == want and (v.reinstated_at is not None) == reinstated:
                 return ans
 

@@ -116,7 +116,7 @@ async def test_every_commit_epoch_and_kill_switch_is_anchored_in_both_and_mirror
         st, killed, _ = await reg.get(f"/v1/status/{did(b)}%23trust_tokens")  # revoked by the kill switch
         assert st == 200 and killed["status"] == "revoked"
         check_in_each_log(killed["revocation"]["receipt_anchor"], logs)
-        v = verify_status(killed, registry=reg.svc.registry, policy=both(logs))
+        v = verify_status(killed, registry=reg.svc.registry, status_id=f"{did(b)}#trust_tokens", policy=both(logs))
         assert v.status == "revoked" and v.reason == "kill_switch" and v.log_checked
         saved = tmp_path / "status.json"
         saved.write_text(json.dumps(resp))

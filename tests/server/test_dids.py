@@ -193,7 +193,8 @@ async def test_a_did_web_signed_entry_verifies_offline_with_no_network(tmp_path,
     """The log keeps the DID document it resolved in the entry (docs/architecture.md §3.1),
     so the bundle handed back at submission verifies with no network years later: the
     entry's signature, and the receipt's tool signature by the same did:web. The did:web
-    host is stopped before verifying; a pinned copy with other keys changes nothing."""
+    host is stopped before verifying. A pinned copy is the only document used for its DID:
+    with other keys it fails, with the right ones it verifies."""
     from tests.support.didhosts import did_key, invocation_receipt, sign_receipt
     from tests.support.registry import BIN, run
 
@@ -236,10 +237,17 @@ async def test_a_did_web_signed_entry_verifies_offline_with_no_network(tmp_path,
     assert f"(tool): verified (ES256), with key {web_did}#key-1 from the DID document kept in the log entry" in out
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps(document(web_did, {"key-1": Key(P256)})))
+    # a pinned document is the only one used for its DID: the log's copy is then not trusted
     code, out, _ = await run(*verify, "--did-document", str(wrong), "--json")
     first = json.loads(out.splitlines()[0])
-    assert code == 0 and first["entry_signature"]["source"] == "anchored", out
-    assert first["receipt"]["signatures"][1]["source"] == "anchored"
+    assert code == 1 and first["entry_signature"]["source"] == "pinned", out
+    assert first["entry_signature"]["status"] == "failed" and first["receipt"]["signatures"][1]["status"] == "failed"
+    right = tmp_path / "right.json"
+    right.write_text(json.dumps(doc))
+    code, out, _ = await run(*verify, "--did-document", str(right), "--json")
+    first = json.loads(out.splitlines()[0])
+    assert code == 0 and first["entry_signature"]["source"] == "pinned", out
+    assert first["receipt"]["signatures"][1]["source"] == "pinned"
 
 
 async def test_a_did_document_too_large_for_an_entry_is_refused_with_why(tmp_path, hosts):

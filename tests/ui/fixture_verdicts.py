@@ -43,7 +43,7 @@ def status_verdict(doc: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     resp = json.loads(o["text"]) if "text" in o else case["response"]
 
     def run() -> dict[str, Any]:
-        v = verify_status(resp, registry=o.get("registry", doc["registry"]), policy=policy, now=now,
+        v = verify_status(resp, registry=o.get("registry", doc["registry"]), status_id=o.get("status_id"), policy=policy, now=now,
                           allow_stale=bool(o.get("allow_stale")))
         return {"id": v.id, "status": v.status, "epoch": v.epoch, "log_checked": v.log_checked, "reason": v.reason}
     return _verdict(run)

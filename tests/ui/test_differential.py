@@ -204,6 +204,18 @@ def receipt_cases(draw: st.DrawFn) -> dict[str, Any]:
     tool = draw(st.sampled_from(p.webs + [(d, k, None, None) for d, k, _ in p.keyed]))
     tool_did, tool_key, tool_doc, tool_wrong = tool
     body = invocation_receipt(agent_did, tool_did, draw(st.integers(0, 3)))
+    named = draw(st.sampled_from(["both"] * 8 + ["no_agent", "no_tool", "neither", "agent_not_did", "tool_null",
+                                                  "tool_number"]))
+    if named in ("no_agent", "neither"):
+        del body["agent_did"]
+    if named in ("no_tool", "neither"):
+        del body["tool_did"]
+    if named == "agent_not_did":
+        body["agent_did"] = "agent_xyz"
+    elif named == "tool_null":
+        body["tool_did"] = None
+    elif named == "tool_number":
+        body["tool_did"] = 7
     msg = receipt_message(body)
 
     def sig(by: str, key: Any) -> dict[str, Any]:
@@ -261,15 +273,16 @@ def receipt_cases(draw: st.DrawFn) -> dict[str, Any]:
     entry = None
     if tool_doc is not None:
         where = draw(st.sampled_from(["pinned", "entry", "both", "neither", "wrong_pinned", "wrong_entry",
-                                      "bad_pinned", "bad_entry"]))
-        if where in ("pinned", "both"):
+                                      "bad_pinned", "bad_entry", "entry_wrong_pinned", "wrong_entry_pinned"]))
+        if where in ("pinned", "both", "wrong_entry_pinned"):
             documents.append(tool_doc)
-        if where == "wrong_pinned":
+        if where in ("wrong_pinned", "entry_wrong_pinned"):  # a pin is the only document used for its DID
             documents.append(tool_wrong)
         if where == "bad_pinned":
             documents.append(draw(st.sampled_from(_bad_docs(tool_did, tool_doc))))
-        if where in ("entry", "both", "wrong_entry", "bad_entry"):
-            kept = {"entry": tool_doc, "both": tool_doc, "wrong_entry": tool_wrong}.get(where) \
+        if where in ("entry", "both", "wrong_entry", "bad_entry", "entry_wrong_pinned", "wrong_entry_pinned"):
+            kept = {"entry": tool_doc, "both": tool_doc, "wrong_entry": tool_wrong, "entry_wrong_pinned": tool_doc,
+                    "wrong_entry_pinned": tool_wrong}.get(where) \
                 or draw(st.sampled_from([d for d in _bad_docs(tool_did, tool_doc) if isinstance(d, dict)]))
             rh = receipt_hash(receipt)
             entry = dcbor({"type": "receipt", "receipt_hash": "sha256:" + rh.hex(), "signer": tool_did,
@@ -300,9 +313,15 @@ def entry_cases(draw: st.DrawFn) -> dict[str, Any]:
     documents: list[Any] = []
     if doc is not None:
         where = draw(st.sampled_from(["entry", "entry", "wrong_entry", "bad_entry", "pinned", "wrong_pinned",
-                                      "bad_pinned", "none"]))
+                                      "bad_pinned", "none", "entry_wrong_pinned", "wrong_entry_pinned"]))
         if where == "entry":
             obj["did_document"] = doc
+        elif where == "entry_wrong_pinned":  # a pin is the only document used for its DID
+            obj["did_document"] = doc
+            documents.append(wrong)
+        elif where == "wrong_entry_pinned":
+            obj["did_document"] = wrong
+            documents.append(doc)
         elif where == "wrong_entry":
             obj["did_document"] = wrong
         elif where == "bad_entry":
@@ -376,3 +395,8 @@ def test_receipt_and_entry_signature_verdicts_are_the_same_in_the_browser():
     for seen in ("verified EdDSA did:key", "verified EdDSA pinned", "verified EdDSA anchored", "verified ES256 pinned",
                  "verified ES256 anchored", "verified ES256K pinned", "verified ES256K anchored"):
         assert statuses.get(seen, 0) > 0, (seen, statuses)
+    # receipts that do not name their agent and tool by DID were among them (both refuse them alike)
+    reasons = [r["reason"] for w in want if w["result"] and "signatures" in w["result"]
+               for r in w["result"]["signatures"]]
+    for said in ("names no agent", "names no tool", "agent_did is not a DID", "tool_did is not a DID"):
+        assert any(said in x for x in reasons), said

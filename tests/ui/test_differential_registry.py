@@ -388,7 +388,7 @@ def _status_python(case: dict[str, Any]) -> dict[str, Any]:
     policy = TrustPolicy.from_text(case["policy"]) if case["policy"] is not None else None
 
     def run() -> dict[str, Any]:
-        v = verify_status(json.loads(case["text"]), registry=case["registry"], policy=policy,
+        v = verify_status(json.loads(case["text"]), registry=case["registry"], status_id=None, policy=policy,
                           now=parse_utc(case["now"], "now"), allow_stale=case["allow_stale"])
         def t(x: datetime | None) -> str | None:
             return format_utc(x) if x is not None else None
@@ -509,12 +509,15 @@ def _conformance_cases() -> list[dict[str, Any]]:
     from tests.support.conformance import audit_entry, audit_for, memlog_bundle, web_receipt
     from tests.support.witness import MemLog
 
-    seeds = [bytes([60 + i]) * 32 for i in range(8)]
+    seeds = [bytes([60 + i]) * 32 for i in range(10)]
     impl = WebSubject("did:web:impl.example", seeds[0])
     web_w = WebSubject("did:web:witness.example", seeds[1])
     same_host = WebSubject("did:web:impl.example:w", seeds[2])
     sub_host = WebSubject("did:web:a.impl.example", seeds[3])
     w1, w2, w3, auditor = seeds[4], seeds[5], seeds[6], seeds[7]
+    # one party under several names: one key as a did:key and two did:web; two names on one host
+    one_key_a, one_key_b = WebSubject("did:web:wa.example", seeds[8]), WebSubject("did:web:wb.example", seeds[8])
+    host_a, host_b = WebSubject("did:web:w.example", seeds[9]), WebSubject("did:web:w.example:two", seeds[2])
     issued = datetime(2026, 5, 1, tzinfo=UTC)
     now = format_utc(issued + timedelta(days=1))
     audit = audit_for(impl.did, auditor)
@@ -544,6 +547,15 @@ def _conformance_cases() -> list[dict[str, Any]]:
         "L5 with audit": (web_receipt(impl, "L5", witnesses=(w1, w2, w3), audit=audit, issued=issued),
                           [impl.document]),
         "L5 without audit": (web_receipt(impl, "L5", witnesses=(w1, w2, w3), issued=issued), [impl.document]),
+        "L5, one witness key under three names": (
+            web_receipt(impl, "L5", witnesses=(seeds[8], one_key_a, one_key_b), audit=audit, issued=issued),
+            [impl.document, one_key_a.document, one_key_b.document]),
+        "L5, two of the witnesses on one host": (
+            web_receipt(impl, "L5", witnesses=(w1, host_a, host_b), audit=audit, issued=issued),
+            [impl.document, host_a.document, host_b.document]),
+        "L5, four witnesses, two of them one party": (
+            web_receipt(impl, "L5", witnesses=(w1, w2, host_a, host_b), audit=audit, issued=issued),
+            [impl.document, host_a.document, host_b.document]),
         "L5, the auditor a witness": (web_receipt(impl, "L5", witnesses=(w1, w2, auditor), audit=audit, issued=issued),
                                       [impl.document]),
         **{f"L5, {name}": (web_receipt(impl, "L5", witnesses=(w1, w2, w3), audit=bad, issued=issued), [impl.document])
@@ -562,7 +574,8 @@ def _conformance_cases() -> list[dict[str, Any]]:
             if sig["by"].startswith("did:key:"):
                 vc = add_proof(vc, next(s for s in seeds if did(s) == sig["by"]))
             else:
-                wsub = next(x for x in (web_w, same_host, sub_host) if x.key_id == sig["by"])
+                wsub = next(x for x in (web_w, same_host, sub_host, one_key_a, one_key_b, host_a, host_b)
+                            if x.key_id == sig["by"])
                 vc = add_proof(vc, wsub.seed, wsub.key_id)
         forms[f"{name} (VC)"] = (vc, docs)
     cases = []

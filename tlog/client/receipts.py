@@ -8,16 +8,19 @@ What is checked, with no network:
 - the bundle (or anchors file): inclusion in logs the trust policy accepts
   (`TrustPolicy.verify_anchored`);
 - the entry's own signature (`receipt` and `registry` entries): a did:key offline;
-  another DID with the DID document the entry keeps (the log's copy from when it was
-  submitted), else a pinned copy the caller gives;
+  another DID with a pinned copy the caller gives, else the DID document the entry keeps
+  (the log's copy from when it was submitted). A pinned document is the only one used
+  for its DID: a relying party pins it so as not to trust the log for that DID, so the
+  log's copy is then set aside (each verdict names its `source`);
 - with a receipt (OAP-CORE-1.0 §19.1): that the entry anchors exactly it (or, with a
   salt, that the Privileged Mode commitment opens to it), and every signature in its
   `signatures`, `{"by": <DID or DID URL>, "alg": "EdDSA" | "ES256" | "ES256K",
   "value": <base64 or base64url of 64 bytes>}`, each over the receipt's RFC 8785 form
   without `signatures` (`receipt_signing_bytes`): a did:key offline; another DID with
-  the document anchored with the entry (when the entry's signer is that DID) or a
-  pinned copy. The agent (`agent_did`) and the tool (`tool_did`) named by the receipt
-  must each have signed it.
+  a pinned copy, else the document anchored with the entry (when the entry's signer is
+  that DID). The receipt must name its agent (`agent_did`) and its tool (`tool_did`) by
+  their DIDs, and each must have signed it: a receipt that names neither, or names them
+  by something else than a DID, fails (nobody could say whose signatures are required).
 
 Each signature is `verified`, `failed` (why), `not_checkable` (why: no DID document,
 an algorithm or key type this verifier has no code for) or `missing`. The verdict of
@@ -134,7 +137,8 @@ def _did_key_keys(did: str) -> list[VerificationKey]:
 
 def _sources(did: str, anchored: Mapping[str, Any], pinned: Mapping[str, Any]) \
         -> tuple[list[tuple[str, list[VerificationKey]]], list[str]]:
-    """The keys `did` may have signed with, per source, and why a source gave none."""
+    """The keys `did` may have signed with, per source, and why a source gave none. A
+    pinned document is the only source for its DID: the log's kept copy is not trusted then."""
     if did.startswith("did:key:"):
         try:
             return [(FROM_DID_KEY, _did_key_keys(did))], []
@@ -142,7 +146,7 @@ def _sources(did: str, anchored: Mapping[str, Any], pinned: Mapping[str, Any]) \
             return [], ["only Ed25519 did:key DIDs can be checked"]
     found: list[tuple[str, list[VerificationKey]]] = []
     problems: list[str] = []
-    for source, docs in ((FROM_ENTRY, anchored), (FROM_PINNED, pinned)):
+    for source, docs in ((FROM_PINNED, pinned),) if did in pinned else ((FROM_ENTRY, anchored),):
         if did in docs:
             try:
                 found.append((source, list(keys_from_document(did, docs[did]))))
@@ -220,7 +224,15 @@ def verify_receipt_signatures(receipt: object, *, anchored: Mapping[str, Any] | 
     signed_by = {split_did_url(s["by"])[0] for s in sigs if isinstance(s, dict) and isinstance(s.get("by"), str)}
     for role, name in ROLES:
         did = receipt.get(name)
-        if role in REQUIRED_ROLES and isinstance(did, str) and is_did(did) and did not in signed_by:
+        if role not in REQUIRED_ROLES:
+            continue
+        if name not in receipt:
+            checks.append(SignatureCheck(FAILED, f"the receipt names no {role} ({name}; OAP-CORE-1.0 §19.1: it names "
+                                                 "its agent and its tool, and both sign it)", roles=(role,)))
+        elif not isinstance(did, str) or not is_did(did):
+            checks.append(SignatureCheck(FAILED, f"{name} is not a DID (OAP-CORE-1.0 §19.1: the agent and the tool "
+                                                 "are named by their DIDs, and both sign)", roles=(role,)))
+        elif did not in signed_by:
             checks.append(SignatureCheck(MISSING, f"no signature by the {role} {did} (OAP-CORE-1.0 §19.1)",
                                          by=did, roles=roles.get(did, (role,))))
     return ReceiptCheck(rh, tuple(checks))
@@ -252,9 +264,9 @@ def verify_entry_signature(entry: bytes, *, pinned: Mapping[str, Any] | None = N
     did = needs_resolution(signer)
     source = FROM_DID_KEY
     lookup = None
-    if did is not None and "did_document" in obj:
+    if did is not None and "did_document" in obj and did not in (pinned or {}):
         source = FROM_ENTRY
-    elif did is not None:
+    elif did is not None:  # a pinned document wins over the entry's kept copy
         if did not in (pinned or {}):
             return SignatureCheck(NOT_CHECKABLE, f"the entry keeps no DID document of {did} (it predates that) and "
                                                  "none is pinned", by=by)
@@ -264,7 +276,7 @@ def verify_entry_signature(entry: bytes, *, pinned: Mapping[str, Any] | None = N
         except OAPError as e:
             return SignatureCheck(NOT_CHECKABLE, f"pinned document: {e.message}", by=by)
     try:
-        check_entry_signature(entry, lookup)
+        check_entry_signature(entry, lookup, pinned=source == FROM_PINNED)
     except OAPError as e:
         return SignatureCheck(FAILED, e.message, by=by, source=source)
     return SignatureCheck(VERIFIED, "verified", by=by, source=source)

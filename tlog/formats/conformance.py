@@ -54,7 +54,7 @@ from tlog.formats.diddoc import (
 )
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import parse_sha256
-from tlog.formats.independence import principal, relation
+from tlog.formats.independence import Principal, parties, principal, relation
 from tlog.formats.times import parse_utc
 
 LEVELS = frozenset({"L0", "L1", "L2", "L3", "L4", "L5", "L1-NC", "L3-NC"})
@@ -284,6 +284,7 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
         raise InvalidInput(f"{what}: level {level} needs an audit attestation (§31: an independent third-party "
                            "security audit published in machine-readable form): the 'audit' field")
     offline_independence(subject, witnesses, audit.auditor if audit else None, lookup, what)
+    independent_witnesses(what, level, needed, [principal(w, keys=_offline_keys(w, lookup)) for w in witnesses])
     return ConformanceReceipt(rid, subject, level, issued_at, expires_at, witnesses,
                               "vc" if is_vc(receipt) else "compact", audit)
 
@@ -346,6 +347,26 @@ def offline_independence(subject: str, witnesses: tuple[str, ...], auditor: str 
         if why is not None:
             raise Forbidden(f"{what}: {role} {who} is not independent of the subject {subject}: {why}",
                             witness=who, rule=why)
+
+
+def independent_witnesses(what: str, level: str, needed: int, members: list[Principal], *,
+                          kind: str = "") -> None:
+    """§31's "at least three independent peer-witness signatures" counts parties, not DIDs:
+    witnesses that are not independent of each other (the rules between a witness and the
+    subject, `tlog.formats.independence.parties`) count as one. Forbidden naming the
+    witnesses and the rule when fewer than `needed` parties signed. `kind` qualifies the
+    witnesses counted (the registry counts those holding L4/L5)."""
+    if needed < 2:
+        return  # one witness is one party
+    groups, related = parties(members)
+    if len(groups) >= needed:
+        return
+    _, b, rule = related[0]
+    why = "; ".join(f"{y}: {r}" for _, y, r in related)
+    raise Forbidden(f"{what}: level {level} needs at least {needed} independent {kind}peer witnesses, and its "
+                    f"{len(members)} {kind}witnesses are {len(groups)} part{'y' if len(groups) == 1 else 'ies'} "
+                    f"({'; '.join(' = '.join(g) for g in groups)}): {why}",
+                    witness=b, rule=rule)
 
 
 # --- signing ---------------------------------------------------------------------------

@@ -324,10 +324,12 @@ def canonical_entry(obj: object, *, now: datetime | None = None, lookup: KeyLook
     return data
 
 
-def check_entry_signature(data: bytes, lookup: KeyLookup | None) -> str | None:
+def check_entry_signature(data: bytes, lookup: KeyLookup | None, *, pinned: bool = False) -> str | None:
     """The signer of a stored receipt or registry entry, once its signature is checked
     again, offline: with the DID document the entry keeps (the log's copy from when it
     was submitted), else with `lookup` (pinned documents) for DIDs other than did:key.
+    With `pinned`, `lookup` is the caller's own copy and the only one used: the entry's
+    kept copy is set aside (a relying party that pins does not trust the log for it).
     None for an unsigned entry type. What a bundle's reader checks beyond inclusion:
     that the entry the log anchored was signed by whom it names."""
     obj = decode_entry(data)
@@ -335,7 +337,10 @@ def check_entry_signature(data: bytes, lookup: KeyLookup | None) -> str | None:
         return None
     did = needs_resolution(obj.get("signer"))
     if did is not None and "did_document" in obj:
-        lookup = lookup_from([(did, obj["did_document"])])
+        if pinned:
+            obj = {k: v for k, v in obj.items() if k != "did_document"}
+        else:
+            lookup = lookup_from([(did, obj["did_document"])])
     _VALIDATORS[obj["type"]](obj, datetime.now(UTC), lookup)
     return str(obj["signer"])
 

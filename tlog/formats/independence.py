@@ -21,6 +21,11 @@ registry's key events. A witness W is *not* independent of a subject S when
    tell `a.github.io` / `b.github.io` (different people) from them, and a list that
    changes over time would make two replays of one registry history disagree.
 
+The same rules decide when two witnesses are one party (`parties`): §31 asks for "at least
+three independent peer-witness signatures", so witnesses that are not independent of each
+other (one key under two names, two did:web names on one host, one naming the other) count
+as one toward a level's number.
+
 The facts of one principal are a `Principal`. The registry builds them from everything it
 holds (all stored versions of the documents, every verification method in them, key
 events); a log or a peer witness from what it can check offline (the DIDs and the
@@ -37,7 +42,7 @@ from tlog.errors import InvalidInput
 from tlog.formats.did import public_from_did_key
 from tlog.formats.diddoc import ED25519, UNCHECKED, VerificationKey, key_material, normal_public, split_did_url
 
-__all__ = ["Principal", "names_in_document", "principal", "relation", "web_host"]
+__all__ = ["Principal", "names_in_document", "parties", "principal", "relation", "web_host"]
 
 RELATIONSHIPS = ("verificationMethod", "authentication", "assertionMethod", "keyAgreement",
                  "capabilityInvocation", "capabilityDelegation")
@@ -138,33 +143,60 @@ def _within(child: str, parent: str) -> bool:
     return child.endswith("." + parent)
 
 
-def relation(subject: Principal, other: Principal) -> str | None:
-    """Why `other` is not independent of `subject` (one sentence naming the rule), or None."""
+def relation(subject: Principal, other: Principal, *, name: str = "the subject") -> str | None:
+    """Why `other` is not independent of `subject` (one sentence naming the rule, with
+    `subject` called `name`), or None."""
     s, o = subject.did, other.did
     if o == s:
-        return "it is the subject itself"
+        return f"it is {name} itself"
     if o in subject.controllers:
-        return "it is a controller of the subject (a registry key event names it)"
+        return f"it is a controller of {name} (a registry key event names it)"
     if s in other.controllers:
-        return "the subject is a controller of it (a registry key event names the subject)"
+        return f"{name} is a controller of it (a registry key event names {name})"
     common = sorted(subject.controllers & other.controllers)
     if common:
-        return f"it and the subject have the same controller {common[0]} (registry key events)"
+        return f"it and {name} have the same controller {common[0]} (registry key events)"
     if o in subject.names:
-        return "the subject's DID document names it (verification method, relationship, controller or alsoKnownAs)"
+        return f"{name}'s DID document names it (verification method, relationship, controller or alsoKnownAs)"
     if s in other.names:
-        return "its DID document names the subject"
+        return f"its DID document names {name}"
     shared = sorted(subject.names & other.names)
     if shared:
-        return f"its DID document and the subject's both name {shared[0]}"
+        return f"its DID document and {name}'s both name {shared[0]}"
     if subject.keys & other.keys:
-        return "it holds a key that the subject's DID document lists (the same public key)"
+        return f"it holds a key that {name}'s DID document lists (the same public key)"
     for hs in sorted(_hosts(subject)):
         for ho in sorted(_hosts(other)):
             if hs == ho:
-                return f"it is a did:web on the subject's host {hs}"
+                return f"it is a did:web on {name}'s host {hs}"
             if _within(ho, hs):
-                return f"its did:web host {ho} is a subdomain of the subject's host {hs}"
+                return f"its did:web host {ho} is a subdomain of {name}'s host {hs}"
             if _within(hs, ho):
-                return f"its did:web host {ho} is a parent domain of the subject's host {hs}"
+                return f"its did:web host {ho} is a parent domain of {name}'s host {hs}"
     return None
+
+
+def parties(members: list[Principal]) -> tuple[list[list[str]], list[tuple[str, str, str]]]:
+    """`members` (witnesses) grouped into independent parties: two are one party when
+    `relation` holds between them, and so is whoever is one party with either of them.
+    Returns the parties (DIDs, in the order given) and each related pair (a, b, why b is
+    not independent of a, calling a "the witness <a>")."""
+    root = list(range(len(members)))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            i = root[i]
+        return i
+
+    why: list[tuple[str, str, str]] = []
+    for j, b in enumerate(members):
+        for i in range(j):
+            a = members[i]
+            rule = relation(a, b, name=f"the witness {a.did}")
+            if rule is not None:
+                why.append((a.did, b.did, rule))
+                root[find(j)] = find(i)
+    groups: dict[int, list[str]] = {}
+    for i, m in enumerate(members):
+        groups.setdefault(find(i), []).append(m.did)
+    return list(groups.values()), why

@@ -524,8 +524,8 @@ def info(url: str) -> None:
 @click.option("--did-document", "did_documents", multiple=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A pinned DID document (JSON) of a signer that is not a did:key, e.g. a did:web saved "
-                   "while it was reachable: signatures by it are then checked offline too. Entries keep "
-                   "their signer's document already. Repeatable.")
+                   "while it was reachable: signatures by it are then checked offline with it, and with it "
+                   "only (the copy a log entry keeps is then not trusted for that DID). Repeatable.")
 @click.option("--quiet", is_flag=True, help="Print only failures and the summary.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per bundle, then a summary object.")
 def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_json) -> None:
@@ -614,6 +614,8 @@ def _verify_lines(path: Path, check: BundleCheck, policy: TrustPolicy) -> list[s
             signed = f"; signed by {es.by}"
             if es.status != "verified":
                 signed += f": {_SIG_STATES[es.status]}: {_hint(es.status, es.reason)}"
+            elif es.source in _SOURCES:
+                signed += f" (checked with {_SOURCES[es.source]})"
         lines.append(f"{state} {path}: index {v.index} in {v.checkpoint.checkpoint.origin} at size "
                      f"{v.checkpoint.checkpoint.size} (witnesses: {wit}){signed}")
     for where, reason in check.anchors.failures:

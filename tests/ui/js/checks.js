@@ -714,7 +714,7 @@ export async function runAll({ load, log = () => {}, skip = [] }) {
       const policy = await TrustPolicy.forLog(sf.log_vkey);
       for (const c of sf.cases) await check(`status: ${c.name}`, () => sameVerdict(c.expect, async () => {
         const o = c.options, now = new Date(Date.parse(sf.now) + (o.now_plus_days ?? 0) * 86400000);
-        const v = await verifyStatus(o.text ?? c.response, { registry: o.registry ?? sf.registry, policy: o.policy === false ? null : policy, now, allowStale: !!o.allow_stale });
+        const v = await verifyStatus(o.text ?? c.response, { registry: o.registry ?? sf.registry, id: o.status_id ?? null, policy: o.policy === false ? null : policy, now, allowStale: !!o.allow_stale });
         return { id: v.id, status: v.status, epoch: v.epoch, log_checked: v.logChecked, reason: v.reason ?? null };
       }));
       const good = sf.cases.find((c) => c.name === 'good').response, rev = sf.cases.find((c) => c.name === 'revoked').response;

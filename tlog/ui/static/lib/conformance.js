@@ -26,7 +26,7 @@ import { ALGS, isDid, needsResolution, signerKeys, splitDidUrl, verifySignedBy }
 import { proofsOf, verifyProof, sameJSON } from './dataintegrity.js';
 import { parseAnchors } from './anchors.js';
 import { parseUtc } from './times.js';
-import { principal, relation } from './independence.js';
+import { parties, principal, relation } from './independence.js';
 import { checkJsonValue } from './jsonvalue.js';
 
 export const LEVELS = ['L0', 'L1', 'L2', 'L3', 'L4', 'L5', 'L1-NC', 'L3-NC'];
@@ -145,6 +145,19 @@ export function offlineIndependence(subject, witnesses, auditor, lookup, what = 
     const why = relation(s, principal(w, { keys: offlineKeys(w, lookup) }));
     if (why !== null) throw new Forbidden(`${what}: ${role} ${w} is not independent of the subject ${subject}: ${why}`, { witness: w, rule: why });
   }
+}
+
+/** conformance.py independent_witnesses: witnesses that are not independent of each other
+ * count as one party toward the level's number; Forbidden naming them and the rule. */
+export function independentWitnesses(what, level, needed, members, { kind = '' } = {}) {
+  if (needed < 2) return;
+  const [groups, related] = parties(members);
+  if (groups.length >= needed) return;
+  const [, b, rule] = related[0];
+  const why = related.map(([, y, r]) => `${y}: ${r}`).join('; ');
+  throw new Forbidden(`${what}: level ${level} needs at least ${needed} independent ${kind}peer witnesses, and its `
+    + `${members.length} ${kind}witnesses are ${groups.length} part${groups.length === 1 ? 'y' : 'ies'} `
+    + `(${groups.map((g) => g.join(' = ')).join('; ')}): ${why}`, { witness: b, rule });
 }
 
 async function checkSignatures(what, signatures, subject) {
@@ -282,6 +295,7 @@ export async function validateConformance(receipt, nowUs, { requireWitnesses = t
     throw new InvalidInput(`${what}: level ${level} needs an audit attestation (§31: an independent third-party `
       + "security audit published in machine-readable form): the 'audit' field");
   offlineIndependence(subject, witnesses, audit ? audit.auditor : null, lookup, what);
+  independentWitnesses(what, level, needed, witnesses.map((w) => principal(w, { keys: offlineKeys(w, lookup) })));
   return { id: rid, subject, level, issuedAt: issued, expiresAt: expires, witnesses, form, audit };
 }
 

@@ -4,7 +4,8 @@
 // (3) S's DID document names W, W's names S, or both name the same DID or URI; (4) W holds
 // key material S's document lists; (5) both are did:web on the same host, or one host is a
 // subdomain of the other. What the page can check offline is rules 1, 4 and 5 (the DIDs and
-// the keys of the documents it was given), as a log or a peer witness does.
+// the keys of the documents it was given), as a log or a peer witness does. The same rules
+// decide when two witnesses are one party (parties): they count once toward a level.
 import { InvalidInput, pySorted } from './errors.js';
 import { hex } from './b64.js';
 import { publicFromDidKey } from './didkey.js';
@@ -83,24 +84,42 @@ const within = (child, parent) => child.endsWith('.' + parent);
 const common = (a, b) => pySorted([...a].filter((x) => b.has(x)));
 
 /** Why `other` is not independent of `subject` (one sentence naming the rule), or null. */
-export function relation(subject, other) {
+export function relation(subject, other, { name = 'the subject' } = {}) {
   const s = subject.did, o = other.did;
-  if (o === s) return 'it is the subject itself';
-  if (subject.controllers.has(o)) return 'it is a controller of the subject (a registry key event names it)';
-  if (other.controllers.has(s)) return 'the subject is a controller of it (a registry key event names the subject)';
+  if (o === s) return `it is ${name} itself`;
+  if (subject.controllers.has(o)) return `it is a controller of ${name} (a registry key event names it)`;
+  if (other.controllers.has(s)) return `${name} is a controller of it (a registry key event names ${name})`;
   const c = common(subject.controllers, other.controllers);
-  if (c.length) return `it and the subject have the same controller ${c[0]} (registry key events)`;
-  if (subject.names.has(o)) return "the subject's DID document names it (verification method, relationship, controller or alsoKnownAs)";
-  if (other.names.has(s)) return 'its DID document names the subject';
+  if (c.length) return `it and ${name} have the same controller ${c[0]} (registry key events)`;
+  if (subject.names.has(o)) return `${name}'s DID document names it (verification method, relationship, controller or alsoKnownAs)`;
+  if (other.names.has(s)) return `its DID document names ${name}`;
   const shared = common(subject.names, other.names);
-  if (shared.length) return `its DID document and the subject's both name ${shared[0]}`;
-  if ([...subject.keys].some((k) => other.keys.has(k))) return "it holds a key that the subject's DID document lists (the same public key)";
+  if (shared.length) return `its DID document and ${name}'s both name ${shared[0]}`;
+  if ([...subject.keys].some((k) => other.keys.has(k))) return `it holds a key that ${name}'s DID document lists (the same public key)`;
   for (const hs of pySorted(hostsOf(subject))) {
     for (const ho of pySorted(hostsOf(other))) {
-      if (hs === ho) return `it is a did:web on the subject's host ${hs}`;
-      if (within(ho, hs)) return `its did:web host ${ho} is a subdomain of the subject's host ${hs}`;
-      if (within(hs, ho)) return `its did:web host ${ho} is a parent domain of the subject's host ${hs}`;
+      if (hs === ho) return `it is a did:web on ${name}'s host ${hs}`;
+      if (within(ho, hs)) return `its did:web host ${ho} is a subdomain of ${name}'s host ${hs}`;
+      if (within(hs, ho)) return `its did:web host ${ho} is a parent domain of ${name}'s host ${hs}`;
     }
   }
   return null;
+}
+
+/** independence.py parties: witnesses grouped into independent parties (two are one party
+ * when `relation` holds between them, transitively) -> [parties (DIDs in the given order),
+ * related pairs [a, b, why b is not independent of a]]. */
+export function parties(members) {
+  const root = members.map((_, i) => i);
+  const find = (i) => { while (root[i] !== i) i = root[i]; return i; };
+  const why = [];
+  for (let j = 0; j < members.length; j++) {
+    for (let i = 0; i < j; i++) {
+      const rule = relation(members[i], members[j], { name: `the witness ${members[i].did}` });
+      if (rule !== null) { why.push([members[i].did, members[j].did, rule]); root[find(j)] = find(i); }
+    }
+  }
+  const groups = new Map();
+  members.forEach((m, i) => { const r = find(i); if (!groups.has(r)) groups.set(r, []); groups.get(r).push(m.did); });
+  return [[...groups.values()], why];
 }

@@ -4,11 +4,13 @@
 //
 // A receipt signature is {"by": DID or DID URL, "alg": "EdDSA" | "ES256" | "ES256K",
 // "value": base64 or base64url of 64 bytes} over the receipt's RFC 8785 form without
-// `signatures`. Keys: a did:key itself; another DID's from the DID document the log kept in
-// the anchoring entry (when the entry's signer is that DID) or from a document the user
-// pinned. Each signature is "verified", "failed", "not_checkable" or "missing" (the agent's
-// or the tool's, §19.1). The verdict is "ok" only when every signature was checked and
-// verified; "failed" when any failed or is missing (or there are none); else "incomplete".
+// `signatures`. Keys: a did:key itself; another DID's from a document the user pinned, else
+// from the DID document the log kept in the anchoring entry (when the entry's signer is that
+// DID): a pinned document is the only one used for its DID. Each signature is "verified",
+// "failed", "not_checkable" or "missing" (the agent's or the tool's, §19.1); a receipt that
+// does not name its agent and its tool by their DIDs fails. The verdict is "ok" only when
+// every signature was checked and verified; "failed" when any failed or is missing (or there
+// are none); else "incomplete".
 import { FormatError, InvalidInput, OAPError, SignatureError, pyRepr } from './errors.js';
 import { b64decEither, unhex } from './b64.js';
 import { jcsBytes, parseJSON, receiptHash } from './jcs.js';
@@ -50,7 +52,7 @@ function sources(did, anchored, pinned) {
     try { return [[[FROM_DID_KEY, didKeyKeys(did)]], []]; } catch { return [[], ['only Ed25519 did:key DIDs can be checked']]; }
   }
   const found = [], problems = [];
-  for (const [source, docs] of [[FROM_ENTRY, anchored], [FROM_PINNED, pinned]]) {
+  for (const [source, docs] of pinned.has(did) ? [[FROM_PINNED, pinned]] : [[FROM_ENTRY, anchored]]) { // a pin wins over the log's copy
     if (!docs.has(did)) continue;
     try { found.push([source, keysFromDocument(did, docs.get(did))]); } catch (e) {
       if (!(e instanceof InvalidInput)) throw e;
@@ -151,15 +153,20 @@ export async function verifyReceiptSignatures(receipt, { documents = [], entry =
   const signedBy = new Set(sigs.filter((s) => isObj(s) && typeof s.by === 'string').map((s) => splitDidUrl(s.by)[0]));
   for (const [role, name] of ROLES) {
     const did = receipt[name];
-    if (REQUIRED_ROLES.includes(role) && typeof did === 'string' && isDid(did) && !signedBy.has(did))
+    if (!REQUIRED_ROLES.includes(role)) continue;
+    if (!Object.prototype.hasOwnProperty.call(receipt, name))
+      checks.push(check(FAILED, `the receipt names no ${role} (${name}; OAP-CORE-1.0 §19.1: it names its agent and its tool, and both sign it)`, { roles: [role] }));
+    else if (typeof did !== 'string' || !isDid(did))
+      checks.push(check(FAILED, `${name} is not a DID (OAP-CORE-1.0 §19.1: the agent and the tool are named by their DIDs, and both sign)`, { roles: [role] }));
+    else if (!signedBy.has(did))
       checks.push(check(MISSING, `no signature by the ${role} ${did} (OAP-CORE-1.0 §19.1)`, { by: did, roles: roles.get(did) || [role] }));
   }
   return done(checks);
 }
 
 /** The verdict on a stored entry's own signature (receipt and registry entries), like
- * receipts.py verify_entry_signature: a did:key offline; another DID with the DID document the
- * entry keeps, else a pinned one. `entry`: stored bytes or the decoded object. null for other
+ * receipts.py verify_entry_signature: a did:key offline; another DID with a pinned DID
+ * document (then the only one used), else the one the entry keeps. `entry`: stored bytes or the decoded object. null for other
  * entry types and non-entries. The shape of the entry is the log's to check; this checks who signed. */
 export async function verifyEntrySignature(entry, { documents = [] } = {}) {
   const obj = entryObject(entry);
@@ -170,7 +177,7 @@ export async function verifyEntrySignature(entry, { documents = [] } = {}) {
   const pinned = documentsMap(documents);
   let source = FROM_DID_KEY, keys = null, doc = null;
   if (did !== null) {
-    if ('did_document' in obj) { source = FROM_ENTRY; doc = obj.did_document; } else if (pinned.has(did)) { source = FROM_PINNED; doc = pinned.get(did); } else {
+    if (pinned.has(did)) { source = FROM_PINNED; doc = pinned.get(did); } else if ('did_document' in obj) { source = FROM_ENTRY; doc = obj.did_document; } else {
       return check(NOT_CHECKABLE, `the entry keeps no DID document of ${did} (it predates that) and none is pinned`, { by });
     }
     if (source === FROM_PINNED) {

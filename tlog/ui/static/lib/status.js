@@ -345,10 +345,12 @@ function recordSuspends(rec, linked, key, reason, suspendedAt) {
  * the text for exact parity: "4.0" is then a float, refused where an int is needed).
  * registry: the registry's did:key; policy: a TrustPolicy (lib/bundle.js) or a PolicySet
  * (lib/anchors.js) for its logs (optional: without it the anchors are bound to the statement
- * and records but their inclusion is not checked, and logChecked is false); now: Date.
+ * and records but their inclusion is not checked, and logChecked is false); id: the status id
+ * asked about (records.js vcStatusKey for a credential), the answer must be about it (null:
+ * not checked, the caller reads the result's id); now: Date.
  * -> {id, status, thisUpdate, nextUpdate, epoch, logChecked, statement, history, revokedAt?,
  *     suspendedAt?, reinstatedAt?, reason?, record?, deciding?, linkedBy?, reinstatedBy?}. */
-export async function verifyStatus(resp, { registry, policy = null, now = new Date(), allowStale = false }) {
+export async function verifyStatus(resp, { registry, id = null, policy = null, now = new Date(), allowStale = false }) {
   if (typeof resp === 'string' || resp instanceof Uint8Array) {
     try { resp = parseJSON(resp, { strict: false, floats: 'wrap' }); } catch (e) { throw fail(`status response is not JSON: ${e.reason}`); }
   }
@@ -362,6 +364,7 @@ export async function verifyStatus(resp, { registry, policy = null, now = new Da
   if (!sameKeys(resp, need) || resp.type !== 'oap-status-response' || !STATUSES.includes(resp.status)) throw fail('not an oap-status-response');
   const key = resp.id;
   if (typeof key !== 'string' || !key) throw fail('id must be a non-empty string');
+  if (id !== null && key !== id) throw fail(`the answer is about ${key}, not ${id}`);
   const st = resp.epoch;
   if (!isObj(st) || st.type !== 'oap-status-epoch') throw fail('epoch statement missing');
   await checkSigned(st, pub, 'epoch statement');
