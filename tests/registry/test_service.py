@@ -428,16 +428,18 @@ async def test_conformance_levels_and_expiry_through_the_service(tmp_path, log_s
     from tests.support.didhosts import DidHosts
 
     hosts = await DidHosts().start(tmp_path / "tls")
-    boot, auditor = generate_seed(), generate_seed()
-    reg = await start_registry(tmp_path / "reg", log_server, bootstrap_witnesses=did(boot), did_ca_file=hosts.ca_file,
-                               did_allow_private_networks=True)
+    boots, auditor = [generate_seed() for _ in range(3)], generate_seed()
+    reg = await start_registry(tmp_path / "reg", log_server, bootstrap_witnesses=",".join(did(b) for b in boots),
+                               did_ca_file=hosts.ca_file, did_allow_private_networks=True)
     try:
-        # L4+ subjects are did:web publishers (§31); the witnesses on one host, the subjects on another.
-        w = [WebSubject(hosts.web_did(f"w{i}"), generate_seed()) for i in range(3)]
-        for s in w:
-            hosts.publish_web(s.did, s.document)
-            st, body = await reg.post(conformance_doc(web_receipt(s, "L4", witnesses=(boot,))))
-            assert st == 200, body
+        # L4+ subjects are did:web publishers (§31). L5 counts independent parties, and did:web
+        # DIDs on one host are one party: one witness holding L4 on the witnesses' host (the
+        # subjects are on another), and two bootstrap witnesses (did:key).
+        w0 = WebSubject(hosts.web_did("w0"), generate_seed())
+        hosts.publish_web(w0.did, w0.document)
+        st, body = await reg.post(conformance_doc(web_receipt(w0, "L4", witnesses=(boots[0],))))
+        assert st == 200, body
+        w = (w0, boots[1], boots[2])
 
         def subject() -> WebSubject:
             sub = WebSubject(f"did:web:127.0.0.1%3A{hosts.web_port}:{uuid.uuid4().hex[:8]}", generate_seed())
@@ -454,7 +456,7 @@ async def test_conformance_levels_and_expiry_through_the_service(tmp_path, log_s
         assert st == 200, body
         stranger = generate_seed()
         b = subject()
-        st, body = await reg.post(conformance_doc(web_receipt(b, "L5", witnesses=(w[0], w[1], stranger),
+        st, body = await reg.post(conformance_doc(web_receipt(b, "L5", witnesses=(w0, boots[1], stranger),
                                                               audit=audit_for(b.did, auditor, anchor=anchor))))
         assert st == 403 and body["error"] == "policy_block" and did(stranger) in body["message"]
         short = receipt(generate_seed(), "L1", valid=timedelta(seconds=5))  # accepted, then expires
