@@ -354,6 +354,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
                 out_obj["reinstated_at"] = resp["revocation"]["reinstated"]["reinstated_at"]
         elif v.status == "suspended":
             out_obj |= {"suspended_at": resp["suspension"]["suspended_at"], "reason": v.reason, "by": by}
+        if v.subject is not None:  # a receipt that falls with its subject
+            out_obj["subject"] = v.subject
         click.echo(json.dumps(out_obj))
         sys.exit(STATUS_EXIT[v.status])
     click.echo(f"{v.status.upper()}  {v.id}")
@@ -368,6 +370,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
     elif v.status == "suspended":
         click.echo(f"  suspended at {resp['suspension']['suspended_at']} reason {v.reason} by {by or '?'}; "
                    "refuse it until it recovers")
+    if v.subject is not None:
+        click.echo(f"  with its subject {v.subject}: the receipt vouches for it and stands as it does")
     sys.exit(STATUS_EXIT[v.status])
 
 

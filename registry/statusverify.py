@@ -23,7 +23,10 @@ trust policy; no network. Checks, in order:
    for a kill switch, the receipt anchor) — anchors signed by the registry whose history
    the statement names (`history`: a mirror signs answers about its upstream's records);
    and the records are ones that decide this
-   verdict for this id at that time for that reason (docs/architecture.md §6.1);
+   verdict for this id at that time for that reason (docs/architecture.md §6.1). A
+   conformance receipt revoked or suspended with its subject carries `via`: the receipt
+   itself, with the same evidence, whose id is this id; the records then decide the
+   verdict for the subject it names (only a receipt's answer may carry `via`);
 6. the response is fresh: `this_update <= now < next_update`.
 
 This module deliberately shares no code with `registry.status`, `registry.standing`
@@ -62,6 +65,8 @@ LEAF_SHAPES = {_REVOKED: "revoked", _REVOKED | {"reinstated_at", "reinstated_by"
 _EVIDENCE = frozenset({"record", "path", "seq", "commit", "tree", "git_path", "anchor"})
 _EVIDENCE_OPTIONAL = frozenset({"receipt_anchor", "did_documents"})
 _RECOVERIES = ("rotate", "resume")
+_RECEIPT_PREFIX = "urn:oap:conformance:"
+"""A conformance receipt's status id: the only id whose answer may carry `via`."""
 _TOKEN_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")
 
 
@@ -82,6 +87,7 @@ class VerifiedStatus:
     record: dict[str, Any] | None = None
     suspended_at: datetime | None = None
     reinstated_at: datetime | None = None  # a token class: tokens issued from then on are not revoked
+    subject: str | None = None  # a receipt that falls with its subject (`via`): the subject, as the receipt names it
 
 
 def _fail(msg: str) -> StatusVerificationError:
@@ -273,16 +279,23 @@ def _check_standing(resp: dict[str, Any], key: str, size: int, root: bytes, regi
     revoked = status == "revoked"
     name, when = ("revocation", "revoked_at") if revoked else ("suspension", "suspended_at")
     block = resp[name]
-    allowed = _EVIDENCE | _EVIDENCE_OPTIONAL | {when, "reason", "linked_by"} | ({"reinstated"} if revoked else set())
+    allowed = _EVIDENCE | _EVIDENCE_OPTIONAL | {when, "reason", "linked_by", "via"} \
+        | ({"reinstated"} if revoked else set())
     if not isinstance(block, dict) or not _EVIDENCE | {when, "reason"} <= set(block) or not set(block) <= allowed:
         raise _fail(f"{name} block malformed")
+    if "via" in block and not key.startswith(_RECEIPT_PREFIX):
+        raise _fail("via: only a conformance receipt's answer falls with its subject")
     rec, content = _evidence(block, registry, policy, f"{name} record")
     if leaf["record"] != format_sha256(sha256(content)) or leaf[when] != block[when] \
             or leaf["reason"] != block["reason"]:
         raise _fail("the leaf does not commit to this record")
     since = _time(block[when], when)
-    linked = _evidence(block["linked_by"], registry, policy, "linked_by")[0] if "linked_by" in block else None
+    linked = _evidence(_sole(block["linked_by"], "linked_by"), registry, policy, "linked_by")[0] \
+        if "linked_by" in block else None
     out: dict[str, Any] = {"reason": block["reason"], "record": block["record"]}
+    if "via" in block:  # the records decide the standing of the subject the receipt names
+        key = _via(block["via"], key, registry, policy)
+        out["subject"] = key
     if not revoked:
         _record_suspends(rec, linked, key, block["reason"], since)
         return out | {"suspended_at": since}
@@ -302,6 +315,22 @@ def _check_standing(resp: dict[str, Any], key: str, size: int, root: bytes, regi
     elif "reinstated_at" in leaf:
         raise _fail("the leaf names a reinstatement the answer does not prove")
     return out
+
+
+def _sole(item: Any, what: str) -> Any:
+    """Evidence that stands alone in the block (`linked_by`, `via`): nothing but the evidence."""
+    if isinstance(item, dict) and not set(item) <= _EVIDENCE | _EVIDENCE_OPTIONAL:
+        raise _fail(f"{what}: evidence malformed")
+    return item
+
+
+def _via(item: Any, key: str, registry: str, policy: TrustPolicy | None) -> str:
+    """A receipt answering with its subject's standing: `via` is this receipt, proven in the
+    registry as any deciding record is; the subject it names is whose standing decides."""
+    rec, _ = _evidence(_sole(item, "via"), registry, policy, "via")
+    if rec.type != "conformance" or rec.id != key:
+        raise _fail("via: not this conformance receipt")
+    return rec.subject
 
 
 def _evidence(block: dict[str, Any], registry: str, policy: TrustPolicy | None, what: str) -> tuple[Record, bytes]:

@@ -4,7 +4,8 @@ in Chromium). The answers come from a real registry anchoring in two real logs (
 127.0.0.1, for the sequences of docs/architecture.md §6.1: rotation (superseded, linked by
 the previous rotation), kill switch, recovery and kill again (reinstated), suspension and
 recovery, automatic suspension (loss_of_key, with and without a rotation), a did:web
-principal (DID documents in the answer), expired receipts in both forms, credentials; then
+principal (DID documents in the answer), expired receipts in both forms, a receipt suspended
+and then revoked with its subject (`via`), credentials; then
 each answer is checked under several trust policies and tampered with (and signed again
 with the registry's key, so that the deeper checks run)."""
 from __future__ import annotations
@@ -139,6 +140,14 @@ class Sequence:
         await self.post(_signed_by(w, make_revocation(generate_seed(), kind="vc", subject="urn:uuid:w-1",
                                                       status_list_index=7)))
         await self.answer("did:web credential revoked", "urn:uuid:w-1", "revoked", issuer=w.did)
+        # a receipt falls with its subject: suspended, then revoked (its answer carries `via`)
+        s = generate_seed()
+        held = receipt(s, "L1")
+        await self.post(conformance_doc(held))
+        await self.post(make_key_event(s, subject=did(s), event="suspend", effective_at=_ago(120)))
+        await self.answer("receipt suspended with its subject", held["id"], "suspended")
+        await self.post(make_revocation(s, kind="key", subject=did(s), reason="key_compromise", effective_at=_ago(180)))
+        await self.answer("receipt revoked with its subject", held["id"], "revoked")
         # conformance receipts: revoked, and expired in both forms
         e1, e2, e3 = generate_seed(), generate_seed(), generate_seed()
         revoked = receipt(e1, "L2")
@@ -282,6 +291,17 @@ def _swap_evidence(a: str, b: str) -> Callable[[dict], bool]:
     return apply
 
 
+def _via_from_block(d: dict) -> bool:
+    """An answer without `via` given one: its deciding record's evidence (a receipt's own
+    revocation or expiry: the receipt itself, yet its record does not decide its subject)."""
+    b = _block(d)
+    if b is None or "via" in b:
+        return False
+    keys = ("record", "path", "seq", "commit", "tree", "git_path", "anchor", "receipt_anchor", "did_documents")
+    b["via"] = {k: copy.deepcopy(v) for k, v in b.items() if k in keys}
+    return True
+
+
 def _other_key(_: Any) -> str:
     return did(bytes(32))
 
@@ -364,6 +384,15 @@ TAMPERS: dict[str, Callable[[dict], bool]] = {
     "record anchor in one log only": _anchor_tamper("drop"),
     "record anchor bundles out of order": _anchor_tamper("order"),
     "record anchor: one log's proof broken": _anchor_tamper("break"),
+    "via dropped": _drop(("revocation", "via")),
+    "suspension's via dropped": _drop(("suspension", "via")),
+    "via added: the deciding record's evidence": _via_from_block,
+    "via is the deciding record": _swap_evidence("via", "block"),
+    "deciding record is the via receipt": _swap_evidence("block", "via"),
+    "via: record edited": _set(("revocation", "via", "record", "level"), "L3"),
+    "via: Git path reversed": _set(("suspension", "via", "git_path"), lambda g: g[::-1]),
+    "via: seq changed": _set(("revocation", "via", "seq"), lambda n: n + 1),
+    "via: extra key": _set(("suspension", "via", "note"), "x"),
     "leaf index moved": _set(("proof", "index"), lambda i: i + 1, only=lambda d: "index" in d["proof"]),
     "leaf replaced by the left neighbour": lambda d: _neighbour(d),
 }
@@ -393,7 +422,8 @@ def _status_python(case: dict[str, Any]) -> dict[str, Any]:
         def t(x: datetime | None) -> str | None:
             return format_utc(x) if x is not None else None
         return {"id": v.id, "status": v.status, "epoch": v.epoch, "log_checked": v.log_checked, "reason": v.reason,
-                "revoked_at": t(v.revoked_at), "suspended_at": t(v.suspended_at), "reinstated_at": t(v.reinstated_at)}
+                "revoked_at": t(v.revoked_at), "suspended_at": t(v.suspended_at), "reinstated_at": t(v.reinstated_at),
+                "subject": v.subject}
     return _py_verdict(run)
 
 
@@ -456,6 +486,17 @@ async def test_registry_status_verdicts_are_the_same_in_the_browser(network):
     # an expired receipt in VC form verifies (its issuing time is validFrom)
     by_name = {c["name"]: w for c, w in zip(cases, want)}
     assert by_name["vc receipt expired (both logs)"]["ok"], by_name["vc receipt expired (both logs)"]
+    # a receipt that falls with its subject verifies, names the subject, and no tamper of via passes
+    for name, status, reason in (("receipt suspended with its subject", "suspended", "unspecified"),
+                                 ("receipt revoked with its subject", "revoked", "key_compromise")):
+        got = by_name[f"{name} (both logs)"]
+        assert got["ok"] and got["result"]["status"] == status and got["result"]["reason"] == reason, got
+        assert got["result"]["subject"] is not None and got["result"]["subject"].startswith("did:key:"), got
+        tampers = [w for c, w in zip(cases, want) if c["name"].startswith(f"{name}: ")]
+        assert len(tampers) > 10 and not any(w["ok"] for w in tampers), tampers
+    via_refusals = {by_name[n].get("message", "") for n in by_name if ": via" in n}
+    assert any(m.startswith("via: only a conformance receipt's answer") for m in via_refusals), via_refusals
+    assert any(m.startswith("via: not this conformance receipt") for m in via_refusals), via_refusals
 
 
 def _anchored_python(case: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 the network's real registry and log: a rotated-away key answers revoked/superseded with its
 successor; kill switch → recovery → kill switch, each seen through the push stream and verified
 before it is shown; suspend → resume; the issuer's status lists; a conformance receipt in W3C
-VC 2.0 form with an audit attestation anchored in the log; and a registry anchored in two real
+VC 2.0 form with an audit attestation anchored in the log, suspended with its subject; and a registry anchored in two real
 logs, k = 2, checked log by log."""
 from __future__ import annotations
 
@@ -214,6 +214,14 @@ def test_a_vc_conformance_receipt_with_an_audit_is_shown_and_checked(network, br
     assert did(subject) in keys and did(auditor) in keys and format_sha256(sha256(report)) in keys
     shot(browser, tmp_path, "conformance-vc-1400")
     axe_clean(browser)
+    # the receipt falls with its subject: suspended, the subject named (the answer's `via`)
+    post(network["registry"], make_key_event(subject, subject=did(subject), event="suspend"))
+    wait_answer(browser, network["registry"], claims["id"], lambda x: x["status"] == "suspended")
+    fresh(browser, f"{network['registry']}/ui/?view=principal&id={q(claims['id'])}")
+    state, said = wait_verdict(browser, "status-verdict")
+    assert state == "suspended" and "SUSPENDED since" in said and "with its subject" in said, said
+    assert "the receipt vouches for" in said and "with its subject" in text(browser, "status-facts"), said
+    assert did(subject) in keys_named(browser, "status-verdict") and did(subject) in keys_named(browser, "status-facts")
     no_console_errors(browser)
 
 

@@ -18,7 +18,9 @@
 //     and that commit's anchor binds it (and a kill switch's receipt anchor) — anchors signed
 //     by the registry whose history the statement names (`history`: a mirror answers for its
 //     upstream's records); and the records decide this verdict for this id at that time for
-//     that reason;
+//     that reason. A conformance receipt revoked or suspended with its subject carries `via`:
+//     the receipt itself, with the same evidence, whose id is this id; the records then decide
+//     the verdict for the subject it names (only a receipt's answer may carry `via`);
 //  5. fresh: this_update <= now + 5 min and now < next_update (unless allowStale).
 import { StatusVerificationError, OAPError } from './errors.js';
 import { b64dec, utf8, hex, bytesEqual } from './b64.js';
@@ -41,6 +43,8 @@ export const LEAF_SHAPES = [[REVOKED, 'revoked'], [[...REVOKED, 'reinstated_at',
 const EVIDENCE = ['record', 'path', 'seq', 'commit', 'tree', 'git_path', 'anchor'];
 const EVIDENCE_OPTIONAL = ['receipt_anchor', 'did_documents'];
 const RECOVERIES = ['rotate', 'resume'];
+/** A conformance receipt's status id: the only id whose answer may carry `via`. */
+const RECEIPT_PREFIX = 'urn:oap:conformance:';
 const MAX_DIDS_PER_DOCUMENT = 16;
 const fail = (msg) => new StatusVerificationError(msg);
 const without = (obj, key) => Object.fromEntries(Object.entries(obj).filter(([k]) => k !== key));
@@ -194,14 +198,20 @@ async function checkStanding(resp, key, size, root, registry, policy) {
   const revoked = status === 'revoked';
   const [name, when] = revoked ? ['revocation', 'revoked_at'] : ['suspension', 'suspended_at'];
   const block = resp[name];
-  const allowed = [...EVIDENCE, ...EVIDENCE_OPTIONAL, when, 'reason', 'linked_by', ...(revoked ? ['reinstated'] : [])];
+  const allowed = [...EVIDENCE, ...EVIDENCE_OPTIONAL, when, 'reason', 'linked_by', 'via', ...(revoked ? ['reinstated'] : [])];
   if (!isObj(block) || !holds(block, [...EVIDENCE, when, 'reason']) || !within(block, allowed)) throw fail(`${name} block malformed`);
+  if (has(block, 'via') && !key.startsWith(RECEIPT_PREFIX)) throw fail("via: only a conformance receipt's answer falls with its subject");
   const [rec, content] = await evidence(block, registry, policy, `${name} record`);
   if (leaf.record !== sha256Text(await sha256(content)) || !sameJSON(leaf[when], block[when]) || !sameJSON(leaf.reason, block.reason))
     throw fail('the leaf does not commit to this record');
   const since = time(block[when], when);
-  const linked = has(block, 'linked_by') ? (await evidence(block.linked_by, registry, policy, 'linked_by'))[0] : null;
+  const linked = has(block, 'linked_by') ? (await evidence(sole(block.linked_by, 'linked_by'), registry, policy, 'linked_by'))[0] : null;
   const out = { reason: block.reason, record: block.record, deciding: rec, linkedBy: linked };
+  if (has(block, 'via')) { // the records decide the standing of the subject the receipt names
+    out.via = await via(block.via, key, registry, policy);
+    key = out.via.subject;
+    out.subject = key;
+  }
   if (!revoked) {
     recordSuspends(rec, linked, key, block.reason, since);
     return { ...out, suspendedAt: microsToDate(since) };
@@ -223,6 +233,20 @@ async function checkStanding(resp, key, size, root, registry, policy) {
     throw fail('the leaf names a reinstatement the answer does not prove');
   }
   return out;
+}
+
+/** Evidence that stands alone in the block (`linked_by`, `via`): nothing but the evidence. */
+function sole(item, what) {
+  if (isObj(item) && !within(item, [...EVIDENCE, ...EVIDENCE_OPTIONAL])) throw fail(`${what}: evidence malformed`);
+  return item;
+}
+
+/** A receipt answering with its subject's standing: `via` is this receipt, proven in the
+ * registry as any deciding record is; the subject it names is whose standing decides. -> the receipt. */
+async function via(item, key, registry, policy) {
+  const [rec] = await evidence(sole(item, 'via'), registry, policy, 'via');
+  if (rec.type !== 'conformance' || rec.id !== key) throw fail('via: not this conformance receipt');
+  return rec;
 }
 
 /** A record the answer relies on: its signatures, its Git path from the anchored commit
@@ -349,7 +373,8 @@ function recordSuspends(rec, linked, key, reason, suspendedAt) {
  * asked about (records.js vcStatusKey for a credential), the answer must be about it (null:
  * not checked, the caller reads the result's id); now: Date.
  * -> {id, status, thisUpdate, nextUpdate, epoch, logChecked, statement, history, revokedAt?,
- *     suspendedAt?, reinstatedAt?, reason?, record?, deciding?, linkedBy?, reinstatedBy?}. */
+ *     suspendedAt?, reinstatedAt?, reason?, record?, deciding?, linkedBy?, reinstatedBy?,
+ *     via?, subject?} (via: a receipt that falls with its subject, which `subject` names). */
 export async function verifyStatus(resp, { registry, id = null, policy = null, now = new Date(), allowStale = false }) {
   if (typeof resp === 'string' || resp instanceof Uint8Array) {
     try { resp = parseJSON(resp, { strict: false, floats: 'wrap' }); } catch (e) { throw fail(`status response is not JSON: ${e.reason}`); }

@@ -43,6 +43,17 @@ function recordWords(rec) {
 
 /** The sentence a relying party acts on, for a verified answer (§6.1). */
 function meaning(v, id) {
+  if (v.subject) { // a conformance receipt that falls with its subject: the subject's standing, said of the receipt
+    const subject = value(v.subject, 'subject', { link: { href: href({ view: 'principal', id: v.subject }) } });
+    const since = iso(v.status === 'suspended' ? v.suspendedAt : v.revokedAt);
+    return v.status === 'suspended'
+      ? { headline: `SUSPENDED since ${since} (${v.reason}) with its subject: refuse the receipt until its subject recovers`,
+        detail: ['the receipt vouches for ', subject, ', which is suspended (', recordWords(v.deciding),
+          '); the receipt turns good again when its subject recovers.'] }
+      : { headline: `REVOKED (${v.reason}) from ${since} with its subject: the receipt vouches for a revoked subject`,
+        detail: ['the receipt vouches for ', subject, ', which is revoked (', recordWords(v.deciding),
+          `); refuse the receipt from ${since}.`] };
+  }
   const [principal, cls] = id.includes('#') && TOKEN_CLASSES.includes(id.slice(id.lastIndexOf('#') + 1))
     ? [id.slice(0, id.lastIndexOf('#')), id.slice(id.lastIndexOf('#') + 1)] : [id, null];
   if (v.status === 'suspended') {
@@ -194,6 +205,8 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
     checks.push(r('pass', 'deciding record', ...recordWords(v.deciding), ': its signature, its Git path from the commit tree and the commit\'s anchors verify'));
     if (v.linkedBy) checks.push(r('pass', 'linked by', ...recordWords(v.linkedBy), v.reason === 'superseded' ? ': the rotation that made this key the principal\'s key'
       : ': the rotation that made the lost key the principal\'s key'));
+    if (v.via) checks.push(r('pass', 'with its subject', ...recordWords(v.via), ': this receipt, proven in the registry as the deciding record is, names the subject ',
+      value(v.subject, 'subject'), ' whose standing the deciding record decides'));
     if (v.reinstatedBy) checks.push(r('pass', 'reinstated by', ...recordWords(v.reinstatedBy), `: a recovery, from ${iso(v.reinstatedAt)}`));
   }
   const now = Date.now() / 1000, nextU = v.nextUpdate.getTime() / 1000;
@@ -211,6 +224,7 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
   }
   if (v.status === 'suspended') f.push(['suspended at', time(iso(v.suspendedAt))], ['reason', String(v.reason)],
     ['suspended by', v.deciding && v.deciding.type === 'key_event' ? value(v.deciding.issuedBy, 'signer') : 'the registry, automatically (§5.3)']);
+  if (v.subject) f.push(['with its subject', value(v.subject, 'subject', { link: { href: href({ view: 'principal', id: v.subject }) } })]);
   if (v.deciding) f.push(['deciding record', recordWords(v.deciding)]);
   if (v.linkedBy) f.push(['linked by', recordWords(v.linkedBy)]);
   facts('status-facts', f);
