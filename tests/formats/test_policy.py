@@ -365,3 +365,18 @@ def test_two_keys_of_one_cosigner_must_share_a_group_to_count():
     # "all" of one cosigner's keys is allowed too (both must cosign), and a lone key as quorum
     assert parse_policy(f"log {LOG}\nwitness a {ed}\nwitness b {pq}\ngroup w1 all a b\nquorum w1\n").quorum_met({"a", "b"})
     assert parse_policy(f"log {LOG}\nwitness b {pq}\nquorum b\n").quorum_met({"b"})
+
+
+def test_one_key_in_two_nested_groups_counts_for_each_as_the_draft_defines():
+    """A group is met when k of its members are (tlog-policy): "2 of the EU witnesses and 3
+    overall" shares members between groups, and one EU witness counts in both. Other
+    verifiers (Sigsum's) accept such policies; only two keys of one cosigner are refused."""
+    ws = "".join(f"witness w{i} {vk(f'w{i}.example', i)}\n" for i in range(1, 6))
+    p = parse_policy(f"log {LOG}\n{ws}group eu 2 w1 w2 w3\ngroup all5 3 w1 w2 w3 w4 w5\n"
+                     "group q all eu all5\nquorum q\n")
+    assert p.quorum_met({"w1", "w2", "w4"})  # 2 EU, 3 in all
+    assert not p.quorum_met({"w1", "w4", "w5"})  # 3 in all, 1 EU
+    assert not p.quorum_met({"w1", "w2"})  # 2 EU, 2 in all
+    # the module doc's example: a alone meets q, as written
+    nested = parse_policy(f"log {LOG}\n{ws}group g1 any w1 w2\ngroup g2 any w1 w3\ngroup q all g1 g2\nquorum q\n")
+    assert nested.quorum_met({"w1"}) and not nested.quorum_met({"w2"})

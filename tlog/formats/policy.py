@@ -27,8 +27,13 @@ Without it one log suffices, as in the draft.
 Witnesses and groups share one namespace; "none" is predefined. A group or
 the quorum may only name things defined on *preceding* lines, which makes
 cycles impossible and lets `quorum_met` evaluate groups in definition order
-without recursion. Each member appears in a group at most once, so one
-witness can never count twice toward a threshold.
+without recursion. Each member appears in a group at most once (the draft: "each
+witness can contribute to a group ... in only one way"). Through nested groups that
+share a witness one key can still meet two members (`group g1 any a b`, `group g2 any
+a c`, `group q all g1 g2`: `a` alone meets `q`); that is the draft's definition of a
+group (met when k of its members are), which policies such as "2 of these and 3
+overall" rely on and other verifiers (Sigsum's) accept, so it is kept: a policy that
+needs distinct witnesses per member lists disjoint ones.
 
 One cosigner, one vote. A witness may publish two keys (Ed25519 and ML-DSA-44,
 C2SP tlog-cosignature), one `witness` line each; the draft counts lines, so the
@@ -38,7 +43,7 @@ parser refuses any group in which one cosigner could satisfy two members, except
 a group whose members are all keys of that one cosigner ("group w1 any w1-ed
 w1-pq"), which counts as that cosigner. Wrapping a witness's keys in such a group
 is how a policy lists both; the rule only ever makes a quorum harder to reach,
-never easier (docs/architecture.md §4).
+never easier (docs/architecture.md §3.6).
 
 Vkeys stay strings here: this module only checks their shape (to spot two
 lines wrapping the same public key, which the draft forbids); parsing them
