@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain
+from typing import Any
 
 from tlog.errors import InvalidInput
 from tlog.formats.diddoc import VerificationKey
@@ -86,6 +87,9 @@ class Index:
         self._about: dict[str, list[str]] = defaultdict(list)  # DID or id -> record paths
         self.per_commit: dict[int, int] = defaultdict(int)  # seq -> records it added
         self._lock = threading.Lock()  # `add` may run in a mirror's sync thread while the loop reads
+        self.generation = 0  # moves on every change: what `memo` holds is for one generation
+        self._memo: dict[Any, Any] = {}
+        self._memo_generation = 0
 
     # --- RegistryState -------------------------------------------------------------
 
@@ -116,6 +120,13 @@ class Index:
     def position(self, path: str) -> int:
         return self._pos[path]
 
+    def memo(self) -> dict[Any, Any]:
+        """A cache for what `registry.standing` derives from this index, valid while nothing
+        is added (an epoch asks for one principal's key events many times)."""
+        if self._memo_generation != self.generation:
+            self._memo, self._memo_generation = {}, self.generation
+        return self._memo
+
     def committed_at(self, path: str) -> datetime | None:
         """The commit time of the record at `path` (its commit's log anchor proves it existed
         by then); None when unknown (an index fed without commit times)."""
@@ -136,6 +147,7 @@ class Index:
             self._add(rec, seq)
             if committed is not None:
                 self._committed.setdefault(rec.path, committed)
+            self.generation += 1
 
     def snapshot_known(self) -> frozenset[str]:
         with self._lock:
@@ -172,6 +184,7 @@ class Index:
         if info.seq != len(self.commits):
             raise ValueError(f"commit seq {info.seq} does not follow {len(self.commits) - 1}")
         self.commits.append(info)
+        self.generation += 1  # commit times of records added without one come from here
 
     def copy(self) -> Index:
         """An independent copy: a mirror verifies new commits into a copy and swaps
@@ -219,6 +232,8 @@ class Layered:
     def __init__(self, base: Index, top: Index) -> None:
         self.base, self.top = base, top
         self.bootstrap_witnesses = base.bootstrap_witnesses
+        self._memo: dict[Any, Any] = {}
+        self._memo_generation: tuple[int, int] | None = None
 
     def content(self, path: str) -> bytes | None:
         got = self.top.content(path)
@@ -246,6 +261,13 @@ class Layered:
         if path in self.base.records:
             return self.base.committed_at(path)
         return self.top.committed_at(path)
+
+    def memo(self) -> dict[Any, Any]:
+        """`Index.memo` for the two together: valid while neither changes."""
+        generation = (self.base.generation, self.top.generation)
+        if self._memo_generation != generation:
+            self._memo, self._memo_generation = {}, generation
+        return self._memo
 
     def position(self, path: str) -> int:
         """The batch comes after everything committed."""

@@ -88,6 +88,7 @@ class State(Protocol):
     def key_events_naming(self, key: str) -> Iterable[Rec]: ...
     def position(self, path: str) -> int: ...
     def committed_at(self, path: str) -> datetime | None: ...
+    def memo(self) -> dict[Any, Any]: ...
 
 
 class Indexed(State, Protocol):
@@ -121,7 +122,7 @@ def revoked_for_cause(state: State, key: str, at: datetime | None) -> Rec | None
     return min(found, key=lambda r: r.effective_at) if found else None
 
 
-def counting(state: State, subject: str) -> list[Rec]:
+def counting(state: State, subject: str) -> tuple[Rec, ...]:
     """`subject`'s key events that count, in commit order. An enabling event counts when,
     at its commit time, its signer had no revocation for a reason other than `superseded`
     in force (known now: a compromise dated back voids what the thief signed since) and,
@@ -131,27 +132,43 @@ def counting(state: State, subject: str) -> list[Rec]:
     A `superseded` revocation or a rotation does not void what the key signed: it replaces
     a key, it does not say the key was stolen (a rotation signed by the key it retires must
     count). An unknown commit time (an index fed without one) is never proven before
-    anything: any revocation of the signer voids the event."""
+    anything: any revocation of the signer voids the event.
+
+    Kept in the state's memo (it is asked for many times per epoch): one pass over the
+    subject's events, with the earliest grant of each key in a dict."""
+    memo = state.memo()
+    got = memo.get(("counting", subject))
+    if got is not None:
+        return got
     events = sorted(state.key_events_of(subject), key=lambda e: state.position(e.path))
     out: list[Rec] = []
+    granted: dict[str, datetime] = {}  # key -> earliest effective time of a counting grant to it
     for e in events:
         if e.body["event"] in ENABLING_EVENTS:
             committed = state.committed_at(e.path)
             if revoked_for_cause(state, e.issued_by, committed) is not None:
                 continue
-            if e.issued_by != subject and not any(
-                    g.key == e.issued_by and g.body["event"] in ("add_controller", "rotate")
-                    and (committed is None or g.effective_at <= committed) for g in out):
-                continue
+            if e.issued_by != subject:
+                since = granted.get(e.issued_by)
+                if since is None or (committed is not None and since > committed):
+                    continue
         out.append(e)
-    return out
+        if e.key and e.body["event"] in ("add_controller", "rotate"):
+            granted[e.key] = min(e.effective_at, granted.get(e.key, e.effective_at))
+    memo[("counting", subject)] = result = tuple(out)
+    return result
 
 
-def _rotations(state: State, subject: str, at: datetime) -> list[Rec]:
+def _rotations(state: State, subject: str, at: datetime) -> tuple[Rec, ...]:
     """`subject`'s rotations that count and are in force at `at`, in the order they take effect
-    (commit order breaks ties)."""
-    return sorted((e for e in counting(state, subject) if e.body["event"] == "rotate" and e.effective_at <= at),
-                  key=lambda e: e.effective_at)
+    (commit order breaks ties). Kept in the state's memo, as `counting` is."""
+    memo = state.memo()
+    got = memo.get(("rotations", subject, at))
+    if got is None:
+        got = memo[("rotations", subject, at)] = tuple(sorted(
+            (e for e in counting(state, subject) if e.body["event"] == "rotate" and e.effective_at <= at),
+            key=lambda e: e.effective_at))
+    return got
 
 
 @dataclass(frozen=True)

@@ -536,3 +536,44 @@ def test_status_equals_the_reference_reading_of_the_spec(sequence):
             mine = None if got is None else (got.status, got.since, got.reason, got.record.path) + (
                 (got.reinstated_at, got.reinstated_by.path) if got.reinstated_by else ())
             assert mine == ref.answer(key, at), (key, minutes, [x.body for x in r.accepted])
+
+
+def test_an_epoch_reads_a_principals_key_events_once_however_long_its_rotation_chain():
+    """Which of a principal's key events count is worked out once per epoch (kept in the
+    index's memo until the next record): a chain of rotations, each retiring the key before
+    it, used to re-derive it for every retired key (cubic in the chain's length)."""
+    from collections import Counter
+
+    class CountingIndex(Index):  # the real index, counting what standings() asks of it
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: Counter[str] = Counter()
+
+        def key_events_of(self, subject: str) -> list[Record]:
+            self.calls[subject] += 1
+            return super().key_events_of(subject)
+
+    start = now_utc() + timedelta(seconds=5)
+    idx = CountingIndex()
+    p = generate_seed()
+    cur = p
+    keys = []
+    for i in range(60):
+        nxt = generate_seed()
+        at = start + timedelta(seconds=i + 1)
+        rec, _ = validate_submission(make_key_event(cur, subject=did(p), key=did(nxt), event="rotate",
+                                                    effective_at=format_utc(at)), idx, at)
+        idx.add(rec, i, at)
+        keys.append(did(nxt))
+        cur = nxt
+    idx.calls.clear()
+    got = standings(idx, start + timedelta(seconds=62))
+    assert idx.calls[did(p)] == 1
+    # and the answers are the chain's: every key but the last retired by the next rotation
+    assert got[did(p)].reason == "superseded" and all(got[k].reason == "superseded" for k in keys[:-1])
+    assert keys[-1] not in got
+    # the memo is dropped when a record is added
+    rec, _ = validate_submission(make_kill_switch(cur, effective_at=format_utc(start + timedelta(seconds=61))),
+                                 idx, start + timedelta(seconds=61))
+    idx.add(rec, 60, start + timedelta(seconds=61))
+    assert standings(idx, start + timedelta(seconds=62))[f"{keys[-1]}#oauth_grants"].reason == "kill_switch"
