@@ -343,6 +343,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         v = verify_status(resp, registry=registry_key, status_id=asked, policy=policy, allow_stale=allow_stale)
     except OAPError as e:
         invalid(e.message)
+    if asked is None:
+        click.echo(f"warning: the answer is about {v.id}; nothing said which id it must be about (--id)", err=True)
     by = v.record.get("issued_by", v.record.get("subject")) if v.record else None
     if as_json:
         out_obj: dict[str, Any] = {"valid": True, "status": v.status, "id": v.id, "epoch": v.epoch,

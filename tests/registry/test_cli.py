@@ -87,6 +87,9 @@ def test_serve_revoke_and_check_status_offline(tmp_path, log_server):
         assert r.returncode == 3 and r.stdout.startswith("REVOKED"), r.stdout + r.stderr
         r = cli("status", "--offline", str(saved), *trust)
         assert r.returncode == 3 and "key_compromise" in r.stdout and "log anchors verified" in r.stdout
+        assert f"the answer is about {did}; nothing said which id" in r.stderr  # no --id: said plainly
+        r = cli("status", "--offline", str(saved), "--id", did, *trust)
+        assert r.returncode == 3 and "warning" not in r.stderr
         assert " ago)" in r.stdout and "(in " in r.stdout  # the answer's age and freshness, for people
         # offline, a registry URL (here one that plain HTTP rules out) is never used or refused
         r = cli("status", "--offline", str(saved), "--url", "http://registry.example.invalid", *trust)
