@@ -66,6 +66,18 @@ def test_accept_is_negotiated_by_media_range_and_q_value(accept, want):
     assert json_type(accept) == (want if want != "application/oap+cbor" else "application/json")
 
 
+@pytest.mark.parametrize("accept,want", [
+    ("application/cbor, application/oap+json", "application/oap+json"),
+    ("application/oap+cbor, application/json;q=0.5, application/oap+json;q=0.4", "application/json"),
+    ("application/oap+cbor, */*", "application/json"),
+])
+def test_a_json_answer_to_a_cbor_client_is_negotiated_among_the_json_types(accept, want):
+    """Answers that exist only as JSON (errors, documents) take the JSON type the client
+    ranks first, even when it ranks CBOR above both."""
+    assert CONTENT_TYPES[reply_format(accept)] == "application/oap+cbor"
+    assert json_type(accept) == want
+
+
 async def check_error(session: aiohttp.ClientSession, method: str, url: str, accept: str | None, want: str,
                       status: int, code: str, **kw) -> dict:
     headers = dict(kw.pop("headers", {}))

@@ -72,13 +72,17 @@ _QVALUE = re.compile(r"q=(0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?)", re.ASCII)
 _MAX_RANGES = 64  # a longer Accept is read as far as this: no client lists more
 
 
-def reply_format(accept: str) -> int:
-    """The format an Accept header asks for (`_negotiate`): the common short headers are
-    remembered, as the fast path asks on every request."""
-    return _cached_format(accept) if len(accept) <= 200 else _negotiate(accept)
+_ALL = (JSON, OAP_JSON, CBOR)
+_JSONS = (JSON, OAP_JSON)
 
 
-def _negotiate(accept: str) -> int:
+def reply_format(accept: str, offered: tuple[int, ...] = _ALL) -> int:
+    """The format an Accept header asks for among `offered` (`_negotiate`): the common short
+    headers are remembered, as the fast path asks on every request."""
+    return _cached_format(accept, offered) if len(accept) <= 200 else _negotiate(accept, offered)
+
+
+def _negotiate(accept: str, offered: tuple[int, ...] = _ALL) -> int:
     """The format an Accept header asks for (RFC 9110 §12.5.1): each format takes the
     q-value of the most specific media range that matches one of its types (exact, then
     type/*, then */*; case-insensitive; parameters other than q ignored), q=0 is "not
@@ -106,6 +110,8 @@ def _negotiate(accept: str) -> int:
             ranges.append((m.group(1), m.group(2), q))
     best, best_key = JSON, (0.0, 0, 0)
     for fmt, names in enumerate(_NAMES):
+        if fmt not in offered:
+            continue
         for name in names:
             kind, sub = name.split("/")
             match = max(((3 if (t, st) == (kind, sub) else 2 if (t == kind and st == "*") else 1, q)
@@ -124,7 +130,7 @@ _cached_format = lru_cache(maxsize=256)(_negotiate)
 
 def json_type(accept: str) -> str:
     """application/oap+json to a client that asked for it (App. D), else application/json."""
-    return CONTENT_TYPES[OAP_JSON] if reply_format(accept) == OAP_JSON else CONTENT_TYPES[JSON]
+    return CONTENT_TYPES[OAP_JSON] if reply_format(accept, _JSONS) == OAP_JSON else CONTENT_TYPES[JSON]
 
 
 def encode_document(obj: Any, cbor: bool, accept: str = "") -> tuple[bytes, str]:
