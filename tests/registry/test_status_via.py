@@ -25,8 +25,20 @@ from registry.statusverify import StatusVerificationError, verify_status
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.hashing import format_sha256
 
-from tests.registry.test_statuses import answer, cli_status, mirror_verdicts, post, raw
-from tests.support.registry import Running, conformance_doc, did, now_utc, receipt, start_registry, utc
+from tests.support.registry import (
+    Running,
+    answer,
+    cli_status,
+    conformance_doc,
+    did,
+    mirror_verdicts,
+    now_utc,
+    post,
+    raw,
+    receipt,
+    start_registry,
+    utc,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -19,27 +19,31 @@ import pytest
 
 from registry import api as registry_api
 from registry.client import RegistryClient, make_key_event, make_kill_switch, make_revocation
-from registry.statuslist import decode_list, verify_proof
 from registry.statusverify import verify_status
-from tlog.formats.did import public_from_did_key
 from tlog.formats.ed25519 import generate_seed
 
 from tests.support.registry import (
-    BIN,
+    ALL,
+    CLI,
     Running,
+    answer,
+    cli_status,
     conformance_doc,
     did,
+    list_bits,
+    mirror_verdicts,
     now_utc,
+    post,
+    raw,
     receipt,
     run,
     start_registry,
     utc,
     wait_epoch_after,
 )
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
-CLI = str(BIN / "oap-registry")
-ALL = "all"
 
 
 @pytest.fixture
@@ -49,71 +53,7 @@ async def reg(tmp_path, log_server):
     await r.stop()
 
 
-def status_key(reg: Running) -> str:
-    """The key status answers are signed with: a mirror signs with its own."""
-    assert reg.svc.producer is not None
-    return reg.svc.producer.registry
-
-
-async def post(reg: Running, doc: dict) -> dict:
-    st, body = await reg.post(doc)
-    assert st == 200, body
-    await wait_epoch_after(reg, body["seq"])
-    return body
-
-
-async def answer(reg: Running, key: str) -> tuple[dict, tuple]:
-    """The signed answer, verified offline against the registry key and the log, and its verdict:
-    (status, revoked_at or suspended_at, reason, reinstated_at)."""
-    st, resp, _ = await reg.get("/v1/status/" + quote(key, safe=":"))
-    assert st == 200, resp
-    v = verify_status(resp, registry=status_key(reg), status_id=key, policy=reg.policy)
-    assert v.log_checked and v.status == resp["status"]
-    since = v.revoked_at or getattr(v, "suspended_at", None)
-    reinstated = getattr(v, "reinstated_at", None)
-    return resp, (v.status, utc(since) if since else None, v.reason, utc(reinstated) if reinstated else None)
-
-
-async def cli_status(reg: Running, key: str, tmp_path: Path) -> tuple[int, dict]:
-    """`oap-registry status` online (saving the answer), then --offline on the saved file: both agree."""
-    saved = tmp_path / f"{uuid.uuid4()}.json"
-    trust = ("--registry-key", reg.svc.registry, "--log-vkey", reg.log.vkey, "--json")
-    code, out, err = await run(CLI, "status", key, "--url", reg.url, "--out", str(saved), *trust)
-    offline, out2, err2 = await run(CLI, "status", "--offline", str(saved), *trust)
-    assert code == offline and json.loads(out) == json.loads(out2), (out + err, out2 + err2)
-    return code, json.loads(out)
-
-
-async def list_bits(reg: Running, issuer: str, purpose: str = "") -> set[int] | str:
-    """The set bits of the issuer's status list 0 (`ALL` when every bit is set), its proof checked."""
-    st, cred, _ = await reg.get(f"/v1/status-lists/{issuer}/0{purpose}")
-    assert st == 200, cred
-    verify_proof(cred, public_from_did_key(status_key(reg)))
-    assert cred["credentialSubject"]["statusPurpose"] == (purpose.strip("/") or "revocation")
-    bits = decode_list(cred["credentialSubject"]["encodedList"])
-    if bits == b"\xff" * len(bits):
-        return ALL
-    return {8 * i + j for i, byte in enumerate(bits) if byte for j in range(8) if byte & (0x80 >> j)}
-
-
-async def mirror_verdicts(reg: Running, keys: list[str], tmp_path: Path) -> dict[str, tuple]:
-    """A verifying mirror replays the whole history (`oap-registry mirror`, then a serving mirror
-    with a status service of its own key): it accepts it, and answers with these verdicts."""
-    code, out, err = await run(CLI, "mirror", "--upstream", reg.url, "--data", str(tmp_path / "m"),
-                               "--registry-key", reg.svc.registry, "--log-vkey", reg.log.vkey)
-    assert code == 0 and out.startswith("OK"), out + err
-    mirror = await start_registry(tmp_path / "m", reg.log, upstream=reg.url, registry_key=reg.svc.registry,
-                                  mirror_interval=3600, epoch_seconds=3600)
-    try:
-        result = await mirror.svc.sync_once()
-        assert not result.refused, result.message
-        await wait_epoch_after(mirror, reg.svc.index.head.seq)
-        return {k: (await answer(mirror, k))[1] for k in keys}
-    finally:
-        await mirror.stop()
-
-
-# --- finding 1: a rotated-away key ------------------------------------------------------------
+# --- a rotated-away key ---------------------------------------------------------------------
 
 
 async def test_a_rotated_away_key_answers_revoked_superseded_from_the_rotation(reg, tmp_path):
@@ -143,7 +83,7 @@ async def test_a_rotated_away_key_answers_revoked_superseded_from_the_rotation(r
     assert await mirror_verdicts(reg, keys, tmp_path) == {k: (await answer(reg, k))[1] for k in keys}
 
 
-# --- finding 2: kill switch, recovery, times, fresh answers -------------------------------------------
+# --- kill switch, recovery, times, fresh answers -----------------------------------------------------
 
 
 async def test_kill_recover_kill_and_a_push_stream_sees_each_within_seconds(reg, tmp_path):
@@ -258,7 +198,7 @@ async def test_head_of_the_push_stream_is_its_head_only_and_streams_are_bounded_
             w.close()
         head, _, body = raw.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200") and b"text/event-stream" in head.lower() and body == b"", raw
-        await _until(lambda: reg.svc.watchers == 0)
+        await until(lambda: reg.svc.watchers == 0, 30, "the push streams to close")
 
         limit = registry_api.MAX_WATCHERS_PER_CLIENT
         async with contextlib.AsyncExitStack() as held, aiohttp.ClientSession() as s:
@@ -277,15 +217,7 @@ async def test_head_of_the_push_stream_is_its_head_only_and_streams_are_bounded_
         await reg.stop()
 
 
-async def _until(cond, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        assert loop.time() < end, "condition not met in time"
-        await asyncio.sleep(0.02)
-
-
-# --- finding 9: suspension --------------------------------------------------------------------------
+# --- suspension ------------------------------------------------------------------------------------
 
 
 async def test_suspension_by_a_controller_until_a_resume(reg, tmp_path):
@@ -334,12 +266,6 @@ async def test_a_lost_key_without_a_recovery_path_suspends_its_principal(reg, tm
 
 
 # --- what a key signed after its revocation; receipts and status lists follow their principal ------
-
-
-async def raw(reg: Running, key: str) -> dict:
-    st, resp, _ = await reg.get("/v1/status/" + quote(key, safe=":"))
-    assert st == 200, resp
-    return resp
 
 
 async def test_a_backdated_compromise_voids_the_thiefs_rotation_and_receipts_fall_with_their_subject(reg, tmp_path):

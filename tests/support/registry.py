@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import aiohttp
 from aiohttp import web
@@ -23,9 +24,11 @@ from aiohttp import web
 from registry.api import build_app
 from registry.config import RegistryConfig
 from registry.service import RegistryService
+from registry.statuslist import decode_list, verify_proof
+from registry.statusverify import verify_status
 from tlog.client.verifier import TrustPolicy
 from tlog.formats.conformance import sign_conformance, witness_signature
-from tlog.formats.did import did_key_from_public
+from tlog.formats.did import did_key_from_public, public_from_did_key
 from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.times import format_utc
 from tlog.http.serve import start_app
@@ -149,3 +152,79 @@ async def git(*args: str, cwd: Path | None = None) -> str:
     code, out, err = await run("git", *args, cwd=cwd, env=GIT_ENV)
     assert code == 0, f"git {' '.join(args)} failed: {err}"
     return out
+
+
+# --- status answers end to end (tests/registry/test_statuses.py, test_status_via.py) ------------
+
+CLI = str(BIN / "oap-registry")
+ALL = "all"
+
+
+def status_key(reg: Running) -> str:
+    """The key status answers are signed with: a mirror signs with its own."""
+    assert reg.svc.producer is not None
+    return reg.svc.producer.registry
+
+
+async def post(reg: Running, doc: dict) -> dict:
+    st, body = await reg.post(doc)
+    assert st == 200, body
+    await wait_epoch_after(reg, body["seq"])
+    return body
+
+
+async def answer(reg: Running, key: str) -> tuple[dict, tuple]:
+    """The signed answer, verified offline against the registry key and the log, and its verdict:
+    (status, revoked_at or suspended_at, reason, reinstated_at)."""
+    st, resp, _ = await reg.get("/v1/status/" + quote(key, safe=":"))
+    assert st == 200, resp
+    v = verify_status(resp, registry=status_key(reg), status_id=key, policy=reg.policy)
+    assert v.log_checked and v.status == resp["status"]
+    since = v.revoked_at or getattr(v, "suspended_at", None)
+    reinstated = getattr(v, "reinstated_at", None)
+    return resp, (v.status, utc(since) if since else None, v.reason, utc(reinstated) if reinstated else None)
+
+
+async def cli_status(reg: Running, key: str, tmp_path: Path) -> tuple[int, dict]:
+    """`oap-registry status` online (saving the answer), then --offline on the saved file: both agree."""
+    saved = tmp_path / f"{uuid.uuid4()}.json"
+    trust = ("--registry-key", reg.svc.registry, "--log-vkey", reg.log.vkey, "--json")
+    code, out, err = await run(CLI, "status", key, "--url", reg.url, "--out", str(saved), *trust)
+    offline, out2, err2 = await run(CLI, "status", "--offline", str(saved), *trust)
+    assert code == offline and json.loads(out) == json.loads(out2), (out + err, out2 + err2)
+    return code, json.loads(out)
+
+
+async def list_bits(reg: Running, issuer: str, purpose: str = "") -> set[int] | str:
+    """The set bits of the issuer's status list 0 (`ALL` when every bit is set), its proof checked."""
+    st, cred, _ = await reg.get(f"/v1/status-lists/{issuer}/0{purpose}")
+    assert st == 200, cred
+    verify_proof(cred, public_from_did_key(status_key(reg)))
+    assert cred["credentialSubject"]["statusPurpose"] == (purpose.strip("/") or "revocation")
+    bits = decode_list(cred["credentialSubject"]["encodedList"])
+    if bits == b"\xff" * len(bits):
+        return ALL
+    return {8 * i + j for i, byte in enumerate(bits) if byte for j in range(8) if byte & (0x80 >> j)}
+
+
+async def mirror_verdicts(reg: Running, keys: list[str], tmp_path: Path) -> dict[str, tuple]:
+    """A verifying mirror replays the whole history (`oap-registry mirror`, then a serving mirror
+    with a status service of its own key): it accepts it, and answers with these verdicts."""
+    code, out, err = await run(CLI, "mirror", "--upstream", reg.url, "--data", str(tmp_path / "m"),
+                               "--registry-key", reg.svc.registry, "--log-vkey", reg.log.vkey)
+    assert code == 0 and out.startswith("OK"), out + err
+    mirror = await start_registry(tmp_path / "m", reg.log, upstream=reg.url, registry_key=reg.svc.registry,
+                                  mirror_interval=3600, epoch_seconds=3600)
+    try:
+        result = await mirror.svc.sync_once()
+        assert not result.refused, result.message
+        await wait_epoch_after(mirror, reg.svc.index.head.seq)
+        return {k: (await answer(mirror, k))[1] for k in keys}
+    finally:
+        await mirror.stop()
+
+
+async def raw(reg: Running, key: str) -> dict:
+    st, resp, _ = await reg.get("/v1/status/" + quote(key, safe=":"))
+    assert st == 200, resp
+    return resp
