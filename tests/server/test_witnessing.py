@@ -4,6 +4,7 @@ and offline verification that enforces the policy's quorum."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import aiohttp
@@ -45,6 +46,7 @@ class Witness:
         self.name = name
         self.server: TestServer | None = None
         self.port = 0
+        self._hold: socket.socket | None = None
 
     async def start(self) -> Witness:
         self.svc = WitnessService.open(self.cfg)
@@ -52,11 +54,22 @@ class Witness:
         self.server = TestServer(witness_app(self.svc), host="127.0.0.1", port=self.port)
         await self.server.start_server()
         self.port = self.server.port
+        if self._hold is not None:
+            self._hold.close()
+            self._hold = None
         return self
 
-    async def stop(self) -> None:
+    async def stop(self, *, keep_port: bool = False) -> None:
+        """Down: connections to its port are refused. `keep_port` (it will `start` again on
+        the same URL): the port stays bound, not listening, until then, so that nothing else
+        on the machine (another test run beside this one) takes it and the restart finds it
+        taken."""
         await self.server.close()
         self.svc.close()
+        if keep_port:
+            self._hold = socket.socket()
+            self._hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp's own bind
+            self._hold.bind(("127.0.0.1", self.port))
 
     @property
     def url(self) -> str:
@@ -141,7 +154,7 @@ async def test_quorum_dead_witness_recovery_and_offline_quorum(tmp_path):
             assert cosigners(b.checkpoint) == {"w1.test", "w2.test"}
 
             # two down: the entry is durable but not acknowledged; /checkpoint keeps the last quorum one
-            await ws[1].stop()
+            await ws[1].stop(keep_port=True)
             before = policy.verify_checkpoint(await c.checkpoint()).checkpoint.size
             async with aiohttp.ClientSession() as s:
                 async with s.post(url + "/v1/entries", json=entry(3)) as r:
@@ -292,7 +305,7 @@ async def test_a_log_restarted_with_its_witnesses_down_serves_what_they_cosigned
         await server.close()
         await svc.close()
     assert cosigners(cosigned) == {"r1.test"}
-    await w1.stop()
+    await w1.stop(keep_port=True)
     try:
         svc, server, url = await open_log(tmp_path, one, 1, witness_timeout=1.0)
         try:
