@@ -3,7 +3,6 @@ before, also when the thread that started it has ended; by the kernel's parent-d
 signal and by the lifeline pipe (exercised here on Linux too)."""
 from __future__ import annotations
 
-import select
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 from tlog.runtime import children
 
 from tests.support.proctree import command, matching, wait_gone
+from tests.support.waiting import readable
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -52,7 +52,7 @@ def pending(pid: int, sig: int) -> bool:
 
 
 def read_line(proc: subprocess.Popen, timeout: float = 60) -> str:
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    ready = readable(proc.stdout, timeout)
     assert ready, "no answer from the parent"
     return proc.stdout.readline()
 

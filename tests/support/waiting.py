@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import selectors
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,3 +21,12 @@ async def until(cond: Callable[[], Any | Awaitable[Any]], seconds: float = 60.0,
             return got
         assert loop.time() < deadline, f"gave up waiting for {what or cond}"
         await asyncio.sleep(every)
+
+
+def readable(stream: Any, seconds: float) -> bool:
+    """Whether `stream` (a pipe's file object) has something to read within `seconds`. Through
+    `selectors` (epoll here), not select(): a test process that holds over 1,024 descriptors
+    (servers, browsers, clients of earlier tests) would make select() raise."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(stream, selectors.EVENT_READ)
+        return bool(sel.select(seconds))

@@ -5,7 +5,6 @@ ports are free."""
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from tlog.runtime import children
 from tests.support.browser import available as browser_available
 from tests.support.localnet import ports_free
 from tests.support.proctree import alive, command, descendants, wait_gone
+from tests.support.waiting import readable
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ def test_servers_the_test_helpers_start_die_with_a_killed_test_process(tmp_path)
                          stdout=subprocess.PIPE, text=True)
     procs: set[tuple[int, int]] = set()
     try:
-        ready, _, _ = select.select([run.stdout], [], [], 240)
+        ready = readable(run.stdout, 240)
         assert ready, "the helpers did not start their servers"
         ports = [int(p) for p in run.stdout.readline().split()]
         assert len(ports) == 5, "the helpers did not start their servers"
@@ -154,7 +154,7 @@ def test_the_browser_the_explorer_tests_drive_dies_with_a_killed_test_process(tm
                          stdout=subprocess.PIPE, text=True)
     procs: set[tuple[int, int]] = set()
     try:
-        ready, _, _ = select.select([run.stdout], [], [], 240)
+        ready = readable(run.stdout, 240)
         assert ready and run.stdout.readline().strip().isdigit(), "no browser started"
         procs = descendants(run.pid)
         names = [command(pid) for pid, _ in procs]
