@@ -16,6 +16,15 @@ from tests.support.services import ServerProcess
 pytest_plugins = ["tests.support.workers"]  # xdist workers die with pytest
 
 
+@pytest.fixture(autouse=True)
+def _close_hash_files():
+    """Hash files a test filled (tests.support.trees.filled) are closed when it ends."""
+    yield
+    from tests.support.trees import close_filled
+
+    close_filled()
+
+
 @pytest.fixture
 def server(tmp_path):
     procs: list[ServerProcess] = []

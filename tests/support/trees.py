@@ -16,9 +16,20 @@ def leaves_for(n: int, seed: int = 0) -> list[bytes]:
     return [leaf_hash(rng.randbytes(rng.randrange(0, 24)) + i.to_bytes(4, "big")) for i in range(n)]
 
 
+OPENED: list[HashFiles] = []
+"""What `filled` opened: closed after each test (tests/conftest.py), so that a worker running
+hundreds of these tests does not pile up their descriptors."""
+
+
+def close_filled() -> None:
+    while OPENED:
+        OPENED.pop().close()
+
+
 def filled(tmp_path, leaves: list[bytes], seed: int = 0, **kw) -> HashFiles:
     """Hash files filled by appends of random sizes (the writer's real pattern)."""
     hf = HashFiles(tmp_path / f"h{seed}-{len(leaves)}", **kw)
+    OPENED.append(hf)
     rng = random.Random(seed)
     i = 0
     while i < len(leaves):
