@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tlog.errors import ForkError, Unavailable
+from tlog.formats.encoding import MAX_INT63
 from tlog.storage.durable import read_only_sqlite_uri
 
 SCHEMA = """
@@ -63,7 +64,7 @@ CREATE TABLE IF NOT EXISTS history (
 );
 """
 
-MAX_SIZE = 2**63 - 1
+MAX_SIZE = MAX_INT63
 """SQLite integers are signed 64-bit; no real log comes near this."""
 
 Stall = Callable[[str], Awaitable[None]]

@@ -21,13 +21,13 @@ import re
 from dataclasses import dataclass
 
 from tlog.errors import FormatError
-from tlog.formats.encoding import b64dec, b64dec_hash, b64enc
+from tlog.formats.encoding import MAX_INT63, b64dec, b64dec_hash, b64enc
 from tlog.formats.hashing import HASH_SIZE
 
 HEADER = "c2sp.org/tlog-proof@v1"
 MAX_PROOF_HASHES = 63
 """An inclusion proof in a tree of at most 2^63-1 leaves has at most 63 hashes."""
-MAX_INDEX = (1 << 63) - 1
+MAX_INDEX = MAX_INT63
 """The draft gives no bound; Go's tlog (int64) and the tlog-proof implementations read an
 index as a signed 64-bit integer, so a bundle describes trees of at most 2^63-1 leaves
 (the verifiers themselves accept the uint64 sizes of C2SP checkpoints, docs/architecture.md §3.2)."""

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from tlog.errors import FormatError
+from tlog.formats.encoding import MAX_INT63
 
 TILE_HEIGHT = 8
 """Binary Merkle levels per tile level (tlog-tiles fixes the height at 8)."""
@@ -33,7 +34,7 @@ CLIENT_ACCEPT_ENCODING = "gzip, identity"
 MAX_LEVEL = 63
 """tlog-tiles: "L ... between 0 and 63"."""
 
-MAX_INDEX = (1 << 63) - 1
+MAX_INDEX = MAX_INT63
 """Tile indices are bounded by the int64 tree sizes every implementation uses."""
 
 MAX_PATH_LEN = 256
