@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.registry import start_registry
 from tests.support.services import ServerProcess
 
 
@@ -12,3 +13,12 @@ def log_server(tmp_path_factory):
     p = ServerProcess(tmp_path_factory.mktemp("log") / "data", "--batch-interval-ms", "5").start()
     yield p
     p.kill()
+
+
+@pytest.fixture
+async def reg(tmp_path, log_server):
+    """A registry anchoring in the module's log, with hour-long epochs: the status tests
+    see each change by the epoch a commit triggers, never by the timer."""
+    r = await start_registry(tmp_path / "reg", log_server, epoch_seconds=3600)
+    yield r
+    await r.stop()

@@ -36,18 +36,10 @@ from tests.support.registry import (
     post,
     raw,
     receipt,
-    start_registry,
     utc,
 )
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def reg(tmp_path, log_server):
-    r = await start_registry(tmp_path / "reg", log_server, epoch_seconds=3600)
-    yield r
-    await r.stop()
 
 
 def verify(reg: Running, resp: dict[str, Any], key: str):

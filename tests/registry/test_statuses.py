@@ -46,13 +46,6 @@ from tests.support.waiting import until
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-async def reg(tmp_path, log_server):
-    r = await start_registry(tmp_path / "reg", log_server, epoch_seconds=3600)
-    yield r
-    await r.stop()
-
-
 # --- a rotated-away key ---------------------------------------------------------------------
 
 
