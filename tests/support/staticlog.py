@@ -8,9 +8,10 @@ import http.server
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -30,14 +31,42 @@ SEED = bytes(range(32))
 
 def entries_for(n: int, size: int = 64) -> list[bytes]:
     """n distinct entries of `size` >= 8 bytes (index || pseudo-random filler)."""
-    filler = np.random.default_rng(1).integers(0, 256, size=size * 1024, dtype=np.uint8).tobytes()
-    return [i.to_bytes(8, "big") + filler[(i % 1024) * size:(i % 1024) * size + size - 8] for i in range(n)]
+    return LazyEntries(n, size)[0:n]
+
+
+class LazyEntries(Sequence[bytes]):
+    """The entries of `entries_for(n, size)`, each made when asked for: a log of any length
+    in a few kB (index or slice)."""
+
+    def __init__(self, n: int, size: int = 64) -> None:
+        self.n, self.size = n, size
+        self.filler = np.random.default_rng(1).integers(0, 256, size=size * 1024, dtype=np.uint8).tobytes()
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _entry(self, i: int) -> bytes:
+        off = (i % 1024) * self.size
+        return i.to_bytes(8, "big") + self.filler[off:off + self.size - 8]
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[bytes]: ...
+
+    def __getitem__(self, i: int | slice) -> bytes | list[bytes]:
+        if isinstance(i, slice):
+            return [self._entry(k) for k in range(*i.indices(self.n))]
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return self._entry(i % self.n)
 
 
 class StaticLog:
     """The entries' tree (hash files in `directory/.hashes`), published by `publish(size)`."""
 
-    def __init__(self, directory: Path, entries: list[bytes], *, origin: str = ORIGIN, seed: bytes = SEED) -> None:
+    def __init__(self, directory: Path, entries: Sequence[bytes], *, origin: str = ORIGIN, seed: bytes = SEED) -> None:
         self.dir, self.entries, self.origin = Path(directory), entries, origin
         self.dir.mkdir(parents=True, exist_ok=True)
         self.signer = Signer(origin, seed)

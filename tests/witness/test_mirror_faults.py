@@ -1,8 +1,9 @@
 """Faults, with real processes on 127.0.0.1: a follower killed mid-upload, a mirror killed -9
-during add-entries, and logs that lie (C2SP tlog-mirror). Every wait is a bounded wait for a
-condition; nothing here depends on how fast the machine is."""
+again and again while it stores and cosigns, and logs that lie (C2SP tlog-mirror). Every wait
+is a bounded wait for a condition; nothing here depends on how fast the machine is."""
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -10,14 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from tlog.formats.keys import parse_vkey
-from tlog.formats.note import open_note
-from tlog.formats.tiles import encode_entry_bundle, entries_for_size, tiles_for_size
+from tlog.client.audit import audit
+from tlog.client.verifier import TrustPolicy
+from tlog.formats.note import Note, open_note, parse_note, parse_signature_lines
+from tlog.formats.tiles import entries_for_size, tiles_for_size
+from tlog.http.mirrorclient import FetchError, MirrorClient
 from tlog.runtime import children
 
 from tests.support.mirror import (
     BIN,
     EntryLog,
+    cosigner,
     cosigner_key,
     http,
     metric,
@@ -27,6 +31,7 @@ from tests.support.mirror import (
     wait_for,
 )
 from tests.support.staticlog import StaticLog, entries_for, serve_directory
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -73,58 +78,121 @@ def test_a_follower_killed_mid_upload_resumes_without_resending(tmp_path, starte
         assert served_root(prefix, n) == slog.root(n)
 
 
-def test_a_mirror_killed_during_add_entries_never_cosigns_what_it_lost(tmp_path, started):
-    n1, n2 = 3000, 40_000
-    slog = StaticLog(tmp_path / "log", entries_for(n2), origin="static.example/killed-mirror")
-    slog.publish(n1)
-    lk = parse_vkey(slog.vkey)
-    with serve_directory(tmp_path / "log", delay=0.05) as url:
-        svc = mirror_service(tmp_path / "m", [(slog.origin, slog.vkey, url)])
-        m = started(svc)
-        prefix = f"{m.url}/{origin_hash(slog.origin)}"
-        out = subprocess.run([str(BIN / "oap-mirror"), "follow", url, "--mirror", m.url, "--once"],
-                             capture_output=True, text=True, timeout=300)
-        assert f"cosigned size {n1}" in out.stdout, out.stdout + out.stderr
-        slog.publish(n2)
-        cosigned = n1
-        before = n1
-        interrupted = 0
-        for _ in range(3):
-            f = follower(url, m.url)
-            try:
-                wait_for("entries to arrive", lambda b=before, u=m.url: metric(metrics(u), "oap_mirror_next_entry",
-                                                                                slog.origin) > b + 300)
-                m.kill()  # SIGKILL, in the middle of add-entries
-            finally:
-                f.wait(120)
-            m = started(svc)  # same data directory, new port
-            prefix = f"{m.url}/{origin_hash(slog.origin)}"
-            (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
-            # whatever it lost, it still has every entry it cosigned, and serves them
-            assert row["size"] is not None and row["size"] >= cosigned and row["next_entry"] >= row["size"]
-            status, _, note = http(prefix + "/checkpoint")
-            assert status == 200
-            open_note(note, [lk])
-            open_note(note, [cosigner_key()])
-            size = int(note.decode().split("\n")[1])
-            assert served_root(prefix, size) == slog.root(size)
-            last = (row["next_entry"] - 1) // 256
-            width = min(256, row["next_entry"] - last * 256)
-            bundle = http(f"{prefix}/tile/entries/{last:03d}" + (f".p/{width}" if width < 256 else ""))[2] \
-                if last < 1000 else None
-            if bundle is not None:
-                assert bundle == encode_entry_bundle(slog.entries[last * 256:last * 256 + width])
-            cosigned, before = size, row["next_entry"]
-            interrupted += before < n2
-            if before >= n2 - 500:
-                break
-        assert interrupted, "no kill landed before the upload was complete"
-        out = subprocess.run([str(BIN / "oap-mirror"), "follow", url, "--mirror", m.url, "--once"],
-                             capture_output=True, text=True, timeout=600)
-        assert f"cosigned size {n2}" in out.stdout, out.stdout + out.stderr[-2000:]
-        assert served_root(prefix, n2) == slog.root(n2)
-        for t in entries_for_size(n2)[::17]:
-            assert http(f"{prefix}/{t.path}")[2] == (tmp_path / "log" / t.path).read_bytes()
+class KilledSource:
+    """One checkpoint of `lg` as a `PushSource` (tlog.http.mirrorclient) whose package stream
+    SIGKILLs the mirror: `kill` is the package of the push (counted over all its requests)
+    before which it dies, "end" for once the whole body is stored (around the commit), or None."""
+
+    def __init__(self, lg: EntryLog, size: int, mirror, kill: int | str | None) -> None:
+        self.lg, self.origin, self.size, self.note = lg, lg.origin, size, lg.checkpoint(size)
+        self.mirror, self.kill, self.handed, self.killed = mirror, kill, 0, False
+        self.killer: asyncio.Future | None = None
+
+    async def consistency_proof(self, old: int):
+        return self.lg.view(self.size).consistency_proof(old)
+
+    async def _kill_once_stored(self, n: int, every: float = 0.05) -> None:
+        url = self.mirror.url
+        await until(lambda: asyncio.to_thread(lambda: info_row(url)["next_entry"] >= n), 60,
+                    f"the mirror to store {n} entries", every=every)
+        self.mirror.kill()
+        self.killed = True
+
+    async def packages(self, ranges):
+        before = None  # where the package handed over before this one, in this request, starts
+        for sub, first, stop in ranges:
+            if self.handed == self.kill:
+                # mid-body, once the mirror stored what came before (but the package just
+                # handed over, which the gzip stream may still hold)
+                await self._kill_once_stored(first if before is None else before)
+            self.handed += 1
+            before = first
+            yield self.lg.package(sub, first, stop, self.size)
+        if self.kill == "end" and ranges and ranges[-1][2] == self.size:
+            self.killer = asyncio.ensure_future(self._kill_once_stored(self.size, every=0.002))
+
+
+def info_row(url: str) -> dict:
+    (row,) = json.loads(http(url + "/v1/info")[2])["logs"]
+    return row
+
+
+def reader(prefix: str):
+    """An `audit` fetch of the paths under `prefix`."""
+    async def fetch(path: str) -> bytes:
+        return await asyncio.to_thread(lambda: http(f"{prefix}/{path}")[2])
+
+    return fetch
+
+
+# Per life of the mirror, the checkpoints pushed in turn, each with when the mirror dies
+# (see KilledSource; "after": once it cosigned that size, before anything else is sent).
+KILLS: list[list[tuple[int, int | str | None]]] = [
+    [(2000, None), (7000, 10)],  # mid-body of the only request, after a cosignature for 2000
+    [(7000, None), (7000, "after")],  # cosigned, then killed before anything else
+    [(12_000, 0)],  # pending checkpoint moved, request header sent, no package yet
+    [(12_000, None), (21_000, 34)],  # mid-body of the second request, after a 202
+    [(21_000, None), (30_000, "end")],  # every entry stored: killed around the commit
+]
+
+
+def test_every_cosignature_a_mirror_returned_survives_its_kill_9(tmp_path, started):
+    """The project's mirror client pushes checkpoints in turn; the mirror is killed -9 mid-body,
+    between a cosignature and the next push, and around a commit. After each restart on the
+    same data, every size it cosigned for the client is in its checkpoint and audits entry by
+    entry from its monitoring prefix."""
+    lg = EntryLog(origin="log.test.example/killed-mirror", entries=entries_for(30_000, 512))
+    svc = mirror_service(tmp_path / "m", [(lg.origin, lg.vkey, "")])
+    policy = TrustPolicy.from_text(f"log {lg.vkey}\nwitness m {cosigner().vkey}\nquorum m\n")
+    cosigned: dict[int, bytes] = {}  # size -> root, for every cosignature the mirror returned
+
+    async def push(m, plan) -> None:
+        client = MirrorClient(m.url)
+        try:
+            for size, kill in plan:
+                if kill == "after":
+                    m.kill()
+                    return
+                src = KilledSource(lg, size, m, kill)
+                try:
+                    pushed = await client.push(src)
+                except FetchError:
+                    pushed = None
+                if src.killer is not None:
+                    await src.killer
+                if pushed is None:
+                    assert src.killed, "the push failed with no kill"
+                    return
+                assert not src.killed or kill == "end", "the mirror answered a body it never got whole"
+                assert pushed.action == "cosigned" and pushed.size == size, pushed
+                sigs = parse_signature_lines(pushed.lines)
+                open_note(Note(parse_note(src.note).text, sigs), [cosigner_key()])  # a real cosignature
+                cosigned[size] = lg.root(size)
+                if src.killed:
+                    return
+            raise AssertionError("the plan ended with no kill")
+        finally:
+            await client.close()
+
+    m = started(svc)
+    for plan in KILLS:
+        asyncio.run(push(m, plan))
+        assert not m.alive()
+        m = started(svc)  # the same data directory, a new port
+        prefix = f"{m.url}/{origin_hash(lg.origin)}"
+        row = info_row(m.url)
+        # every size it ever cosigned is still there: its checkpoint, its tiles, every entry
+        top = max(cosigned)
+        assert row["size"] is not None and row["size"] >= top and row["next_entry"] >= row["size"], (row, cosigned)
+        checked = asyncio.run(audit(reader(prefix), policy, previous=(top, cosigned[top])))
+        assert checked.checkpoint.checkpoint.size == row["size"] and checked.entries == row["size"]
+        for size, root in cosigned.items():
+            assert served_root(prefix, size) == root
+    assert set(cosigned) == {2000, 7000, 12_000, 21_000} or set(cosigned) == {2000, 7000, 12_000, 21_000, 30_000}
+    asyncio.run(push(m, [(30_000, None), (30_000, "after")]))
+    m = started(svc)
+    assert info_row(m.url)["size"] == 30_000
+    assert served_root(f"{m.url}/{origin_hash(lg.origin)}", 30_000) == lg.root(30_000)
 
 
 def snapshot(prefix: str, size: int) -> dict[str, bytes]:

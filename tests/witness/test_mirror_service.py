@@ -8,16 +8,29 @@ import json
 import os
 import subprocess
 
+import aiohttp
 import pytest
 
 from tlog.client.client import LogClient
 from tlog.formats.entries import commitment_entry
 from tlog.formats.keys import parse_vkey
-from tlog.formats.mirror import add_checkpoint_body, encode_header, parse_mirror_info
-from tlog.formats.note import open_note
+from tlog.formats.mirror import add_checkpoint_body, encode_header, encode_package, package_ranges, parse_mirror_info
+from tlog.formats.note import Note, open_note, parse_note, parse_signature_lines
 from tlog.formats.tiles import encode_entry_bundle, entries_for_size, tiles_for_size
+from tlog.merkle.subtrees import subtree_consistency_proof
 
-from tests.support.mirror import BIN, EntryLog, cosigner, cosigner_key, http, metric, mirror_service, origin_hash
+from tests.support.mirror import (
+    BIN,
+    EntryLog,
+    cosigner,
+    cosigner_key,
+    http,
+    metric,
+    mirror_service,
+    origin_hash,
+    served_root,
+)
+from tests.support.staticlog import LazyEntries, StaticLog
 
 pytestmark = pytest.mark.slow
 
@@ -195,3 +208,45 @@ def test_add_entries_refuses_bad_uploads_in_the_protocols_text(started, tmp_path
     status, _, _ = http(m.url + "/add-entries", gzip.compress(lg.body(0, 10)), GZIP)  # the mirror still takes entries
     assert status == 200
 
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """VmRSS, VmHWM (peak RSS) ... of a process, kB."""
+    with open(f"/proc/{pid}/status") as f:
+        return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in f) if k.startswith("Vm")}
+
+
+def test_one_huge_add_entries_body_is_stored_in_bounded_memory(tmp_path, started):
+    """One request of 782 packages (195 MiB, made as it is sent): the mirror takes it whole, no
+    cap per request, holding one package at a time; its peak RSS grows by a fraction of it."""
+    n, entry_bytes = 200_000, 1024  # 782 packages, 200 MiB, in one request
+    slog = StaticLog(tmp_path / "log", LazyEntries(n, entry_bytes), origin="static.example/one-huge-body")
+    m = started(mirror_service(tmp_path / "m", [(slog.origin, slog.vkey, "")]))
+    assert http(m.url + "/add-checkpoint", add_checkpoint_body(0, [], slog.note(n)))[0] == 200
+    pid = m.pid
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")  # the peak (VmHWM) starts again from the idle mirror's RSS
+    idle = memory_kb(pid)["VmRSS"]
+    sent = 0
+
+    async def body():
+        nonlocal sent
+        yield encode_header(slog.origin, 0, n)
+        for sub, first, stop in package_ranges(0, n):
+            package = encode_package(slog.entries[first:stop], subtree_consistency_proof(sub, stop, n, slog.mth))
+            sent += len(package)
+            yield package
+
+    async def upload() -> tuple[int, bytes]:
+        async with aiohttp.ClientSession() as s, s.post(m.url + "/add-entries", data=body(), headers=OCTETS) as r:
+            return r.status, await r.read()
+
+    status, lines = asyncio.run(upload())
+    assert status == 200, lines
+    peak = memory_kb(pid)["VmHWM"]
+    assert sent > n * entry_bytes
+    assert peak - idle < 64 << 10, f"the mirror grew by {(peak - idle) >> 10} MiB for a {sent >> 20} MiB body"
+    open_note(Note(parse_note(slog.note(n)).text, parse_signature_lines(lines.decode())), [cosigner_key()])
+    row = json.loads(http(m.url + "/v1/info")[2])["logs"][0]
+    assert (row["size"], row["next_entry"]) == (n, n)
+    assert served_root(f"{m.url}/{origin_hash(slog.origin)}", n) == slog.root(n)
