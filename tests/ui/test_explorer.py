@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,6 +28,7 @@ import pytest
 from tests.ui.browser import (
     AXE,
     AXE_SHA256,
+    BIN,
     FINAL,
     HAVE,
     SKIP_WHY,
@@ -106,6 +108,29 @@ def mirror_of(upstream: dict):
             pass
 
     return Mirror
+
+
+
+def serving(files: dict[str, str]):
+    """A static host of text files (policies) that any page may read (CORS)."""
+
+    class Files(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # http.server's name
+            if self.path not in files:
+                self.send_error(404)
+                return
+            body = files[self.path].encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Files
 
 
 ROOT = STATIC.parents[2]
@@ -385,6 +410,55 @@ def test_a_wrong_key_or_a_missing_quorum_shows_the_specific_failure(network, bro
     no_console_errors(browser)
 
 
+def test_a_policy_loaded_from_a_file_or_a_url_pins_the_log_and_a_wrong_key_fails(network, browser, tmp_path):
+    """A policy loaded from a file (#policy-file) or fetched from a URL (#policy-url) and pinned
+    is the one the log and its entries are checked against (the verdict names it, not the
+    operator's): the log's own policy verifies, one with another log key fails, with the reason."""
+    from selenium.webdriver.common.by import By
+
+    from tlog.formats.keys import Signer
+
+    other = Signer.generate("oap.localhost/log")
+    wrong = f"log {other.vkey}\nquorum none\n"
+    (tmp_path / "log.policy").write_text(network["policy"])
+    (tmp_path / "wrong.policy").write_text(wrong)
+    entry = f"{network['log']}/ui/?view=entry&index={network['index']}"
+    with http_server(serving({"/log.policy": network["policy"], "/wrong.policy": wrong})) as host:
+
+        def from_file(name: str) -> tuple[str, str]:
+            browser.find_element(By.ID, "policy-file").send_keys(str(tmp_path / name))
+            wait_for(browser, lambda b: text(b, "policy-said") == f"Loaded {name}: check it, then pin it.", f"{name} loaded")
+            return "the policy file you loaded", f"({name})"
+
+        def from_url(name: str) -> tuple[str, str]:
+            set_text(browser, "policy-url", f"{host}/{name}")
+            click(browser, "#policy-fetch")
+            wait_for(browser, lambda b: text(b, "policy-said") == f"Fetched {host}/{name}: check it, then pin it.", f"{name} fetched")
+            return "the policy you loaded from a URL", f"({host}/{name})"
+
+        for load in (from_file, from_url):
+            fresh(browser, f"{network['log']}/ui/?view=trust")
+            source, detail = load("log.policy")
+            assert browser.find_element(By.ID, "policy").get_attribute("value") == network["policy"]
+            state, said = rerun(browser, "log-verdict", "#policy-pin")
+            assert state == "pass" and f"checked against {source}" in said and detail in said, (load.__name__, said)
+            assert network["vkey"] in keys_named(browser, "log-verdict")
+            open_page(browser, entry)
+            state, said = wait_verdict(browser, "entry-verdict")
+            assert state == "pass" and source in said and f"entry {network['index']} is in" in said, (load.__name__, said)
+            # the same way, a policy naming another key for the log: the pin wins over the operator's
+            open_page(browser, f"{network['log']}/ui/?view=trust")
+            source, detail = load("wrong.policy")
+            state, said = rerun(browser, "log-verdict", "#policy-pin")
+            assert state == "fail" and "not signed by a log key of the policy" in said, (load.__name__, said)
+            assert source in said and other.vkey in keys_named(browser, "log-verdict"), (load.__name__, said)
+            open_page(browser, entry)
+            state, said = wait_verdict(browser, "entry-verdict")
+            assert state == "fail" and "log signature" in said and other.vkey in keys_named(browser, "entry-verdict"), said
+            shot(browser, tmp_path, f"wrong-key-{load.__name__}-1400")
+    no_console_errors(browser)
+
+
 def test_a_tampered_proof_from_a_lying_log_fails_in_the_page(network, browser, tmp_path):
     with http_server(lying_log(network["log"])) as liar:
         fresh(browser, f"{network['log']}/ui/?log={liar}&view=entry&index={network['index']}")
@@ -461,6 +535,104 @@ def test_search_by_signer_finds_the_tours_receipts(network, browser, tmp_path):
         assert f"index={network['index']}" in browser.execute_script(
             "return [...document.querySelectorAll('#search-results a')].map(a => a.href).join(' ')"), query
     no_console_errors(browser)
+
+
+def test_a_leaf_hash_finds_its_entry_which_verifies_and_its_raw_links_are_the_services_json(network, browser, tmp_path):
+    """The entry's leaf hash (base64 or hex) finds it, from the entry form's field and from the
+    search; the entry verifies; its raw links are the log's JSON for what the page shows."""
+    from selenium.webdriver.common.by import By
+
+    q = urllib.parse.quote
+    leaf = fetch_json(f"{network['log']}/v1/entries/{network['index']}")["leaf_hash"]
+    hexleaf = base64.b64decode(leaf).hex()
+    fresh(browser, f"{network['log']}/ui/?view=entry&leaf={q(leaf, safe='')}")
+    state, said = wait_verdict(browser, "entry-verdict")
+    assert state == "pass" and f"entry {network['index']} is in oap.localhost/log" in said, said
+    assert leaf in keys_named(browser, "entry-facts")  # the leaf hash recomputed here is the one looked up
+    # the raw links: the log's own answers for this entry and its proof
+    raw = {a.text: a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#entry-links a.raw")}
+    assert set(raw) == {"raw entry", "raw proof"}, raw
+    served = fetch_json(raw["raw entry"])
+    facts = text(browser, "entry-facts")
+    assert served["index"] == network["index"] and f"index{network['index']}" in facts, (served["index"], facts)
+    assert served["leaf_hash"] == leaf and served["entry"]["signer"] == network["signer"]
+    assert network["signer"] in keys_named(browser, "entry-facts")
+    assert json.loads(text(browser, "entry-json")) == served["entry"]
+    proof = fetch_json(raw["raw proof"])
+    bundle = text(browser, "entry-proof")
+    assert f"\nindex {network['index']}\n" in bundle and proof["inclusion_proof"], bundle
+    assert all(f"\n{h}\n" in bundle for h in proof["inclusion_proof"]), (proof, bundle)
+    # the search takes either form; its result links to the entry, which verifies
+    for query in (hexleaf, leaf):
+        open_page(browser, f"{network['log']}/ui/?view=search&q={q(query, safe='')}")
+        state, said = wait_verdict(browser, "search-verdict")
+        assert state == "info" and "1 entry has this leaf hash" in said, (query, said)
+        listed = fetch_json(browser.find_element(By.CSS_SELECTOR, "#search-verdict a.raw").get_attribute("href"))
+        assert listed == {"index": network["index"], "leaf_hash": leaf}, listed
+    stale(browser, "entry-verdict")
+    click(browser, f"#search-results a[href$='index={network['index']}']")
+    state, said = wait_verdict(browser, "entry-verdict")
+    assert state == "pass" and f"entry {network['index']} is in" in said, said
+    # a leaf hash the log does not hold is said so, not an error
+    open_page(browser, f"{network['log']}/ui/?view=search&q={'ab' * 32}")
+    state, said = wait_verdict(browser, "search-verdict")
+    assert state == "unknown" and "no entry has this leaf hash" in said, said
+    no_console_errors(browser, allowed=("entries:lookup?leaf_hash=",))  # the 404 of the last lookup
+
+
+def test_the_downloaded_proof_bundle_verifies_with_oap_log_and_copy_buttons_copy_the_full_value(network, browser, tmp_path):
+    """The entry's "download .tlog-proof" saves the bundle shown, and `oap-log verify` accepts it
+    with the log's policy (and refuses it with another key); its copy buttons put the whole
+    value on the clipboard, not the shortened one shown."""
+    from selenium.webdriver.common.by import By
+
+    from tlog.formats.keys import Signer
+
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    fresh(browser, f"{network['log']}/ui/?view=entry&index={network['index']}")
+    assert wait_verdict(browser, "entry-verdict")[0] == "pass"
+    shown = text(browser, "entry-proof")
+    name = f"entry-{network['index']}.tlog-proof"
+    browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    try:
+        click(browser, "#entry-proof-actions button.download")
+        saved = wait_for(browser, lambda b: (downloads / name).is_file() and not list(downloads.glob("*.crdownload"))
+                         and (downloads / name).read_text(), f"{name} downloaded")
+    finally:
+        browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "default"})
+    assert saved == shown and saved.startswith("c2sp.org/tlog-proof@v1"), saved
+    (tmp_path / "log.policy").write_text(network["policy"])
+    (tmp_path / "other.policy").write_text(f"log {Signer.generate('oap.localhost/log').vkey}\nquorum none\n")
+    for policy, code in (("log.policy", 0), ("other.policy", 1)):
+        r = subprocess.run([str(BIN / "oap-log"), "verify", str(downloads / name), "--policy", str(tmp_path / policy)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == code, (policy, r.stdout, r.stderr)
+    # copy: the clipboard (granted to this origin) holds the full value, not the short form shown
+    browser.execute_cdp_cmd("Browser.grantPermissions", {"origin": network["log"],
+                                                         "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
+    try:
+        values = browser.find_elements(By.CSS_SELECTOR, "#entry-facts .value")
+        copied = {}
+        for v in values:
+            full = v.find_element(By.CSS_SELECTOR, "[title]").get_attribute("title")
+            short = v.find_element(By.CSS_SELECTOR, "[title]").text
+            button = v.find_element(By.CSS_SELECTOR, "button.copy")
+            button.click()
+            wait_for(browser, lambda b, button=button: button.get_attribute("data-copied") == "1", "copied")
+            copied[full] = (short, clipboard(browser))
+        assert network["signer"] in copied and len(copied) >= 3, copied
+        assert all(got == full and short != full for full, (short, got) in copied.items()), copied
+        click(browser, "#entry-proof-actions button.copy")
+        wait_for(browser, lambda b: clipboard(b) == shown, "the proof bundle copied")
+    finally:
+        browser.execute_cdp_cmd("Browser.resetPermissions", {})
+    no_console_errors(browser)
+
+
+def clipboard(driver) -> str:
+    return driver.execute_async_script("const done = arguments[arguments.length - 1];"
+                                       "navigator.clipboard.readText().then(done, (e) => done('ERROR ' + e));")
 
 
 def test_paging_reaches_entry_0_of_a_2000_entry_log(network, browser, tmp_path):

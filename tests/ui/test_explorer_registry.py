@@ -225,6 +225,40 @@ def test_a_vc_conformance_receipt_with_an_audit_is_shown_and_checked(network, br
     no_console_errors(browser)
 
 
+def test_older_commits_page_back_to_the_genesis_commit_0(network, browser, tmp_path):
+    """The registry's commits, newest first, a page of 20 at a time: "Older commits" goes back
+    page by page, each page's anchors verified, to commit 0 (the genesis), then stops."""
+    from selenium.webdriver.common.by import By
+
+    head = fetch_json(f"{network['registry']}/v1/info")["head"]["seq"]
+    while head < 21:  # more than one page of commits: each record posted alone is a commit
+        seed = generate_seed()
+        head = post(network["registry"], make_revocation(seed, kind="key", subject=did(seed), reason="key_compromise"))["seq"]
+    fresh(browser, f"{network['registry']}/ui/?view=registry")
+    seen: list[int] = []
+    pages = 0
+    while True:
+        state, said = wait_verdict(browser, "registry-verdict")
+        assert state == "pass" and "anchor(s) verified" in said, (seen, said)
+        pages += 1
+        seqs = [int(c.text) for c in browser.find_elements(By.CSS_SELECTOR, "#commits tbody tr td:first-child")]
+        assert 0 < len(seqs) <= 20 and seqs == sorted(seqs, reverse=True), seqs
+        assert not seen or seqs[0] == seen[-1] - 1, (seen, seqs)  # each page goes on where the last stopped
+        seen += seqs
+        older = browser.find_elements(By.CSS_SELECTOR, "#commits-pager a[rel='next']")
+        if not older:
+            break
+        assert pages < 10 and f"before={seqs[-1]}" in older[0].get_attribute("href"), older[0].get_attribute("href")
+        stale(browser, "registry-verdict")
+        older[0].click()
+    assert pages >= 2 and seen[0] >= head and seen == list(range(seen[0], -1, -1)), seen
+    last = browser.find_elements(By.CSS_SELECTOR, "#commits tbody tr")[-1].text
+    assert last.startswith("0") and "genesis" in last, last
+    assert "view=registry&before=" in browser.current_url
+    assert browser.find_element(By.CSS_SELECTOR, "#commits-pager a:not(.raw)").text == "« Newest"
+    no_console_errors(browser)
+
+
 # --- a registry anchored in two logs ---------------------------------------------------------
 
 
