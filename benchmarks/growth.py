@@ -294,6 +294,9 @@ def restore(path: Path, n: int, marker_text: str, saved_index: Path) -> None:
     conn.execute("DELETE FROM receipts WHERE idx >= ?", (n,))
     conn.execute("DELETE FROM checkpoints WHERE size > ?", (n,))
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('hashes_synced', ?)", (n,))
+    # the published head of the deleted appends goes too (the store republishes the signed
+    # head of size n at open, as after a first start), so a rewound log is no "foreign head"
+    conn.execute("DELETE FROM meta WHERE key IN ('published_size', 'published_note')")
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
