@@ -59,7 +59,11 @@ SLOT = np.dtype([("tag", "<u8"), ("idx", "<u8")])  # the file layout; in memory 
 SLOT_SIZE = 16
 MIN_CAPACITY = 1 << 16
 _REBUILD_CHUNK = 1 << 20
-_REHASH_CHUNK = 1 << 18  # slots of the old table moved per step of a resize (4 MiB; see _rehash)
+_REHASH_CHUNK = 1 << 17  # slots of the old table moved per step of a resize (2 MiB; see _rehash)
+# Each step's pages of the new table are written out before the next (`_Resize._flush`), and an
+# append's fsync waits behind the step in flight: at 2^26 entries on a virtual disk, the longest
+# append was 69-165 ms with steps of 2^18 slots, and 37-52 ms with 2^17 but for one lone
+# 124 ms spike in three runs (benchmarks/growth.py).
 _SCALAR_TAIL = 8  # keys left after the vectorised rounds that are probed one by one
 _SWAP_GAP = 1 << 11  # entries the background resize leaves for the writer to insert at the swap
 # Entries inserted into a growing table between two unmappings of it (when the window says so)
