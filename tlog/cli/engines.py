@@ -85,6 +85,7 @@ class Postgres:
         self.data = self.dir / "pgdata"
         self.port = port or free_port()
         self.proc: subprocess.Popen | None = None
+        self._sock: Path | None = None  # a socket directory made in /tmp (see _socket_dir)
         self.mode = "direct"
         self.ids: dict = {}
         if os.geteuid() == 0:
@@ -129,13 +130,20 @@ class Postgres:
                                f"reach {self.bin} or {self.dir}: every parent directory must be o+x")
 
     def _socket_dir(self) -> Path:
-        """The socket's path must fit in 107 bytes; else a short directory in /tmp."""
+        """The socket's path must fit in 107 bytes; else a short directory in /tmp, made once
+        per server and removed when it stops."""
         if len(str(self.dir / f".s.PGSQL.{self.port}.lock")) < 100:
             return self.dir
-        d = Path(tempfile.mkdtemp(prefix="oap-pgsock-"))
-        if self.mode == "user":
-            shutil.chown(d, self.ids["user"], self.ids["group"])
-        return d
+        if self._sock is None or not self._sock.exists():
+            self._sock = Path(tempfile.mkdtemp(prefix="oap-pgsock-"))
+            if self.mode == "user":
+                shutil.chown(self._sock, self.ids["user"], self.ids["group"])
+        return self._sock
+
+    def _remove_socket_dir(self) -> None:
+        if self._sock is not None and (self.proc is None or self.proc.poll() is not None):
+            shutil.rmtree(self._sock, ignore_errors=True)
+            self._sock = None
 
     def start(self, timeout: float = 60) -> Postgres:
         self._prepare()
@@ -184,12 +192,14 @@ class Postgres:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._remove_socket_dir()
 
     def kill(self) -> None:
         """kill -9 of the postmaster (its backends exit when they notice)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        self._remove_socket_dir()
 
 
 def _admin_ports() -> tuple[int, int]:
