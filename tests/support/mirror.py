@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import re
 import sys
 import time
@@ -19,7 +20,7 @@ from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import CosignatureSigner, Signer, cosigner_verifier
 from tlog.formats.mirror import add_checkpoint_body, encode_header, encode_package, package_ranges
-from tlog.formats.note import sign_note
+from tlog.formats.note import Note, open_note, parse_note, parse_signature_lines, sign_note
 from tlog.merkle.subtrees import subtree_consistency_proof
 from tlog.merkle.tree import TreeView, build_levels
 from witness.mirror.config import MirroredLog
@@ -164,6 +165,17 @@ def http(url: str, body: bytes | None = None, headers: dict | None = None) -> tu
             return r.status, dict(r.headers), r.read()
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read()
+
+
+def info_row(url: str) -> dict:
+    """The one log's row of a mirror's /v1/info (size, next_entry, ...)."""
+    (row,) = json.loads(http(url + "/v1/info")[2])["logs"]
+    return row
+
+
+def check_cosigned(checkpoint: str, lines: str) -> None:
+    """The cosignature lines a mirror answered verify over `checkpoint` with the mirror's key."""
+    open_note(Note(parse_note(checkpoint).text, parse_signature_lines(lines)), [cosigner_key()])
 
 
 def wait_for(what: str, cond, timeout: float = 180.0, every: float = 0.02):

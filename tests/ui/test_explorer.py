@@ -56,6 +56,19 @@ from tests.ui.browser import (
 pytestmark = pytest.mark.slow
 if not HAVE:
     pytest.skip(SKIP_WHY, allow_module_level=True)
+
+
+def reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str = "") -> None:
+    """Answer with `body`, readable by any page (CORS), as the test hosts here do."""
+    handler.send_response(status)
+    if ctype:
+        handler.send_header("Content-Type", ctype)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.send_header("Access-Control-Allow-Origin", "*")
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def lying_log(upstream: str):
     """A proxy in front of the log that changes one hash of every inclusion proof it serves."""
 
@@ -71,12 +84,7 @@ def lying_log(upstream: str):
                 h = doc["inclusion_proof"][0]
                 doc["inclusion_proof"][0] = ("B" if h[0] == "A" else "A") + h[1:]
                 body = json.dumps(doc).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Access-Control-Allow-Origin", "*")
-            self.end_headers()
-            self.wfile.write(body)
+            reply(self, status, body, ctype)
 
         def log_message(self, *args) -> None:
             pass
@@ -98,17 +106,12 @@ def mirror_of(upstream: dict):
                     status, body = r.status, r.read()
             except urllib.error.HTTPError as e:
                 status, body = e.code, e.read()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Access-Control-Allow-Origin", "*")
-            self.end_headers()
-            self.wfile.write(body)
+            reply(self, status, body)
 
         def log_message(self, *args) -> None:
             pass
 
     return Mirror
-
 
 
 def serving(files: dict[str, str]):
@@ -119,13 +122,7 @@ def serving(files: dict[str, str]):
             if self.path not in files:
                 self.send_error(404)
                 return
-            body = files[self.path].encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Access-Control-Allow-Origin", "*")
-            self.end_headers()
-            self.wfile.write(body)
+            reply(self, 200, files[self.path].encode(), "text/plain")
 
         def log_message(self, *args) -> None:
             pass

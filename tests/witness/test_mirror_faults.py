@@ -4,7 +4,6 @@ is a bounded wait for a condition; nothing here depends on how fast the machine 
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import subprocess
 from pathlib import Path
@@ -13,7 +12,6 @@ import pytest
 
 from tlog.client.audit import audit
 from tlog.client.verifier import TrustPolicy
-from tlog.formats.note import Note, open_note, parse_note, parse_signature_lines
 from tlog.formats.tiles import entries_for_size, tiles_for_size
 from tlog.http.mirrorclient import FetchError, MirrorClient
 from tlog.runtime import children
@@ -21,9 +19,10 @@ from tlog.runtime import children
 from tests.support.mirror import (
     BIN,
     EntryLog,
+    check_cosigned,
     cosigner,
-    cosigner_key,
     http,
+    info_row,
     metric,
     mirror_service,
     origin_hash,
@@ -112,11 +111,6 @@ class KilledSource:
             self.killer = asyncio.ensure_future(self._kill_once_stored(self.size, every=0.002))
 
 
-def info_row(url: str) -> dict:
-    (row,) = json.loads(http(url + "/v1/info")[2])["logs"]
-    return row
-
-
 def reader(prefix: str):
     """An `audit` fetch of the paths under `prefix`."""
     async def fetch(path: str) -> bytes:
@@ -165,8 +159,7 @@ def test_every_cosignature_a_mirror_returned_survives_its_kill_9(tmp_path, start
                     return
                 assert not src.killed or kill == "end", "the mirror answered a body it never got whole"
                 assert pushed.action == "cosigned" and pushed.size == size, pushed
-                sigs = parse_signature_lines(pushed.lines)
-                open_note(Note(parse_note(src.note).text, sigs), [cosigner_key()])  # a real cosignature
+                check_cosigned(src.note, pushed.lines)  # a real cosignature
                 cosigned[size] = lg.root(size)
                 if src.killed:
                     return
@@ -225,7 +218,7 @@ def test_a_lying_log_gets_409_or_422_and_the_copy_stays_intact(tmp_path, started
         assert status == 422, (status, text)
     assert http(m.url + "/add-entries", lg.body(600, 899), OCTETS)[0] == 409  # 899 is no pending size
     assert snapshot(prefix, 600) == before  # nothing of the lies was stored or served
-    (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
+    row = info_row(m.url)
     assert (row["size"], row["next_entry"]) == (600, 600)
     assert http(m.url + "/add-entries", good, OCTETS)[0] == 200
     assert served_root(prefix, 900) == lg.root(900)
@@ -253,7 +246,7 @@ def test_the_follower_refuses_a_log_whose_bundles_or_checkpoints_lie(tmp_path, s
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 1 and "refused" in out.stdout and "do not match its checkpoint" in out.stdout, \
             out.stdout + out.stderr
-        (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
+        row = info_row(m.url)
         assert row["next_entry"] == 768 and row["size"] == 600  # what came before the lie, verified
         assert snapshot(prefix, 600) == before
         # a forked log: same key, another history from 500 on

@@ -15,16 +15,18 @@ from tlog.client.client import LogClient
 from tlog.formats.entries import commitment_entry
 from tlog.formats.keys import parse_vkey
 from tlog.formats.mirror import add_checkpoint_body, encode_header, encode_package, package_ranges, parse_mirror_info
-from tlog.formats.note import Note, open_note, parse_note, parse_signature_lines
+from tlog.formats.note import open_note
 from tlog.formats.tiles import encode_entry_bundle, entries_for_size, tiles_for_size
 from tlog.merkle.subtrees import subtree_consistency_proof
 
 from tests.support.mirror import (
     BIN,
     EntryLog,
+    check_cosigned,
     cosigner,
     cosigner_key,
     http,
+    info_row,
     metric,
     mirror_service,
     origin_hash,
@@ -125,7 +127,7 @@ def test_pruning_denies_reads_below_the_minimum_index(started, tmp_path):
     prefix = f"{m.url}/{origin_hash(lg.origin)}"
 
     def minimum_index() -> int:
-        (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
+        row = info_row(m.url)
         return row["minimum_index"]
 
     # tlog-tiles: the minimum index MUST NOT exceed the current checkpoint's size
@@ -144,7 +146,7 @@ def test_pruning_denies_reads_below_the_minimum_index(started, tmp_path):
     assert http(prefix + "/tile/entries/002.p/88")[0] == 200  # entries from the minimum index on
     assert http(prefix + "/tile/1/000.p/2")[0] == 200  # ends at 65536: needed for proofs, served
     assert http(prefix + "/checkpoint")[0] == 200
-    (row,) = json.loads(http(m.url + "/v1/info")[2])["logs"]
+    row = info_row(m.url)
     assert row["minimum_index"] == 512 and row["retention_policy"] == "https://example.org/retention"
     # with no monitoring_prefix configured, the prefix is the address the mirror listens on,
     # never the Host header a client wrote
@@ -209,7 +211,6 @@ def test_add_entries_refuses_bad_uploads_in_the_protocols_text(started, tmp_path
     assert status == 200
 
 
-
 def memory_kb(pid: int) -> dict[str, int]:
     """VmRSS, VmHWM (peak RSS) ... of a process, kB."""
     with open(f"/proc/{pid}/status") as f:
@@ -246,7 +247,7 @@ def test_one_huge_add_entries_body_is_stored_in_bounded_memory(tmp_path, started
     peak = memory_kb(pid)["VmHWM"]
     assert sent > n * entry_bytes
     assert peak - idle < 64 << 10, f"the mirror grew by {(peak - idle) >> 10} MiB for a {sent >> 20} MiB body"
-    open_note(Note(parse_note(slog.note(n)).text, parse_signature_lines(lines.decode())), [cosigner_key()])
-    row = json.loads(http(m.url + "/v1/info")[2])["logs"][0]
+    check_cosigned(slog.note(n), lines.decode())
+    row = info_row(m.url)
     assert (row["size"], row["next_entry"]) == (n, n)
     assert served_root(f"{m.url}/{origin_hash(slog.origin)}", n) == slog.root(n)
