@@ -11,7 +11,8 @@ open-addressing hash table in one memory-mapped file: a slot is 16 bytes, the
 first 8 bytes of the leaf hash (the tag) and index + 1 (0 = empty), at a
 position derived from the tag with a per-file secret key (so submitters
 cannot aim entries at one probe chain). Lookups and inserts are numpy
-operations over the whole batch; a tag match is confirmed against the full
+operations over the whole batch (in a large table, after asking for all the
+pages the batch will probe at once: `_Table.prefetch`); a tag match is confirmed against the full
 32-byte leaf hash in the level-0 hash file, so a torn slot or a 64-bit tag
 collision can never return a wrong index.
 
@@ -60,10 +61,11 @@ SLOT_SIZE = 16
 MIN_CAPACITY = 1 << 16
 _REBUILD_CHUNK = 1 << 20
 _REHASH_CHUNK = 1 << 17  # slots of the old table moved per step of a resize (2 MiB; see _rehash)
-# Each step's pages of the new table are written out before the next (`_Resize._flush`), and an
-# append's fsync waits behind the step in flight: at 2^26 entries on a virtual disk, the longest
-# append was 69-165 ms with steps of 2^18 slots, and 37-52 ms with 2^17 but for one lone
-# 124 ms spike in three runs (benchmarks/growth.py).
+# Each step's pages of the new table are written out before the next (`_Resize._flush`), and
+# whatever an append reads or syncs meanwhile queues behind the step in flight: at 2^26 entries
+# on a virtual disk, the longest append was 69-165 ms with steps of 2^18 slots and 37-124 ms
+# with 2^17 (benchmarks/growth.py). Most of what remained was the lookups' page faults, one
+# read after another (see _Table.prefetch).
 _SCALAR_TAIL = 8  # keys left after the vectorised rounds that are probed one by one
 _SWAP_GAP = 1 << 11  # entries the background resize leaves for the writer to insert at the swap
 # Entries inserted into a growing table between two unmappings of it (when the window says so)
@@ -74,6 +76,9 @@ _CATCH_UP_CHUNK = 1 << 10
 # Entries a resize's catch-up sorts by position at once (~56 bytes each while it runs; see
 # _Resize._catch_up): the more, the closer together each chunk's pages lie.
 _CATCH_UP_BATCH = 1 << 19
+# Tables of at least this many bytes have the pages a batch of lookups needs read in parallel
+# first (`_Table.prefetch`); smaller ones stay in the page cache, where it would only cost time.
+PREFETCH_AT = 64 << 20
 GROW_AT = 0.5  # load at which a background resize starts
 WAIT_AT = 0.75  # load the writer may not pass while a resize is under way: it waits for it
 
@@ -122,6 +127,7 @@ class _Table:
             return out
         tags = _tags(rows)
         pos = _positions(tags, self.key, self.mask)
+        self.prefetch(pos)
         active = np.arange(m)
         for _ in range(self.capacity):
             if active.size == 0:
@@ -193,6 +199,23 @@ class _Table:
                     break
                 p = (p + 1) & mask
         return filled
+
+    def prefetch(self, pos: np.ndarray) -> None:
+        """Start reading the pages of the slots at `pos` from the file, all at once.
+
+        A lookup touches one page at random per leaf hash, and numpy faults them in one
+        after another: at 2^26 entries (a 2 GiB table, most of it not in the page cache after
+        a start) a batch of 256 lookups made ~200 major faults, 22 ms of disk reads in a row,
+        and 277 ms while a resize was writing its table out (benchmarks/growth.py). With
+        MADV_WILLNEED per page the reads are queued together and the faults then wait for
+        reads already under way; for a page in the page cache it only costs a syscall."""
+        if self.mm is None or _WILLNEED is None or self.capacity * SLOT_SIZE < PREFETCH_AT or pos.size == 0:
+            return
+        for page in np.unique((pos * SLOT_SIZE + HEADER) // _PAGE).tolist():
+            try:
+                self.mm.madvise(_WILLNEED, page * _PAGE, _PAGE)
+            except OSError:  # only a hint
+                return
 
     def release(self) -> None:
         """Unmap every page of the table from this process (RSS only: a shared file
@@ -523,6 +546,8 @@ class LeafIndex:
             self._fd = None
 
 
+_PAGE = mmap.PAGESIZE
+_WILLNEED = getattr(mmap, "MADV_WILLNEED", None)
 _SMALL_PAGE_HINTS = [h for h in (getattr(mmap, "MADV_RANDOM", None), getattr(mmap, "MADV_NOHUGEPAGE", None))
                      if h is not None]
 
