@@ -229,6 +229,11 @@ class PostgresStorage:
                 if conn.execute("SELECT 1 FROM oap_head").fetchone() is None:
                     conn.execute(NEW_HEAD, (time.time(),))
                     conn.execute(NEW_META)
+        # The sequencing session too, with the tables its transaction reads: opened here, the
+        # connection and the server's first look at them are not paid by the first write.
+        with self._seq.use() as conn:
+            conn.execute("SELECT next FROM oap_sequence").fetchone()
+            conn.execute("SELECT leaf, idx FROM oap_entries WHERE leaf = ANY(%s)", ([],)).fetchall()
         return self.head()
 
     def close(self) -> None:
