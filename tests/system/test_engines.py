@@ -1,9 +1,11 @@
 """The engines `make run-scale` and the tests start (tlog.cli.engines) leave nothing behind."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tlog.cli.engines import Postgres
+from tlog.cli.engines import Postgres, Seaweed
 
 pytestmark = pytest.mark.slow
 
@@ -22,3 +24,22 @@ def test_a_postgres_socket_directory_made_in_tmp_goes_when_the_server_stops_or_i
         finally:
             end()
         assert not sock.exists(), f"{end.__name__} left {sock}"
+
+
+def test_seaweedfs_keeps_its_logs_in_its_directory_and_its_sockets_go_when_it_stops_or_is_killed(tmp_path):
+    """`weed` makes a Unix socket in /tmp for each gRPC port (the path is fixed in the binary)
+    and leaves it when it stops; its logs would go to /tmp too. Its logs go under its own
+    directory, and its sockets are removed when it stops or is killed."""
+    weed = Seaweed(tmp_path / "weed")
+    for end in (weed.stop, weed.kill):
+        weed.start()
+        socks = [Path(f"/tmp/seaweedfs-{name}-grpc-{weed.ports[name + '.grpc']}.sock")
+                 for name in ("master", "volume", "filer", "s3")]
+        try:
+            weed.create_bucket("b")  # it serves
+            assert all(s.is_socket() for s in socks), [str(s) for s in socks if not s.is_socket()]
+            assert any(p.name.startswith("weed.") for p in (weed.dir / "logs").iterdir())
+            assert not [p for p in Path("/tmp").glob(f"weed.*.{weed.proc.pid}")]
+        finally:
+            end()
+        assert not [str(s) for s in socks if s.exists()], f"{end.__name__} left them"

@@ -97,12 +97,13 @@ def _chromium(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     from tests.support.browser import start_browser
 
-    driver = start_browser(Path(tempfile.mkdtemp(prefix="oap-chromium-")))
-    try:
-        with _serve(json.dumps(cases).encode()) as host:
-            driver.get(f"{host}/tests/ui/js/differential.html")
-            WebDriverWait(driver, 300).until(lambda d: d.title.startswith("DONE"))
-            assert driver.title == "DONE", driver.find_element("id", "state").get_attribute("textContent")
-            return json.loads(driver.find_element("id", "results").get_attribute("textContent"))
-    finally:
-        driver.quit()
+    with tempfile.TemporaryDirectory(prefix="oap-chromium-") as work:
+        driver = start_browser(Path(work))
+        try:
+            with _serve(json.dumps(cases).encode()) as host:
+                driver.get(f"{host}/tests/ui/js/differential.html")
+                WebDriverWait(driver, 300).until(lambda d: d.title.startswith("DONE"))
+                assert driver.title == "DONE", driver.find_element("id", "state").get_attribute("textContent")
+                return json.loads(driver.find_element("id", "results").get_attribute("textContent"))
+        finally:
+            driver.quit()

@@ -260,7 +260,8 @@ class Seaweed:
                  "actions": ["Admin", "Read", "Write", "List", "Tagging"]},
                 {"name": "anonymous", "actions": ["Read"]}]}, f)
         p = self.ports
-        args = [weed, "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.dir / 'data'}",
+        (self.dir / "logs").mkdir(exist_ok=True)
+        args = [weed, f"-logdir={self.dir / 'logs'}", "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.dir / 'data'}",
                 "-master.telemetry=false",  # on by default: it would report to a host on the Internet
                 f"-master.port={p['master']}", f"-master.port.grpc={p['master.grpc']}",
                 "-master.volumeSizeLimitMB=64",
@@ -312,8 +313,31 @@ class Seaweed:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._remove_grpc_sockets()
         if hold_ports:
             self._hold_ports()
+
+    def _remove_grpc_sockets(self) -> None:
+        """`weed` makes a Unix socket in /tmp for each gRPC port (the path is fixed in the
+        binary) and leaves it there when it stops: remove this server's, once nothing answers
+        on them."""
+        if self.proc is None or self.proc.poll() is None:
+            return
+        for name in ("master", "volume", "filer", "s3", "admin"):
+            path = f"/tmp/seaweedfs-{name}-grpc-{self.ports[name + '.grpc']}.sock"
+            with socket.socket(socket.AF_UNIX) as s:
+                try:
+                    s.connect(path)
+                except ConnectionRefusedError:  # stale: no process listens on it
+                    pass
+                except OSError:  # absent, or not a socket
+                    continue
+                else:
+                    continue  # someone listens there (not this server: it has stopped)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     def _hold_ports(self) -> None:
         """Bind this server's ports without listening, until the next `start`: a connection is
@@ -339,3 +363,4 @@ class Seaweed:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+        self._remove_grpc_sockets()
