@@ -261,7 +261,8 @@ class Seaweed:
                 {"name": "anonymous", "actions": ["Read"]}]}, f)
         p = self.ports
         (self.dir / "logs").mkdir(exist_ok=True)
-        args = [weed, f"-logdir={self.dir / 'logs'}", "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.dir / 'data'}",
+        args = [weed, f"-logdir={self.dir / 'logs'}", "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                f"-dir={self.dir / 'data'}",
                 "-master.telemetry=false",  # on by default: it would report to a host on the Internet
                 f"-master.port={p['master']}", f"-master.port.grpc={p['master.grpc']}",
                 "-master.volumeSizeLimitMB=64",
