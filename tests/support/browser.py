@@ -34,12 +34,7 @@ def start_browser(workdir: Path, *, window: str = "1280,2200", timeout: float = 
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     popen_kw = {"preexec_fn": pre} if (pre := children.preexec(signal.SIGTERM)) else {}
-    # Chromium's own temporary directories (org.chromium.Chromium.*) go under `workdir`, not /tmp,
-    # where it leaves them behind
-    tmp = workdir / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
-    service = Service(executable_path=DRIVER, popen_kw=popen_kw, env={**os.environ, "TMPDIR": str(tmp)})
-    driver = webdriver.Chrome(service=service, options=opts)
+    driver = webdriver.Chrome(service=Service(executable_path=DRIVER, popen_kw=popen_kw), options=opts)
     driver.set_page_load_timeout(timeout)
     driver.set_script_timeout(timeout)
     return driver
