@@ -14,7 +14,6 @@ def mapped_kb(path) -> int:
     return total
 
 
-
 def cached_pages(path, pages) -> list[bool]:
     """Whether each of `pages` (page numbers) of the file at `path` is in the page cache:
     mincore(2) over a mapping of the file, which reports the page cache, not this process."""
