@@ -43,3 +43,17 @@ def test_seaweedfs_keeps_its_logs_in_its_directory_and_its_sockets_go_when_it_st
         finally:
             end()
         assert not [str(s) for s in socks if s.exists()], f"{end.__name__} left them"
+
+
+def test_the_postgres_engine_is_durable_and_does_not_compress_its_wal(engines):
+    """What the log's acknowledgements rest on (fsync, synchronous commit, full-page writes),
+    and no WAL compression: the full-page images an append writes are mostly of the
+    leaf-hash index, random keys that pglz cannot shrink, at about half of a large log's
+    append CPU (benchmarks/README.md). Settings given on the command line, so they win over
+    a postgresql.conf."""
+    import psycopg
+
+    with psycopg.connect(engines.pg.dsn, autocommit=True) as c:
+        shown = {name: c.execute(f"SHOW {name}").fetchone()[0]
+                 for name in ("fsync", "synchronous_commit", "full_page_writes", "wal_compression")}
+    assert shown == {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on", "wal_compression": "off"}
