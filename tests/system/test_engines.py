@@ -1,4 +1,5 @@
-"""The engines `make run-scale` and the tests start (tlog.cli.engines) leave nothing behind."""
+"""The engines `make run-scale` and the tests start (tlog.cli.engines): the settings the log
+relies on, and nothing left behind."""
 from __future__ import annotations
 
 from pathlib import Path
