@@ -50,11 +50,37 @@ def test_the_postgres_engine_is_durable_and_does_not_compress_its_wal(engines):
     """What the log's acknowledgements rest on (fsync, synchronous commit, full-page writes),
     and no WAL compression: the full-page images an append writes are mostly of the
     leaf-hash index, random keys that pglz cannot shrink, at about half of a large log's
-    append CPU (benchmarks/README.md). Settings given on the command line, so they win over
-    a postgresql.conf."""
+    append CPU (benchmarks/README.md). A buffer pool of an eighth of the memory (128 MB to
+    2 GB), where the index's pages stay instead of being written out on every append.
+    Settings given on the command line, so they win over a postgresql.conf."""
+    import os
+
     import psycopg
 
     with psycopg.connect(engines.pg.dsn, autocommit=True) as c:
         shown = {name: c.execute(f"SHOW {name}").fetchone()[0]
                  for name in ("fsync", "synchronous_commit", "full_page_writes", "wal_compression")}
+        pool_mb = int(c.execute("SELECT setting::bigint * 8192 / 1048576 FROM pg_settings "
+                                "WHERE name = 'shared_buffers'").fetchone()[0])
     assert shown == {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on", "wal_compression": "off"}
+    memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
+    assert pool_mb == max(128, min(2048, memory_mb // 8))
+
+
+def test_the_seaweedfs_engine_has_large_volumes_and_a_fixed_volume_count(engines):
+    """When a volume fills, the writes in flight to it wait 0.2-1 s while the master makes a
+    new one (a tile write stalled a PostgreSQL append past 100 ms that way, every minute or
+    so with 64 MB volumes): volumes of 1 GB, as the master reports them. Their number is
+    fixed, not derived from the free disk space, so a small disk still has room for a
+    volume per bucket."""
+    import json
+    import re
+    import urllib.request
+
+    master = f"http://127.0.0.1:{engines.weed.ports['master']}"
+    with urllib.request.urlopen(master + "/", timeout=10) as r:  # the master's status page
+        page = r.read().decode()
+    limit = re.search(r"Volume Size Limit</th>\s*<td>(\d+)MB</td>", page)
+    assert limit is not None and int(limit.group(1)) == 1024
+    with urllib.request.urlopen(master + "/dir/status", timeout=10) as r:
+        assert json.load(r)["Topology"]["Max"] == 1000
