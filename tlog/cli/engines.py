@@ -76,7 +76,7 @@ def shared_buffers_mb() -> int:
     """PostgreSQL's buffer pool: an eighth of the machine's memory, from 128 MB (PostgreSQL's
     default) to 2 GB. Appends read and write the leaf-hash index at random (~80 bytes an
     entry: 1.3 GB at 2^24 entries); with a pool smaller than that, backends write dirty index
-    pages out on every append, and a commit's WAL flush waits behind the writeback (0.1-0.3 s
+    pages out on every append, and a commit's WAL flush waits behind the writeback (0.1-0.35 s
     at 2^24 with 128 MB). Only the pages used are ever touched."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return max(128, min(2048, total // 8 >> 20))
