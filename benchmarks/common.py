@@ -177,7 +177,9 @@ class SyncAppender:
 
     def wait_integrating(self, seconds: float = 60) -> None:
         """Until this process holds the integrator role (a new PostgreSQL frontend waits out the
-        lease's TTL first): appends measured after it are appends, not a takeover."""
+        lease's TTL first): appends measured after it do not wait out the lease. The first
+        still carries the rest of the takeover, which runs as it is sequenced: the read of the
+        bucket's checkpoint and the new integrator's first checkpoint."""
         deadline = time.monotonic() + seconds
         while not self.app.integrating:
             if time.monotonic() > deadline:

@@ -22,7 +22,8 @@ Embedded logs come from build.py's bulk builder, cached, and are put back to exa
 entries after the measured appends. The PostgreSQL log is grown through
 the appender itself (65,536-entry batches), in one database from size to size, then
 vacuumed and checkpointed (PgLog.settle) before it is measured;
-PostgreSQL and SeaweedFS are started here (tlog.cli.engines), with their data in
+PostgreSQL and SeaweedFS are started here (tlog.cli.engines), PostgreSQL with the
+scale-out runbook's buffer pool (a quarter of the memory), with their data in
 benchmarks/.cache/growth-pg, removed at the end.
 
 Writes benchmarks/results/growth.json (`_meta` from common.machine()) and growth.md (the
@@ -372,7 +373,7 @@ class PgLog:
     log through `append`. Data in benchmarks/.cache/growth-pg, removed at the end."""
 
     def __init__(self) -> None:
-        from tlog.cli.engines import Postgres, Seaweed
+        from tlog.cli.engines import Postgres, Seaweed, shared_buffers_mb
         from tlog.runtime.keyfiles import write_secret
         from tlog.server.service import checkpoint_signer, load_or_create_key
 
@@ -381,7 +382,10 @@ class PgLog:
         self.work.mkdir(parents=True)
         self.work.chmod(0o755)
         t = time.perf_counter()
-        self.pg = Postgres(self.work / "pg").start()
+        # The server has the machine to itself: the runbook's buffer pool (a quarter of the
+        # memory), which holds the leaf-hash index that every append reads at random.
+        self.pool_mb = shared_buffers_mb(dedicated=True)
+        self.pg = Postgres(self.work / "pg", pool_mb=self.pool_mb).start()
         self.weed = Seaweed(self.work / "weed").start()
         self.weed.create_bucket("log")
         self.engines_start_s = round(time.perf_counter() - t, 1)
@@ -439,6 +443,15 @@ class PgLog:
             c.execute("VACUUM (ANALYZE)")
             c.execute("CHECKPOINT")
         return round(time.perf_counter() - t, 1)
+
+    def index_reads(self) -> tuple[int, int]:
+        """The entries' index pages read into the pool and found in it, so far."""
+        import psycopg
+
+        with psycopg.connect(self.pg.dsn, autocommit=True) as c:
+            row = c.execute("SELECT coalesce(sum(idx_blks_read), 0), coalesce(sum(idx_blks_hit), 0) "
+                            "FROM pg_statio_user_indexes WHERE relname = 'oap_entries'").fetchone()
+        return int(row[0]), int(row[1])
 
     def close_store(self) -> None:
         if self.store is not None:
@@ -503,12 +516,16 @@ def postgres_size(pg: PgLog, k: int, cfg: dict) -> dict:
     # finish with it (writeback, the journal's frees) before the appends are timed, or the
     # first append's commits queue behind it (at 2^24 entries, a 1 GiB cache).
     os.sync()
+    before = pg.index_reads()
     res["startup_new_frontend_s"] = new["startup_s"]
     res["startup_new_frontend_peak_rss_mb"] = new["peak_rss_mb"]
     warm = run_child(pg.spec(pg.front, k) | {"salt": 0x7000 + k, "append_seconds": cfg["append_seconds"],
                                              "append_max": cfg["append_max"]}, timeout=1800)
     res["measure_seconds"] = round(time.perf_counter() - t, 1)
     res.update({key: warm[key] for key in MEASURED})
+    # index pages the measured process's appends found outside the pool, and found in it
+    res["index_pages_read"], res["index_pages_hit"] = (a - b for a, b in zip(pg.index_reads(), before))
+    res["postgres_pool_mb"] = pg.pool_mb
     res["peak_rss_mb"] = max(warm["peak_rss_mb"], new["peak_rss_mb"])
     return res
 

@@ -67,6 +67,21 @@ def test_the_postgres_engine_is_durable_and_does_not_compress_its_wal(engines):
     assert pool_mb == max(128, min(2048, memory_mb // 8))
 
 
+def test_a_server_with_the_machine_to_itself_gets_the_runbooks_quarter_of_memory(tmp_path):
+    """The growth benchmark's server has the machine to itself: the scale-out runbook's pool,
+    a quarter of the memory and not capped at 2 GB, so that a 2^24 log's leaf-hash index
+    stays in it. A pool asked for is the pool given; none asked for, the shared rule."""
+    import os
+
+    from tlog.cli.engines import shared_buffers_mb
+
+    memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
+    assert shared_buffers_mb(dedicated=True) == max(128, memory_mb // 4)
+    assert shared_buffers_mb() == max(128, min(2048, memory_mb // 8))
+    assert Postgres(tmp_path, pool_mb=6144).pool_mb == 6144
+    assert Postgres(tmp_path).pool_mb == shared_buffers_mb()
+
+
 def test_the_seaweedfs_engine_has_large_volumes_and_a_fixed_volume_count(engines):
     """When a volume fills, the writes in flight to it wait 0.2-1 s while the master makes a
     new one (a tile write stalled a PostgreSQL append past 100 ms that way, every minute or
