@@ -523,7 +523,8 @@ def postgres_size(pg: PgLog, k: int, cfg: dict) -> dict:
                                              "append_max": cfg["append_max"]}, timeout=1800)
     res["measure_seconds"] = round(time.perf_counter() - t, 1)
     res.update({key: warm[key] for key in MEASURED})
-    # index pages the measured process's appends found outside the pool, and found in it
+    # pages of the entries' indexes (leaf hash, primary key) the measuring process read into
+    # the pool, and found in it; only its appends touch them
     res["index_pages_read"], res["index_pages_hit"] = (a - b for a, b in zip(pg.index_reads(), before))
     res["postgres_pool_mb"] = pg.pool_mb
     res["peak_rss_mb"] = max(warm["peak_rss_mb"], new["peak_rss_mb"])

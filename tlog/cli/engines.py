@@ -83,8 +83,8 @@ def shared_buffers_mb(dedicated: bool = False) -> int:
 
     `dedicated`: the runbook's quarter, for a server that has the machine to itself (the
     growth benchmark's). Index pages outside the pool live in the page cache, which a host
-    may reclaim without memory pressure (a shared VM here gave back ~3 MB/s with 21 GB
-    free): the next append then reads them from disk, one random read per entry."""
+    may reclaim without memory pressure (a shared 2-core VM gave back 3-8 MB/s with 21 GB
+    free): the next append then reads them from disk, up to one random read per entry."""
     total = (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) >> 20
     if dedicated:
         return max(128, total // 4)
@@ -100,7 +100,7 @@ class Postgres:
 
     def __init__(self, directory: Path, port: int | None = None, *, pool_mb: int | None = None) -> None:
         self.bin = postgres_bin()
-        self.pool_mb = pool_mb or shared_buffers_mb()  # shared_buffers, in MB
+        self.pool_mb = shared_buffers_mb() if pool_mb is None else pool_mb  # shared_buffers, in MB
         self.dir = Path(directory).resolve()
         self.data = self.dir / "pgdata"
         self.port = port or free_port()
