@@ -6,9 +6,10 @@ For each backend and size 2^k it builds a log of 2^k real commitment entries (or
 one from benchmarks/.cache/), then measures, each in a fresh process so that sizes do not
 share memory:
 
-- start-up: the server's own `open_storage(LogConfig)` and `open`, up to the first
-  inclusion proof; embedded also with the data directory evicted from the page cache,
-  PostgreSQL also for a new frontend (an empty hash cache, rebuilt from the database);
+- start-up: the server's own `open_storage(LogConfig)` and `open`, and its interpreter
+  settings (`tune_for_serving`), up to the first inclusion proof; embedded also with the
+  data directory evicted from the page cache, PostgreSQL also for a new frontend (an empty
+  hash cache, rebuilt from the database, after the appends);
 - proofs/s: batches of 100,000 random indices through `inclusion_levels` (what
   `POST /v1/proof/inclusion:batch` and `make bench`'s `proofs_batched` call), warm: the
   median of 5 batches after a first pass over them;
@@ -21,7 +22,7 @@ share memory:
 Embedded logs come from build.py's bulk builder, cached, and are put back to exactly 2^k
 entries after the measured appends. The PostgreSQL log is grown through
 the appender itself (65,536-entry batches), in one database from size to size, then
-vacuumed and checkpointed (PgLog.settle) before it is measured;
+vacuumed and checkpointed (PgLog.settle) before it is measured, the appends first;
 PostgreSQL and SeaweedFS are started here (tlog.cli.engines), PostgreSQL with the
 scale-out runbook's buffer pool (a quarter of the memory), with their data in
 benchmarks/.cache/growth-pg, removed at the end.
@@ -105,6 +106,7 @@ def measure(spec: dict) -> dict:
     """Start-up, then (unless spec['only'] == 'startup') proofs and appends, in this process."""
     import numpy as np
 
+    from tlog.http.serve import tune_for_serving
     from tlog.merkle.proofs import inclusion_levels
     from tlog.merkle.verify import verify_inclusion
     from tlog.server.config import LogConfig
@@ -128,6 +130,10 @@ def measure(spec: dict) -> dict:
     signer = load_or_create_key(config.data_dir, config.origin, config.key_file)
     sign = checkpoint_signer(signer)
     store = SyncAppender(open_storage(config), sign, publisher=open_publisher(config))  # the service's own start
+    # and its interpreter settings, made once it is open (`oap-log serve` before its banner):
+    # without gc.freeze(), the collector's first full pass over start-up's objects (30-40 ms
+    # here) could land inside whichever measured append met it
+    tune_for_serving()
     state = store.state
     assert state is not None
     first = inclusion_levels(state.view, store.driver.hashes, np.array([n // 3]))
@@ -167,6 +173,7 @@ def measure(spec: dict) -> dict:
         salt = spec["salt"]
         store.wait_integrating()
         _reset_hwm()
+        out["first_append_at"] = time.time()
         t = time.perf_counter()
         r = store.append([entry_bytes(i, salt) for i in range(APPEND_BATCH)])
         out["first_append_s"] = round(time.perf_counter() - t, 3)
@@ -494,6 +501,7 @@ def postgres_size(pg: PgLog, k: int, cfg: dict) -> dict:
     t = time.perf_counter()
     before = pg._open().state.size
     pg.grow(n)
+    filled_at = time.time()
     grow_s = round(time.perf_counter() - t, 1)
     pg.close_store()
     settle_s = pg.settle()
@@ -508,24 +516,28 @@ def postgres_size(pg: PgLog, k: int, cfg: dict) -> dict:
         "seaweedfs_on_disk": round(d["seaweedfs_dir"] / n, 1),
         "frontend_hash_cache": round(d["frontend_hash_cache"] / n, 1)}
     t = time.perf_counter()
+    # The appends first, as soon as the log has grown, as they follow each other in a log under
+    # load; the new frontend's start-up (it reads the whole table through the pool) after them.
+    # On a virtual machine, memory left untouched is at times several times slower to touch
+    # again (benchmarks/README.md), and the fill was the last to touch most of the leaf-hash
+    # index in PostgreSQL's pool. Let the disk finish the fill's writes first (the filler's
+    # hash cache), or the first commits queue behind their writeback.
+    os.sync()
+    before = pg.index_reads()
+    warm = run_child(pg.spec(pg.front, k) | {"salt": 0x7000 + k, "append_seconds": cfg["append_seconds"],
+                                             "append_max": cfg["append_max"]}, timeout=1800)
+    res.update({key: warm[key] for key in MEASURED})
+    res["seconds_from_fill_to_first_append"] = round(warm["first_append_at"] - filled_at, 1)
+    # pages of the entries' indexes (leaf hash, primary key) the measuring process read into
+    # the pool, and found in it; only its appends touch them
+    res["index_pages_read"], res["index_pages_hit"] = (a - b for a, b in zip(pg.index_reads(), before))
     newfront = pg.work / "newfront"
     shutil.rmtree(newfront, ignore_errors=True)
     new = run_child(pg.spec(newfront, k) | {"only": "startup"}, timeout=3600)
     shutil.rmtree(newfront, ignore_errors=True)
-    # The new frontend wrote a hash cache of ~64 bytes per entry, just deleted: let the disk
-    # finish with it (writeback, the journal's frees) before the appends are timed, or the
-    # first append's commits queue behind it (at 2^24 entries, a 1 GiB cache).
-    os.sync()
-    before = pg.index_reads()
     res["startup_new_frontend_s"] = new["startup_s"]
     res["startup_new_frontend_peak_rss_mb"] = new["peak_rss_mb"]
-    warm = run_child(pg.spec(pg.front, k) | {"salt": 0x7000 + k, "append_seconds": cfg["append_seconds"],
-                                             "append_max": cfg["append_max"]}, timeout=1800)
     res["measure_seconds"] = round(time.perf_counter() - t, 1)
-    res.update({key: warm[key] for key in MEASURED})
-    # pages of the entries' indexes (leaf hash, primary key) the measuring process read into
-    # the pool, and found in it; only its appends touch them
-    res["index_pages_read"], res["index_pages_hit"] = (a - b for a, b in zip(pg.index_reads(), before))
     res["postgres_pool_mb"] = pg.pool_mb
     res["peak_rss_mb"] = max(warm["peak_rss_mb"], new["peak_rss_mb"])
     return res

@@ -82,9 +82,11 @@ def shared_buffers_mb(dedicated: bool = False) -> int:
     PostgreSQL touches only the pool pages it uses, so a small log costs little memory.
 
     `dedicated`: the runbook's quarter, for a server that has the machine to itself (the
-    growth benchmark's). Index pages outside the pool live in the page cache, which a host
-    may reclaim without memory pressure (a shared 2-core VM gave back 3-8 MB/s with 21 GB
-    free): the next append then reads them from disk, up to one random read per entry."""
+    growth benchmark's). Index pages outside the pool live in the page cache, which the kernel
+    may reclaim without memory pressure (a shared 2-core VM's paged out, with a DAMON
+    `pageout` scheme, page cache no process had mapped or touched for a minute: 3-8 MB/s
+    with 21 GB free): the next append then reads them from disk, up to one random read per
+    entry."""
     total = (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) >> 20
     if dedicated:
         return max(128, total // 4)
