@@ -521,7 +521,8 @@ def postgres_size(pg: PgLog, k: int, cfg: dict) -> dict:
     # On a virtual machine, memory left untouched is at times several times slower to touch
     # again (benchmarks/README.md), and the fill was the last to touch most of the leaf-hash
     # index in PostgreSQL's pool. Let the disk finish the fill's writes first (the filler's
-    # hash cache), or the first commits queue behind their writeback.
+    # hash cache), so that the measured commits do not share it with their writeback (as
+    # they did with a new frontend's deleted 1 GiB cache at 2^24, when that ran first).
     os.sync()
     before = pg.index_reads()
     warm = run_child(pg.spec(pg.front, k) | {"salt": 0x7000 + k, "append_seconds": cfg["append_seconds"],
