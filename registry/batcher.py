@@ -1,4 +1,4 @@
-"""The submission queue in front of the writer (like `tlog.server.sequencer`).
+"""The submission queue in front of the writer (like the log's, `tlog.server.appender`).
 
 Submissions queue; a batch closes after `max_batch` records or
 `batch_interval` seconds after its first record, and becomes one commit, so

@@ -1,1 +1,1 @@
-"""OAP transparency log: C2SP signed notes, checkpoints, tiles, proofs, sequencer, server, client."""
+"""OAP transparency log: C2SP signed notes, checkpoints, tiles, proofs, appender, server, client."""

@@ -363,7 +363,7 @@ async def test_batched_proofs_in_bounded_memory_mode(tmp_path):
     svc = await LogService.open(cfg)
     n = 40_000  # level 0: 1.2 MiB, two windows
     entries = [canonical_entry(commitment_entry(leaf_hash(b"%d" % i))) for i in range(n)]
-    await svc.sequencer.add_many(entries)
+    await svc.appender.add_many(entries)
     server = TestServer(build_app(svc), host="127.0.0.1", port=0)
     await server.start_server()
     try:

@@ -46,7 +46,7 @@ def reference(svc: LogService, reply_state_size: int, index: int, entry: bytes, 
 
 
 async def _append_rounds(svc: LogService, rounds: list[list[tuple[int, bool]]]) -> None:
-    appends = SingleAppends(svc.sequencer, svc.hashes, svc.metrics)
+    appends = SingleAppends(svc.appender, svc.hashes, svc.metrics)
     seen: set[int] = set()
     for batch in rounds:
         entries = [(commitment(i), fmt) for i, fmt in batch]
@@ -91,8 +91,8 @@ async def test_first_entry_and_a_larger_tree(tmp_path):
 
 async def test_refused_batch_fails_every_answer(tmp_path):
     svc = await open_log(tmp_path)
-    appends = SingleAppends(svc.sequencer, svc.hashes, svc.metrics)
-    await svc.sequencer.close()
+    appends = SingleAppends(svc.appender, svc.hashes, svc.metrics)
+    await svc.appender.close()
     with pytest.raises(Unavailable):
         await appends.submit(commitment(1), False, 0.0)
     await svc.reader.close()
@@ -150,7 +150,7 @@ async def test_waiters_get_an_error_when_building_the_answers_fails(tmp_path):
     file) left every waiter pending forever; each now gets the error (a 500)."""
     svc = await open_log(tmp_path)
     try:
-        appends = SingleAppends(svc.sequencer, _FailingHashes(), svc.metrics)
+        appends = SingleAppends(svc.appender, _FailingHashes(), svc.metrics)
         futs = [appends.submit(commitment(i), False, 0.0) for i in range(3)]
         done, pending = await asyncio.wait(futs, timeout=60)
         assert not pending

@@ -120,7 +120,7 @@ async def test_a_mirror_down_never_delays_writes_and_catches_up_when_back(tmp_pa
         m.kill()  # SIGKILL
         # every write is acknowledged while the mirror is down (none waits for it)
         size = await grow(url, 500)
-        assert size == 800 and svc.sequencer.published and svc.state.size == 800
+        assert size == 800 and svc.appender.published and svc.state.size == 800
         text = await until(lambda: metrics_if(url, "oap_log_mirror_push_failures_total"), 120, "a failed push")
         assert sample(text, "oap_log_mirror_cosigned_size", mirror="m1") == first
         assert sample(text, "oap_log_mirror_lag_entries", mirror="m1") == size - first
@@ -237,7 +237,7 @@ async def test_a_lying_or_broken_mirror_never_changes_the_log_answers(tmp_path, 
         assert parse_checkpoint(parse_note(served).text).size == size
         assert not has_mirror_cosignature(served) and len(parse_note(served).signatures) == 1
         assert trust.verify_checkpoint(served).witnesses == set()
-        assert not svc.sequencer.halted
+        assert not svc.appender.halted
     finally:
         await server.close()
         await svc.close()
@@ -258,7 +258,7 @@ async def test_a_lying_mirror_the_quorum_counts_never_gets_a_checkpoint_publishe
                 await c.anchor(commitment_entry(os.urandom(32)))
             assert refused.value.status == 503
         status, _, _ = await get(url + "/checkpoint")
-        assert status == 503 and not svc.sequencer.published
+        assert status == 503 and not svc.appender.published
     finally:
         await server.close()
         await svc.close()

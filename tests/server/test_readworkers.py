@@ -58,10 +58,10 @@ class Log:
         self.cfg.validate()
         self.svc = await LogService.open(self.cfg)
         if entries:
-            await self.svc.sequencer.add_many([entry(i) for i in range(entries)])
+            await self.svc.appender.add_many([entry(i) for i in range(entries)])
         self.runner = await start_app(build_app(self.svc), "127.0.0.1", 0, reuse_port=True)
         self.port = self.runner.addresses[0][1]
-        self.workers = ReadWorkers(self.cfg, self.svc.sequencer,
+        self.workers = ReadWorkers(self.cfg, self.svc.appender,
                                    RequestMetrics(self.svc.metrics.requests, self.svc.metrics.request_seconds))
         await self.workers.start(next(iter(self.runner.sites)), "127.0.0.1", self.port)
         plain = FastSite(self.runner, "127.0.0.1", 0, routes=None, timeout=15.0)
@@ -127,7 +127,7 @@ async def test_a_body_larger_than_one_message_is_handed_over_whole(rlog):
 
 async def test_workers_serve_each_published_checkpoint_and_its_tiles(rlog):
     old = rlog.svc.state.size
-    await rlog.svc.sequencer.add_many([entry(i) for i in range(N, N + 300)])
+    await rlog.svc.appender.add_many([entry(i) for i in range(N, N + 300)])
     new = rlog.svc.state.size
     assert new == old + 300
     # Partial tile 0/3 of the new tree: 900 leaves = 3 full tiles + 132.
@@ -170,7 +170,7 @@ async def test_an_unpublished_log_is_not_served_by_its_workers(tmp_path):
     lg = await Log().open(tmp_path, entries=0, witnesses=(("w.test", vkey, "http://127.0.0.1:9"),),
                           witness_quorum=1, witness_timeout=0.2)
     try:
-        assert not lg.svc.sequencer.published
+        assert not lg.svc.appender.published
         want = await on_every_connection(lg, get("/checkpoint") + get("/" + tile_path(0, 0)) + CLOSE)
         assert [r[0].split(b" ")[1] for r in want] == [b"503", b"503", b"200"]
         assert lg.workers.adopted >= 1
@@ -233,7 +233,7 @@ async def test_a_worker_that_fell_behind_catches_up_with_the_newest_checkpoint(r
     os.kill(worker.pid, signal.SIGSTOP)  # descheduled for a while: its channel fills up
     try:
         for i in range(N, N + 400):  # 400 published batches of one entry
-            await rlog.svc.sequencer.add_many([entry(i)])
+            await rlog.svc.appender.add_many([entry(i)])
     finally:
         os.kill(worker.pid, signal.SIGCONT)
     want = rlog.svc.state.size

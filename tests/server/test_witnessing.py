@@ -258,7 +258,7 @@ async def test_restored_log_halts_instead_of_forking(tmp_path):
         copy(tmp_path / "old.db", tmp_path / "log" / "log.db")
         svc, server, url = await open_log(tmp_path, rows, 1)  # the restored log: size 1, the witness saw 5
         try:
-            assert svc.sequencer.halted is not None  # before any write could sign a second root
+            assert svc.appender.halted is not None  # before any write could sign a second root
             async with aiohttp.ClientSession() as s:
                 async with s.post(url + "/v1/entries", json=entry(100)) as r:
                     body = await r.json()

@@ -118,7 +118,7 @@ async def test_log_errors_follow_accept_through_aiohttp_and_the_fast_path(tmp_pa
                               data=b"{", headers={"Content-Type": "application/json"})
         # the fast path answers a single append that fails once accepted (a halted log), on a
         # new connection (one that aiohttp answered on stays aiohttp's)
-        svc.sequencer.halted = LogHalted("test: the log refuses writes")
+        svc.appender.halted = LogHalted("test: the log refuses writes")
         before = routes.answered
         async with aiohttp.ClientSession() as s:
             doc = await check_error(s, "POST", url + "/v1/entries", accept, want, 503, "maintenance",

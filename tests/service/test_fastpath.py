@@ -46,7 +46,7 @@ async def open_pair(tmp_path, **cfg) -> Pair:
     settings_ = dict(data_dir=tmp_path / "data", port=0, batch_interval_ms=2, rate_limit_read=0, rate_limit_write=0)
     settings_.update(cfg)
     svc = await LogService.open(LogConfig(**settings_))
-    await svc.sequencer.add_many([entry(i) for i in range(N)])
+    await svc.appender.add_many([entry(i) for i in range(N)])
     runner = await start_app(build_app(svc), "127.0.0.1", 0, header_timeout=cfg.get("header_timeout", 15.0))
     plain = FastSite(runner, "127.0.0.1", 0, routes=None, timeout=15.0)
     await plain.start()
@@ -318,10 +318,10 @@ async def test_a_body_shorter_than_its_length_is_not_answered(pair):
 async def test_a_failure_after_the_body_is_answered_as_the_error_middleware_does(pair):
     from tlog.errors import LogHalted
 
-    pair.svc.sequencer.halted = LogHalted("test: the log refuses writes")
+    pair.svc.appender.halted = LogHalted("test: the log refuses writes")
     before = pair.routes.answered
     got = await same(pair, post(commitment(5)) + CLOSE)
-    assert pair.routes.answered - before == 1  # answered fast: the failure came from the sequencer
+    assert pair.routes.answered - before == 1  # answered fast: the failure came from the appender
     assert got[0][0].startswith(b"HTTP/1.1 5") and json.loads(got[0][2])["message"] == "test: the log refuses writes"
 
 
@@ -500,7 +500,7 @@ async def test_shutdown_answers_appends_in_flight(tmp_path):
     while not any(c.busy is not None for c in site._fast_conns):  # read, and waiting for its batch
         assert time.monotonic() < deadline, "the append never reached the server"
         await asyncio.sleep(0.01)
-    await p.runner.cleanup()  # what serve_until_signal does after draining the sequencer
+    await p.runner.cleanup()  # what serve_until_signal does after draining the appender
     data = await asyncio.wait_for(reader.read(-1), 10)
     writer.close()
     await p.svc.close()

@@ -83,7 +83,7 @@ def tune_for_serving() -> None:
       (`benchmarks/run.py --only http_appends`, A/B on the same machine). The cost: a
       reference cycle among those objects is never collected (they live as long as
       the process anyway).
-    - A 0.5 ms switch interval: a writer thread (the log's sequencer, the witness's and
+    - A 0.5 ms switch interval: a writer thread (the log's appender, the witness's and
       registry's batch commits) needs the GIL back after every fsync and SQLite call;
       with the event loop busy it waited up to 5 ms (the default) each time.
     - glibc's malloc keeps blocks up to 32 MiB in its heap, and up to 32 MiB of it free for

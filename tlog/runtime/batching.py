@@ -1,6 +1,6 @@
 """Batching, so that one costly step serves many requests.
 
-`BatchQueue` is the queue of the log's sequencer and the registry's batcher
+`BatchQueue` is the queue of the log's appender and the registry's batcher
 (docs/architecture.md §3.3): items queue up; a batch closes after `max_batch`
 items or `interval` seconds after its first item, whichever comes first, so one
 transaction and one fsync serve many submissions without holding a lone

@@ -16,7 +16,7 @@
     GET  /v1/info                           origin, key, size, and the URLs of its registry, witnesses, mirrors
     GET  /healthz, /readyz, /metrics
 
-Handlers parse, call the core (sequencer, tree view, entry reader) and shape the
+Handlers parse, call the core (appender, tree view, entry reader) and shape the
 answer; errors become responses in `tlog.http.responses` only. The reads clients
 send in bulk and single appends are also answered on the fast path
 (`tlog.http.fastpath`) by the same functions.
@@ -116,8 +116,8 @@ class LogAPI:
         self.requests = RequestMetrics(self.m.requests, self.m.request_seconds)
         self.limits = log_limits(cfg)
         assert self.limits.writes is not None, "the log's limits include its write gate"
-        self.writes = WritePipeline(cfg, self.limits.writes, svc.sequencer,
-                                    SingleAppends(svc.sequencer, svc.hashes, self.m), svc.resolver, self.m)
+        self.writes = WritePipeline(cfg, self.limits.writes, svc.appender,
+                                    SingleAppends(svc.appender, svc.hashes, self.m), svc.resolver, self.m)
         self.neighbours = neighbours(cfg, svc.policy)
 
     def routes(self) -> list[web.RouteDef]:
@@ -144,7 +144,7 @@ class LogAPI:
 
     def served(self) -> LogState:
         """The published state; nothing of an unwitnessed tree is served before its quorum."""
-        if not self.svc.sequencer.published:
+        if not self.svc.appender.published:
             raise NotPublished("no checkpoint has reached the witness quorum yet", retry_after=1)
         return self.svc.state
 
@@ -344,7 +344,7 @@ class LogAPI:
         return respond(request, {"old": old, "new": new, "consistency_proof": [b64enc(h) for h in proof]})
 
     async def info(self, request: web.Request) -> web.Response:
-        seq = self.svc.sequencer
+        seq = self.svc.appender
         body = {"origin": self.svc.origin, "verifier_key": self.svc.signer.vkey, "max_entry_bytes": MAX_ENTRY_BYTES,
                 "published": seq.published, "halted": seq.halted is not None}
         if seq.published:
@@ -366,8 +366,8 @@ class LogAPI:
                             headers={"Cache-Control": "no-cache"})
 
     async def ready(self) -> dict:
-        seq = self.svc.sequencer
-        problems = [p for p, bad in (("sequencer stopped", not seq.running),
+        seq = self.svc.appender
+        problems = [p for p, bad in (("appender stopped", not seq.running),
                                      ("no checkpoint published yet", not seq.published),
                                      ("halted", seq.halted is not None)) if bad]
         return {"tree_size": self.svc.state.size, "problems": problems}

@@ -55,8 +55,8 @@ def added_document(state: LogState, index: int, leaf_hash: bytes, fresh: bool, p
 class SingleAppends:
     """Submits single entries to the appender; answers them per published batch."""
 
-    def __init__(self, sequencer: Appender, hashes: HashReader, metrics: LogMetrics) -> None:
-        self._sequencer, self._hashes, self._m = sequencer, hashes, metrics
+    def __init__(self, appender: Appender, hashes: HashReader, metrics: LogMetrics) -> None:
+        self._appender, self._hashes, self._m = appender, hashes, metrics
         self._inclusion = metrics.proofs.labels("inclusion")
         self._done: list[tuple[asyncio.Future, bytes, int, float, asyncio.Future]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -71,7 +71,7 @@ class SingleAppends:
             self._loop = asyncio.get_running_loop()
         out = self._loop.create_future()
         try:
-            added = self._sequencer.submit(entry)
+            added = self._appender.submit(entry)
         except Exception as e:  # noqa: BLE001 - refused at once (halted, full, shutting down): answered the same way
             out.set_exception(e)
             return out
@@ -118,7 +118,7 @@ class SingleAppends:
         fresh = sum(r.fresh[0] for r in results)
         self._m.entries.inc(fresh)
         self._m.duplicates.inc(len(items) - fresh)
-        self._m.tree_size.set(max(state.size, self._sequencer.state.size if self._sequencer.state else 0))
+        self._m.tree_size.set(max(state.size, self._appender.state.size if self._appender.state else 0))
         self._inclusion.inc(len(items))
         batch = inclusion_levels(state.view, self._hashes, np.array(indices, dtype=np.int64))
         proofs = batch.split(text=True)  # per proof, its base64 strings

@@ -93,10 +93,10 @@ async def _start(cfg: LogConfig, hooks: Hooks | None = None) -> Running:
         from tlog.http.metrics import RequestMetrics
         from tlog.server.readworkers import ReadWorkers
 
-        workers = ReadWorkers(cfg, svc.sequencer, RequestMetrics(svc.metrics.requests, svc.metrics.request_seconds))
+        workers = ReadWorkers(cfg, svc.appender, RequestMetrics(svc.metrics.requests, svc.metrics.request_seconds))
     return Running(build_app(svc), drain=svc.close, helpers=workers, banner=lambda url: [
         f"origin:       {svc.origin}", f"verifier key: {svc.signer.vkey}", f"url:          {url}",
-        f"tree size:    {svc.sequencer.state.size if svc.sequencer.state else 'nothing published yet'}",
+        f"tree size:    {svc.appender.state.size if svc.appender.state else 'nothing published yet'}",
         f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})"])
 
 

@@ -61,9 +61,9 @@ _COMMITMENT = ("commitment",)  # the entry types of a commitment submission (ste
 class WritePipeline:
     """Steps 1 to 8 (module doc) for one entry (`entry`) and for a batch (`batch`)."""
 
-    def __init__(self, cfg: LogConfig, gate: WriteGate, sequencer: Appender, appends: SingleAppends,
+    def __init__(self, cfg: LogConfig, gate: WriteGate, appender: Appender, appends: SingleAppends,
                  resolver: DidResolver | None, metrics: LogMetrics) -> None:
-        self._gate, self._sequencer, self._appends = gate, sequencer, appends
+        self._gate, self._appender, self._appends = gate, appender, appends
         self._resolver, self._m = resolver, metrics
         self.max_entry_body, self.max_body = cfg.max_entry_body, cfg.max_body
         self.max_batch_entries = cfg.max_batch_entries
@@ -139,13 +139,13 @@ class WritePipeline:
         lookup = await self._lookup(self._authorize(admitted, items))  # 5, 6
         canon = await offload(_canonical_all, items, lookup) if len(items) > OFFLOAD_ENTRIES \
             else _canonical_all(items, lookup)  # 7
-        added = await self._sequencer.add_many(canon)  # 8
+        added = await self._appender.add_many(canon)  # 8
         m = self._m
         fresh = sum(added.fresh)
         m.entries.inc(fresh)
         m.duplicates.inc(len(added) - fresh)
         m.append_seconds.observe(time.perf_counter() - t0)
-        state = self._sequencer.state
+        state = self._appender.state
         m.tree_size.set(max(added.state.size, state.size if state is not None else 0))
         m.proofs.labels("inclusion").inc(len(added))
         return added

@@ -2,7 +2,7 @@
 
 One Python process answers some 15-30k tile reads a second on this kind of
 machine, all of it on one core (benchmarks/README.md). The log's writes must
-stay in one process (one sequencer, one signing key), but what clients poll
+stay in one process (one appender, one signing key), but what clients poll
 in bulk does not need it: a full tile is immutable bytes of the hash files,
 and the checkpoint is one small signed note.
 
@@ -111,10 +111,10 @@ class _Child:
 class ReadWorkers:
     """Starts the workers, sends them each published checkpoint, adopts their hand-offs."""
 
-    def __init__(self, cfg: LogConfig, sequencer, metrics) -> None:
-        """`sequencer`: its published states are sent on; `metrics`: a `tlog.http.metrics.RequestMetrics`."""
+    def __init__(self, cfg: LogConfig, appender, metrics) -> None:
+        """`appender`: its published states are sent on; `metrics`: a `tlog.http.metrics.RequestMetrics`."""
         self.cfg = cfg
-        self.sequencer = sequencer
+        self.appender = appender
         self.metrics = metrics
         self.site: Any = None  # the fast-path site, set by start()
         self.children: list[_Child] = []
@@ -142,9 +142,9 @@ class ReadWorkers:
             child = _Child(proc, ours)
             self.children.append(child)
             loop.add_reader(ours.fileno(), self._on_message, child)
-        self.sequencer.on_publish.append(self._send_state)
-        if self.sequencer.published:
-            self._send_state(self.sequencer.state)
+        self.appender.on_publish.append(self._send_state)
+        if self.appender.published:
+            self._send_state(self.appender.state)
         # A worker is serving once it listens; wait for each to say so (or to fail).
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not all(c.ready or c.lost for c in self.children):
@@ -285,8 +285,8 @@ class ReadWorkers:
     async def stop(self) -> None:
         """Stop the workers (their open connections close; clients reconnect to the log process)."""
         self._stopping = True
-        if self._send_state in self.sequencer.on_publish:
-            self.sequencer.on_publish.remove(self._send_state)
+        if self._send_state in self.appender.on_publish:
+            self.appender.on_publish.remove(self._send_state)
         for child in self.children:
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGTERM)

@@ -158,7 +158,7 @@ class LogService:
     config: LogConfig
     signer: keys.Signer
     storage: Driver
-    sequencer: Appender  # the log's write loop (tlog.server.appender)
+    appender: Appender  # the log's write loop (tlog.server.appender)
     reader: EntryReader
     metrics: LogMetrics
     witnesses: WitnessSet | None = None
@@ -229,7 +229,7 @@ class LogService:
     async def close(self) -> None:
         if self.mirrors is not None:
             await self.mirrors.close()
-        await self.sequencer.close()
+        await self.appender.close()
         await self.reader.close()
         if self.witnesses is not None:
             await self.witnesses.close()
@@ -248,7 +248,7 @@ class LogService:
 
     @property
     def state(self) -> LogState:
-        state = self.sequencer.state
+        state = self.appender.state
         if state is None:
             raise Unavailable("the log is not open yet", retry_after=1)
         return state

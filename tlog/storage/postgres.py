@@ -7,7 +7,7 @@ Every frontend (`oap-log serve` with `storage = "postgres"`) runs the same appen
 
 - `sequence` (any frontend): one transaction locks the one-row sequence counter, gives the
   entries not already in the log the next indices and inserts them. Exactly once: the
-  counter lock serialises sequencers, and an entry seen before (in this batch or any
+  counter lock serialises the frontends, and an entry seen before (in this batch or any
   earlier one) gets its existing index.
 - The integrator role is a session advisory lock (PostgreSQL releases it when the
   connection ends) plus a fencing epoch in `oap_head`, incremented on every acquisition.
