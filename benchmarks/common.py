@@ -160,14 +160,16 @@ class SyncAppender:
     synchronous benchmark code through an event loop of its own: `append` is a durable,
     published batch, as the service makes it."""
 
-    def __init__(self, driver, sign, *, publisher=None, max_batch: int = 1 << 16) -> None:
+    def __init__(self, driver, sign, *, bucket=None, max_batch: int = 1 << 16) -> None:
+        """`bucket`: a `tlog.server.publication.BucketTarget` the log is published to."""
         import asyncio
 
         from tlog.server.appender import Appender
 
         self.loop = asyncio.new_event_loop()
-        self.app = Appender(driver, sign, publisher=publisher, max_batch=max_batch, batch_interval=0,
-                            max_pending=4 * max_batch)
+        self.bucket = bucket
+        self.app = Appender(driver, sign, targets=[bucket] if bucket is not None else [], max_batch=max_batch,
+                            batch_interval=0, max_pending=4 * max_batch)
         self.driver = driver
         self.loop.run_until_complete(self.app.start())
 
@@ -188,6 +190,14 @@ class SyncAppender:
 
     def append(self, datas: list[bytes]):
         return self.loop.run_until_complete(self.app.add_many(datas))
+
+    def wait_bucket(self, seconds: float = 600) -> None:
+        """Until the bucket's checkpoint covers the published head (the bucket follows it)."""
+        deadline = time.monotonic() + seconds
+        while self.bucket is not None and self.bucket.size < self.app.state.size:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the bucket did not catch up with the log")
+            self.loop.run_until_complete(__import__("asyncio").sleep(0.05))
 
     def close(self) -> None:
         self.loop.run_until_complete(self.app.close())

@@ -110,7 +110,7 @@ def measure(spec: dict) -> dict:
     from tlog.merkle.proofs import inclusion_levels
     from tlog.merkle.verify import verify_inclusion
     from tlog.server.config import LogConfig
-    from tlog.server.service import checkpoint_signer, load_or_create_key, open_publisher, open_storage
+    from tlog.server.service import checkpoint_signer, load_or_create_key, open_bucket, open_storage
 
     n = 1 << spec["log2"]
     rng = np.random.default_rng(spec["log2"])
@@ -129,7 +129,7 @@ def measure(spec: dict) -> dict:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     signer = load_or_create_key(config.data_dir, config.origin, config.key_file)
     sign = checkpoint_signer(signer)
-    store = SyncAppender(open_storage(config), sign, publisher=open_publisher(config))  # the service's own start
+    store = SyncAppender(open_storage(config), sign, bucket=open_bucket(config))  # the service's own start
     # and its interpreter settings, made once it is open (`oap-log serve` before its banner):
     # without gc.freeze(), the collector's first full pass over start-up's objects (30-40 ms
     # here) could land inside whichever measured append met it
@@ -412,13 +412,13 @@ class PgLog:
 
     def _open(self):
         from tlog.server.config import LogConfig
-        from tlog.server.service import open_publisher, open_storage
+        from tlog.server.service import open_bucket, open_storage
 
         if self.store is None:
             s = self.spec(self.front, 0)
             config = LogConfig(data_dir=self.front, origin=ORIGIN, storage="postgres", postgres_dsn=s["dsn"],
                                bucket_url=s["bucket_url"], bucket_credentials_file=self.creds, key_file=self.key_file)
-            store = SyncAppender(open_storage(config), self.sign, publisher=open_publisher(config))
+            store = SyncAppender(open_storage(config), self.sign, bucket=open_bucket(config))
             store.wait_integrating()
             self.store = store
         return self.store
@@ -434,6 +434,7 @@ class PgLog:
             if not all(r.fresh):
                 raise RuntimeError("a fill entry was already in the log")
             size = r.state.size
+        store.wait_bucket()  # the bucket follows the log: the fill is done when it has it too
         took = time.perf_counter() - t
         self.fill_seconds += took
         return took

@@ -72,12 +72,13 @@ class Network:
         """Append n entries through the storage interface (the frontends are not running),
         publishing their tiles and bundles to the bucket as a frontend does: the bucket
         then serves the whole tree."""
+        from tlog.server.publication import BucketTarget
         from tlog.storage.bucket import Bucket, TilePublisher
 
-        publisher = TilePublisher(Bucket.from_config(self.bucket, key_id=self.weed.access_key,
-                                                     secret=self.weed.secret_key))
+        bucket = BucketTarget(TilePublisher(Bucket.from_config(self.bucket, key_id=self.weed.access_key,
+                                                               secret=self.weed.secret_key)))
         store = SyncAppender(PostgresStorage(self.pg.dsn, self.work / "filler"), checkpoint_signer(self.signer),
-                             publisher=publisher)
+                             bucket=bucket)
         try:
             store.wait_integrating()
             done = store.state.size
@@ -85,6 +86,7 @@ class Network:
                 k = min(16_384, n - done)
                 store.append([b"fill:%d" % i for i in range(done, done + k)])
                 done += k
+            store.wait_bucket()
         finally:
             store.close()
 

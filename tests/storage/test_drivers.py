@@ -4,10 +4,12 @@ published to a bucket (a real PostgreSQL and a real SeaweedFS, `engines` in
 tests/conftest.py). Some tests drive a driver through its contract directly
 (tests/support/drivers.py), others run the real appender on it.
 
-Covered: sequencing exactly once with dedup; the fork guard; lease fencing; recovery of
-what a crash left sequenced but not signed, and signed but not published; publication
-that never goes backwards (the store's head and the bucket's checkpoint); the bucket's
-catch-up, sweep and takeover; the receipts index backfill; a bucket that is down.
+Covered: sequencing exactly once with dedup; the fork guard; the lease (expiry, fencing of
+a holder whose lease lapsed or was taken over); recovery of what a crash left sequenced but
+not signed, and signed but not published; publication that never goes backwards (the
+store's head and the bucket's checkpoint); partial tiles kept until their full tile is in
+the bucket's checkpoint; the bucket's catch-up, sweep and takeover; the receipts index
+backfill; a bucket that is down.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from tlog.formats.hashing import leaf_hash
 from tlog.formats.note import add_signatures, parse_note, sign_note
 from tlog.merkle.tree import memory_view
 from tlog.server.appender import Appender
+from tlog.server.publication import BucketTarget
 from tlog.storage.bucket import Bucket, TilePublisher
 from tlog.storage.embedded import EmbeddedStorage
 from tlog.storage.interface import Driver, LeaseLost, SignedHead
@@ -74,10 +77,12 @@ class Backend:
         self.made.append(d)
         return d
 
-    def publisher(self, *, interval: float = 0.05) -> TilePublisher | None:
-        if not self.bucket_url:
-            return None
-        return TilePublisher(self.bucket(), checkpoint_interval=interval)
+    def publisher(self) -> TilePublisher:
+        return TilePublisher(self.bucket())
+
+    def targets(self, *, interval: float = 0.05) -> list[BucketTarget]:
+        """The bucket, as the appender follows it (none for the embedded driver alone)."""
+        return [BucketTarget(self.publisher(), interval=interval)] if self.bucket_url else []
 
     def bucket(self) -> Bucket:
         return self.engines.bucket_of(self.bucket_url)
@@ -116,7 +121,7 @@ def backend(request, tmp_path) -> Any:
 
 @asynccontextmanager
 async def appender(b: Backend, name: str = "a", **kw: Any) -> AsyncIterator[Appender]:
-    kw.setdefault("publisher", b.publisher())
+    kw.setdefault("targets", b.targets())
     app = Appender(b.driver(name), SIGN, batch_interval=0.005, **kw)
     await app.start()
     try:
@@ -195,7 +200,7 @@ def test_the_fork_guard_records_one_root_per_size_and_only_moves_the_head_forwar
     d.close()
 
 
-def test_lease_fencing_a_holder_that_lost_the_role_writes_nothing(backend):
+def test_lease_fencing_a_holder_whose_lease_lapsed_or_was_taken_writes_nothing(backend):
     a = backend.driver("a")
     a.open()
     lease_a = a.acquire()
@@ -205,39 +210,79 @@ def test_lease_fencing_a_holder_that_lost_the_role_writes_nothing(backend):
     if not backend.shared:  # the lease is the data directory's lock: no second process gets in
         with pytest.raises(ConfigError, match="in use by another log process"):
             EmbeddedStorage(backend.root / "log")
-        a.verify(lease_a)
+        a.renew(lease_a)
         a.close()
         return
     b = backend.driver("b")
     b.open()
-    assert b.acquire() is None  # held
-    # a's database session is cut (a network partition, a stalled process, an operator)
-    from tlog.storage.postgres import INTEGRATOR_LOCK
-
-    pids = backend.sql("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = ? AND granted AND "
-                       "database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                       (INTEGRATOR_LOCK & 0xFFFFFFFF,))
-    assert len(pids) == 1
-    # (with a timeout, PostgreSQL waits until the session is gone and its advisory lock released)
-    assert backend.sql("SELECT pg_terminate_backend(?, 30000)", (pids[0][0],)) == [(True,)]
+    assert b.acquire() is None  # held, its lease running
+    a.renew(lease_a)
+    assert b.acquire() is None
+    # a stops renewing (a paused process, a partition): its lease lapses on the database's clock
+    backend.sql("UPDATE oap_head SET lease_until = clock_timestamp() - interval '1 second'")
+    before = backend.sql("SELECT size, published_size, published_note, failure, swept FROM oap_head")
+    attempts = (lambda: a.record_checkpoint(lease_a, None, SignedHead(10, root, SIGN(10, root))),
+                lambda: a.record_published(lease_a, 5, "an older note"),
+                lambda: a.record_failure(lease_a, "an old holder's complaint"),
+                lambda: a.record_swept(lease_a, 256))
+    for attempt in attempts:  # lapsed, though no one took the role: refused all the same
+        with pytest.raises(LeaseLost, match="lapsed"):
+            attempt()
     lease_b = b.acquire()
     assert lease_b is not None and lease_b.epoch > lease_a.epoch
     b.record_checkpoint(lease_b, None, SignedHead(10, root, SIGN(10, root)))
     b.record_published(lease_b, 10, SIGN(10, root))
-    before = backend.sql("SELECT size, published_size, published_note, failure FROM oap_head")
-    for attempt in (lambda: a.verify(lease_a),
-                    lambda: a.record_checkpoint(lease_a, 10, SignedHead(10, root, SIGN(10, root))),
-                    lambda: a.record_published(lease_a, 5, "an older note"),
-                    lambda: a.record_failure(lease_a, "an old holder's complaint")):
-        with pytest.raises(LeaseLost):
+    before = backend.sql("SELECT size, published_size, published_note, failure, swept FROM oap_head")
+    for attempt in (lambda: a.renew(lease_a), *attempts):  # taken over: the epoch fences a out
+        with pytest.raises(LeaseLost, match="epoch"):
             attempt()
-    # and with a fresh session but the old epoch (it reconnected without noticing): fenced all the same
-    a._lease_conn = __import__("tlog.storage.postgres", fromlist=["_connect"])._connect(backend.dsn)
-    with pytest.raises(LeaseLost, match="epoch"):
-        a.record_published(lease_a, 5, "an older note")
-    assert backend.sql("SELECT size, published_size, published_note, failure FROM oap_head") == before
+    assert backend.sql("SELECT size, published_size, published_note, failure, swept FROM oap_head") == before
+    assert a.acquire() is None  # b's lease runs
+    b.release(lease_b)
+    lease_a2 = a.acquire()  # released: taken at once, under a new epoch
+    assert lease_a2 is not None and lease_a2.epoch > lease_b.epoch
+    with pytest.raises(LeaseLost):
+        b.record_failure(lease_b, "released")
+    # a dies (kill -9): the database closes its sessions, the lease's with them; its lease has
+    # not lapsed, but the role moves at once
+    from tlog.storage.postgres import LEASE_LOCK
+
+    assert b.acquire() is None
+    pids = backend.sql("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = ? AND objid = ? "
+                       "AND granted", (LEASE_LOCK, lease_a2.epoch))
+    assert len(pids) == 1
+    assert backend.sql("SELECT pg_terminate_backend(?, 30000)", (pids[0][0],)) == [(True,)]
+    lease_b2 = b.acquire()
+    assert lease_b2 is not None and lease_b2.epoch > lease_a2.epoch
+    with pytest.raises(LeaseLost):  # and a, if it lived on, finds its lease gone with its session
+        a.renew(lease_a2)
     a.close()
     b.close()
+
+
+def test_a_frozen_peer_holding_a_lock_is_cut_off_by_the_database(backend):
+    """A process stopped in the middle of a transaction (SIGSTOP: its kernel keeps the TCP
+    session up) would hold its row locks for as long as it stays stopped; every driver session
+    sets idle_in_transaction_session_timeout, so the database ends such a session and the
+    others go on: here a peer stopped inside a sequencing transaction, then the lease."""
+    if not backend.shared:
+        pytest.skip("one process per embedded store")
+    import psycopg
+
+    from tlog.storage.postgres import _connect
+
+    d = backend.driver("a")
+    d.open()
+    frozen = _connect(backend.dsn)  # a session as a driver opens it, whose process then stops
+    frozen.execute("BEGIN")
+    frozen.execute("SELECT next FROM oap_sequence FOR UPDATE")
+    frozen.execute("SELECT epoch FROM oap_head FOR UPDATE")
+    got = d.sequence(entries("after", 3))  # waits for the lock until the database ends the frozen session
+    assert got.indices == [0, 1, 2]
+    assert d.acquire() is not None
+    with pytest.raises(psycopg.Error, match="idle-in-transaction timeout"):
+        frozen.execute("SELECT 1")
+    d.close()
 
 
 # --- recovery ----------------------------------------------------------------------------------
@@ -274,7 +319,7 @@ async def test_a_checkpoint_signed_but_not_published_is_published_by_the_next_ho
         if backend.shared:
             assert backend.sql("SELECT published_size, published_note FROM oap_head") == [(400, SIGN(400, root))]
         if backend.bucket_url:
-            await until(lambda: app.publisher.checkpoint_size() == 400, what="the bucket's checkpoint at 400")
+            await until(lambda: backend.publisher().checkpoint_size() == 400, what="the bucket's checkpoint at 400")
     if backend.bucket_url:
         result = await bucket_audit(backend.bucket_url)
         assert result.checkpoint.checkpoint.size == 400 and result.entries == 400
@@ -295,17 +340,17 @@ def test_the_published_head_and_the_bucket_checkpoint_never_go_backwards(backend
         w.close()
         return
     pub = backend.publisher()
-    pub.write_checkpoint(d, big.note, big.size)
-    pub.write_checkpoint(d, small.note, small.size)  # refused: the bucket holds a larger tree
+    assert pub.write_checkpoint(big.note, big.size) == 10
+    assert pub.write_checkpoint(small.note, small.size) == 10  # refused: the bucket holds a larger tree
     assert backend.bucket().get("checkpoint") == big.note.encode() and pub.checkpoint_size() == 10
     forged = SIGN(10, b"\x05" * 32)
     with pytest.raises(ForkError):  # another root for the size the bucket shows
-        pub.write_checkpoint(d, forged, 10)
+        pub.write_checkpoint(forged, 10)
     # a writer that read the checkpoint before another replaced it cannot overwrite it
     bucket = backend.bucket()
     stale = bucket.get_versioned("checkpoint")
     w.append(entries("o", 5))
-    pub.write_checkpoint(d, w.state.note, w.state.size)
+    pub.write_checkpoint(w.state.note, w.state.size)
     assert stale is not None and bucket.put_if("checkpoint", small.note.encode(), stale[1]) is False
     assert pub.checkpoint_size() == 15
     # a bucket holding another log's checkpoint (a misconfiguration) is not overwritten
@@ -314,7 +359,7 @@ def test_the_published_head_and_the_bucket_checkpoint_never_go_backwards(backend
     assert current is not None and bucket.put_if("checkpoint", other.encode(), current[1])
     w.append(entries("p", 5))
     with pytest.raises(ForkError, match="another log"):
-        pub.write_checkpoint(d, w.state.note, w.state.size)
+        pub.write_checkpoint(w.state.note, w.state.size)
     assert bucket.get("checkpoint") == other.encode()
     pub.close()
     w.close()
@@ -351,7 +396,7 @@ def test_the_published_head_with_its_cosignatures_survives_a_restart(backend):
 async def test_a_bucket_configured_later_is_backfilled_and_swept_on_takeover(backend):
     if not backend.bucket_url:
         pytest.skip("no bucket")
-    async with appender(backend, publisher=None) as app:  # no bucket yet
+    async with appender(backend, targets=[]) as app:  # no bucket yet
         await app.add_many(entries("before", 700))
     bucket = backend.bucket()
     assert bucket.list("tile/") == []
@@ -359,29 +404,63 @@ async def test_a_bucket_configured_later_is_backfilled_and_swept_on_takeover(bac
     # partial of the right edge that an earlier holder wrote
     for key in ("tile/0/000.p/7", "tile/entries/001.p/3", "tile/0/002.p/5"):
         bucket.put_create_only(key, b"\0" * 32)
+
+    def names() -> set[str]:
+        return set(bucket.list("tile/"))
+
     async with appender(backend) as app:
-        await until(lambda: app.publisher.checkpoint_size() == 700, what="the bucket caught up")
-        names = set(bucket.list("tile/"))
-        assert {"tile/0/000", "tile/0/001", "tile/entries/000", "tile/entries/001", "tile/0/002.p/188"} <= names
-        assert "tile/0/000.p/7" not in names and "tile/entries/001.p/3" not in names  # swept
-        assert "tile/0/002.p/5" in names  # tile 2 is not full yet
+        await until(lambda: backend.publisher().checkpoint_size() == 700, what="the bucket caught up")
+        assert {"tile/0/000", "tile/0/001", "tile/entries/000", "tile/entries/001", "tile/0/002.p/188"} <= names()
+        await until(lambda: not {"tile/0/000.p/7", "tile/entries/001.p/3"} & names(), what="the litter swept")
+        assert "tile/0/002.p/5" in names()  # tile 2 is not full yet
         await app.add_many(entries("after", 100))  # tile 2 fills: its partials go, the stray one too
-        await until(lambda: app.publisher.checkpoint_size() == 800, what="size 800 in the bucket")
-        await until(lambda: not [n for n in bucket.list("tile/0/") if n.startswith("tile/0/002.p/")],
+        await until(lambda: backend.publisher().checkpoint_size() == 800, what="size 800 in the bucket")
+        await until(lambda: not [n for n in names() if n.startswith("tile/0/002.p/")],
                     what="the partials of tile 2 deleted")
-        assert "tile/0/002" in bucket.list("tile/0/")
+        assert "tile/0/002" in names()
     result = await bucket_audit(backend.bucket_url)
     assert result.checkpoint.checkpoint.size == 800 and result.entries == 800
 
 
-async def test_with_the_bucket_down_writes_are_answered_503_then_recover(backend):
+async def test_partial_tiles_stay_until_their_tile_is_full_in_the_buckets_checkpoint(backend):
+    """C2SP tlog-tiles: a log MUST serve the partial tiles of every size it produced a
+    checkpoint for, and MAY delete one once the full tile is available. Each size below is
+    published to the bucket in turn; every partial tile of each stays while its tile is not
+    full in the bucket's checkpoint, then goes (swept by the holder)."""
     if not backend.bucket_url:
         pytest.skip("no bucket")
-    down = TilePublisher(Bucket.from_config(backend.bucket_url, key_id="nobody", secret="wrong"),
-                         checkpoint_interval=0.05)
-    async with appender(backend, publisher=down) as app:
+    bucket = backend.bucket()
+
+    def partials() -> set[str]:
+        return {n for n in bucket.list("tile/") if ".p/" in n}
+
+    seen: set[str] = set()
+    async with appender(backend) as app:
+        for n, size in ((10, 10), (90, 100), (150, 250), (10, 260), (260, 520)):
+            await app.add_many(entries(f"s{size}", n))
+            await until(lambda size=size: backend.publisher().checkpoint_size() == size, what=f"the bucket at {size}")
+            now = partials()
+            if size < 256:
+                assert seen <= now, f"at {size}: {sorted(seen - now)} deleted before tile 0 was full"
+            seen |= now
+        await until(lambda: not {n for n in partials() if n.startswith(("tile/0/000.p/", "tile/entries/000.p/",
+                                                                         "tile/0/001.p/", "tile/entries/001.p/"))},
+                    what="the partials of the full tiles 0 and 1 swept")
+        # level 1's tile 0 is full only at 65,536 entries: both its partials stay
+        assert partials() == {"tile/0/002.p/8", "tile/entries/002.p/8", "tile/1/000.p/1", "tile/1/000.p/2"}
+        assert {"tile/0/000.p/10", "tile/0/000.p/100", "tile/0/000.p/250"} <= seen
+
+
+async def test_with_the_bucket_down_when_the_role_is_taken_writes_are_answered_503_then_recover(backend):
+    """The bucket is checked before anything is signed (it must not hold more of the log than
+    the store): while that read fails, writes are answered 503 by the failed attempt; with
+    the bucket back, the same entries are published at their indices."""
+    if not backend.bucket_url:
+        pytest.skip("no bucket")
+    down = TilePublisher(Bucket.from_config(backend.bucket_url, key_id="nobody", secret="wrong"))
+    async with appender(backend, targets=[BucketTarget(down, interval=0.05)]) as app:
         with pytest.raises(Unavailable) as refused:
-            await app.add_many(entries("x", 300))  # a full tile to stage: the bucket refuses it
+            await app.add_many(entries("x", 300))
         assert "bucket" in refused.value.message  # answered by the failed attempt, not a timeout
         assert down.errors > 0
         down.bucket = backend.bucket()  # the bucket is back

@@ -5,10 +5,11 @@ session (tests/conftest.py `engines`), log frontends as storage objects and as r
 Checked: exact sequencing and dedup across frontends; roots against pymerkle; integrator
 failover; a database restart (503, then recovery, nothing acknowledged lost); kill -9 of
 a frontend and of the integrator under write load; an integrator killed between the
-compare-and-swap and publication; an integrator whose database session is cut, then
-stopped (the bucket's checkpoint never shrinks); one role gauge at 1; and the log
-verified from the bucket alone. The contract every driver keeps is tested in
-tests/storage/test_drivers.py.
+compare-and-swap and publication; an integrator frozen (SIGSTOP) under load, replaced
+within FREEZE_DEADLINE, then resumed and stopped (the bucket's checkpoint never goes back
+or forks); every partial tile each checkpoint of the bucket needs kept until its full tile
+exists; one role gauge at 1; and the log verified from the bucket alone. The contract
+every driver keeps is tested in tests/storage/test_drivers.py.
 """
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ import signal
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from itertools import pairwise
 from pathlib import Path
 
 import aiohttp
@@ -36,6 +36,7 @@ from tlog.formats.entries import commitment_entry
 from tlog.formats.hashing import leaf_hash
 from tlog.merkle.tree import memory_view
 from tlog.server.appender import Appender
+from tlog.server.publication import BucketTarget
 from tlog.storage.bucket import TilePublisher, changed_tiles
 from tlog.storage.interface import LogState
 from tlog.storage.postgres import PostgresStorage
@@ -121,16 +122,18 @@ async def test_the_integrator_role_moves_when_its_holder_goes(engines, tmp_path)
 
 
 async def test_with_the_bucket_down_every_frontend_answers_503_then_recovers(engines, tmp_path):
-    """The integrator's bucket refuses writes: a write on another frontend is answered 503 by
-    the failed attempt (recorded in the database for every frontend), not held until a
-    timeout; with the bucket back, the same entries are published at their indices."""
+    """The integrator's bucket cannot be read when it takes the role (it must check that the
+    bucket holds no more of the log than the store before it signs anything): a write on
+    another frontend is answered 503 by the failed attempt (recorded in the database for every
+    frontend), not held until a timeout; with the bucket back, the same entries are published
+    at their indices."""
     from tlog.storage.bucket import Bucket
 
     dsn, url = engines.database(), engines.bucket()
-    down = TilePublisher(Bucket.from_config(url, key_id="nobody", secret="wrong"), checkpoint_interval=0.05)
-    async with frontend(tmp_path, dsn, "a", publisher=down) as a:
+    down = TilePublisher(Bucket.from_config(url, key_id="nobody", secret="wrong"))
+    async with frontend(tmp_path, dsn, "a", targets=[BucketTarget(down, interval=0.05)]) as a:
         await until(lambda: a.integrating, what="a takes the role")
-        async with frontend(tmp_path, dsn, "b", publisher=TilePublisher(engines.bucket_of(url))) as b:
+        async with frontend(tmp_path, dsn, "b", targets=[BucketTarget(TilePublisher(engines.bucket_of(url)))]) as b:
             with pytest.raises(Unavailable) as refused:
                 await b.add_many(entries("x", 300))
             assert "bucket" in refused.value.message and "in time" not in refused.value.message
@@ -174,8 +177,8 @@ def test_tiles_bundles_and_checkpoint_in_the_bucket_verify_with_no_log_running(e
     dsn, url = engines.database(), engines.bucket()
 
     async def write() -> LogState:
-        pub = TilePublisher(engines.bucket_of(url), checkpoint_interval=0.05)
-        async with frontend(tmp_path, dsn, "a", publisher=pub) as a:
+        pub = BucketTarget(TilePublisher(engines.bucket_of(url)), interval=0.05)
+        async with frontend(tmp_path, dsn, "a", targets=[pub]) as a:
             for k in range(5):
                 await a.add_many(entries(f"b{k}", 130))  # crosses full tiles and leaves partial ones
             assert a.state is not None
@@ -491,76 +494,6 @@ def test_an_integrator_killed_between_the_compare_and_swap_and_publication_is_ta
         f.stop_all()
 
 
-@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
-def test_an_integrator_cut_off_and_stopped_never_moves_the_bucket_backwards(engines, tmp_path, stop):
-    """The integrator stalls (SIGSTOP) and its database session is cut; another frontend takes
-    the role; the old one wakes up still believing it holds it, then is stopped (SIGTERM:
-    its shutdown would write its pending checkpoint; kill -9). Sampled throughout, the
-    bucket's checkpoint never shrinks, and at the end it covers every acknowledged entry."""
-    import psycopg
-
-    from tlog.storage.postgres import INTEGRATOR_LOCK
-
-    f = Frontends(engines, tmp_path)
-    acked: dict[bytes, int] = {}
-    samples: list[int] = []
-    try:
-        one, two = f.start("one"), f.start("two")
-
-        async def scenario() -> None:
-            old = await wait_for_one_integrator([one, two])
-            new = two if old is one else one
-            stop_load, stop_sampling = asyncio.Event(), asyncio.Event()
-
-            async def sample() -> None:
-                while not stop_sampling.is_set():
-                    samples.append(await asyncio.to_thread(bucket_size, f.bucket))
-                    await asyncio.sleep(0.01)
-
-            sampler = asyncio.create_task(sample())
-            load = [asyncio.create_task(_write_load([one.url, two.url], stop_load, acked, str(k), timeout=5))
-                    for k in range(4)]
-            await asyncio.sleep(1.0)
-            os.kill(old.pid, signal.SIGSTOP)  # stalled, with its sessions open
-            with psycopg.connect(f.dsn, autocommit=True) as conn:
-                pid = conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND granted "
-                                   "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                                   (INTEGRATOR_LOCK & 0xFFFFFFFF,)).fetchone()[0]
-                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 60
-            while (await role_gauges([new]))[0] != 1.0:
-                assert loop.time() < deadline, "no frontend took the role over"
-                await asyncio.sleep(0.05)
-            os.kill(old.pid, signal.SIGCONT)  # it wakes up with a checkpoint it believes it may write
-            await asyncio.sleep(1.0)
-            if stop == "SIGTERM":
-                assert old.stop() == 0
-            else:
-                old.kill()
-            await asyncio.sleep(1.0)
-            stop_load.set()
-            await asyncio.gather(*load)
-            top = max(acked.values())
-            deadline = loop.time() + 60
-            while not samples or samples[-1] <= top:  # the new integrator brings the bucket up to date
-                assert loop.time() < deadline, f"the bucket stayed at {samples[-1:]}, acknowledged up to {top}"
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(0.5)
-            stop_sampling.set()
-            await sampler
-
-        asyncio.run(scenario())
-        assert len(acked) > 50 and len(samples) > 50
-        shrank = [(a, b) for a, b in pairwise(samples) if b < a]
-        assert shrank == [], f"the bucket's checkpoint went backwards: {shrank[:5]}"
-        stored = asyncio.run(fetch_entries(f.bucket, samples[-1]))  # from the bucket alone
-        lost = [e for e, i in acked.items() if stored[i] != e]
-        assert lost == [], f"{len(lost)} acknowledged entries are not in the bucket at their index"
-    finally:
-        f.stop_all()
-
-
 def test_two_would_be_integrators_the_role_gauge_is_1_on_exactly_one(engines, tmp_path):
     """Two frontends contend for the role: at every sample exactly one reports it, also while
     the other restarts; when the holder stops, never two, and then the other one."""
@@ -595,5 +528,205 @@ def test_two_would_be_integrators_the_role_gauge_is_1_on_exactly_one(engines, tm
 
         samples = asyncio.run(scenario())
         assert all(sum(g) <= 1 for g in samples)
+    finally:
+        f.stop_all()
+
+
+# --- a frozen integrator; the partial tiles of every checkpoint the bucket published --------
+
+
+class BucketWatch:
+    """Every checkpoint the bucket serves, recorded as it changes (anonymous reads, signature
+    checked): whether it ever went backwards or showed two roots for one size, and, for each
+    one, whether every partial tile it needs could be read until its full tile existed."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.seen: list[tuple[int, bytes]] = []  # (size, root), in the order they were served
+        self.roots: dict[int, bytes] = {}
+        self.went_back: list[tuple[int, int]] = []
+        self.forks: list[int] = []
+        self.missing: list[str] = []  # partial tiles gone while their full tile did not exist
+        self._open: dict[str, str] = {}  # partial tile path -> its full tile's path, not known to exist yet
+
+    async def poll(self, s: aiohttp.ClientSession) -> None:
+        from tlog.formats.tiles import entries_path, tile_path
+        from tlog.storage.bucket import partial_tiles
+
+        async with s.get(self.url + "/checkpoint") as r:
+            note = (await r.read()).decode() if r.status == 200 else None
+        if note is not None:
+            cp = TrustPolicy.for_log(SIGNER.vkey).verify_checkpoint(note).checkpoint
+            if not self.seen or self.seen[-1] != (cp.size, cp.root):
+                if self.seen and cp.size < self.seen[-1][0]:
+                    self.went_back.append((self.seen[-1][0], cp.size))
+                if self.roots.setdefault(cp.size, cp.root) != cp.root:
+                    self.forks.append(cp.size)
+                self.seen.append((cp.size, cp.root))
+                for level, index, width in partial_tiles(cp.size):
+                    path = entries_path(index, width) if level < 0 else tile_path(level, index, width)
+                    full = entries_path(index, 256) if level < 0 else tile_path(level, index, 256)
+                    self._open[path] = full
+        for path, full in list(self._open.items()):  # still needed: there, or its full tile is
+            async with s.get(f"{self.url}/{path}") as r:
+                if r.status == 200:
+                    continue
+            async with s.get(f"{self.url}/{full}") as r:
+                if r.status == 200:
+                    del self._open[path]
+                    continue
+            self.missing.append(path)
+            del self._open[path]
+
+    async def run(self, stop: asyncio.Event) -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
+            while not stop.is_set():
+                await self.poll(s)
+                await asyncio.sleep(0.01)
+            await self.poll(s)
+
+
+async def _append_batches(url: str, stop: asyncio.Event, acked: dict[bytes, int], tag: str, *,
+                          sizes: tuple[int, int] = (1, 20), pause: float = 0.05, timeout: float = 5) -> None:
+    """Batches of a few entries to one frontend, `pause` seconds apart, until `stop` (bounded:
+    1,000 requests); records what was acknowledged."""
+    from tlog.formats.entries import canonical_entry
+
+    rng = random.Random(tag)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
+        for _ in range(1000):
+            if stop.is_set():
+                return
+            await asyncio.sleep(pause)
+            batch = [commitment_entry(leaf_hash(os.urandom(16))) for _ in range(rng.randint(*sizes))]
+            try:
+                async with s.post(url + "/v1/entries:batch", json={"entries": batch}) as r:
+                    if r.status == 200:
+                        for e, res in zip(batch, (await r.json())["results"]):
+                            acked[canonical_entry(e)] = res["index"]
+            except (TimeoutError, aiohttp.ClientError):
+                await asyncio.sleep(0.05)
+
+
+def test_every_partial_tile_a_bucket_checkpoint_needs_stays_until_its_full_tile_exists(engines, tmp_path):
+    """Two frontends, small batches (many checkpoints inside each tile), the role handed over
+    in the middle: every checkpoint the bucket served is recorded as it changes, and every
+    partial tile each one needs is read until its full tile exists (C2SP tlog-tiles: a log
+    MUST serve the partial tiles of every tree size it produced a checkpoint for, and MAY
+    delete one only once the full tile is available). None is missing; the bucket never went
+    backwards; the bucket alone holds every acknowledged entry at its index."""
+    f = Frontends(engines, tmp_path)
+    watch = BucketWatch(f.bucket)
+    acked: dict[bytes, int] = {}
+    try:
+        one, two = f.start("one"), f.start("two")
+
+        async def scenario() -> None:
+            holder = await wait_for_one_integrator([one, two])
+            other = two if holder is one else one
+            stop_watch, stop_load = asyncio.Event(), asyncio.Event()
+            watcher = asyncio.create_task(watch.run(stop_watch))
+            load = [asyncio.create_task(_append_batches(u, stop_load, acked, u))
+                    for u in (one.url, two.url)]
+            await until(lambda: len(acked) >= 700, 120, "700 entries acknowledged")
+            assert holder.stop() == 0  # the role moves: the next holder takes the bucket over
+            await until(lambda: len(acked) >= 1500, 120, "1500 entries acknowledged")
+            stop_load.set()
+            await asyncio.gather(*load)
+            top = max(acked.values())
+            await until(lambda: watch.seen and watch.seen[-1][0] > top, 60, "the bucket covering every write")
+            stop_watch.set()
+            await watcher
+            assert (await role_gauges([other]))[0] == 1.0
+
+        asyncio.run(scenario())
+        assert watch.missing == [], f"partial tiles deleted before their full tile existed: {watch.missing[:10]}"
+        assert len(watch.seen) > 20, watch.seen  # many checkpoints inside each tile
+        assert watch.went_back == [] and watch.forks == [], (watch.went_back, watch.forks)
+        stored = asyncio.run(fetch_entries(f.bucket, watch.seen[-1][0]))
+        lost = [e for e, i in acked.items() if stored[i] != e]
+        assert lost == [], f"{len(lost)} acknowledged entries are not in the bucket at their index"
+    finally:
+        f.stop_all()
+
+
+FREEZE_DEADLINE = 10.0  # seconds: writes resume this soon after the integrator freezes
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_a_frozen_integrator_is_replaced_and_never_moves_the_bucket_back(engines, tmp_path, go_tlogverify, stop):
+    """The integrator is stopped (SIGSTOP: a paused VM, a hung process, its TCP sessions kept
+    up by the kernel) under write load on both frontends. Within FREEZE_DEADLINE the other
+    frontend holds the role and acknowledges writes, with no operator action. The old one
+    resumes (SIGCONT), finds it lost the role, and is then stopped (SIGTERM: a clean stop,
+    which writes the bucket's last checkpoint only while holding the role; or kill -9).
+    Throughout, the bucket's checkpoint never went backwards or forked, and at the end every
+    acknowledged entry verifies from the bucket alone (Go's sumdb/tlog, and the entries read
+    from its bundles)."""
+    import subprocess
+
+    f = Frontends(engines, tmp_path)
+    watch = BucketWatch(f.bucket)
+    acked: dict[bytes, int] = {}
+    try:
+        one, two = f.start("one"), f.start("two")
+
+        async def scenario() -> None:
+            old = await wait_for_one_integrator([one, two])
+            new = two if old is one else one
+            stop_watch, stop_load = asyncio.Event(), asyncio.Event()
+            watcher = asyncio.create_task(watch.run(stop_watch))
+            load = [asyncio.create_task(_write_load([u], stop_load, acked, f"{u}{k}", timeout=5))
+                    for k in range(2) for u in (one.url, two.url)]  # those on the frozen one stall, time out
+            await until(lambda: len(acked) >= 100, 60, "writes acknowledged before the freeze")
+            loop = asyncio.get_running_loop()
+            os.kill(old.pid, signal.SIGSTOP)
+            frozen_at = loop.time()
+            try:
+                async with aiohttp.ClientSession() as s:
+                    async def acknowledged() -> bool:  # a write sent after the freeze, to the other frontend
+                        left = frozen_at + FREEZE_DEADLINE - loop.time()
+                        entry = commitment_entry(leaf_hash(os.urandom(16)))
+                        try:
+                            async with s.post(new.url + "/v1/entries", json=entry,
+                                              timeout=aiohttp.ClientTimeout(total=max(0.1, left))) as r:
+                                return r.status == 200
+                        except (TimeoutError, aiohttp.ClientError):
+                            return False
+
+                    await until(acknowledged, FREEZE_DEADLINE, "a write acknowledged after the integrator froze",
+                                every=0.1)
+                assert (await role_gauges([new]))[0] == 1.0
+                frozen = len(acked)
+                await until(lambda: len(acked) >= frozen + 100, 60, "more writes under the frozen integrator")
+            finally:
+                os.kill(old.pid, signal.SIGCONT)
+            await until(lambda: "integrator role lost" in old.log_text, 60, "the old integrator noticing")
+            resumed = len(acked)
+            await until(lambda: len(acked) >= resumed + 200, 60, "writes after it resumed")
+            assert await role_gauges([one, two]) in ([1.0, 0.0], [0.0, 1.0])
+            if stop == "SIGTERM":
+                assert old.stop() == 0
+            else:
+                old.kill()
+            stopped = len(acked)
+            await until(lambda: len(acked) >= stopped + 100, 60, "writes after it stopped")
+            stop_load.set()
+            await asyncio.gather(*load)
+            top = max(acked.values())
+            await until(lambda: watch.seen and watch.seen[-1][0] > top, 60, "the bucket covering every write")
+            stop_watch.set()
+            await watcher
+
+        asyncio.run(scenario())
+        assert watch.went_back == [], f"the bucket's checkpoint went backwards: {watch.went_back[:5]}"
+        assert watch.forks == [], f"the bucket showed two roots for sizes {watch.forks}"
+        size = watch.seen[-1][0]
+        out = subprocess.run([str(go_tlogverify), f.bucket, SIGNER.vkey, "200"], capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0 and out.stdout.startswith(f"OK size={size} "), out.stdout + out.stderr
+        stored = asyncio.run(fetch_entries(f.bucket, size))
+        lost = [e for e, i in acked.items() if stored[i] != e]
+        assert lost == [], f"{len(lost)} acknowledged entries are not in the bucket at their index"
     finally:
         f.stop_all()

@@ -2,33 +2,41 @@
 
 Submissions queue (`tlog.runtime.batching.BatchQueue`); a batch closes after `max_batch`
 entries or `batch_interval` seconds after its first entry and is sequenced by the driver
-(durable indices, exactly once, dedup). The frontend that holds the integrator lease (the
-embedded log always does) then, in this order, which survives a crash at any step:
+(durable indices, exactly once, dedup), on every frontend.
 
-1. extends its hash cache over everything sequenced, and stages the new full tiles and
-   entry bundles in the publisher (the bucket), if there is one;
-2. signs the checkpoint and records it in the store by compare-and-swap under the lease
-   (the fork guard: one root per size, ever);
-3. has it cosigned by the witnesses (`tlog.server.witnessing`), when configured;
-4. publishes it: the store's published head and, at most once per interval, the bucket's
-   checkpoint object, in one transaction fenced by the lease's epoch;
-5. answers every waiting submission the published checkpoint covers.
+The integrator role is a lease in the store (`Driver.acquire`), renewed every
+RENEW_INTERVAL by `_keep_role` on a thread of its own; this frontend acts on it only within
+`Driver.lease_ttl` of sending its last successful renewal, and the store refuses every
+write made under a lease that lapsed or was taken over (the fence). Its holder runs one
+loop, `_hold`, which a reader can follow top to bottom:
 
-A lease holder that finds a checkpoint signed but not published (its predecessor died in
-between) brings its hash cache to that size and publishes it at once, with no new entry
-needed. A start serves the store's published head before anything else is reached (with
-witnesses: if it meets the quorum configured now), so a bucket or witnesses that are down
-stop writes, not reads; with witnesses, the signed head is cosigned again before anything
-new is signed. Frontends without the lease follow the heads others publish (`Driver.follow`)
-and answer their own submissions from them. A publication that fails (no witness quorum,
-the bucket down) answers the waiting submissions 503 at once, is recorded for the other
-frontends to do the same, and is retried with backoff; a fork or a witness that has seen
-more of the log than it holds halts writes for good.
+0. on taking the role (`_take_over`): every target checks that it holds no more of the log
+   than the store signed (the bucket's checkpoint), and with witnesses the signed head is
+   cosigned again (one that has seen a larger tree halts the log here, before it could sign
+   a second root); a head signed but not published (a predecessor died in between) is
+   published, with no new entry needed;
+1. extend the hash cache over everything sequenced, sign, and record the checkpoint by
+   compare-and-swap under the lease (the fork guard: one root per size, ever);
+2. have it cosigned by the witnesses and the mirrors the quorum counts, when configured;
+3. record it as published: a fenced write of the store, whose published head is the log's
+   single source of truth;
+4. serve it: answer every waiting submission it covers, and offer it to the targets that
+   follow the published head (`tlog.server.publication`: the bucket; the mirrors), each of
+   which catches up in its own task, outside any transaction of the store.
 
-Driver calls are synchronous and run on one thread (`_call`); `Driver.follow` blocks on a
-second one, and a driver whose sequencing shares nothing with the rest (PostgreSQL: its own
-connection) sequences on a third, so that a frontend's writes are not queued behind its
-integration. The loop itself is asyncio.
+Every step survives a crash before or after it. A start serves the store's published head
+before anything else is reached (with witnesses: if it meets the quorum configured now),
+so a bucket or witnesses that are down stop writes, not reads. Frontends without the role
+follow the heads others publish (`Driver.follow`) and answer their own submissions from
+them. A publication that fails (no witness quorum, a bucket that cannot be checked when the
+role is taken) answers the waiting submissions 503 at once, is recorded for the other
+frontends to do the same, and is retried with backoff; a fork, or a copy (witness, mirror,
+bucket) that holds more of the log than the store, halts writes for good.
+
+Driver calls are synchronous and run on one thread (`call`); the lease's on a second,
+`Driver.follow` on a third, and a driver whose sequencing shares nothing with the rest
+(PostgreSQL: its own connection) sequences on a fourth, so that a frontend's writes are not
+queued behind its integration, nor its renewals behind a long call. The loop itself is asyncio.
 """
 from __future__ import annotations
 
@@ -36,11 +44,12 @@ import asyncio
 import heapq
 import itertools
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
@@ -48,6 +57,7 @@ from tlog.errors import ForkError, LogHalted, NotPublished, OAPError, Unavailabl
 from tlog.formats.note import NoteSignature, add_signatures
 from tlog.merkle.tree import TreeView
 from tlog.runtime.batching import BatchQueue
+from tlog.server.publication import Target
 from tlog.storage.interface import (
     CorruptionError,
     Driver,
@@ -56,7 +66,6 @@ from tlog.storage.interface import (
     Lease,
     LeaseLost,
     LogState,
-    Publisher,
     Sequenced,
     SignedHead,
     Signer,
@@ -76,10 +85,12 @@ FAULT_POINTS = ("after_sign", "after_record")
 recorded by compare-and-swap but not yet published."""
 
 RETRY_MIN, RETRY_MAX = 0.5, 5.0  # seconds between attempts to publish after a failure
-ACQUIRE_INTERVAL = 1.0  # seconds between attempts to take the integrator role
+ACQUIRE_INTERVAL = 0.5  # seconds between attempts to take the integrator role
+RENEW_INTERVAL = 1.0  # seconds between renewals of the lease (a fifth of PostgreSQL's lease_ttl)
 FOLLOW_TIMEOUT = 0.5  # seconds a follower waits for a notification before reading the head anyway
-VERIFY_INTERVAL = 0.5  # seconds between checks of the holder's lease (well under Driver.lease_ttl)
+IDLE = 0.5  # seconds the holder waits for work before it looks at the store again
 CLOSE_WAIT = 10.0  # seconds a close waits for queued submissions to be published
+FLUSH_WAIT = 10.0  # seconds a close gives the targets to write the last published head
 
 T = TypeVar("T")
 
@@ -150,7 +161,8 @@ class Appender:
     """The log's write loop over one `Driver` (see the module docstring).
 
     The HTTP layer uses `add`, `submit`, `add_many`, `state`, `published`, `on_publish`,
-    `halted` and `running`; metrics read `integrating`, `lag`, `lost_role` and `publisher`.
+    `halted` and `running`; metrics read `integrating`, `lag`, `lost_role` and `targets`;
+    targets use `sequenced`, `halt`, `add_cosignatures`, `call` and `holding`.
     """
 
     def __init__(
@@ -158,7 +170,7 @@ class Appender:
         driver: Driver,
         sign: Signer,
         *,
-        publisher: Publisher | None = None,
+        targets: Sequence[Target] = (),
         cosign: Cosigner | None = None,
         cosigned: QuorumCheck | None = None,
         max_batch: int = 1024,
@@ -166,16 +178,20 @@ class Appender:
         max_pending: int = 100_000,
         wait_timeout: float = 30.0,
         on_batch: Callable[[int, float], None] | None = None,
+        importing: tuple[int, bytes] | None = None,
         faults: Fault | None = None,
     ) -> None:
-        """`wait_timeout`: the longest a submission waits for a published checkpoint covering it
+        """`targets`: the copies that follow the published head (the bucket, the mirrors).
+        `wait_timeout`: the longest a submission waits for a published checkpoint covering it
         when no publication is attempted at all (no frontend holds the role); a failed attempt
         answers it at once. `cosigned`: with `cosign`, which published heads of the store may be
-        served as they are; without it, none is before it is cosigned again. `faults`: a test
-        hook called at `FAULT_POINTS` (None in production)."""
+        served as they are; without it, none is before it is cosigned again. `importing`:
+        (size, root) of an import (`tlog.server.importing`): nothing is signed before exactly
+        `size` entries are sequenced, and then only if they make `root`. `faults`: a test hook
+        called at `FAULT_POINTS` (None in production)."""
         self.driver = driver
         self.sign = sign
-        self.publisher = publisher
+        self.targets = tuple(targets)
         self.cosign = cosign
         self.cosigned = cosigned
         self.max_batch = max_batch
@@ -183,8 +199,10 @@ class Appender:
         self.max_pending = max_pending
         self.wait_timeout = wait_timeout
         self.on_batch = on_batch
+        self.importing = importing
         self.faults = faults
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog-driver")
+        self._lease_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog-lease")
         self._follow_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog-follow")
         self._sequence_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog-sequence") \
             if driver.parallel_sequencing else self._io
@@ -195,19 +213,16 @@ class Appender:
         self._unanswered = 0  # entries sequenced and not yet answered
         self._tasks: list[asyncio.Task] = []
         self._task: asyncio.Task | None = None  # the sequencing loop
+        self._holder: asyncio.Task | None = None  # `_hold`, while this frontend holds the role
         self._closing = False  # no new submissions
         self._closed = False
         self._stopping = False  # the background tasks end
-        self._kick = asyncio.Event()  # something for the integrator to do
+        self._kick = asyncio.Event()  # something for the holder to do
         self._stop = asyncio.Event()
-        self._lease: Lease | None = None
-        self._verified_at = 0.0
-        self._ready = False  # the holder has made the store and the bucket whole (_take_over)
-        self._backfilling = False  # the holder has derived data of the store to bring up to date
+        self._attempted = asyncio.Event()  # the holder's first take-over (and step) was tried
+        self._lease: Lease | None = None  # the role, while this frontend holds it
+        self._valid_until = 0.0  # monotonic time until which it may act on the role
         self._sequenced = 0  # the largest sequenced size seen
-        self._bucket_pending: tuple[int, str] | None = None  # published, not yet in the bucket
-        self._recosign = cosign is not None  # the witnesses see the signed head again before anything new is signed
-        self._refused: tuple[int, str] | None = None  # the last published head not served for want of a quorum
         self._failure_seen = 0.0  # when the last failure a follower answered waiters with was recorded
         self._late: list[tuple[int, bytes, tuple[NoteSignature, ...]]] = []  # cosignatures after publication
         self.state: LogState | None = None  # the published state readers get (or, before any, the signed one)
@@ -218,7 +233,7 @@ class Appender:
         self.lost_role = 0  # times this frontend lost the integrator role
         self.failures = 0  # failed publication attempts seen (here, or recorded by the integrator)
 
-    # --- what the HTTP layer and the metrics read ----------------------------------------
+    # --- what the HTTP layer, the metrics and the targets read ------------------------------
 
     @property
     def running(self) -> bool:
@@ -233,12 +248,15 @@ class Appender:
 
     @property
     def integrating(self) -> bool:
-        """This frontend holds the integrator role (as of a check within the lease's TTL)."""
-        return self._lease is not None and time.monotonic() - self._verified_at < self.driver.lease_ttl
+        """This frontend holds the integrator role, renewed within the lease's TTL."""
+        return self._lease is not None and time.monotonic() < self._valid_until
 
-    async def _call(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+    async def call(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
         """Run a driver call on the driver thread."""
         return await asyncio.get_running_loop().run_in_executor(self._io, partial(fn, *args, **kw))
+
+    async def _lease_call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._lease_io, partial(fn, *args))
 
     def _fault(self, name: str) -> None:
         if self.faults is not None:
@@ -247,31 +265,44 @@ class Appender:
     def add_cosignatures(self, size: int, root: bytes, signatures: Sequence[NoteSignature]) -> None:
         """Cosignatures (verified by the caller) of the checkpoint of (size, root) that came after
         it was published, such as a mirror's that never holds up a write
-        (`tlog.server.mirroring`): merged into the served checkpoint and published again (the
-        store's head, the bucket's checkpoint) if it still is that tree, else dropped. Done by
-        the integrator between integrations, so it never races a publication."""
+        (`tlog.server.mirroring`): merged into the published head and published again if it
+        still is that tree, else dropped. Done by the holder's loop, so it never races a
+        publication."""
         if self._lease is None or not signatures:
             return
         self._late.append((size, root, tuple(signatures)))
         self._kick.set()
 
     def halt(self, reason: LogHalted) -> None:
-        """Refuse writes for good (a cosigner has seen a larger tree of this log than it holds):
-        signing on could fork the log."""
+        """Refuse writes for good (a copy of the log holds a larger tree than the store, or
+        other bytes): signing on could fork the log."""
         self._halt(reason)
+
+    async def holding(self, lease: Lease) -> None:
+        """LeaseLost unless this frontend still holds the role under `lease`, renewed within
+        `Driver.lease_ttl` (if that ran out, as after a pause, it is renewed now): what a
+        target checks before each write it makes for the log."""
+        if self._lease is not lease:
+            raise LeaseLost("this frontend no longer holds the integrator role")
+        if time.monotonic() < self._valid_until:
+            return
+        await self._renew(lease)
+        if self._lease is not lease or time.monotonic() >= self._valid_until:
+            raise LeaseLost("this frontend could not renew its lease of the integrator role")
 
     # --- start and close ---------------------------------------------------------------------
 
     async def start(self) -> LogState | None:
-        """Open the store, serve what it has published, start the loops. A store that nothing
-        else writes to (embedded) is integrated and published before this returns; a shared
-        one is waited on (up to `wait_timeout`) until some frontend has signed something."""
-        head = await self._call(self.driver.open)
+        """Open the store, serve what it has published, start the targets and the loops. A
+        store that nothing else writes to (embedded) is integrated and published before this
+        returns (or its first attempt failed); a shared one is waited on (up to
+        `wait_timeout`) until some frontend has published something."""
+        head = await self.call(self.driver.open)
         self._sequenced = head.sequenced
         if head.published is not None:  # served while the bucket or the witnesses are still out of reach
             await self._serve_head(head.published[0], head.published[1])
         if not self.published and head.signed is not None:
-            signed = self._state_of(head.signed.size, await self._call(self.driver.extend, head.signed.size),
+            signed = self._state_of(head.signed.size, await self.call(self.driver.extend, head.signed.size),
                                     head.signed.note)
             if signed.root != head.signed.root:
                 raise CorruptionError(f"the hash cache does not reproduce the root signed for size {signed.size}")
@@ -279,34 +310,27 @@ class Appender:
                 self._serve(signed)  # nothing to add to it: what was published before a restart, or more
             else:
                 self.state = signed  # shown (not served) until the witnesses cosign it again
-        if not self.driver.shared and not self.driver.read_only:
-            try:
-                if await self._take_role():
-                    await self._take_over()
-                    await self._integrate_once()
-            except (ForkError, LogHalted) as e:
-                self._halt(e)
-            except (Unavailable, CorruptionError) as e:  # reads are served all the same (what was published)
-                log.warning("publication is failing at start (writes are answered 503 until it works): %s",
-                            _message(e))
-                self._publication_failed(e)
+        for target in self.targets:  # before anything is published: their checks run from the first one
+            await target.start(self)
         self._task = asyncio.create_task(self._run(), name="tlog-appender")
         if not self.driver.read_only:
-            self._tasks.append(asyncio.create_task(self._integrate_loop(), name="tlog-integrator"))
+            self._tasks.append(asyncio.create_task(self._keep_role(), name="tlog-role"))
         elif self.state is not None:
             self._tasks.append(asyncio.create_task(self._publish_read_only(), name="tlog-publish"))
         if self.driver.shared:
             self._tasks.append(asyncio.create_task(self._follow_loop(), name="tlog-follow"))
-            self._tasks.append(asyncio.create_task(self._heartbeat(), name="tlog-lease"))
-            deadline = time.monotonic() + self.wait_timeout
-            while self.state is None and not self.failures and self.halted is None and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+        if self.importing is not None or self.driver.read_only:
+            return self.state
+        deadline = time.monotonic() + self.wait_timeout
+        while time.monotonic() < deadline and self.halted is None and not (
+                self._attempted.is_set() if not self.driver.shared else (self.state is not None or self.failures)):
+            await asyncio.sleep(0.02)
         return self.state
 
     async def close(self) -> None:
         """Stop accepting, sequence what is queued, wait (bounded) for it to be published,
-        write the bucket's pending checkpoint while still holding the role, give the role up
-        and close the store."""
+        have the targets write the last published head while the role is still held, give
+        the role up and close the store."""
         if self._closed:
             return
         self._closed = True
@@ -321,24 +345,24 @@ class Appender:
         self._stopping = True
         self._stop.set()
         self._kick.set()
-        for t in self._tasks:
+        for t in [*self._tasks, *([self._holder] if self._holder is not None else [])]:
             try:
                 await t
             except Exception as e:  # noqa: BLE001 - a bug in a loop: logged, the close goes on
                 log.error("%s ended with %s: %s", t.get_name(), type(e).__name__, e)
         self._fail_waiting(Unavailable("the log is shutting down", retry_after=1))
-        lease, self._lease = self._lease, None  # not integrating any more, before the role is released
+        lease = self._lease
+        if lease is not None and self.halted is None:
+            for target in self.targets:
+                await target.flush(FLUSH_WAIT)
+        self._lease = None  # not integrating any more, before the role is released
+        for target in self.targets:
+            await target.close()
         if lease is not None:
-            if self._bucket_pending is not None and self.halted is None:
-                try:
-                    await self._flush_bucket(lease)
-                except (LeaseLost, Unavailable, ForkError) as e:  # the next holder writes it
-                    log.warning("the bucket's last checkpoint was not written: %s", _message(e))
-            await self._call(self.driver.release, lease)
-        if self.publisher is not None:
-            await self._call(self.publisher.close)
-        await self._call(self.driver.close)
+            await self._lease_call(self.driver.release, lease)
+        await self.call(self.driver.close)
         self._io.shutdown(wait=True)
+        self._lease_io.shutdown(wait=True)
         self._follow_io.shutdown(wait=True)
         self._sequence_io.shutdown(wait=True)
 
@@ -496,32 +520,43 @@ class Appender:
                                            "in time (is an integrator running?)", retry_after=1),
                                older_than=time.perf_counter() - self.wait_timeout)
 
+    # --- imports -----------------------------------------------------------------------------
+
+    async def sequence_import(self, datas: Sequence[bytes], logged_at: Sequence[float] | None) -> Sequenced:
+        """(An import only, `importing`, with the role held.) Sequence `datas` now, in order,
+        keeping the times their receipts were first logged; nothing waits for a checkpoint:
+        the import's one checkpoint is signed once all of them are sequenced."""
+        if self.importing is None:
+            raise RuntimeError("sequence_import is for an appender made for an import")
+        seq = await asyncio.get_running_loop().run_in_executor(
+            self._sequence_io, partial(self.driver.sequence, datas, logged_at=logged_at))
+        if seq.size > self._sequenced:
+            self._sequenced = seq.size
+            self._kick.set()
+        return seq
+
     # --- serving ---------------------------------------------------------------------------
 
     def _state_of(self, size: int, root: bytes, note: str) -> LogState:
         return LogState(size, root, note, TreeView(size, self.driver.hashes.read))
 
     def _servable(self, note: str) -> bool:
-        """Whether a head the store recorded as published may be served (or written to the
-        bucket) as it is: with witnesses, only if it meets the quorum configured now."""
+        """Whether a head the store recorded as published may be served as it is: with
+        witnesses, only if it meets the quorum configured now."""
         return self.cosign is None or (self.cosigned is not None and self.cosigned(note))
 
     async def _serve_head(self, size: int, note: str) -> None:
-        """Serve a head published by the store (after a start, or by another frontend); one
-        that lacks the witness quorum now required is not served, but cosigned again."""
+        """Serve a head published by the store (at a start, or by another frontend); one that
+        lacks the witness quorum now required is not served (the holder cosigns it again)."""
         if not self._servable(note):
-            if self._refused != (size, note):
-                self._refused = (size, note)
-                log.warning("the published checkpoint %d lacks the witness quorum now configured; "
-                            "it is cosigned again before it is served", size)
-            self._recosign = True
             return
-        root = await self._call(self.driver.extend, size)
+        root = await self.call(self.driver.extend, size)
         self._serve(self._state_of(size, root, note))
 
     def _serve(self, state: LogState) -> None:
         """`state` is what readers get from now on (never a smaller tree than before); tell the
-        `on_publish` listeners and answer what it covers."""
+        `on_publish` listeners, answer what it covers, and, on the holder, offer it to the
+        targets that follow the published head."""
         current = self.state
         if self.published and current is not None and \
                 (state.size < current.size or (state.size == current.size and state.note == current.note)):
@@ -532,8 +567,74 @@ class Appender:
         for fn in self.on_publish:
             fn(state)
         self._answer(state)
+        if self._lease is not None:
+            for target in self.targets:
+                target.offer(state)
 
-    # --- integration (while holding the lease) -----------------------------------------------
+    # --- the role ------------------------------------------------------------------------------
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep until stopped or `seconds`."""
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    async def _keep_role(self) -> None:
+        """Take the role when it is free, then renew it while this frontend runs (the holder's
+        work is `_hold`, a task of its own from each acquisition until the role is lost)."""
+        while not self._stopping:
+            lease = self._lease
+            if lease is None:
+                if await self._acquire() is None:
+                    await self._sleep(ACQUIRE_INTERVAL)  # not woken by new entries: someone else integrates
+                continue
+            if self._holder is None or self._holder.done():
+                self._holder = asyncio.create_task(self._hold(lease), name="tlog-integrator")
+            await self._sleep(RENEW_INTERVAL)
+            if self._lease is lease and not self._stopping and not math.isinf(self.driver.lease_ttl):
+                await self._renew(lease)
+
+    async def _acquire(self) -> Lease | None:
+        sent = time.monotonic()
+        try:
+            lease = await self._lease_call(self.driver.acquire)
+        except Unavailable as e:
+            log.warning("could not try for the integrator role: %s", e.message)
+            return None
+        if lease is None:
+            return None
+        self._lease, self._valid_until = lease, sent + self.driver.lease_ttl
+        if self.driver.shared:
+            log.info("this frontend is the integrator (epoch %d)", lease.epoch)
+        return lease
+
+    async def _renew(self, lease: Lease) -> None:
+        """Renew the lease; the role is lost if another frontend took it. A renewal that fails
+        otherwise changes nothing: the holder stops acting once `lease_ttl` has passed."""
+        sent = time.monotonic()
+        try:
+            await self._lease_call(self.driver.renew, lease)
+        except LeaseLost as e:
+            self._lost(lease, e)
+            return
+        except Unavailable as e:
+            log.warning("renewing the integrator's lease failed: %s", e.message)
+            return
+        if self._lease is lease:
+            self._valid_until = max(self._valid_until, sent + self.driver.lease_ttl)
+
+    def _lost(self, lease: Lease, e: LeaseLost) -> None:
+        if self._lease is not lease:
+            return
+        self._lease = None
+        self.lost_role += 1
+        log.warning("integrator role lost: %s", e)
+        for target in self.targets:
+            target.stand_down()
+        self._kick.set()
+
+    # --- integration and publication (while holding the role) ---------------------------------
 
     async def _wait(self, timeout: float) -> None:
         """Sleep until kicked (new work), stopped, or `timeout`."""
@@ -543,239 +644,143 @@ class Appender:
             pass
         self._kick.clear()
 
-    async def _sleep(self, seconds: float) -> None:
-        """Sleep until stopped or `seconds`."""
-        try:
-            await asyncio.wait_for(self._stop.wait(), seconds)
-        except TimeoutError:
-            pass
-
-    async def _integrate_loop(self) -> None:
+    async def _hold(self, lease: Lease) -> None:
+        """The holder's one loop (the module docstring's steps 0 to 4), until the role is lost,
+        the log halts or stops. Derived data the store keeps (`Driver.backfill`) is brought
+        up to date between steps, a little at a time."""
         backoff = RETRY_MIN
-        while not self._stopping and self.halted is None:
+        taken_over = backfill = False
+        while self._lease is lease and not self._stopping and self.halted is None:
             try:
-                if self._lease is None:
-                    if not await self._take_role():
-                        await self._sleep(ACQUIRE_INTERVAL)  # not woken by new entries: someone else integrates
-                        continue
-                if not self._ready:
-                    await self._take_over()
+                if not taken_over:
+                    await self._take_over(lease)
+                    taken_over = backfill = True
                 self._expire_waiting()
-                if await self._integrate_once():
+                if await self._step(lease):
                     backoff = RETRY_MIN
-                    continue
-                if self._backfilling:  # derived data, a step at a time between integrations
-                    self._backfilling = await self._call(self.driver.backfill, self._lease)
-                    continue
-                idle = VERIFY_INTERVAL
-                if self._bucket_pending is not None and self.publisher is not None:
-                    idle = min(idle, self.publisher.seconds_until_due())
-                await self._wait(idle)
+                elif backfill:
+                    backfill = await self.call(self.driver.backfill, lease)
+                else:
+                    await self._wait(IDLE)
             except LeaseLost as e:
-                self._lost(e)
+                self._lost(lease, e)
             except (ForkError, LogHalted) as e:
                 self._halt(e)
-                if self._lease is not None and self.halted is not None:  # the other frontends answer 503 too
-                    try:
-                        await self._call(self.driver.record_failure, self._lease, self.halted.message)
-                    except (LeaseLost, Unavailable):
-                        pass
-            except (Unavailable, CorruptionError) as e:
+                await self._record_failure(lease, self.halted.message if self.halted is not None else _message(e))
+            except Exception as e:  # Unavailable, CorruptionError, or a bug: answered 503, retried
+                if not isinstance(e, Unavailable | CorruptionError):
+                    log.exception("integration failed")
                 self._publication_failed(e)
-                if self._lease is not None:
-                    try:
-                        await self._call(self.driver.record_failure, self._lease, _message(e))
-                    except LeaseLost as lost:
-                        self._lost(lost)
-                    except Unavailable:
-                        pass
+                await self._record_failure(lease, _message(e))
                 await self._wait(backoff)  # new entries retry at once; otherwise back off
                 backoff = min(backoff * 2, RETRY_MAX)
-            except Exception as e:  # a bug: logged, answered 503, retried
-                log.exception("integration failed")
-                self._publication_failed(e)
-                await self._wait(backoff)
-                backoff = min(backoff * 2, RETRY_MAX)
+            self._attempted.set()
+        self._attempted.set()
 
-    async def _take_role(self) -> bool:
-        """Try to take the integrator role (`_lease`); False if another process holds it."""
+    async def _record_failure(self, lease: Lease, message: str) -> None:
+        """Tell the other frontends (their waiting submissions are answered 503 too)."""
         try:
-            lease = await self._call(self.driver.acquire)
-        except Unavailable as e:
-            log.warning("could not try for the integrator role: %s", e.message)
-            return False
-        if lease is None:
-            return False
-        if self.driver.shared:  # let a previous holder's last check of its lease run out first
-            try:
-                await asyncio.wait_for(self._stop.wait(), self.driver.lease_ttl)
-                await self._call(self.driver.release, lease)
-                return False
-            except TimeoutError:
-                pass
-        await self._call(self.driver.verify, lease)
-        self._lease, self._verified_at, self._ready = lease, time.monotonic(), False
-        if self.driver.shared:
-            log.info("this frontend is the integrator (epoch %d)", lease.epoch)
-        return True
+            await self.call(self.driver.record_failure, lease, message)
+        except LeaseLost as e:
+            self._lost(lease, e)
+        except Unavailable:
+            pass
 
-    async def _take_over(self) -> None:
-        """Make the bucket whole before integrating anything (retried, with the role kept, until
-        it works); derived data the store keeps is brought up to date after, between
-        integrations (`Driver.backfill`)."""
-        lease = self._lease
-        assert lease is not None
-        self._backfilling = True
-        if self.publisher is not None:
-            head = await self._call(self.driver.head)
-            await self._call(self._bucket_take_over, lease, head)
-        self._ready = True
+    async def _take_over(self, lease: Lease) -> None:
+        """Step 0: the targets learn where their copies stand (LogHalted if one holds more than
+        the store signed); the signed head is published if it is not, or, with witnesses,
+        cosigned again; the published head is offered to the targets."""
+        head = await self.call(self.driver.head)
+        for target in self.targets:
+            await target.take_over(lease, head)
+        if head.signed is not None and self.importing is None:
+            await self._publish(lease, head.signed, head.published, again=self.cosign is not None)
+        if self.published and self.state is not None:
+            for target in self.targets:
+                target.offer(self.state)
 
-    def _bucket_take_over(self, lease: Lease, head: Head) -> None:
-        """(Driver thread.) The bucket catches up with the store: tiles and bundles it lacks
-        (a bucket configured for a log that had entries already), partial tiles a crash left
-        behind, and the checkpoint, if the store has published more than the bucket shows."""
-        publisher = self.publisher
-        assert publisher is not None
-        signed = head.signed.size if head.signed is not None else 0
-        start = publisher.checkpoint_size()  # Unavailable while the bucket is down: retried, reads go on
-        if start > signed:
-            raise LogHalted(f"the bucket holds a checkpoint of size {start}, beyond the {signed} entries signed in "
-                            "the store (a database restored from an old backup?); writes are refused until an "
-                            "operator intervenes (see ops/runbooks/backup-restore.md)")
-        self.driver.extend(signed)
-        publisher.take_over(self.driver, start, signed)
-        if head.published is not None and start < head.published[0] and self._servable(head.published[1]):
-            size, note = head.published
-            self.driver.record_published(lease, size, note,
-                                         write=partial(publisher.write_checkpoint, self.driver, note, size))
+    def _due(self, head: Head) -> bool:
+        """Whether the holder signs now: entries sequenced beyond the signed head (a new log:
+        its empty tree); for an import, exactly the import's entries, all sequenced."""
+        signed = head.signed.size if head.signed is not None else -1
+        if self.importing is not None:
+            return head.sequenced == self.importing[0] > signed
+        return head.sequenced > signed
 
-    async def _integrate_once(self) -> bool:
-        """One step of the lease holder's work; False when there was nothing to do."""
-        lease = self._lease
-        assert lease is not None
-        if self._recosign:
-            # After a start (or for a published head that lacks the quorum now configured), the
-            # witnesses cosign the signed head again before anything new is signed: one that has
-            # seen a larger tree of this log halts it here, before it could sign a second root.
-            signed = (await self._call(self.driver.head)).signed
-            if signed is not None:
-                await self._publish_signed(lease, signed)
-                self._recosign = False
-                return True
-            self._recosign = False  # nothing signed yet: the first checkpoint is cosigned below
-        head, new, wrote = await self._call(self._step, lease)
+    async def _step(self, lease: Lease) -> bool:
+        """Steps 1 to 4, each only if the store says it is due; False when nothing was."""
+        head, new, published = await self.call(self._sign, lease)
         self._sequenced = max(self._sequenced, head.sequenced)
-        published = head.published[0] if head.published is not None else -1
-        self.lag = max(0, head.sequenced - max(published, 0))
-        if new is not None:
-            self._verified_at = time.monotonic()
-            if wrote is None:  # to be cosigned first
-                await self._publish(lease, new)
-            else:
-                self._bucket_pending = None if wrote else (new.size, new.note)
-                self._serve(self._state_of(new.size, new.root, new.note))
+        self.lag = max(0, head.sequenced - (head.published[0] if head.published is not None else 0))
+        if new is not None and published:
+            self._serve(self._state_of(new.size, new.root, new.note))
             return True
-        signed = head.signed
-        assert signed is not None  # _step integrates when nothing is signed
-        if published < signed.size:  # signed but not published: a predecessor died in between, or a restart
-            await self._publish_signed(lease, signed)
-            return True
-        if head.published is not None and (not self.published or self.state is None or self.state.size < published):
-            await self._serve_head(*head.published)  # published already (by a predecessor): serve it
-            return True
-        if self._bucket_pending is not None and self.publisher is not None and self.publisher.due():
-            await self._flush_bucket(lease)
-            return True
-        if self._late:
-            await self._merge_late(lease)
-            return True
-        return False
+        signed = new or head.signed
+        if signed is None:
+            return False
+        return await self._publish(lease, signed, head.published)
 
-    def _step(self, lease: Lease) -> tuple[Head, SignedHead | None, bool | None]:
-        """(Driver thread.) The head; if entries wait, integrate them, and without witnesses
-        publish the new checkpoint at once (one trip to the driver thread per checkpoint):
-        (head, the new checkpoint or None, whether the bucket got it or None if unpublished)."""
+    def _sign(self, lease: Lease) -> tuple[Head, SignedHead | None, bool]:
+        """(Driver thread.) The head; if due, step 1, and without witnesses step 3 too (one
+        trip to the driver thread per checkpoint): (head, the new checkpoint or None, whether
+        it was recorded as published)."""
         head = self.driver.head()
-        signed = head.signed
-        if signed is not None and head.sequenced <= signed.size:
-            return head, None, None
-        new = self._integrate(lease, head)
+        if not self._due(head):
+            return head, None, False
+        old = head.signed.size if head.signed is not None else None
+        size = head.sequenced
+        root = self.driver.extend(size)
+        if self.importing is not None and root != self.importing[1]:
+            raise LogHalted(f"the imported entries make the root {root.hex()[:16]}... for size {size}, not the "
+                            f"checkpoint's {self.importing[1].hex()[:16]}...: nothing was signed")
+        new = SignedHead(size, root, self.sign(size, root))
+        self._fault("after_sign")
+        self.driver.record_checkpoint(lease, old, new)
         self._fault("after_record")
         if self.cosign is not None:
-            return head, new, None
-        return head, new, self._record_published(lease, new.size, new.note)
+            return head, new, False
+        self.driver.record_published(lease, new.size, new.note)
+        return head, new, True
 
-    def _record_published(self, lease: Lease, size: int, note: str) -> bool:
-        """(Driver thread.) Record (size, note) as published, with the bucket's checkpoint if it
-        is due: whether the bucket got it (or there is none)."""
-        publisher = self.publisher
-        write = partial(publisher.write_checkpoint, self.driver, note, size) \
-            if publisher is not None and publisher.due() else None
-        self.driver.record_published(lease, size, note, write=write)
-        return publisher is None or write is not None
+    async def _publish(self, lease: Lease, signed: SignedHead, published: tuple[int, str] | None, *,
+                       again: bool = False) -> bool:
+        """Steps 2 to 4 for the signed head, as far as they are due: nothing if the store's
+        published head is that very checkpoint and it is served here already; served if a
+        predecessor published it; cosigned (afresh: `again`, or for want of the quorum now
+        configured), or merged with cosignatures that came after, then recorded and served."""
+        note: str | None = None
+        if published is not None and published[0] == signed.size and self._servable(published[1]) and not again:
+            note = published[1]
+            late = self._late_cosignatures(signed)
+            if late:
+                note = str(add_signatures(note, late))
+            current = self.state
+            if self.published and current is not None and current.size == signed.size and current.note == note:
+                return False
+            if not late:  # published by a predecessor: served, with nothing to record
+                self._serve(await self._checked_state(signed, note))
+                return True
+        state = await self._checked_state(signed, signed.note)
+        if note is None:
+            if self.state is None or not self.published:
+                self.state = state  # shown to /v1/info before it is published
+            note = (await self.cosign(state)).note if self.cosign is not None else signed.note
+        await self.call(self.driver.record_published, lease, signed.size, note)
+        self._serve(replace(state, note=note))
+        return True
 
-    def _integrate(self, lease: Lease, head: Head) -> SignedHead:
-        """(Driver thread.) Extend the hash cache over everything sequenced, stage the new full
-        tiles, sign, and record the checkpoint by compare-and-swap."""
-        old = head.signed.size if head.signed is not None else None
-        target = head.sequenced
-        root = self.driver.extend(target)
-        if self.publisher is not None:
-            self.publisher.stage(self.driver, old or 0, target)
-        signed = SignedHead(target, root, self.sign(target, root))
-        self._fault("after_sign")
-        self.driver.record_checkpoint(lease, old, signed)
-        return signed
-
-    async def _publish_signed(self, lease: Lease, signed: SignedHead) -> None:
-        """Bring the hash cache to the size of a checkpoint the store holds signed, then
-        publish that very checkpoint (cosigned again, with witnesses)."""
-        root = await self._call(self.driver.extend, signed.size)
+    async def _checked_state(self, signed: SignedHead, note: str) -> LogState:
+        """The signed head as a state to serve, the hash cache brought to it and checked."""
+        root = await self.call(self.driver.extend, signed.size)
         if root != signed.root:
             raise CorruptionError(f"the hash cache does not reproduce the root signed for size {signed.size}")
-        await self._publish(lease, signed)
+        return self._state_of(signed.size, root, note)
 
-    async def _publish(self, lease: Lease, signed: SignedHead) -> None:
-        """Cosign (with witnesses), then record as published (with the bucket's checkpoint, if
-        due) under the lease, then serve."""
-        state = self._state_of(signed.size, signed.root, signed.note)
-        if self.state is None or not self.published:
-            self.state = state  # shown to /v1/info before it is published
-        if self.cosign is not None:
-            state = await self.cosign(state)
-        wrote = await self._call(self._record_published, lease, state.size, state.note)
-        self._bucket_pending = None if wrote else (state.size, state.note)
-        self._verified_at = time.monotonic()
-        self._serve(state)
-
-    async def _merge_late(self, lease: Lease) -> None:
-        """Publish the served checkpoint again with the cosignatures `add_cosignatures` queued
-        for it (those of an older tree are dropped: it is no longer served)."""
+    def _late_cosignatures(self, signed: SignedHead) -> list[NoteSignature]:
+        """The cosignatures `add_cosignatures` queued for `signed` (those of other trees are
+        dropped: no longer published)."""
         late, self._late = self._late, []
-        state = self.state
-        if not self.published or state is None:
-            return
-        extra = [sig for size, root, sigs in late if size == state.size and root == state.root for sig in sigs]
-        note = str(add_signatures(state.note, extra)) if extra else state.note
-        if note == state.note:
-            return
-        wrote = await self._call(self._record_published, lease, state.size, note)
-        if self.state is not state:  # something else was served meanwhile: that one stands
-            return
-        self._bucket_pending = None if wrote else (state.size, note)
-        self._serve(self._state_of(state.size, state.root, note))
-
-    async def _flush_bucket(self, lease: Lease) -> None:
-        """Write the published checkpoint the interval held back, fenced by the lease."""
-        pending, publisher = self._bucket_pending, self.publisher
-        if pending is None or publisher is None:
-            return
-        size, note = pending
-        await self._call(self.driver.record_published, lease, size, note,
-                         write=partial(publisher.write_checkpoint, self.driver, note, size))
-        if self._bucket_pending == pending:
-            self._bucket_pending = None
+        return [sig for size, root, sigs in late if (size, root) == (signed.size, signed.root) for sig in sigs]
 
     def _publication_failed(self, e: Exception) -> None:
         """A publication attempt failed: every waiting submission is answered 503 now (its
@@ -792,13 +797,6 @@ class Appender:
             Unavailable(f"the log could not publish the entry: {type(e).__name__}", retry_after=1)
         self._fail_waiting(err)
 
-    def _lost(self, e: LeaseLost) -> None:
-        if self._lease is not None:
-            self.lost_role += 1
-            log.warning("integrator role lost: %s", e)
-        self._lease, self._ready = None, False
-        self._bucket_pending = None  # the next holder writes the bucket's checkpoint
-
     def _halt(self, e: Exception) -> None:
         if isinstance(e, LogHalted):
             halted = e
@@ -808,27 +806,12 @@ class Appender:
             log.critical("HALTED: %s", halted.message)
         self.halted = halted
         self._fail_waiting(halted)
-
-    async def _heartbeat(self) -> None:
-        """Check the lease every VERIFY_INTERVAL while holding it, whatever the integrator is
-        waiting for (witnesses, say): `integrating` is true only within `lease_ttl` of a check."""
-        while not self._stopping:
-            await self._sleep(VERIFY_INTERVAL)
-            lease = self._lease
-            if lease is None or self._stopping or time.monotonic() - self._verified_at < VERIFY_INTERVAL:
-                continue
-            try:
-                await self._call(self.driver.verify, lease)
-                if self._lease is lease:
-                    self._verified_at = time.monotonic()
-            except LeaseLost as e:
-                if self._lease is lease:
-                    self._lost(e)
+        self._kick.set()
 
     # --- followers -----------------------------------------------------------------------
 
     async def _follow_loop(self) -> None:
-        """Serve the heads other frontends publish; tell the integrator when they sequence."""
+        """Serve the heads other frontends publish; tell the holder when they sequence."""
         loop = asyncio.get_running_loop()
         while not self._stopping:
             try:
@@ -841,7 +824,7 @@ class Appender:
                 self._sequenced = head.sequenced
                 self._kick.set()
             if self._lease is not None:
-                continue  # the integrator serves what it publishes itself
+                continue  # the holder serves what it publishes itself
             self._expire_waiting()
             published = head.published
             current = self.state
@@ -857,6 +840,7 @@ class Appender:
                 self.failures += 1
                 self._fail_waiting(Unavailable(f"the log could not publish: {head.failure}", retry_after=1))
             self._failure_seen = head.failed_at
+
 
     async def _publish_read_only(self) -> None:
         """A read-only store: nothing is signed here; its signed head is served (cosigned first,

@@ -10,6 +10,14 @@ from prometheus_client.registry import Collector
 
 from tlog.server.appender import Appender
 from tlog.server.mirroring import MirrorSet
+from tlog.server.publication import BucketTarget
+
+
+def _bucket_lag(appender: Appender, bucket: BucketTarget) -> int:
+    state = appender.state
+    if not appender.integrating or not appender.published or state is None or bucket.size < 0:
+        return 0
+    return max(0, state.size - bucket.size)
 
 
 class LogMetrics:
@@ -57,12 +65,15 @@ class LogMetrics:
               "(as this frontend last saw it)", registry=r).set_function(lambda: float(appender.lag))
         Gauge("oap_log_integrator_role_lost_total", "Times this frontend lost the integrator role", registry=r) \
             .set_function(lambda: float(appender.lost_role))
-        publisher = appender.publisher
-        if publisher is not None:
-            Gauge("oap_log_bucket_write_errors_total", "Failed bucket operations (tiles, bundles, checkpoint)",
-                  registry=r).set_function(lambda: float(publisher.errors))
+        bucket = next((t for t in appender.targets if isinstance(t, BucketTarget)), None)
+        if bucket is not None:
+            Gauge("oap_log_bucket_write_errors_total", "Failed bucket operations (tiles, bundles, checkpoint, "
+                  "listings and deletes of partial tiles)", registry=r).set_function(lambda: float(bucket.errors))
             Gauge("oap_log_bucket_objects_written_total", "Tiles and bundles created in the bucket", registry=r) \
-                .set_function(lambda: float(publisher.written))
+                .set_function(lambda: float(bucket.written))
+            Gauge("oap_log_bucket_lag_entries", "Entries of the published checkpoint the bucket's checkpoint does not "
+                  "cover yet (on the integrator; 0 on other frontends)", registry=r) \
+                .set_function(lambda: float(_bucket_lag(appender, bucket)))
 
     def watch_mirrors(self, mirrors: MirrorSet | None, appender: Appender) -> None:
         """Per mirror, read at scrape time: what it last cosigned, how far that is behind the

@@ -19,7 +19,15 @@ How a mirror's cosignature reaches the served checkpoint depends on the policy:
   still the tree it cosigned (`Appender.add_cosignatures`), else dropped.
 
 Every cosignature is verified with the mirror's keys from the policy before it is used; a
-mirror that answers anything else, or nothing, changes nothing the log serves.
+mirror that answers anything else, or nothing, changes nothing the log serves. A mirror that
+holds a checkpoint of this log larger than any it has halts the log, as a witness that has
+seen more does.
+
+`MirrorSet` is a `tlog.server.publication.Target`: the appender starts it once the store
+is open (so the size it compares with is the log's, from the first push), offers it each
+checkpoint it publishes while it holds the integrator role, and is told of late
+cosignatures and of a mirror holding more (`Followed`). A push is made only while that role
+is held (`Followed.holding`): a frontend that lost it pushes nothing more.
 """
 from __future__ import annotations
 
@@ -29,7 +37,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 
-from tlog.errors import FormatError, OAPError
+from tlog.errors import FormatError, LogHalted, OAPError
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.mirror import encode_package
 from tlog.formats.note import NoteSignature, check_cosignature_lines, parse_note
@@ -37,7 +45,8 @@ from tlog.formats.policy import Policy
 from tlog.formats.tiles import parse_entry_bundle
 from tlog.http.mirrorclient import FetchError, MirrorClient, Refused, prefetched
 from tlog.merkle.subtrees import subtree_consistency_proof, subtree_root
-from tlog.storage.interface import EntryReader, HashReader, LogState
+from tlog.server.publication import Followed
+from tlog.storage.interface import EntryReader, HashReader, Head, Lease, LeaseLost, LogState
 
 log = logging.getLogger("oap.tlog.mirroring")
 
@@ -143,9 +152,8 @@ class MirrorSet:
         self._opening = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self._closing = False
-        self.on_cosigned: Callable[[int, bytes, tuple[NoteSignature, ...]], None] | None = None
-        self.on_beyond: Callable[[str, int], None] | None = None  # (mirror, size it holds beyond ours)
-        self.current_size: Callable[[], int] = lambda: 0  # the largest size this log has signed
+        self._log: Followed | None = None  # the log it follows (set by `start`)
+        self._lease: Lease | None = None  # the role its pushes are made under
 
     @classmethod
     def from_policy(cls, policy: Policy, origin: str, *, entries: Callable[[], EntryReader],
@@ -171,11 +179,27 @@ class MirrorSet:
     def gating(self) -> list[MirrorTarget]:
         return [t for t in self.targets if t.gating]
 
-    def start(self) -> None:
+    # --- the Target protocol (tlog.server.publication) ----------------------------------------
+
+    async def start(self, log: Followed) -> None:
+        self._log = log
         self._tasks = [asyncio.create_task(self._work(t), name=f"tlog-mirror-{t.name}") for t in self.targets]
+
+    async def take_over(self, lease: Lease, head: Head) -> None:
+        """Nothing to learn before signing: a mirror says where it stands when pushed to."""
+        self._lease = lease
+
+    def stand_down(self) -> None:
+        self._lease = None
+        for t in self.targets:
+            t.goal = None
+
+    async def flush(self, seconds: float) -> None:
+        """Pushes are not awaited at a stop: a mirror resumes from where it stands."""
 
     async def close(self) -> None:
         self._closing = True
+        self._lease = None
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -200,7 +224,8 @@ class MirrorSet:
 
     def offer(self, state: LogState, *, gating_only: bool = False) -> None:
         """Make `state` the goal of every mirror (or of those the quorum counts) that has not
-        cosigned it or a larger tree yet."""
+        cosigned it or a larger tree yet: a published checkpoint, or, for those the quorum
+        counts, one being cosigned (`tlog.server.witnessing`)."""
         for t in self.targets:
             if gating_only and not t.gating:
                 continue
@@ -239,13 +264,18 @@ class MirrorSet:
         while not self._closing:
             await t.wake.wait()
             t.wake.clear()
-            goal = t.goal
-            if goal is None or t.cosigned_size >= goal.size:
-                continue
+            goal, lease, log_ = t.goal, self._lease, self._log
+            if goal is None or t.cosigned_size >= goal.size or log_ is None or (lease is None and not t.gating):
+                continue  # (one the quorum counts is pushed to by whoever cosigns: a read-only log too)
             try:
+                if lease is not None:
+                    await log_.holding(lease)  # pushed by the role's holder only within its lease
                 outcome = await self._push(t, goal)
             except asyncio.CancelledError:
                 raise
+            except LeaseLost:
+                t.goal = None
+                continue
             except Exception as e:  # a bug: logged, counted, retried
                 log.exception("pushing to mirror %s failed", t.name)
                 outcome = MirrorOutcome(t.name, error=f"{type(e).__name__}: {e}")
@@ -253,8 +283,11 @@ class MirrorSet:
                 backoff = RETRY_MIN
                 continue
             if outcome.beyond is not None:
-                if self.on_beyond is not None:
-                    self.on_beyond(t.name, outcome.beyond)
+                assert self._log is not None
+                self._log.halt(LogHalted(
+                    f"mirror {t.name} holds a checkpoint of size {outcome.beyond} of this log but the log holds "
+                    f"{self._log.sequenced} entries (restored from an old backup?); writes are refused until an "
+                    "operator intervenes (see ops/runbooks/backup-restore.md)"))
                 continue
             if outcome.error is None:  # superseded (a newer goal, or the mirror took a newer one)
                 if t.goal is not None and t.goal.size > goal.size:
@@ -285,9 +318,10 @@ class MirrorSet:
         t.sent += pushed.sent
         if pushed.action != "cosigned":
             seen = t.client.pending_hint
-            if seen > goal.size and seen > self.current_size():
+            have = self._log.sequenced if self._log is not None else 0
+            if seen > goal.size and seen > have:
                 log.critical("mirror %s holds a checkpoint of size %d of this log, larger than its %d", t.name, seen,
-                             self.current_size())
+                             have)
                 return MirrorOutcome(t.name, error=pushed.detail, beyond=seen)
             return MirrorOutcome(t.name)  # a newer checkpoint got there first
         found = self._verified(t, goal, pushed.lines)
@@ -302,8 +336,8 @@ class MirrorSet:
         for size, root, future in list(t.waiters):
             if size == goal.size and root == goal.root and not future.done():
                 future.set_result(outcome)
-        if self.on_cosigned is not None:
-            self.on_cosigned(goal.size, goal.root, sigs)
+        if self._log is not None:
+            self._log.add_cosignatures(goal.size, goal.root, sigs)
         log.debug("mirror %s cosigned size %d (%d entries sent)", t.name, goal.size, pushed.sent)
         return outcome
 

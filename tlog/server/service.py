@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tlog.didresolver import DidResolver
-from tlog.errors import ConfigError, LogHalted, Unavailable
+from tlog.errors import ConfigError, Unavailable
 from tlog.formats import keys
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.note import sign_note
@@ -23,9 +23,10 @@ from tlog.server.appender import Appender, Cosigner
 from tlog.server.config import LogConfig
 from tlog.server.metrics import LogMetrics
 from tlog.server.mirroring import MirrorSet
+from tlog.server.publication import BucketTarget, Target
 from tlog.server.witnessing import WitnessOutcome, WitnessSet, policy_text
 from tlog.storage.embedded import EmbeddedStorage
-from tlog.storage.interface import Driver, EntryReader, Fault, HashReader, LogState, Publisher, Signer
+from tlog.storage.interface import Driver, EntryReader, Fault, HashReader, LogState, Signer
 from tlog.storage.transfer import Snapshot, refuse_unfinished_import
 
 log = logging.getLogger("oap.tlog.server")
@@ -85,30 +86,6 @@ def cosigners(config: LogConfig, signer: keys.Signer,
     return ws, mirrors
 
 
-def watch_mirrors(mirrors: MirrorSet, appender: Appender) -> None:
-    """Mirrors follow the published checkpoints of the frontend that integrates (one push per
-    checkpoint, whichever frontend holds the role); their late cosignatures are merged into the
-    served checkpoint; a mirror holding a larger tree of this log than the log halts it, as a
-    witness that has seen more does."""
-
-    def offer(state: LogState) -> None:
-        if appender.integrating:
-            mirrors.offer(state)
-
-    def beyond(name: str, size: int) -> None:
-        appender.halt(LogHalted(
-            f"mirror {name} holds a checkpoint of size {size} of this log but the log holds {appender.sequenced} "
-            "entries (restored from an old backup?); writes are refused until an operator intervenes "
-            "(see ops/runbooks/backup-restore.md)"))
-
-    mirrors.on_cosigned = appender.add_cosignatures
-    mirrors.on_beyond = beyond
-    mirrors.current_size = lambda: appender.sequenced
-    appender.on_publish.append(offer)
-    if appender.published and appender.state is not None:
-        offer(appender.state)  # catch up with what was published before this start
-
-
 def checkpoint_signer(signer: keys.Signer) -> Signer:
     def sign(size: int, root: bytes) -> str:
         return sign_note(Checkpoint(signer.name, size, root).to_text(), [signer])
@@ -128,16 +105,17 @@ def open_storage(config: LogConfig, *, faults: Fault | None = None) -> Driver:
                            map_window=config.map_window_mb << 20, faults=faults)
 
 
-def open_publisher(config: LogConfig) -> Publisher | None:
-    """The bucket the log is published to, if one is configured."""
+def open_bucket(config: LogConfig) -> BucketTarget | None:
+    """The bucket the log is published to, if one is configured: a target that follows the
+    published head (`tlog.server.publication`)."""
     if not config.bucket_url:
         return None
     from tlog.storage.bucket import Bucket, TilePublisher
 
     key_id, secret = keyfiles.bucket_credentials(config.bucket_credentials_file)
-    return TilePublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
-                                            region=config.bucket_region),
-                         checkpoint_interval=config.checkpoint_publish_interval)
+    return BucketTarget(TilePublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
+                                                         region=config.bucket_region)),
+                        interval=config.checkpoint_publish_interval)
 
 
 def open_snapshot(config: LogConfig) -> Snapshot:
@@ -167,11 +145,14 @@ class LogService:
     mirrors: MirrorSet | None = None  # the mirrors it pushes to (tlog.server.mirroring)
 
     @classmethod
-    async def open(cls, config: LogConfig, *, faults: Fault | None = None) -> LogService:
-        """`faults`: a test hook the storage driver and the appender call at their crash points
-        (tests/crashserve.py); None in production."""
+    async def open(cls, config: LogConfig, *, importing: tuple[int, bytes] | None = None,
+                   faults: Fault | None = None) -> LogService:
+        """`importing`: (size, root) of an import into this log (`tlog.server.importing`, which
+        checks for an unfinished one itself); `faults`: a test hook the storage driver and the
+        appender call at their crash points (tests/crashserve.py); None in production."""
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        refuse_unfinished_import(config.data_dir)
+        if importing is None:
+            refuse_unfinished_import(config.data_dir)
         signer = load_or_create_key(config.data_dir, config.origin, config.key_file)
         storage = open_storage(config, faults=faults)
         metrics = LogMetrics()
@@ -194,42 +175,40 @@ class LogService:
                         metrics.witness_results.labels(o.name, "ok" if o.signature else "failed").inc()
                 return published
 
+        # The targets that follow the published head; the appender starts them once the store
+        # is open and before it publishes anything (a mirror the quorum counts is waited for by
+        # its first publication; a mirror holding a larger tree halts it from the first push).
+        targets: list[Target] = [t for t in (open_bucket(config), mirrors) if t is not None]
         appender = Appender(
-            storage, checkpoint_signer(signer), publisher=open_publisher(config), cosign=cosign,
+            storage, checkpoint_signer(signer), targets=targets, cosign=cosign,
             cosigned=witnesses.quorum_met_by if witnesses is not None else None,
             max_batch=config.max_batch, batch_interval=config.batch_interval_ms / 1000,
-            max_pending=config.max_pending, on_batch=on_batch, faults=faults,
+            max_pending=config.max_pending, on_batch=on_batch, importing=importing, faults=faults,
         )
         metrics.watch(appender)
         metrics.watch_mirrors(mirrors, appender)
-        if mirrors is not None:
-            mirrors.start()  # before the appender: its first publication may wait for a mirror
         try:
             state = await appender.start()
         except BaseException:
-            if mirrors is not None:
-                await mirrors.close()
+            try:
+                await appender.close()
+            except Exception as e:  # noqa: BLE001 - the start's own error is the one to report
+                log.warning("closing after a failed start: %s: %s", type(e).__name__, e)
             raise
-        if config.minimum_index > (state.size if state is not None else 0):
+        if importing is None and config.minimum_index > (state.size if state is not None else 0):
             # tlog-tiles: the minimum index MUST be at most the current checkpoint's size
             await appender.close()
-            if mirrors is not None:
-                await mirrors.close()
             raise ConfigError(f"minimum_index {config.minimum_index} is beyond the log's checkpoint "
                               f"({state.size if state is not None else 0} entries)")
         if state is not None:
             metrics.tree_size.set(state.size)
         reader = storage.entries()
         await reader.open()
-        if mirrors is not None:
-            watch_mirrors(mirrors, appender)
         return cls(config, signer, storage, appender, reader, metrics, witnesses, DidResolver.from_config(config),
                    client_policy(config, signer), mirrors)
 
     async def close(self) -> None:
-        if self.mirrors is not None:
-            await self.mirrors.close()
-        await self.appender.close()
+        await self.appender.close()  # and its targets, the mirrors among them
         await self.reader.close()
         if self.witnesses is not None:
             await self.witnesses.close()

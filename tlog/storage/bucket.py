@@ -1,29 +1,28 @@
 """A log published to an S3-compatible bucket under the C2SP tlog-tiles paths: the `Publisher`
-of `tlog.storage.interface`.
+of `tlog.storage.interface`, and the bucket operations it and the mirror's publisher share.
 
 Tiles and entry bundles are create-only (`If-None-Match: *`): a path always holds the same
 bytes, so a write that finds an object already there succeeds if the bytes are equal and is
 a fork (ForkError) if they differ (as Tessera and Sunlight do). The checkpoint is the one
-object that is overwritten, at most once per `checkpoint_interval`, and never with a smaller
-tree: the writer reads it, compares sizes (and, at equal size, roots: a different root is a
-fork), and replaces it only if it is unchanged since that read (`If-Match` on its ETag), so
-two writers racing, one of them a former integrator that has not noticed it lost the role,
-can never move it backwards. (The database's epoch fence stops such a writer first; this is
-the second wall.) Any static host or CDN in front of the bucket then serves readers,
-monitors and witnesses with no log process in the path.
+object that is overwritten, and never with a smaller tree: the writer reads it, compares
+sizes (and, at equal size, roots: a different root is a fork), and replaces it only if it is
+unchanged since that read (`If-Match` on its ETag), so two writers racing, one of them a
+former integrator that has not noticed it lost the role, can never move it backwards. Any
+static host or CDN in front of the bucket then serves readers, monitors and witnesses with
+no log process in the path.
 
-The order that survives a crash at any step (`tlog.server.appender`): stage tiles and
-bundles, compare-and-swap the checkpoint in the database, write the checkpoint object. A
-tile staged for entries that are already sequenced can only ever have one content, so
-staging again after a crash writes the same bytes.
+This module is the objects' bytes and their writes; what is written when is the
+publication loop's (`tlog.server.publication`), which follows the store's published head
+outside any transaction of the store: the tiles and bundles a checkpoint needs, then the
+checkpoint; partial tiles stay until the full tile exists and the bucket's checkpoint is
+of a tree in which that tile is full, so a reader of any checkpoint the bucket served
+finds each partial tile it needs until the full one is there (C2SP tlog-tiles). A tile
+staged for entries that are sequenced can only ever have one content, so writing it again
+(after a crash, or late, by a holder that lost the role) writes the same bytes.
 
 Entry bundles are stored gzip-compressed, with `Content-Encoding: gzip`, where that pays
 (`Bucket.put_bundle`): tlog-tiles says bundles SHOULD be compressed and allows gzip with no
 negotiation, and a static host serves the object as it is; hash tiles (random bytes) never are.
-
-Obsolete partial tiles (`N.p/W`) are deleted once the full tile `N` exists: right away for
-those this process wrote, and on taking the role (`take_over`: `sweep`, and the right-edge
-tiles an earlier holder may have written partials of) for any a crash left behind.
 """
 from __future__ import annotations
 
@@ -39,13 +38,12 @@ from tlog.errors import ConfigError, ForkError, FormatError, Unavailable
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import parse_note
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, encode_entry_bundle, entries_path, tile_path
-from tlog.storage.interface import TileSource
+from tlog.storage.interface import Tile, TileSource
 
 log = logging.getLogger("oap.tlog.bucket")
 
 CHECKPOINT_KEY = "checkpoint"
 GZIP_SAVES = 8  # an entry bundle is stored gzip-compressed when that saves at least 1/8 of its bytes
-BACKFILL_CHUNK = 1 << 16  # entries staged per step when a bucket catches up on an older log
 
 
 _LOG_EVERY = 10.0
@@ -213,28 +211,51 @@ def partial_tiles(size: int) -> list[tuple[int, int, int]]:
     return out
 
 
+def full_at(level: int, index: int, size: int) -> bool:
+    """Whether tile `index` of tile level `level` (-1: entry bundles) is full in a tree of
+    `size` leaves."""
+    shift = 0 if level < 0 else TILE_HEIGHT * level
+    return (index + 1) * TILE_WIDTH <= size >> shift
+
+
 class TilePublisher:
-    """Publishes a log's tiles, entry bundles and checkpoint to a `Bucket` (the `Publisher`).
+    """A log's tiles, entry bundles and checkpoint in a `Bucket` (the `Publisher`): their
+    bytes and their writes. Writes go out on a few threads of its own; `objects` reads the
+    log's store and is called where the store may be read (the appender's driver thread)."""
 
-    Full tiles and bundles are written as the tree grows (`stage`, before each signature);
-    partial ones only for the sizes whose checkpoint object is written, at most once per
-    interval (`write_checkpoint`): a reader of the bucket needs the partial tiles of the
-    checkpoint it reads, and no others. Called on the appender's driver thread.
-    """
-
-    def __init__(self, bucket: Bucket, *, checkpoint_interval: float = 1.0, workers: int = 8) -> None:
-        self.bucket, self.interval = bucket, checkpoint_interval
-        self.errors = 0  # failed bucket writes (a metric)
+    def __init__(self, bucket: Bucket, *, workers: int = 8) -> None:
+        self.bucket = bucket
+        self.errors = 0  # failed bucket operations (a metric)
         self.written = 0  # objects created
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="oap-bucket")
-        self._partials: dict[tuple[int, int], str] = {}  # (level, index) -> the partial tile last written
-        self._obsolete: list[str] = []
-        self._suspects: set[tuple[int, int]] = set()  # right-edge tiles an earlier holder may have left partials of
-        self._last = -float("inf")  # monotonic time of the last checkpoint write
 
-    def _put_all(self, work: list[tuple[int, int, int, bytes]]) -> None:
-        futures = [self._pool.submit(self.bucket.put_bundle if lv < 0 else self.bucket.put_create_only,
-                                     _path(lv, ix, w), d) for lv, ix, w, d in work]
+    def objects(self, source: TileSource, old: int, new: int, *, partial: bool) -> list[Tile]:
+        """The full tiles and bundles a tree of `new` leaves has and one of `old` has not, and
+        with `partial` the partial ones of `new`, read from `source`."""
+        wanted = [t for t in changed_tiles(old, new) if t[2] == TILE_WIDTH]
+        if partial:
+            wanted += partial_tiles(new)
+        out = []
+        bundles = [(ix, w) for lv, ix, w in wanted if lv < 0]
+        first = 0
+        data: list[bytes] = []
+        if bundles:  # one read of the entries for all the bundles
+            first = min(ix for ix, _ in bundles) * TILE_WIDTH
+            last = max(ix * TILE_WIDTH + w for ix, w in bundles)
+            data = source.read_entries(first, last - first)
+        for level, index, width in wanted:
+            if level < 0:
+                at = index * TILE_WIDTH - first
+                out.append(Tile(level, index, width, encode_entry_bundle(data[at:at + width])))
+            else:
+                out.append(Tile(level, index, width,
+                                source.hashes.read_range(level * TILE_HEIGHT, index * TILE_WIDTH, width)))
+        return out
+
+    def put(self, tiles: list[Tile]) -> None:
+        """Create them all (in parallel), create-only; the first failure is raised."""
+        futures = [self._pool.submit(self.bucket.put_bundle if t.level < 0 else self.bucket.put_create_only,
+                                     _path(t.level, t.index, t.width), t.data) for t in tiles]
         try:
             for f in futures:
                 if f.result():
@@ -243,73 +264,16 @@ class TilePublisher:
             self.errors += 1
             raise
 
-    @staticmethod
-    def _tiles(source: TileSource, wanted: list[tuple[int, int, int]]) -> list[tuple[int, int, int, bytes]]:
-        work = []
-        bundles = [(ix, w) for lv, ix, w in wanted if lv < 0]
-        first = 0
-        data: list[bytes] = []
-        if bundles:  # one read of the entries for all the bundles
-            first = bundles[0][0] * TILE_WIDTH
-            data = source.read_entries(first, bundles[-1][0] * TILE_WIDTH + bundles[-1][1] - first)
-        for level, index, width in wanted:
-            if level < 0:
-                at = index * TILE_WIDTH - first
-                work.append((level, index, width, encode_entry_bundle(data[at:at + width])))
-            else:
-                work.append((level, index, width,
-                             source.hashes.read_range(level * TILE_HEIGHT, index * TILE_WIDTH, width)))
-        return work
-
-    def stage(self, source: TileSource, old: int, new: int) -> None:
-        """Write every full tile and entry bundle that the tree of `new` leaves has and the tree
-        of `old` leaves had not (create-only), before the checkpoint for `new` is signed."""
-        full = [t for t in changed_tiles(old, new) if t[2] == TILE_WIDTH]
-        if not full:
-            return
-        self._put_all(self._tiles(source, full))
-        for level, index, width in full:
-            previous = self._partials.pop((level, index), None)
-            if previous is not None:
-                self._obsolete.append(previous)
-            if (level, index) in self._suspects:
-                self._suspects.discard((level, index))
-                try:
-                    self._obsolete += self.bucket.list(_path(level, index, width) + ".p/")
-                except Exception as e:  # noqa: BLE001 - garbage only: listed again at the next takeover
-                    log.warning("listing partial tiles of %s failed: %s", _path(level, index, width), e)
-
-    def due(self) -> bool:
-        return self.seconds_until_due() <= 0
-
-    def seconds_until_due(self) -> float:
-        return max(0.0, self._last + self.interval - time.monotonic())
-
-    def write_checkpoint(self, source: TileSource, note: str, size: int) -> None:
-        """Write the checkpoint for `size`: its partial tiles first (create-only), then the
-        checkpoint object (never replacing a larger tree), then delete the partial tiles
-        that full ones replaced. The interval restarts whether or not the write happened."""
+    def write_checkpoint(self, note: str, size: int) -> int:
+        """The checkpoint object := `note` (of a tree of `size`), unless the bucket holds a
+        larger tree: the size the bucket shows after."""
         try:
-            partial = [t for t in partial_tiles(size) if self._partials.get((t[0], t[1])) != _path(*t)]
-            self._put_all(self._tiles(source, partial))
-            for level, index, width in partial:
-                previous = self._partials.get((level, index))
-                if previous is not None:
-                    self._obsolete.append(previous)
-                self._partials[(level, index)] = _path(level, index, width)
-            self._put_checkpoint(note, size)
+            if put_checkpoint(self.bucket, CHECKPOINT_KEY, note, size):
+                return size
+            return self.checkpoint_size()
         except Exception:
             self.errors += 1
             raise
-        self._last = time.monotonic()
-        obsolete, self._obsolete = self._obsolete, []
-        try:
-            self.bucket.delete(obsolete)
-        except Exception as e:  # noqa: BLE001 - garbage only: swept at the next takeover
-            log.warning("deleting %d obsolete partial tiles failed: %s", len(obsolete), e)
-
-    def _put_checkpoint(self, note: str, size: int) -> bool:
-        return put_checkpoint(self.bucket, CHECKPOINT_KEY, note, size)
 
     def checkpoint_size(self) -> int:
         """The size of the tree the bucket's checkpoint object shows (0 if there is none)."""
@@ -325,45 +289,34 @@ class TilePublisher:
         except (FormatError, UnicodeDecodeError):
             return 0
 
-    def take_over(self, source: TileSource, start: int, size: int) -> None:
-        """On taking the role: stage every full tile and bundle from `start` (the size of the
-        bucket's checkpoint: everything below it is there) to `size` (the signed head), in
-        steps, so that a bucket configured for a log that already had entries catches up;
-        delete the partial tiles of tiles that became full meanwhile (`sweep`), and watch the
-        right-edge tiles, whose partials an earlier holder may have written, until they fill."""
-        self._partials.clear()
-        self._obsolete = []
-        for lo in range(start - start % BACKFILL_CHUNK, size, BACKFILL_CHUNK):
-            self.stage(source, max(lo, start), min(size, lo + BACKFILL_CHUNK))
-        self.sweep(start, size)
-        self._suspects = {(level, index) for level, index, _ in partial_tiles(size)}
-        self._last = -float("inf")
-
-    def sweep(self, old: int, new: int) -> int:
-        """Delete the partial tiles made obsolete by the tiles that became full between trees
-        of `old` and `new` leaves (those a crash left behind); returns how many."""
-        full: dict[int, set[str]] = {}
-        for level, index, width in changed_tiles(old, new):
-            if width == TILE_WIDTH:
-                full.setdefault(level, set()).add(_path(level, index, width))
-        gone = []
+    def partials_of(self, tiles: list[tuple[int, int]]) -> list[str]:
+        """The partial tiles the bucket holds of these (tile level, index) tiles: a listing per
+        tile for a few, one of the whole level for many (a bucket catching up)."""
+        by_level: dict[int, set[str]] = {}
+        for level, index in tiles:
+            by_level.setdefault(level, set()).add(_path(level, index, TILE_WIDTH))
+        found = []
         try:
-            for level, paths in full.items():
-                if len(paths) <= 64:  # a few tiles: list each one's partials
+            for level, paths in by_level.items():
+                if len(paths) <= 64:
                     for path in paths:
-                        gone += self.bucket.list(path + ".p/")
-                else:  # many (a bucket catching up): one listing of the level
+                        found += self.bucket.list(path + ".p/")
+                else:
                     prefix = _path(level, 0, TILE_WIDTH).rsplit("/", 1)[0] + "/"
-                    gone += [n for n in self.bucket.list(prefix) if n.partition(".p/")[0] in paths and ".p/" in n]
-            self.bucket.delete(gone)
-        except Exception as e:  # noqa: BLE001 - garbage only: swept again at the next takeover
-            log.warning("sweeping partial tiles failed: %s", e)
-            return 0
-        return len(gone)
+                    found += [n for n in self.bucket.list(prefix) if ".p/" in n and n.partition(".p/")[0] in paths]
+        except Exception as e:  # noqa: BLE001 - any transport or service error
+            self.errors += 1
+            raise _unreachable("listing", "tile/", e) from None
+        return found
+
+    def delete(self, paths: list[str]) -> None:
+        try:
+            self.bucket.delete(paths)
+        except Exception as e:  # noqa: BLE001 - any transport or service error
+            self.errors += 1
+            raise _unreachable("delete", paths[0] if paths else "", e) from None
 
     def close(self) -> None:
-        """Nothing is flushed here: a checkpoint is written only by the role's holder, fenced
-        (the appender does it before it gives the role up)."""
         self._pool.shutdown(wait=True)
 
 

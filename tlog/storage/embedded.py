@@ -256,6 +256,7 @@ class EmbeddedStorage:
         self._published: tuple[int, str] | None = None
         self._failure = ""
         self._failed_at = 0.0
+        self._swept = 0  # the bucket's sweep of partial tiles (record_swept)
         self._closed = False
 
     def _fault(self, name: str) -> None:
@@ -296,12 +297,13 @@ class EmbeddedStorage:
                         "batch); they are integrated now", size - latest[0])
         self._signed = None if latest is None else SignedHead(latest[0], latest[1], latest[2])
         self._published = self._recorded_publication()
+        self._swept = int(self._meta("bucket_swept") or 0)
         if not self.read_only and self.hash_sync_interval > 0 and self._hash_syncer is None:
             self._hash_syncer = HashSyncer(self, self.hash_sync_interval)
         return self.head()
 
     def head(self) -> Head:
-        return Head(self._sequenced, self._signed, self._published, self._failure, self._failed_at)
+        return Head(self._sequenced, self._signed, self._published, self._failure, self._failed_at, self._swept)
 
     def _recorded_publication(self) -> tuple[int, str] | None:
         """The head `record_published` last recorded, if it is a checkpoint signed here (the
@@ -534,7 +536,7 @@ class EmbeddedStorage:
     def acquire(self) -> Lease | None:
         return None if self.read_only else Lease(0)
 
-    def verify(self, lease: Lease) -> None:
+    def renew(self, lease: Lease) -> None:
         if self._lock_fd is None:
             raise LeaseLost("the data directory is closed")
 
@@ -570,15 +572,12 @@ class EmbeddedStorage:
         self._signed = signed
         self._fault("after_commit")
 
-    def record_published(self, lease: Lease, size: int, note: str, *,
-                         write: Callable[[], None] | None = None) -> None:
+    def record_published(self, lease: Lease, size: int, note: str) -> None:
         """Publication is this process's own: nothing to fence. The head is recorded for the
         next start without an fsync (a crash may lose it: see the module docstring); a
         failure to record it is logged, not raised, for what was published stays published."""
         if self._published is not None and size < self._published[0]:
             return
-        if write is not None:
-            write()
         if (size, note) != self._published and not self.read_only:
             try:
                 with self._transaction(durable=False) as c:
@@ -590,6 +589,18 @@ class EmbeddedStorage:
 
     def record_failure(self, lease: Lease, message: str) -> None:
         self._failure, self._failed_at = message, time.time()
+
+    def record_swept(self, lease: Lease, size: int) -> None:
+        """Kept without an fsync: a crash may lose it, and the next start sweeps again."""
+        if size <= self._swept or self.read_only:
+            return
+        try:
+            with self._transaction(durable=False) as c:
+                c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('bucket_swept', ?)", (size,))
+        except sqlite3.Error as e:
+            log.warning("could not record the bucket's sweep at %d (the next start sweeps again): %s", size, e)
+            return
+        self._swept = size
 
     def follow(self, timeout: float) -> Head:
         """No other process writes here: nothing to wait for."""

@@ -3,16 +3,17 @@
 The loop that batches, sequences, integrates, signs, witnesses and publishes lives once,
 above this interface (`tlog.server.appender`), and runs the same for every backend; a
 backend is a `Driver`, plus, where the log is also published as static tiles, a
-`Publisher`. The split follows Tessera (an appender above storage drivers) and
-Sunlight (a `Backend` for objects beside a `LockBackend` whose compare-and-swap moves
-the signed checkpoint); hashes are read as Go's `tlog.HashReader` reads them.
+`Publisher` (the bucket's objects). The split follows Tessera (an appender above
+storage drivers) and Sunlight (a `Backend` for objects beside a `LockBackend` whose
+compare-and-swap moves the signed checkpoint); hashes are read as Go's `tlog.HashReader`
+reads them.
 
 Drivers:
 
 - `tlog.storage.embedded`: SQLite + per-level hash files in one data directory, one
   process (the default, `make run`);
 - `tlog.storage.postgres`: PostgreSQL for entries, dedup, sequence, checkpoints and the
-  integrator role, for any number of frontends.
+  integrator's lease, for any number of frontends.
 
 Publisher: `tlog.storage.bucket.TilePublisher`, tiles, entry bundles and the checkpoint in
 an S3-compatible bucket (C2SP tlog-tiles).
@@ -23,13 +24,19 @@ The contract (every driver passes `tests/storage/test_drivers.py`):
   sequenced (in this batch, an earlier one, or by another process) gets its index again.
   "Durably" may mean "made durable by the next `record_checkpoint`", and nothing is
   acknowledged before that returns (the embedded driver's one fsync per batch).
-- The integrator role is a `Lease` with a fencing epoch. `record_checkpoint`,
-  `record_published` and `record_failure` take the lease and are refused (`LeaseLost`)
-  once another holder has taken the role: the check is made by the store itself, in the
-  same transaction as the write, so a holder that lost the role writes nothing more.
+- The integrator role is a `Lease` with a fencing epoch and an expiry in the store:
+  `acquire` takes it when no one holds it or its holder's lease lapsed (a new, larger
+  epoch), `renew` keeps it for `lease_ttl` more seconds. Every write of the holder
+  (`record_checkpoint`, `record_published`, `record_failure`, `record_swept`) checks the
+  epoch and the expiry in the same statement as the write, and is refused (`LeaseLost`)
+  once the lease lapsed or another holder took the role: a holder that was paused, cut off
+  or slow writes nothing more, whatever it still believes. A holder acts on the role (the
+  bucket, the mirrors) only within `lease_ttl` of sending its last successful renewal,
+  which is before the store lets anyone else take it.
 - The fork guard: `record_checkpoint` moves the signed head by compare-and-swap from the
   size the caller read, and refuses (`ForkError`) a root other than the one already
-  recorded for a size. The published head never moves backwards.
+  recorded for a size. The published head never moves backwards; recording it is a write
+  of the store alone (the bucket and the mirrors follow it: `tlog.server.publication`).
 - `extend` brings the local hash cache to a size and returns that tree's root, checked
   against the root recorded for that size if there is one (`CorruptionError` if not).
 - Readers see only published sizes: the appender hands them a `LogState`.
@@ -41,10 +48,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tlog.formats.entries import ReceiptRow
+from tlog.formats.tiles import TILE_WIDTH, entries_path, tile_path
 from tlog.merkle.tree import HashReader, TreeView
 
 __all__ = ["CorruptionError", "Driver", "EntryReader", "Fault", "HashReader", "Head", "Lease", "LeaseLost",
-           "LogState", "Publisher", "ReceiptRow", "Sequenced", "SignedHead", "Signer", "TileSource"]
+           "LogState", "Publisher", "ReceiptRow", "Sequenced", "SignedHead", "Signer", "Tile", "TileSource"]
 
 Signer = Callable[[int, bytes], str]
 """(tree size, root hash) -> the signed checkpoint note for them."""
@@ -84,7 +92,8 @@ class Head:
     to be published, e.g. a data directory from before the embedded driver kept it);
     `failure`: why publication is failing, as the integrator last recorded ("" if not), and
     `failed_at` when it last failed (each failed attempt is a new time: writes waiting on
-    any frontend are answered 503 by it).
+    any frontend are answered 503 by it); `swept`: a tree size such that the bucket holds no
+    partial tile of any tile full at that size any more (`record_swept`).
     """
 
     sequenced: int
@@ -92,6 +101,7 @@ class Head:
     published: tuple[int, str] | None
     failure: str = ""
     failed_at: float = 0.0
+    swept: int = 0
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,8 @@ class Sequenced:
 
 @dataclass(frozen=True)
 class Lease:
-    """The integrator role, held; `epoch` fences every write made under it."""
+    """The integrator role, held; `epoch` fences every write made under it. It lasts
+    `Driver.lease_ttl` seconds (the store's clock) after each `acquire` or `renew`."""
 
     epoch: int
 
@@ -117,8 +128,8 @@ class CorruptionError(RuntimeError):
 
 
 class LeaseLost(RuntimeError):
-    """Another holder has the integrator role (or the store cannot say we still do):
-    stop integrating and publishing at once."""
+    """Another holder has the integrator role, or this holder's lease lapsed (or the store
+    cannot say it has not): stop integrating and publishing at once."""
 
 
 class EntryReader(Protocol):
@@ -166,12 +177,13 @@ class TileSource(Protocol):
 
 class Driver(TileSource, Protocol):
     """A log's durable store. The appender calls its methods from one thread (its driver
-    thread), but `follow` from a second and, where `parallel_sequencing`, `sequence` from a
-    third; none is called before `open`."""
+    thread), but `follow` from a second, `acquire`, `renew` and `release` from a third (so
+    that a long `extend` never delays a renewal) and, where `parallel_sequencing`,
+    `sequence` from a fourth; none is called before `open`."""
 
     read_only: bool  # writes are refused with 503 (e.g. a read-only data directory)
     shared: bool  # other processes sequence and integrate into the same store: follow their heads
-    lease_ttl: float  # seconds a holder may count on its last check of the lease (see `verify`)
+    lease_ttl: float  # seconds a lease lasts after each acquire or renew (math.inf: held until close)
     parallel_sequencing: bool  # `sequence` shares nothing with the other methods: it may run beside them
 
     def open(self) -> Head:
@@ -192,12 +204,15 @@ class Driver(TileSource, Protocol):
         ...
 
     def acquire(self) -> Lease | None:
-        """Take the integrator role if no one holds it (a new, larger epoch); None if taken."""
+        """Take the integrator role if no one holds it or its holder's lease lapsed: a new,
+        larger epoch, valid for `lease_ttl` from now. None if another holder's lease runs."""
         ...
 
-    def verify(self, lease: Lease) -> None:
-        """LeaseLost unless `lease` is still the role's. A holder acts on its last successful
-        check for at most `lease_ttl`; a new holder waits that long before acting."""
+    def renew(self, lease: Lease) -> None:
+        """Keep the role for `lease_ttl` more seconds from now; LeaseLost if another process
+        took it. A holder acts on the role only within `lease_ttl` of sending its last
+        successful `acquire` or `renew` (the store's expiry is later: it is counted from when
+        the store ran it), so no holder acts once another may have taken the role."""
         ...
 
     def release(self, lease: Lease) -> None:
@@ -215,15 +230,19 @@ class Driver(TileSource, Protocol):
         `old` or the lease is not the role's. Makes every sequenced entry it covers durable."""
         ...
 
-    def record_published(self, lease: Lease, size: int, note: str, *,
-                         write: Callable[[], None] | None = None) -> None:
+    def record_published(self, lease: Lease, size: int, note: str) -> None:
         """Record (size, note), a signed head with its cosignatures, as published, unless a
-        larger one is. `write` (the bucket's checkpoint) runs inside the same fenced
-        transaction, after the lease is checked and before the head moves."""
+        larger one is: a write of the store alone, fenced. The bucket and the mirrors follow
+        the published head afterwards, outside any transaction of the store."""
         ...
 
     def record_failure(self, lease: Lease, message: str) -> None:
         """Tell every frontend that publication is failing (writes are answered 503 at once)."""
+        ...
+
+    def record_swept(self, lease: Lease, size: int) -> None:
+        """The bucket holds no partial tile of a tile full at `size` any more (never
+        backwards): where the next holder's sweep starts (`Head.swept`)."""
         ...
 
     def follow(self, timeout: float) -> Head:
@@ -238,38 +257,59 @@ class Driver(TileSource, Protocol):
 
 
 class Publisher(Protocol):
-    """Publication of the log as static C2SP tlog-tiles objects (a bucket), beside the store.
+    """The objects of a log published as static C2SP tlog-tiles in a bucket, beside the store:
+    their bytes and their writes, nothing about when (`tlog.server.publication` decides that).
 
     Tiles and bundles are create-only (the same path always holds the same bytes). The
-    checkpoint object never moves to a smaller tree. Called on the driver thread.
+    checkpoint object never moves to a smaller tree. Every method is safe to call again, and
+    late: a write made by a holder that lost the role meanwhile changes nothing a reader of
+    the bucket relies on.
     """
 
-    errors: int  # failed writes (a metric)
+    errors: int  # failed operations (a metric)
     written: int  # objects created (a metric)
 
-    def stage(self, source: TileSource, old: int, new: int) -> None:
-        """Write the full tiles and bundles a tree of `new` leaves has and one of `old` has not,
-        before the checkpoint for `new` is signed."""
+    def objects(self, source: TileSource, old: int, new: int, *, partial: bool) -> list[Tile]:
+        """The full tiles and entry bundles a tree of `new` leaves has and one of `old` has
+        not, and with `partial` the partial ones of `new`: read from `source`."""
         ...
 
-    def due(self) -> bool:
-        """Whether the checkpoint object may be written again (at most once per interval)."""
+    def put(self, tiles: list[Tile]) -> None:
+        """Create the objects (create-only; ForkError for other bytes at a path)."""
         ...
 
-    def seconds_until_due(self) -> float: ...
-
-    def write_checkpoint(self, source: TileSource, note: str, size: int) -> None:
-        """The partial tiles of `size`, then the checkpoint object, unless the bucket holds a
-        larger tree already: conditional on what was read, so a race never shrinks it."""
+    def write_checkpoint(self, note: str, size: int) -> int:
+        """The checkpoint object := `note`, unless the bucket holds a larger tree: conditional
+        on what was read, so a race never shrinks it. The size it shows after."""
         ...
 
     def checkpoint_size(self) -> int:
         """The size of the checkpoint object now in the bucket (0: none)."""
         ...
 
-    def take_over(self, source: TileSource, start: int, size: int) -> None:
-        """On taking the role: stage what the bucket lacks from `start` (its checkpoint's size)
-        to `size`, and delete partial tiles an earlier holder left behind."""
+    def partials_of(self, tiles: list[tuple[int, int]]) -> list[str]:
+        """The partial tiles the bucket holds of these (tile level, index) tiles."""
         ...
 
+    def delete(self, paths: list[str]) -> None: ...
+
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One object of a tlog-tiles log: a hash tile (`level` >= 0) or an entry bundle (-1)."""
+
+    level: int
+    index: int
+    width: int
+    data: bytes
+
+    @property
+    def full(self) -> bool:
+        return self.width == TILE_WIDTH
+
+    @property
+    def path(self) -> str:
+        """Its tlog-tiles path."""
+        return entries_path(self.index, self.width) if self.level < 0 else tile_path(self.level, self.index, self.width)

@@ -8,12 +8,26 @@ Every frontend (`oap-log serve` with `storage = "postgres"`) runs the same appen
 - `sequence` (any frontend): one transaction locks the one-row sequence counter, gives the
   entries not already in the log the next indices and inserts them. Exactly once: the
   counter lock serialises the frontends, and an entry seen before (in this batch or any
-  earlier one) gets its existing index.
-- The integrator role is a session advisory lock (PostgreSQL releases it when the
-  connection ends) plus a fencing epoch in `oap_head`, incremented on every acquisition.
-  `record_checkpoint`, `record_published` and `record_failure` lock the head row and check
-  the epoch in the same transaction as their write, so a frontend that lost the role (its
-  session was cut, it stalled) writes nothing more, whatever it still believes.
+  earlier one) gets its existing index. The rows go in with one INSERT, not COPY: a
+  frontend frozen in the middle of a COPY would hold the counter's lock for as long as it
+  stays frozen, while one frozen between statements is cut off by the server (below).
+- The integrator role is a lease in `oap_head`: a fencing epoch, incremented on every
+  acquisition, and an expiry on the database's clock (`lease_until`), pushed `LEASE_TTL`
+  ahead by every renewal. The lease is also bound to its holder's lease session, which
+  holds the advisory lock (LEASE_LOCK, epoch): a frontend takes the role once the holder's
+  lease lapsed (a paused or cut-off holder), was released (a clean stop), or its session
+  is gone (a holder that died: the database closed its connections, so the role moves at
+  once rather than after the TTL); a holder whose lease session breaks has lost the role.
+  Every write of the holder checks its epoch and the expiry in the same statement as the
+  write (`WHERE epoch = %s AND lease_until > clock_timestamp()`), so a holder that was
+  paused, cut off or slow writes nothing more, whatever it still believes. The lease has a
+  connection and a thread of its own, so that no long query of the holder delays a renewal.
+- A frozen peer never holds a lock for long: every session sets
+  `idle_in_transaction_session_timeout` (the server ends a session left idle inside a
+  transaction, which releases its row locks: what a stopped process leaves, since its
+  kernel keeps the TCP connection up), the server's TCP keepalives and user timeout (a
+  peer whose machine or network is gone), and the client's (a database that is gone);
+  lease statements wait at most `LEASE_LOCK_WAIT` for a row lock.
 - Checkpoints are keyed by size: a second, different root for a size is refused by the
   database itself (the fork guard), and the head moves only by compare-and-swap
   (`UPDATE ... WHERE size = old`).
@@ -30,7 +44,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -80,6 +94,8 @@ CREATE TABLE IF NOT EXISTS oap_head (
 ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS failure TEXT NOT NULL DEFAULT '';
 ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS failed_at DOUBLE PRECISION NOT NULL DEFAULT 0;
+ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ NOT NULL DEFAULT '-infinity';
+ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS swept BIGINT NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS oap_receipts (
     signer       TEXT NOT NULL,
     idx          BIGINT NOT NULL,
@@ -101,20 +117,43 @@ INSERT INTO oap_sequence (one, next) VALUES (TRUE, 0) ON CONFLICT DO NOTHING;
 NEW_HEAD = "INSERT INTO oap_head (size, root, note, published_size, published_note, updated_at) " \
            "VALUES (-1, '', '', -1, '', %s)"
 NEW_META = "INSERT INTO oap_meta (key, value) VALUES ('receipts_indexed', 'all') ON CONFLICT DO NOTHING"
+INSERT_ENTRIES = "INSERT INTO oap_entries (idx, leaf, data) SELECT * FROM unnest(%b::int8[], %b::bytea[], %b::bytea[])"
+INSERT_RECEIPTS = "INSERT INTO oap_receipts SELECT * FROM unnest(%b::text[], %b::int8[], %b::bytea[], %b::text[], " \
+                  "%b::float8[], %b::float8[])"
 
-INTEGRATOR_LOCK = 0x0A9_1065  # pg advisory lock key of the integrator role
 SCHEMA_LOCK = 0x0A9_5C4E  # serialises schema creation between frontends starting together
+LEASE_LOCK = 0x0A9_1E45  # advisory locks (LEASE_LOCK, epoch): held by the lease session of the epoch's holder
 HEAD_CHANNEL = "oap_head"
 SEQUENCE_CHANNEL = "oap_sequenced"
-LEASE_TTL = 2.0  # seconds: see Driver.verify
+LEASE_TTL = 5.0  # seconds a lease lasts after each renewal (the appender renews it every second)
+LEASE_LOCK_WAIT = "1s"  # the longest a lease statement waits for a row lock before it is tried again
+IDLE_IN_TRANSACTION = "5s"  # a session left idle inside a transaction this long is ended by the server
+# Client side (libpq): a database or network that is gone is noticed within about 10 s.
+CLIENT_TCP = {"keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2", "keepalives_count": "3",
+              "tcp_user_timeout": "10000"}
+# Server side, set by every session for itself: a peer that is gone loses its session, and its locks.
+SESSION = (f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION}'; SET tcp_keepalives_idle = 5; "
+           "SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000")
+# The fence, in the statement that writes: this holder's epoch, and its lease not lapsed.
+FENCE = "epoch = %s AND lease_until > clock_timestamp()"
+
+
+def _conninfo(dsn: str) -> str:
+    """`dsn` with the client's TCP keepalives and user timeout, unless it sets them itself."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    given = conninfo_to_dict(dsn)
+    return make_conninfo(dsn, **{k: v for k, v in CLIENT_TCP.items() if k not in given})
 
 
 def _connect(dsn: str):
     import psycopg
 
     try:
-        return psycopg.connect(dsn, autocommit=True, connect_timeout=10)
-    except psycopg.OperationalError as e:
+        conn = psycopg.connect(_conninfo(dsn), autocommit=True, connect_timeout=10)
+        conn.execute(SESSION)
+        return conn
+    except psycopg.Error as e:
         raise Unavailable(f"PostgreSQL is not reachable: {str(e).strip().splitlines()[0]}", retry_after=1) from None
 
 
@@ -127,11 +166,11 @@ def _close(conn: Any) -> None:
 
 
 class _Session:
-    """One connection, opened on first use; a database error drops it (it is opened again next
-    time) and is a 503."""
+    """One connection, opened on first use (then `setup` run on it); a database error drops
+    it (it is opened again next time) and is a 503."""
 
-    def __init__(self, dsn: str) -> None:
-        self.dsn = dsn
+    def __init__(self, dsn: str, setup: str = "") -> None:
+        self.dsn, self.setup = dsn, setup
         self.conn: Any = None
 
     @contextmanager
@@ -140,6 +179,13 @@ class _Session:
 
         if self.conn is None or self.conn.closed:
             self.conn = _connect(self.dsn)
+            if self.setup:
+                try:
+                    self.conn.execute(self.setup)
+                except psycopg.Error as e:
+                    self.close()
+                    raise Unavailable(f"the log's database refused the request: {type(e).__name__}",
+                                      retry_after=1) from None
         try:
             yield self.conn
         except psycopg.Error as e:
@@ -155,9 +201,9 @@ class PostgresStorage:
     """The PostgreSQL `Driver`, with a local hash cache in `cache_dir`.
 
     Connections: one for sequencing (the appender's sequencing thread), one for heads, the
-    hash cache and entry reads (its driver thread), one that holds the integrator role while
-    this frontend has it (the same thread), and one that listens for other frontends'
-    notifications (`follow`, the appender's follow thread).
+    hash cache, entry reads and the holder's fenced writes (its driver thread), one for the
+    lease (`acquire`, `renew`, `release`: its lease thread), and one that listens for other
+    frontends' notifications (`follow`, the appender's follow thread).
     """
 
     read_only = False
@@ -176,9 +222,10 @@ class PostgresStorage:
         self.hashes = HashFiles(self.dir / "hashes", window=map_window)
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.faults = faults
-        self._main = _Session(dsn)  # heads, cache extension, entry reads
+        self._main = _Session(dsn)  # heads, cache extension, entry reads, the holder's fenced writes
         self._seq = _Session(dsn)  # sequencing
-        self._lease_conn: Any = None  # holds the advisory lock while this frontend integrates
+        self._lease = _Session(dsn, f"SET lock_timeout = '{LEASE_LOCK_WAIT}'")  # acquire, renew, release
+        self._locked: int | None = None  # the epoch whose advisory lock the lease session holds
         self._listen: Any = None  # follow()
         self._cache_size = 0  # leaves in the local hash files (0: not checked yet)
 
@@ -194,29 +241,27 @@ class PostgresStorage:
             yield conn
 
     @contextmanager
-    def _fenced(self, lease: Lease) -> Iterator[tuple[Any, tuple]]:
-        """A transaction on the role's connection with the head row locked and the lease's
-        epoch checked: every write of the integrator goes through here. A database error
-        ends the role (the session, and with it the advisory lock, may be gone)."""
+    def _fenced(self, lease: Lease, update: str, args: tuple) -> Iterator[Any]:
+        """A transaction of the holder that begins with `update`, an UPDATE of the head row
+        whose WHERE clause includes FENCE: the epoch and the expiry are checked by the
+        statement that writes, which also locks the row until the transaction ends. LeaseLost
+        if it changed nothing because of the fence; the caller's other refusals are its own."""
         import psycopg
 
-        conn = self._lease_conn
-        if conn is None or conn.closed:
-            raise LeaseLost("this frontend does not hold the integrator role")
         try:
-            with conn.transaction():
-                row = conn.execute("SELECT epoch, size, published_size, published_note, failure FROM oap_head "
-                                   "FOR UPDATE").fetchone()
-                if row[0] != lease.epoch:
-                    raise LeaseLost(f"the integrator role moved on (epoch {row[0]}, ours {lease.epoch})")
-                yield conn, row
-        except psycopg.Error as e:
-            self._drop_lease()
-            raise LeaseLost(f"the integrator's database session failed: {type(e).__name__}") from None
-
-    def _drop_lease(self) -> None:
-        _close(self._lease_conn)
-        self._lease_conn = None
+            with self._main.use() as conn, conn.transaction():
+                if conn.execute(update, args).rowcount != 1:
+                    epoch, lapsed = conn.execute("SELECT epoch, lease_until <= clock_timestamp() "
+                                                 "FROM oap_head").fetchone()
+                    if epoch != lease.epoch:
+                        raise LeaseLost(f"the integrator role moved on (epoch {epoch}, ours {lease.epoch})")
+                    if lapsed:
+                        raise LeaseLost(f"the integrator's lease (epoch {epoch}) lapsed")
+                    yield None  # the fence held: the caller says why nothing was written
+                else:
+                    yield conn
+        except psycopg.Error as e:  # not written (the transaction rolled back)
+            raise Unavailable(f"the log's database refused the write: {type(e).__name__}", retry_after=1) from None
 
     # --- open and close ------------------------------------------------------------------
 
@@ -241,9 +286,9 @@ class PostgresStorage:
             return
         self._main.close()
         self._seq.close()
-        for conn in (self._lease_conn, self._listen):
-            _close(conn)
-        self._lease_conn = self._listen = None
+        self._lease.close()
+        _close(self._listen)
+        self._listen = None
         self.hashes.sync()
         self.hashes.close()
         if self._lock_fd is not None:
@@ -254,11 +299,11 @@ class PostgresStorage:
 
     @staticmethod
     def _read_head(conn: Any) -> Head:
-        size, root, note, psize, pnote, failure, failed_at, sequenced = conn.execute(
-            "SELECT h.size, h.root, h.note, h.published_size, h.published_note, h.failure, h.failed_at, s.next "
-            "FROM oap_head h, oap_sequence s").fetchone()
+        size, root, note, psize, pnote, failure, failed_at, swept, sequenced = conn.execute(
+            "SELECT h.size, h.root, h.note, h.published_size, h.published_note, h.failure, h.failed_at, h.swept, "
+            "s.next FROM oap_head h, oap_sequence s").fetchone()
         return Head(sequenced, None if size < 0 else SignedHead(size, bytes(root), note),
-                    None if psize < 0 else (psize, pnote), failure, failed_at)
+                    None if psize < 0 else (psize, pnote), failure, failed_at, swept)
 
     def head(self) -> Head:
         with self._db() as conn:
@@ -316,15 +361,10 @@ class PostgresStorage:
                         fresh.append(False)
                     indices.append(idx)
                 if new:
-                    with conn.cursor().copy("COPY oap_entries (idx, leaf, data) FROM STDIN (FORMAT BINARY)") as cp:
-                        cp.set_types(["int8", "bytea", "bytea"])
-                        for row in new:
-                            cp.write_row(row)
+                    # One statement each (see the module docstring: no COPY while the counter is locked)
+                    conn.execute(INSERT_ENTRIES, [list(c) for c in zip(*new)])
                     if receipt_rows_new:
-                        with conn.cursor().copy("COPY oap_receipts FROM STDIN (FORMAT BINARY)") as cp:
-                            cp.set_types(["text", "int8", "bytea", "text", "float8", "float8"])
-                            for r in receipt_rows_new:
-                                cp.write_row(r)
+                        conn.execute(INSERT_RECEIPTS, [list(c) for c in zip(*receipt_rows_new)])
                     conn.execute("UPDATE oap_sequence SET next = %s", (nxt + len(new),))
                     conn.execute(f"NOTIFY {SEQUENCE_CHANNEL}")
         self._fault("after_sequence")
@@ -379,82 +419,123 @@ class PostgresStorage:
             raise CorruptionError(f"entries {start}..{start + count - 1} are missing")
         return [bytes(r[0]) for r in rows]
 
-    # --- the integrator role -----------------------------------------------------------------
+    # --- the integrator role: a lease in oap_head -------------------------------------------
+
+    def _lease_session(self) -> Any:
+        """The lease's own connection (its lock waits are short)."""
+        with self._lease.use() as conn:
+            return conn
+
+    def _drop_lease_session(self) -> None:
+        self._lease.close()
+        self._locked = None
 
     def acquire(self) -> Lease | None:
-        """Try the advisory lock; on success, a new epoch (which fences out every earlier holder)."""
+        """Take the role if its lease lapsed or was released, or if its holder's lease session
+        is gone (a process that died: the database closed its sessions): a new epoch (which
+        fences out every earlier holder), valid for LEASE_TTL on the database's clock, and
+        bound to this frontend's lease session by the advisory lock (LEASE_LOCK, epoch)."""
         import psycopg
 
+        conn = self._lease_session()
         try:
-            if self._lease_conn is None or self._lease_conn.closed:
-                self._lease_conn = _connect(self.dsn)
-            conn = self._lease_conn
-            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (INTEGRATOR_LOCK,)).fetchone()[0]:
-                return None
             with conn.transaction():
-                epoch = conn.execute("UPDATE oap_head SET epoch = epoch + 1, integrator = %s, updated_at = %s "
-                                     "RETURNING epoch", (self.name, time.time())).fetchone()[0]
-            return Lease(epoch)
+                epoch, lapsed = conn.execute("SELECT epoch, lease_until <= clock_timestamp() FROM oap_head "
+                                             "FOR UPDATE").fetchone()
+                if not lapsed:  # its holder's session still holds the epoch's lock: it is alive
+                    if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", _lock_key(epoch)).fetchone()[0]:
+                        return None
+                    conn.execute("SELECT pg_advisory_unlock(%s, %s)", _lock_key(epoch))
+                # locked before any other session can read the new epoch
+                conn.execute("SELECT pg_advisory_lock(%s, %s)", _lock_key(epoch + 1))
+                conn.execute("UPDATE oap_head SET epoch = %s, integrator = %s, updated_at = %s, "
+                             "lease_until = clock_timestamp() + make_interval(secs => %s)",
+                             (epoch + 1, self.name, time.time(), self.lease_ttl))
+        except _lock_wait():  # the row is locked (by a peer's transaction): not now
+            return None
         except psycopg.Error as e:
-            self._drop_lease()
+            self._drop_lease_session()
             raise Unavailable(f"taking the integrator role failed: {type(e).__name__}", retry_after=1) from None
+        self._locked = epoch + 1
+        return Lease(epoch + 1)
 
-    def verify(self, lease: Lease) -> None:
+    def renew(self, lease: Lease) -> None:
+        """LEASE_TTL more, from now on the database's clock (a lapsed lease that no one took is
+        renewed: nothing else happened meanwhile). LeaseLost if the role moved on, or if the
+        lease's session broke: its lock is gone, so another frontend may take the role at once."""
         import psycopg
 
-        conn = self._lease_conn
-        if conn is None or conn.closed:
-            raise LeaseLost("this frontend does not hold the integrator role")
+        conn = self._lease.conn
+        if conn is None or conn.closed or self._locked != lease.epoch:
+            raise LeaseLost("the lease's database session is gone: another frontend may hold the role")
         try:
-            epoch = conn.execute("SELECT epoch FROM oap_head").fetchone()[0]
+            renewed = conn.execute("UPDATE oap_head SET lease_until = clock_timestamp() + make_interval(secs => %s) "
+                                   "WHERE epoch = %s", (self.lease_ttl, lease.epoch)).rowcount == 1
+        except _lock_wait():  # the row is locked by a transaction (ours, or a frozen peer's): try again
+            raise Unavailable("the head row is locked; the lease is renewed next time", retry_after=1) from None
         except psycopg.Error as e:
-            self._drop_lease()
-            raise LeaseLost(f"the integrator's database session failed: {type(e).__name__}") from None
-        if epoch != lease.epoch:
-            self._drop_lease()
-            raise LeaseLost(f"the integrator role moved on (epoch {epoch}, ours {lease.epoch})")
+            self._drop_lease_session()
+            raise LeaseLost(f"the lease's database session failed: {type(e).__name__}") from None
+        if not renewed:
+            self._drop_lease_session()
+            raise LeaseLost(f"the integrator role moved on from epoch {lease.epoch}")
 
     def release(self, lease: Lease) -> None:
-        """Closing the session releases the advisory lock: another frontend takes the role."""
-        self._drop_lease()
+        """End the lease now (never someone else's), and its session: another frontend takes
+        the role at once."""
+        import psycopg
+
+        conn = self._lease.conn
+        try:
+            if conn is not None and not conn.closed:
+                conn.execute("UPDATE oap_head SET lease_until = '-infinity' WHERE epoch = %s", (lease.epoch,))
+        except psycopg.Error as e:  # its session ends below: the role is free all the same
+            log.warning("could not release the integrator role: %s", type(e).__name__)
+        self._drop_lease_session()
 
     def record_checkpoint(self, lease: Lease, old: int | None, signed: SignedHead) -> None:
-        with self._fenced(lease) as (conn, row):
-            head = None if row[1] < 0 else row[1]
-            if head != old:
-                raise LeaseLost(f"the head moved to {head} under this integrator (it read {old})")
-            if head is not None and signed.size < head:
-                raise ForkError(f"refusing to sign size {signed.size} below the signed size {head}")
+        with self._fenced(lease, "UPDATE oap_head SET size = %s, root = %s, note = %s, integrator = %s, "
+                          f"updated_at = %s WHERE {FENCE} AND size = %s AND size < %s",
+                          (signed.size, signed.root, signed.note, self.name, time.time(), lease.epoch,
+                           -1 if old is None else old, signed.size)) as conn:
+            if conn is None:
+                head = self.head().signed
+                have = None if head is None else head.size
+                if have != old:
+                    raise LeaseLost(f"the head moved to {have} under this integrator (it read {old})")
+                if head is not None and head.size == signed.size:
+                    if head.root == signed.root:
+                        return  # recorded already
+                    raise ForkError(f"refusing a second root for tree size {signed.size}: the database holds another")
+                raise ForkError(f"refusing to sign size {signed.size} below the signed size {have}")
             conn.execute("INSERT INTO oap_checkpoints (size, root, note, signed_at) VALUES (%s, %s, %s, %s) "
                          "ON CONFLICT (size) DO NOTHING", (signed.size, signed.root, signed.note, time.time()))
             have = conn.execute("SELECT root FROM oap_checkpoints WHERE size = %s", (signed.size,)).fetchone()
             if bytes(have[0]) != signed.root:
                 raise ForkError(f"refusing a second root for tree size {signed.size}: the database holds another")
-            conn.execute("UPDATE oap_head SET size = %s, root = %s, note = %s, integrator = %s, updated_at = %s "
-                         "WHERE epoch = %s AND size = %s AND size < %s",
-                         (signed.size, signed.root, signed.note, self.name, time.time(), lease.epoch,
-                          -1 if old is None else old, signed.size))
 
-    def record_published(self, lease: Lease, size: int, note: str, *,
-                         write: Callable[[], None] | None = None) -> None:
-        with self._fenced(lease) as (conn, row):
-            _, signed, psize, pnote, failure = row
-            if size > signed:
-                raise CorruptionError(f"publishing size {size} beyond the signed head {signed}")
-            if size < psize:
-                return  # never backwards
-            if write is not None:
-                write()  # the bucket's checkpoint: inside the lock, after the epoch check
-            if (size, note) != (psize, pnote) or failure:
-                conn.execute("UPDATE oap_head SET published_size = %s, published_note = %s, failure = '' "
-                             "WHERE epoch = %s", (size, note, lease.epoch))
-                conn.execute(f"NOTIFY {HEAD_CHANNEL}")
+    def record_published(self, lease: Lease, size: int, note: str) -> None:
+        with self._fenced(lease, "UPDATE oap_head SET published_size = %s, published_note = %s, failure = '' "
+                          f"WHERE {FENCE} AND published_size <= %s AND size >= %s",
+                          (size, note, lease.epoch, size, size)) as conn:
+            if conn is None:
+                signed = self.head().signed
+                if signed is None or size > signed.size:
+                    raise CorruptionError(f"publishing size {size} beyond the signed head "
+                                          f"{None if signed is None else signed.size}")
+                return  # a larger head is published already: never backwards
+            conn.execute(f"NOTIFY {HEAD_CHANNEL}")
 
     def record_failure(self, lease: Lease, message: str) -> None:
-        with self._fenced(lease) as (conn, _):
-            conn.execute("UPDATE oap_head SET failure = %s, failed_at = %s WHERE epoch = %s",
-                         (message[:500], time.time(), lease.epoch))
-            conn.execute(f"NOTIFY {HEAD_CHANNEL}")
+        with self._fenced(lease, f"UPDATE oap_head SET failure = %s, failed_at = %s WHERE {FENCE}",
+                          (message[:500], time.time(), lease.epoch)) as conn:
+            if conn is not None:
+                conn.execute(f"NOTIFY {HEAD_CHANNEL}")
+
+    def record_swept(self, lease: Lease, size: int) -> None:
+        with self._fenced(lease, f"UPDATE oap_head SET swept = GREATEST(swept, %s) WHERE {FENCE}",
+                          (size, lease.epoch)):
+            pass
 
     def backfill(self, lease: Lease) -> bool:
         """Index the receipts of entries sequenced before the index existed (a database from an
@@ -499,6 +580,18 @@ class PostgresStorage:
 
 FAULT_POINTS = ("after_sequence",)
 """Where the PostgreSQL driver calls its `faults` hook: after the entries' commit."""
+
+
+def _lock_key(epoch: int) -> tuple[int, int]:
+    """The advisory lock (two 32-bit keys) a holder's lease session holds for its epoch."""
+    return LEASE_LOCK, epoch & 0x7FFFFFFF
+
+
+def _lock_wait() -> type[Exception]:
+    """The error of a statement that waited LEASE_LOCK_WAIT for a row lock."""
+    from psycopg.errors import LockNotAvailable
+
+    return LockNotAvailable
 
 
 def snapshot(dsn: str) -> Snapshot:
