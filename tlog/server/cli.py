@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -200,32 +201,23 @@ def backup(config_file: Path | None, data_dir: Path | None, out: Path) -> None:
     click.echo(json.dumps({"backup": str(out), "tree_size": size}))
 
 
-def _import(cfg: LogConfig, note: str, entries, total: int, logged) -> int:
-    """Append the entries `entries()` yields into the (empty) log `cfg` names, checked against
-    `note` first (`tlog.storage.transfer.check_source`), keeping the times their receipts
-    were logged (`logged`, a `LoggedTimes`); the size."""
-    from tlog.server.service import checkpoint_signer, load_or_create_key, open_storage
-    from tlog.storage.transfer import clear_import, import_into, mark_import, refuse_unfinished_import
+async def _import(cfg: LogConfig, note: str, entries, total: int, logged) -> int:
+    """Append the entries `entries()` (an async iterator) yields into the (empty) log `cfg`
+    names, through its own appender (`tlog.server.importing`), checked against `note` first,
+    keeping the times their receipts were logged (`logged`, a `LoggedTimes`); the size."""
+    from tlog.server.importing import import_log
 
-    cfg.data_dir.mkdir(parents=True, exist_ok=True)
-    refuse_unfinished_import(cfg.data_dir)
     key_path = cfg.key_file or cfg.data_dir / "log.key"
     if not key_path.exists():  # never a new key: the log's checkpoints are signed again by its own
         fail(f"no log key at {key_path}: an import signs with the log's key (a backup's log.key, or key_file)")
-    signer = load_or_create_key(cfg.data_dir, cfg.origin, cfg.key_file)
-    sign = checkpoint_signer(signer)
-    storage = open_storage(cfg)
-    try:
-        head = storage.open()
-        # each entry is read twice: once to check the source, once to import it
-        with click.progressbar(length=2 * total, label="checking, then importing", file=sys.stderr,
-                               hidden=total < 100_000) as bar:
-            size = import_into(storage, head, sign, signer.verifier, note, entries, logged, bar.update,
-                               before_write=lambda: mark_import(cfg.data_dir, note), check_progress=bar.update)
-    finally:
-        storage.close()
-    clear_import(cfg.data_dir)
-    return size
+    # each entry is read twice: once to check the source, once to import it
+    with click.progressbar(length=2 * total, label="checking, then importing", file=sys.stderr,
+                           hidden=total < 100_000) as bar:
+        done = await import_log(cfg, note, entries, logged=logged, progress=bar.update, check_progress=bar.update)
+    if done.published:
+        click.echo(f"the checkpoint of size {done.size} is signed, not yet published ({done.published}): "
+                   "the log publishes it when it starts", err=True)
+    return done.size
 
 
 @main.command()
@@ -240,9 +232,14 @@ def restore(src: Path, config_file: Path | None, data_dir: Path | None) -> None:
     cfg = _log_config(config_file, data_dir)
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
     _copy_keys(src, None, cfg.data_dir, cfg.key_file)
+
+    async def each(read) -> AsyncIterator[bytes]:
+        for data in read():
+            yield data
+
     try:
         note, entries, logged = read_backup(src)
-        size = _import(cfg, note, entries, checkpoint_of(note)[0], logged)
+        size = asyncio.run(_import(cfg, note, lambda: each(entries), checkpoint_of(note)[0], logged))
     except OAPError as e:
         fail(e.message)
     except ConfigError as e:
@@ -281,30 +278,30 @@ def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, t
     dst.data_dir.mkdir(parents=True, exist_ok=True)
     _copy_keys(src.data_dir, src.key_file, dst.data_dir, dst.key_file)
 
-    def stream(snap, loop: asyncio.AbstractEventLoop):
+    async def stream(snap) -> AsyncIterator[bytes]:
         """The source's entries in order, a bundle at a time (memory stays flat)."""
         from tlog.formats.tiles import TILE_WIDTH, parse_entry_bundle
 
         for start in range(0, snap.size, TILE_WIDTH):
-            bundle = loop.run_until_complete(snap.entries.bundle(start, min(TILE_WIDTH, snap.size - start)))
-            yield from parse_entry_bundle(bundle)
+            for data in parse_entry_bundle(await snap.entries.bundle(start, min(TILE_WIDTH, snap.size - start))):
+                yield data
 
-    loop = asyncio.new_event_loop()
-    try:
+    async def run() -> int:
         snap = open_snapshot(src)
-        loop.run_until_complete(snap.entries.open())
+        await snap.entries.open()
         try:
-            logged = loop.run_until_complete(LoggedTimes.read(snap.entries, snap.size))
-            size = _import(dst, snap.note, lambda: stream(snap, loop), snap.size, logged)
+            logged = await LoggedTimes.read(snap.entries, snap.size)
+            return await _import(dst, snap.note, lambda: stream(snap), snap.size, logged)
         finally:
-            loop.run_until_complete(snap.entries.close())
+            await snap.entries.close()
+
+    try:
+        size = asyncio.run(run())
     except OAPError as e:
         fail(e.message)
     except ConfigError as e:
         fail(str(e))
-    finally:
-        loop.close()
-    click.echo(json.dumps({"migrated": snap.size, "tree_size": size, "storage": dst.storage}))
+    click.echo(json.dumps({"migrated": size, "tree_size": size, "storage": dst.storage}))
 
 
 def _seed_from(path: Path) -> bytes:

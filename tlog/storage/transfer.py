@@ -16,26 +16,24 @@ are derived, and checkpoints are signed again by the same key for the same roots
 
 plus the key files, which the CLI copies (mode 0600).
 
-An import first reads every entry once and checks that they make the checkpoint's size
-and root, and that the checkpoint is signed by the key the target signs with: a damaged or
-altered backup is refused before the target holds anything (entries left in a target
-would be signed by its next start, under the log's own key: a fork). Then it sequences
-every entry, checks the root again, signs one checkpoint for it and records it as
-published; tiles in a bucket are written by the first integrator that starts on the target
-(`tlog.server.appender` backfills what the bucket lacks).
+An import (`tlog.server.importing`) first reads every entry once and checks that they
+make the checkpoint's size and root, and that the checkpoint is signed by the key the
+target signs with (`SourceCheck`): a damaged or altered backup is refused before the target
+holds anything (entries left in a target would be signed by its next start, under the
+log's own key: a fork). Then it appends every entry through the log's own appender, which
+checks the root again before it signs one checkpoint for them and publishes it like any
+other (witnesses, bucket).
 """
 from __future__ import annotations
 
-import itertools
 import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from tlog.errors import ConfigError, OAPError, Unavailable, VerificationError
+from tlog.errors import ConfigError, OAPError, VerificationError
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.hashing import leaf_hashes
 from tlog.formats.keys import Verifier
@@ -43,9 +41,9 @@ from tlog.formats.note import open_note, parse_note
 from tlog.formats.tiles import TILE_WIDTH
 from tlog.merkle.tree import StreamingRoot
 from tlog.storage.durable import fsync_dir, write_atomic
-from tlog.storage.interface import Driver, EntryReader, Head, SignedHead, Signer
+from tlog.storage.interface import EntryReader
 
-BATCH = 4096  # entries appended per durable batch on import
+BATCH = 4096  # entries checked, and sequenced, per batch on import
 
 
 @dataclass(frozen=True)
@@ -168,98 +166,38 @@ def refuse_unfinished_import(data_dir: Path) -> None:
                           "target (the data directory, and the database and bucket if configured) and run it again")
 
 
-def check_source(note: str, key: Verifier, entries: Iterator[bytes],
-                 progress: Callable[[int], None] | None = None) -> int:
-    """Check, writing nothing, that `note` is a checkpoint of `key`'s log (its origin, signed
-    by `key`) and that `entries` make its size and root; returns the size. VerificationError
+class SourceCheck:
+    """The check of an import's source, fed its entries in order, a batch at a time (from a
+    file or a database, sync or async): that `note` is a checkpoint of `key`'s log (its
+    origin, signed by `key`) and that the entries make its size and root. VerificationError
     otherwise. (This proves the source consistent with itself and with the key the target
     signs with; whether it is the latest state of the log is for the operator to know: see
     ops/runbooks/backup-restore.md.)"""
-    try:
-        open_note(note, [key])
-    except OAPError as e:
-        raise VerificationError(f"the checkpoint is not signed by this log's key {key.name!r} "
-                                f"(key ID {key.key_id.hex()}): {e.message}") from None
-    cp = parse_checkpoint(parse_note(note).text)
-    if cp.origin != key.name:
-        raise VerificationError(f"the checkpoint is of origin {cp.origin!r}, not this log's {key.name!r}")
-    size, root = cp.size, cp.root
-    acc = StreamingRoot()
-    batch: list[bytes] = []
 
-    def add() -> None:
-        acc.add(leaf_hashes(batch))
-        if progress is not None:
-            progress(len(batch))
-        batch.clear()
+    def __init__(self, note: str, key: Verifier) -> None:
+        try:
+            open_note(note, [key])
+        except OAPError as e:
+            raise VerificationError(f"the checkpoint is not signed by this log's key {key.name!r} "
+                                    f"(key ID {key.key_id.hex()}): {e.message}") from None
+        cp = parse_checkpoint(parse_note(note).text)
+        if cp.origin != key.name:
+            raise VerificationError(f"the checkpoint is of origin {cp.origin!r}, not this log's {key.name!r}")
+        self.size, self.root = cp.size, cp.root
+        self._acc = StreamingRoot()
 
-    for data in entries:
-        if acc.size + len(batch) == size:
-            raise VerificationError(f"the source holds more than the checkpoint's {size} entries; "
+    def add(self, datas: list[bytes]) -> None:
+        if self._acc.size + len(datas) > self.size:
+            raise VerificationError(f"the source holds more than the checkpoint's {self.size} entries; "
                                     "nothing was imported")
-        batch.append(data)
-        if len(batch) == BATCH:
-            add()
-    if batch:
-        add()
-    if (acc.size, acc.root()) != (size, root):
-        got = f"{acc.size} entries" if acc.size != size else f"root {acc.root().hex()[:16]}..."
-        raise VerificationError(f"the entries do not make the checkpoint's tree (size {size}, root "
-                                f"{root.hex()[:16]}...): {got}; nothing was imported")
-    return size
+        if datas:
+            self._acc.add(leaf_hashes(datas))
 
-
-def import_into(driver: Driver, head: Head, sign: Signer, key: Verifier, note: str,
-                entries: Callable[[], Iterator[bytes]], logged: LoggedTimes | None = None,
-                progress: Callable[[int], None] | None = None,
-                before_write: Callable[[], None] | None = None,
-                check_progress: Callable[[int], None] | None = None) -> int:
-    """Sequence the entries `entries()` yields into an empty, opened store (`head` is what its
-    `open` said), in order, then sign and record the checkpoint of the signed `note` as
-    published. `entries()` is read twice: first to check (`check_source`) that the entries
-    make `note`'s tree and that `key`, the key `sign` signs with, signed it, before anything
-    is written; `before_write` is called between the two. The second reading is cut at the
-    checkpoint's size; VerificationError if it differs (the target then holds entries but no
-    checkpoint for them: discard it). Returns the size."""
-    size, root = checkpoint_of(note)
-    if head.sequenced != 0:
-        raise VerificationError(f"the target log is not empty (it has {head.sequenced} entries)")
-    check_source(note, key, entries(), check_progress)
-    if before_write is not None:
-        before_write()
-    lease = driver.acquire()
-    if lease is None:
-        raise Unavailable("another process holds the target's integrator role: stop its frontends first")
-    try:
-        done = 0
-        batch: list[bytes] = []
-        now = time.time()
-
-        def flush() -> None:
-            nonlocal done
-            times = logged.between(done, len(batch), now) if logged is not None and len(logged) else None
-            result = driver.sequence(batch, logged_at=times)
-            if result.indices != list(range(done, done + len(batch))):
-                raise VerificationError(f"entries {done}..{done + len(batch) - 1} did not land in order "
-                                        "(a repeated entry, or a target that is not empty)")
-            done += len(batch)
-            if progress is not None:
-                progress(len(batch))
-            batch.clear()
-
-        for data in itertools.islice(entries(), size):
-            batch.append(data)
-            if len(batch) == BATCH:
-                flush()
-        if batch:
-            flush()
-        got = driver.extend(done)
-        if (done, got) != (size, root):
-            raise VerificationError(f"the imported log has size {done}, root {got.hex()[:16]}..., but "
-                                    f"the checkpoint says size {size}, root {root.hex()[:16]}...")
-        signed = SignedHead(size, root, sign(size, root))
-        driver.record_checkpoint(lease, head.signed.size if head.signed is not None else None, signed)
-        driver.record_published(lease, size, signed.note)
-    finally:
-        driver.release(lease)
-    return size
+    def finish(self) -> int:
+        """The size, once every entry was added."""
+        acc = self._acc
+        if (acc.size, acc.root()) != (self.size, self.root):
+            got = f"{acc.size} entries" if acc.size != self.size else f"root {acc.root().hex()[:16]}..."
+            raise VerificationError(f"the entries do not make the checkpoint's tree (size {self.size}, root "
+                                    f"{self.root.hex()[:16]}...): {got}; nothing was imported")
+        return self.size
