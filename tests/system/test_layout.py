@@ -225,6 +225,25 @@ def test_tests_inject_hooks_through_constructors_only():
     assert bad == [], "\n".join(bad)
 
 
+def test_the_log_wires_callbacks_through_constructors_and_starts():
+    """In the log (tlog/), a component gets what it calls back through its constructor or the
+    start of the component that owns it (the appender starts its targets with itself as what
+    they follow: docs/architecture.md §2, §3.3), never by someone assigning a callback onto it
+    after it was made (`mirrors.on_beyond = ...`), which left checks off until it was done."""
+    bad = []
+    for name, path in modules().items():
+        if not (name == "tlog" or name.startswith("tlog.")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and t.attr.startswith("on_") and \
+                        not (isinstance(t.value, ast.Name) and t.value.id == "self"):
+                    bad.append(f"{name}:{node.lineno} assigns .{t.attr} onto another object")
+    assert bad == [], "\n".join(bad)
+
+
 def _names(path: Path) -> set[str]:
     """Every name a module uses or imports (identifiers and attribute names)."""
     out = set()
