@@ -451,6 +451,28 @@ async def test_partial_tiles_stay_until_their_tile_is_full_in_the_buckets_checkp
         assert {"tile/0/000.p/10", "tile/0/000.p/100", "tile/0/000.p/250"} <= seen
 
 
+async def test_a_bucket_that_holds_more_than_the_store_signed_halts_before_anything_is_signed(backend):
+    """A store restored from an old backup behind a bucket that has seen more: the holder
+    reads the bucket's checkpoint before it signs anything, and halts, as it does for a
+    witness that has seen more (a second root for a size the bucket shows would be a fork)."""
+    if not backend.bucket_url:
+        pytest.skip("no bucket")
+    async with appender(backend) as app:
+        await app.add_many(entries("seen", 20))
+        await until(lambda: backend.publisher().checkpoint_size() == 20, what="the bucket at 20")
+    old = EmbeddedStorage(backend.root / "old-backup")  # a store that never got that far
+    app = Appender(old, SIGN, targets=backend.targets(), batch_interval=0.005)
+    await app.start()
+    try:
+        assert app.halted is not None and "beyond the 0 entries signed" in app.halted.message
+        with pytest.raises(Unavailable, match="old backup"):
+            await app.add_many(entries("new", 3))
+        assert old.head().signed is None  # nothing signed, not even the empty tree
+    finally:
+        await app.close()
+    assert backend.publisher().checkpoint_size() == 20
+
+
 async def test_with_the_bucket_down_when_the_role_is_taken_writes_are_answered_503_then_recover(backend):
     """The bucket is checked before anything is signed (it must not hold more of the log than
     the store): while that read fails, writes are answered 503 by the failed attempt; with

@@ -690,6 +690,7 @@ class Appender:
         """Step 0: the targets learn where their copies stand (LogHalted if one holds more than
         the store signed); the signed head is published if it is not, or, with witnesses,
         cosigned again; the published head is offered to the targets."""
+        await self.holding(lease)
         head = await self.call(self.driver.head)
         for target in self.targets:
             await target.take_over(lease, head)
@@ -709,6 +710,7 @@ class Appender:
 
     async def _step(self, lease: Lease) -> bool:
         """Steps 1 to 4, each only if the store says it is due; False when nothing was."""
+        await self.holding(lease)  # after a pause: renewed (or found lost) before anything else
         head, new, published = await self.call(self._sign, lease)
         self._sequenced = max(self._sequenced, head.sequenced)
         self.lag = max(0, head.sequenced - (head.published[0] if head.published is not None else 0))
@@ -716,8 +718,8 @@ class Appender:
             self._serve(self._state_of(new.size, new.root, new.note))
             return True
         signed = new or head.signed
-        if signed is None:
-            return False
+        if signed is None or (self.importing is not None and signed.size != self.importing[0]):
+            return False  # (an import publishes its own checkpoint, nothing before it)
         return await self._publish(lease, signed, head.published)
 
     def _sign(self, lease: Lease) -> tuple[Head, SignedHead | None, bool]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from tlog.errors import Unavailable, VerificationError
 from tlog.server.appender import Appender
 from tlog.server.config import LogConfig
+from tlog.server.publication import BucketTarget
 from tlog.server.service import LogService, load_or_create_key
 from tlog.storage.transfer import (
     BATCH,
@@ -42,7 +43,7 @@ log = logging.getLogger("oap.tlog.importing")
 Entries = Callable[[], AsyncIterator[bytes]]
 """The source's entries in index order; called twice (check, then import)."""
 
-PUBLISH_WAIT = 60.0  # seconds an import waits for its signed checkpoint to be published
+PUBLISH_WAIT = 60.0  # seconds an import waits for its checkpoint to be published, or the bucket to move
 
 
 @dataclass(frozen=True)
@@ -146,4 +147,10 @@ async def _signed_and_published(app: Appender, size: int) -> Imported:
                         "when it starts", why)
             return Imported(size, why)
         await asyncio.sleep(0.05)
+    for bucket in (t for t in app.targets if isinstance(t, BucketTarget)):  # it follows: wait while it moves
+        seen, moved = bucket.size, time.monotonic()
+        while bucket.size < size and time.monotonic() - moved < PUBLISH_WAIT:
+            if bucket.size != seen:
+                seen, moved = bucket.size, time.monotonic()
+            await asyncio.sleep(0.1)
     return Imported(size)
