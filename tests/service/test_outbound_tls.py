@@ -21,7 +21,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tlog.errors import OAPError, UpstreamError
+from tlog.errors import OAPError, Unavailable, UpstreamError
 from tlog.formats.hashing import leaf_hash
 from tlog.formats.keys import CosignatureSigner, Signer
 from tlog.merkle.tree import TreeView
@@ -341,3 +341,19 @@ async def test_an_answer_larger_than_the_cap_is_refused(peers):
     assert len(await asyncio.to_thread(outbound.fetch, peers.modern_url + "/big", timeout=60, cap=5000)) == 5000
     with pytest.raises(TooLarge):
         await asyncio.to_thread(outbound.fetch, peers.modern_url + "/big", timeout=60, cap=4999)
+
+
+async def test_the_bucket_trusts_the_outbound_ca_file(peers):
+    """The S3 bucket is reached by obstore's own client (no minimum TLS version can be set
+    there: docs/architecture.md §7); the operator's CA file reaches it too."""
+    from tlog.storage.bucket import Bucket
+
+    def get(ca_pem: bytes | None) -> bytes | None:
+        bucket = Bucket.from_config(peers.modern_url + "/b", key_id="k", secret="s", ca_pem=ca_pem)
+        return bucket.get("checkpoint")
+
+    with pytest.raises(Unavailable):  # the test CA is not among the system's
+        await asyncio.to_thread(get, None)
+    assert not peers.seen
+    assert await asyncio.to_thread(get, peers.ca_file.read_bytes()) is None  # the 404 of the test server
+    assert [(p, v) for _, p, v in peers.seen] == [("/b/checkpoint", "TLSv1.3")]

@@ -137,8 +137,10 @@ def open_publisher(config: LogConfig) -> Publisher | None:
     from tlog.storage.bucket import Bucket, TilePublisher
 
     key_id, secret = keyfiles.bucket_credentials(config.bucket_credentials_file)
+    ca = config.outbound_ca_file
     return TilePublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
-                                            region=config.bucket_region),
+                                            region=config.bucket_region,
+                                            ca_pem=ca.read_bytes() if ca is not None else None),
                          checkpoint_interval=config.checkpoint_publish_interval)
 
 
