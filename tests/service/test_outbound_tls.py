@@ -97,24 +97,18 @@ async def _mirror_follower(url: str, outbound: Outbound, tmp: Path) -> object:
         return await f.sync()
 
 
-async def _log_client(url: str, outbound: Outbound, tmp: Path) -> object:
-    from tlog.client.client import LogClient
+def _info_of(client: str) -> Probe:
+    """`info()` of the log client or of the registry client."""
+    async def probe(url: str, outbound: Outbound, tmp: Path) -> object:
+        from registry.client import RegistryClient
+        from tlog.client.client import LogClient
 
-    async with LogClient(url, timeout=120, outbound=outbound) as c:
-        try:
-            return await c.info()
-        except OAPError as e:
-            return e
-
-
-async def _registry_client(url: str, outbound: Outbound, tmp: Path) -> object:
-    from registry.client import RegistryClient
-
-    async with RegistryClient(url, timeout=120, outbound=outbound) as c:
-        try:
-            return await c.info()
-        except OAPError as e:
-            return e
+        async with {"log": LogClient, "registry": RegistryClient}[client](url, timeout=120, outbound=outbound) as c:
+            try:
+                return await c.info()
+            except OAPError as e:
+                return e
+    return probe
 
 
 def _witness_service(tmp: Path, url: str, ca: Path):
@@ -230,8 +224,8 @@ CLIENTS: dict[str, tuple[Probe, str]] = {  # the client, and the path its first 
     "log witnessing": (_witnessing, "/add-checkpoint"),
     "log mirror push": (_mirror_push, "/add-checkpoint"),
     "mirror follower": (_mirror_follower, "/checkpoint"),
-    "log client": (_log_client, "/v1/info"),
-    "registry client": (_registry_client, "/v1/info"),
+    "log client": (_info_of("log"), "/v1/info"),
+    "registry client": (_info_of("registry"), "/v1/info"),
     "witness feeder": (_witness_feeder, "/checkpoint"),
     "witness log lists": (_witness_log_lists, "/list"),
     "registry mirror": (_registry_mirror, "/reg.git/info/refs"),  # after /v1/info: both clients

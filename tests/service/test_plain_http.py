@@ -102,15 +102,20 @@ UPSTREAMS = {  # a config naming `url` as a service it sends requests to
 }
 
 
-@pytest.mark.parametrize("what", UPSTREAMS)
-def test_plain_http_upstreams_beyond_loopback_are_refused_at_validation(tmp_path, what):
-    make = UPSTREAMS[what]
+def refuses_plain_http_urls(tmp: Path, make) -> None:
+    """`make(tmp, url, **kw)` is refused for plain http:// URLs of other hosts unless
+    insecure_http, and accepted for https:// and loopback."""
     for url in ("http://log.example.org", "http://192.0.2.7:8080", "http://[2001:db8::7]:80",
                 "http://127.0.0.1.nip.io:8080"):
-        assert url in refused(lambda url=url, **kw: make(tmp_path, url, **kw))
-        make(tmp_path, url, insecure_http=True).validate()
+        assert url in refused(lambda url=url, **kw: make(tmp, url, **kw))
+        make(tmp, url, insecure_http=True).validate()
     for url in ("https://log.example.org", "http://127.0.0.1:8080", "http://[::1]:8080", "http://localhost:1"):
-        make(tmp_path, url).validate()
+        make(tmp, url).validate()
+
+
+@pytest.mark.parametrize("what", UPSTREAMS)
+def test_plain_http_upstreams_beyond_loopback_are_refused_at_validation(tmp_path, what):
+    refuses_plain_http_urls(tmp_path, UPSTREAMS[what])
 
 
 def mirror_cfg(tmp: Path, **kw) -> MirrorConfig:
@@ -133,13 +138,7 @@ def test_plain_http_urls_a_service_advertises_beyond_loopback_are_refused_at_val
     """What a service tells its clients to use (its public URL, its registry's, its mirrors',
     a mirror's read API) goes through the same check as what it calls: a client sent to
     plain HTTP elsewhere would use it (OAP-CORE-1.0 §8.1)."""
-    make = ADVERTISED[what]
-    for url in ("http://log.example.org", "http://192.0.2.7:8080", "http://[2001:db8::7]:80",
-                "http://127.0.0.1.nip.io:8080"):
-        assert url in refused(lambda url=url, **kw: make(tmp_path, url, **kw))
-        make(tmp_path, url, insecure_http=True).validate()
-    for url in ("https://log.example.org", "http://127.0.0.1:8080", "http://[::1]:8080", "http://localhost:1"):
-        make(tmp_path, url).validate()
+    refuses_plain_http_urls(tmp_path, ADVERTISED[what])
 
 
 @pytest.mark.parametrize("service", [*SERVICES, "mirror"])
