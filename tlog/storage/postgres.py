@@ -612,7 +612,7 @@ class PostgresEntries:
     """The `EntryReader` of the PostgreSQL backend: a few async connections."""
 
     def __init__(self, dsn: str, connections: int = 2) -> None:
-        self.dsn, self.n = dsn, connections
+        self.dsn, self.n = _conninfo(dsn), connections  # with the client's keepalives (see _conninfo)
         self._conns: list = []
         self._next = 0
 
