@@ -5,6 +5,7 @@ or broken mirror never changes what the log answers."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 from functools import partial
@@ -170,6 +171,58 @@ async def test_a_mirror_the_quorum_counts_gates_publication(tmp_path, started):
             started(svc_m)
             again = await until(lambda: anchor_or_none(c, entry), 120, "publication with the mirror back")
             assert again.duplicate and again.index == a.tree_size and has_mirror_cosignature(again.checkpoint)
+    finally:
+        await server.close()
+        await svc.close()
+
+
+async def test_a_mirror_holding_a_larger_tree_halts_the_log_from_its_start(tmp_path, started, caplog):
+    """The log is restored from an old backup (size 5) while a mirror the quorum counts holds
+    size 20 of it: the log's start, which has the witnesses and mirrors cosign its signed head
+    again before it signs anything, halts there (the mirror is started with the appender, its
+    check on from the first push), and nothing new is ever signed or served."""
+    import sqlite3
+    from contextlib import closing
+
+    vkey = log_vkey(tmp_path)
+    m = started(mirror_service(tmp_path / "m", [(ORIGIN, vkey, "")]))
+    policy = tmp_path / "log.policy"
+    policy.write_text(f"log {vkey}\nmirror m1 {cosigner().vkey} {m.url}\nquorum m1\n")
+    svc, server, url = await open_log(tmp_path, witness_policy=policy, witness_timeout=5.0)
+    try:
+        assert await grow(url, 5) == 5
+        with closing(sqlite3.connect(tmp_path / "log" / "log.db")) as a, \
+                closing(sqlite3.connect(tmp_path / "old.db")) as b:
+            a.backup(b)  # the old backup, at 5
+        assert await grow(url, 15) == 20
+        assert await mirror_size(f"{m.url}/{origin_hash(ORIGIN)}") == 20
+    finally:
+        await server.close()
+        await svc.close()
+    for f in (tmp_path / "log").glob("log.db*"):
+        f.unlink()
+    with closing(sqlite3.connect(tmp_path / "old.db")) as a, closing(sqlite3.connect(tmp_path / "log" / "log.db")) as b:
+        a.backup(b)
+    from tlog.server.config import LogConfig
+    from tlog.server.service import LogService
+
+    caplog.set_level(logging.CRITICAL, logger="oap.tlog")
+    svc = await LogService.open(LogConfig(data_dir=tmp_path / "log", port=0, origin=ORIGIN, batch_interval_ms=5,
+                                          witness_policy=policy, witness_timeout=5.0))
+    halted = svc.appender.halted  # as open returns: halted during the start, not after it
+    await svc.close()
+    assert halted is not None, "the start went on with a mirror holding more"
+    assert "mirror m1 holds a checkpoint of size 20" in halted.message
+    said = [r.getMessage() for r in caplog.records if "larger than its" in r.getMessage()]
+    assert said and all(m.endswith("larger than its 5") for m in said), said  # the log's size, from the start
+    svc, server, url = await open_log(tmp_path, witness_policy=policy, witness_timeout=5.0)
+    try:
+        assert svc.appender.halted is not None
+        async with LogClient(url) as c:
+            with pytest.raises(ServerError) as refused:
+                await c.anchor(commitment_entry(os.urandom(32)))
+            assert refused.value.status == 503 and "old backup" in str(refused.value)
+        assert svc.storage.head().signed.size == 5
     finally:
         await server.close()
         await svc.close()

@@ -804,10 +804,10 @@ class Appender:
             halted = e
         else:
             halted = LogHalted(f"refusing to sign on: {_message(e)}")
-        if self.halted is None:
+        if self.halted is None:  # the first reason stands
             log.critical("HALTED: %s", halted.message)
-        self.halted = halted
-        self._fail_waiting(halted)
+            self.halted = halted
+        self._fail_waiting(self.halted)
         self._kick.set()
 
     # --- followers -----------------------------------------------------------------------

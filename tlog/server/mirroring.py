@@ -290,6 +290,9 @@ class MirrorSet:
                     f"mirror {t.name} holds a checkpoint of size {outcome.beyond} of this log but the log holds "
                     f"{self._log.sequenced} entries (restored from an old backup?); writes are refused until an "
                     "operator intervenes (see ops/runbooks/backup-restore.md)"))
+                for _, _, future in t.waiters:  # a publication waiting for it halts too, at once
+                    if not future.done():
+                        future.set_result(outcome)
                 continue
             if outcome.error is None:  # superseded (a newer goal, or the mirror took a newer one)
                 if t.goal is not None and t.goal.size > goal.size:
