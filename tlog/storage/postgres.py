@@ -439,6 +439,8 @@ class PostgresStorage:
 
         conn = self._lease_session()
         try:
+            if not self._takeable(conn):  # the common case, tried every half second: no row lock, no commit
+                return None
             with conn.transaction():
                 epoch, lapsed = conn.execute("SELECT epoch, lease_until <= clock_timestamp() FROM oap_head "
                                              "FOR UPDATE").fetchone()
@@ -458,6 +460,17 @@ class PostgresStorage:
             raise Unavailable(f"taking the integrator role failed: {type(e).__name__}", retry_after=1) from None
         self._locked = epoch + 1
         return Lease(epoch + 1)
+
+    @staticmethod
+    def _takeable(conn: Any) -> bool:
+        """Whether the role looks free: its lease lapsed, or its holder's session is gone."""
+        epoch, lapsed = conn.execute("SELECT epoch, lease_until <= clock_timestamp() FROM oap_head").fetchone()
+        if lapsed:
+            return True
+        if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", _lock_key(epoch)).fetchone()[0]:
+            return False
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", _lock_key(epoch))
+        return True
 
     def renew(self, lease: Lease) -> None:
         """LEASE_TTL more, from now on the database's clock (a lapsed lease that no one took is
