@@ -105,11 +105,11 @@ async def import_log(config: LogConfig, note: str, entries: Entries, *, logged: 
                 progress(len(batch))
         if done != size:
             raise VerificationError(f"the source gave {done} entries the second time, not {size}")
-        result = await _signed_and_published(app, size)
+        await _signed(app, size)
+        clear_import(config.data_dir)  # signed: the log may start on it (and halts if a witness saw more)
+        return await _published(app, size)
     finally:
         await svc.close()  # the bucket is brought up to the published head first
-    clear_import(config.data_dir)
-    return result
 
 
 async def _hold_role(app: Appender) -> None:
@@ -123,19 +123,23 @@ async def _hold_role(app: Appender) -> None:
         await asyncio.sleep(0.05)
 
 
-async def _signed_and_published(app: Appender, size: int) -> Imported:
-    """Wait for the appender to sign the import's checkpoint (checking its root first), then,
-    for a bounded time, to publish it (witnesses, bucket)."""
+async def _signed(app: Appender, size: int) -> None:
+    """Wait for the appender to sign the import's checkpoint (checking its root first)."""
     while True:
         if app.halted is not None:
             raise VerificationError(app.halted.message)
         head = await app.call(app.driver.head)
         if head.signed is not None and head.signed.size == size:
             break
-        if not app.integrating:
+        if app.lost_role:
             raise Unavailable("the import lost the target's integrator role before it signed (is another frontend "
                               "running?)")
         await asyncio.sleep(0.05)
+
+
+async def _published(app: Appender, size: int) -> Imported:
+    """Wait, for a bounded time, for the appender to publish the import's checkpoint
+    (witnesses), and while the bucket moves, for the bucket to have it."""
     deadline = time.monotonic() + PUBLISH_WAIT
     failures = app.failures
     while not (app.published and app.state is not None and app.state.size == size):
