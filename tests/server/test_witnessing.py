@@ -278,11 +278,52 @@ async def test_restored_log_halts_instead_of_forking(tmp_path):
 
     try:
         await restored(200, cosigned)  # what was published at backup time: witnessed, served
-        # as `oap-log restore` leaves it: its checkpoint recorded as published, with no cosignature
+        # a published head without the quorum (as a restore made by an earlier version left it)
         with closing(sqlite3.connect(tmp_path / "old.db", isolation_level=None)) as db:
             db.execute("UPDATE meta SET value = (SELECT note FROM checkpoints WHERE size = 1) "
                        "WHERE key = 'published_note'")
         await restored(503, None)  # the unwitnessed restored tree is not served
+    finally:
+        await w.stop()
+
+
+async def test_a_restore_goes_through_the_log_and_ends_with_its_checkpoint_cosigned(tmp_path):
+    """`oap-log restore` into a log with witnesses: the import runs through the log's own
+    appender, so its checkpoint is cosigned by the witnesses before the restore ends, and the
+    restored log serves it at once (before, it recorded an uncosigned checkpoint and the log's
+    next start had it cosigned)."""
+    from tlog.storage.embedded import EmbeddedStorage
+
+    log_vkey = load_or_create_key(tmp_path / "log", ORIGIN).vkey
+    w = await Witness(tmp_path, "rs.test", log_vkey).start()
+    try:
+        svc, server, url = await open_log(tmp_path, [(w.name, w.vkey, w.url)], 1)
+        try:
+            async with LogClient(url) as c:
+                for i in range(5):
+                    await c.anchor(entry(300 + i))
+                before = parse_note(await c.checkpoint()).text
+        finally:
+            await server.close()
+            await svc.close()
+        bk, target = tmp_path / "bk", tmp_path / "restored"
+        r = await asyncio.to_thread(CliRunner().invoke, log_cli, ["backup", "--data", str(tmp_path / "log"),
+                                                                  "--out", str(bk)])
+        assert r.exit_code == 0, r.output
+        config = tmp_path / "restore.toml"
+        config.write_text(f'[log]\norigin = "{ORIGIN}"\nwitness_quorum = 1\n\n[[log.witnesses]]\nname = "{w.name}"\n'
+                          f'vkey = "{w.vkey}"\nurl = "{w.url}"\n')
+        r = await asyncio.to_thread(CliRunner().invoke, log_cli, ["restore", "--from", str(bk), "--config",
+                                                                  str(config), "--data", str(target)])
+        assert r.exit_code == 0, r.output
+        store = EmbeddedStorage(target)
+        try:
+            head = store.open()
+        finally:
+            store.close()
+        assert head.published is not None and head.published[0] == 5
+        assert parse_note(head.published[1]).text == before and cosigners(head.published[1]) == {"rs.test"}
+        TrustPolicy.from_text((target / "log.policy").read_text()).verify_checkpoint(head.published[1])
     finally:
         await w.stop()
 
