@@ -33,8 +33,9 @@ from typing import Any, Protocol, TypeVar
 
 from tlog.errors import ForkError, LogHalted, OAPError, Unavailable
 from tlog.formats.note import NoteSignature
-from tlog.storage.bucket import changed_tiles, full_at, partial_tiles
-from tlog.storage.interface import Driver, Head, Lease, LeaseLost, LogState, Publisher
+from tlog.formats.tiles import TILE_WIDTH
+from tlog.storage.bucket import changed_tiles, full_at, partial_tiles, wanted_tiles
+from tlog.storage.interface import Driver, EntryReader, Head, Lease, LeaseLost, LogState, Publisher, Tile
 
 log = logging.getLogger("oap.tlog.publication")
 
@@ -120,6 +121,7 @@ class BucketTarget:
         self._stop = asyncio.Event()
         self._rounds = asyncio.Lock()  # one round at a time (the task's, a flush, a take-over)
         self._task: asyncio.Task | None = None
+        self._entries: EntryReader | None = None  # the store's entry reader, opened at the first round
 
     @property
     def errors(self) -> int:
@@ -177,7 +179,17 @@ class BucketTarget:
         self._wake.set()
         if self._task is not None:
             await self._task
+        if self._entries is not None:
+            await self._entries.close()
         await asyncio.to_thread(self.publisher.close)
+
+    async def _reader(self) -> EntryReader:
+        if self._entries is None:
+            assert self._log is not None
+            reader = self._log.driver.entries()
+            await reader.open()
+            self._entries = reader
+        return self._entries
 
     async def _pause(self, seconds: float) -> None:
         try:
@@ -231,7 +243,12 @@ class BucketTarget:
         at = max(self.size, 0)
         while at < goal.size:
             step = min(goal.size, at - at % CHUNK + CHUNK)
-            tiles = await log_.call(pub.objects, log_.driver, at, step, partial=step == goal.size)
+            wanted = wanted_tiles(at, step, partial=step == goal.size)
+            # hash tiles from the cache where the store is read (a moment of the driver thread),
+            # entry bundles from the store's own entry reader (not the driver thread at all)
+            tiles = await log_.call(pub.hash_tiles, log_.driver.hashes, wanted)
+            reader = await self._reader()
+            tiles += [Tile(-1, ix, w, await reader.bundle(ix * TILE_WIDTH, w)) for lv, ix, w in wanted if lv < 0]
             await log_.holding(lease)
             await asyncio.to_thread(pub.put, tiles)
             for t in tiles:

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 from tlog.errors import ConfigError, ForkError, FormatError, Unavailable
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import parse_note
-from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, encode_entry_bundle, entries_path, tile_path
-from tlog.storage.interface import Tile, TileSource
+from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, entries_path, tile_path
+from tlog.storage.interface import HashReader, Tile
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig
@@ -206,6 +206,13 @@ def _path(level: int, index: int, width: int) -> str:
     return entries_path(index, width) if level < 0 else tile_path(level, index, width)
 
 
+def wanted_tiles(old: int, new: int, *, partial: bool) -> list[tuple[int, int, int]]:
+    """(tile level, index, width) of the full tiles and bundles a tree of `new` leaves has and
+    one of `old` has not, and with `partial` the partial ones of `new`."""
+    wanted = [t for t in changed_tiles(old, new) if t[2] == TILE_WIDTH]
+    return wanted + partial_tiles(new) if partial else wanted
+
+
 def partial_tiles(size: int) -> list[tuple[int, int, int]]:
     """(tile level, index, width) of the partial tiles of a tree of `size` leaves: at most
     one per level, the right edge; tile level -1 is the entry bundles."""
@@ -230,8 +237,7 @@ def full_at(level: int, index: int, size: int) -> bool:
 
 class TilePublisher:
     """A log's tiles, entry bundles and checkpoint in a `Bucket` (the `Publisher`): their
-    bytes and their writes. Writes go out on a few threads of its own; `objects` reads the
-    log's store and is called where the store may be read (the appender's driver thread)."""
+    bytes and their writes. Writes go out on a few threads of its own."""
 
     def __init__(self, bucket: Bucket, *, workers: int = 8) -> None:
         self.bucket = bucket
@@ -239,28 +245,13 @@ class TilePublisher:
         self.written = 0  # objects created
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="oap-bucket")
 
-    def objects(self, source: TileSource, old: int, new: int, *, partial: bool) -> list[Tile]:
-        """The full tiles and bundles a tree of `new` leaves has and one of `old` has not, and
-        with `partial` the partial ones of `new`, read from `source`."""
-        wanted = [t for t in changed_tiles(old, new) if t[2] == TILE_WIDTH]
-        if partial:
-            wanted += partial_tiles(new)
-        out = []
-        bundles = [(ix, w) for lv, ix, w in wanted if lv < 0]
-        first = 0
-        data: list[bytes] = []
-        if bundles:  # one read of the entries for all the bundles
-            first = min(ix for ix, _ in bundles) * TILE_WIDTH
-            last = max(ix * TILE_WIDTH + w for ix, w in bundles)
-            data = source.read_entries(first, last - first)
-        for level, index, width in wanted:
-            if level < 0:
-                at = index * TILE_WIDTH - first
-                out.append(Tile(level, index, width, encode_entry_bundle(data[at:at + width])))
-            else:
-                out.append(Tile(level, index, width,
-                                source.hashes.read_range(level * TILE_HEIGHT, index * TILE_WIDTH, width)))
-        return out
+    @staticmethod
+    def hash_tiles(hashes: HashReader, wanted: list[tuple[int, int, int]]) -> list[Tile]:
+        """The hash tiles among `wanted` (tile level, index, width), read from `hashes`: the
+        store's hash cache, read where the store is (the appender's driver thread). Entry
+        bundles (level -1) come from the store's entry reader."""
+        return [Tile(level, index, width, hashes.read_range(level * TILE_HEIGHT, index * TILE_WIDTH, width))
+                for level, index, width in wanted if level >= 0]
 
     def put(self, tiles: list[Tile]) -> None:
         """Create them all (in parallel), create-only; the first failure is raised."""

@@ -269,9 +269,9 @@ class Publisher(Protocol):
     errors: int  # failed operations (a metric)
     written: int  # objects created (a metric)
 
-    def objects(self, source: TileSource, old: int, new: int, *, partial: bool) -> list[Tile]:
-        """The full tiles and entry bundles a tree of `new` leaves has and one of `old` has
-        not, and with `partial` the partial ones of `new`: read from `source`."""
+    def hash_tiles(self, hashes: HashReader, wanted: list[tuple[int, int, int]]) -> list[Tile]:
+        """The hash tiles among `wanted` (tile level, index, width; level -1, the entry
+        bundles, is read from the store's `EntryReader`), read from the store's hash cache."""
         ...
 
     def put(self, tiles: list[Tile]) -> None:

@@ -224,7 +224,10 @@ class PostgresStorage:
         self.faults = faults
         self._main = _Session(dsn)  # heads, cache extension, entry reads, the holder's fenced writes
         self._seq = _Session(dsn)  # sequencing
-        self._lease = _Session(dsn, f"SET lock_timeout = '{LEASE_LOCK_WAIT}'")  # acquire, renew, release
+        # acquire, renew, release. A renewal commits without waiting for the WAL to reach the
+        # disk, so it holds the head row (which the holder's own writes lock) for no fsync:
+        # lost in a crash, it only ends the lease sooner, and the session it holds dies anyway.
+        self._lease = _Session(dsn, f"SET lock_timeout = '{LEASE_LOCK_WAIT}'; SET synchronous_commit = off")
         self._locked: int | None = None  # the epoch whose advisory lock the lease session holds
         self._listen: Any = None  # follow()
         self._cache_size = 0  # leaves in the local hash files (0: not checked yet)
@@ -442,6 +445,7 @@ class PostgresStorage:
             if not self._takeable(conn):  # the common case, tried every half second: no row lock, no commit
                 return None
             with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit = on")  # a new epoch is durable before it is used
                 epoch, lapsed = conn.execute("SELECT epoch, lease_until <= clock_timestamp() FROM oap_head "
                                              "FOR UPDATE").fetchone()
                 if not lapsed:  # its holder's session still holds the epoch's lock: it is alive
