@@ -290,19 +290,24 @@ def test_kill_9_of_a_frontend_and_of_the_integrator_under_load_loses_nothing(eng
         acked: dict[bytes, int] = {}
 
         async def scenario() -> None:
+            integrator = await wait_for_one_integrator([one, two])
+            other = two if integrator is one else one
             stop = asyncio.Event()
             load = [asyncio.create_task(_write_load([one.url, two.url], stop, acked, str(k))) for k in range(4)]
-            await asyncio.sleep(1.5)
-            integrator = one  # the first frontend started holds the role
+            await until(lambda: len(acked) >= 30, 60, "writes acknowledged before the kill")
             os.kill(integrator.pid, signal.SIGKILL)  # kill -9 of the integrator mid-batch
-            await asyncio.sleep(1.5)
+            killed = len(acked)
+            await until(lambda: len(acked) >= killed + 20, 60, "writes acknowledged by the other frontend")
             three = f.start("three")  # a replacement frontend
-            await asyncio.sleep(1.0)
-            os.kill(two.pid, signal.SIGKILL)  # and of the other frontend
-            await asyncio.sleep(1.5)
+            f.procs["three"] = three
+            load.append(asyncio.create_task(_write_load([three.url], stop, acked, "three")))
+            started = len(acked)
+            await until(lambda: len(acked) >= started + 10, 60, "writes acknowledged with three frontends")
+            os.kill(other.pid, signal.SIGKILL)  # and of the other frontend, the integrator now
+            killed = len(acked)
+            await until(lambda: len(acked) >= killed + 10, 60, "writes acknowledged by the replacement alone")
             stop.set()
             await asyncio.gather(*load)
-            f.procs["three"] = three
 
         asyncio.run(scenario())
         assert len(acked) > 50
