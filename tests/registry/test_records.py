@@ -30,6 +30,7 @@ from registry.statuslist import add_proof, bit, decode_list, encode_list, verify
 from registry.statusverify import StatusVerificationError, verify_absence
 from tlog.errors import Conflict, Forbidden, InvalidInput, SignatureError
 from tlog.formats.canonical import jcs
+from tlog.formats.conformance import sign_conformance
 from tlog.formats.diddoc import lookup_from
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.ed25519 import sign as ed25519_sign
@@ -264,6 +265,21 @@ def test_l3_needs_a_did_web_publisher(level):
         validate_submission(conformance_doc(receipt(A, level)), Index(), now_utc())
     rec, fresh = submit(conformance_doc(web_receipt(SA, level)), Index())
     assert fresh and rec.level == level and rec.subject == SA.did
+
+
+@pytest.mark.parametrize("level", ["L1-NC", "L3-NC"])
+def test_a_non_commercial_level_needs_the_non_commercial_profile(level):
+    """§31: L1-NC and L3-NC are produced under `--profile non-commercial`; one that says
+    `commercial` is refused, and a non-commercial receipt claiming a full level too."""
+    def with_profile(profile: str, lvl: str = level) -> dict:
+        body = {k: v for k, v in web_receipt(SA, lvl).items() if k != "signatures"}
+        return conformance_doc(sign_conformance({**body, "profile": profile}, SA.seed, by=SA.key_id))
+    with pytest.raises(InvalidInput, match=f"level {level} is the Non-Commercial Profile"):
+        submit(with_profile("commercial"), Index())
+    with pytest.raises(InvalidInput, match="profile 'non-commercial' waives requirements of level L3"):
+        submit(with_profile("non-commercial", "L3"), Index())
+    rec, fresh = submit(with_profile("non-commercial"), Index())
+    assert fresh and rec.level == level
 
 
 def test_l4_needs_one_peer_witness_of_any_standing_as_31_says():
