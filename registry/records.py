@@ -88,6 +88,9 @@ KEY_EVENTS = frozenset({"add_controller", "rotate", "suspend", "resume"})
 KEYED_EVENTS = frozenset({"add_controller", "rotate"})
 """Key events that name a `key`; `suspend` and `resume` concern the subject alone."""
 HIGH_LEVELS = frozenset({"L4", "L5"})
+RESTRICTING_RECORDS = frozenset({"revocation", "kill_switch"})
+"""Record types that only take trust away (with the `suspend` key event): accepted from a
+signer whose key is revoked, never from one a rotation retired."""
 STATUS_LIST_BITS = 131072
 """W3C Bitstring Status List v1.0 minimum list length (16 KiB)."""
 MAX_STATUS_LISTS = 65536
@@ -414,7 +417,11 @@ def check_rules(rec: Record, state: RegistryState, now: datetime, *, documents: 
         return True
     self_revocation = rec.type == "revocation" and rec.kind in ("did", "key") and rec.issued_by == rec.subject
     vc = rec.type == "revocation" and rec.kind == "vc"
-    if not self_revocation and revoked_at(state, rec.issued_by, now) is not None:
+    # A record that only takes trust away counts from a signer whose key is revoked (its owner,
+    # who revoked it for compromise, pulls its kill switch; at worst a thief revokes tokens);
+    # one that gives or restores trust does not (docs/architecture.md §6.1).
+    restricting = rec.type in RESTRICTING_RECORDS or (rec.type == "key_event" and rec.body["event"] == "suspend")
+    if not restricting and revoked_at(state, rec.issued_by, now) is not None:
         raise Forbidden(f"{rec.type}: signer {rec.issued_by} is revoked")
     if not self_revocation and not vc:  # a retired issuer may still revoke the credentials it issued
         retired = _retired(state, rec.issued_by, now)
@@ -428,7 +435,7 @@ def check_rules(rec: Record, state: RegistryState, now: datetime, *, documents: 
         if receipt is None:
             raise InvalidInput(f"revocation: conformance receipt {rec.subject} is not in this registry")
         owner = receipt.subject
-    if rec.issued_by not in controllers(state, owner, now) and not self_revocation:
+    if rec.issued_by not in controllers(state, owner, now, revoked_too=restricting) and not self_revocation:
         raise Forbidden(f"{rec.type}: {rec.issued_by} is neither {owner} nor a controller of it")
     if rec.type == "key_event":
         _key_event_rules(rec, state, now)

@@ -206,11 +206,16 @@ def ended_at(state: State, key: str, at: datetime) -> datetime | None:
     return min(times) if times else None
 
 
-def controllers(state: State, subject: str, at: datetime) -> set[str]:
+def controllers(state: State, subject: str, at: datetime, *, revoked_too: bool = False) -> set[str]:
     """Who may speak for `subject` at `at`: the subject itself (a did:key with its key,
     another DID with the keys of its document), every key an `add_controller` event
     made its controller, and the key of its latest `rotate` event, which retires the
-    subject's did:key and the keys of earlier rotations; minus keys revoked or retired by then."""
+    subject's did:key and the keys of earlier rotations; minus keys revoked or retired by then.
+
+    `revoked_too`: keep the keys that are revoked (not those a rotation retired), for records
+    that only take trust away (a kill switch, a revocation, `suspend`): the owner of a key it
+    revoked for compromise may still pull its kill switch (§22.3, §28.5); at worst a thief
+    holding the key takes trust away, and the owner recovers through its recovery path."""
     events = sorted((e for e in counting(state, subject) if e.effective_at <= at and e.key),
                     key=lambda e: e.effective_at)  # stable: commit order breaks ties
     rotations = [e.key for e in events if e.body["event"] == "rotate"]
@@ -223,6 +228,8 @@ def controllers(state: State, subject: str, at: datetime) -> set[str]:
             out.add(subject)
     else:
         out.add(subject)
+    if revoked_too:
+        return {k for k in out if k is not None and retirement(state, k, at) is None}
     return {k for k in out if k is not None and ended_at(state, k, at) is None}
 
 
