@@ -352,8 +352,9 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
                                    "log_checked": v.log_checked}
         if v.status == "revoked":
             out_obj |= {"revoked_at": resp["revocation"]["revoked_at"], "reason": v.reason, "by": by}
-            if v.reinstated_at is not None:
+            if v.reinstated_at is not None:  # a token class: the tokens issued since carry reinstated_id
                 out_obj["reinstated_at"] = resp["revocation"]["reinstated"]["reinstated_at"]
+                out_obj["reinstated_id"] = v.reinstated_id
         elif v.status == "suspended":
             out_obj |= {"suspended_at": resp["suspension"]["suspended_at"], "reason": v.reason, "by": by}
         if v.subject is not None:  # a receipt that falls with its subject
@@ -368,7 +369,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         click.echo(f"  revoked at {resp['revocation']['revoked_at']} reason {v.reason} by {by or '?'}")
         if v.reinstated_at is not None:
             at = resp["revocation"]["reinstated"]["reinstated_at"]
-            click.echo(f"  reinstated at {at}: tokens issued from then on are not revoked; every earlier one is")
+            click.echo(f"  every token of this id stays revoked; the principal recovered at {at}: the tokens it "
+                       f"issued since carry the status id {v.reinstated_id} (ask about that id)")
     elif v.status == "suspended":
         click.echo(f"  suspended at {resp['suspension']['suspended_at']} reason {v.reason} by {by or '?'}; "
                    "refuse it until it recovers")

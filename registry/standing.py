@@ -10,10 +10,12 @@ The meaning of the registry's records for relying parties (OAP-CORE-1.0 §5.3, �
   `effective_at`, everywhere: a retired key answers `revoked` with reason `superseded`,
   signs no registry record (but its own revocation and the revocation of credentials it
   issued) and is nobody's controller any more.
-- A **kill switch** revokes the principal's four token classes (`<principal>#<class>`).
-  A later **recovery** (a `rotate` or `resume` of the principal, committed after the kill
-  switch and effective after it) reinstates tokens issued from the recovery on; every
-  token issued before it stays revoked.
+- A **kill switch** revokes the principal's four token classes (`<principal>#<class>`) for
+  good: every token active at the kill (and every one issued while it is in force) stays
+  revoked. A later **recovery** (a `rotate` or `resume` of the principal, committed after
+  the kill switch and effective after it) opens a new token epoch: tokens issued from then
+  on carry the status id `<principal>#<class>@<recovery id>`, which the kill switches it
+  recovered from do not touch (a token issued before the recovery cannot name it).
 - A principal is **suspended** (§5.3) from a signed `suspend` key event until a recovery,
   and automatically while its primary key (its latest rotation key, else itself) has a
   `loss_of_key` revocation in force and no controller is left that could sign a recovery.
@@ -51,6 +53,8 @@ ENABLING_EVENTS = frozenset({"add_controller", "rotate", "resume"})
 """Key events that give authority or lift a restriction: they count only when their signer
 could sign them at their commit time (`counting`)."""
 CONFORMANCE_PREFIX = "urn:oap:conformance:"
+EPOCH_PREFIX = "urn:oap:key-event:"
+"""A token epoch is named by the id of the recovery (a key event) that opened it."""
 
 
 class Rec(Protocol):
@@ -95,10 +99,30 @@ class Indexed(State, Protocol):
     def all_records(self) -> Iterator[Rec]: ...
 
 
-def token_class(key: str) -> tuple[str, str] | None:
-    """(principal, class) when `key` is a kill-switch token class id, else None."""
-    principal, sep, cls = key.rpartition("#")
-    return (principal, cls) if sep and cls in KILL_SWITCH_CLASSES and principal.startswith("did:") else None
+def token_id(key: str) -> tuple[str, str, str | None] | None:
+    """(principal, class, epoch) when `key` is a token status id, else None: `<principal>#<class>`
+    (epoch None: the tokens the principal issued before its first recovery) or
+    `<principal>#<class>@<recovery id>` (the tokens issued since that recovery, a `rotate` or
+    `resume` key event of the principal named by its record id). A DID holds no `#`, so the
+    first one ends the principal; the record id may hold anything printable."""
+    principal, sep, rest = key.partition("#")
+    cls, at, epoch = rest.partition("@")
+    if not sep or cls not in KILL_SWITCH_CLASSES or not principal.startswith("did:"):
+        return None
+    if at and (not epoch.startswith(EPOCH_PREFIX) or len(epoch) == len(EPOCH_PREFIX)):
+        return None
+    return principal, cls, (epoch if at else None)
+
+
+def epoch_id(principal: str, cls: str, recovery: Rec | None) -> str:
+    """The status id of the tokens of class `cls` that `principal` issued since `recovery`."""
+    return f"{principal}#{cls}" if recovery is None else f"{principal}#{cls}@{recovery.id}"
+
+
+def epoch_record(state: State, principal: str, rid: str) -> Rec | None:
+    """The `rotate` or `resume` key event of `principal` whose id is `rid` (a token epoch), or None."""
+    return next((e for e in state.key_events_of(principal) if e.id == rid and e.body["event"] in RECOVERY_EVENTS),
+                None)
 
 
 def _is_did(key: str) -> bool:
@@ -317,12 +341,24 @@ class KillState:
     reinstated_by: Rec | None  # the recovery; None: every token of the principal is revoked
 
 
-def kill_state(state: State, principal: str, at: datetime) -> KillState | None:
-    """The principal's kill switches at `at` (§22.3): the earliest one not recovered from, or
-    when all were, the one with the latest recovery (tokens issued before it stay revoked;
-    ties: the latest kill switch, then the first committed)."""
+def recovers(state: State, recovery_event: Rec, kill: Rec) -> bool:
+    """`recovery_event` recovers the principal from `kill`: it counts, it was committed after
+    the kill switch and it takes effect after it."""
+    return recovery_event.effective_at > kill.effective_at \
+        and state.position(recovery_event.path) > state.position(kill.path) \
+        and any(e.path == recovery_event.path for e in counting(state, recovery_event.subject))
+
+
+def kill_state(state: State, principal: str, at: datetime, epoch: Rec | None = None) -> KillState | None:
+    """The principal's kill switches at `at` (§22.3) that revoke the tokens of `epoch` (None:
+    the tokens issued before any recovery, whom every kill switch revokes; a recovery: the
+    tokens issued since it, whom the kill switches it recovered from do not revoke): the
+    earliest one not recovered from, or when all were, the one with the latest recovery
+    (which opened the next epoch; ties: the latest kill switch, then the first committed)."""
     kills = [r for r in state.revocations_of(f"{principal}#{KILL_SWITCH_CLASSES[0]}")
              if r.type == "kill_switch" and r.effective_at <= at]
+    if epoch is not None:
+        kills = [k for k in kills if not recovers(state, epoch, k)]
     if not kills:
         return None
     states = [KillState(k, recovery(state, principal, k, at)) for k in kills]
@@ -344,8 +380,9 @@ class Standing:
     `record` decided it (a revocation, kill switch, rotation, `suspend` event, a
     loss_of_key revocation, or an expired conformance receipt), `linked_by` the rotation
     that made the key it names the principal's key. A revoked token class whose principal
-    recovered carries `reinstated_at` / `reinstated_by`: tokens issued from then on are
-    not revoked, every earlier one is. A conformance receipt revoked or suspended through its
+    recovered carries `reinstated_at` / `reinstated_by`: the recovery that opened the next
+    token epoch (tokens issued since carry `epoch_id(..., reinstated_by)`); every token of
+    this id stays revoked. A conformance receipt revoked or suspended through its
     subject carries its subject's standing (`record`, `linked_by`, `reason`, `since`) and
     `via`, the receipt, which names the subject.
     """
@@ -372,9 +409,13 @@ def standing(state: State, key: str, at: datetime,
     not recovered from) over a suspension over a kill switch recovered from. `subjects`
     caches the standings of receipt subjects across calls at one `at`.
     """
-    tc = token_class(key)
+    tc = token_id(key)
     if tc is not None:
-        s = _tokens(state, tc[0], at)
+        principal, _, rid = tc
+        epoch = None if rid is None else epoch_record(state, principal, rid)
+        if rid is not None and (epoch is None or epoch.effective_at > at):
+            return None  # no such epoch (yet): the registry knows nothing of it
+        s = _tokens(state, principal, at, epoch)
         return replace(s, key=key) if s is not None else None
     found = [Standing(key, "revoked", r.effective_at, r.body["reason"], r)
              for r in state.revocations_of(key) if r.type == "revocation" and r.effective_at <= at]
@@ -419,18 +460,27 @@ def whole_lists(state: State, issuer: str, at: datetime) -> frozenset[str]:
     return frozenset(out)
 
 
-def _tokens(state: State, principal: str, at: datetime) -> Standing | None:
-    """The standing shared by the principal's four token classes (`key` is the principal)."""
-    ks = kill_state(state, principal, at)
+def _tokens(state: State, principal: str, at: datetime, epoch: Rec | None = None) -> Standing | None:
+    """The standing shared by the principal's four token classes in one token epoch (`key` is
+    the principal). A kill switch that revokes the epoch's tokens revokes them for good, also
+    once recovered from (§22.3: a recovery never revives a token active at the kill): it
+    outranks a suspension, which covers every epoch until the principal recovers."""
+    ks = kill_state(state, principal, at, epoch)
     if ks is not None and ks.reinstated_by is None:
         return Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill)
-    s = suspension(state, principal, at)
-    if s is not None:
-        return Standing(principal, "suspended", s.since, s.reason, s.record, s.linked_by)
     if ks is not None and ks.reinstated_by is not None:
         return Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill,
                         reinstated_at=ks.reinstated_by.effective_at, reinstated_by=ks.reinstated_by)
+    s = suspension(state, principal, at)
+    if s is not None:
+        return Standing(principal, "suspended", s.since, s.reason, s.record, s.linked_by)
     return None
+
+
+def token_epochs(state: State, principal: str, at: datetime) -> list[Rec]:
+    """The recoveries (`rotate`, `resume`) of `principal` in force at `at`: each names a token
+    epoch, `<principal>#<class>@<its id>`."""
+    return [e for e in state.key_events_of(principal) if e.body["event"] in RECOVERY_EVENTS and e.effective_at <= at]
 
 
 def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
@@ -460,9 +510,10 @@ def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
         if s is not None:
             out[key] = s
     for p in principals:
-        s = _tokens(index, p, at)
-        if s is not None:
-            out.update((k, replace(s, key=k)) for k in (f"{p}#{c}" for c in KILL_SWITCH_CLASSES))
+        for epoch in (None, *token_epochs(index, p, at)):
+            s = _tokens(index, p, at, epoch)
+            if s is not None:
+                out.update((k, replace(s, key=k)) for k in (epoch_id(p, c, epoch) for c in KILL_SWITCH_CLASSES))
     return out
 
 

@@ -6,8 +6,13 @@ A status id is one of
 - a conformance receipt id (revoked by a `conformance` revocation, or expired; revoked
   or suspended with its subject, the subject's deciding record and reason),
 - `<principal DID>#<class>` for class in subscription_tokens, oauth_grants,
-  trust_tokens, webhook_subscriptions (revoked by the principal's kill switch,
-  §22.3, with `reinstated_at` once the principal recovered; suspended while it is),
+  trust_tokens, webhook_subscriptions: the tokens the principal issued before its first
+  recovery (revoked for good by its kill switch, §22.3, with `reinstated_at` naming the
+  recovery that opened the next token epoch; suspended while the principal is; `good`
+  for a principal the registry knows, until then), and
+  `<principal DID>#<class>@<recovery id>`: the tokens issued since that recovery (a
+  `rotate` or `resume` key event of the principal), which the kill switches it recovered
+  from do not revoke (`unknown` until that recovery takes effect),
 - `vc <issuer DID> <credential id>` (a `vc` revocation by that issuer; asked as
   `GET /v1/status/<credential id>?issuer=<DID>`).
 
@@ -56,7 +61,7 @@ from tlog.formats.times import format_utc
 from .index import CommitInfo, Index
 from .layout import anchor_path, receipt_proof_path
 from .sortedtree import Leaf, SortedTree
-from .standing import Rec, Standing, next_change, standings, whole_lists
+from .standing import RECOVERY_EVENTS, Rec, Standing, next_change, standings, token_id, whole_lists
 from .store import RegistryRepo
 
 STATEMENT_TYPE = "oap-status-epoch"
@@ -122,6 +127,7 @@ class Epoch:
     lists: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     list_cache: dict[tuple[str, int, str, str], Produced] = field(default_factory=dict)
     fills: dict[str, frozenset[str]] = field(default_factory=dict)  # issuer -> its wholly set lists
+    epochs: dict[str, frozenset[str]] = field(default_factory=dict)  # principal -> ids of its token epochs in force
 
     @property
     def statement_hash(self) -> bytes:
@@ -179,11 +185,27 @@ class StatusProducer:
                 fill = whole_lists(self.index, key, at)
                 if fill:
                     epoch.fills[key] = fill
+        epochs: dict[str, set[str]] = {}
         for rec in self.index.all_records():
             if rec.type == "revocation" and rec.kind == "vc" and rec.issuer_list and rec.effective_at <= at:
                 lst, idx = rec.issuer_list
                 epoch.lists.setdefault((rec.issued_by, lst), []).append(idx)
+            elif rec.type == "key_event" and rec.body["event"] in RECOVERY_EVENTS and rec.effective_at <= at:
+                epochs.setdefault(rec.subject, set()).add(rec.id)
+        epoch.epochs = {p: frozenset(ids) for p, ids in epochs.items()}
         return epoch
+
+    @staticmethod
+    def known(epoch: Epoch, key: str) -> bool:
+        """Whether a record names `key` at this epoch (`good` rather than `unknown` when it has no
+        standing): an id a record names; a token class of a principal the registry knows; a token
+        epoch whose recovery is in force."""
+        if key in epoch.known:
+            return True
+        tc = token_id(key)
+        if tc is None or tc[0] not in epoch.known:
+            return False
+        return tc[2] is None or tc[2] in epoch.epochs.get(tc[0], frozenset())
 
     def preproduce(self, epoch: Epoch, limit: int = MAX_PREPRODUCED) -> None:
         """Sign the responses of the ids the registry knows, those with a standing first (reads Git)."""
@@ -228,7 +250,7 @@ class StatusProducer:
         """A `good` or `unknown` response (no Git access)."""
         if key in epoch.standing:
             raise KeyError(f"{key} has a standing: use produce_standing")
-        status = "good" if key in epoch.known else "unknown"
+        status = "good" if self.known(epoch, key) else "unknown"
         body = self._base(epoch, key, status)
         body["proof"] = epoch.tree.absence(key)
         return self._finish(epoch, key, body)

@@ -55,7 +55,7 @@ from tlog.merkle.verify import verify_inclusion
 
 from .anchoring import Genesis, verify_commit_anchor, verify_receipt_anchor
 from .layout import classify, id_hash
-from .records import KILL_SWITCH_CLASSES, Record, check_record, vc_status_key
+from .records import Record, check_record, vc_status_key
 
 STATUSES = ("good", "revoked", "suspended", "unknown")
 _REVOKED = frozenset({"id", "reason", "record", "revoked_at"})
@@ -68,6 +68,8 @@ _RECOVERIES = ("rotate", "resume")
 _RECEIPT_PREFIX = "urn:oap:conformance:"
 """A conformance receipt's status id: the only id whose answer may carry `via`."""
 _TOKEN_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")
+_EPOCH_PREFIX = "urn:oap:key-event:"
+"""A token epoch `<principal>#<class>@<id>` is named by the recovery key event that opened it."""
 
 
 class StatusVerificationError(VerificationError):
@@ -86,7 +88,8 @@ class VerifiedStatus:
     reason: str | None = None
     record: dict[str, Any] | None = None
     suspended_at: datetime | None = None
-    reinstated_at: datetime | None = None  # a token class: tokens issued from then on are not revoked
+    reinstated_at: datetime | None = None  # a token class: the recovery that opened the next token epoch...
+    reinstated_id: str | None = None  # ...whose tokens carry this status id (this id's tokens stay revoked)
     subject: str | None = None  # a receipt that falls with its subject (`via`): the subject, as the receipt names it
 
 
@@ -311,7 +314,7 @@ def _check_standing(resp: dict[str, Any], key: str, size: int, root: bytes, regi
                 or leaf.get("reinstated_by") != format_sha256(sha256(rcontent)):
             raise _fail("the leaf does not commit to this reinstatement")
         out["reinstated_at"] = _time(r["reinstated_at"], "reinstated_at")
-        _record_reinstates(rrec, key, since, out["reinstated_at"])
+        out["reinstated_id"] = _record_reinstates(rrec, key, since, out["reinstated_at"])
     elif "reinstated_at" in leaf:
         raise _fail("the leaf names a reinstatement the answer does not prove")
     return out
@@ -361,12 +364,23 @@ def _evidence(block: dict[str, Any], registry: str, policy: TrustPolicy | None, 
     return rec, content
 
 
+def token_parts(key: str) -> tuple[str, str, str | None] | None:
+    """(principal, class, epoch) for a token status id: `<principal>#<class>` (epoch None: the
+    tokens issued before the principal's first recovery) or `<principal>#<class>@<recovery id>`
+    (the tokens issued since that recovery); None for any other id. A DID holds no `#`."""
+    principal, sep, rest = key.partition("#")
+    cls, at, epoch = rest.partition("@")
+    if not sep or cls not in _TOKEN_CLASSES or not principal.startswith("did:"):
+        return None
+    if at and (not epoch.startswith(_EPOCH_PREFIX) or epoch == _EPOCH_PREFIX):
+        return None
+    return principal, cls, (epoch if at else None)
+
+
 def _principal_of(key: str) -> tuple[str, bool]:
-    """(principal, True) for a token class id `<principal>#<class>`, else (key, False)."""
-    principal, sep, cls = key.rpartition("#")
-    if sep and cls in _TOKEN_CLASSES:
-        return principal, True
-    return key, False
+    """(principal, True) for a token status id, else (key, False)."""
+    parts = token_parts(key)
+    return (parts[0], True) if parts is not None else (key, False)
 
 
 def _rotation(rec: Record | None) -> bool:
@@ -418,8 +432,8 @@ def _record_revokes(rec: Record, linked: Record | None, key: str, reason: str, r
     if rec.type == "revocation":
         want = vc_status_key(rec.subject, rec.issued_by) if rec.kind == "vc" else rec.subject
         ok = key == want and reason == rec.body["reason"] and revoked_at == rec.effective_at and linked is None
-    elif rec.type == "kill_switch":
-        ok = key in {f"{rec.subject}#{c}" for c in KILL_SWITCH_CLASSES} and reason == "kill_switch" \
+    elif rec.type == "kill_switch":  # the principal's tokens, of any epoch
+        ok = _principal_of(key) == (rec.subject, True) and reason == "kill_switch" \
             and revoked_at == rec.effective_at and linked is None
     elif rec.type == "conformance":
         ok = key == rec.id and reason == "expired" and revoked_at == rec.expires_at and linked is None
@@ -436,13 +450,17 @@ def _record_revokes(rec: Record, linked: Record | None, key: str, reason: str, r
         raise _fail("the record does not revoke this id at that time for that reason")
 
 
-def _record_reinstates(rec: Record, key: str, revoked_at: datetime, reinstated_at: datetime) -> None:
-    """A recovery (rotate or resume) of the token class's principal, after the kill switch."""
-    principal, is_class = _principal_of(key)
-    ok = is_class and rec.type == "key_event" and rec.body["event"] in _RECOVERIES and rec.subject == principal \
-        and reinstated_at == rec.effective_at and reinstated_at > revoked_at
-    if not ok:
+def _record_reinstates(rec: Record, key: str, revoked_at: datetime, reinstated_at: datetime) -> str:
+    """A recovery (rotate or resume) of the token class's principal, after the kill switch, that
+    opened a later token epoch than this id's (the epoch a recovery opened is never revoked by the
+    kill switches it recovered from). -> the status id of the tokens issued since it."""
+    parts = token_parts(key)
+    ok = parts is not None and rec.type == "key_event" and rec.body["event"] in _RECOVERIES \
+        and rec.subject == parts[0] and reinstated_at == rec.effective_at and reinstated_at > revoked_at \
+        and rec.id != parts[2]
+    if not ok or parts is None:
         raise _fail("the record does not reinstate this id at that time")
+    return f"{parts[0]}#{parts[1]}@{rec.id}"
 
 
 def _record_suspends(rec: Record, linked: Record | None, key: str, reason: str, suspended_at: datetime) -> None:

@@ -133,6 +133,47 @@ def test_kill_recover_kill():
     assert r.status(did(P), 71) == ("revoked", 70, "superseded")
 
 
+def test_token_epochs_every_token_active_at_a_kill_stays_revoked_and_those_since_a_recovery_are_good():
+    """§22.3 "immediately revokes all active ... tokens": a recovery never revives one. The
+    tokens a principal issues after a recovery carry the status id of the epoch it opened,
+    `<P>#<class>@<recovery id>`, which a relying party acting only on `good` can use."""
+    r = Registry()
+    r.submit(make_key_event(P, subject=did(P), key=did(C)), 0)
+    assert r.status(grants(P), 1) is None  # a known principal, no kill switch: good
+    r.submit(make_kill_switch(P, effective_at=r.t(10)), 1)
+    r1 = r.submit(make_key_event(C, subject=did(P), event="resume", effective_at=r.t(20)), 16)
+    epoch1 = f"{grants(P)}@{r1.id}"
+    assert r.status(epoch1, 19) is None and standing(r.index, epoch1, r.at(19)) is None  # not open yet: unknown
+    assert r.status(grants(P), 25) == ("revoked", 10, "kill_switch", 20)  # before the recovery: revoked for good
+    assert r.status(epoch1, 25) is None  # since the recovery: good
+    r.submit(make_key_event(C, subject=did(P), event="suspend", effective_at=r.t(30)), 30)
+    assert r.status(grants(P), 31) == ("revoked", 10, "kill_switch", 20)  # revoked outranks the suspension
+    assert r.status(epoch1, 31) == ("suspended", 30, "unspecified")
+    r2 = r.submit(make_key_event(C, subject=did(P), event="resume", effective_at=r.t(40)), 40)
+    assert r.status(epoch1, 41) is None
+    r.submit(make_kill_switch(C, principal=did(P), effective_at=r.t(60)), 50)
+    for epoch in (grants(P), epoch1, f"{grants(P)}@{r2.id}"):
+        assert r.status(epoch, 61) == ("revoked", 60, "kill_switch"), epoch  # every epoch so far
+    r3 = r.submit(make_key_event(C, subject=did(P), key=did(B), event="rotate", effective_at=r.t(70)), 65)
+    assert r.status(epoch1, 71) == ("revoked", 60, "kill_switch", 70)  # revoked for good; the next epoch is r3's
+    assert r.status(grants(P), 71) == ("revoked", 60, "kill_switch", 70)  # reinstated names the current epoch
+    assert r.status(f"{grants(P)}@{r3.id}", 71) is None
+    got = standings(r.index, r.at(71))
+    assert {k for k in got if k.startswith(grants(P))} == {grants(P), epoch1, f"{grants(P)}@{r2.id}"}
+    assert got[epoch1].reinstated_by is r3
+
+
+def test_a_kill_switch_backdated_before_a_recovery_it_was_committed_after_revokes_that_epoch_too():
+    r = Registry()
+    r.submit(make_key_event(P, subject=did(P), key=did(C)), 0)
+    r1 = r.submit(make_key_event(C, subject=did(P), event="resume", effective_at=r.t(10)), 5)
+    r.submit(make_kill_switch(P, effective_at=r.t(-20)), 12)  # committed after r1: r1 recovers nothing from it
+    assert r.status(f"{grants(P)}@{r1.id}", 13) == ("revoked", -20, "kill_switch")
+    # an id that names no recovery of P is no epoch the registry knows
+    other = r.submit(make_key_event(C, subject=did(C), key=did(A)), 14)
+    assert standing(r.index, f"{grants(P)}@{other.id}", r.at(15)) is None
+
+
 def test_a_recovery_must_follow_the_kill_switch_in_commit_order_and_cannot_be_backdated():
     r = Registry()
     r.submit(make_key_event(P, subject=did(P), key=did(C)), 0)

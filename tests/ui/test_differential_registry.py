@@ -111,10 +111,16 @@ class Sequence:
         await self.post(make_key_event(q, subject=did(q), key=did(c)))
         await self.post(make_kill_switch(q, effective_at=_ago(180)))
         await self.answer("kill switch", grants, "revoked")
-        await self.post(make_key_event(c, subject=did(q), event="resume", effective_at=_ago(120)))
+        resume = make_key_event(c, subject=did(q), event="resume", effective_at=_ago(120))
+        await self.post(resume)
         await self.answer("kill switch, reinstated", grants, "revoked")
+        await self.answer("token epoch opened by the recovery", f"{grants}@{resume['id']}", "good")
         await self.post(make_kill_switch(c, principal=did(q), effective_at=_ago(60)))
         await self.answer("killed again", grants, "revoked")
+        await self.answer("token epoch killed", f"{grants}@{resume['id']}", "revoked")
+        again = make_key_event(c, subject=did(q), event="resume", effective_at=_ago(0))
+        await self.post(again)
+        await self.answer("token epoch killed, next epoch opened", f"{grants}@{resume['id']}", "revoked")
         # suspension and recovery
         r, d = generate_seed(), generate_seed()
         await self.post(make_key_event(r, subject=did(r), key=did(d)))
@@ -423,7 +429,7 @@ def _status_python(case: dict[str, Any]) -> dict[str, Any]:
             return format_utc(x) if x is not None else None
         return {"id": v.id, "status": v.status, "epoch": v.epoch, "log_checked": v.log_checked, "reason": v.reason,
                 "revoked_at": t(v.revoked_at), "suspended_at": t(v.suspended_at), "reinstated_at": t(v.reinstated_at),
-                "subject": v.subject}
+                "reinstated_id": v.reinstated_id, "subject": v.subject}
     return _py_verdict(run)
 
 

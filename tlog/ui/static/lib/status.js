@@ -226,7 +226,7 @@ async function checkStanding(resp, key, size, root, registry, policy) {
     if (!sameJSON(leaf.reinstated_at ?? null, r.reinstated_at) || !sameJSON(leaf.reinstated_by ?? null, sha256Text(await sha256(rcontent))))
       throw fail('the leaf does not commit to this reinstatement');
     const at = time(r.reinstated_at, 'reinstated_at');
-    recordReinstates(rrec, key, since, at);
+    out.reinstatedId = recordReinstates(rrec, key, since, at);
     out.reinstatedAt = microsToDate(at);
     out.reinstatedBy = rrec;
   } else if (has(leaf, 'reinstated_at')) {
@@ -315,11 +315,23 @@ async function didDocuments(items, tree) {
   };
 }
 
-/** (principal, true) for a token class id `<principal>#<class>`, else (key, false). */
+const EPOCH_PREFIX = 'urn:oap:key-event:';
+/** statusverify.py token_parts: [principal, class, epoch] for a token status id
+ * (`<principal>#<class>`, epoch null: the tokens issued before the principal's first recovery;
+ * `<principal>#<class>@<recovery id>`: those issued since that recovery), else null. */
+export function tokenParts(key) {
+  const i = key.indexOf('#');
+  if (i < 0) return null;
+  const principal = key.slice(0, i), rest = key.slice(i + 1), j = rest.indexOf('@');
+  const cls = j < 0 ? rest : rest.slice(0, j), epoch = j < 0 ? null : rest.slice(j + 1);
+  if (!KILL_SWITCH_CLASSES.includes(cls) || !principal.startsWith('did:')) return null;
+  if (epoch !== null && (!epoch.startsWith(EPOCH_PREFIX) || epoch === EPOCH_PREFIX)) return null;
+  return [principal, cls, epoch];
+}
+/** (principal, true) for a token status id, else (key, false). */
 function principalOf(key) {
-  const i = key.lastIndexOf('#');
-  if (i >= 0 && KILL_SWITCH_CLASSES.includes(key.slice(i + 1))) return [key.slice(0, i), true];
-  return [key, false];
+  const parts = tokenParts(key);
+  return parts ? [parts[0], true] : [key, false];
 }
 const isRotation = (rec) => rec !== null && rec.type === 'key_event' && rec.body.event === 'rotate';
 
@@ -329,8 +341,9 @@ function recordRevokes(rec, linked, key, reason, revokedAt) {
   if (rec.type === 'revocation') {
     const want = rec.kind === 'vc' ? vcStatusKey(rec.subject, rec.issuedBy) : rec.subject;
     ok = key === want && reason === rec.body.reason && revokedAt === rec.effectiveAt && linked === null;
-  } else if (rec.type === 'kill_switch') {
-    ok = KILL_SWITCH_CLASSES.some((c) => key === `${rec.subject}#${c}`) && reason === 'kill_switch' && revokedAt === rec.effectiveAt && linked === null;
+  } else if (rec.type === 'kill_switch') { // the principal's tokens, of any epoch
+    const [principal, isClass] = principalOf(key);
+    ok = isClass && principal === rec.subject && reason === 'kill_switch' && revokedAt === rec.effectiveAt && linked === null;
   } else if (rec.type === 'conformance') {
     ok = key === rec.id && reason === 'expired' && revokedAt === rec.expiresAt && linked === null;
   } else if (isRotation(rec)) { // superseded: the subject's did:key, or the key of its previous rotation, is retired
@@ -341,12 +354,14 @@ function recordRevokes(rec, linked, key, reason, revokedAt) {
   if (!ok) throw fail('the record does not revoke this id at that time for that reason');
 }
 
-/** A recovery (rotate or resume) of the token class's principal, after the kill switch. */
+/** A recovery (rotate or resume) of the token class's principal, after the kill switch, that
+ * opened a later token epoch than this id's. -> the status id of the tokens issued since it. */
 function recordReinstates(rec, key, revokedAt, reinstatedAt) {
-  const [principal, isClass] = principalOf(key);
-  const ok = isClass && rec.type === 'key_event' && RECOVERIES.includes(rec.body.event) && rec.subject === principal
-    && reinstatedAt === rec.effectiveAt && reinstatedAt > revokedAt;
+  const parts = tokenParts(key);
+  const ok = parts !== null && rec.type === 'key_event' && RECOVERIES.includes(rec.body.event) && rec.subject === parts[0]
+    && reinstatedAt === rec.effectiveAt && reinstatedAt > revokedAt && rec.id !== parts[2];
   if (!ok) throw fail('the record does not reinstate this id at that time');
+  return `${parts[0]}#${parts[1]}@${rec.id}`;
 }
 
 /** A `suspend` of the principal, or (automatic suspension, §5.3) a loss_of_key revocation of
@@ -373,8 +388,9 @@ function recordSuspends(rec, linked, key, reason, suspendedAt) {
  * asked about (records.js vcStatusKey for a credential), the answer must be about it (null:
  * not checked, the caller reads the result's id); now: Date.
  * -> {id, status, thisUpdate, nextUpdate, epoch, logChecked, statement, history, revokedAt?,
- *     suspendedAt?, reinstatedAt?, reason?, record?, deciding?, linkedBy?, reinstatedBy?,
- *     via?, subject?} (via: a receipt that falls with its subject, which `subject` names). */
+ *     suspendedAt?, reinstatedAt?, reinstatedId?, reason?, record?, deciding?, linkedBy?,
+ *     reinstatedBy?, via?, subject?} (via: a receipt that falls with its subject, which
+ *     `subject` names; reinstatedId: the status id the tokens issued since the recovery carry). */
 export async function verifyStatus(resp, { registry, id = null, policy = null, now = new Date(), allowStale = false }) {
   if (typeof resp === 'string' || resp instanceof Uint8Array) {
     try { resp = parseJSON(resp, { strict: false, floats: 'wrap' }); } catch (e) { throw fail(`status response is not JSON: ${e.reason}`); }

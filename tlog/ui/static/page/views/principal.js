@@ -54,8 +54,7 @@ function meaning(v, id) {
         detail: ['the receipt vouches for ', subject, ', which is revoked (', recordWords(v.deciding),
           `); refuse the receipt from ${since}.`] };
   }
-  const [principal, cls] = id.includes('#') && TOKEN_CLASSES.includes(id.slice(id.lastIndexOf('#') + 1))
-    ? [id.slice(0, id.lastIndexOf('#')), id.slice(id.lastIndexOf('#') + 1)] : [id, null];
+  const [principal, cls] = oap.tokenParts(id) || [id, null];
   if (v.status === 'suspended') {
     const rec = v.deciding;
     const how = rec && rec.type === 'key_event' ? ['by a suspend signed by ', value(rec.issuedBy, 'signer')]
@@ -74,12 +73,14 @@ function meaning(v, id) {
     }
     if (v.reason === 'kill_switch') {
       if (v.reinstatedAt) {
-        return { headline: `REVOKED, reinstated at ${iso(v.reinstatedAt)}: tokens issued before ${iso(v.reinstatedAt)} are revoked, after are not`,
+        return { headline: `REVOKED for good, reinstated at ${iso(v.reinstatedAt)}: every ${cls || 'token'} with this status id stays revoked; the tokens issued since carry the status id of the new epoch`,
           detail: [`the kill switch of ${iso(v.revokedAt)} revoked every ${cls || 'token'} of `, value(principal, 'principal'),
-            '; the principal recovered (', recordWords(v.reinstatedBy), `). Accept only tokens issued at or after ${iso(v.reinstatedAt)}.`] };
+            ' with this status id, for good (a recovery never revives a token that was active at the kill); the principal recovered (',
+            recordWords(v.reinstatedBy), '), and the tokens it issued since carry the status id ',
+            principalLink(v.reinstatedId, v.reinstatedId), ': ask about that id.'] };
       }
-      return { headline: `REVOKED by a kill switch at ${iso(v.revokedAt)}: every ${cls || 'token'} of this principal is revoked, whenever it was issued`,
-        detail: ['until the principal recovers; a later kill switch shows as a new revoked_at.'] };
+      return { headline: `REVOKED by a kill switch at ${iso(v.revokedAt)}: every ${cls || 'token'} with this status id is revoked, whenever it was issued`,
+        detail: ['for good; after a recovery, the tokens the principal issues carry the status id of the new epoch (shown here then).'] };
     }
     if (v.reason === 'expired') return { headline: `REVOKED: expired at ${iso(v.revokedAt)}`, detail: ['the receipt is not valid from its expires_at.'] };
     return { headline: `REVOKED (${v.reason}) from ${iso(v.revokedAt)}`,
@@ -168,8 +169,8 @@ export async function render(params) {
         return { headline: again.headline, pinned: trustNow.pinned };
       });
     }
-    const cls = id.lastIndexOf('#');
-    const owner = cls > 0 && TOKEN_CLASSES.includes(id.slice(cls + 1)) ? id.slice(0, cls) : id; // a token class: its principal's records
+    const parts = oap.tokenParts(id);
+    const owner = parts ? parts[0] : id; // a token class: its principal's records
     await Promise.all([statusLists(id, info), conformance(id), records(owner)]);
   } catch (e) {
     if (mine === generation) failed('status-verdict', reasonOf(e));
@@ -220,7 +221,7 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
   if (v.status === 'revoked') {
     f.push(['revoked at', time(iso(v.revokedAt))], ['reason', String(v.reason)]);
     if (v.reason === 'superseded' && v.deciding && v.deciding.key) f.push(['successor key', value(v.deciding.key, 'successor key', { link: { href: href({ view: 'principal', id: v.deciding.key }) } })]);
-    if (v.reinstatedAt) f.push(['reinstated at', time(iso(v.reinstatedAt))]);
+    if (v.reinstatedAt) f.push(['reinstated at', time(iso(v.reinstatedAt))], ['tokens issued since', principalLink(v.reinstatedId, v.reinstatedId)]);
   }
   if (v.status === 'suspended') f.push(['suspended at', time(iso(v.suspendedAt))], ['reason', String(v.reason)],
     ['suspended by', v.deciding && v.deciding.type === 'key_event' ? value(v.deciding.issuedBy, 'signer') : 'the registry, automatically (§5.3)']);
