@@ -359,6 +359,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
             out_obj |= {"suspended_at": resp["suspension"]["suspended_at"], "reason": v.reason, "by": by}
         if v.subject is not None:  # a receipt that falls with its subject
             out_obj["subject"] = v.subject
+        if v.signer is not None:  # a receipt whose level does not hold: the signer that does not count
+            out_obj["signer"] = resp["revocation"]["signer"]
         click.echo(json.dumps(out_obj))
         sys.exit(STATUS_EXIT[v.status])
     click.echo(f"{v.status.upper()}  {v.id}")
@@ -376,6 +378,16 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
                    "refuse it until it recovers")
     if v.subject is not None:
         click.echo(f"  with its subject {v.subject}: the receipt vouches for it and stands as it does")
+    if v.signer is not None:
+        signer = resp["revocation"]["signer"]
+        if v.reason == "witness_unqualified":
+            click.echo(f"  its level does not hold: witness {v.signer} held no valid L4/L5 receipt when it signed, "
+                       "and too few qualified witnesses remain")
+        else:
+            role = "auditor" if v.reason == "auditor_invalid" else "witness"
+            click.echo(f"  its level does not hold: {role} {v.signer} was {signer['status']} ({signer['reason']}) "
+                       f"since {signer['since']}, no later than the receipt was committed (the latest time it can "
+                       "have signed): its signature does not count")
     sys.exit(STATUS_EXIT[v.status])
 
 

@@ -44,6 +44,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, claims_of
+from tlog.formats.independence import Principal, parties, principal
+
 KILL_SWITCH_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")
 """What a kill switch revokes (§22.3); each is a status id `<principal>#<class>`."""
 RECOVERY_EVENTS = frozenset({"rotate", "resume"})
@@ -53,6 +56,10 @@ ENABLING_EVENTS = frozenset({"add_controller", "rotate", "resume"})
 """Key events that give authority or lift a restriction: they count only when their signer
 could sign them at their commit time (`counting`)."""
 CONFORMANCE_PREFIX = "urn:oap:conformance:"
+HIGH_LEVELS = frozenset({"L4", "L5"})
+QUALIFIED_LEVELS = frozenset({"L5"})
+"""§31: L5 needs three witnesses that hold a valid L4 or L5 receipt themselves; L4 needs one
+independent peer witness, with no level asked of it."""
 EPOCH_PREFIX = "urn:oap:key-event:"
 """A token epoch is named by the id of the recovery (a key event) that opened it."""
 
@@ -80,13 +87,21 @@ class Rec(Protocol):
     def body(self) -> dict[str, Any]: ...
     @property
     def content(self) -> bytes: ...
+    @property
+    def level(self) -> str | None: ...
+    @property
+    def witnesses(self) -> tuple[str, ...]: ...
     def status_keys(self) -> tuple[str, ...]: ...
 
 
 class State(Protocol):
     """What these functions read from a registry (`records.RegistryState`)."""
 
+    @property
+    def bootstrap_witnesses(self) -> frozenset[str]: ...
     def conformance(self, receipt_id: str) -> Rec | None: ...
+    def receipts_of(self, did: str) -> Iterable[Rec]: ...
+    def did_documents_of(self, did: str) -> Iterable[object]: ...
     def revocations_of(self, status_key: str) -> Iterable[Rec]: ...
     def key_events_of(self, subject: str) -> Iterable[Rec]: ...
     def key_events_naming(self, key: str) -> Iterable[Rec]: ...
@@ -396,6 +411,8 @@ class Standing:
     reinstated_at: datetime | None = None
     reinstated_by: Rec | None = None
     via: Rec | None = None  # a conformance receipt answering with its subject's standing: the receipt
+    signer: str | None = None  # a receipt whose level does not hold: the witness or auditor that does not count
+    signer_standing: Standing | None = None  # ... and its standing when it signed
 
     def records(self) -> tuple[Rec, ...]:
         return tuple(r for r in (self.record, self.linked_by, self.reinstated_by, self.via) if r is not None)
@@ -425,6 +442,10 @@ def standing(state: State, key: str, at: datetime,
         if receipt is not None:
             if receipt.expires_at is not None and receipt.expires_at <= at:
                 found.append(Standing(key, "revoked", receipt.expires_at, "expired", receipt))
+            if receipt.effective_at <= at:  # its level never held: revoked from its issued_at
+                why = level_unproven(state, receipt, signed_by(state, receipt, at))
+                if why is not None:
+                    found.append(_unproven_standing(key, receipt, why))
             if subjects is None:
                 subjects = {}
             if receipt.subject not in subjects:
@@ -445,6 +466,148 @@ def standing(state: State, key: str, at: datetime,
         if sus is not None:
             held = Standing(key, "suspended", sus.since, sus.reason, sus.record, sus.linked_by)
     return held
+
+
+# --- the signers of a conformance receipt ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unproven:
+    """Why a conformance receipt's level does not hold (§31): the signatures that count are too
+    few. `reason` is `witness_invalid` (a witness's key was not valid for its DID when it signed),
+    `auditor_invalid` (the auditor's was not) or `witness_unqualified` (an L5 witness held no
+    valid L4/L5 receipt then); `signer` and `standing` name the first signer that does not
+    count for an invalid key, and that signer's own standing then (its deciding record)."""
+
+    reason: str
+    signer: str
+    standing: Standing | None  # None: witness_unqualified
+
+
+def principal_in(state: State, did: str, documents: dict[str, Any] | None = None) -> Principal:
+    """Everything the registry knows of `did` for the independence rules: every stored
+    version of its DID document (and the one resolved for this submission), and every
+    DID its key events ever named (added or rotated to, revoked or not: a key that once
+    spoke for a subject is never independent of it)."""
+    docs = list(state.did_documents_of(did))
+    if documents and did in documents:
+        docs.append(documents[did])
+    named = {e.key for e in state.key_events_of(did) if e.key} | {e.issued_by for e in state.key_events_of(did)}
+    return principal(did, documents=docs, controllers=named - {did})
+
+
+def signed_by(state: State, receipt: Rec, at: datetime) -> datetime:
+    """The latest time the signatures on `receipt` can have been made: its commit time, which
+    its commit's log anchor proves (a witness signature carries no time of its own, and a time
+    a signer writes is its own claim); `at` when the commit time is unknown (never earlier)."""
+    committed = state.committed_at(receipt.path)
+    return committed if committed is not None and committed <= at else at
+
+
+def signer_standing(state: State, did: str, at: datetime) -> Standing | None:
+    """The standing of a witness or auditor `did` when it signed at `at`: revoked (for any
+    reason: compromised, lost, its DID revoked), retired by a rotation, or suspended. None: its
+    key was valid for its DID then."""
+    memo = state.memo()
+    got = memo.get(("signer", did, at), memo)
+    if got is memo:
+        got = memo[("signer", did, at)] = standing(state, did, at)
+    return got
+
+
+def qualified(state: State, did: str, at: datetime, before: int | None = None) -> bool:
+    """§31 L5: `did` "holds a valid L4 or L5 Conformance Receipt" at `at` (or is one of the
+    registry's bootstrap witnesses), and is itself neither revoked, retired nor suspended then.
+    A receipt counts when it was committed before position `before` (None: any in `state`),
+    was issued by `at` (5 minutes' skew), had not expired nor been revoked by then, and its own
+    level held (its signers counted when they signed)."""
+    if signer_standing(state, did, at) is not None:
+        return False
+    if did in state.bootstrap_witnesses:
+        return True
+    return any(
+        r.level in HIGH_LEVELS and r.effective_at <= at + MAX_CLOCK_SKEW and r.expires_at is not None
+        and at < r.expires_at and (before is None or state.position(r.path) < before)
+        and not any(x.type == "revocation" and x.effective_at <= at for x in state.revocations_of(r.id))
+        and level_unproven(state, r, signed_by(state, r, at)) is None
+        for r in state.receipts_of(did)
+    )
+
+
+def level_unproven(state: State, receipt: Rec, signed: datetime, *, documents: dict[str, Any] | None = None,
+                   strict_l4: bool = False) -> Unproven | None:
+    """Whether `receipt`'s level fails to hold because of its signers (§31, docs/architecture.md
+    §6.1): each witness and the auditor counts only if its key was valid for its DID at `signed`
+    (`signed_by`: the latest time it can have signed; a compromise dated at or before it voids
+    the signature, one dated after it does not), an L5 witness only if it was `qualified` then,
+    and the witnesses that count must be the level's number of independent parties (L4: one;
+    L5: three, and the audit). None: the level holds. `strict_l4`: the registry setting that asks
+    L4 witnesses to be qualified too (its submissions only; answers follow §31).
+
+    Kept in the state's memo by receipt (a receipt's standing is asked once per epoch, and
+    again for each L5 receipt it qualifies a witness for)."""
+    key = ("unproven", receipt.path, signed, strict_l4, documents is None)
+    memo = state.memo()
+    if documents is None and key in memo:
+        return memo[key]
+    out = _unproven(state, receipt, signed, documents, strict_l4)
+    if documents is None:
+        memo[key] = out
+    return out
+
+
+def _unproven(state: State, receipt: Rec, signed: datetime, documents: dict[str, Any] | None,
+              strict_l4: bool) -> Unproven | None:
+    audit = claims_of(receipt.body).get("audit")
+    auditor = audit.get("auditor") if isinstance(audit, dict) else None
+    if isinstance(auditor, str):  # the receipt states the audit: it holds only with a valid auditor
+        s = signer_standing(state, auditor, signed)
+        if s is not None:
+            return Unproven("auditor_invalid", auditor, s)
+    level = receipt.level or ""
+    need = MIN_WITNESSES.get(level, 0)
+    if not need:
+        return None
+    valid, first_invalid = [], None
+    for w in receipt.witnesses:
+        s = signer_standing(state, w, signed)
+        if s is None:
+            valid.append(w)
+        elif first_invalid is None:
+            first_invalid = Unproven("witness_invalid", w, s)
+    counted = valid
+    first_unqualified = None
+    if level in QUALIFIED_LEVELS or (strict_l4 and level == "L4"):
+        before = None
+        try:
+            before = state.position(receipt.path)
+        except KeyError:
+            pass  # a submission not in the registry yet: every receipt in it came before
+        counted = [w for w in valid if qualified(state, w, signed, before)]
+        missing = [w for w in valid if w not in counted]
+        if missing:
+            first_unqualified = Unproven("witness_unqualified", missing[0], None)
+    if len(counted) == len(receipt.witnesses):
+        return None  # every signer counts: the independence the registry judged at acceptance stands
+    if need > 1 and counted:
+        groups, _ = parties([principal_in(state, w, documents) for w in counted])
+        enough = len(groups) >= need
+    else:
+        enough = len(counted) >= need
+    if enough:
+        return None
+    return first_invalid or first_unqualified
+
+
+def _unproven_standing(key: str, receipt: Rec, why: Unproven) -> Standing:
+    """A receipt whose level does not hold answers `revoked` from its `issued_at` (it never
+    proved its level), for `why.reason`; the deciding record is the signer's own (with the
+    rotation it is linked by), and `via` the receipt, whose commit time bounds the signing;
+    for an unqualified witness, the receipt itself."""
+    if why.standing is None:
+        return Standing(key, "revoked", receipt.effective_at, why.reason, receipt, signer=why.signer)
+    return Standing(key, "revoked", receipt.effective_at, why.reason, why.standing.record, why.standing.linked_by,
+                    via=receipt, signer=why.signer, signer_standing=why.standing)
 
 
 def whole_lists(state: State, issuer: str, at: datetime) -> frozenset[str]:

@@ -25,13 +25,18 @@ statement in the log as a `receipt` entry. A leaf is the JCS of one of
     revoked, reinstated    {id, reason, record, revoked_at, reinstated_at, reinstated_by}
     suspended              {id, reason, record, suspended_at}
 
-(`record`, `reinstated_by`: `sha256:` of the records that decided it). Responses are
+(`record`, `reinstated_by`: `sha256:` of the records that decided it; a receipt whose level
+does not hold is a revoked leaf whose reason is `witness_invalid`, `auditor_invalid` or
+`witness_unqualified`). Responses are
 produced from the epoch: `revoked` carries a `revocation` block and `suspended` a
 `suspension` block, each with the deciding record, the Git path from the anchored
 commit tree down to it and that commit's .tlog-proof (the same evidence for the
 rotation a retired or lost key is linked by, `linked_by`, and for the recovery,
 `reinstated`, and for a conformance receipt that falls with its subject, the receipt
-itself, `via`); `good` (the id is named by some record) and `unknown` (it is not)
+itself, `via`; for a receipt whose level does not hold, `signer` names the witness or
+auditor that does not count, with its own standing when it signed, the deciding record is
+that signer's, and `via` the receipt with its raw Git commit, whose time bounds the
+signing); `good` (the id is named by some record) and `unknown` (it is not)
 carry the non-membership proof. Each response is signed by the registry key;
 `registry.statusverify` checks one offline.
 
@@ -227,8 +232,13 @@ class StatusProducer:
         block = self._evidence(epoch, s.record)
         if s.linked_by is not None:
             block["linked_by"] = self._evidence(epoch, s.linked_by)
-        if s.via is not None:  # a receipt answering with its subject's standing: the receipt names the subject
-            block["via"] = self._evidence(epoch, s.via)
+        if s.via is not None:  # the receipt: it names the subject whose standing it shares, or the signer
+            block["via"] = self._evidence(epoch, s.via, with_commit=s.signer is not None)
+        if s.signer is not None:  # a receipt whose level does not hold: the signer that does not count
+            block["signer"] = {"id": s.signer}
+            if s.signer_standing is not None:  # ... and its own standing then (the deciding record's)
+                block["signer"] |= {"status": s.signer_standing.status, "since": format_utc(s.signer_standing.since),
+                                    "reason": s.signer_standing.reason}
         if s.status == "suspended":
             body["suspension"] = {"suspended_at": format_utc(s.since), "reason": s.reason, **block}
         else:
@@ -260,16 +270,20 @@ class StatusProducer:
                 "this_update": format_utc(epoch.this_update), "next_update": format_utc(epoch.next_update),
                 "epoch": epoch.statement, "epoch_anchor": epoch.anchor}
 
-    def _evidence(self, epoch: Epoch, rec: Rec) -> dict[str, Any]:
+    def _evidence(self, epoch: Epoch, rec: Rec, *, with_commit: bool = False) -> dict[str, Any]:
         """A record with what proves it is in the registry: the Git path from its anchored
         commit's tree, that commit's .tlog-proof, the kill switch receipt's anchor and the
-        DID documents its signature was checked with."""
+        DID documents its signature was checked with. `with_commit`: the raw Git commit too,
+        whose committer time (bound to the anchored commit id) is the latest time the record
+        can have been signed."""
         commit = epoch.located[rec.path]
         out: dict[str, Any] = {
             "record": rec.body, "path": rec.path, "seq": commit.seq, "commit": commit.commit, "tree": commit.tree,
             "git_path": [b64enc(t) for t in self.repo.tree_path(commit.tree, rec.path)],
             "anchor": (self.anchors_dir / Path(anchor_path(commit.seq, self.index.several_logs)).name).read_text(),
         }
+        if with_commit:
+            out["commit_object"] = b64enc(self.repo.commit(commit.commit).as_raw_string())
         if rec.type == "kill_switch":
             proof = self.repo.read(commit.tree, receipt_proof_path(rec.path, self.index.several_logs))
             out["receipt_anchor"] = proof.decode() if proof else ""

@@ -43,6 +43,17 @@ function recordWords(rec) {
 
 /** The sentence a relying party acts on, for a verified answer (§6.1). */
 function meaning(v, id) {
+  if (v.signer) { // a conformance receipt whose level does not hold: a signer that does not count (§31, §28.5)
+    const who = value(v.signer, 'signer', { link: { href: href({ view: 'principal', id: v.signer }) } });
+    const since = iso(v.revokedAt);
+    if (v.reason === 'witness_unqualified')
+      return { headline: `REVOKED (witness_unqualified) from ${since}: its level does not hold`,
+        detail: ['witness ', who, ' held no valid L4/L5 receipt when it signed, and too few qualified witnesses remain: the receipt never proved its level.'] };
+    const role = v.reason === 'auditor_invalid' ? 'auditor' : 'witness';
+    return { headline: `REVOKED (${v.reason}) from ${since}: its level does not hold`,
+      detail: [`its ${role} `, who, ' had lost its standing (', recordWords(v.deciding),
+        ') no later than the receipt was committed, the latest time it can have signed: its signature does not count, and the signatures left do not make the level.'] };
+  }
   if (v.subject) { // a conformance receipt that falls with its subject: the subject's standing, said of the receipt
     const subject = value(v.subject, 'subject', { link: { href: href({ view: 'principal', id: v.subject }) } });
     const since = iso(v.status === 'suspended' ? v.suspendedAt : v.revokedAt);
@@ -206,9 +217,11 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
     checks.push(r('pass', 'deciding record', ...recordWords(v.deciding), ': its signature, its Git path from the commit tree and the commit\'s anchors verify'));
     if (v.linkedBy) checks.push(r('pass', 'linked by', ...recordWords(v.linkedBy), v.reason === 'superseded' ? ': the rotation that made this key the principal\'s key'
       : ': the rotation that made the lost key the principal\'s key'));
-    if (v.via) checks.push(r('pass', 'with its subject', ...recordWords(v.via), ': this receipt, proven in the registry as the deciding record is, names the subject ',
+    if (v.via && !v.signer) checks.push(r('pass', 'with its subject', ...recordWords(v.via), ': this receipt, proven in the registry as the deciding record is, names the subject ',
       value(v.subject, 'subject'), ' whose standing the deciding record decides'));
     if (v.reinstatedBy) checks.push(r('pass', 'reinstated by', ...recordWords(v.reinstatedBy), `: a recovery, from ${iso(v.reinstatedAt)}`));
+    if (v.signer && v.via) checks.push(r('pass', 'signer', value(v.signer, 'signer'), ' signed this receipt (', ...recordWords(v.via),
+      '), and the deciding record takes its standing away no later than that commit\'s time'));
   }
   const now = Date.now() / 1000, nextU = v.nextUpdate.getTime() / 1000;
   checks.push(r('pass', 'fresh', 'answered ', time(resp.this_update), ', fresh until ', time(resp.next_update, { age: false }),
@@ -226,6 +239,7 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
   if (v.status === 'suspended') f.push(['suspended at', time(iso(v.suspendedAt))], ['reason', String(v.reason)],
     ['suspended by', v.deciding && v.deciding.type === 'key_event' ? value(v.deciding.issuedBy, 'signer') : 'the registry, automatically (§5.3)']);
   if (v.subject) f.push(['with its subject', value(v.subject, 'subject', { link: { href: href({ view: 'principal', id: v.subject }) } })]);
+  if (v.signer) f.push(['signer that does not count', value(v.signer, 'signer', { link: { href: href({ view: 'principal', id: v.signer }) } })]);
   if (v.deciding) f.push(['deciding record', recordWords(v.deciding)]);
   if (v.linkedBy) f.push(['linked by', recordWords(v.linkedBy)]);
   facts('status-facts', f);
