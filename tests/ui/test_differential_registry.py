@@ -643,6 +643,9 @@ def _conformance_cases() -> list[dict[str, Any]]:
                                       [impl.document]),
         **{f"L5, {name}": (web_receipt(impl, "L5", witnesses=(w1, w2, w3), audit=bad, issued=issued), [impl.document])
            for name, bad in bad_audits.items()},
+        "L3-NC did:web": (web_receipt(impl, "L3-NC", issued=issued), [impl.document]),
+        "L3-NC, commercial profile": (_profiled(impl, "L3-NC", "commercial", issued), [impl.document]),
+        "L3, non-commercial profile": (_profiled(impl, "L3", "non-commercial", issued), [impl.document]),
         "L2 did:key": (receipt(w1, "L2", issued=issued), []),
         "L3 did:key (no publisher)": (receipt(w1, "L3", issued=issued), []),
     }
@@ -671,6 +674,15 @@ def _conformance_cases() -> list[dict[str, Any]]:
             cases.append({"kind": "conformance", "name": f"{name}: {mname}", "text": json.dumps(doc),
                           "documents": documents, "now": when if isinstance(when, str) else now})
     return cases
+
+
+def _profiled(subject: WebSubject, level: str, profile: str, issued: datetime) -> dict:
+    """A receipt with `profile` as given, self-signed after it was set (§31 profile rule)."""
+    from tlog.formats.conformance import sign_conformance
+
+    from tests.support.conformance import web_receipt
+    body = {k: v for k, v in web_receipt(subject, level, issued=issued).items() if k != "signatures"}
+    return sign_conformance({**body, "profile": profile}, subject.seed, by=subject.key_id)
 
 
 def _first_proof(doc: dict) -> dict:
