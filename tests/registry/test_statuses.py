@@ -336,3 +336,17 @@ def _keyfile(tmp_path: Path, seed: bytes) -> Path:
     path = tmp_path / f"{uuid.uuid4()}.key"
     keyfiles.write_private_key(path, keys.Signer("oap-registry", seed).to_skey())
     return path
+
+
+async def test_a_time_the_registry_writes_is_one_it_reads_back(reg, tmp_path):
+    """A revocation dated in year 1 (an accepted RFC 3339 time): the answer's revoked_at is
+    written `0001-01-01T00:00:00Z`, which the verifier, the CLI and a mirror read back (it was
+    written `1-01-01T00:00:00Z`, which no reader accepts, so the answer did not verify)."""
+    k = generate_seed()
+    await post(reg, make_revocation(k, kind="key", subject=did(k), reason="key_compromise",
+                                    effective_at="0001-01-01T00:00:00Z"))
+    resp, verdict = await answer(reg, did(k))
+    assert resp["revocation"]["revoked_at"] == "0001-01-01T00:00:00Z"
+    assert verdict == ("revoked", "0001-01-01T00:00:00Z", "key_compromise", None)
+    code, js = await cli_status(reg, did(k), tmp_path)
+    assert code == 3 and js["revoked_at"] == "0001-01-01T00:00:00Z"
