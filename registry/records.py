@@ -385,6 +385,11 @@ class _NoBootstrap:
     def __init__(self, state: RegistryState) -> None:
         self._state = state
         self.bootstrap_witnesses: frozenset[str] = frozenset()
+        self._memo: dict[Any, Any] = {}
+
+    def memo(self) -> dict[Any, Any]:
+        """Its own: what is derived without the bootstrap witnesses is not the registry's."""
+        return self._memo
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._state, name)

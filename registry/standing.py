@@ -31,7 +31,12 @@ The meaning of the registry's records for relying parties (OAP-CORE-1.0 §5.3, �
   them: they only take trust away.
 - A **conformance receipt** shares its subject's standing: it is revoked from the
   subject's `revoked_at` (whatever the reason, `superseded` included) and suspended while
-  the subject is, besides its own revocations and expiry.
+  the subject is, besides its own revocations and expiry. Its level holds only while its
+  signers count (§31, §28.5): a witness or auditor counts if its key was valid for its DID
+  at the receipt's commit time, the latest time it can have signed (an L5 witness: holding
+  a valid L4/L5 then); when too few count, the receipt is revoked from its `issued_at`
+  (`witness_invalid`, `auditor_invalid`, `witness_unqualified`). A compromise dated after
+  the commit leaves the signature standing.
 
 Pure functions over the registry's state (`records.RegistryState`, which `index.Index`
 implements); `records.check_rules` and `status` both read them, so the registry's rules
@@ -682,8 +687,9 @@ def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
 
 def next_change(index: Indexed, at: datetime) -> datetime | None:
     """The first time after `at` at which a standing may change: a scheduled revocation,
-    kill switch or key event taking effect, or a receipt expiring."""
+    kill switch or key event taking effect, or a receipt issued (its level judged from then)
+    or expiring."""
     times = [t for rec in index.all_records()
-             for t in ((rec.expires_at,) if rec.type == "conformance" else (rec.effective_at,))
+             for t in ((rec.expires_at, rec.effective_at) if rec.type == "conformance" else (rec.effective_at,))
              if t is not None and t > at]
     return min(times) if times else None
