@@ -375,24 +375,8 @@ class RegistryState(Protocol):
 def holds_high_level(state: RegistryState, did: str, at: datetime) -> bool:
     """§31: `did` holds a valid (unexpired, unrevoked, its level holding) L4 or L5 receipt in this
     registry at `at`, and is itself neither revoked, retired by a rotation nor suspended
-    (`registry.standing.qualified`, without the bootstrap witnesses)."""
-    return qualified(_NoBootstrap(state), did, at)
-
-
-class _NoBootstrap:
-    """`state` without its bootstrap witnesses: whether a DID holds a receipt of its own."""
-
-    def __init__(self, state: RegistryState) -> None:
-        self._state = state
-        self.bootstrap_witnesses: frozenset[str] = frozenset()
-        self._memo: dict[Any, Any] = {}
-
-    def memo(self) -> dict[Any, Any]:
-        """Its own: what is derived without the bootstrap witnesses is not the registry's."""
-        return self._memo
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._state, name)
+    (`registry.standing.qualified`, a bootstrap witness or not)."""
+    return qualified(state, did, at, bootstrap=False)
 
 
 def _retired(state: RegistryState, who: str, now: datetime) -> str | None:

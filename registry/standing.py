@@ -520,15 +520,16 @@ def signer_standing(state: State, did: str, at: datetime) -> Standing | None:
     return got
 
 
-def qualified(state: State, did: str, at: datetime, before: int | None = None) -> bool:
+def qualified(state: State, did: str, at: datetime, before: int | None = None, *, bootstrap: bool = True) -> bool:
     """§31 L5: `did` "holds a valid L4 or L5 Conformance Receipt" at `at` (or is one of the
     registry's bootstrap witnesses), and is itself neither revoked, retired nor suspended then.
     A receipt counts when it was committed before position `before` (None: any in `state`),
     was issued by `at` (5 minutes' skew), had not expired nor been revoked by then, and its own
-    level held (its signers counted when they signed)."""
+    level held (its signers counted when they signed). `bootstrap=False`: whether `did` holds
+    such a receipt of its own, a bootstrap witness or not."""
     if signer_standing(state, did, at) is not None:
         return False
-    if did in state.bootstrap_witnesses:
+    if bootstrap and did in state.bootstrap_witnesses:
         return True
     return any(
         r.level in HIGH_LEVELS and r.effective_at <= at + MAX_CLOCK_SKEW and r.expires_at is not None
