@@ -79,8 +79,12 @@ export async function render(params) {
   const named = registryLogs(info);
   let genesis = null;
   try { genesis = await registryGenesis(info); } catch (_) { genesis = null; }
-  facts('registry-facts', [['registry', `${info.name} (${info.mode})`], ['anchors signed by', value(info.registry, 'registry key')],
-    ['status answers signed by', info.status_service ? value(info.status_service, 'status key') : 'no status service'],
+  const keyPin = (did) => { // as the status view says it: pinned by a policy's registry line, or only named
+    const k = app.trust.registryKey(did, named.logs.map((l) => l.origin));
+    return k.pinned ? ' (pinned)' : k.others ? ' (NOT the key the pinned policy pins)' : ' (not pinned: the registry names it)';
+  };
+  facts('registry-facts', [['registry', `${info.name} (${info.mode})`], ['anchors signed by', [value(info.registry, 'registry key'), keyPin(info.registry)]],
+    ['status answers signed by', info.status_service ? [value(info.status_service, 'status key'), keyPin(info.status_service)] : 'no status service'],
     ['head', info.head ? [commitLink(info.head.seq, info.head.commit, `commit ${info.head.seq}`), ' ', value(info.head.commit, 'commit')] : 'empty'],
     ['anchored in', named.logs.length ? named.logs.map((l, i) => h('span', { class: 'rec', data: { log: l.origin } }, `${i + 1}. ${l.origin}`,
       l.url ? [' at ', h('a', { href: href({ view: 'log', log: l.url }), text: l.url })] : '', ' key ', value(l.vkey, `key of ${l.origin}`))) : '—'],
