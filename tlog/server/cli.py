@@ -108,7 +108,11 @@ async def _start(cfg: LogConfig, hooks: Hooks | None = None) -> Running:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Private key file to create (mode 0600, never overwritten).")
 def keygen(name: str, out: Path) -> None:
-    """Make an Ed25519 key; prints only the verifier key."""
+    """Make an Ed25519 key; prints its did:key (the signer the receipt entries it signs name)
+    and its verifier key (the signed-note key, for a log), never the private key; both are
+    also written beside it (OUT.did, OUT.vkey)."""
+    from tlog.formats.did import did_key_from_public
+
     try:
         signer = keys.Signer.generate(name)
         keyfiles.write_private_key(out, signer.to_skey())
@@ -116,8 +120,11 @@ def keygen(name: str, out: Path) -> None:
         fail(f"{out} exists; refusing to overwrite a key")
     except OAPError as e:
         fail(e.message)
+    did = did_key_from_public(signer.public)
     Path(str(out) + ".vkey").write_text(signer.vkey + "\n")
-    click.echo(signer.vkey)
+    Path(str(out) + ".did").write_text(did + "\n")
+    click.echo(f"did:key:      {did}   (its identity: entries it signs name this signer; {out}.did)")
+    click.echo(f"verifier key: {signer.vkey}   (as a log's or note key; {out}.vkey)")
 
 
 @main.command()

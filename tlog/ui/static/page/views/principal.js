@@ -7,7 +7,7 @@
 // every record naming the id.
 import * as oap from '../../lib/index.js';
 import { $, h, rows, facts, fill, value, time, rawLink, reasonOf } from '../dom.js';
-import { show, failed, running, idle } from '../verdict.js';
+import { show, running, idle, failedOrInput, checkLength, InputError } from '../verdict.js';
 import { app } from '../services.js';
 import { get, pathPart } from '../net.js';
 import { href, params as currentParams } from '../router.js';
@@ -153,10 +153,16 @@ export async function render(params) {
   if (!id) { idle('status-verdict', 'no status checked'); return; }
   running('status-verdict');
   try {
+    checkLength(id, 'the id');
+    checkLength(issuer, 'the issuer');
     const info = await registryInfo();
     const q = issuer ? `?issuer=${encodeURIComponent(issuer)}` : '';
     const url = `${app.registry}/v1/status/${pathPart(id)}${q}`;
-    const text = await get(url, 'text', { fresh: true });
+    let text;
+    try { text = await get(url, 'text', { fresh: true }); } catch (e) { // the registry refused the id as malformed: the input
+      if (e.status === 400 && e.code === 'invalid_input') throw new InputError(e.said || 'the registry refused this id');
+      throw e;
+    }
     if (mine !== generation) return;
     const trust = await registryPolicy(info, { statusAnswers: true });
     const shown = await showAnswer(text, { id, issuer, info, trust, url });
@@ -173,7 +179,7 @@ export async function render(params) {
     const owner = cls > 0 && TOKEN_CLASSES.includes(id.slice(cls + 1)) ? id.slice(0, cls) : id; // a token class: its principal's records
     await Promise.all([statusLists(id, info), conformance(id), records(owner)]);
   } catch (e) {
-    if (mine === generation) failed('status-verdict', reasonOf(e));
+    if (mine === generation) failedOrInput('status-verdict', e, reasonOf);
   }
 }
 

@@ -5,7 +5,7 @@
 // registry's word for that log's key (never green).
 import * as oap from '../../lib/index.js';
 import { $, h, rows, facts, fill, value, time, rawLink, copyButton, downloadButton, reasonOf } from '../dom.js';
-import { show, failed, running } from '../verdict.js';
+import { show, failed, running, wrongInput, checkLength } from '../verdict.js';
 import { app } from '../services.js';
 import { get } from '../net.js';
 import { href, go } from '../router.js';
@@ -21,7 +21,8 @@ export function init() {
   $('registry-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const id = $('status-id').value.trim(), issuer = $('status-issuer').value.trim();
-    if (!id) { failed('registry-verdict', 'give a DID or a record id'); return; }
+    if (!id) { wrongInput('registry-verdict', 'give a DID, a token class (DID#oauth_grants) or a record id'); return; }
+    try { checkLength(id, 'the id'); checkLength(issuer, 'the issuer'); } catch (err) { wrongInput('registry-verdict', err.reason); return; }
     go({ view: 'principal', id, issuer: issuer || null });
   });
 }
