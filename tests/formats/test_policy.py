@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlog.errors import FormatError
-from tlog.formats.encoding import b64enc
 from tlog.formats.did import did_key_from_public
+from tlog.formats.encoding import b64enc
 from tlog.formats.policy import Policy, PolicyGroup, PolicyLog, PolicyRegistry, PolicyWitness, parse_policy
 
 # V5 real keys; the 0x04 form wraps the same Ed25519 key as the 0x01 form.

@@ -72,7 +72,7 @@ const KINDS = {
   },
   anchored: async (c) => {
     const policy = await TrustPolicy.fromText(c.policy);
-    const v = await policy.verifyAnchored(c.text);
+    const v = await policy.verifyAnchored(c.text, { entry: c.entry ?? null, leaf: c.leaf ?? null, readExtra: c.read_extra ?? true });
     return { logs: v.logs, failures: v.failures, index: Number(v.entries[0].index) };
   },
   eddsa_jcs_2022: async (c) => {
