@@ -728,7 +728,7 @@ def test_registry_status_records_and_commit_anchors_verify_in_the_page(network, 
         set_text(browser, "status-id", who)
         state, said = rerun(browser, "status-verdict", "#registry-form button")
         assert state == want, said
-        assert "signature by the status key did:key:" in said and "anchored in the log" in said, said
+        assert "signature by the pinned status key did:key:" in said and "anchored in the log" in said, said
         assert "fresh" in said and "for another" in said, said
         # the verdict is set before the principal's records are fetched and checked: wait for them
         records = wait_for(browser, lambda b: "verified" in text(b, "principal-records") and text(b, "principal-records"),
