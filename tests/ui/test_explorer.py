@@ -763,7 +763,8 @@ def test_witness_view_shows_its_logs_and_refusals(network, browser, tmp_path):
     refusals = text(browser, "witness-refusals")
     assert "not.followed/log" in refusals and str(refused.value.code) in refusals
     listed = text(browser, "witness-list")
-    assert listed.count("http://127.0.0.1:") == 4, listed  # every witness key the log names (w1 has two)
+    # every witness key the log names (w1 has two), and the mirror its policy names
+    assert listed.count("http://127.0.0.1:") == 5 and "mirror m1" in listed, listed
     shot(browser, tmp_path, "witness-1400")
     no_console_errors(browser)
 
