@@ -69,6 +69,7 @@ def load_or_create_keys(cfg: WitnessConfig) -> tuple[tuple[Cosigner, ...], Ed255
                                        hint="run `oap-witness keygen --name <name>` or set name")
     identity_path = cfg.identity_key_path
     if not key_exists(identity_path):
+        identity_path.parent.mkdir(parents=True, exist_ok=True)
         write_private_key(identity_path, Signer.generate(identity_key_name(signers[0].name)).to_skey())
         log.info("generated a new identity key for %s", signers[0].name)
     return signers, read_identity(identity_path)

@@ -8,8 +8,9 @@ exist, then read it back through the same checks as any later start.
 `open_key` is how every service and CLI opens a signing key setting, which is one of:
 
 - a key file (the default, and what `make run` uses);
-- an encrypted key file: the key file's text in the age format (age-encryption.org/v1)
-  with an scrypt passphrase recipient, as `oap-log encrypt-key` or `age -p` write it;
+- an encrypted key file: the key file's text in the age format (C2SP age,
+  `tlog.formats.age`) with an scrypt passphrase recipient, as `oap-log encrypt-key` or
+  `age -p` write it;
   the passphrase comes from OAP_KEY_PASSPHRASE_FILE (a 0600 file) or OAP_KEY_PASSPHRASE,
   never a command line;
 - a `pkcs11:` URI (RFC 7512): the key stays in its token (`tlog.runtime.pkcs11`).
@@ -20,12 +21,12 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tlog.errors import ConfigError, Forbidden, FormatError
+from tlog.errors import ConfigError, FormatError
+from tlog.formats import age
 from tlog.formats.keys import (
     COSIGNATURE_MLDSA44,
     ED25519,
@@ -37,6 +38,7 @@ from tlog.formats.keys import (
     load_cosigner,
     parse_signer_key,
 )
+from tlog.runtime.secretfiles import read_private_key, read_secret_bytes, write_secret
 
 log = logging.getLogger("oap.keys")
 
@@ -57,50 +59,6 @@ def write_private_key(path: str | os.PathLike[str], skey_text: str) -> None:
     """Create `path` holding a signer key (Go's format) with mode 0600; never overwrite."""
     parse_signer_key(skey_text)  # never write something we could not load back
     write_secret(path, skey_text)
-
-
-def write_secret(path: str | os.PathLike[str], text: str) -> None:
-    """Create `path` holding `text` with mode 0600; never overwrite.
-
-    O_EXCL makes creation atomic (FileExistsError if it exists: an existing
-    key may be the only copy). File and directory are fsynced so the secret
-    survives a crash once this returns.
-    """
-    write_secret_bytes(path, (text + "\n").encode("utf-8"))
-
-
-def write_secret_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """`write_secret` of bytes (an encrypted key file)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # exact mode, whatever the umask
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
-    os.close(fd)
-    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
-def read_private_key(path: str | os.PathLike[str]) -> str:
-    """Read a key or credentials file, refusing one that group or others could access.
-
-    Checked on the open descriptor (no race with a chmod); raises Forbidden.
-    """
-    data = _read_bytes(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise FormatError("private key file is not UTF-8") from None
-    return text.rstrip("\r\n")
 
 
 def bucket_credentials(credentials_file: str | os.PathLike[str] | None) -> tuple[str, str]:
@@ -129,9 +87,7 @@ def read_seed(path: str | os.PathLike[str]) -> bytes:
 
 PASSPHRASE_ENV = "OAP_KEY_PASSPHRASE"
 PASSPHRASE_FILE_ENV = "OAP_KEY_PASSPHRASE_FILE"
-_AGE_MAGIC = (b"age-encryption.org/v1\n", b"-----BEGIN AGE ENCRYPTED FILE-----")
 _KEY_TYPES = {"ed25519": ED25519, "mldsa44": COSIGNATURE_MLDSA44}
-_MAX_KEY_FILE = 64 * 1024
 
 
 def is_token_uri(ref: str | os.PathLike[str]) -> bool:
@@ -177,66 +133,30 @@ def passphrase_for(path: str | os.PathLike[str]) -> bytes:
     return text.encode("utf-8")
 
 
-def _age():
-    try:
-        import pyrage
-    except ImportError:
-        raise ConfigError("encrypted key files need pyrage: pip install 'oap-tlog[keys]'") from None
-    return pyrage
-
-
-def is_encrypted(data: bytes) -> bool:
-    return data.startswith(_AGE_MAGIC)
-
-
 def encrypt_key_text(text: str, passphrase: bytes) -> bytes:
-    """A key file's text encrypted to `passphrase` (age, scrypt recipient; armored, so the
-    file stays text)."""
-    if not passphrase:
-        raise ConfigError("an empty passphrase encrypts nothing")
+    """A key file's text encrypted to `passphrase` (age, scrypt recipient, armored: the file
+    stays text)."""
     parse_signer_key(text)  # never encrypt something we could not load back
-    return _age().passphrase.encrypt(text.encode("utf-8"), passphrase.decode("utf-8"), armored=True)
+    try:
+        return age.encrypt(text.encode("utf-8"), passphrase)
+    except FormatError as e:
+        raise ConfigError(e.message) from None
 
 
 def read_key_text(path: str | os.PathLike[str]) -> tuple[str, bool]:
     """A key file's text, decrypted when it is encrypted (mode checked like every key file);
     (text, whether it was encrypted)."""
-    data = _read_bytes(path)
-    if not is_encrypted(data):
+    data = read_secret_bytes(path)
+    encrypted = age.is_encrypted(data)
+    if encrypted:
         try:
-            return data.decode("utf-8").rstrip("\r\n"), False
-        except UnicodeDecodeError:
-            raise FormatError("private key file is not UTF-8") from None
-    pyrage = _age()
+            data = age.decrypt(data, passphrase_for(path))
+        except FormatError as e:
+            raise ConfigError(f"{os.fspath(path)}: cannot decrypt it ({e.message.removeprefix('age: ')})") from None
     try:
-        plain = pyrage.passphrase.decrypt(data, passphrase_for(path).decode("utf-8"))
-    except pyrage.DecryptError:
-        raise ConfigError(f"{os.fspath(path)}: cannot decrypt it with the passphrase given (wrong passphrase?)") \
-            from None
-    try:
-        return plain.decode("utf-8").rstrip("\r\n"), True
+        return data.decode("utf-8").rstrip("\r\n"), encrypted
     except UnicodeDecodeError:
-        raise ConfigError(f"{os.fspath(path)}: the decrypted key is not UTF-8") from None
-
-
-def _read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """A key file's bytes, with `read_private_key`'s checks (regular file, mode 0600 or stricter)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Forbidden(f"private key {os.fspath(path)!r} is not a regular file")
-        if st.st_mode & 0o077:
-            raise Forbidden(
-                f"private key {os.fspath(path)!r} has mode {stat.S_IMODE(st.st_mode):04o}; "
-                "it must not be readable by group or others (chmod 600)"
-            )
-        if st.st_size > _MAX_KEY_FILE:
-            raise FormatError(f"private key {os.fspath(path)!r} is larger than 64 KiB")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    finally:
-        os.close(fd)
+        raise FormatError("private key file is not UTF-8") from None
 
 
 def open_key(ref: str | os.PathLike[str], *, what: str, kind: str = "ed25519",

@@ -41,7 +41,7 @@ from urllib.parse import unquote_to_bytes
 
 from tlog.errors import ConfigError, OAPError, SignatureError, Unavailable
 from tlog.formats import ed25519, mldsa
-from tlog.runtime.keyfiles import read_private_key
+from tlog.runtime.secretfiles import read_private_key
 
 log = logging.getLogger("oap.keys")
 
@@ -315,7 +315,7 @@ def open_signer(uri_text: str | os.PathLike[str], *, algorithm: str = "ed25519")
             if algorithm == "ed25519":
                 if key_type != pkcs11.KeyType.EC_EDWARDS or bytes(pub[pkcs11.Attribute.EC_PARAMS]) not in \
                         _ED25519_NAMES:
-                    raise ConfigError(f"{uri.describe()}: the key is {getattr(key_type, 'name', key_type)}, "
+                    raise ConfigError(f"{uri.describe()}: the key is {key_type!s}, "
                                       "not Ed25519")
                 public = _ed25519_public(pub, uri)
             else:

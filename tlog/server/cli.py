@@ -31,6 +31,7 @@ from tlog.runtime.cli import (
     run,
     serve_options,
 )
+from tlog.runtime.secretfiles import write_secret_bytes
 from tlog.server.config import LogConfig
 from tlog.storage.durable import fsync_dir, write_atomic
 from tlog.storage.interface import Fault
@@ -158,7 +159,7 @@ def encrypt_key(src: Path, out: Path) -> None:
         if encrypted:
             fail(f"{src} is already encrypted")
         passphrase = keyfiles.passphrase_for(out)
-        keyfiles.write_secret_bytes(out, keyfiles.encrypt_key_text(text, passphrase))
+        write_secret_bytes(out, keyfiles.encrypt_key_text(text, passphrase))
     except FileExistsError:
         fail(f"{out} exists; refusing to overwrite a key")
     except ConfigError as e:
