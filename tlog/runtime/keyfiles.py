@@ -10,9 +10,8 @@ exist, then read it back through the same checks as any later start.
 - a key file (the default, and what `make run` uses);
 - an encrypted key file: the key file's text in the age format (C2SP age,
   `tlog.formats.age`) with an scrypt passphrase recipient, as `oap-log encrypt-key` or
-  `age -p` write it;
-  the passphrase comes from OAP_KEY_PASSPHRASE_FILE (a 0600 file) or OAP_KEY_PASSPHRASE,
-  never a command line;
+  `age -p` write it; the passphrase comes from OAP_KEY_PASSPHRASE_FILE (a 0600 file) or
+  OAP_KEY_PASSPHRASE, never a command line;
 - a `pkcs11:` URI (RFC 7512): the key stays in its token (`tlog.runtime.pkcs11`).
 
 It logs one line saying which of these a key is and where, never the key.
