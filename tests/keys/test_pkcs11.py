@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from tlog.errors import ConfigError, SignatureError, Unavailable
 from tlog.formats import ed25519
 from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
+from tlog.formats.did import did_key_from_public
 from tlog.formats.hashing import format_sha256, sha256
 from tlog.formats.keys import CosignatureSigner, Signer, parse_vkey
 from tlog.formats.note import open_note, parse_note, sign_note
@@ -27,6 +28,14 @@ from tests.support.services import BIN, ORIGIN, log_service
 
 def run(*args: str):
     return CliRunner().invoke(log_cli, list(args))
+
+
+def printed(output: str, label: str) -> str:
+    """The value `oap-log keygen` prints on its "<label>:" line."""
+    for line in output.splitlines():
+        if line.startswith(label + ":"):
+            return line[len(label) + 1:].split()[0]
+    raise AssertionError(f"no {label!r} line in {output!r}")
 
 
 # --- the URI and its PIN -------------------------------------------------------------------
@@ -110,7 +119,8 @@ def test_an_ed25519_key_of_another_log_is_refused_when_the_log_has_a_key(hsm, tm
     # its own key moved into the token is accepted: same verifier key, same signatures
     moved = hsm.uri("other", "b-log-key")
     r = run("keygen", "--name", "b.example/log", "--out", moved, "--import", str(data / "log.key"))
-    assert r.exit_code == 0 and r.output.strip() == file_signer.vkey, r.output
+    assert r.exit_code == 0 and printed(r.output, "verifier key") == file_signer.vkey, r.output
+    assert printed(r.output, "did:key") == did_key_from_public(file_signer.public)
     token_signer = load_or_create_key(data, "b.example/log", Path(moved))
     assert token_signer.vkey == file_signer.vkey and not token_signer.in_process
     text = Checkpoint("b.example/log", 1, bytes(32)).to_text()
@@ -126,7 +136,7 @@ def test_log_signs_in_the_token_and_add_with_a_token_key_verifies_offline(hsm, t
     log_key = hsm.uri("log", "checkpoints")
     r = run("keygen", "--name", ORIGIN, "--out", log_key)
     assert r.exit_code == 0, r.output
-    vkey = r.output.strip()
+    vkey = printed(r.output, "verifier key")
     data = tmp_path / "data"
     svc = started(log_service(data, "--batch-interval-ms", "5", env={**hsm.env, "OAP_LOG_KEY_FILE": log_key}))
     assert svc.vkey == vkey
@@ -139,7 +149,7 @@ def test_log_signs_in_the_token_and_add_with_a_token_key_verifies_offline(hsm, t
     me = hsm.uri("signer", "me")
     r = run("keygen", "--name", "me", "--out", me)
     assert r.exit_code == 0, r.output
-    me_public = parse_vkey(r.output.strip()).public
+    me_public = parse_vkey(printed(r.output, "verifier key")).public
     bundle = tmp_path / "r.tlog-proof"
     digest = sha256(b"a receipt")
     r = run("add", "--hash", format_sha256(digest), "--key", me, "--url", svc.url, "--policy", str(data / "log.policy"),
@@ -189,8 +199,6 @@ def test_witness_cosigns_and_identity_signs_with_token_keys(hsm, tmp_path):
     finally:
         svc.close()
     # the identity key signs conformance receipts: its did:key is the token key's
-    from tlog.formats.did import did_key_from_public
-
     assert svc.peer.did == did_key_from_public(identity_public)
 
 
@@ -227,8 +235,6 @@ async def test_registry_anchors_and_signs_statuses_with_a_token_key(hsm, tmp_pat
     public = pkcs11.generate_ed25519(key)
     reg = await start_registry(tmp_path / "reg", log, key_file=Path(key), epoch_seconds=3600)
     try:
-        from tlog.formats.did import did_key_from_public
-
         assert reg.svc.registry == did_key_from_public(public)
         assert not (tmp_path / "reg" / "registry.key").exists()
         # a participant revokes its own key, signing the record in the token
