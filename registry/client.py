@@ -11,25 +11,30 @@ from urllib.parse import quote
 import aiohttp
 
 from tlog.client.client import ServerError, bearer, oap_request, read_answer
+from tlog.client.verifier import TrustPolicy
 from tlog.formats.did import did_key_from_public
-from tlog.formats.ed25519 import public_from_seed
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import format_utc
 from tlog.formats.urls import check_url
 from tlog.transport import Outbound
 
+from .anchoring import Genesis
 from .records import sign_record
-from .statusverify import StatusVerificationError, check_answer_id, status_id_of
+from .statusverify import StatusVerificationError, VerifiedStatus, check_answer_id, status_id_of, verify_status
+
+MAX_EPOCHS = 64
+"""Token epochs `token_epoch` follows at most (one per recovery after a kill switch)."""
 
 
 def _now() -> str:
     return format_utc(datetime.now(UTC).replace(microsecond=0))
 
 
-def did_of(seed: bytes) -> str:
-    return did_key_from_public(public_from_seed(seed))
+def did_of(seed: Ed25519Key) -> str:
+    return did_key_from_public(ed25519_signer(seed).public)
 
 
-def make_revocation(seed: bytes, *, kind: str, subject: str, reason: str = "unspecified",
+def make_revocation(seed: Ed25519Key, *, kind: str, subject: str, reason: str = "unspecified",
                     effective_at: str | None = None, status_list_index: int | None = None,
                     status_list: int | None = None, record_id: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"type": "revocation", "id": record_id or f"urn:oap:revocation:{uuid.uuid4()}",
@@ -42,7 +47,7 @@ def make_revocation(seed: bytes, *, kind: str, subject: str, reason: str = "unsp
     return sign_record(body, seed)
 
 
-def make_kill_switch(seed: bytes, *, principal: str | None = None, effective_at: str | None = None,
+def make_kill_switch(seed: Ed25519Key, *, principal: str | None = None, effective_at: str | None = None,
                      reason: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"type": "kill_switch", "id": f"urn:oap:kill-switch:{uuid.uuid4()}",
                             "principal": principal or did_of(seed), "effective_at": effective_at or _now(),
@@ -52,7 +57,7 @@ def make_kill_switch(seed: bytes, *, principal: str | None = None, effective_at:
     return sign_record(body, seed)
 
 
-def make_key_event(seed: bytes, *, subject: str, key: str | None = None, event: str = "add_controller",
+def make_key_event(seed: Ed25519Key, *, subject: str, key: str | None = None, event: str = "add_controller",
                    effective_at: str | None = None, reason: str | None = None) -> dict[str, Any]:
     """`key` for add_controller and rotate; `reason` for suspend (registry.records)."""
     body: dict[str, Any] = {"type": "key_event", "id": f"urn:oap:key-event:{uuid.uuid4()}", "subject": subject,
@@ -100,6 +105,30 @@ class RegistryClient:
                                 params={"issuer": issuer} if issuer else None)
         check_answer_id(resp, status_id_of(status_id, issuer))
         return resp
+
+    async def verified_status(self, status_id: str, *, registry: str, policy: TrustPolicy | None = None,
+                              issuer: str | None = None, genesis: Genesis | None = None) -> VerifiedStatus:
+        """The registry's answer about `status_id`, verified offline (`statusverify.verify_status`:
+        the registry key `registry` pinned by the caller, the log anchors against `policy`).
+        A relying party acts only on `.status == "good"`."""
+        resp = await self.status(status_id, issuer)
+        return verify_status(resp, registry=registry, status_id=status_id_of(status_id, issuer), policy=policy,
+                             genesis=genesis)
+
+    async def token_epoch(self, principal: str, token_class: str, *, registry: str,
+                          policy: TrustPolicy | None = None) -> VerifiedStatus:
+        """The verified answer about the status id the tokens `principal` issues now carry
+        (docs/architecture.md §6.1, token epochs): `<principal>#<class>` until a kill switch;
+        after each recovery the id of the epoch it opened, which every revoked answer names
+        (`reinstated_id`). While a kill switch is in force no epoch is open: the answer is the
+        revoked one. StatusVerificationError when the answers lead nowhere."""
+        sid = f"{principal}#{token_class}"
+        for _ in range(MAX_EPOCHS):
+            got = await self.verified_status(sid, registry=registry, policy=policy)
+            if got.reinstated_id is None:
+                return got
+            sid = got.reinstated_id
+        raise StatusVerificationError(f"more than {MAX_EPOCHS} token epochs of {principal}: stopped following them")
 
     async def info(self) -> dict[str, Any]:
         return await self._call("GET", "/v1/info")

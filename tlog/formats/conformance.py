@@ -34,7 +34,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tlog.errors import Forbidden, FormatError, InvalidInput, SignatureError
-from tlog.formats import ed25519
 from tlog.formats.audit import Audit, check_audit
 from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.dataintegrity import create_proof, did_key_method, proofs_of, verify_proof
@@ -55,6 +54,7 @@ from tlog.formats.diddoc import (
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import parse_sha256
 from tlog.formats.independence import Principal, parties, principal, relation
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import parse_utc
 
 LEVELS = frozenset({"L0", "L1", "L2", "L3", "L4", "L5", "L1-NC", "L3-NC"})
@@ -73,6 +73,16 @@ ALG = "EdDSA"
 ALGS = {ED25519: "EdDSA", P256: "ES256", SECP256K1: "ES256K"}
 """The JOSE name a signature's `alg` must give for the key that made it (App. C)."""
 
+NON_COMMERCIAL = "non-commercial"
+"""§31: the Non-Commercial Profile (RFC 0025), what the test suite's `--profile non-commercial`
+writes in `profile`."""
+NC_LEVELS = frozenset({"L1-NC", "L3-NC"})
+"""§31: "L1-NC and L3-NC correspond to L1 and L3 with the Wallet, Subscription, and refund
+requirements waived"; the profile defines no other level."""
+COMMERCIAL_LEVELS = frozenset({"L1", "L2", "L3", "L4", "L5"})
+"""Levels whose requirements include what the Non-Commercial Profile waives (L2 and up hold
+the Wallet, Subscription and refund requirements; L1 has its own -NC form): a receipt with
+`profile` non-commercial cannot claim them."""
 PUBLISHER_LEVELS = frozenset({"L3", "L3-NC", "L4", "L5"})
 """§31: L3 asks "DNS or DID-based publisher verification"; levels are cumulative."""
 AUDIT_LEVELS = frozenset({"L5"})
@@ -250,6 +260,7 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
         raise InvalidInput(f"{what}: level must be one of {', '.join(sorted(LEVELS))}")
     if not isinstance(claims["profile"], str) or not claims["profile"]:
         raise InvalidInput(f"{what}: profile must be a non-empty string")
+    profile_rule(level, claims["profile"], what)
     suite = claims["suite"]
     if not isinstance(suite, dict) or suite.keys() != {"name", "version"} \
             or not all(isinstance(v, str) and v for v in suite.values()):
@@ -287,6 +298,19 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
     independent_witnesses(what, level, needed, [principal(w, keys=_offline_keys(w, lookup)) for w in witnesses])
     return ConformanceReceipt(rid, subject, level, issued_at, expires_at, witnesses,
                               "vc" if is_vc(receipt) else "compact", audit)
+
+
+def profile_rule(level: str, profile: str, what: str = "conformance receipt") -> None:
+    """§31 Non-Commercial Profile: an -NC level is produced under `--profile non-commercial`,
+    so its `profile` must say so; and a receipt of that profile (the Wallet, Subscription and
+    refund requirements waived) claims an -NC level (or L0), never the full L1-L5 whose
+    requirements it skipped. InvalidInput otherwise: the receipt contradicts itself."""
+    if level in NC_LEVELS and profile != NON_COMMERCIAL:
+        raise InvalidInput(f"{what}: level {level} is the Non-Commercial Profile (§31): its profile must be "
+                           f"{NON_COMMERCIAL!r}, not {profile!r}")
+    if profile == NON_COMMERCIAL and level in COMMERCIAL_LEVELS:
+        raise InvalidInput(f"{what}: profile {NON_COMMERCIAL!r} waives requirements of level {level} (§31); "
+                           f"a non-commercial receipt claims {' or '.join(sorted(NC_LEVELS))}")
 
 
 def _check_signatures(what: str, signatures: list[_Signature], subject: str) -> tuple[str, ...]:
@@ -372,12 +396,12 @@ def independent_witnesses(what: str, level: str, needed: int, members: list[Prin
 # --- signing ---------------------------------------------------------------------------
 
 
-def _signature(receipt: dict[str, Any], seed: bytes, by: str | None = None) -> dict[str, str]:
-    did = by or did_key_from_public(ed25519.public_from_seed(seed))
-    return {"by": did, "alg": ALG, "value": b64enc(ed25519.sign(seed, signing_bytes(receipt)))}
+def _signature(receipt: dict[str, Any], seed: Ed25519Key, by: str | None = None) -> dict[str, str]:
+    did = by or did_key_from_public(ed25519_signer(seed).public)
+    return {"by": did, "alg": ALG, "value": b64enc(ed25519_signer(seed).sign(signing_bytes(receipt)))}
 
 
-def sign_conformance(unsigned: dict[str, Any], seed: bytes, by: str | None = None) -> dict[str, Any]:
+def sign_conformance(unsigned: dict[str, Any], seed: Ed25519Key, by: str | None = None) -> dict[str, Any]:
     """Return a copy of `unsigned` self-signed by the Ed25519 key `seed`.
 
     Any existing "signatures" member is replaced by the one self signature; add
@@ -392,7 +416,7 @@ def sign_conformance(unsigned: dict[str, Any], seed: bytes, by: str | None = Non
     return {**body, "signatures": [sig]}
 
 
-def witness_signature(receipt: dict[str, Any], seed: bytes) -> dict[str, str]:
+def witness_signature(receipt: dict[str, Any], seed: Ed25519Key) -> dict[str, str]:
     """A peer witness's {"by", "alg", "value"} over `receipt` (minus its signatures).
 
     Signing is all this does: the witness service must validate the receipt
@@ -412,7 +436,7 @@ def to_vc(claims: dict[str, Any], *, contexts: tuple[str, ...] = ()) -> dict[str
             "credentialSubject": cs}
 
 
-def add_proof(vc: dict[str, Any], seed: bytes, verification_method: str | None = None) -> dict[str, Any]:
+def add_proof(vc: dict[str, Any], seed: Ed25519Key, verification_method: str | None = None) -> dict[str, Any]:
     """A copy of `vc` with one more `eddsa-jcs-2022` proof (by the did:key of `seed`, or the
     given DID URL): the subject's first, then a witness's. `proof` becomes a list (a proof
     set) once it holds two."""
@@ -425,12 +449,12 @@ def add_proof(vc: dict[str, Any], seed: bytes, verification_method: str | None =
     return {**unsecured, "proof": proofs[0] if len(proofs) == 1 else proofs}
 
 
-def add_witness_signature(receipt: dict[str, Any], seed: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+def add_witness_signature(receipt: dict[str, Any], seed: Ed25519Key) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the witness's signature, the receipt with it) for a receipt in either form: a compact
     {"by", "alg", "value"}, or an `eddsa-jcs-2022` proof added to a VC's proof set. Both are
     deterministic: asking twice gives the same signature, added once."""
     if is_vc(receipt):
-        did = did_key_from_public(ed25519.public_from_seed(seed))
+        did = did_key_from_public(ed25519_signer(seed).public)
         proof = create_proof({k: v for k, v in receipt.items() if k != "proof"}, seed, did_key_method(did))
         return proof, add_proof(receipt, seed)
     sig = witness_signature(receipt, seed)

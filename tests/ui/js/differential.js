@@ -53,8 +53,9 @@ const KINDS = {
     const v = await lib.verifyStatus(c.text, { registry: c.registry, policy, now: new Date(c.now), allowStale: !!c.allow_stale });
     const t = (d) => (d ? lib.formatUtc(lib.dateToMicros(d)) : null);
     return { id: v.id, status: v.status, epoch: Number(v.epoch), log_checked: v.logChecked, reason: v.reason ?? null,
-      revoked_at: t(v.revokedAt), suspended_at: t(v.suspendedAt), reinstated_at: t(v.reinstatedAt), subject: v.subject ?? null };
+      revoked_at: t(v.revokedAt), suspended_at: t(v.suspendedAt), reinstated_at: t(v.reinstatedAt), reinstated_id: v.reinstatedId ?? null, subject: v.subject ?? null, signer: v.signer ?? null };
   },
+  time: (c) => lib.formatUtc(lib.parseUtc(c.text, 't')),
   record: async (c) => {
     const lookup = c.documents.length ? lib.lookupFrom(c.documents.map((d) => [d.id, d])) : null;
     const r = await lib.checkRecord(lib.parseJSON(c.text, { strict: false, floats: 'wrap' }), { lookup });
@@ -65,9 +66,14 @@ const KINDS = {
     const r = await lib.validateConformance(lib.parseJSON(c.text, { strict: false, floats: 'wrap' }), lib.parseUtc(c.now, 'now'), { lookup });
     return { id: r.id, subject: r.subject, level: r.level, witnesses: r.witnesses, form: r.form, auditor: r.audit ? r.audit.auditor : null };
   },
+  // tlog-policy text (tlog.formats.policy): parsed, and written back canonically
+  policy: async (c) => {
+    const p = lib.parsePolicy(c.text);
+    return { text: lib.policyToText(p), quorum: p.quorum, registries: p.registries.map((r) => [r.did, r.url]) };
+  },
   anchored: async (c) => {
     const policy = await TrustPolicy.fromText(c.policy);
-    const v = await policy.verifyAnchored(c.text);
+    const v = await policy.verifyAnchored(c.text, { entry: c.entry ?? null, leaf: c.leaf ?? null, readExtra: c.read_extra ?? true });
     return { logs: v.logs, failures: v.failures, index: Number(v.entries[0].index) };
   },
   eddsa_jcs_2022: async (c) => {
