@@ -60,7 +60,7 @@ def median(xs: list[float]) -> float:
     return float(np.median(xs))
 
 
-def rounds(rates: list[float]) -> dict[str, Any]:
+def round_stats(rates: list[float]) -> dict[str, Any]:
     """What a figure taken from repeated rounds reports beside it: every round's rate, the
     median and the slowest (a shared machine moves single rounds by a fifth and more)."""
     return {"rounds": len(rates), "rounds_per_s": [round(r) for r in rates],

@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import numpy as np  # noqa: E402
 from build import build_log  # noqa: E402
-from common import ORIGIN, Result, best_of, entry_bytes, entry_json, median, meta, rounds  # noqa: E402
+from common import ORIGIN, Result, best_of, entry_bytes, entry_json, median, meta, round_stats  # noqa: E402
 from httpload import (  # noqa: E402
     LUA_APPEND_SINGLE,
     LUA_BODIES,
@@ -151,7 +151,7 @@ class Bench:
         self.add(Result("sha256_nodes", round(n / t), "hashes/s", {
             "what": "RFC 9162 node hashes, hashlib (OpenSSL), one call per node in a Python loop; the value is "
                     "the fastest of the rounds",
-            **rounds([n / x for x in times]), "batched_node_hashes_per_s": round(n / tb), "nodes": n}))
+            **round_stats([n / x for x in times]), "batched_node_hashes_per_s": round(n / tb), "nodes": n}))
 
     @staticmethod
     def _warm_rate(store: Opened, batches: list) -> tuple[float, float, ProofBatch, float]:
@@ -254,7 +254,7 @@ class Bench:
         ours_rate, theirs_rate = len(idx) / ours, len(sub) / theirs
         self.add(Result("proofs_batched_vs_pymerkle", round(ours_rate), "proofs/s", {
             "tree_size": n, "batch": len(idx), "pymerkle_proofs_timed": len(sub),
-            **rounds([len(idx) / x for x in times]),
+            **round_stats([len(idx) / x for x in times]),
             "value_is": "the fastest of the rounds; pymerkle: one pass over its subset, in the same run",
             "pymerkle": "InmemoryTree.prove_inclusion(i + 1, n), one call per index"},
             baseline={"name": "pymerkle InmemoryTree.prove_inclusion", "value": round(theirs_rate)}, target=100,
@@ -301,7 +301,7 @@ class Bench:
         t_e2e = time.perf_counter() - t
         self.add(Result("verify_batched", round(len(idx) / t_b), "proofs/s", {
             "tree_size": n, "proofs": len(idx), "code": "tlog.merkle.batchverify.verify_inclusion_batch",
-            **rounds([len(idx) / x for x in times]),
+            **round_stats([len(idx) / x for x in times]),
             "value_is": "the fastest of the rounds; pymerkle: one pass over its proofs, in the same run",
             "reference_verify_inclusion_per_s": round(sub / t_ref),
             "pymerkle_proofs_timed": len(pm_proofs),
@@ -334,7 +334,7 @@ class Bench:
         store.close()
         self.add(Result("consistency_proofs", round(bsz / median(times)), "proofs/s", {
             "tree_size": n, "batch": bsz, "pairs": "old uniform in 1..new-1, new uniform in 2..n",
-            **rounds([bsz / x for x in times]), "value_is": "the median round",
+            **round_stats([bsz / x for x in times]), "value_is": "the median round",
             "to_latest_per_s": round(bsz / t_l), "cores": 1,
             "code": "tlog.merkle.proofs.consistency_levels"}, target=200_000))
 
@@ -571,7 +571,7 @@ class Bench:
         finally:
             shutil.rmtree(d, ignore_errors=True)
         loads.sort(key=lambda x: x.rate)
-        return loads[len(loads) // 2], first, {**rounds([x.rate for x in loads]), "value_is": "the median round",
+        return loads[len(loads) // 2], first, {**round_stats([x.rate for x in loads]), "value_is": "the median round",
                                                "slowest_round_p99_ms": loads[0].latencies_ms.get("p99_ms")}
 
     def witness_cosign(self) -> None:
@@ -665,7 +665,7 @@ class Bench:
         self.add(Result("witness_core_mldsa44", round(core_pq), "cosignatures/s", {
             "logs": nlogs, "checkpoints_per_log": per_log, "ed25519_per_s": round(core_ed),
             "ed25519_and_mldsa44_requests_per_s": round(core_both),
-            **rounds([r[0] for r in pq_runs]), "value_is": "the median round",
+            **round_stats([r[0] for r in pq_runs]), "value_is": "the median round",
             "per_cpu_second": round(pq_per_cpu), "ed25519_per_cpu_second": round(ed_per_cpu),
             "load_average_1m": round(os.getloadavg()[0], 2),
             "what": "witness.core.Witness.submit in process, every log's chain at once: parse, log signature, "
