@@ -185,14 +185,16 @@ def ingest(n: int, *, entry_bytes: int = ENTRY_BYTES) -> list[Result]:
     assert all(_cosigned(a) for a in per["answers"]), per["answers"][0][:200]
     assert one["statuses"][-1] == 200 and all(st == 202 for st in one["statuses"][:-1]), one["statuses"]
     assert _cosigned(one["answers"][-1]), one["answers"][-1][:200]
-    common = {"entries": n, "entry_bytes": entry_bytes, "packages_per_request": PACKAGES_PER_REQUEST}
+    def measured(run: dict, requests: int) -> dict:
+        return {"entries": n, "entry_bytes": entry_bytes, "packages_per_request": PACKAGES_PER_REQUEST,
+                "requests": requests, "seconds": round(run["seconds"], 2), "mirror_cpu_seconds": round(run["cpu"], 2),
+                "mirror_peak_rss_mb": round(run["peak"]), "load_before": run["load_before"],
+                "load_after": run["load_after"]}
+
     return [
         Result("mirror_ingest", round(n / per["seconds"]), "entries/s", {
-            **common, "requests": len(push), "add_checkpoint_requests": len(push),
+            **measured(per, len(push)), "add_checkpoint_requests": len(push),
             "cosigned_checkpoints": sum(map(_cosigned, per["answers"])),
-            "seconds": round(per["seconds"], 2), "mirror_cpu_seconds": round(per["cpu"], 2),
-            "mirror_peak_rss_mb": round(per["peak"]), "load_before": per["load_before"],
-            "load_after": per["load_after"],
             "what": "as a log pushes: per 32 packages of 256 entries, POST /add-checkpoint of the checkpoint that ends "
                     "there, then POST /add-entries (gzip) of its entries, one client; each package's subtree "
                     "consistency proof verified, entries stored, a fsync and the checkpoint cosigned and persisted "
@@ -200,11 +202,8 @@ def ingest(n: int, *, entry_bytes: int = ENTRY_BYTES) -> list[Result]:
             "check": "every add-entries answered 200 with a cosignature; the mirror serves a checkpoint of the full "
                      "size"}, target=100_000),
         Result("mirror_ingest_bulk", round(n / one["seconds"]), "entries/s", {
-            **common, "requests": len(bulk), "add_checkpoint_requests": 1,
+            **measured(one, len(bulk)), "add_checkpoint_requests": 1,
             "answered_202": sum(st == 202 for st in one["statuses"]), "cosigned_checkpoints": 1,
-            "seconds": round(one["seconds"], 2), "mirror_cpu_seconds": round(one["cpu"], 2),
-            "mirror_peak_rss_mb": round(one["peak"]), "load_before": one["load_before"],
-            "load_after": one["load_after"],
             "what": "as a follower catching up: one POST /add-checkpoint of the full size, then POST /add-entries "
                     "(gzip) of 32 packages of 256 entries each, one client; each package verified and stored, a "
                     "fsync before each answer; every answer 202 (no cosignature) but the last, which completes the "
