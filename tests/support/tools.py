@@ -78,6 +78,13 @@ def c_compiler() -> bool:
     return bool(shutil.which("gcc")) and Path("/usr/include/openssl/sha.h").exists()
 
 
+def softhsm() -> bool:
+    """SoftHSM2 as `make tools` unpacks it into .venv/softhsm, and python-pkcs11 (the keys extra)."""
+    from tests.support import softhsm as hsm
+
+    return importlib.util.find_spec("pkcs11") is not None and hsm.library() is not None and hsm.util() is not None
+
+
 def postgres() -> Path | None:
     from tlog.cli.engines import postgres_bin
 
@@ -107,6 +114,9 @@ TOOLS: dict[str, Tool] = {
     "systemd-analyze": Tool("systemd-analyze (the systemd units' check)",
                             "Debian's systemd: `make tools` installs it with apt-get where it is missing",
                             lambda: which("systemd-analyze")),
+    "softhsm": Tool("SoftHSM2 and python-pkcs11 (the keys in a PKCS#11 token)",
+                    "`make tools` unpacks Debian's softhsm2 into .venv/softhsm; python-pkcs11 is the keys extra",
+                    softhsm),
     "c-compiler": Tool("gcc and OpenSSL's headers (the C extension's build)",
                        "Debian's gcc and libssl-dev: `make` does not install them", c_compiler),
     "native": Tool("the C extension tlog._native", "`make venv` builds it where gcc and OpenSSL's headers exist",

@@ -79,7 +79,8 @@ def test_every_tool_is_here_when_the_switch_is_set():
 
 # Words of a skip's reason that name a tool: such a skip belongs in tests.support.tools.
 TOOL_WORDS = ("chrom", "selenium", "node", "golang", "go is", "go ", "promtool", "prometheus", "systemd", "gcc",
-              "compiler", "openssl", "native", "c extension", "postgres", "seaweed", "weed", "xdist", "wrk", "apt")
+              "compiler", "openssl", "native", "c extension", "postgres", "seaweed", "weed", "xdist", "wrk", "apt",
+              "softhsm", "pkcs11")
 SKIP = re.compile(r"pytest\.(?:skip|importorskip)\(|mark\.skipif\(")
 
 
