@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS alerts(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT
 CREATE TABLE IF NOT EXISTS deliveries(alert INTEGER NOT NULL, sink TEXT NOT NULL, target TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0, next_at REAL NOT NULL, done REAL, error TEXT, mark INTEGER,
     PRIMARY KEY(alert, sink, target));
-CREATE INDEX IF NOT EXISTS due ON deliveries(done, next_at);
+CREATE INDEX IF NOT EXISTS waiting ON deliveries(sink, done, alert);
 """
 
 
@@ -321,14 +321,23 @@ class State:
         return new
 
     def due(self, sink: str, now: float, limit: int = 64) -> list[Delivery]:
+        """A sink's next deliveries, in the order the alerts were raised, up to the first that
+        must wait (a sink gets its alerts in order: a newer one never overtakes one in backoff)."""
         rows = self.db.execute(
-            "SELECT d.alert, d.sink, d.target, d.attempts, d.mark, a.doc FROM deliveries d JOIN alerts a "
-            "ON a.seq = d.alert WHERE d.done IS NULL AND d.sink=? AND d.next_at<=? ORDER BY d.alert LIMIT ?",
-            (sink, now, limit)).fetchall()
-        return [Delivery(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+            "SELECT d.alert, d.sink, d.target, d.attempts, d.mark, a.doc, d.next_at FROM deliveries d JOIN alerts a "
+            "ON a.seq = d.alert WHERE d.done IS NULL AND d.sink=? ORDER BY d.alert, d.target LIMIT ?",
+            (sink, limit)).fetchall()
+        out = []
+        for r in rows:
+            if r[6] > now:
+                break
+            out.append(Delivery(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])))
+        return out
 
     def next_due(self, sink: str) -> float | None:
-        row = self.db.execute("SELECT MIN(next_at) FROM deliveries WHERE done IS NULL AND sink=?", (sink,)).fetchone()
+        """When the sink's oldest waiting delivery is due (None: nothing waits)."""
+        row = self.db.execute("SELECT next_at FROM deliveries WHERE done IS NULL AND sink=? ORDER BY alert, target "
+                              "LIMIT 1", (sink,)).fetchone()
         return row[0] if row else None
 
     def delivered(self, d: Delivery) -> None:
