@@ -43,7 +43,7 @@ def main() -> None:
               help="State directory (overrides state_dir).")
 @click.option("--once", is_flag=True,
               help="One pass over every log and the registry, one round of deliveries, then exit: 0 no alert, "
-                   "1 alerts raised, 2 something could not be checked.")
+                   "1 alerts raised, 2 something could not be checked (its alerts are delivered all the same).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default=None)
 @click.option("--insecure-http", is_flag=True, default=None,
               help="Allow plain http:// beyond loopback (OAP-CORE-1.0 §8.1 forbids it).")

@@ -144,7 +144,9 @@ class LogWatcher:
         ctx.cleared("log_unreachable", self.name)
         ctx.cleared("log_invalid", self.name)
         raised += self._behind()
-        return PassResult(self.name, True, raised)
+        v = self.ctx.state.view(self.name)
+        detail = f"verified size {v.size}, {v.read} entries read" if v is not None else ""
+        return PassResult(self.name, True, raised, detail)
 
     async def _pass(self, watched: frozenset[str]) -> list[str]:
         raised: list[str] = []

@@ -43,8 +43,9 @@ class PassSummary:
 
     @property
     def exit_code(self) -> int:
-        """`--once`: 1 when alerts were raised, else 2 when something could not be checked, else 0."""
-        return 1 if self.alerts else 0 if self.checked else 2
+        """`--once`: 2 when something could not be checked (the alerts raised meanwhile are
+        delivered all the same), else 1 when alerts were raised, else 0."""
+        return 2 if not self.checked else 1 if self.alerts else 0
 
 
 class MonitorService:
