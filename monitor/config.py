@@ -108,7 +108,10 @@ def _table(item: object, what: str, allowed: frozenset[str]) -> dict[str, Any]:
         raise ConfigError(f"{what}: expected a table")
     unknown = sorted(set(item) - allowed)
     if unknown:
-        raise ConfigError(f"{what}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(allowed))})")
+        top = {f.name for f in dataclasses.fields(MonitorConfig)} & set(unknown)
+        hint = (f"; {', '.join(sorted(top))} belong(s) at the top of the file, before the first [table] "
+                "(in TOML a key belongs to the table above it)") if top else ""
+        raise ConfigError(f"{what}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(allowed))}){hint}")
     return item
 
 
