@@ -17,7 +17,8 @@ import aiohttp
 
 from tlog.errors import FormatError, OAPError
 from tlog.formats.note import MAX_NOTE_SIZE
-from tlog.formats.tiles import CLIENT_ACCEPT_ENCODING, TILE_WIDTH, entries_path, parse_entry_bundle, tile_path
+from tlog.formats.parties import BundleRead, read_bundle
+from tlog.formats.tiles import CLIENT_ACCEPT_ENCODING, TILE_WIDTH, entries_path, tile_path
 
 log = logging.getLogger("oap.monitor")
 
@@ -63,8 +64,11 @@ async def get(session: aiohttp.ClientSession, url: str, cap: int, timeout: float
                     raise Unreachable(f"{url}: HTTP {r.status}")
                 if r.status != 200:
                     raise Invalid(f"{url}: HTTP {r.status}")
-                if r.content_length is not None and r.content_length > cap:
-                    raise Invalid(f"{url}: the answer is {r.content_length} bytes, more than the {cap} it may be")
+                if r.content_length is not None:
+                    if r.content_length > cap:
+                        raise Invalid(f"{url}: the answer is {r.content_length} bytes, more than the {cap} it may be")
+                    if "Content-Encoding" not in r.headers:  # the length is the body's: read it at once
+                        return await r.read()
                 chunks, total = [], 0
                 async for chunk in r.content.iter_any():
                     total += len(chunk)
@@ -120,20 +124,20 @@ class TileReader:
         assert ref.level is not None
         return await self.tile(ref.level, ref.index, ref.width)
 
-    async def bundle(self, index: int, width: int) -> list[bytes]:
-        """The `width` entries of entry bundle `index` (a partial bundle no longer served is
-        read from the full one)."""
-        exact = True
+    async def bundle(self, index: int, width: int) -> tuple[bytes, bool]:
+        """Entry bundle `index` as served, to read `width` entries from, and whether it is exactly
+        those (a partial bundle no longer served is read from the full one, which starts with
+        the same entries)."""
         try:
-            data = await self.get(entries_path(index, width), MAX_BUNDLE)
+            return await self.get(entries_path(index, width), MAX_BUNDLE), True
         except NotServed:
             if width == TILE_WIDTH:
                 raise
-            data, exact = await self.get(entries_path(index), MAX_BUNDLE), False
+            return await self.get(entries_path(index), MAX_BUNDLE), False
+
+    async def entries(self, index: int, width: int) -> BundleRead:
+        data, exact = await self.bundle(index, width)
         try:
-            entries = parse_entry_bundle(data, None if exact else width)
-        except FormatError:
-            raise Invalid(f"{self.url}/{entries_path(index, width)}: a malformed entry bundle") from None
-        if len(entries) != width if exact else len(entries) < width:
-            raise Invalid(f"{self.url}/{entries_path(index, width)}: {len(entries)} entries, not {width}")
-        return entries
+            return read_bundle(data, width, exact=exact)
+        except FormatError as e:
+            raise Invalid(f"{self.url}/{entries_path(index, width)}: a malformed entry bundle ({e.message})") from None

@@ -42,10 +42,10 @@ from tlog.client.tilereader import TileTree, with_tiles
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import ConsistencyProofError, OAPError, SignatureError, UnknownKeyError
 from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
-from tlog.formats.hashing import HASH_SIZE, leaf_hashes
+from tlog.formats.hashing import HASH_SIZE
 from tlog.formats.journal import anchored_key
 from tlog.formats.note import MAX_NOTE_SIZE, open_note
-from tlog.formats.parties import Parties, parties_of
+from tlog.formats.parties import Parties
 from tlog.formats.proofbundle import ProofBundle
 from tlog.formats.tiles import TILE_WIDTH
 from tlog.merkle.tree import TreeView
@@ -280,20 +280,23 @@ class LogWatcher:
         found: list[Found] = []
         checks: list[asyncio.Task] = []
         window = self.ctx.window
-        tasks: dict[int, asyncio.Task] = {}
+        tasks: dict[int, tuple[asyncio.Task, asyncio.Task | None]] = {}
         last_commit, last_time = cursor.size, time.monotonic()
 
-        def fetch(n: int) -> asyncio.Task:
+        def fetch(n: int) -> tuple[asyncio.Task, asyncio.Task | None]:
             width = min(TILE_WIDTH, end - n * TILE_WIDTH)
-            return asyncio.ensure_future(self._bundle_and_tile(n, width, verify_tiles and width == TILE_WIDTH))
+            tile = asyncio.ensure_future(self.reader.tile(0, n)) if verify_tiles and width == TILE_WIDTH else None
+            return asyncio.ensure_future(self.reader.entries(n, width)), tile
 
         try:
             for n in range(first, last + 1):
                 for j in range(n, min(last + 1, n + window)):
                     if j not in tasks:
                         tasks[j] = fetch(j)
-                entries, tile = await tasks.pop(n)
-                leaves = leaf_hashes(entries).tobytes()
+                bundle_task, tile_task = tasks.pop(n)
+                bundle = await bundle_task
+                tile = await tile_task if tile_task is not None else None
+                leaves = bundle.leaves
                 skip = cursor.size - n * TILE_WIDTH
                 if skip and leaves[:skip * HASH_SIZE] != cursor.leaves_in_tile():
                     raise Invalid(f"entries {n * TILE_WIDTH}..{cursor.size - 1} are not the ones the log served "
@@ -306,16 +309,14 @@ class LogWatcher:
                         checks.append(asyncio.ensure_future(self._check_tile(level, index, data)))
                 if tile is not None:
                     self.ctx.metrics.tiles_checked.labels(self.name).inc()
-                ps = parties_of(entries[skip:] if skip else entries)
-                counts.update(p.kind for p in ps)
-                if watched:
-                    base = n * TILE_WIDTH + skip
-                    for k, p in enumerate(ps):
-                        if p.signer in watched or (p.names and not watched.isdisjoint(p.names)):
-                            matched = [d for d in p.everyone if d in watched]
-                            i = base + k
-                            found.append(Found(i, entries[skip + k], leaves[(skip + k) * HASH_SIZE:
-                                                                            (skip + k + 1) * HASH_SIZE], p, matched))
+                named = [(k, p) for k, p in bundle.named if k >= skip] if skip else bundle.named
+                counts["commitment"] += bundle.width - skip - len(named)
+                for k, p in named:
+                    counts[p.kind] += 1
+                    if watched and (p.signer in watched or (p.names and not watched.isdisjoint(p.names))):
+                        matched = [d for d in p.everyone if d in watched]
+                        found.append(Found(n * TILE_WIDTH + k, bundle.entry(k),
+                                           leaves[k * HASH_SIZE:(k + 1) * HASH_SIZE], p, matched))
                 done = cursor.size == end
                 if done or cursor.size - last_commit >= CHUNK or time.monotonic() - last_time >= CHUNK_SECONDS:
                     for t in checks:
@@ -329,14 +330,7 @@ class LogWatcher:
                     found = []
                     last_commit, last_time = cursor.size, time.monotonic()
         finally:
-            for t in (*tasks.values(), *checks):
-                t.cancel()
-
-    async def _bundle_and_tile(self, n: int, width: int, with_tile: bool) -> tuple[list[bytes], bytes | None]:
-        if not with_tile:
-            return await self.reader.bundle(n, width), None
-        entries, tile = await asyncio.gather(self.reader.bundle(n, width), self.reader.tile(0, n))
-        return entries, tile
+            _discard([*(x for pair in tasks.values() for x in pair if x is not None), *checks])
 
     async def _check_tile(self, level: int, index: int, data: bytes) -> None:
         if await self.reader.tile(level, index) != data:
@@ -493,6 +487,17 @@ class LogWatcher:
         what = f"the monitor's view of {self.name} is behind"
         reason = f"{done} entries verified; a checkpoint of size {self.largest} was seen"
         return self.ctx.problem("log_behind", self.name, self.source, what, reason, self.ctx.behind_after)
+
+
+def _discard(tasks: list[asyncio.Task]) -> None:
+    """Cancel what was read ahead and is no longer needed; the failures of those that ended
+    are the log's (already reported by the one awaited), not news."""
+    for t in tasks:
+        if t.done():
+            if not t.cancelled():
+                t.exception()
+        else:
+            t.cancel()
 
 
 def _text(raw: bytes, where: str) -> str:

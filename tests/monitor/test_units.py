@@ -308,3 +308,36 @@ def test_the_file_sink_writes_each_alert_once_across_a_crash(tmp_path):
         s.close()
     assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [f"{1:064x}", f"{2:064x}"]
     assert os.stat(out).st_size == 2 * len(line)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 6), st.binary(max_size=120)), min_size=1, max_size=40),
+       st.integers(0, 5), st.booleans())
+def test_reading_a_bundle_in_c_gives_what_the_python_reading_gives(picks, cut, exact):
+    """`read_bundle` through tlog._native and through parse_entry_bundle + leaf_hashes + parties_of:
+    the same leaf hashes, the same parties, the same entries, the same refusals."""
+    from tlog.errors import FormatError
+    from tlog.formats import parties as P
+    from tlog.formats.hashing import native
+    from tlog.formats.tiles import encode_entry_bundle
+
+    if native is None:
+        pytest.skip("tlog._native is not built here")
+    es = [entries()[x] if isinstance(x, int) else x for x in picks]
+    data = encode_entry_bundle(es)
+    data = data[:len(data) - cut] if cut else data + b"\0" * (1 - exact)
+    width = len(es)
+    results = []
+    for read in (P.read_bundle, P._read_bundle_py):
+        try:
+            if read is P.read_bundle:
+                r = read(data, width, exact=exact)
+            else:
+                r = read(data, width, exact)
+        except FormatError:
+            results.append(None)
+            continue
+        results.append((r.leaves, r.named, [r.entry(k) for k in range(width)]))
+    assert results[0] == results[1]
+    if results[0] is not None:
+        assert results[0][2] == es and results[0][0] == b"".join(leaf_hash(e) for e in es)

@@ -30,10 +30,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tlog.errors import InvalidInput
+import numpy as np
+
+from tlog.errors import FormatError, InvalidInput
 from tlog.formats.canonical import dcbor
 from tlog.formats.entries import _COMMITMENT_PREFIX, signer_name
+from tlog.formats.hashing import leaf_hashes, native
 from tlog.formats.strict import loads_cbor
+from tlog.formats.tiles import parse_entry_bundle
 
 COMMITMENT = "commitment"
 RECEIPT = "receipt"
@@ -98,6 +102,58 @@ def parties_of(entries: Sequence[bytes]) -> list[Parties]:
         else:
             append(_slow(data))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class BundleRead:
+    """An entry bundle read for a monitor: every entry's leaf hash, and who the entries that
+    are not commitments name (commitments name no one: most of a log, left out)."""
+
+    data: bytes
+    width: int
+    leaves: bytes  # width * 32 bytes
+    named: tuple[tuple[int, Parties], ...]  # (position in the bundle, parties) of every other entry
+    spans: np.ndarray | None  # (width, 4) int64: start, end of each entry in `data` (native path)
+    entries: list[bytes] | None  # the entries themselves (pure Python path)
+
+    def entry(self, k: int) -> bytes:
+        if self.entries is not None:
+            return self.entries[k]
+        assert self.spans is not None
+        start, end = self.spans[k, :2].tolist()
+        return self.data[start:end]
+
+
+def read_bundle(data: bytes, width: int, *, exact: bool = True) -> BundleRead:
+    """The first `width` entries of a tlog-tiles entry bundle, hashed and read for who they
+    name, in one pass (`tlog._native.bundle_entries` where it is built; the same from
+    `parse_entry_bundle`, `leaf_hashes` and `parties_of` otherwise). `exact`: the bundle must
+    hold nothing else (a partial bundle read from the full one need not). FormatError when it
+    holds fewer entries, or more than it may."""
+    if native is None:
+        return _read_bundle_py(data, width, exact)
+    try:
+        used, leaves, kinds, spans = native.bundle_entries(data, width, _COMMITMENT_PREFIX, _RECEIPT_HEAD)
+    except ValueError:
+        raise FormatError(f"the entry bundle holds fewer than {width} entries") from None
+    if exact and used != len(data):
+        raise FormatError(f"the entry bundle holds more than {width} entries")
+    sp = np.frombuffer(spans, dtype=np.int64).reshape(width, 4)
+    k = np.frombuffer(kinds, dtype=np.uint8)
+    idx = np.flatnonzero(k)
+    named = []
+    for i, kind, (start, end, s, n) in zip(idx.tolist(), k[idx].tolist(), sp[idx].tolist()):
+        p = _receipt(data[s:s + n]) if kind == 1 else None
+        named.append((i, p or _slow(data[start:end])))
+    return BundleRead(data, width, leaves, tuple(named), sp, None)
+
+
+def _read_bundle_py(data: bytes, width: int, exact: bool) -> BundleRead:
+    entries = parse_entry_bundle(data, None if exact else width)
+    if len(entries) != width if exact else len(entries) < width:
+        raise FormatError(f"the entry bundle holds {len(entries)} entries, not {width}")
+    named = tuple((i, p) for i, p in enumerate(parties_of(entries)) if p.kind != COMMITMENT)
+    return BundleRead(data, width, leaf_hashes(entries).tobytes(), named, None, entries)
 
 
 def _receipt(signer: bytes | None) -> Parties | None:
