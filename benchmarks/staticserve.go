@@ -1,6 +1,6 @@
 // staticserve serves a directory over HTTP/1.1 on 127.0.0.1 (a free port, printed first) with
 // Go's net/http FileServer: a static host of the kind that serves tlog-tiles logs (a bucket's
-// web endpoint, a CDN origin), for benchmarks/monitor.py. Usage: staticserve DIR
+// web endpoint, a CDN origin), for benchmarks/monitoring.py. Usage: staticserve DIR
 package main
 
 import (
