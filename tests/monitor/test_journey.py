@@ -328,14 +328,24 @@ def test_an_alert_waits_out_a_sink_that_is_down_and_a_restart(net, hook, tmp_pat
 
 
 def test_the_local_network_monitor_watches_what_watch_txt_lists(net, tmp_path):
-    """`make run`'s own monitor: a key added to its watch list is alerted to its alerts file."""
+    """`make run`'s own monitor: a key added to its watch list is alerted to its alerts file,
+    for the entries it signs from then on and for those it signed before (read again)."""
     mdir = net.data / "monitor"
     key = keygen(tmp_path / "tour.key")
+    earlier = anchor(net, tmp_path / "tour.key", 29)  # before anyone watched the key
+    size = log_size(net)
+    wait_for("the monitor to read it", lambda: _local_status(net)["logs"][0]["entries_read"] >= size)
     with open(mdir / "watch.txt", "a") as f:
-        f.write(key + "\n")
+        f.write(key + "  the tour's key\n")
     anchor(net, tmp_path / "tour.key", 30, "--journal", str(mdir / "anchored.jsonl"))  # mine: no alert
     theirs = anchor(net, tmp_path / "tour.key", 31)
-    got = wait_for("the alert in the local network's file", lambda: [
+    got = wait_for("both alerts in the local network's file", lambda: len(
+        [a for a in file_alerts(mdir / "alerts.jsonl") if a["evidence"].get("signer") == key]) >= 2 and [
         a for a in file_alerts(mdir / "alerts.jsonl") if a["evidence"].get("signer") == key])
-    assert [a["evidence"]["index"] for a in got] == [theirs]
-    assert os.path.exists(got[0]["evidence"]["file"])
+    assert sorted(a["evidence"]["index"] for a in got) == [earlier, theirs]
+    assert all(os.path.exists(a["evidence"]["file"]) for a in got)
+
+
+def _local_status(net) -> dict:
+    with urllib.request.urlopen(f"{net.monitor}/v1/status", timeout=10) as r:
+        return json.loads(r.read())
