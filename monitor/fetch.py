@@ -15,10 +15,11 @@ import logging
 
 import aiohttp
 
-from tlog.errors import FormatError, OAPError
+from tlog.errors import FormatError, OAPError, TooLarge
 from tlog.formats.note import MAX_NOTE_SIZE
 from tlog.formats.parties import BundleRead, read_bundle
 from tlog.formats.tiles import CLIENT_ACCEPT_ENCODING, TILE_WIDTH, entries_path, tile_path
+from tlog.http.bodies import read_capped
 
 log = logging.getLogger("oap.monitor")
 
@@ -69,13 +70,10 @@ async def get(session: aiohttp.ClientSession, url: str, cap: int, timeout: float
                         raise Invalid(f"{url}: the answer is {r.content_length} bytes, more than the {cap} it may be")
                     if "Content-Encoding" not in r.headers:  # the length is the body's: read it at once
                         return await r.read()
-                chunks, total = [], 0
-                async for chunk in r.content.iter_any():
-                    total += len(chunk)
-                    if total > cap:
-                        raise Invalid(f"{url}: the answer is more than the {cap} bytes it may be")
-                    chunks.append(chunk)
-                return b"".join(chunks)
+                try:
+                    return await read_capped(r, cap)
+                except TooLarge:
+                    raise Invalid(f"{url}: the answer is more than the {cap} bytes it may be") from None
     except TimeoutError:
         raise Unreachable(f"{url}: no whole answer within {timeout:g} s (cut off)") from None
     except aiohttp.ClientPayloadError as e:

@@ -37,14 +37,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from tlog.client.splitview import SplitView
+from tlog.client.splitview import SplitView, log_signed
 from tlog.client.tilereader import TileTree, with_tiles
 from tlog.client.verifier import TrustPolicy
-from tlog.errors import ConsistencyProofError, OAPError, SignatureError, UnknownKeyError
-from tlog.formats.checkpoint import Checkpoint, parse_checkpoint
+from tlog.errors import ConsistencyProofError, OAPError, VerificationError
+from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.hashing import HASH_SIZE
 from tlog.formats.journal import anchored_key
-from tlog.formats.note import MAX_NOTE_SIZE, open_note
+from tlog.formats.note import MAX_NOTE_SIZE
 from tlog.formats.parties import Parties
 from tlog.formats.proofbundle import ProofBundle
 from tlog.formats.tiles import TILE_WIDTH
@@ -188,15 +188,10 @@ class LogWatcher:
     def _log_signed(self, note: str, where: str) -> Checkpoint:
         """The checkpoint of a note the log signed (its witness quorum is checked apart)."""
         try:
-            parsed, verified = open_note(note, self.policy.logs)
-            cp = parse_checkpoint(parsed.text)
-        except UnknownKeyError:
-            raise Invalid(f"{where}: not signed by the log's key") from None
-        except SignatureError:
-            raise Invalid(f"{where}: the log's signature does not verify") from None
-        except OAPError as e:
-            raise Invalid(f"{where}: a malformed checkpoint ({e.message})") from None
-        if cp.origin != verified[0].verifier.name or (self.origin and cp.origin != self.origin):
+            cp = log_signed(note, self.policy)
+        except VerificationError as e:
+            raise Invalid(f"{where}: {e.message}") from None
+        if self.origin and cp.origin != self.origin:
             raise Invalid(f"{where}: the checkpoint's origin {cp.origin!r} is not the log's")
         return cp
 

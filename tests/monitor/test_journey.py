@@ -10,12 +10,10 @@ published size with the log's key and two witnesses' keys is a split view whose 
 verified answer; an alert waits out a sink that is down, a monitor restart included."""
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
 import subprocess
-import threading
 import urllib.request
 from pathlib import Path
 
@@ -28,7 +26,7 @@ from tlog.formats.note import NoteSignature, add_signatures, parse_note, sign_no
 from tlog.runtime import children
 from tlog.runtime.keyfiles import read_private_key
 
-from tests.support.alertsinks import SMTPReceiver, WebhookReceiver
+from tests.support.alertsinks import SMTPReceiver, ThreadedApp, WebhookReceiver
 from tests.support.localnet import BIN, localnet
 from tests.support.mirror import wait_for
 from tests.support.services import Service
@@ -188,39 +186,18 @@ def _cosigner(path: Path) -> CosignatureSigner:
     return CosignatureSigner.from_skey(read_private_key(path))
 
 
-class FakeWitness:
+class FakeWitness(ThreadedApp):
     """A witness read API (`/<hex sha256(origin)>/checkpoint`) serving whatever note it is given."""
 
     def __init__(self, note: str) -> None:
+        super().__init__()
         self.note = note
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=lambda: self.loop.run_until_complete(self._serve()), daemon=True)
 
-    async def _serve(self) -> None:
-        self.stop = asyncio.Event()
-
+    def routes(self, app: web.Application) -> None:
         async def checkpoint(request: web.Request) -> web.Response:
             return web.Response(text=self.note)
 
-        app = web.Application()
         app.router.add_get(f"/{hashlib.sha256(ORIGIN.encode()).hexdigest()}/checkpoint", checkpoint)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        self.ready.set()
-        await self.stop.wait()
-        await runner.cleanup()
-
-    def __enter__(self) -> FakeWitness:
-        self.thread.start()
-        assert self.ready.wait(30)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(30)
 
 
 def test_a_forged_checkpoint_for_a_published_size_is_a_split_view_proven_offline(net, tmp_path):
@@ -235,7 +212,7 @@ def test_a_forged_checkpoint_for_a_published_size_is_a_split_view_proven_offline
         c = _cosigner(data / w / "witness.key")
         forged = str(add_signatures(forged, NoteSignature(c.name, c.key_id, c.cosign(text, 1_700_000_000))))
     with FakeWitness(forged) as fake:
-        cfg = config(tmp_path, net, sinks='[[alerts]]\nfile = "alerts.jsonl"\n', logs_extra=f'mirrors = ["{fake.url}"]')
+        cfg = config(tmp_path, net, sinks='[[alerts]]\nfile = "alerts.jsonl"\n', logs_extra=f'mirrors = ["{fake.base}"]')
         r = run(BIN / "oap-monitor", "run", "--config", cfg, "--once", ok=(1,))
         assert "1 alert(s) raised" in r.out, r.out
         # seen again: the same split view is the same alert, raised once
@@ -243,7 +220,7 @@ def test_a_forged_checkpoint_for_a_published_size_is_a_split_view_proven_offline
     [alert] = file_alerts(tmp_path / "alerts.jsonl")
     assert alert["kind"] == "split_view" and alert["source"]["origin"] == ORIGIN
     ev = alert["evidence"]
-    assert forged in ev["checkpoints"] and ev["sources"][1].startswith(fake.url)
+    assert forged in ev["checkpoints"] and ev["sources"][1].startswith(fake.base)
     real = next(n for n in ev["checkpoints"] if n != forged)
     assert parse_checkpoint(parse_note(real).text).size >= size
     checked = run(BIN / "oap-monitor", "check-evidence", ev["file"], "--policy", data / "log" / "log.policy",

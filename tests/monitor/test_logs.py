@@ -9,7 +9,6 @@ import asyncio
 import hashlib
 import json
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from tlog.formats.note import sign_note
 from tlog.formats.tiles import entries_path, tile_path
 from tlog.runtime import children
 
+from tests.support.alertsinks import ThreadedApp
 from tests.support.localnet import BIN
 from tests.support.mirror import wait_for
 from tests.support.services import Service
@@ -82,20 +82,16 @@ def test_a_log_written_by_go_is_read_to_the_end_and_its_split_view_found(go_tlog
     assert r.returncode == 0 and b"not a prefix" in r.stdout, r.stdout + r.stderr
 
 
-class HostileLog:
+class HostileLog(ThreadedApp):
     """A log whose every answer can be replaced: `answers[path]` is bytes (served as is), or one
     of "drip" (a body sent a byte a second, never ending) and "flood" (an endless body)."""
 
     def __init__(self, directory: Path) -> None:
+        super().__init__()
         self.dir = directory
         self.answers: dict[str, object] = {}
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=lambda: self.loop.run_until_complete(self._serve()), daemon=True)
 
-    async def _serve(self) -> None:
-        self.stop = asyncio.Event()
-
+    def routes(self, app: web.Application) -> None:
         async def any_path(request: web.Request) -> web.StreamResponse:
             path = request.match_info["path"]
             answer = self.answers.get(path)
@@ -114,24 +110,7 @@ class HostileLog:
             f = self.dir / path
             return web.Response(body=f.read_bytes()) if f.is_file() else web.Response(status=404)
 
-        app = web.Application()
         app.router.add_get("/{path:.*}", any_path)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        self.ready.set()
-        await self.stop.wait()
-        await runner.cleanup()
-
-    def __enter__(self) -> HostileLog:
-        self.thread.start()
-        assert self.ready.wait(30)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(30)
 
 
 def test_a_hostile_log_is_refused_with_a_reason_and_never_crashes_the_monitor(go_tlogwrite, tmp_path):
@@ -142,7 +121,7 @@ def test_a_hostile_log_is_refused_with_a_reason_and_never_crashes_the_monitor(go
         ("checkpoint", b"\xff\xfe garbage \x00", "not UTF-8"),
         ("checkpoint", b"go.example/monitored-log\n600\nnot base64\n\n\xe2\x80\x94 x AAAA\n", "malformed checkpoint"),
         ("checkpoint", sign_note(Checkpoint(GO_SIGNER.name, 600, bytes(32)).to_text(), [Signer(
-            GO_SIGNER.name, bytes(32))]).encode(), "not signed by the log's key"),
+            GO_SIGNER.name, bytes(32))]).encode(), "not signed by a log of the policy"),
         ("checkpoint", "flood", "more than the 1048576 bytes"),
         ("checkpoint", "drip", "cut off"),
         (tile_path(0, 1), b"\x01" * 8192, "hash tile 0/1 does not match the leaf hashes"),
@@ -153,7 +132,7 @@ def test_a_hostile_log_is_refused_with_a_reason_and_never_crashes_the_monitor(go
         (entries_path(1), "flood", "more than the"),
     ]
     with HostileLog(golog) as log:
-        cfg = write_config(tmp_path, log.url, GO_SIGNER.vkey, extra="unreachable_after = 0\npoll_seconds = 0.1")
+        cfg = write_config(tmp_path, log.base, GO_SIGNER.vkey, extra="unreachable_after = 0\npoll_seconds = 0.1")
         log.answers = dict([cases[0][:2]])
         code, out = once(cfg)  # one pass: could not check, and says why
         assert code == 2 and "not UTF-8" in out, out
@@ -183,7 +162,7 @@ def test_the_monitor_reads_an_endless_body_in_bounded_memory(go_tlogwrite, tmp_p
     go_write(go_tlogwrite, golog, 300)
     with HostileLog(golog) as log:
         log.answers = {entries_path(0): "flood", entries_path(1, 44): "flood"}
-        cfg = write_config(tmp_path, log.url, GO_SIGNER.vkey, extra="poll_seconds = 0.1\nunreachable_after = 0")
+        cfg = write_config(tmp_path, log.base, GO_SIGNER.vkey, extra="poll_seconds = 0.1\nunreachable_after = 0")
         m = Service("monitor", [str(BIN / "oap-monitor"), "run", "--config", str(cfg)]).start()
         try:
             wait_for("five refused passes", lambda: m.log_text.count("more than the") >= 5)

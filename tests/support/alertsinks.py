@@ -19,41 +19,62 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class WebhookReceiver:
+class ThreadedApp:
+    """An aiohttp application on 127.0.0.1 (a free port) in its own thread and event loop, so
+    that a test can run processes against it and look at what it saw. Subclasses add routes."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=lambda: self.loop.run_until_complete(self._serve()), daemon=True)
+        self.port = 0
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def routes(self, app: web.Application) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self._thread.start()
+        assert self._ready.wait(30), f"{type(self).__name__} did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        app = web.Application()
+        self.routes(app)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        self.port = runner.addresses[0][1]
+        self._ready.set()
+        await self._stop.wait()
+        await runner.cleanup()
+
+
+class WebhookReceiver(ThreadedApp):
     """POSTed alert documents, in arrival order. `down = True` answers 503 (a sink that is down:
     the monitor must keep the alert and try again); every request is counted either way."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.received: list[dict[str, Any]] = []
         self.refused = 0
         self.down = False
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.port = 0
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        return f"{self.base}/hook"
 
-    def __enter__(self) -> WebhookReceiver:
-        self._thread.start()
-        assert self._ready.wait(30), "the webhook receiver did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        self._loop.run_until_complete(self._serve())
-
-    async def _serve(self) -> None:
-        self._stop = asyncio.Event()
-
+    def routes(self, app: web.Application) -> None:
         async def hook(request: web.Request) -> web.Response:
             body = await request.read()
             with self._lock:
@@ -64,24 +85,11 @@ class WebhookReceiver:
                 self.headers.append(dict(request.headers))
             return web.Response(text="ok")
 
-        app = web.Application()
         app.router.add_post("/hook", hook)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = runner.addresses[0][1]
-        self._ready.set()
-        await self._stop.wait()
-        await runner.cleanup()
 
     def ids(self) -> list[str]:
         with self._lock:
             return [d["id"] for d in self.received]
-
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [d for d in self.received if d["kind"] == kind]
 
 
 class SMTPReceiver:

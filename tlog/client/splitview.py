@@ -149,19 +149,29 @@ def split_view_of(a: str, b: str, *, tree_proof: Sequence[bytes] = (), root_in_a
     return SplitView(a, b, tuple(tree_proof), root_in_a, sources, observed_at)
 
 
-def _signed(note: str, policy: TrustPolicy, what: str) -> Checkpoint:
+def log_signed(note: str, policy: TrustPolicy) -> Checkpoint:
+    """The checkpoint of a note signed by a log of `policy`, its origin that key's name (its
+    witness quorum aside: a split view needs the log's signature only). VerificationError
+    saying what is wrong: no signature of the log, one that does not verify, a malformed note."""
     try:
         parsed, verified = open_note(note, policy.logs)
         cp = parse_checkpoint(parsed.text)
     except UnknownKeyError:
-        raise SplitViewError(f"{what} is not signed by a log of the policy") from None
+        raise VerificationError("not signed by a log of the policy") from None
     except SignatureError:
-        raise SplitViewError(f"the log's signature on {what} does not verify") from None
+        raise VerificationError("the log's signature does not verify") from None
     except OAPError as e:
-        raise SplitViewError(f"{what}: {e.message}") from None
+        raise VerificationError(f"a malformed checkpoint ({e.message})") from None
     if cp.origin != verified[0].verifier.name:
-        raise SplitViewError(f"{what}: origin {cp.origin!r} is not the log key's name {verified[0].verifier.name!r}")
+        raise VerificationError(f"origin {cp.origin!r} is not the log key's name {verified[0].verifier.name!r}")
     return cp
+
+
+def _signed(note: str, policy: TrustPolicy, what: str) -> Checkpoint:
+    try:
+        return log_signed(note, policy)
+    except VerificationError as e:
+        raise SplitViewError(f"{what}: {e.message}") from None
 
 
 def _cosigners(note: str, policy: TrustPolicy) -> tuple[frozenset[str], bool]:
