@@ -214,7 +214,10 @@ class MonitorService:
             logs.append({"name": lw.name, "origin": lw.origin, "url": lw.cfg.url,
                          "verified_size": v.size if v else None, "entries_read": v.read if v else None,
                          "largest_seen": lw.largest, "witnesses_and_mirrors": list(lw.prefixes)})
-        return {"logs": logs, "registry": self.config.registry.url if self.config.registry else None,
+        reg = self.config.registry
+        registry = {"url": reg.url, "dids": len(reg.dids), "commits_checked": self.state.registry_seq(reg.url) + 1} \
+            if reg is not None else None
+        return {"logs": logs, "registry": registry,
                 "watched": sorted(self.state.watched()), "alerts": self.state.alert_count(),
                 "queued": self.state.queued(),
                 "incidents": [{"kind": k, "source": s, "since": since, "reason": r, "alerted": a}
