@@ -10,6 +10,8 @@ from typing import Any
 
 import aiohttp
 
+from tlog.transport import Outbound
+
 from . import alerts
 from .metrics import MonitorMetrics
 from .state import NewAlert, State
@@ -24,6 +26,7 @@ class Context:
     state: State
     metrics: MonitorMetrics
     session: aiohttp.ClientSession
+    outbound: Outbound  # how peers are reached (tlog.transport): the registry client's, the mail server's
     targets: Targets  # (sink, target, kinds) of every delivery an alert raised now gets
     timeout: float
     window: int

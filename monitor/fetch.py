@@ -19,7 +19,7 @@ from tlog.errors import FormatError, OAPError, TooLarge
 from tlog.formats.note import MAX_NOTE_SIZE
 from tlog.formats.parties import BundleRead, read_bundle
 from tlog.formats.tiles import CLIENT_ACCEPT_ENCODING, TILE_WIDTH, entries_path, tile_path
-from tlog.http.bodies import read_capped
+from tlog.transport import Outbound, read_capped
 
 log = logging.getLogger("oap.monitor")
 
@@ -45,12 +45,11 @@ class NotServed(Invalid):
     """404: the peer does not serve the resource (a witness that never cosigned the log)."""
 
 
-def client_session(timeout: float, *, limit: int = 16) -> aiohttp.ClientSession:
-    """The monitor's one HTTP client: `timeout` seconds per request, at most `limit`
-    connections, tlog-tiles' Accept-Encoding, no cookies."""
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=limit), timeout=aiohttp.ClientTimeout(total=timeout),
-        headers={"Accept-Encoding": CLIENT_ACCEPT_ENCODING}, cookie_jar=aiohttp.DummyCookieJar())
+def client_session(outbound: Outbound, timeout: float, *, limit: int = 16) -> aiohttp.ClientSession:
+    """The monitor's one HTTP client (`tlog.transport`: TLS 1.3, plain http:// to loopback only
+    unless `insecure_http`, no cookies): `timeout` seconds per request, at most `limit`
+    connections, tlog-tiles' Accept-Encoding."""
+    return outbound.session(timeout=timeout, headers={"Accept-Encoding": CLIENT_ACCEPT_ENCODING}, limit=limit)
 
 
 async def get(session: aiohttp.ClientSession, url: str, cap: int, timeout: float, *,

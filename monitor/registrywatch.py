@@ -94,7 +94,7 @@ class RegistryWatcher:
         """Each watched DID's answer now (`--once`, and when the stream cannot be had)."""
         raised: list[str] = []
         try:
-            async with RegistryClient(self.cfg.url, timeout=self.ctx.timeout) as client:
+            async with RegistryClient(self.cfg.url, timeout=self.ctx.timeout, outbound=self.ctx.outbound) as client:
                 for did in self.cfg.dids:
                     raised += self.take_answer(did, await client.status(did))
         except OAPError as e:
@@ -118,7 +118,7 @@ class RegistryWatcher:
         failures = 0
         while not stop.is_set():
             try:
-                async with RegistryClient(self.cfg.url, timeout=self.ctx.timeout) as client:
+                async with RegistryClient(self.cfg.url, timeout=self.ctx.timeout, outbound=self.ctx.outbound) as client:
                     async for answer in client.status_events(ids):
                         failures = 0
                         self.take_answer(answer["id"], answer)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import ConfigError, OAPError
 from tlog.formats.journal import parse_journal
+from tlog.transport import Outbound
 
 from .config import MonitorConfig
 from .context import Context
@@ -61,9 +62,10 @@ class MonitorService:
         state = State(config.state_dir)
         try:
             metrics = MonitorMetrics()
-            session = client_session(config.timeout, limit=max(16, 2 * config.fetch_window))
+            outbound = Outbound.from_config(config)
+            session = client_session(outbound, config.timeout, limit=max(16, 2 * config.fetch_window))
             sinks = tuple(config.alerts)
-            deliverer = Deliverer(state, sinks, metrics, session, timeout=config.timeout,
+            deliverer = Deliverer(state, sinks, metrics, session, outbound, timeout=config.timeout,
                                   retry_max=config.retry_max_seconds)
             holder: list[MonitorService] = []
 
@@ -75,9 +77,9 @@ class MonitorService:
                 if ids:
                     deliverer.wake()
 
-            ctx = Context(state, metrics, session, lambda: targets(sinks), config.timeout, config.fetch_window,
-                          config.unreachable_after, config.behind_after, lambda: holder[0].refresh_journals(),
-                          raised)
+            ctx = Context(state, metrics, session, outbound, lambda: targets(sinks), config.timeout,
+                          config.fetch_window, config.unreachable_after, config.behind_after,
+                          lambda: holder[0].refresh_journals(), raised)
             try:
                 logs = [LogWatcher(lg, ctx) for lg in config.logs]
                 registry = None

@@ -42,6 +42,7 @@ import aiohttp
 
 from tlog.runtime import children
 from tlog.storage.durable import append_durable
+from tlog.transport import Outbound
 
 from .config import Sink
 from .fetch import _first_line
@@ -85,8 +86,9 @@ class Deliverer:
     """Sends the queued deliveries of every sink; `wake()` when alerts were raised."""
 
     def __init__(self, state: State, sinks: tuple[Sink, ...], metrics: MonitorMetrics, session: aiohttp.ClientSession,
-                 *, timeout: float, retry_max: float) -> None:
+                 outbound: Outbound, *, timeout: float, retry_max: float) -> None:
         self.state, self.sinks, self.metrics, self.session = state, {s.name: s for s in sinks}, metrics, session
+        self.outbound = outbound
         self.timeout, self.retry_max = timeout, retry_max
         self._wake = asyncio.Event()
 
@@ -206,8 +208,7 @@ class Deliverer:
         msg.set_content(f"{doc.get('summary', '')}\n\n{json.dumps(doc, indent=2)}\n")
         host, _, port = sink.smtp.rpartition(":")
         host = host.strip("[]")
-        context = ssl.create_default_context()
-        context.minimum_version = ssl.TLSVersion.TLSv1_3
+        context = self.outbound.ssl_context()  # TLS 1.3, the system's CAs and outbound_ca_file
         if sink.smtp_tls == "tls":
             smtp: smtplib.SMTP = smtplib.SMTP_SSL(host, int(port), timeout=self.timeout, context=context)
         else:

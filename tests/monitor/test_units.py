@@ -286,6 +286,7 @@ def test_the_file_sink_writes_each_alert_once_across_a_crash(tmp_path):
     from monitor.config import Sink
     from monitor.metrics import MonitorMetrics
     from monitor.sinks import Deliverer
+    from tlog.transport import Outbound
 
     out = tmp_path / "alerts.jsonl"
     sink = Sink("file", str(out), "f")
@@ -301,7 +302,8 @@ def test_the_file_sink_writes_each_alert_once_across_a_crash(tmp_path):
             import aiohttp
 
             async with aiohttp.ClientSession() as session:
-                return await Deliverer(s, (sink,), MonitorMetrics(), session, timeout=5, retry_max=1).deliver_due()
+                return await Deliverer(s, (sink,), MonitorMetrics(), session, Outbound(), timeout=5,
+                                       retry_max=1).deliver_due()
 
         assert asyncio.run(go()) == 0
     finally:
