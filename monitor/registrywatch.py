@@ -38,6 +38,7 @@ from tlog.errors import OAPError, UpstreamError
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import parse_note
+from tlog.formats.times import parse_utc
 
 from . import alerts
 from .config import RegistryWatch
@@ -148,11 +149,23 @@ class RegistryWatcher:
                 commits = sorted((c for c in page if c["seq"] > last), key=lambda c: c["seq"])
                 if not commits:
                     break
+                new: list[alerts.NewAlert] = []
+                done = last
                 for c in commits:
-                    if c["seq"] != last + 1:
-                        raise Invalid(f"{self.cfg.url}/v1/commits: commit {last + 1} is missing from the history")
-                    raised += await self._check_commit(c)
-                    last = c["seq"]
+                    if c["seq"] != done + 1:
+                        raise Invalid(f"{self.cfg.url}/v1/commits: commit {done + 1} is missing from the history")
+                    checked = await self._check_commit(c, new)
+                    if checked is None:
+                        break  # its anchor is not there yet: the next pass looks again
+                    raised += checked
+                    done = c["seq"]
+                if done > last:  # one commit of the state per page
+                    ids = self.ctx.state.set_registry_seq(self.cfg.url, done, new, self.ctx.targets())
+                    self.ctx.raised(ids)
+                    raised += ids
+                if done < commits[-1]["seq"]:
+                    break
+                last = done
         except PeerError as e:
             return self._failed(e)
         self.ctx.cleared("registry_unreachable", self.name)
@@ -175,37 +188,34 @@ class RegistryWatcher:
                 raise Invalid(f"{url}: a malformed commit")
         return commits
 
-    async def _check_commit(self, c: dict[str, Any]) -> list[str]:
+    async def _check_commit(self, c: dict[str, Any], new: list[alerts.NewAlert]) -> list[str] | None:
+        """Check one commit's anchor (its alerts go to `new`); the split views found; None when
+        the commit has no anchor yet and is younger than `unreachable_after` (a registry
+        publishes a commit once anchored, a mirror fetches the anchor a moment later)."""
         seq, commit, anchor = c["seq"], c["commit"], c.get("anchor")
-        new: list[alerts.NewAlert] = []
         raised: list[str] = []
         if anchor is None:
+            if self.ctx.clock() - _time(c.get("time")) < self.ctx.unreachable_after:
+                return None
             new.append(alerts.registry_anchor(self.source, seq, commit, "the commit has no log anchor", None))
-        else:
-            try:
-                verify_commit_anchor(anchor, commit=commit, tree=c["tree"], seq=seq, registry=self.cfg.key,
-                                     policy=self.anchors_policy)
-                bundles = parse_anchors(anchor)
-            except OAPError as e:
-                new.append(alerts.registry_anchor(self.source, seq, commit,
-                                                  f"the anchor does not verify: {e.message}", anchor))
-                bundles = []
-            watched = 0
-            for b in bundles:
-                origin = parse_checkpoint(parse_note(b.checkpoint).text).origin
-                lw = self.logs.get(origin)
-                if lw is None:
-                    continue
-                watched += 1
+            return raised
+        try:
+            verify_commit_anchor(anchor, commit=commit, tree=c["tree"], seq=seq, registry=self.cfg.key,
+                                 policy=self.anchors_policy)
+            bundles = parse_anchors(anchor)
+        except OAPError as e:
+            new.append(alerts.registry_anchor(self.source, seq, commit, f"the anchor does not verify: {e.message}",
+                                              anchor))
+            return raised
+        origins = [parse_checkpoint(parse_note(b.checkpoint).text).origin for b in bundles]
+        for b, origin in zip(bundles, origins):
+            lw = self.logs.get(origin)
+            if lw is not None:
                 raised += await lw.compare_found(b.checkpoint, f"{self.cfg.url}/v1/anchors/{seq}")
-            if bundles and not watched:
-                origins = ", ".join(sorted(parse_checkpoint(parse_note(b.checkpoint).text).origin for b in bundles))
-                new.append(alerts.registry_anchor(self.source, seq, commit,
-                                                  f"anchored only in logs this monitor does not watch ({origins})",
-                                                  anchor))
-        ids = self.ctx.state.set_registry_seq(self.cfg.url, seq, new, self.ctx.targets())
-        self.ctx.raised(ids)
-        return raised + ids
+        if not any(o in self.logs for o in origins):
+            new.append(alerts.registry_anchor(self.source, seq, commit, "anchored only in logs this monitor does not "
+                                              f"watch ({', '.join(sorted(origins))})", anchor))
+        return raised
 
     # --- health -----------------------------------------------------------------------------
 
@@ -218,3 +228,10 @@ class RegistryWatcher:
         ids = self.ctx.problem(kind, self.name, self.source, what, e.message, self.ctx.unreachable_after)
         return PassResult(self.name, False, ids, e.message)
 
+
+def _time(value: object) -> float:
+    """A commit's RFC 3339 time as Unix time (0 when it has none: old enough to alert)."""
+    try:
+        return parse_utc(value, "time").timestamp()
+    except OAPError:
+        return 0.0

@@ -321,6 +321,9 @@ def test_the_local_network_monitor_watches_what_watch_txt_lists(net, tmp_path):
         a for a in file_alerts(mdir / "alerts.jsonl") if a["evidence"].get("signer") == key])
     assert sorted(a["evidence"]["index"] for a in got) == [earlier, theirs]
     assert all(os.path.exists(a["evidence"]["file"]) for a in got)
+    # and it checks the registry's commits: each one's anchor verified, in the log it watches
+    wait_for("the registry's commits checked", lambda: _local_status(net)["registry"]["commits_checked"] >= 1)
+    assert not [a for a in file_alerts(mdir / "alerts.jsonl") if a["kind"] != "watched_entry"]
 
 
 def _local_status(net) -> dict:

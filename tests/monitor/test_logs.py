@@ -172,3 +172,40 @@ def test_the_monitor_reads_an_endless_body_in_bounded_memory(go_tlogwrite, tmp_p
             assert m.stop() == 0
     assert peak_kb < 300 * 1024, peak_kb
     assert [a["kind"] for a in alerts(tmp_path)] == ["log_invalid"]  # one incident, one alert
+
+
+class FakeRegistry(ThreadedApp):
+    """A registry's commit list (`GET /v1/commits`), whatever anchors it is given."""
+
+    def __init__(self, commits: list[dict]) -> None:
+        super().__init__()
+        self.commits = commits
+
+    def routes(self, app: web.Application) -> None:
+        async def commits(request: web.Request) -> web.Response:
+            before = int(request.query.get("before", len(self.commits)))
+            page = self.commits[:before][-int(request.query["limit"]):][::-1]
+            return web.json_response({"head": len(self.commits) - 1, "commits": page})
+
+        app.router.add_get("/v1/commits", commits)
+
+
+def test_registry_commits_without_a_valid_anchor_are_alerts(go_tlogwrite, tmp_path):
+    from tlog.formats.did import did_key_from_public
+    from tlog.formats.ed25519 import public_from_seed
+
+    golog = tmp_path / "golog"
+    go_write(go_tlogwrite, golog, 10)
+    key = did_key_from_public(public_from_seed(bytes(range(32))))
+    old, new = "2020-01-01T00:00:00Z", "2999-01-01T00:00:00Z"
+    commits = [{"seq": 0, "commit": "a" * 40, "tree": "b" * 40, "time": old, "anchor": None},
+               {"seq": 1, "commit": "c" * 40, "tree": "d" * 40, "time": old, "anchor": "c2sp.org/tlog-proof@v1\n"},
+               {"seq": 2, "commit": "e" * 40, "tree": "f" * 40, "time": new, "anchor": None}]
+    with serve_directory(golog) as url, FakeRegistry(commits) as reg:
+        cfg = write_config(tmp_path, url, GO_SIGNER.vkey, logs_extra=f'[registry]\nurl = "{reg.base}"\nkey = "{key}"\n')
+        code, out = once(cfg)
+        assert code == 1, out
+        code, out = once(cfg)  # commit 2 waits for its anchor (it is new): nothing again
+        assert code == 0, out
+    got = [(a["evidence"]["seq"], a["evidence"]["reason"].split(":")[0]) for a in alerts(tmp_path)]
+    assert got == [(0, "the commit has no log anchor"), (1, "the anchor does not verify")], got
