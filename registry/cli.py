@@ -261,8 +261,11 @@ def key_event(key_file: Path, subject: str, controller: str | None, event: str, 
 @click.option("--offline", is_flag=True, help="TARGET is a saved response file; no network.")
 @click.option("--id", "expect_id", default=None,
               help="With --offline: the status id the answer must be about (with --issuer, the credential's id).")
-@click.option("--registry-key", default=None, help="did:key of the registry (required offline).")
-@click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--registry-key", default=None,
+              help="Pin the did:key the answer must be signed with. Default: the --log-policy's registry line; "
+                   "else, online only, the key the registry names (said to be not pinned).")
+@click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="tlog-policy of the logs the registry anchors in; a `registry <did:key>` line pins its key.")
 @click.option("--log-vkey", "log_vkeys", multiple=True,
               help="Log verifier key, instead of --log-policy; repeat it for a registry that anchors in several.")
 @click.option("--min-logs", type=click.IntRange(1, 32), default=None,
@@ -292,9 +295,18 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
 
     policy = _trust(log_policy, log_vkeys, min_logs)
     declared_k = 1  # what the registry says its k is (/v1/info): it can only raise the relying party's
+    # Whose key the answer must be signed with: --registry-key, else the policy's `registry`
+    # line, else (online only) the key the registry names, which pins nothing and says so.
+    pins = [r.did for r in policy.policy.registries] if policy is not None else []
+    pinned_by = "--registry-key" if registry_key else None
     if offline:
+        if not registry_key and len(pins) == 1:
+            registry_key, pinned_by = pins[0], f"the registry line of {log_policy}"
+        elif not registry_key and pins:
+            fail(f"{log_policy} pins {len(pins)} registries: say which one signed with --registry-key", 2)
         if not registry_key:
-            fail("--offline needs --registry-key (the did:key the registry signs with)", 2)
+            fail("--offline needs --registry-key (the did:key the registry signs with), or a --log-policy with a "
+                 "registry line", 2)
         if issuer is not None and expect_id is None:
             fail("--issuer goes with --id offline (the credential's id)", 2)
         asked = status_id_of(expect_id, issuer) if expect_id is not None else None
@@ -329,8 +341,14 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         if not registry_key:
             if not isinstance(served_key, str):
                 invalid("the registry names no status key (/v1/info status_service)")
-            click.echo(f"warning: trusting the key the server names ({served_key}); pin it with --registry-key",
-                       err=True)
+            if served_key in pins:
+                pinned_by = f"the registry line of {log_policy}"
+            elif pins:
+                invalid(f"the registry signs with {served_key}, which {log_policy} does not pin "
+                        f"(it pins {', '.join(pins)})")
+            else:
+                click.echo(f"warning: trusting the key the server names ({served_key}); pin it with --registry-key "
+                           "or a registry line in --log-policy", err=True)
             registry_key = served_key
         if out is not None:
             out.write_text(json.dumps(resp, indent=2) + "\n")
@@ -350,7 +368,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
     if as_json:
         out_obj: dict[str, Any] = {"valid": True, "status": v.status, "id": v.id, "epoch": v.epoch,
                                    "this_update": resp["this_update"], "next_update": resp["next_update"],
-                                   "log_checked": v.log_checked}
+                                   "log_checked": v.log_checked, "status_key": registry_key,
+                                   "key_pinned": pinned_by is not None}
         if v.status == "revoked":
             out_obj |= {"revoked_at": resp["revocation"]["revoked_at"], "reason": v.reason, "by": by}
             if v.reinstated_at is not None:
@@ -365,6 +384,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
     click.echo(f"  answered {resp['this_update']} ({relative(v.this_update)}), fresh until {resp['next_update']} "
                f"({relative(v.next_update)}); epoch {v.epoch}; "
                f"log anchors {'verified' if v.log_checked else 'not checked'}")
+    click.echo(f"  signed by the status key {registry_key}: "
+               + (f"pinned ({pinned_by})" if pinned_by else "NOT PINNED (the key the registry names itself)"))
     if v.status == "revoked":
         click.echo(f"  revoked at {resp['revocation']['revoked_at']} reason {v.reason} by {by or '?'}")
         if v.reinstated_at is not None:

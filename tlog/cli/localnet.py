@@ -29,7 +29,8 @@ from pathlib import Path
 
 import click
 
-from tlog.formats.keys import CosignatureSigner, MLDSACosigner
+from tlog.formats.did import did_key_from_public
+from tlog.formats.keys import CosignatureSigner, MLDSACosigner, Signer
 from tlog.http.serve import port_holder
 from tlog.runtime import children
 from tlog.runtime.keyfiles import read_private_key, write_private_key, write_secret
@@ -102,12 +103,29 @@ def _mirror_key(data: Path, name: str) -> str:
     return CosignatureSigner.from_skey(read_private_key(key)).vkey
 
 
+def _registry_key(data: Path) -> str:
+    """The registry's key (made here on first start with `oap-registry keygen`, where the
+    registry would make it itself): the network's policy pins its did:key before it runs."""
+    key = data / "registry.key"
+    if not key.exists():
+        data.mkdir(parents=True, exist_ok=True)
+        children.run([str(BIN / "oap-registry"), "keygen", "--out", str(key)], check=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    return did_key_from_public(Signer.from_skey(read_private_key(key)).public)
+
+
 def _witness_key(data: Path, name: str) -> str:
     key = data / "witness.key"
     if not key.exists():
         children.run([str(BIN / "oap-witness"), "keygen", "--name", name, "--data", str(data)], check=True,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
     return CosignatureSigner.from_skey(read_private_key(key)).vkey
+
+
+def _with_registry(text: str, line: str) -> str:
+    """`text` with the `registry` line after its `log` line (the canonical order)."""
+    head, _, rest = text.partition("\n")
+    return f"{head}\n{line}{rest}"
 
 
 def _mldsa_key(data: Path, name: str) -> str:
@@ -187,10 +205,14 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     mdir = data_dir / "mirror"
     mdir.mkdir(parents=True, exist_ok=True)
     mirror_vkey = _mirror_key(mdir, "mirror.localhost")
-    policy.write_text(policy_text(log_vkey, rows, quorum, [("m1", mirror_vkey, mirror_url)]))
+    reg_url = f"http://{HOST}:{registry_port}"
+    # The registry's key is pinned beside the log's (a `registry` line, an OAP extension of
+    # tlog-policy): clients check its status answers against it, not against its own word.
+    registry_line = f"registry {_registry_key(data_dir / 'registry')} {reg_url}\n" if registry else ""
+    policy.write_text(_with_registry(policy_text(log_vkey, rows, quorum, [("m1", mirror_vkey, mirror_url)]),
+                                     registry_line))
     # Each service's explorer page ships the network's policy (pinned, not the log's word
     # about itself) and the log names its registry: /ui/ on any port shows every service.
-    reg_url = f"http://{HOST}:{registry_port}"
     mirror_copy = f"{mirror_url}/{hashlib.sha256(origin.encode()).hexdigest()}"  # its tlog-tiles copy of the log
     neighbours = (f'public_url = "{log_url}"\nui_trust_policy = "{policy.resolve()}"\n'
                   f'mirror_urls = ["{mirror_copy}"]\n'
@@ -201,7 +223,8 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     registry_toml.write_text(f'[registry]\npublic_url = "{reg_url}"\nui_trust_policy = "{policy.resolve()}"\n')
 
     (mdir / "mirror.toml").write_text(
-        f'[mirror]\nname = "mirror.localhost"\nhost = "{HOST}"\nport = {mirror_port}\n\n'
+        f'[mirror]\nname = "mirror.localhost"\nhost = "{HOST}"\nport = {mirror_port}\n'
+        f'ui_trust_policy = "{policy.resolve()}"\n\n'
         f'[[mirror.logs]]\norigin = "{origin}"\nvkey = "{log_vkey}"\nurl = "{log_url}"\n')
     (data_dir / "mirror.policy").write_text(f"log {log_vkey}\nmirror m1 {mirror_vkey} {mirror_url}\nquorum m1\n")
 
@@ -280,7 +303,8 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             banner.append(f"            watches every entry of the log and the registry's anchors; add a DID or key "
                           f"to {monitor_dir / 'watch.txt'} to watch it")
             banner.append(f"  policy    {log_dir / 'log.policy'}   "
-                          f"(log key, witnesses, quorum {quorum} of {n_witnesses}, mirror m1)")
+                          f"(log key, witnesses, quorum {quorum} of {n_witnesses}, mirror m1"
+                          + (", registry key)" if registry else ")"))
             banner.append(f"  explorer  {log_url}/ui/")
             _say("\n".join(banner) + "\n")
         while not stopping.is_set():

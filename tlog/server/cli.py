@@ -14,8 +14,9 @@ import click
 
 from tlog.errors import ConfigError, InvalidInput, OAPError
 from tlog.formats import keys
+from tlog.formats.encoding import b64enc
 from tlog.formats.entries import commitment_entry, commitment_for, receipt_entry, receipt_hash
-from tlog.formats.hashing import format_sha256, parse_sha256
+from tlog.formats.hashing import format_sha256, parse_leaf_hash, parse_sha256
 from tlog.formats.strict import loads_json
 from tlog.formats.times import parse_utc
 from tlog.runtime import keyfiles
@@ -109,7 +110,11 @@ async def _start(cfg: LogConfig, hooks: Hooks | None = None) -> Running:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Private key file to create (mode 0600, never overwritten).")
 def keygen(name: str, out: Path) -> None:
-    """Make an Ed25519 key; prints only the verifier key."""
+    """Make an Ed25519 key; prints its did:key (the signer the receipt entries it signs name)
+    and its verifier key (the signed-note key, for a log), never the private key; both are
+    also written beside it (OUT.did, OUT.vkey)."""
+    from tlog.formats.did import did_key_from_public
+
     try:
         signer = keys.Signer.generate(name)
         keyfiles.write_private_key(out, signer.to_skey())
@@ -117,8 +122,11 @@ def keygen(name: str, out: Path) -> None:
         fail(f"{out} exists; refusing to overwrite a key")
     except OAPError as e:
         fail(e.message)
+    did = did_key_from_public(signer.public)
     Path(str(out) + ".vkey").write_text(signer.vkey + "\n")
-    click.echo(signer.vkey)
+    Path(str(out) + ".did").write_text(did + "\n")
+    click.echo(f"did:key:      {did}   (its identity: entries it signs name this signer; {out}.did)")
+    click.echo(f"verifier key: {signer.vkey}   (as a log's or note key; {out}.vkey)")
 
 
 @main.command()
@@ -538,8 +546,16 @@ def info(url: str) -> None:
 
 @main.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--policy", "policy_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--policy", "policy_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="tlog-policy file: log key, witnesses, quorum.")
+@click.option("--vkey", "vkeys", multiple=True,
+              help="Instead of --policy: a log's verifier key (signed-note vkey); no witness is then required. "
+                   "Repeat it for several logs.")
+@click.option("--entry", "entry_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The entry the bundles prove (its bytes, as the log hashed them): for a proof made by any "
+                   "C2SP log. The bundles' extra lines are then ignored (C2SP tlog-proof leaves them unauthenticated).")
+@click.option("--leaf-hash", default=None,
+              help="Instead of --entry: the entry's leaf hash (64 hex digits or base64), SHA-256(0x00 || entry).")
 @click.option("--receipt", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also check that the (single) bundle anchors this receipt, and every signature it carries "
                    "(OAP-CORE-1.0 §19.1).")
@@ -552,7 +568,8 @@ def info(url: str) -> None:
                    "only (the copy a log entry keeps is then not trusted for that DID). Repeatable.")
 @click.option("--quiet", is_flag=True, help="Print only failures and the summary.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per bundle, then a summary object.")
-def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_json) -> None:
+def verify(bundles, policy_file, vkeys, entry_file, leaf_hash, receipt, salt_file, did_documents, quiet,
+           as_json) -> None:
     """Verify .tlog-proof bundles offline (no network).
 
     Each bundle's inclusion in a checkpoint the policy accepts is checked, and every
@@ -560,12 +577,22 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_js
     signature the receipt carries. OK means every one of them was checked and verified.
     Exit 0 when all bundles are OK; 1 when any failed (a proof, a signature, a
     signature the receipt lacks); 3 when nothing failed but some signature could not be
-    checked (no DID document of its signer: pass one with --did-document)."""
+    checked (no DID document of its signer: pass one with --did-document).
+
+    Any C2SP log's proofs: give the log's key (--vkey, or a policy) and the entry (--entry)
+    or its leaf hash (--leaf-hash), as C2SP tlog-proof verifiers do."""
     from tlog.client.receipts import verify_proof_file
     from tlog.client.verifier import TrustPolicy
 
+    if (policy_file is None) == (not vkeys):
+        fail("give the log's trust policy (--policy) or its key (--vkey), one of the two", 2)
+    if entry_file is not None and leaf_hash is not None:
+        fail("--entry and --leaf-hash name the same thing: give one", 2)
     try:
-        policy = TrustPolicy.from_text(policy_file.read_text())
+        policy = (TrustPolicy.from_text(policy_file.read_text()) if policy_file is not None
+                  else TrustPolicy.for_logs(vkeys))
+        entry = entry_file.read_bytes() if entry_file is not None else None
+        leaf = parse_leaf_hash(leaf_hash.strip(), "--leaf-hash") if leaf_hash is not None else None
         pinned: dict[str, object] = {}
         for p in did_documents:
             doc = loads_json(p.read_bytes())
@@ -594,9 +621,12 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_js
                                           "error": f"cannot read: {e.strerror}"}
                 lines = [f"FAIL {path}: cannot read: {e.strerror}"]
             else:
-                check = verify_proof_file(data, policy, receipt=receipt_doc, salt=salt, pinned=pinned)
+                check = verify_proof_file(data, policy, receipt=receipt_doc, salt=salt, pinned=pinned, entry=entry,
+                                          leaf=leaf)
+                if check.error is not None and entry is None and leaf is None:
+                    check.error += _foreign_hint(data, check.error)
                 result = {"bundle": str(path), **check.to_json()}
-                lines = _verify_lines(path, check, policy)
+                lines = _verify_lines(path, check, policy, named=entry is not None or leaf is not None)
                 for item in result.get("logs", []):  # cosigners the policy lists as mirrors (they store the log)
                     item["mirrors"] = policy.mirrors(item["witnesses"])
             counts[result["verdict"]] += 1
@@ -609,6 +639,8 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_js
                                "incomplete": counts["incomplete"]}))
     else:
         more = f", {counts['incomplete']} not fully checked" if counts["incomplete"] else ""
+        if vkeys:
+            more += " (against the log key alone: no witness cosignature was required)"
         click.echo(f"{counts['ok']} verified, {counts['failed']} failed{more}")
     sys.exit(1 if counts["failed"] else 3 if counts["incomplete"] else 0)
 
@@ -619,9 +651,10 @@ _RECEIPT_STATES = {"ok": "all verified", "failed": "FAILED", "incomplete": "not 
 _SOURCES = {"anchored": "the DID document kept in the log entry", "pinned": "a pinned DID document"}
 
 
-def _verify_lines(path: Path, check: BundleCheck, policy: TrustPolicy) -> list[str]:
+def _verify_lines(path: Path, check: BundleCheck, policy: TrustPolicy, named: bool = False) -> list[str]:
     """`oap-log verify`'s text for one bundle: a line for its anchors and the entry's
-    signer, then one per log that did not count, then one per receipt signature."""
+    signer (`named`: and the leaf hash the caller named), then one per log that did not
+    count, then one per receipt signature."""
     if check.error is not None or check.anchors is None:
         return [f"FAIL {path}: {check.error}"]
     state = _STATES[check.verdict]
@@ -640,8 +673,9 @@ def _verify_lines(path: Path, check: BundleCheck, policy: TrustPolicy) -> list[s
                 signed += f": {_SIG_STATES[es.status]}: {_hint(es.status, es.reason)}"
             elif es.source in _SOURCES:
                 signed += f" (checked with {_SOURCES[es.source]})"
+        leaf = f"; leaf hash {b64enc(v.leaf_hash)}" if named else ""
         lines.append(f"{state} {path}: index {v.index} in {v.checkpoint.checkpoint.origin} at size "
-                     f"{v.checkpoint.checkpoint.size} (witnesses: {wit}){signed}")
+                     f"{v.checkpoint.checkpoint.size} (witnesses: {wit}){signed}{leaf}")
     for where, reason in check.anchors.failures:
         lines.append(f"     {path}: {where} does not count: {reason}")
     if check.receipt is not None:
@@ -660,6 +694,28 @@ def _verify_lines(path: Path, check: BundleCheck, policy: TrustPolicy) -> list[s
                 how = f": {_hint(s.status, s.reason)}"
             lines.append(f"     {who}{by}{roles}: {_SIG_STATES[s.status]}{alg}{how}")
     return lines
+
+
+def _foreign_hint(data: bytes, error: str) -> str:
+    """What to add to a failure when the bundle may come from another C2SP log: its extra line
+    (if any) is not an OAP entry, so the entry must be named."""
+    from tlog.formats.entries import decode_entry
+    from tlog.formats.proofbundle import parse_proof_bundle
+
+    try:
+        b = parse_proof_bundle(data)
+    except (OAPError, UnicodeDecodeError):
+        return ""  # an anchors file, or no bundle at all: the error says why
+    if b.extra is not None:
+        try:
+            decode_entry(b.extra)
+            return ""
+        except OAPError:
+            pass
+    elif "no entry" not in error:
+        return ""
+    return (" (a proof made by another C2SP log: name its entry with --entry or its leaf hash with --leaf-hash, "
+            "and its key with --vkey or --policy)")
 
 
 def _hint(status: str, reason: str) -> str:
