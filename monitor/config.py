@@ -69,7 +69,7 @@ class Watch:
 @dataclass(frozen=True)
 class RegistryWatch:
     url: str
-    key: str  # the registry's did:key: every answer is verified with it
+    key: str  # the registry's did:key: every answer is verified with it ("": the policy's registry line)
     dids: tuple[str, ...] = ()  # status ids (DIDs) whose every change is an alert
     policy: Path | None = None  # the logs its anchors must be in (default: the first [[logs]]'s policy)
     anchors: bool = True  # check that every commit it publishes is anchored in a watched log
@@ -162,15 +162,15 @@ def _as_registry(item: object) -> RegistryWatch | None:
     if item is None or isinstance(item, RegistryWatch):
         return item
     t = _table(item, "registry", _REGISTRY_KEYS)
-    if not isinstance(t.get("url"), str) or not isinstance(t.get("key"), str):
-        raise ConfigError("registry: url and key (the registry's did:key) are required")
+    if not isinstance(t.get("url"), str) or not isinstance(t.get("key", ""), str):
+        raise ConfigError("registry: url is required, and key is the registry's did:key")
     anchors = t.get("anchors", True)
     if not isinstance(anchors, bool):
         raise ConfigError("registry: anchors must be true or false")
     policy = t.get("policy")
     if policy is not None and not isinstance(policy, str):
         raise ConfigError("registry: policy must be a file name")
-    return RegistryWatch(t["url"].rstrip("/"), t["key"], _strs(t.get("dids", ()), "registry.dids"),
+    return RegistryWatch(t["url"].rstrip("/"), t.get("key", ""), _strs(t.get("dids", ()), "registry.dids"),
                          Path(policy) if policy else None, anchors)
 
 
@@ -287,7 +287,7 @@ class MonitorConfig(HTTPConfig):
             r = self.registry
             if not is_base_url(r.url):
                 raise ConfigError("registry: url must be an http:// or https:// URL without a trailing /")
-            if not r.key.startswith("did:key:"):
+            if r.key and not r.key.startswith("did:key:"):
                 raise ConfigError("registry: key must be the registry's did:key (its /v1/info `registry`)")
             for d in r.dids:
                 if not is_did(d):

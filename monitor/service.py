@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -15,7 +16,7 @@ from tlog.errors import ConfigError, OAPError
 from tlog.formats.journal import parse_journal
 from tlog.transport import Outbound
 
-from .config import MonitorConfig
+from .config import MonitorConfig, RegistryWatch
 from .context import Context
 from .fetch import client_session
 from .logwatch import LogWatcher, PassResult
@@ -60,6 +61,7 @@ class MonitorService:
     @classmethod
     async def open(cls, config: MonitorConfig) -> MonitorService:
         state = State(config.state_dir)
+        session = None
         try:
             metrics = MonitorMetrics()
             outbound = Outbound.from_config(config)
@@ -87,19 +89,20 @@ class MonitorService:
                     policy_path = config.registry_policy
                     assert policy_path is not None
                     policy = TrustPolicy.from_text(policy_path.read_text())
-                    registry = RegistryWatcher(config.registry, ctx, policy, {lw.origin: lw for lw in logs})
+                    registry = RegistryWatcher(_pinned(config.registry, policy, policy_path), ctx, policy,
+                                               {lw.origin: lw for lw in logs})
             except (OSError, OAPError) as e:
-                await session.close()
                 raise ConfigError(f"{getattr(e, 'message', None) or e}") from None
-            svc = cls(config, state, metrics, ctx, logs, registry, deliverer)
-            holder.append(svc)
             names = [lw.name for lw in logs]
             if len(set(names)) != len(names):
-                await session.close()
                 raise ConfigError("two [[logs]] have the same name (origin): give them names")
+            svc = cls(config, state, metrics, ctx, logs, registry, deliverer)
+            holder.append(svc)
             deliverer.refresh_gauges()
             return svc
         except BaseException:
+            if session is not None:
+                await session.close()
             state.close()
             raise
 
@@ -224,3 +227,17 @@ class MonitorService:
                 "queued": self.state.queued(),
                 "incidents": [{"kind": k, "source": s, "since": since, "reason": r, "alerted": a}
                               for k, s, since, r, a in self.state.incidents()]}
+
+
+def _pinned(reg: RegistryWatch, policy: TrustPolicy, path: object) -> RegistryWatch:
+    """The registry with its key: the one configured, else the one the policy pins for it (a
+    `registry` line with its URL, or the policy's only one)."""
+    if reg.key:
+        return reg
+    lines = policy.policy.registries
+    by_url = [r for r in lines if r.url and r.url.rstrip("/") == reg.url]
+    pick = by_url or (list(lines) if len(lines) == 1 else [])
+    if len(pick) != 1:
+        raise ConfigError(f"registry: give key (the registry's did:key): the policy {path} pins "
+                          f"{len(lines)} registries and none for {reg.url}")
+    return dataclasses.replace(reg, key=pick[0].did)

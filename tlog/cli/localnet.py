@@ -279,8 +279,7 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
         monitor_dir = data_dir / "monitor"
         monitor_url = f"http://{HOST}:{monitor_port}"
         if not stopping.is_set():
-            _monitor_config(monitor_dir, log_url, log_dir / "log.policy", monitor_port,
-                            reg_url if registry else None, data_dir / "registry" / "registry.did")
+            _monitor_config(monitor_dir, log_url, policy, monitor_port, reg_url if registry else None)
             spawn("monitor", "monitor", [str(BIN / "oap-monitor"), "run", "--config",
                                          str(monitor_dir / "monitor.toml")], monitor_url)
         if not stopping.is_set():
@@ -322,12 +321,12 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
 STOP_ORDER = ("monitor", "registry", "log", "mirror", "witness")
 
 
-def _monitor_config(mdir: Path, log_url: str, policy: Path, port: int, registry_url: str | None,
-                    registry_did: Path) -> None:
+def _monitor_config(mdir: Path, log_url: str, policy: Path, port: int, registry_url: str | None) -> None:
     """The monitor's configuration (made on every start: the network's addresses may change):
-    it watches the log (its witnesses and mirror from the policy), every identity listed in
-    watch.txt, and the registry's anchors; alerts go to alerts.jsonl; what `oap-log add
-    --journal anchored.jsonl` anchored is not alerted."""
+    it watches the log with the network's policy (its witnesses and mirror, with their URLs,
+    and the registry's key: its registry line), every identity listed in watch.txt, and the
+    registry's anchors; alerts go to alerts.jsonl; what `oap-log add --journal
+    anchored.jsonl` anchored is not alerted."""
     mdir.mkdir(parents=True, exist_ok=True)
     watch = mdir / "watch.txt"
     if not watch.exists():
@@ -335,8 +334,8 @@ def _monitor_config(mdir: Path, log_url: str, policy: Path, port: int, registry_
     text = (f'state_dir = "state"\npoll_seconds = 1\nmetrics = "{HOST}:{port}"\nwatch_files = ["watch.txt"]\n'
             f'journals = ["anchored.jsonl"]\nunreachable_after = 30\nbehind_after = 60\n\n'
             f'[[logs]]\nurl = "{log_url}"\npolicy = "{policy.resolve()}"\n\n')
-    if registry_url is not None and registry_did.exists():
-        text += f'[registry]\nurl = "{registry_url}"\nkey = "{registry_did.read_text().strip()}"\n\n'
+    if registry_url is not None:  # its key: the policy's registry line
+        text += f'[registry]\nurl = "{registry_url}"\n\n'
     text += '[[alerts]]\nfile = "alerts.jsonl"\n'
     (mdir / "monitor.toml").write_text(text)
 
