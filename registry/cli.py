@@ -20,9 +20,11 @@ import click
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import ConfigError, OAPError
 from tlog.formats import keys
+from tlog.formats.keys import Ed25519Key
 from tlog.runtime import keyfiles
 from tlog.runtime.cli import (
     INSECURE_HTTP_CLIENT,
+    KEY,
     Running,
     checked_url,
     client_outbound,
@@ -42,10 +44,11 @@ STATUS_EXIT = {"good": 0, "revoked": 3, "unknown": 4, "suspended": 5}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _seed(path: Path) -> bytes:
+def _seed(path: Path | str) -> Ed25519Key:
+    """A --key: a key file's seed, an encrypted key file's, or a token key (`keyfiles.open_key`)."""
     try:
-        return keyfiles.read_seed(path)
-    except (OSError, OAPError) as e:
+        return keyfiles.open_ed25519(path, what="record signing key")
+    except (OSError, OAPError, ConfigError) as e:
         fail(f"{path}: {getattr(e, 'message', e)}", 2)
         raise
 
@@ -89,7 +92,8 @@ def main() -> None:
 @click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="tlog-policy to check anchors against (default: the log keys named at genesis).")
 @click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Registry key (default <data>/registry.key, created on first start).")
+              help="Registry key (default <data>/registry.key, created on first start): a key file, an encrypted "
+                   "key file or a pkcs11: URI of a key in a token.")
 @click.option("--public-url", default=None, help="Base URL of this registry, named in status list credentials.")
 @click.option("--upstream", default=None, help="Run as a read-only, verifying mirror of this registry.")
 @click.option("--registry-key", default=None, help="Mirror: pin the upstream registry key (did:key).")
@@ -191,7 +195,7 @@ def submit(record: Path, url: str, out: Path | None) -> None:
 
 
 @main.command()
-@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--key", "key_file", required=True, type=KEY,
               help="Key of the subject or of a controller.")
 @click.option("--kind", type=click.Choice(["did", "vc", "key", "conformance"]), required=True)
 @click.option("--subject", default=None, help="What is revoked (default: the key's own did:key).")
@@ -201,7 +205,7 @@ def submit(record: Path, url: str, out: Path | None) -> None:
 @click.option("--status-list-index", type=int, default=None, help="vc: the credential's statusListIndex.")
 @URL_OPT
 @ANCHOR_OUT
-def revoke(key_file: Path, kind: str, subject: str | None, reason: str, effective_at: str | None,
+def revoke(key_file: Path | str, kind: str, subject: str | None, reason: str, effective_at: str | None,
            status_list_index: int | None, url: str, out: Path | None) -> None:
     """Sign and submit a revocation."""
     from .client import did_of, make_revocation
@@ -216,12 +220,13 @@ def revoke(key_file: Path, kind: str, subject: str | None, reason: str, effectiv
 
 
 @main.command("kill-switch")
-@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--key", "key_file", required=True, type=KEY)
 @click.option("--principal", default=None, help="Principal DID (default: the key's did:key).")
 @click.option("--effective-at", default=None)
 @URL_OPT
 @ANCHOR_OUT
-def kill_switch(key_file: Path, principal: str | None, effective_at: str | None, url: str, out: Path | None) -> None:
+def kill_switch(key_file: Path | str, principal: str | None, effective_at: str | None, url: str,
+                out: Path | None) -> None:
     """Revoke every token, grant and webhook subscription of a principal (§22.3)."""
     from .client import make_kill_switch
 
@@ -229,7 +234,7 @@ def kill_switch(key_file: Path, principal: str | None, effective_at: str | None,
 
 
 @main.command("key-event")
-@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--key", "key_file", required=True, type=KEY)
 @click.option("--subject", required=True, help="The principal DID the event is about.")
 @click.option("--controller", default=None,
               help="add_controller, rotate: DID of the new controller (a did:key, or e.g. a did:web).")
@@ -240,7 +245,7 @@ def kill_switch(key_file: Path, principal: str | None, effective_at: str | None,
 @click.option("--effective-at", default=None, help="RFC 3339 UTC time (default now; rotate and resume: not earlier).")
 @URL_OPT
 @ANCHOR_OUT
-def key_event(key_file: Path, subject: str, controller: str | None, event: str, reason: str | None,
+def key_event(key_file: Path | str, subject: str, controller: str | None, event: str, reason: str | None,
               effective_at: str | None, url: str, out: Path | None) -> None:
     """Controllers, rotation, suspension and recovery of a principal (§5.3)."""
     from .client import make_key_event

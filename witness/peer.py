@@ -37,7 +37,6 @@ from typing import Any
 
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import Forbidden, InvalidInput
-from tlog.formats import ed25519
 from tlog.formats.conformance import (
     ConformanceReceipt,
     add_witness_signature,
@@ -47,6 +46,7 @@ from tlog.formats.conformance import (
 from tlog.formats.did import did_key_from_public
 from tlog.formats.diddoc import KeyLookup
 from tlog.formats.entries import canonical_entry
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.strict import loads_json
 
 LEVEL_RANK = {"L4": 4, "L5": 5}
@@ -57,7 +57,7 @@ class PeerWitness:
 
     def __init__(
         self,
-        seed: bytes,
+        seed: Ed25519Key,
         *,
         policy_text: str | None,
         own_receipt: Path | None,
@@ -65,7 +65,7 @@ class PeerWitness:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._seed = seed
-        self.did = did_key_from_public(ed25519.public_from_seed(seed))
+        self.did = did_key_from_public(ed25519_signer(seed).public)
         self.policy = TrustPolicy.from_text(policy_text) if policy_text is not None else None
         self.own_receipt = own_receipt
         self.require_own_level = require_own_level

@@ -34,7 +34,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tlog.errors import Forbidden, FormatError, InvalidInput, SignatureError
-from tlog.formats import ed25519
 from tlog.formats.audit import Audit, check_audit
 from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.dataintegrity import create_proof, did_key_method, proofs_of, verify_proof
@@ -55,6 +54,7 @@ from tlog.formats.diddoc import (
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import parse_sha256
 from tlog.formats.independence import Principal, parties, principal, relation
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import parse_utc
 
 LEVELS = frozenset({"L0", "L1", "L2", "L3", "L4", "L5", "L1-NC", "L3-NC"})
@@ -372,12 +372,12 @@ def independent_witnesses(what: str, level: str, needed: int, members: list[Prin
 # --- signing ---------------------------------------------------------------------------
 
 
-def _signature(receipt: dict[str, Any], seed: bytes, by: str | None = None) -> dict[str, str]:
-    did = by or did_key_from_public(ed25519.public_from_seed(seed))
-    return {"by": did, "alg": ALG, "value": b64enc(ed25519.sign(seed, signing_bytes(receipt)))}
+def _signature(receipt: dict[str, Any], seed: Ed25519Key, by: str | None = None) -> dict[str, str]:
+    did = by or did_key_from_public(ed25519_signer(seed).public)
+    return {"by": did, "alg": ALG, "value": b64enc(ed25519_signer(seed).sign(signing_bytes(receipt)))}
 
 
-def sign_conformance(unsigned: dict[str, Any], seed: bytes, by: str | None = None) -> dict[str, Any]:
+def sign_conformance(unsigned: dict[str, Any], seed: Ed25519Key, by: str | None = None) -> dict[str, Any]:
     """Return a copy of `unsigned` self-signed by the Ed25519 key `seed`.
 
     Any existing "signatures" member is replaced by the one self signature; add
@@ -392,7 +392,7 @@ def sign_conformance(unsigned: dict[str, Any], seed: bytes, by: str | None = Non
     return {**body, "signatures": [sig]}
 
 
-def witness_signature(receipt: dict[str, Any], seed: bytes) -> dict[str, str]:
+def witness_signature(receipt: dict[str, Any], seed: Ed25519Key) -> dict[str, str]:
     """A peer witness's {"by", "alg", "value"} over `receipt` (minus its signatures).
 
     Signing is all this does: the witness service must validate the receipt
@@ -412,7 +412,7 @@ def to_vc(claims: dict[str, Any], *, contexts: tuple[str, ...] = ()) -> dict[str
             "credentialSubject": cs}
 
 
-def add_proof(vc: dict[str, Any], seed: bytes, verification_method: str | None = None) -> dict[str, Any]:
+def add_proof(vc: dict[str, Any], seed: Ed25519Key, verification_method: str | None = None) -> dict[str, Any]:
     """A copy of `vc` with one more `eddsa-jcs-2022` proof (by the did:key of `seed`, or the
     given DID URL): the subject's first, then a witness's. `proof` becomes a list (a proof
     set) once it holds two."""
@@ -425,12 +425,12 @@ def add_proof(vc: dict[str, Any], seed: bytes, verification_method: str | None =
     return {**unsecured, "proof": proofs[0] if len(proofs) == 1 else proofs}
 
 
-def add_witness_signature(receipt: dict[str, Any], seed: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+def add_witness_signature(receipt: dict[str, Any], seed: Ed25519Key) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the witness's signature, the receipt with it) for a receipt in either form: a compact
     {"by", "alg", "value"}, or an `eddsa-jcs-2022` proof added to a VC's proof set. Both are
     deterministic: asking twice gives the same signature, added once."""
     if is_vc(receipt):
-        did = did_key_from_public(ed25519.public_from_seed(seed))
+        did = did_key_from_public(ed25519_signer(seed).public)
         proof = create_proof({k: v for k, v in receipt.items() if k != "proof"}, seed, did_key_method(did))
         return proof, add_proof(receipt, seed)
     sig = witness_signature(receipt, seed)
