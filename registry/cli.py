@@ -377,12 +377,15 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
                                    "key_pinned": pinned_by is not None}
         if v.status == "revoked":
             out_obj |= {"revoked_at": resp["revocation"]["revoked_at"], "reason": v.reason, "by": by}
-            if v.reinstated_at is not None:
+            if v.reinstated_at is not None:  # a token class: the tokens issued since carry reinstated_id
                 out_obj["reinstated_at"] = resp["revocation"]["reinstated"]["reinstated_at"]
+                out_obj["reinstated_id"] = v.reinstated_id
         elif v.status == "suspended":
             out_obj |= {"suspended_at": resp["suspension"]["suspended_at"], "reason": v.reason, "by": by}
         if v.subject is not None:  # a receipt that falls with its subject
             out_obj["subject"] = v.subject
+        if v.signer is not None:  # a receipt whose level does not hold: the signer that does not count
+            out_obj["signer"] = resp["revocation"]["signer"]
         click.echo(json.dumps(out_obj))
         sys.exit(STATUS_EXIT[v.status])
     click.echo(f"{v.status.upper()}  {v.id}")
@@ -395,12 +398,23 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         click.echo(f"  revoked at {resp['revocation']['revoked_at']} reason {v.reason} by {by or '?'}")
         if v.reinstated_at is not None:
             at = resp["revocation"]["reinstated"]["reinstated_at"]
-            click.echo(f"  reinstated at {at}: tokens issued from then on are not revoked; every earlier one is")
+            click.echo(f"  every token of this id stays revoked; the principal recovered at {at}: the tokens it "
+                       f"issued since carry the status id {v.reinstated_id} (ask about that id)")
     elif v.status == "suspended":
         click.echo(f"  suspended at {resp['suspension']['suspended_at']} reason {v.reason} by {by or '?'}; "
                    "refuse it until it recovers")
     if v.subject is not None:
         click.echo(f"  with its subject {v.subject}: the receipt vouches for it and stands as it does")
+    if v.signer is not None:
+        signer = resp["revocation"]["signer"]
+        if v.reason == "witness_unqualified":
+            click.echo(f"  its level does not hold: witness {v.signer} held no valid L4/L5 receipt when it signed, "
+                       "and too few qualified witnesses remain")
+        else:
+            role = "auditor" if v.reason == "auditor_invalid" else "witness"
+            click.echo(f"  its level does not hold: {role} {v.signer} was {signer['status']} ({signer['reason']}) "
+                       f"since {signer['since']}, no later than the receipt was committed (the latest time it can "
+                       "have signed): its signature does not count")
     sys.exit(STATUS_EXIT[v.status])
 
 
