@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -13,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.services import log_service, registry_service, witness_service
+from tests.support.services import BIN, Service, log_service, registry_service, witness_service
+from tests.support.tools import need
 
 pytestmark = pytest.mark.slow
 OPS = Path(__file__).resolve().parents[2] / "ops"
@@ -41,13 +41,16 @@ def test_every_referenced_metric_exists(tmp_path, engines):
     reg = registry_service(tmp_path / "reg", log.url).start()
     scale = Frontends(engines, tmp_path / "scale")
     frontend = scale.start("frontend")  # the scale-out metrics: integrator, lag, bucket
+    (tmp_path / "monitor.toml").write_text(f'metrics = "127.0.0.1:0"\n[[logs]]\nurl = "{log.url}"\n'
+                                           f'policy = "{tmp_path / "log" / "log.policy"}"\n')
+    monitor = Service("monitor", [str(BIN / "oap-monitor"), "run", "--config", str(tmp_path / "monitor.toml")]).start()
     try:
         exposed = ""
-        for svc in (log, w, reg, frontend):
+        for svc in (log, w, reg, frontend, monitor):
             with urllib.request.urlopen(svc.url + "/metrics", timeout=10) as r:
                 exposed += r.read().decode()
     finally:
-        for svc in (reg, w, log, frontend):
+        for svc in (monitor, reg, w, log, frontend):
             svc.kill()
     declared = set(re.findall(r"^# TYPE (oap_[a-z0-9_]+) ", exposed, re.M))
     declared |= {n[: -len("_total")] for n in declared if n.endswith("_total")}
@@ -58,9 +61,7 @@ def test_every_referenced_metric_exists(tmp_path, engines):
 
 
 def test_alert_rules_pass_promtool():
-    promtool = shutil.which("promtool") or str(Path(sys.executable).parent / "promtool")
-    if not Path(promtool).exists():
-        pytest.skip("promtool not installed (make tools unpacks it from Debian's prometheus package)")
+    promtool = need("promtool")
     r = subprocess.run([promtool, "check", "rules", str(OPS / "prometheus" / "alerts.yml")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -70,11 +71,9 @@ def test_alert_rules_pass_promtool():
 
 
 @pytest.mark.parametrize("unit", ["oap-log.service", "oap-log-frontend@.service", "oap-witness@.service", "oap-mirror@.service",
-                                  "oap-registry.service"])
+                                  "oap-registry.service", "oap-monitor.service"])
 def test_systemd_units_verify(tmp_path, unit):
-    analyze = shutil.which("systemd-analyze")
-    if analyze is None:
-        pytest.skip("systemd-analyze not available")
+    analyze = need("systemd-analyze")
     text = (OPS / "systemd" / unit).read_text().replace("/opt/oap/.venv/bin/", str(Path(sys.executable).parent) + "/")
     assert "ProtectSystem=strict" in text and "NoNewPrivileges=yes" in text and "CapabilityBoundingSet=\n" in text
     name = unit.replace("@.", "@1.")
