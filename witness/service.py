@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tlog.client.verifier import TrustPolicy
 from tlog.didresolver import DidResolver
 from tlog.formats.keys import Cosigner
 
@@ -14,7 +15,7 @@ from .core import Witness
 from .keyfiles import load_or_create_keys
 from .metrics import WitnessMetrics
 from .network import LogLists
-from .peer import PeerWitness
+from .peer import PeerWitness, RegistryCheck
 from .state import Stall, Trace, WitnessState
 
 
@@ -45,8 +46,14 @@ class WitnessService:
         metrics = WitnessMetrics()
         metrics.logs_followed.set(len(config.logs))
         lists = LogLists(config, witness, metrics) if config.log_lists else None
-        peer = PeerWitness(seed, policy_text=config.trust_policy_text(), own_receipt=config.own_receipt,
-                           require_own_level=config.require_own_level, clock=clock)
+        registry = None
+        if config.registry_url:
+            text = config.registry_policy_text()
+            registry = RegistryCheck(config.registry_url, config.registry_key, timeout=config.registry_timeout,
+                                     policy=TrustPolicy.from_text(text) if text is not None else None)
+        peer = PeerWitness(seed, identity=config.identity_did, policy_text=config.trust_policy_text(),
+                           own_receipt=config.own_receipt, require_own_level=config.require_own_level,
+                           registry=registry, clock=clock)
         configured = {log.origin for log in config.logs}
         for rec in state.all_sync():
             if rec.origin in configured:

@@ -30,9 +30,11 @@ ALLOWED = {
                         "tlog.didresolver", "tlog.client", "tlog.server"),
     "tlog.cli": ("tlog",),
     # The mirror (witness.mirror) builds its own store over the storage primitives: durable files,
-    # hash files and create-only bucket writes, never a log's storage backend.
+    # hash files and create-only bucket writes, never a log's storage backend. A peer witness
+    # consults the registry as any relying party does: its client and offline status verifier.
     "witness": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.durable", "tlog.storage.hashfiles",
-                "tlog.storage.bucket", "tlog.http", "tlog.runtime", "tlog.client", "tlog.didresolver", "witness"),
+                "tlog.storage.bucket", "tlog.http", "tlog.runtime", "tlog.client", "tlog.didresolver",
+                "registry.client", "registry.statusverify", "witness"),
     "registry": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.durable", "tlog.http", "tlog.runtime",
                  "tlog.client", "tlog.didresolver", "registry"),
 }
