@@ -87,6 +87,9 @@ class RegistryCheck:
         except OAPError as e:
             raise UpstreamError(f"the registry {self.url} gave no verified answer about {status_id}: "
                                 f"{e.message}") from None
+        except ValueError:
+            raise UpstreamError(f"the registry {self.url} answered about {status_id} with something that is "
+                                "not JSON") from None
 
     async def close(self) -> None:
         if self._client is not None:
@@ -198,7 +201,7 @@ class PeerWitness:
             return
         try:
             keys = signer_keys(self.signer, lookup)
-        except OAPError as e:
+        except InvalidInput as e:  # (a document that could not be fetched is a 502, as it comes)
             raise Forbidden(f"this witness's identity {self.signer} cannot be checked: {e.message}") from None
         if not any(k.public == self.public for k in keys):
             raise Forbidden(f"this witness's identity {self.signer}: its DID document does not list the witness's "

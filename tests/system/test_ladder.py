@@ -222,9 +222,10 @@ def test_a_new_implementation_climbs_from_l0_to_l5(network, tmp_path):
     # L0-L3: self-signed; L3 with the publisher check (a did:web whose document lists the key)
     for level in ("L0", "L1", "L2", "L3"):
         rid = make(net, key, me, level, d / f"{level}.json")
-        assert out_json(register(net, d / f"{level}.json"))[0]["status"] == "good"
-        code, v = net.status(rid)
-        assert (code, v["status"]) == (0, "good"), v
+        registered = out_json(register(net, d / f"{level}.json"))[0]
+        assert (registered["id"], registered["status"], registered["duplicate"]) == (rid, "good", False)
+    code, v = net.status(rid)  # the L3 receipt, verified
+    assert (code, v["status"], v["log_checked"]) == (0, "good", True), v
 
     # L4: refused without a witness, then one independent peer witness (§31)
     l4 = make(net, key, me, "L4", d / "L4.json")
