@@ -25,6 +25,7 @@ from tlog.runtime.cli import (
     INSECURE_HTTP_CLIENT,
     Running,
     checked_url,
+    client_outbound,
     client_url,
     fail,
     load_config,
@@ -145,7 +146,7 @@ def _submit(url: str, record: dict, out: Path | None) -> None:
     from .client import RegistryClient
 
     async def go() -> dict[str, Any]:
-        async with RegistryClient(url) as c:
+        async with RegistryClient(url, outbound=client_outbound()) as c:
             return await c.submit(record)
 
     try:
@@ -310,7 +311,7 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         asked = status_id_of(target, issuer)
 
         async def go() -> tuple[dict[str, Any], dict[str, Any]]:
-            async with RegistryClient(url) as c:
+            async with RegistryClient(url, outbound=client_outbound()) as c:
                 info = await c.info()
                 return await c.status(target, issuer), info
 
@@ -401,7 +402,7 @@ def _mirror_once(data: Path, upstream: str, registry_key: str | None, policy: Tr
 
     try:
         m = Mirror(data, upstream, repo=repo, index=Index(), registry=registry_key, policy=policy,
-                   progress=progress)
+                   progress=progress, outbound=client_outbound())
         m.load()
         result = m.sync()
         if m.tofu_log and not quiet:
@@ -510,7 +511,7 @@ def verify(repo_dir: Path, registry_key: str | None, log_policy: Path | None, lo
         elif url and index.head is not None:
             from .mirror import fetch_url
 
-            r.verify_head_anchor(fetch_url(f"{url.rstrip('/')}/v1/anchors/{index.head.seq}"))
+            r.verify_head_anchor(fetch_url(f"{url.rstrip('/')}/v1/anchors/{index.head.seq}", client_outbound()))
             head_checked = True
     except OAPError as e:
         click.echo(f"FAIL: {e.message}")
@@ -670,7 +671,7 @@ def request_witness(receipt_file: Path, witnesses: tuple[str, ...], log_url: str
     try:
         bundle = bundle_file.read_text() if bundle_file is not None else None
         signed, answers = asyncio.run(request_witnesses(receipt, witnesses, log_url, bundle=bundle, timeout=timeout,
-                                                        token=token_from(token_file)))
+                                                        token=token_from(token_file), outbound=client_outbound()))
     except OAPError as e:
         fail(e.message, 2)
     except (TimeoutError, aiohttp.ClientError, OSError) as e:
@@ -711,7 +712,8 @@ def conformance_audit(key_file: Path, subject: str, standard: str, uri: str, rep
     urls = log_urls or (client_url(os.environ.get("OAP_LOG_URL", "http://127.0.0.1:8080"), "OAP_LOG_URL"),)
     try:
         audit = asyncio.run(make_audit(_seed(key_file), subject=subject, standard=standard, uri=uri,
-                                       document=report_file.read_bytes(), log_urls=urls, timeout=timeout))
+                                       document=report_file.read_bytes(), log_urls=urls, timeout=timeout,
+                                       outbound=client_outbound()))
         check_audit(audit, subject, skip_resolved_signatures)
     except OAPError as e:
         fail(e.message, 2)
@@ -731,7 +733,7 @@ def conformance_register(receipt_file: Path, url: str, wait: float) -> None:
     from .receipts import register
 
     try:
-        ack, status = asyncio.run(register(url, _read_json(receipt_file), wait=wait))
+        ack, status = asyncio.run(register(url, _read_json(receipt_file), wait=wait, outbound=client_outbound()))
     except OAPError as e:
         fail(e.message, 1)
     except (TimeoutError, aiohttp.ClientError, OSError) as e:

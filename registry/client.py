@@ -15,6 +15,7 @@ from tlog.formats.did import did_key_from_public
 from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.times import format_utc
 from tlog.formats.urls import check_url
+from tlog.transport import Outbound
 
 from .records import sign_record
 from .statusverify import StatusVerificationError, check_answer_id, status_id_of
@@ -67,11 +68,14 @@ RegistryError = ServerError  # a refusal from the registry: status, OAP code, me
 
 
 class RegistryClient:
-    def __init__(self, url: str, *, timeout: float = 60.0, token: str | None = None) -> None:
-        # The caller chose the URL; §8.1 is checked where it comes from (client_url, service config).
-        self.url = check_url(url, "registry URL", insecure_http=True)
+    def __init__(self, url: str, *, timeout: float = 60.0, token: str | None = None,
+                 outbound: Outbound | None = None) -> None:
+        """`outbound`: how the registry is reached (tlog.transport; by default TLS 1.3, and
+        plain http:// to loopback only)."""
+        outbound = outbound or Outbound()
+        self.url = check_url(url, "registry URL", insecure_http=outbound.insecure_http)
         self._headers = bearer(token)
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+        self._session = outbound.session(timeout=timeout)
 
     async def __aenter__(self) -> RegistryClient:
         return self

@@ -87,6 +87,9 @@ class RegistryConfig(HTTPConfig):
         yield from (("log_urls" if self.log_urls else "log_url", url) for url in self.logs)
         if self.upstream:
             yield "upstream", self.upstream
+
+    def advertised_urls(self) -> Iterable[tuple[str, str]]:
+        """The base of the status list credentials' ids, which clients fetch."""
         if self.public_url:
             yield "public_url", self.public_url
 

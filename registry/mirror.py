@@ -24,7 +24,6 @@ import json
 import logging
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -34,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 from dulwich.client import get_transport_and_path
 
 from tlog.client.verifier import TrustPolicy
-from tlog.errors import Conflict, OAPError
+from tlog.errors import Conflict, OAPError, TooLarge
+from tlog.formats.anchors import MAX_ANCHORS_BYTES
+from tlog.transport import Outbound
 
 from .anchoring import Genesis
 from .history import HistoryError, Replayer, replay
@@ -72,23 +73,33 @@ class SyncResult:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def fetch_url(url: str, timeout: float = 30.0) -> bytes:
+FETCH_TIMEOUT = 30.0  # seconds to connect, and between reads, to the upstream
+
+
+def fetch_url(url: str, outbound: Outbound, timeout: float = FETCH_TIMEOUT) -> bytes:
+    """A small document of the upstream (its /v1/info, an anchors file), at most
+    MAX_ANCHORS_BYTES; FileNotFoundError for a 404, UpstreamError for anything else."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # http(s) only, checked by the config
-            return resp.read()
+        return outbound.fetch(url, timeout=timeout, cap=MAX_ANCHORS_BYTES)
     except urllib.error.HTTPError as e:
         if e.code == 404:
             raise FileNotFoundError(url) from None
         raise UpstreamError(f"{url}: HTTP {e.code}") from None
     except (urllib.error.URLError, OSError) as e:
         raise UpstreamError(f"{url}: {e}") from None
+    except TooLarge as e:
+        raise UpstreamError(e.message) from None
 
 
 class Mirror:
     def __init__(self, data_dir: Path, upstream: str, *, repo: RegistryRepo, index: Index,
                  registry: str | None = None, policy: TrustPolicy | None = None,
-                 metrics: RegistryMetrics | None = None, progress: Progress | None = None) -> None:
+                 metrics: RegistryMetrics | None = None, progress: Progress | None = None,
+                 outbound: Outbound | None = None) -> None:
+        """`outbound`: how the upstream is reached (tlog.transport; by default TLS 1.3, and
+        plain http:// to loopback only)."""
         self.data_dir = Path(data_dir)
+        self.outbound = outbound or Outbound()
         self.upstream = upstream.rstrip("/")
         self.repo, self.index = repo, index
         self.registry, self.policy = registry, policy
@@ -115,11 +126,12 @@ class Mirror:
 
     def fetch(self) -> tuple[str, str | None]:
         """Fetch the upstream main into the local object store; returns (name, upstream head)."""
-        info = json.loads(fetch_url(self.upstream + "/v1/info"))
+        info = json.loads(fetch_url(self.upstream + "/v1/info", self.outbound))
         name = info.get("name") if isinstance(info, dict) else None
         if not isinstance(name, str) or not name:
             raise UpstreamError("upstream /v1/info names no repository")
-        client, path = get_transport_and_path(f"{self.upstream}/{name}.git")
+        client, path = get_transport_and_path(f"{self.upstream}/{name}.git",
+                                              pool_manager=self.outbound.pool_manager(timeout=FETCH_TIMEOUT))
 
         def wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
             head = refs.get(MAIN)
@@ -181,7 +193,7 @@ class Mirror:
         head = index.head
         assert head is not None
         try:
-            text = fetch_url(f"{self.upstream}/v1/anchors/{head.seq}")
+            text = fetch_url(f"{self.upstream}/v1/anchors/{head.seq}", self.outbound)
         except FileNotFoundError:
             raise HistoryError(f"commit {head.seq}: upstream serves no anchor for its head", reason="missing_anchor",
                                commit=head.commit, seq=head.seq) from None

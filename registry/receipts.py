@@ -36,6 +36,7 @@ from tlog.formats.dataintegrity import proofs_of
 from tlog.formats.diddoc import split_did_url
 from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import format_sha256, sha256
+from tlog.transport import Outbound
 
 from .client import RegistryClient
 
@@ -78,10 +79,10 @@ def check_answer(sent: dict[str, Any], answer: object) -> tuple[dict[str, Any], 
 
 
 async def anchor_receipt(receipt: dict[str, Any], log_url: str, *, timeout: float = 60.0,
-                         token: str | None = None) -> str:
+                         token: str | None = None, outbound: Outbound | None = None) -> str:
     """The .tlog-proof of the receipt's `conformance` entry in the log (a log stores
     receipts with fewer witness signatures than their level needs: docs/architecture.md §3.1)."""
-    async with LogClient(log_url, timeout=timeout, token=token) as log:
+    async with LogClient(log_url, timeout=timeout, token=token, outbound=outbound) as log:
         return (await log.anchor({"type": "conformance", "receipt": receipt})).bundle
 
 
@@ -101,25 +102,29 @@ async def ask_witness(session: aiohttp.ClientSession, url: str, receipt: dict[st
 
 
 async def request_witnesses(receipt: dict[str, Any], witnesses: Sequence[str], log_url: str, *,
-                            bundle: str | None = None, timeout: float = 60.0,
-                            token: str | None = None) -> tuple[dict[str, Any], list[WitnessAnswer]]:
+                            bundle: str | None = None, timeout: float = 60.0, token: str | None = None,
+                            outbound: Outbound | None = None) -> tuple[dict[str, Any], list[WitnessAnswer]]:
     """The receipt with every signature the witnesses gave, and each witness's answer.
-    The receipt is anchored in the log first unless `bundle` (its .tlog-proof) is given."""
+    The receipt is anchored in the log first unless `bundle` (its .tlog-proof) is given.
+    `outbound`: how the log and the witnesses are reached (tlog.transport; default strict)."""
+    outbound = outbound or Outbound()
     if bundle is None:
-        bundle = await anchor_receipt(receipt, log_url, timeout=timeout, token=token)
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+        bundle = await anchor_receipt(receipt, log_url, timeout=timeout, token=token, outbound=outbound)
+    async with outbound.session(timeout=timeout) as session:
         answers = await asyncio.gather(*(ask_witness(session, url, receipt, bundle) for url in witnesses))
     signed = with_witness_signatures(receipt, [a.signature for a in answers if a.signature is not None])
     return signed, list(answers)
 
 
 async def make_audit(seed: bytes, *, subject: str, standard: str, uri: str, document: bytes,
-                     log_urls: Sequence[str], timeout: float = 60.0, token: str | None = None) -> dict[str, Any]:
+                     log_urls: Sequence[str], timeout: float = 60.0, token: str | None = None,
+                     outbound: Outbound | None = None) -> dict[str, Any]:
     """The auditor's signed audit reference for `subject` (tlog.formats.audit): the document's
     SHA-256 anchored in every log of `log_urls` as a `receipt` entry signed by the auditor,
     then the reference signed. One log gives a .tlog-proof, several an oap-anchors/v1 file."""
     digest = sha256(document)
-    results = await anchor_in_logs(receipt_entry(digest, seed), list(log_urls), timeout=timeout, token=token)
+    results = await anchor_in_logs(receipt_entry(digest, seed), list(log_urls), timeout=timeout, token=token,
+                                   outbound=outbound)
     failed = [f"{r.url}: {r.error}" for r in results if r.anchored is None]
     if failed:
         raise UpstreamError(f"the attestation could not be anchored in every log: {'; '.join(failed)}")
@@ -129,12 +134,12 @@ async def make_audit(seed: bytes, *, subject: str, standard: str, uri: str, docu
                                 "anchor": anchor}, seed)
 
 
-async def register(registry_url: str, receipt: dict[str, Any], *, wait: float = 60.0,
-                   timeout: float = 60.0) -> tuple[dict[str, Any], str]:
+async def register(registry_url: str, receipt: dict[str, Any], *, wait: float = 60.0, timeout: float = 60.0,
+                   outbound: Outbound | None = None) -> tuple[dict[str, Any], str]:
     """Submit the receipt; then, unless `wait` is 0, wait (at most `wait` seconds) until the
     registry's status answer about it is no longer `unknown`. Returns (the registry's
     acknowledgement, the status it answers then, or "" without waiting)."""
-    async with RegistryClient(registry_url, timeout=timeout) as client:
+    async with RegistryClient(registry_url, timeout=timeout, outbound=outbound) as client:
         ack = await client.submit({"type": "conformance", "receipt": receipt})
         if wait <= 0:
             return ack, ""

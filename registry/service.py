@@ -32,6 +32,7 @@ from tlog.formats.did import did_key_from_public
 from tlog.formats.hashing import sha256
 from tlog.runtime import keyfiles
 from tlog.storage.durable import lock_dir
+from tlog.transport import Outbound
 
 from .anchorer import Anchorer, LogLink, anchor_policy, proofs_of
 from .anchoring import AnchorLog, Genesis, genesis_bytes
@@ -219,7 +220,7 @@ class RegistryService:
         deadline = loop.time() + self.config.log_wait_seconds
 
         async def one(url: str) -> dict[str, Any] | None:
-            async with LogClient(url, timeout=10) as client:
+            async with LogClient(url, timeout=10, outbound=Outbound.from_config(self.config)) as client:
                 while True:
                     try:
                         return await client.info()
@@ -273,8 +274,9 @@ class RegistryService:
             if unknown:
                 raise ConfigError(f"log_policy does not list the key {unknown[0]} of a log this registry anchors in")
         token = self._log_token()
+        outbound = Outbound.from_config(cfg)
         return [LogLink(url, a.origin, a.vkey, LogClient(url, policy=anchor_policy(policy, a.vkey),
-                                                         timeout=cfg.log_timeout, token=token))
+                                                         timeout=cfg.log_timeout, token=token, outbound=outbound))
                 for url, a in zip(cfg.logs, named)]
 
     def _count_log_failures(self) -> None:
@@ -299,7 +301,8 @@ class RegistryService:
     async def _open_mirror(self) -> None:
         cfg = self.config
         self.mirror = Mirror(self.data_dir, cfg.upstream, repo=self.repo, index=self.index,
-                             registry=cfg.registry_key or None, policy=self._policy(), metrics=self.metrics)
+                             registry=cfg.registry_key or None, policy=self._policy(), metrics=self.metrics,
+                             outbound=Outbound.from_config(cfg))
         await self.in_thread(self.mirror.load)
         self.registry = self.mirror.registry or ""
         if cfg.logs:

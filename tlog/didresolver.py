@@ -6,11 +6,12 @@ A service resolves only the DIDs a submission names as signers
 signatures with the pure code in `tlog.formats.diddoc`. Because a submission makes
 the service fetch a URL chosen by its sender, fetching is fenced in:
 
-- did:web goes over HTTPS (TLS 1.3, the system's trust store plus an optional CA
-  file) to public addresses only: names that resolve to loopback, private, link-local
-  or other non-global addresses are refused unless `allow_private_networks` is set
-  (tests, or an intranet). Redirects are not followed; documents over 64 KiB, answers
-  slower than `timeout`, and more than 16 fetches at once are refused.
+- did:web goes over HTTPS (`tlog.transport`: TLS 1.3, the system's trust store plus
+  the service's `outbound_ca_file` and `did_ca_file`) to public addresses only: names
+  that resolve to loopback, private, link-local or other non-global addresses are
+  refused unless `allow_private_networks` is set (tests, or an intranet). Redirects
+  are not followed; documents over 64 KiB, answers slower than `timeout`, and more
+  than 16 fetches at once are refused.
 - `localhost` and every name under it (`witness-1.localhost`) are loopback names
   (RFC 6761 §6.3): they are never sent to DNS. They are refused like any loopback
   address, and with `allow_private_networks` connect to 127.0.0.1, so that several
@@ -30,7 +31,6 @@ import asyncio
 import ipaddress
 import json
 import socket
-import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -41,9 +41,10 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from tlog.errors import InvalidInput, OAPError, UpstreamError
+from tlog.errors import InvalidInput, OAPError, TooLarge, UpstreamError
 from tlog.formats.diddoc import DocumentLookup, VerificationKey, did_web_url, keys_from_document, plc_url
 from tlog.formats.strict import loads_json
+from tlog.transport import Outbound, read_capped
 
 __all__ = ["DEFAULT_PLC_DIRECTORY", "DidResolver", "is_localhost_name"]
 
@@ -112,11 +113,16 @@ class DidResolver:
 
     def __init__(self, *, plc_directory: str = DEFAULT_PLC_DIRECTORY, cache_seconds: float = 300.0,
                  timeout: float = 5.0, allow_private_networks: bool = False, ca_file: Path | None = None,
-                 pinned: Mapping[str, Any] | None = None, enabled: bool = True) -> None:
+                 pinned: Mapping[str, Any] | None = None, enabled: bool = True,
+                 outbound: Outbound | None = None) -> None:
+        """`outbound`: the process's outbound policy (tlog.transport), its CA files trusted
+        here too, and `ca_file` for did:web hosts besides; plain HTTP is never used here,
+        whatever the policy allows elsewhere (only a PLC directory on loopback, for tests)."""
         self.plc_directory = plc_directory.rstrip("/")
         self.cache_seconds, self.timeout = cache_seconds, timeout
         self.allow_private = allow_private_networks
-        self.ca_file, self.enabled = ca_file, enabled
+        self.outbound = Outbound((outbound or Outbound()).ca_files).with_ca(ca_file)
+        self.enabled = enabled
         self.pinned: dict[str, _Entry] = {}
         for did, doc in (pinned or {}).items():
             self.pinned[did] = _Entry(float("inf"), doc, keys_from_document(did, doc))
@@ -138,7 +144,8 @@ class DidResolver:
                 pinned[doc["id"]] = doc
         return cls(plc_directory=cfg.did_plc_directory, cache_seconds=cfg.did_cache_seconds,
                    timeout=cfg.did_timeout, allow_private_networks=cfg.did_allow_private_networks,
-                   ca_file=cfg.did_ca_file, pinned=pinned, enabled=cfg.did_resolution)
+                   ca_file=cfg.did_ca_file, pinned=pinned, enabled=cfg.did_resolution,
+                   outbound=Outbound.from_config(cfg))
 
     # --- the API ---------------------------------------------------------------------
 
@@ -232,19 +239,11 @@ class DidResolver:
             return _Entry(time.monotonic() + FAILURE_SECONDS, error=e)
         return _Entry(time.monotonic() + self.cache_seconds, doc, keys)
 
-    def _ssl(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context()
-        if self.ca_file is not None:
-            ctx.load_verify_locations(cafile=str(self.ca_file))
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_3  # OAP-CORE-1.0 §28.1
-        return ctx
-
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(ssl=self._ssl(), limit=MAX_FETCHES,
-                                             resolver=_Resolver(public_only=not self.allow_private))
-            self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(
-                total=self.timeout), headers={"Accept": "application/did+json, application/json"})
+            self._session = self.outbound.session(
+                timeout=self.timeout, limit=MAX_FETCHES, resolver=_Resolver(public_only=not self.allow_private),
+                headers={"Accept": "application/did+json, application/json"})
         return self._session
 
     def _check_target(self, did: str, url: str) -> None:
@@ -276,16 +275,14 @@ class DidResolver:
                         raise UpstreamError(f"{did}: {url} answered {r.status}")
                     if (r.content_length or 0) > MAX_DOCUMENT:
                         raise InvalidInput(f"{did}: the DID document is larger than {MAX_DOCUMENT} bytes")
-                    body = b""
-                    while len(body) <= MAX_DOCUMENT and (chunk := await r.content.read(MAX_DOCUMENT + 1 - len(body))):
-                        body += chunk
+                    body = await read_capped(r, MAX_DOCUMENT)
+            except TooLarge:
+                raise InvalidInput(f"{did}: the DID document is larger than {MAX_DOCUMENT} bytes") from None
             except (TimeoutError, aiohttp.ClientError, OSError) as e:
                 if isinstance(e, _NotPublic) or isinstance(getattr(e, "os_error", None), _NotPublic):
                     raise InvalidInput(f"{did}: the document's host is not a public address") from None
                 raise UpstreamError(f"{did}: fetching {url} failed: {type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200] if str(e) else ''}") from None
-        if len(body) > MAX_DOCUMENT:
-            raise InvalidInput(f"{did}: the DID document is larger than {MAX_DOCUMENT} bytes")
         try:
             return loads_json(body)
         except (OAPError, ValueError, json.JSONDecodeError) as e:

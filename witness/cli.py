@@ -138,6 +138,8 @@ def feed(config_file, data_dir, origins, interval, once, rounds, publish_dir, in
 
 async def _feed(cfg: WitnessConfig, logs, *, interval: float, rounds: int | None, publish_dir: Path | None,
                 chosen: bool = True) -> bool:
+    from tlog.transport import Outbound
+
     from .core import Witness
     from .feeder import Feeder
     from .keyfiles import load_or_create_keys
@@ -165,7 +167,7 @@ async def _feed(cfg: WitnessConfig, logs, *, interval: float, rounds: int | None
 
     try:
         async with Feeder(Witness(signers, cfg.logs, state), logs, timeout=cfg.feed_timeout,
-                          publish_dir=publish_dir) as feeder:
+                          publish_dir=publish_dir, outbound=Outbound.from_config(cfg)) as feeder:
             return await feeder.run(interval=interval, rounds=rounds, stop=stop, on_round=show)
     finally:
         state.close()

@@ -41,9 +41,9 @@ from tlog.errors import (
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import MAX_NOTE_SIZE, open_note, parse_note
 from tlog.formats.tiles import TILE_WIDTH
-from tlog.http.bodies import read_capped
 from tlog.runtime.rounds import run_rounds
 from tlog.storage.durable import write_atomic
+from tlog.transport import Outbound, read_capped
 
 from .config import WitnessedLog
 from .core import AddCheckpoint, SizeConflict, Witness, origin_path
@@ -67,13 +67,17 @@ class FeedResult:
 
 class Feeder:
     def __init__(self, witness: Witness, logs: Iterable[WitnessedLog], *, timeout: float = 10.0,
-                 publish_dir: Path | None = None, session: aiohttp.ClientSession | None = None) -> None:
+                 publish_dir: Path | None = None, session: aiohttp.ClientSession | None = None,
+                 outbound: Outbound | None = None) -> None:
+        """`session`: a caller's HTTP session; by default the feeder makes its own under
+        `outbound` (tlog.transport)."""
         self.witness = witness
         self.logs = [log_ for log_ in logs if log_.url]
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self.publish_dir = publish_dir
         self._session = session
         self._own_session = session is None
+        self.outbound = outbound or Outbound()
 
     async def __aenter__(self) -> Feeder:
         return self
@@ -84,7 +88,7 @@ class Feeder:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout)
+            self._session = self.outbound.session(timeout=self.timeout)
         return self._session
 
     async def close(self) -> None:

@@ -33,7 +33,7 @@ import aiohttp
 
 from tlog.errors import FormatError, TooLarge
 from tlog.formats.loglist import MAX_LIST_BYTES, LogList, parse_log_list
-from tlog.http.bodies import read_capped
+from tlog.transport import Outbound, read_capped
 
 from .config import WitnessConfig, WitnessedLog
 from .core import Witness
@@ -164,9 +164,8 @@ class LogLists:
             data = await asyncio.to_thread(read)
         else:
             if self._session is None:
-                self._session = aiohttp.ClientSession(
-                    timeout=aiohttp.ClientTimeout(total=self.cfg.log_list_timeout),
-                    headers={"User-Agent": "oap-witness (log list)"})
+                self._session = Outbound.from_config(self.cfg).session(
+                    timeout=self.cfg.log_list_timeout, headers={"User-Agent": "oap-witness (log list)"})
             async with self._session.get(source, allow_redirects=False) as r:
                 if r.status != 200:
                     raise OSError(f"HTTP {r.status}")

@@ -62,6 +62,7 @@ from tlog.formats.diddoc import KeyLookup, dids_to_resolve, signer_keys, split_d
 from tlog.formats.entries import canonical_entry
 from tlog.formats.strict import loads_json
 from tlog.formats.times import format_utc
+from tlog.transport import Outbound
 
 LEVEL_RANK = {"L4": 4, "L5": 5}
 
@@ -71,8 +72,9 @@ class RegistryCheck:
     verified against the registry's pinned key and, with `policy`, the logs its epochs
     are anchored in."""
 
-    def __init__(self, url: str, key: str, *, policy: TrustPolicy | None, timeout: float = 10.0) -> None:
-        self.url, self.key, self.timeout = url, key, timeout
+    def __init__(self, url: str, key: str, *, policy: TrustPolicy | None, timeout: float = 10.0,
+                 outbound: Outbound | None = None) -> None:
+        self.url, self.key, self.timeout, self.outbound = url, key, timeout, outbound
         self.policy = anchor_policy(policy) if policy is not None else None
         self._client: RegistryClient | None = None
 
@@ -80,7 +82,7 @@ class RegistryCheck:
         """The registry's verified answer about `status_id`; UpstreamError when it cannot
         be had (the registry is down, refuses, or answers something that does not verify)."""
         if self._client is None:
-            self._client = RegistryClient(self.url, timeout=self.timeout)  # made in the running loop
+            self._client = RegistryClient(self.url, timeout=self.timeout, outbound=self.outbound)  # in the loop
         try:
             resp = await self._client.status(status_id)
             return verify_status(resp, registry=self.key, status_id=status_id, policy=self.policy, now=now)

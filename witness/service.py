@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from tlog.client.verifier import TrustPolicy
 from tlog.didresolver import DidResolver
 from tlog.formats.keys import Cosigner
+from tlog.transport import Outbound
 
 from .config import WitnessConfig
 from .core import Witness
@@ -50,7 +51,8 @@ class WitnessService:
         if config.registry_url:
             text = config.registry_policy_text()
             registry = RegistryCheck(config.registry_url, config.registry_key, timeout=config.registry_timeout,
-                                     policy=TrustPolicy.from_text(text) if text is not None else None)
+                                     policy=TrustPolicy.from_text(text) if text is not None else None,
+                                     outbound=Outbound.from_config(config))
         peer = PeerWitness(seed, identity=config.identity_did, policy_text=config.trust_policy_text(),
                            own_receipt=config.own_receipt, require_own_level=config.require_own_level,
                            registry=registry, clock=clock)

@@ -22,6 +22,7 @@ from tlog.formats.keys import CosignatureSigner, Signer
 from tlog.formats.urls import plain_beyond_loopback
 from tlog.server.config import LogConfig
 from witness.config import WitnessConfig, WitnessedLog
+from witness.mirror.config import MirrorConfig
 
 from tests.support.services import BIN, Service, log_service
 from tests.support.tls import self_signed
@@ -101,15 +102,55 @@ UPSTREAMS = {  # a config naming `url` as a service it sends requests to
 }
 
 
-@pytest.mark.parametrize("what", UPSTREAMS)
-def test_plain_http_upstreams_beyond_loopback_are_refused_at_validation(tmp_path, what):
-    make = UPSTREAMS[what]
+def refuses_plain_http_urls(tmp: Path, make) -> None:
+    """`make(tmp, url, **kw)` is refused for plain http:// URLs of other hosts unless
+    insecure_http, and accepted for https:// and loopback."""
     for url in ("http://log.example.org", "http://192.0.2.7:8080", "http://[2001:db8::7]:80",
                 "http://127.0.0.1.nip.io:8080"):
-        assert url in refused(lambda url=url, **kw: make(tmp_path, url, **kw))
-        make(tmp_path, url, insecure_http=True).validate()
+        assert url in refused(lambda url=url, **kw: make(tmp, url, **kw))
+        make(tmp, url, insecure_http=True).validate()
     for url in ("https://log.example.org", "http://127.0.0.1:8080", "http://[::1]:8080", "http://localhost:1"):
-        make(tmp_path, url).validate()
+        make(tmp, url).validate()
+
+
+@pytest.mark.parametrize("what", UPSTREAMS)
+def test_plain_http_upstreams_beyond_loopback_are_refused_at_validation(tmp_path, what):
+    refuses_plain_http_urls(tmp_path, UPSTREAMS[what])
+
+
+def mirror_cfg(tmp: Path, **kw) -> MirrorConfig:
+    return MirrorConfig(data_dir=tmp / "m", **kw)
+
+
+ADVERTISED = {  # a config naming `url` as a URL it hands its clients
+    "log public_url": lambda tmp, url, **kw: log_cfg(tmp, public_url=url, **kw),
+    "log registry_url": lambda tmp, url, **kw: log_cfg(tmp, registry_url=url, **kw),
+    "log mirror_urls": lambda tmp, url, **kw: log_cfg(tmp, mirror_urls=("https://m.example", url), **kw),
+    "mirror monitoring_prefix": lambda tmp, url, **kw: mirror_cfg(tmp, monitoring_prefix=url, **kw),
+    "mirror logs url": lambda tmp, url, **kw: mirror_cfg(tmp, logs=({"origin": "log.example", "vkey": LOG_VKEY,
+                                                                     "url": url},), **kw),
+    "mirror bucket_url": lambda tmp, url, **kw: mirror_cfg(tmp, bucket_url=url + "/bucket", **kw),
+}
+
+
+@pytest.mark.parametrize("what", ADVERTISED)
+def test_plain_http_urls_a_service_advertises_beyond_loopback_are_refused_at_validation(tmp_path, what):
+    """What a service tells its clients to use (its public URL, its registry's, its mirrors',
+    a mirror's read API) goes through the same check as what it calls: a client sent to
+    plain HTTP elsewhere would use it (OAP-CORE-1.0 §8.1)."""
+    refuses_plain_http_urls(tmp_path, ADVERTISED[what])
+
+
+@pytest.mark.parametrize("service", [*SERVICES, "mirror"])
+def test_an_outbound_ca_file_that_holds_no_certificate_is_refused(tmp_path, service):
+    make = {**SERVICES, "mirror": mirror_cfg}[service]
+    with pytest.raises(ConfigError, match="outbound_ca_file"):
+        make(tmp_path, outbound_ca_file=tmp_path / "missing.pem").validate()
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    with pytest.raises(ConfigError, match="outbound_ca_file"):
+        make(tmp_path, outbound_ca_file=tmp_path / "junk.pem").validate()
+    cert, _ = self_signed(tmp_path)
+    make(tmp_path, outbound_ca_file=cert).validate()
 
 
 def test_a_scale_out_bucket_over_plain_http_beyond_loopback_is_refused(tmp_path):
@@ -233,6 +274,9 @@ CLIENT_COMMANDS = [
     ["oap-registry", "submit", "{record}", "--url", "{u}"],
     ["oap-registry", "status", "did:key:z6Mk", "--url", "{u}"],
     ["oap-registry", "verify", "{repo}", "--url", "{u}"],
+    ["oap-registry", "mirror", "--upstream", "{u}", "--data", "{repo}-m"],
+    ["oap-mirror", "follow", "{u}", "--mirror", "https://mirror.example.invalid", "--once"],
+    ["oap-mirror", "follow", "https://log.example.invalid", "--mirror", "{u}", "--once"],
 ]
 
 

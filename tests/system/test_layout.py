@@ -15,28 +15,32 @@ ALLOWED = {
     "tlog.formats": ("tlog.errors", "tlog.formats", "tlog._native"),
     "tlog.merkle": ("tlog.errors", "tlog.formats", "tlog.merkle"),
     "tlog.storage": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage"),
+    # Every outbound connection and every TLS context: one policy (TLS 1.3, the URL check), under
+    # everything that opens a connection.
+    "tlog.transport": ("tlog.errors", "tlog.formats"),
     # What every service process shares: configuration loading, key files, logging, child
     # processes, batching. Below the HTTP layer, except its CLI helpers, which run the server.
-    "tlog.runtime": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.runtime"),
-    "tlog.runtime.cli": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.runtime", "tlog.http"),
+    "tlog.runtime": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.transport", "tlog.runtime"),
+    "tlog.runtime.cli": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.transport", "tlog.runtime", "tlog.http"),
     # The shared HTTP layer: the application, middlewares, limits, bodies, answers, fast path, serving.
-    "tlog.http": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.runtime.config", "tlog.http"),
-    "tlog.didresolver": ("tlog.errors", "tlog.formats"),
-    "tlog.client": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.didresolver", "tlog.client"),
-    "tlog.server": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage", "tlog.http", "tlog.runtime",
-                    "tlog.didresolver", "tlog.server"),
+    "tlog.http": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.transport", "tlog.runtime.config", "tlog.http"),
+    "tlog.didresolver": ("tlog.errors", "tlog.formats", "tlog.transport"),
+    "tlog.client": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.transport", "tlog.didresolver",
+                    "tlog.client"),
+    "tlog.server": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage", "tlog.transport", "tlog.http",
+                    "tlog.runtime", "tlog.didresolver", "tlog.server"),
     # The log's command line also verifies proofs and audits logs, as a client.
-    "tlog.server.cli": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage", "tlog.http", "tlog.runtime",
-                        "tlog.didresolver", "tlog.client", "tlog.server"),
+    "tlog.server.cli": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage", "tlog.transport", "tlog.http",
+                        "tlog.runtime", "tlog.didresolver", "tlog.client", "tlog.server"),
     "tlog.cli": ("tlog",),
     # The mirror (witness.mirror) builds its own store over the storage primitives: durable files,
     # hash files and create-only bucket writes, never a log's storage backend. A peer witness
     # consults the registry as any relying party does: its client and offline status verifier.
     "witness": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.durable", "tlog.storage.hashfiles",
-                "tlog.storage.bucket", "tlog.http", "tlog.runtime", "tlog.client", "tlog.didresolver",
-                "registry.client", "registry.statusverify", "witness"),
-    "registry": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.durable", "tlog.http", "tlog.runtime",
-                 "tlog.client", "tlog.didresolver", "registry"),
+                "tlog.storage.bucket", "tlog.transport", "tlog.http", "tlog.runtime", "tlog.client",
+                "tlog.didresolver", "registry.client", "registry.statusverify", "witness"),
+    "registry": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.durable", "tlog.transport", "tlog.http",
+                 "tlog.runtime", "tlog.client", "tlog.didresolver", "registry"),
 }
 # Pure layers: no network, disk, database or framework.
 IO_MODULES = ("aiohttp", "aiosqlite", "sqlite3", "socket", "asyncio", "dulwich", "prometheus_client", "click",
@@ -296,4 +300,41 @@ def test_each_service_has_the_same_layout():
                         ("oap-registry", "registry")):
         if scripts.get(script) != f"{pkg}.cli:main":
             bad.append(f"{script} runs {scripts.get(script)!r}, not {pkg}.cli:main")
+    assert bad == [], "\n".join(bad)
+
+
+# What opens an outbound connection or builds a TLS context, made only in tlog.transport
+# (docs/architecture.md §7 "TLS"): sessions, connectors, SSL contexts, urllib openers, urllib3
+# pools, http.client connections, and aiohttp's one-shot `aiohttp.request`.
+CONNECTION_MAKERS = {"ClientSession", "TCPConnector", "UnixConnector", "create_default_context", "SSLContext",
+                     "_create_unverified_context", "wrap_socket", "urlopen", "build_opener", "PoolManager",
+                     "ProxyManager", "HTTPConnection", "HTTPSConnection", "connection_from_url"}
+OTHER_HTTP_CLIENTS = ("http.client", "urllib3", "requests", "httpx", "pycurl")
+GIT_TRANSPORTS = {"get_transport_and_path", "get_transport_and_path_from_url", "HttpGitClient",
+                  "Urllib3HttpGitClient"}
+
+
+def test_every_outbound_connection_is_made_by_the_transport_module():
+    """No module but `tlog.transport` creates a client session, a connector, an SSL context,
+    a urllib opener or another HTTP client's connection, so that every connection the project
+    opens is TLS 1.3 with the one URL check (OAP-CORE-1.0 §8.1, §28.1); dulwich's Git client
+    is always handed the transport's pool. Type annotations naming these classes are fine."""
+    bad = []
+    for name, path in modules().items():
+        if name == "tlog.transport":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if called in CONNECTION_MAKERS:
+                    bad.append(f"{name}:{node.lineno} calls {called}")
+                if isinstance(f, ast.Attribute) and f.attr == "request" and isinstance(f.value, ast.Name) \
+                        and f.value.id == "aiohttp":
+                    bad.append(f"{name}:{node.lineno} calls aiohttp.request")
+                if called in GIT_TRANSPORTS and "pool_manager" not in {k.arg for k in node.keywords}:
+                    bad.append(f"{name}:{node.lineno} calls {called} without the transport's pool_manager")
+        for imp in imports(name, path):
+            if any(imp == m or imp.startswith(m + ".") for m in OTHER_HTTP_CLIENTS):
+                bad.append(f"{name} imports {imp}")
     assert bad == [], "\n".join(bad)

@@ -169,7 +169,7 @@ async def test_an_answer_sent_in_pieces_is_read_whole_and_capped():
     """A log (or a proxy) may send an answer in several TCP segments: the feeder must read
     to the end, not take the first piece as the whole tile, and refuse what passes its cap."""
     from tlog.errors import TooLarge
-    from tlog.http.bodies import read_capped
+    from tlog.transport import read_capped
 
     pieces = [bytes([i]) * 1000 for i in range(8)]
 

@@ -33,6 +33,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tlog.didresolver import is_localhost_name
 from tlog.runtime.keyfiles import write_secret
+from tlog.transport import server_ssl_context
 
 CA_DAYS = 3650
 CERT_DAYS = 30
@@ -95,14 +96,13 @@ class LocalCA:
                                   serialization.NoEncryption()))
 
     def server_context(self, names: list[str]) -> ssl.SSLContext:
-        """A TLS 1.3 server context (§28.1) with a fresh certificate for `names`."""
+        """A TLS 1.3 server context (§28.1, `tlog.transport`) with a fresh certificate for `names`."""
         cert, key = self.issue(names)
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
         with tempfile.TemporaryDirectory() as tmp:  # the ssl module loads a chain from files only
             (Path(tmp) / "c.pem").write_bytes(cert)
             (Path(tmp) / "k.pem").write_bytes(key)
-            ctx.load_cert_chain(Path(tmp) / "c.pem", Path(tmp) / "k.pem")
+            ctx = server_ssl_context(Path(tmp) / "c.pem", Path(tmp) / "k.pem")
+        assert ctx is not None
         return ctx
 
 

@@ -23,10 +23,13 @@ import sys
 import tempfile
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
+from urllib.request import Request
 
 from tlog.runtime import children
+from tlog.transport import Outbound
+
+LOCAL = Outbound()  # the engines' own HTTP ports on 127.0.0.1 (tlog.transport)
 
 PG_USER = "oap-postgres"  # the fallback when root cannot use a user namespace
 _INNER_UID = 1000  # the uid PostgreSQL sees for itself inside its user namespace
@@ -311,9 +314,9 @@ class Seaweed:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"SeaweedFS exited with status {self.proc.returncode}: see {self.dir / 'weed.log'}")
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{p['filer']}/", timeout=2):
+                with LOCAL.open(f"http://127.0.0.1:{p['filer']}/", timeout=2):
                     pass
-                with urllib.request.urlopen(self.endpoint, timeout=2):
+                with LOCAL.open(self.endpoint, timeout=2):
                     pass
             except urllib.error.HTTPError:
                 return self  # it answers (a refusal is an answer)
@@ -326,9 +329,9 @@ class Seaweed:
 
     def create_bucket(self, name: str) -> None:
         """A bucket is a directory under /buckets of the filer; one that exists is kept."""
-        req = urllib.request.Request(f"http://127.0.0.1:{self.ports['filer']}/buckets/{name}/", method="POST")
+        req = Request(f"http://127.0.0.1:{self.ports['filer']}/buckets/{name}/", method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=10):
+            with LOCAL.open(req, timeout=10):
                 pass
         except urllib.error.HTTPError as e:
             if e.code != 409:

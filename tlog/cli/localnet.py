@@ -28,7 +28,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import click
@@ -43,6 +42,7 @@ from tlog.runtime import children, keyfiles
 from tlog.runtime.keyfiles import read_private_key, write_private_key, write_secret
 from tlog.server.service import load_or_create_key
 from tlog.server.witnessing import policy_text
+from tlog.transport import Outbound
 
 BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"
@@ -68,13 +68,16 @@ def _prefix_output(name: str, proc: subprocess.Popen[str]) -> None:
             pass
 
 
+LOCAL = Outbound()  # how the services this command started are asked whether they are up (tlog.transport)
+
+
 def _wait_healthy(url: str, proc: subprocess.Popen, stopping: threading.Event, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not stopping.is_set():
         if proc.poll() is not None:
             raise click.ClickException(f"{url} exited with status {proc.returncode}")
         try:
-            with urllib.request.urlopen(url + "/healthz", timeout=1) as r:
+            with LOCAL.open(url + "/healthz", timeout=1) as r:
                 if r.status == 200:
                     return
         except OSError:

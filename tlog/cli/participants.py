@@ -32,6 +32,7 @@ from tlog.formats.strict import loads_json
 from tlog.formats.times import parse_utc
 from tlog.runtime.keyfiles import read_seed
 from tlog.storage.durable import write_atomic
+from tlog.transport import Outbound
 
 RENEW_BEFORE = timedelta(days=30)
 SUITE = {"name": "oap-localnet", "version": "1"}
@@ -108,7 +109,7 @@ async def ensure_l4(registry: str, people: list[Participant], *, timeout: float 
     if len(people) < 2:
         return []  # one witness alone has nobody independent to witness it
     made: list[tuple[Participant, dict[str, Any]]] = []
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+    async with Outbound().session(timeout=timeout) as session:  # the local registry: http:// on loopback
         current = await asyncio.gather(*(_current(session, registry, p) for p in people))
         for i, (p, ok) in enumerate(zip(people, current)):
             if not ok:

@@ -28,6 +28,7 @@ from tlog.formats.hashing import format_sha256, leaf_hash
 from tlog.formats.proofbundle import ProofBundle, parse_proof_bundle
 from tlog.formats.tiles import CLIENT_ACCEPT_ENCODING
 from tlog.formats.urls import check_url
+from tlog.transport import MAX_ANSWER, Outbound, read_capped
 
 
 class ServerError(OAPError):
@@ -85,10 +86,11 @@ def _reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[:200]}" if text else type(e).__name__
 
 
-async def read_answer(resp: aiohttp.ClientResponse) -> tuple[bytes, str]:
-    """The body and content type of a 200 answer; any other status raises the service's error
-    (NotFound, or ServerError with its OAP code and message)."""
-    data = await resp.read()
+async def read_answer(resp: aiohttp.ClientResponse, cap: int = MAX_ANSWER) -> tuple[bytes, str]:
+    """The body and content type of a 200 answer, at most `cap` bytes (TooLarge beyond); any
+    other status raises the service's error (NotFound, or ServerError with its OAP code and
+    message)."""
+    data = await read_capped(resp, cap)
     if resp.status != 200:
         try:
             err = json.loads(data)
@@ -135,9 +137,12 @@ class LogClient:
     as a bearer token: logs that require one for writes accept the client's appends."""
 
     def __init__(self, url: str, *, policy: TrustPolicy | None = None, timeout: float = 60.0,
-                 session: aiohttp.ClientSession | None = None, token: str | None = None) -> None:
-        # The caller chose the URL; §8.1 is checked where it comes from (client_url, service config).
-        self.url = check_url(url, "log URL", insecure_http=True)
+                 session: aiohttp.ClientSession | None = None, token: str | None = None,
+                 outbound: Outbound | None = None) -> None:
+        """`outbound`: how the log is reached (tlog.transport; by default TLS 1.3, and plain
+        http:// to loopback only)."""
+        self.outbound = outbound or Outbound()
+        self.url = check_url(url, "log URL", insecure_http=self.outbound.insecure_http)
         self.policy = policy
         self._headers = bearer(token)
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -153,7 +158,7 @@ class LogClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout,
+            self._session = self.outbound.session(timeout=self._timeout,
                                                   headers={"Accept-Encoding": CLIENT_ACCEPT_ENCODING})
         return self._session
 
@@ -276,7 +281,8 @@ class LogAnchor:
 
 
 async def anchor_in_logs(entry: dict, urls: Sequence[str], *, policy: TrustPolicy | None = None,
-                         timeout: float = 30.0, token: str | None = None) -> list[LogAnchor]:
+                         timeout: float = 30.0, token: str | None = None,
+                         outbound: Outbound | None = None) -> list[LogAnchor]:
     """Anchor one entry in several logs at once (OAP-CORE-1.0 §19.3), in the order of
     `urls`. A log that is down or slow costs at most `timeout`: its LogAnchor carries
     the error and the others are kept. With a policy every bundle is verified against
@@ -285,7 +291,7 @@ async def anchor_in_logs(entry: dict, urls: Sequence[str], *, policy: TrustPolic
 
     async def one(url: str) -> LogAnchor:
         try:
-            async with LogClient(url, policy=policy, timeout=timeout, token=token) as client:
+            async with LogClient(url, policy=policy, timeout=timeout, token=token, outbound=outbound) as client:
                 return LogAnchor(url, await asyncio.wait_for(client.anchor(entry), timeout))
         except TimeoutError:
             return LogAnchor(url, None, f"no answer within {timeout:g} s")

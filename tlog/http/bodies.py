@@ -1,12 +1,11 @@
 """Bodies: requests read within a cap and a timeout, decoded by the strict, bounded parsers
-(`tlog.formats.strict`), off the event loop when large; and the answers our services read
-from other services (`read_capped`), within a cap."""
+(`tlog.formats.strict`), off the event loop when large. (The answers our services read from
+other services are read within a cap by `tlog.transport.read_capped`.)"""
 from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-import aiohttp
 from aiohttp import web
 
 from tlog.errors import InvalidInput, RequestTimeout, TooLarge, UnsupportedMediaType
@@ -152,16 +151,3 @@ def query_int(request: web.Request, name: str, *, default: int | None = None, mi
             raise InvalidInput(f"query parameter {name!r} is required")
         return default
     return parse_decimal(raw, name, minimum=minimum, maximum=maximum)
-
-
-async def read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
-    """The whole body of an answer, read to its end (one `read(n)` may return only part of
-    it, which would pass for a short tile or a truncated cosignature), refusing more than
-    `cap` bytes with TooLarge before buffering them."""
-    chunks, total = [], 0
-    async for chunk in resp.content.iter_any():
-        total += len(chunk)
-        if total > cap:
-            raise TooLarge(f"{resp.url}: answer larger than {cap} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)

@@ -35,7 +35,8 @@ from tlog.formats.mirror import (
     package_ranges,
     parse_mirror_info,
 )
-from tlog.http.bodies import read_capped as read_body_capped
+from tlog.transport import Outbound
+from tlog.transport import read_capped as read_body_capped
 
 PACKAGES_PER_REQUEST = 32
 MAX_ANSWER = 1 << 20  # bytes read of any answer of the mirror
@@ -83,7 +84,7 @@ class PushSource(Protocol):
 
 
 async def read_capped(r: aiohttp.ClientResponse, cap: int, url: str) -> bytes:
-    """The whole answer, at most `cap` bytes (`tlog.http.bodies.read_capped`); a larger
+    """The whole answer, at most `cap` bytes (`tlog.transport.read_capped`); a larger
     one is the peer's fault, retried next round."""
     try:
         return await read_body_capped(r, cap)
@@ -112,14 +113,15 @@ class MirrorClient:
 
     def __init__(self, url: str, *, session: Callable[[], aiohttp.ClientSession] | None = None,
                  timeout: float = 60.0, packages_per_request: int = PACKAGES_PER_REQUEST,
-                 compress_level: int = 1) -> None:
+                 compress_level: int = 1, outbound: Outbound | None = None) -> None:
         """`session`: where to get the HTTP session (a caller's, made when first needed); by
-        default the client makes its own, closed by `close`."""
+        default the client makes its own under `outbound` (tlog.transport), closed by `close`."""
         self.url = url.rstrip("/")
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
         self.per_request = packages_per_request
         self.level = compress_level
         self._shared = session
+        self.outbound = outbound or Outbound()
         self._session: aiohttp.ClientSession | None = None
         self.pending_hint = 0  # the mirror's pending size, as last seen
         self.next_hint: int | None = None  # the mirror's next entry, as last seen (None: unknown)
@@ -131,7 +133,7 @@ class MirrorClient:
         if self._shared is not None:
             return self._shared()
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout)
+            self._session = self.outbound.session(timeout=self.timeout)
         return self._session
 
     async def close(self) -> None:

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from tlog.errors import ConfigError
 from tlog.http.fastpath import FAST_ROUTES_KEY, FastSite
+from tlog.transport import server_ssl_context
 
 log = logging.getLogger("oap.http")
 
@@ -228,15 +229,3 @@ def free_port(host: str, port: int) -> int:
             for probe in probes:
                 probe.close()
     raise AssertionError("unreachable")
-
-
-def server_ssl_context(cert, key):
-    """TLS for a service (None without a certificate): TLS 1.3 only (OAP-CORE-1.0 §8.1, App. C)."""
-    if cert is None:
-        return None
-    import ssl
-
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(cert, key)
-    return ctx

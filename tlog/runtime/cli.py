@@ -18,8 +18,10 @@ from tlog.errors import ConfigError, OAPError
 from tlog.http.serve import serve_until_signal
 from tlog.runtime.config import HTTPConfig, load, plain_http_uses
 from tlog.runtime.logs import setup_logging
+from tlog.transport import Outbound
 
 C = TypeVar("C", bound=HTTPConfig)
+F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("oap.http")
 
 
@@ -53,16 +55,38 @@ def _remember_insecure(ctx: click.Context, _param: click.Parameter, value: bool)
     ctx.meta["oap.insecure_http"] = bool(value)
 
 
-# For the commands that talk to a service: eager, so the --url checks below see it.
-INSECURE_HTTP_CLIENT = click.option(
+def _remember_ca_file(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    ctx.meta["oap.ca_file"] = value
+
+
+_INSECURE_HTTP_FLAG = click.option(
     "--insecure-http", is_flag=True, is_eager=True, expose_value=False, callback=_remember_insecure,
     help="Allow a plain http:// URL beyond loopback (OAP-CORE-1.0 §8.1 forbids plain HTTP).")
+_CA_FILE = click.option(
+    "--ca-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), envvar="OAP_CA_FILE",
+    is_eager=True, expose_value=False, callback=_remember_ca_file,
+    help="Also trust the CA certificates in this PEM file for HTTPS (a private deployment's CA); "
+         "or OAP_CA_FILE.")
+
+
+def INSECURE_HTTP_CLIENT(f: F) -> F:
+    """The transport options of a command that talks to a service: --insecure-http and
+    --ca-file, eager so that the --url checks below see them. `client_outbound` reads them."""
+    return _INSECURE_HTTP_FLAG(_CA_FILE(f))
 
 
 def insecure_http_allowed() -> bool:
     """Whether the running command was given --insecure-http (INSECURE_HTTP_CLIENT)."""
     ctx = click.get_current_context(silent=True)
     return bool(ctx is not None and ctx.meta.get("oap.insecure_http"))
+
+
+def client_outbound() -> Outbound:
+    """How the running command reaches services (`tlog.transport`): TLS 1.3, the system's CAs
+    and --ca-file's, plain HTTP beyond loopback only with --insecure-http."""
+    ctx = click.get_current_context(silent=True)
+    ca = ctx.meta.get("oap.ca_file") if ctx is not None else None
+    return Outbound((ca,) if ca is not None else (), insecure_http_allowed())
 
 
 def client_url(url: str, what: str = "--url") -> str:

@@ -7,6 +7,7 @@ conflicting settings instead of silently adjusting them.
 from __future__ import annotations
 
 import os
+import ssl
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
@@ -18,6 +19,7 @@ from tlog.formats.keys import check_key_name
 from tlog.formats.policy import MAX_POLICY_BYTES, parse_policy
 from tlog.formats.urls import INSECURE_HINT, is_loopback, plain_beyond_loopback
 from tlog.runtime.keyfiles import check_cosigner_kinds
+from tlog.transport import Outbound
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -132,20 +134,29 @@ class HTTPConfig:
     did_cache_seconds: float = 300.0
     did_timeout: float = 5.0
     did_allow_private_networks: bool = False  # did:web hosts on loopback/private addresses (tests, intranets)
-    did_ca_file: Path | None = None  # extra CA certificates for did:web hosts
+    did_ca_file: Path | None = None  # extra CA certificates for did:web hosts only
+    # Extra CA certificates (a PEM bundle) trusted, beside the system's, for every outbound
+    # HTTPS connection: peers, upstreams, did:web hosts (tlog.transport)
+    outbound_ca_file: Path | None = None
     did_documents_dir: Path | None = None  # pinned DID documents (*.json), never fetched
     # A tlog-policy shipped with the explorer as /ui/trust.policy: what its pages verify against
     # (the operator's pin, as a static host would ship it beside the files), instead of the
     # log's own word (/v1/policy)
     ui_trust_policy: Path | None = None
-    insecure_http: bool = False  # allow plain HTTP beyond loopback (listening, upstream URLs): §8.1 forbids it
+    insecure_http: bool = False  # allow plain HTTP beyond loopback (listening, URLs used, advertised): §8.1 forbids it
 
     def validate(self) -> None:
         check_http_limits(self)
 
     def upstream_urls(self) -> Iterable[tuple[str, str]]:
         """(setting, URL) of every service this one sends requests to; each service's config
-        names its own. Plain http:// to a host beyond loopback is refused (`plain_http_uses`)."""
+        names its own. Each goes through `plain_http_uses`."""
+        return ()
+
+    def advertised_urls(self) -> Iterable[tuple[str, str]]:
+        """(setting, URL) of every URL this service hands its clients (its own public URL,
+        its mirrors, its registry); each service's config names its own. Each goes through
+        `plain_http_uses`: a client told to use plain HTTP elsewhere would."""
         return ()
 
 
@@ -190,23 +201,38 @@ class CosignerConfig:
 
 def plain_http_uses(cfg: HTTPConfig) -> list[str]:
     """What in `cfg` would carry OAP traffic in plain HTTP beyond this machine: listening
-    on a non-loopback address without TLS, and http:// upstream URLs to other hosts.
+    on a non-loopback address without TLS, and http:// URLs of other hosts that it calls or
+    advertises (`service_urls`).
 
     Behind a TLS-terminating proxy on the same machine the service listens on 127.0.0.1
     and nothing here applies; a proxy elsewhere reaches it beyond loopback, which counts."""
     uses = []
     if cfg.tls_cert is None and not is_loopback(cfg.host):
         uses.append(f"listening on {cfg.host or 'every interface'} without TLS")
-    uses += [f"{what} {url} is plain http:// beyond loopback" for what, url in cfg.upstream_urls()
+    uses += [f"{what} {url} is plain http:// beyond loopback" for what, url in service_urls(cfg)
              if plain_beyond_loopback(url)]
     return uses
 
 
+def service_urls(cfg: HTTPConfig) -> list[tuple[str, str]]:
+    """(setting, URL) of every URL `cfg` calls or advertises: each goes through the one check
+    of plain HTTP beyond loopback (`tlog.formats.urls.plain_beyond_loopback`, which the
+    command lines' `check_url` and the outbound clients' `tlog.transport.Outbound` apply too)."""
+    return [*cfg.upstream_urls(), *cfg.advertised_urls()]
+
+
 def check_transport(cfg: HTTPConfig) -> None:
-    """Refuse plain HTTP beyond loopback unless the operator said `insecure_http`."""
+    """Refuse plain HTTP beyond loopback unless the operator said `insecure_http`, and an
+    `outbound_ca_file` that holds no certificate."""
     uses = plain_http_uses(cfg)
     if uses and not cfg.insecure_http:
         raise ConfigError(f"{uses[0]}. {INSECURE_HINT}")
+    if cfg.outbound_ca_file is not None:
+        try:
+            Outbound.from_config(cfg).ssl_context()
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(f"outbound_ca_file {cfg.outbound_ca_file}: not a readable PEM file of CA "
+                              f"certificates ({e})") from None
 
 
 def check_http_limits(cfg: HTTPConfig) -> None:

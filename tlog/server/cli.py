@@ -23,6 +23,7 @@ from tlog.runtime.cli import (
     INSECURE_HTTP_CLIENT,
     Running,
     checked_url,
+    client_outbound,
     client_url,
     fail,
     load_config,
@@ -371,7 +372,8 @@ def add(receipt, hash_, commitment, entry_file, key, urls, policy_file, min_logs
         dest = out or Path(str(stem) + (".tlog-proof" if len(urls) == 1 else ".anchors.json"))
         _check_writable(dest)  # before anything is anchored, not after
         entry = _entry_to_anchor(receipt, hash_, commitment, entry_file, key, out, stem)
-        results = asyncio.run(anchor_in_logs(entry, urls, policy=policy, timeout=timeout, token=token))
+        results = asyncio.run(anchor_in_logs(entry, urls, policy=policy, timeout=timeout, token=token,
+                                             outbound=client_outbound()))
     except OAPError as e:
         fail(e.message)
     done = [r for r in results if r.anchored is not None]
@@ -464,7 +466,7 @@ def receipts(signer: str, since: str | None, url: str) -> None:
     try:
         if since is not None:
             parse_utc(since, "--since")
-        with SyncLogClient(url) as client:
+        with SyncLogClient(url, outbound=client_outbound()) as client:
             for r in client.receipts(signer, since=since):
                 click.echo(json.dumps(r, separators=(",", ":")))
     except OAPError as e:
@@ -485,7 +487,7 @@ def prove(index: int, url: str, out: Path | None) -> None:
     from tlog.client.client import SyncLogClient
 
     try:
-        with SyncLogClient(url) as client:
+        with SyncLogClient(url, outbound=client_outbound()) as client:
             bundle = client.bundle_for(index)
     except OAPError as e:
         fail(e.message)
@@ -503,7 +505,7 @@ def info(url: str) -> None:
     from tlog.client.client import SyncLogClient
 
     try:
-        with SyncLogClient(url) as client:
+        with SyncLogClient(url, outbound=client_outbound()) as client:
             click.echo(json.dumps(client.info(), indent=2))
     except OAPError as e:
         fail(e.message)
@@ -661,17 +663,21 @@ def audit(url: str, policy_file: Path, entries: bool) -> None:
 
     from tlog.client.audit import audit as run_audit
     from tlog.client.verifier import TrustPolicy
+    from tlog.formats.tiles import TILE_WIDTH
+    from tlog.transport import read_capped
+
+    cap = TILE_WIDTH * (2 + 0xFFFF)  # the largest entry bundle; tiles and checkpoints are smaller
 
     policy = TrustPolicy.from_text(policy_file.read_text())
     base = url.rstrip("/")
 
     async def go():
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:
+        async with client_outbound().session(timeout=60) as s:
             async def fetch(path: str) -> bytes:
-                async with s.get(f"{base}/{path}") as r:
+                async with s.get(f"{base}/{path}", allow_redirects=False) as r:
                     if r.status != 200:
                         raise OAPError(f"{base}/{path}: HTTP {r.status}")
-                    return await r.read()
+                    return await read_capped(r, cap)
 
             return await run_audit(fetch, policy, entries=entries)
 

@@ -176,6 +176,14 @@ class LogConfig(HTTPConfig):
         if self.bucket_url:
             yield "bucket_url", self.bucket_url
 
+    def advertised_urls(self) -> Iterable[tuple[str, str]]:
+        """The log's own URL, its registry's and its mirrors', which `/v1/info` names."""
+        if self.public_url:
+            yield "public_url", self.public_url
+        if self.registry_url:
+            yield "registry_url", self.registry_url
+        yield from (("mirror_urls", url) for url in self.mirror_urls)
+
     def replace(self, **kw: Any) -> LogConfig:
         cfg = dataclasses.replace(self, **kw)
         cfg.validate()

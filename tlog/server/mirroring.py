@@ -38,6 +38,7 @@ from tlog.formats.tiles import parse_entry_bundle
 from tlog.http.mirrorclient import FetchError, MirrorClient, Refused, prefetched
 from tlog.merkle.subtrees import subtree_consistency_proof, subtree_root
 from tlog.storage.interface import EntryReader, HashReader, LogState
+from tlog.transport import Outbound
 
 log = logging.getLogger("oap.tlog.mirroring")
 
@@ -149,7 +150,8 @@ class MirrorSet:
 
     @classmethod
     def from_policy(cls, policy: Policy, origin: str, *, entries: Callable[[], EntryReader],
-                    hashes: Callable[[], HashReader], timeout: float = 60.0) -> MirrorSet | None:
+                    hashes: Callable[[], HashReader], timeout: float = 60.0,
+                    outbound: Outbound | None = None) -> MirrorSet | None:
         """The mirror lines of `policy` (each with a URL), grouped by URL; None if there are none."""
         gating = _gating(policy)
         by_url: dict[str, MirrorTarget] = {}
@@ -163,8 +165,8 @@ class MirrorSet:
                 by_url[url].keys.append((name, v))
                 by_url[url].gating |= name in gating
             else:
-                by_url[url] = MirrorTarget(name, url, [(name, v)], MirrorClient(url, timeout=timeout),
-                                           gating=name in gating)
+                client = MirrorClient(url, timeout=timeout, outbound=outbound)
+                by_url[url] = MirrorTarget(name, url, [(name, v)], client, gating=name in gating)
         return cls(list(by_url.values()), origin, entries, hashes) if by_url else None
 
     @property

@@ -27,6 +27,7 @@ from tlog.server.witnessing import WitnessOutcome, WitnessSet, policy_text
 from tlog.storage.embedded import EmbeddedStorage
 from tlog.storage.interface import Driver, EntryReader, Fault, HashReader, LogState, Publisher, Signer
 from tlog.storage.transfer import Snapshot, refuse_unfinished_import
+from tlog.transport import Outbound
 
 log = logging.getLogger("oap.tlog.server")
 
@@ -73,9 +74,10 @@ def cosigners(config: LogConfig, signer: keys.Signer,
     if config.witness_policy is None and not config.witnesses and not config.mirrors:
         return None, None
     text = client_policy(config, signer)
+    outbound = Outbound.from_config(config)
     mirrors = MirrorSet.from_policy(parse_policy(text), signer.name, entries=storage.entries,
-                                    hashes=lambda: storage.hashes, timeout=config.mirror_timeout)
-    ws = WitnessSet.from_policy(text, timeout=config.witness_timeout, mirrors=mirrors)
+                                    hashes=lambda: storage.hashes, timeout=config.mirror_timeout, outbound=outbound)
+    ws = WitnessSet.from_policy(text, timeout=config.witness_timeout, mirrors=mirrors, outbound=outbound)
     try:
         (config.data_dir / "log.policy").write_text(text)
     except OSError as e:  # read-only data directory: clients keep the policy they have
@@ -135,8 +137,10 @@ def open_publisher(config: LogConfig) -> Publisher | None:
     from tlog.storage.bucket import Bucket, TilePublisher
 
     key_id, secret = keyfiles.bucket_credentials(config.bucket_credentials_file)
+    ca = config.outbound_ca_file
     return TilePublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
-                                            region=config.bucket_region),
+                                            region=config.bucket_region,
+                                            ca_pem=ca.read_bytes() if ca is not None else None),
                          checkpoint_interval=config.checkpoint_publish_interval)
 
 

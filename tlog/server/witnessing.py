@@ -37,9 +37,9 @@ from tlog.formats.encoding import b64enc
 from tlog.formats.keys import Verifier, cosigner_verifier, parse_vkey
 from tlog.formats.note import NoteSignature, add_signatures, check_cosignature_lines, parse_note
 from tlog.formats.policy import Policy, parse_policy
-from tlog.http.bodies import read_capped
 from tlog.server.mirroring import MirrorOutcome, MirrorSet
 from tlog.storage.interface import LogState
+from tlog.transport import Outbound, read_capped
 
 log = logging.getLogger("oap.tlog.witnessing")
 
@@ -80,10 +80,12 @@ class WitnessSet:
     timeout: float = 5.0
     grace: float = 0.1
     mirrors: MirrorSet | None = None  # its mirrors the quorum counts are waited for too
+    outbound: Outbound = field(default_factory=Outbound)  # how the witnesses are reached (tlog.transport)
     _session: aiohttp.ClientSession | None = field(default=None, repr=False)
 
     @classmethod
-    def from_policy(cls, policy_text: str, *, timeout: float = 5.0, mirrors: MirrorSet | None = None) -> WitnessSet:
+    def from_policy(cls, policy_text: str, *, timeout: float = 5.0, mirrors: MirrorSet | None = None,
+                    outbound: Outbound | None = None) -> WitnessSet:
         policy = parse_policy(policy_text)
         by_url: dict[str, WitnessEndpoint] = {}
         for name, w in policy.witnesses.items():
@@ -96,7 +98,7 @@ class WitnessSet:
                 by_url[url].keys.append((name, v))
             else:
                 by_url[url] = WitnessEndpoint(name, url, v)
-        return cls(policy, list(by_url.values()), timeout=timeout, mirrors=mirrors)
+        return cls(policy, list(by_url.values()), timeout=timeout, mirrors=mirrors, outbound=outbound or Outbound())
 
     @property
     def requires_quorum(self) -> bool:
@@ -123,7 +125,7 @@ class WitnessSet:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
+            self._session = self.outbound.session(timeout=aiohttp.ClientTimeout(total=None))  # each push sets its own
         return self._session
 
     # --- one witness ------------------------------------------------------------------

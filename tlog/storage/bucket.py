@@ -34,12 +34,16 @@ import zlib
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from tlog.errors import ConfigError, ForkError, FormatError, Unavailable
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import parse_note
 from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, encode_entry_bundle, entries_path, tile_path
 from tlog.storage.interface import TileSource
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig
 
 log = logging.getLogger("oap.tlog.bucket")
 
@@ -71,9 +75,13 @@ class Bucket:
         self.store = store
 
     @classmethod
-    def from_config(cls, url: str, *, key_id: str, secret: str, region: str = "us-east-1") -> Bucket:
+    def from_config(cls, url: str, *, key_id: str, secret: str, region: str = "us-east-1",
+                    ca_pem: bytes | None = None) -> Bucket:
         """`url` is http(s)://host[:port]/bucket; the access key and secret come from the
-        caller (a 0600 file or the environment: `tlog.runtime.keyfiles.bucket_credentials`).
+        caller (a 0600 file or the environment: `tlog.runtime.keyfiles.bucket_credentials`);
+        `ca_pem`, CA certificates trusted besides the system's (the service's
+        `outbound_ca_file`). obstore's client sets no minimum TLS version: TLS 1.2 is
+        accepted here, unlike in `tlog.transport` (docs/architecture.md §7).
 
         Timeouts and retries are short: a bucket that is down makes writes fail (503) within
         a few seconds, and the appender retries, rather than holding every write meanwhile."""
@@ -85,10 +93,12 @@ class Bucket:
         bucket = parts.path.strip("/")
         if not parts.netloc or not bucket or "/" in bucket:
             raise ConfigError(f"bucket_url must be http(s)://host[:port]/bucket, not {url!r}")
+        options: ClientConfig = {"allow_http": parts.scheme == "http", "timeout": "10s", "connect_timeout": "2s"}
+        if ca_pem is not None:
+            options["root_certificate"] = ca_pem
         store = S3Store(bucket, endpoint=f"{parts.scheme}://{parts.netloc}", region=region,
                         access_key_id=key_id, secret_access_key=secret, virtual_hosted_style_request=False,
-                        client_options={"allow_http": parts.scheme == "http", "timeout": "10s",
-                                        "connect_timeout": "2s"},
+                        client_options=options,
                         retry_config={"max_retries": 2, "retry_timeout": timedelta(seconds=3),
                                       "backoff": {"init_backoff": timedelta(milliseconds=100),
                                                   "max_backoff": timedelta(seconds=1), "base": 2}})

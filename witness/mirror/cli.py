@@ -10,7 +10,17 @@ from pathlib import Path
 import click
 
 from tlog.errors import ConfigError, FormatError, OAPError
-from tlog.runtime.cli import Running, fail, load_config, native_notice, run, serve_options
+from tlog.runtime.cli import (
+    INSECURE_HTTP_CLIENT,
+    Running,
+    checked_url,
+    client_outbound,
+    fail,
+    load_config,
+    native_notice,
+    run,
+    serve_options,
+)
 from tlog.runtime.logs import setup_logging
 
 from .config import MirrorConfig
@@ -79,8 +89,9 @@ def keygen(name: str, data_dir: Path | None, out: Path | None, mldsa: bool) -> N
 
 
 @main.command()
-@click.argument("log_url")
-@click.option("--mirror", "mirror_url", required=True, help="The mirror's submission prefix, e.g. http://127.0.0.1:8084")
+@click.argument("log_url", callback=checked_url)
+@click.option("--mirror", "mirror_url", required=True, callback=checked_url,
+              help="The mirror's submission prefix, e.g. http://127.0.0.1:8084")
 @click.option("--log-key", default=None, help="The log's verifier key: refuse checkpoints it did not sign.")
 @click.option("--mirror-key", "mirror_keys", multiple=True, help="The mirror's verifier key: check its cosignature "
                                                                  "(repeatable).")
@@ -91,18 +102,13 @@ def keygen(name: str, data_dir: Path | None, out: Path | None, mldsa: bool) -> N
 @click.option("--timeout", type=click.FloatRange(1, 600), default=60.0, show_default=True,
               help="Seconds without progress on one HTTP request before it fails.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text")
-@click.option("--insecure-http", is_flag=True, help="Allow plain http:// URLs beyond loopback (OAP-CORE-1.0 §8.1 "
-                                                    "forbids it).")
-def follow(log_url, mirror_url, log_key, mirror_keys, interval, once, rounds, timeout, log_format,
-           insecure_http) -> None:
+@INSECURE_HTTP_CLIENT
+def follow(log_url, mirror_url, log_key, mirror_keys, interval, once, rounds, timeout, log_format) -> None:
     """Copy the tlog-tiles log at LOG_URL into the mirror, then keep it up to date.
 
     Resumes from the mirror's next entry after any interruption, so nothing the mirror
     stored is sent twice. Each round prints one line: what the mirror cosigned."""
-    from urllib.parse import urlsplit
-
     from tlog.formats.keys import cosigner_verifier, parse_vkey
-    from tlog.formats.urls import is_loopback
 
     from .follower import Follower
 
@@ -112,12 +118,6 @@ def follow(log_url, mirror_url, log_key, mirror_keys, interval, once, rounds, ti
         mks = [cosigner_verifier(parse_vkey(k)) for k in mirror_keys]
     except FormatError as e:
         fail(e.message, 2)
-    for url in (log_url, mirror_url):
-        if not url.startswith(("http://", "https://")):
-            fail(f"{url}: an http:// or https:// URL is needed", 2)
-        if url.startswith("http://") and not insecure_http and not is_loopback(urlsplit(url).hostname or ""):
-            fail(f"{url} is plain http:// beyond loopback; OAP-CORE-1.0 §8.1 requires TLS: use https:// "
-                 "(or --insecure-http to run without it anyway)", 2)
 
     def show(r) -> None:
         what = f"{r.origin or log_url}: {r.action} size {r.size}, {r.sent} entries sent"
@@ -129,7 +129,8 @@ def follow(log_url, mirror_url, log_key, mirror_keys, interval, once, rounds, ti
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        async with Follower(log_url, mirror_url, log_key=lk, mirror_keys=mks, timeout=timeout) as f:
+        async with Follower(log_url, mirror_url, log_key=lk, mirror_keys=mks, timeout=timeout,
+                            outbound=client_outbound()) as f:
             return await f.run(interval=interval, rounds=1 if once else rounds, stop=stop, on_round=show)
 
     try:

@@ -21,7 +21,7 @@ Loaded with `tlog.runtime.config.load(MirrorConfig, section="mirror", ...)`:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -154,6 +154,17 @@ class MirrorConfig(HTTPConfig, CosignerConfig):
             raise ConfigError("bucket_credentials_file needs a bucket_url")
         if not 0.1 <= self.hash_sync_interval <= 3600:
             raise ConfigError("hash_sync_interval must be 0.1..3600 seconds")
+
+    def advertised_urls(self) -> Iterable[tuple[str, str]]:
+        """The read API's public URL and each mirrored log's URL, which `/v1/info` names."""
+        if self.monitoring_prefix:
+            yield "monitoring_prefix", self.monitoring_prefix
+        yield from ((f"logs ({lg.origin}) url", lg.url) for lg in self.logs if lg.url)
+
+    def upstream_urls(self) -> Iterable[tuple[str, str]]:
+        """The bucket every copy is also published to."""
+        if self.bucket_url:
+            yield "bucket_url", self.bucket_url
 
     def replace(self, **kw: Any) -> MirrorConfig:
         cfg = dataclasses.replace(self, **kw)

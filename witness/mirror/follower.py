@@ -43,6 +43,7 @@ from tlog.http.mirrorclient import PACKAGES_PER_REQUEST, FetchError, MirrorClien
 from tlog.merkle.subtrees import subtree_consistency_proof, subtree_root, verify_subtree_consistency
 from tlog.merkle.tree import TreeView, root_of_leaves
 from tlog.runtime.rounds import run_rounds
+from tlog.transport import Outbound
 
 log = logging.getLogger("oap.mirror.follow")
 
@@ -130,11 +131,14 @@ class Follower:
     def __init__(self, log_url: str, mirror_url: str, *, log_key: Verifier | None = None,
                  mirror_keys: Sequence[Verifier] = (), timeout: float = 60.0,
                  session: aiohttp.ClientSession | None = None, packages_per_request: int = PACKAGES_PER_REQUEST,
-                 compress_level: int = 1) -> None:
+                 compress_level: int = 1, outbound: Outbound | None = None) -> None:
+        """`session`: a caller's HTTP session; by default the follower makes its own under
+        `outbound` (tlog.transport), shared with its mirror client."""
         self.log_url = log_url.rstrip("/")
         self.log_key, self.mirror_keys = log_key, tuple(mirror_keys)
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
         self._session, self._own = session, session is None
+        self.outbound = outbound or Outbound()
         self.client = MirrorClient(mirror_url, session=lambda: self.session, timeout=timeout,
                                    packages_per_request=packages_per_request, compress_level=compress_level)
 
@@ -145,7 +149,7 @@ class Follower:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout, auto_decompress=True,
+            self._session = self.outbound.session(timeout=self.timeout,
                                                   headers={"Accept-Encoding": CLIENT_ACCEPT_ENCODING})
         return self._session
 

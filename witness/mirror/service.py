@@ -40,8 +40,10 @@ class MirrorService:
             from tlog.storage.bucket import Bucket
 
             key_id, secret = bucket_credentials(config.bucket_credentials_file)
+            ca = config.outbound_ca_file
             publisher = BucketPublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
-                                                           region=config.bucket_region), store)
+                                                           region=config.bucket_region,
+                                                           ca_pem=ca.read_bytes() if ca else None), store)
         publish = (lambda origin, cp: publisher.submit(origin, cp.note, cp.size)) if publisher else None
         mirror = Mirror(signers, config.logs, store, tickets, max_excess=config.max_excess,
                         upload_timeout=config.upload_timeout, observe=observe, on_commit=publish)
