@@ -9,9 +9,10 @@ conformance receipts as a did:web on a local HTTPS host (8088, `tlog.cli.didhost
 a local CA the network's DID resolvers trust) and holds an L4 receipt in the registry
 (`tlog.cli.participants`), so a newcomer can climb the §31 ladder to L5 through them.
 Keys and configs are made on first start under ./data and reused afterwards; Ctrl-C,
-SIGTERM or a closed terminal (SIGHUP) stops everything cleanly, in the reverse order of start. Every service dies with
-this process (`tlog.runtime.children`): after a kill -9 of it, they are killed too
-(as in a crash, which each survives) and their ports are free at once.
+SIGTERM or a closed terminal (SIGHUP) stops everything cleanly, in the reverse order of
+start. Every service dies with this process (`tlog.runtime.children`): after a kill -9
+of it, they are killed too (as in a crash, which each survives) and their ports are free
+at once.
 
 With `--scale` (`make run-scale`) the log runs as two frontends (8080 and 8085) on a
 PostgreSQL server and an S3-compatible bucket (SeaweedFS) started here, from the
