@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml setup.py tlog/_native.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,scale,engines]'
+	$(BIN)/pip install -q -e '.[test,scale,engines,keys]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -37,8 +37,10 @@ test: $(STAMP) tools
 # Best effort: where apt is not available the tests that need them say so and skip.
 # - promtool (Prometheus rules linter), from the prometheus package;
 # - Go and golang.org/x/mod, whose sumdb/tlog is the independent C2SP client that
-#   tests/interop/tlogverify.go verifies logs and buckets with.
-tools: $(BIN)/promtool $(VENV)/go/.unpacked chromium
+#   tests/interop/tlogverify.go verifies logs and buckets with;
+# - SoftHSM2 (libsofthsm2.so and softhsm2-util), the PKCS#11 token the hardware-key tests
+#   sign in (tests/support/softhsm.py), from softhsm2, softhsm2-common and libsofthsm2.
+tools: $(BIN)/promtool $(VENV)/go/.unpacked $(VENV)/softhsm/.unpacked chromium
 # Headless Chromium for the explorer's browser tests (tests/ui): Debian's chromium and
 # chromium-driver, installed with apt-get only where they are missing and apt works (a
 # system install, said when it runs; OAP_NO_APT=1 skips it); otherwise those tests skip.
@@ -66,6 +68,15 @@ $(VENV)/go/.unpacked: | $(STAMP)
 	      apt-get download golang-1.19-go golang-1.19-src golang-golang-x-mod-dev >/dev/null 2>&1; }; } && \
 	  mkdir -p $(CURDIR)/$(VENV)/go && for f in *.deb; do dpkg-deb -x $$f $(CURDIR)/$(VENV)/go; done && \
 	  touch $(CURDIR)/$@ ) || echo "Go not available: the Go interop test will be skipped"; rm -rf $$d
+
+$(VENV)/softhsm/.unpacked: | $(STAMP)
+	@[ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null && \
+	  echo "make tools: apt-get download softhsm2 (a PKCS#11 token for the hardware-key tests) into .venv/softhsm; nothing is installed system-wide (OAP_NO_APT=1 skips)"; true
+	@d=$$(mktemp -d); ( cd $$d && [ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null && \
+	  { apt-get download softhsm2 softhsm2-common libsofthsm2 >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && apt-get download softhsm2 softhsm2-common libsofthsm2 >/dev/null 2>&1; }; } && \
+	  mkdir -p $(CURDIR)/$(VENV)/softhsm && for f in *.deb; do dpkg-deb -x $$f $(CURDIR)/$(VENV)/softhsm; done && \
+	  touch $(CURDIR)/$@ ) || echo "SoftHSM2 not available: the PKCS#11 key tests will be skipped"; rm -rf $$d
 
 # 50 kill -9 cycles on the log+witness+registry network, 50 on the log alone with crash
 # points inside batches, 30 on the scale-out log (a frontend, the integrator, PostgreSQL or

@@ -98,8 +98,8 @@ class Server:
 class WitnessServer(Server):
     """`oap-witness serve --config FILE` on 127.0.0.1 with a kernel-chosen port."""
 
-    def __init__(self, config: Path) -> None:
-        super().__init__(config.parent)
+    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+        super().__init__(config.parent, env=env)
         self.config = config
 
     def command(self) -> list[str]:

@@ -124,6 +124,72 @@ class Bench:
     def add(self, r: Result) -> None:
         self.results[r.name] = r
 
+    # --- keys in a PKCS#11 token (SoftHSM2 from make tools; tlog.runtime.pkcs11) ---------
+
+    def pkcs11(self) -> None:
+        """The log and a witness signing with an Ed25519 key inside SoftHSM2: the signing
+        primitive (file key vs token, one thread and two), the log's HTTP appends (checkpoint
+        signed in the token per batch) and the witness's cosignatures over HTTP."""
+        import threading
+
+        from tlog.formats import keys
+        from tlog.runtime import pkcs11
+
+        from tests.support import softhsm
+
+        if softhsm.library() is None or softhsm.util() is None:
+            log("  SoftHSM2 is not in .venv/softhsm (make tools): skipped")
+            return
+        root = Path(tempfile.mkdtemp(dir=CACHE, prefix="softhsm-"))
+        try:
+            hsm = softhsm.SoftHSM(root, ("bench",))
+            log_uri, witness_uri = hsm.uri("bench", "log"), hsm.uri("bench", "witness")
+            pkcs11.generate_ed25519(log_uri)
+            pkcs11.generate_ed25519(witness_uri)
+            token = pkcs11.open_signer(log_uri)
+            file_key = keys.ed25519_signer(os.urandom(32))
+            msg = bytes(120)  # about a checkpoint's or a cosignature message's size
+
+            def rate(signer, threads: int, n: int) -> float:
+                def work() -> None:
+                    for _ in range(n // threads):
+                        signer.sign(msg)
+                t = time.perf_counter()
+                pool = [threading.Thread(target=work) for _ in range(threads)]
+                for th in pool:
+                    th.start()
+                for th in pool:
+                    th.join()
+                return n / (time.perf_counter() - t)
+
+            n = 400 if self.cfg is QUICK else 2000
+            one, two = rate(token, 1, n), rate(token, 2, n)
+            self.add(Result("pkcs11_sign", round(one), "signatures/s", {
+                "what": "Ed25519 (CKM_EDDSA) signatures of a 120-byte message by a key inside SoftHSM2 2.6 "
+                        "(python-pkcs11, one logged-in session, the library's lock around each call)",
+                "two_threads_per_s": round(two), "file_key_per_s": round(rate(file_key, 1, 20 * n)),
+                "signatures": n, "load_average_1m": round(os.getloadavg()[0], 2)}))
+            env = {"OAP_LOG_KEY_FILE": log_uri}
+            for which in ("batched", "single"):
+                d = Path(tempfile.mkdtemp(dir=CACHE, prefix="http-append-pkcs11-"))
+                try:
+                    if which == "batched":
+                        with Server(d, env=env) as srv:
+                            self._http_append_batched(srv, "http_append_batched_pkcs11", key="SoftHSM2 token")
+                    else:
+                        with Server(d, "--batch-interval-ms", str(SINGLE_INTERVAL_MS), env=env) as srv:
+                            self._http_append_single(srv, "http_append_single_pkcs11", key="SoftHSM2 token")
+                finally:
+                    shutil.rmtree(d, ignore_errors=True)
+            nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
+            load, _, runs = self._witness_http(("ed25519",), key_file=witness_uri)
+            self.add(Result("witness_cosign_pkcs11", round(load.rate), "requests/s", {
+                "logs": nlogs, "checkpoints_per_log": per_log, "rounds": len(runs), "rounds_per_s": runs,
+                **load.describe(), "key": "Ed25519 in SoftHSM2, signing on the witness's worker threads",
+                "what": "as witness_cosign, with the cosigning key in the token"}, target=1000))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
     # --- scale-out: PostgreSQL + SeaweedFS + two frontends (benchmarks/scaleout.py) -----
 
     def scaleout(self) -> None:
@@ -389,7 +455,7 @@ class Bench:
             finally:
                 shutil.rmtree(d, ignore_errors=True)
 
-    def _http_append_batched(self, srv: Server) -> None:
+    def _http_append_batched(self, srv: Server, name: str = "http_append_batched", **extra) -> None:
         nreq = self.cfg["batched_requests"]
         bodies = [("{\"entries\":[" + ",".join(entry_json(r * 1000 + i, 2) for i in range(1000)) + "]}").encode()
                   for r in range(nreq)]
@@ -404,8 +470,8 @@ class Bench:
         which = [r for r in range(4) if leaf_hash(entry_bytes(r * 1000, 2)) == got]
         assert len(which) == 1, "the first response answers none of the first requests"
         _check_batch_response(doc, [entry_bytes(which[0] * 1000 + i, 2) for i in range(1000)])
-        self.add(Result("http_append_batched", round(load.requests * 1000 / load.seconds), "entries/s", {
-            "entries_per_request": 1000, "clients": 4, **load.describe(),
+        self.add(Result(name, round(load.requests * 1000 / load.seconds), "entries/s", {
+            "entries_per_request": 1000, "clients": 4, **load.describe(), **extra,
             "server": "oap-log serve, defaults (max_batch 1024, batch_interval_ms 50)",
             "check": "first response parsed; its proofs verified against its checkpoint"}, target=40_000))
 
@@ -419,13 +485,13 @@ class Bench:
         return run_pyload(srv, lambda i: post("/v1/entries", entry_json(i, salt).encode(), port),
                           connections=200, total=self.cfg["single_total"], seconds=secs)[0]
 
-    def _http_append_single(self, srv: Server) -> None:
+    def _http_append_single(self, srv: Server, name: str = "http_append_single", **extra) -> None:
         load = self._append_single_load(srv)
         with BareServer() as bare:
             base = self._append_single_load(bare)
         limit = SINGLE_INTERVAL_MS + 50
-        r = Result("http_append_single", round(load.rate), "entries/s", {
-            "clients": 200, **load.describe(), "batch_interval_ms": SINGLE_INTERVAL_MS,
+        r = Result(name, round(load.rate), "entries/s", {
+            "clients": 200, **load.describe(), **extra, "batch_interval_ms": SINGLE_INTERVAL_MS,
             "p99_target_ms": f"< {limit} (batch interval + 50 ms)",
             "p99_meets_target": load.latencies_ms.get("p99_ms", 1e9) < limit,
             "baseline_load": base.describe()},
@@ -513,7 +579,8 @@ class Bench:
             baseline={"name": "bare aiohttp handler answering 8 KiB (benchmarks/bare.py), same load",
                       "value": round(base.rate)}, target=20_000))
 
-    def _witness_chains(self, d: Path, nlogs: int, per_log: int, cosigners: tuple[str, ...]) -> list[list[bytes]]:
+    def _witness_chains(self, d: Path, nlogs: int, per_log: int, cosigners: tuple[str, ...],
+                        key_file: str = "") -> list[list[bytes]]:
         """A witness config in d/witness.toml following `nlogs` logs, and each log's chain of
         add-checkpoint bodies (old = previous size, consistency proof, signed note)."""
         from tlog.formats.checkpoint import Checkpoint
@@ -524,7 +591,8 @@ class Bench:
 
         logs = [Signer.generate(f"bench-log-{i}.example/log") for i in range(nlogs)]
         toml = [f'[witness]\ndata_dir = "{d / "data"}"\nname = "bench-witness.example"\n'
-                f"cosigners = {json.dumps(list(cosigners))}\n"]
+                f"cosigners = {json.dumps(list(cosigners))}\n"
+                + (f"key_file = {json.dumps(key_file)}\n" if key_file else "")]
         for s in logs:
             toml.append(f'[[witness.logs]]\norigin = "{s.name}"\nvkey = "{s.vkey}"\n')
         d.mkdir(parents=True, exist_ok=True)
@@ -541,7 +609,7 @@ class Bench:
             chains.append(seq)
         return chains
 
-    def _witness_http(self, cosigners: tuple[str, ...], rounds: int = 3):
+    def _witness_http(self, cosigners: tuple[str, ...], rounds: int = 3, key_file: str = ""):
         """`rounds` runs of every log's chain against a fresh `oap-witness serve` (empty state
         each time); the run with the median rate, and every run's rate. A run is ~5 s of CPU-bound
         work, so one slow stretch of a shared host moves a single run by a fifth either way."""
@@ -549,7 +617,7 @@ class Bench:
         d = Path(tempfile.mkdtemp(dir=CACHE, prefix="witness-"))
         loads = []
         try:
-            chains = self._witness_chains(d, nlogs, per_log, cosigners)
+            chains = self._witness_chains(d, nlogs, per_log, cosigners, key_file)
             sequences = [[post("/add-checkpoint", b, 0, content_type="text/plain") for b in seq] for seq in chains]
             for _ in range(rounds):
                 shutil.rmtree(d / "data", ignore_errors=True)
@@ -869,12 +937,14 @@ def _notes(r: Result) -> str:
 
 ORDER = ["sha256_nodes", "proofs_batched", "proofs_batched_vs_pymerkle", "verify_batched", "consistency_proofs",
          "append_durable", "http_appends", "http_reads", "witness_cosign", "witness_mldsa", "mirror",
-         "status_lookups", "scaleout"]
+         "status_lookups", "pkcs11", "scaleout"]
 GROUP = {"http_append_batched": "http_appends", "http_append_single": "http_appends",
          "http_proofs_batched": "http_reads", "tile_reads": "http_reads", "memory": "http_reads",
          "scale_append_batched": "scaleout", "scale_append_single": "scaleout", "scale_proofs_batched": "scaleout",
          "scale_tile_reads": "scaleout", "mldsa44_sign": "witness_mldsa", "witness_core_mldsa44": "witness_mldsa",
-         "witness_http_mldsa44": "witness_mldsa", "mirror_ingest": "mirror", "mirror_catchup_memory": "mirror"}
+         "witness_http_mldsa44": "witness_mldsa", "mirror_ingest": "mirror", "mirror_catchup_memory": "mirror",
+         "pkcs11_sign": "pkcs11", "http_append_batched_pkcs11": "pkcs11", "http_append_single_pkcs11": "pkcs11",
+         "witness_cosign_pkcs11": "pkcs11"}
 
 
 def main() -> None:

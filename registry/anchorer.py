@@ -31,8 +31,8 @@ from tlog.errors import OAPError, UpstreamError
 from tlog.formats.anchors import anchors_text, parse_anchors
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.did import did_key_from_public
-from tlog.formats.ed25519 import public_from_seed
 from tlog.formats.entries import receipt_entry, registry_entry
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.note import parse_note
 from tlog.formats.proofbundle import parse_proof_bundle
 from tlog.storage.durable import write_atomic
@@ -84,13 +84,13 @@ def merge(text: str, bundle: str) -> str:
 class Anchorer:
     """Anchors entries signed by the registry key in its logs, k of them at least."""
 
-    def __init__(self, links: Sequence[LogLink], seed: bytes, *, quorum: int, several: bool,
+    def __init__(self, links: Sequence[LogLink], seed: Ed25519Key, *, quorum: int, several: bool,
                  timeout: float = 10.0, backlog: Backlog | None = None) -> None:
         if not 1 <= quorum <= len(links):
             raise ValueError("quorum must be 1..number of logs")
         self.links = list(links)
         self.seed, self.quorum, self.several, self.timeout = seed, quorum, several, timeout
-        self.registry = did_key_from_public(public_from_seed(seed))
+        self.registry = did_key_from_public(ed25519_signer(seed).public)
         self.backlog = backlog  # the logs behind, skipped while the others make k
         self.on_failure: Callable[[str], None] = lambda origin: None  # a log did not anchor (metrics)
 

@@ -20,9 +20,11 @@ import click
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import ConfigError, OAPError
 from tlog.formats import keys
+from tlog.formats.keys import Ed25519Key
 from tlog.runtime import keyfiles
 from tlog.runtime.cli import (
     INSECURE_HTTP_CLIENT,
+    KEY,
     Running,
     checked_url,
     client_outbound,
@@ -42,10 +44,11 @@ STATUS_EXIT = {"good": 0, "revoked": 3, "unknown": 4, "suspended": 5}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _seed(path: Path) -> bytes:
+def _seed(path: Path | str) -> Ed25519Key:
+    """A --key: a key file's seed, an encrypted key file's, or a token key (`keyfiles.open_key`)."""
     try:
-        return keyfiles.read_seed(path)
-    except (OSError, OAPError) as e:
+        return keyfiles.open_ed25519(path, what="record signing key")
+    except (OSError, OAPError, ConfigError) as e:
         fail(f"{path}: {getattr(e, 'message', e)}", 2)
         raise
 
@@ -89,7 +92,8 @@ def main() -> None:
 @click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="tlog-policy to check anchors against (default: the log keys named at genesis).")
 @click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Registry key (default <data>/registry.key, created on first start).")
+              help="Registry key (default <data>/registry.key, created on first start): a key file, an encrypted "
+                   "key file or a pkcs11: URI of a key in a token.")
 @click.option("--public-url", default=None, help="Base URL of this registry, named in status list credentials.")
 @click.option("--upstream", default=None, help="Run as a read-only, verifying mirror of this registry.")
 @click.option("--registry-key", default=None, help="Mirror: pin the upstream registry key (did:key).")
@@ -191,7 +195,7 @@ def submit(record: Path, url: str, out: Path | None) -> None:
 
 
 @main.command()
-@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--key", "key_file", required=True, type=KEY,
               help="Key of the subject or of a controller.")
 @click.option("--kind", type=click.Choice(["did", "vc", "key", "conformance"]), required=True)
 @click.option("--subject", default=None, help="What is revoked (default: the key's own did:key).")
@@ -201,7 +205,7 @@ def submit(record: Path, url: str, out: Path | None) -> None:
 @click.option("--status-list-index", type=int, default=None, help="vc: the credential's statusListIndex.")
 @URL_OPT
 @ANCHOR_OUT
-def revoke(key_file: Path, kind: str, subject: str | None, reason: str, effective_at: str | None,
+def revoke(key_file: Path | str, kind: str, subject: str | None, reason: str, effective_at: str | None,
            status_list_index: int | None, url: str, out: Path | None) -> None:
     """Sign and submit a revocation."""
     from .client import did_of, make_revocation
@@ -216,12 +220,13 @@ def revoke(key_file: Path, kind: str, subject: str | None, reason: str, effectiv
 
 
 @main.command("kill-switch")
-@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--key", "key_file", required=True, type=KEY)
 @click.option("--principal", default=None, help="Principal DID (default: the key's did:key).")
 @click.option("--effective-at", default=None)
 @URL_OPT
 @ANCHOR_OUT
-def kill_switch(key_file: Path, principal: str | None, effective_at: str | None, url: str, out: Path | None) -> None:
+def kill_switch(key_file: Path | str, principal: str | None, effective_at: str | None, url: str,
+                out: Path | None) -> None:
     """Revoke every token, grant and webhook subscription of a principal (§22.3)."""
     from .client import make_kill_switch
 
@@ -229,7 +234,7 @@ def kill_switch(key_file: Path, principal: str | None, effective_at: str | None,
 
 
 @main.command("key-event")
-@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--key", "key_file", required=True, type=KEY)
 @click.option("--subject", required=True, help="The principal DID the event is about.")
 @click.option("--controller", default=None,
               help="add_controller, rotate: DID of the new controller (a did:key, or e.g. a did:web).")
@@ -240,7 +245,7 @@ def kill_switch(key_file: Path, principal: str | None, effective_at: str | None,
 @click.option("--effective-at", default=None, help="RFC 3339 UTC time (default now; rotate and resume: not earlier).")
 @URL_OPT
 @ANCHOR_OUT
-def key_event(key_file: Path, subject: str, controller: str | None, event: str, reason: str | None,
+def key_event(key_file: Path | str, subject: str, controller: str | None, event: str, reason: str | None,
               effective_at: str | None, url: str, out: Path | None) -> None:
     """Controllers, rotation, suspension and recovery of a principal (§5.3)."""
     from .client import make_key_event
@@ -261,8 +266,11 @@ def key_event(key_file: Path, subject: str, controller: str | None, event: str, 
 @click.option("--offline", is_flag=True, help="TARGET is a saved response file; no network.")
 @click.option("--id", "expect_id", default=None,
               help="With --offline: the status id the answer must be about (with --issuer, the credential's id).")
-@click.option("--registry-key", default=None, help="did:key of the registry (required offline).")
-@click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--registry-key", default=None,
+              help="Pin the did:key the answer must be signed with. Default: the --log-policy's registry line; "
+                   "else, online only, the key the registry names (said to be not pinned).")
+@click.option("--log-policy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="tlog-policy of the logs the registry anchors in; a `registry <did:key>` line pins its key.")
 @click.option("--log-vkey", "log_vkeys", multiple=True,
               help="Log verifier key, instead of --log-policy; repeat it for a registry that anchors in several.")
 @click.option("--min-logs", type=click.IntRange(1, 32), default=None,
@@ -292,9 +300,18 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
 
     policy = _trust(log_policy, log_vkeys, min_logs)
     declared_k = 1  # what the registry says its k is (/v1/info): it can only raise the relying party's
+    # Whose key the answer must be signed with: --registry-key, else the policy's `registry`
+    # line, else (online only) the key the registry names, which pins nothing and says so.
+    pins = [r.did for r in policy.policy.registries] if policy is not None else []
+    pinned_by = "--registry-key" if registry_key else None
     if offline:
+        if not registry_key and len(pins) == 1:
+            registry_key, pinned_by = pins[0], f"the registry line of {log_policy}"
+        elif not registry_key and pins:
+            fail(f"{log_policy} pins {len(pins)} registries: say which one signed with --registry-key", 2)
         if not registry_key:
-            fail("--offline needs --registry-key (the did:key the registry signs with)", 2)
+            fail("--offline needs --registry-key (the did:key the registry signs with), or a --log-policy with a "
+                 "registry line", 2)
         if issuer is not None and expect_id is None:
             fail("--issuer goes with --id offline (the credential's id)", 2)
         asked = status_id_of(expect_id, issuer) if expect_id is not None else None
@@ -329,8 +346,14 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         if not registry_key:
             if not isinstance(served_key, str):
                 invalid("the registry names no status key (/v1/info status_service)")
-            click.echo(f"warning: trusting the key the server names ({served_key}); pin it with --registry-key",
-                       err=True)
+            if served_key in pins:
+                pinned_by = f"the registry line of {log_policy}"
+            elif pins:
+                invalid(f"the registry signs with {served_key}, which {log_policy} does not pin "
+                        f"(it pins {', '.join(pins)})")
+            else:
+                click.echo(f"warning: trusting the key the server names ({served_key}); pin it with --registry-key "
+                           "or a registry line in --log-policy", err=True)
             registry_key = served_key
         if out is not None:
             out.write_text(json.dumps(resp, indent=2) + "\n")
@@ -350,7 +373,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
     if as_json:
         out_obj: dict[str, Any] = {"valid": True, "status": v.status, "id": v.id, "epoch": v.epoch,
                                    "this_update": resp["this_update"], "next_update": resp["next_update"],
-                                   "log_checked": v.log_checked}
+                                   "log_checked": v.log_checked, "status_key": registry_key,
+                                   "key_pinned": pinned_by is not None}
         if v.status == "revoked":
             out_obj |= {"revoked_at": resp["revocation"]["revoked_at"], "reason": v.reason, "by": by}
             if v.reinstated_at is not None:
@@ -365,6 +389,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
     click.echo(f"  answered {resp['this_update']} ({relative(v.this_update)}), fresh until {resp['next_update']} "
                f"({relative(v.next_update)}); epoch {v.epoch}; "
                f"log anchors {'verified' if v.log_checked else 'not checked'}")
+    click.echo(f"  signed by the status key {registry_key}: "
+               + (f"pinned ({pinned_by})" if pinned_by else "NOT PINNED (the key the registry names itself)"))
     if v.status == "revoked":
         click.echo(f"  revoked at {resp['revocation']['revoked_at']} reason {v.reason} by {by or '?'}")
         if v.reinstated_at is not None:
@@ -567,13 +593,13 @@ def did_document(key_file: Path, did: str, fragment: str) -> None:
     https://example.org/.well-known/did.json): what its receipts are signed with."""
     from tlog.formats.did import is_did
     from tlog.formats.diddoc import ed25519_document
-    from tlog.formats.ed25519 import public_from_seed
+    from tlog.formats.keys import ed25519_signer
 
     if not is_did(did) or "#" in did:
         fail(f"--did {did!r} is not a DID", 2)
     if not fragment or any(c in fragment for c in "#/?& "):
         fail("--fragment must be a plain name like key-1", 2)
-    click.echo(json.dumps(ed25519_document(did, {fragment: public_from_seed(_seed(key_file))}), indent=2))
+    click.echo(json.dumps(ed25519_document(did, {fragment: ed25519_signer(_seed(key_file)).public}), indent=2))
 
 
 @main.group()

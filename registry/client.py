@@ -12,7 +12,7 @@ import aiohttp
 
 from tlog.client.client import ServerError, bearer, oap_request, read_answer
 from tlog.formats.did import did_key_from_public
-from tlog.formats.ed25519 import public_from_seed
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import format_utc
 from tlog.formats.urls import check_url
 from tlog.transport import Outbound
@@ -25,11 +25,11 @@ def _now() -> str:
     return format_utc(datetime.now(UTC).replace(microsecond=0))
 
 
-def did_of(seed: bytes) -> str:
-    return did_key_from_public(public_from_seed(seed))
+def did_of(seed: Ed25519Key) -> str:
+    return did_key_from_public(ed25519_signer(seed).public)
 
 
-def make_revocation(seed: bytes, *, kind: str, subject: str, reason: str = "unspecified",
+def make_revocation(seed: Ed25519Key, *, kind: str, subject: str, reason: str = "unspecified",
                     effective_at: str | None = None, status_list_index: int | None = None,
                     status_list: int | None = None, record_id: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"type": "revocation", "id": record_id or f"urn:oap:revocation:{uuid.uuid4()}",
@@ -42,7 +42,7 @@ def make_revocation(seed: bytes, *, kind: str, subject: str, reason: str = "unsp
     return sign_record(body, seed)
 
 
-def make_kill_switch(seed: bytes, *, principal: str | None = None, effective_at: str | None = None,
+def make_kill_switch(seed: Ed25519Key, *, principal: str | None = None, effective_at: str | None = None,
                      reason: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"type": "kill_switch", "id": f"urn:oap:kill-switch:{uuid.uuid4()}",
                             "principal": principal or did_of(seed), "effective_at": effective_at or _now(),
@@ -52,7 +52,7 @@ def make_kill_switch(seed: bytes, *, principal: str | None = None, effective_at:
     return sign_record(body, seed)
 
 
-def make_key_event(seed: bytes, *, subject: str, key: str | None = None, event: str = "add_controller",
+def make_key_event(seed: Ed25519Key, *, subject: str, key: str | None = None, event: str = "add_controller",
                    effective_at: str | None = None, reason: str | None = None) -> dict[str, Any]:
     """`key` for add_controller and rotate; `reason` for suspend (registry.records)."""
     body: dict[str, Any] = {"type": "key_event", "id": f"urn:oap:key-event:{uuid.uuid4()}", "subject": subject,

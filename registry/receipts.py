@@ -36,6 +36,7 @@ from tlog.formats.dataintegrity import proofs_of
 from tlog.formats.diddoc import split_did_url
 from tlog.formats.entries import receipt_entry
 from tlog.formats.hashing import format_sha256, sha256
+from tlog.formats.keys import Ed25519Key
 from tlog.transport import Outbound
 
 from .client import RegistryClient
@@ -116,7 +117,7 @@ async def request_witnesses(receipt: dict[str, Any], witnesses: Sequence[str], l
     return signed, list(answers)
 
 
-async def make_audit(seed: bytes, *, subject: str, standard: str, uri: str, document: bytes,
+async def make_audit(seed: Ed25519Key, *, subject: str, standard: str, uri: str, document: bytes,
                      log_urls: Sequence[str], timeout: float = 60.0, token: str | None = None,
                      outbound: Outbound | None = None) -> dict[str, Any]:
     """The auditor's signed audit reference for `subject` (tlog.formats.audit): the document's

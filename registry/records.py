@@ -49,7 +49,6 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from tlog.errors import Conflict, Forbidden, FormatError, InvalidInput, OAPError, SignatureError
-from tlog.formats import ed25519
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.conformance import (
@@ -65,6 +64,7 @@ from tlog.formats.diddoc import KeyLookup, verify_signed_by
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import sha256
 from tlog.formats.independence import Principal, principal, relation
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import format_utc, parse_utc
 
 from .layout import REVOCATION_KINDS, record_path
@@ -186,11 +186,11 @@ def signing_bytes(body: dict[str, Any]) -> bytes:
     return jcs({k: v for k, v in body.items() if k != "signature"})
 
 
-def sign_record(unsigned: dict[str, Any], seed: bytes) -> dict[str, Any]:
+def sign_record(unsigned: dict[str, Any], seed: Ed25519Key) -> dict[str, Any]:
     """Sign a revocation, kill switch or key event; `issued_by` becomes the did:key of `seed`."""
     body = {k: v for k, v in unsigned.items() if k != "signature"}
-    body["issued_by"] = did_key_from_public(ed25519.public_from_seed(seed))
-    body["signature"] = b64enc(ed25519.sign(seed, signing_bytes(body)))
+    body["issued_by"] = did_key_from_public(ed25519_signer(seed).public)
+    body["signature"] = b64enc(ed25519_signer(seed).sign(signing_bytes(body)))
     return body
 
 

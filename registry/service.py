@@ -30,6 +30,7 @@ from tlog.errors import ConfigError, NotFound, Unavailable, UpstreamError
 from tlog.formats import keys
 from tlog.formats.did import did_key_from_public
 from tlog.formats.hashing import sha256
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.runtime import keyfiles
 from tlog.storage.durable import lock_dir
 from tlog.transport import Outbound
@@ -56,18 +57,18 @@ log = logging.getLogger("oap.registry")
 KEY_NAME = "oap-registry"
 
 
-def load_or_create_key(path: Path) -> bytes:
-    """The registry's Ed25519 key (tlog signer-key format, 0600), created on first use."""
-    if not path.exists():
-        signer = keys.Signer.generate(KEY_NAME)
-        keyfiles.write_private_key(path, signer.to_skey())
-        log.info("generated a new registry key in %s", path)
-    signer = keys.Signer.from_skey(keyfiles.read_private_key(path))
-    did = did_key_from_public(signer.public)
+def load_or_create_key(path: Path) -> Ed25519Key:
+    """The registry's Ed25519 key (tlog signer-key format, 0600), created on first use; or an
+    encrypted key file, or a key in a PKCS#11 token (`keyfiles.open_key`). It signs the
+    registry's log entries, its status epochs and status lists."""
+    opened = keyfiles.open_key(path, what="registry key", make=lambda: keys.Signer.generate(KEY_NAME).to_skey())
+    if keyfiles.is_token_uri(path):
+        return opened.key  # its did:key is in /v1/info and the start-up banner
+    did = did_key_from_public(ed25519_signer(opened.key).public)
     did_path = path.with_suffix(".did")
     if not did_path.exists():
         did_path.write_text(did + "\n")
-    return signer.export_seed()  # the record helpers sign with the raw seed, as tlog.server.cli does
+    return opened.key
 
 
 def _read_only_dir(path: Path) -> bool:
@@ -91,7 +92,7 @@ class RegistryService:
     metrics: RegistryMetrics
     executor: ThreadPoolExecutor
     lock_fd: int | None
-    seed: bytes | None = None
+    seed: Ed25519Key | None = None  # the registry's key: a key file's seed or a token key
     read_only: bool = False  # a read-only data directory: history served, writes answer 503
     registry: str = ""  # the registry key (did:key) whose history this is
     genesis: Genesis | None = None

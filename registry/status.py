@@ -45,12 +45,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
 from tlog.formats.did import did_key_from_public
 from tlog.formats.diddoc import dids_to_resolve
 from tlog.formats.encoding import b64enc
 from tlog.formats.hashing import format_sha256, sha256
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import format_utc
 
 from .index import CommitInfo, Index
@@ -93,9 +93,9 @@ def build_tree(found: dict[str, Standing]) -> SortedTree:
     return SortedTree([Leaf(k, leaf_bytes(s)) for k, s in found.items()])
 
 
-def sign_object(obj: dict[str, Any], seed: bytes) -> dict[str, Any]:
+def sign_object(obj: dict[str, Any], seed: Ed25519Key) -> dict[str, Any]:
     body = {k: v for k, v in obj.items() if k != "signature"}
-    return {**body, "signature": b64enc(ed25519.sign(seed, jcs(body)))}
+    return {**body, "signature": b64enc(ed25519_signer(seed).sign(jcs(body)))}
 
 
 @dataclass(frozen=True)
@@ -147,10 +147,10 @@ class StatusProducer:
     (ids plainly good or unknown) touches neither.
     """
 
-    def __init__(self, seed: bytes, repo: RegistryRepo, index: Index, anchors_dir: Path, *,
+    def __init__(self, seed: Ed25519Key, repo: RegistryRepo, index: Index, anchors_dir: Path, *,
                  history: str = "") -> None:
         self.seed = seed
-        self.registry = did_key_from_public(ed25519.public_from_seed(seed))
+        self.registry = did_key_from_public(ed25519_signer(seed).public)
         self.history = history or self.registry  # whose commits these are: a mirror answers for its upstream
         self.repo, self.index, self.anchors_dir = repo, index, anchors_dir
 

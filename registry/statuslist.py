@@ -34,6 +34,7 @@ from tlog.errors import InvalidInput, SignatureError
 from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
 from tlog.formats.hashing import sha256
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import format_utc
 
 from .records import STATUS_LIST_BITS
@@ -88,13 +89,13 @@ def _hash_data(document: dict[str, Any], proof_config: dict[str, Any]) -> bytes:
     return sha256(jcs(proof_config)) + sha256(jcs(document))
 
 
-def add_proof(document: dict[str, Any], seed: bytes, did: str, created: datetime) -> dict[str, Any]:
+def add_proof(document: dict[str, Any], seed: Ed25519Key, did: str, created: datetime) -> dict[str, Any]:
     proof: dict[str, Any] = {
         "type": "DataIntegrityProof", "cryptosuite": "eddsa-jcs-2022", "created": format_utc(created),
         "verificationMethod": f"{did}#{did[len('did:key:'):]}", "proofPurpose": "assertionMethod",
         "@context": document["@context"],
     }
-    sig = ed25519.sign(seed, _hash_data(document, proof))
+    sig = ed25519_signer(seed).sign(_hash_data(document, proof))
     return {**document, "proof": {**proof, "proofValue": "z" + base58.b58encode(sig).decode("ascii")}}
 
 
@@ -120,7 +121,7 @@ def verify_proof(secured: dict[str, Any], public: bytes) -> None:
 STATUS_PURPOSES = ("revocation", "suspension")
 
 
-def status_list_credential(*, url: str, registry: str, seed: bytes, indices: Iterable[int], this_update: datetime,
+def status_list_credential(*, url: str, registry: str, seed: Ed25519Key, indices: Iterable[int], this_update: datetime,
                            next_update: datetime, ttl_ms: int, purpose: str = "revocation",
                            fill: bool = False) -> dict[str, Any]:
     """A BitstringStatusListCredential signed by the registry. `purpose` is the W3C

@@ -148,6 +148,12 @@ def go_tlogwrite(tmp_path_factory) -> Path:
     return _go_build(tmp_path_factory, "tlogwrite")
 
 
+@pytest.fixture(scope="session")
+def go_tlogproof(tmp_path_factory) -> Path:
+    """tests/interop/tlogproof.go: a c2sp.org/tlog-proof for an entry of a log tlogwrite wrote, made by Go's sumdb/tlog."""
+    return _go_build(tmp_path_factory, "tlogproof")
+
+
 @pytest.fixture(params=["native", "hashlib"])
 def hash_impl(request, monkeypatch):
     """Run a test through the C batch hashing and again through hashlib alone."""

@@ -9,18 +9,18 @@
   used only to sign conformance receipts (`witness.peer`). Kept apart so the
   cosigning keys never sign anything but cosignatures.
 
-Writing and reading go through `tlog.runtime.keyfiles.write_private_key` /
-`read_private_key` (O_EXCL, fsync, mode checks).
+Each setting (`key_file`, `mldsa_key_file`, `identity_key_file`) may also name an
+encrypted key file or a key in a PKCS#11 token (`tlog.runtime.keyfiles.open_key`).
+Writing and reading go through `tlog.runtime.keyfiles` (O_EXCL, fsync, mode checks).
 """
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-from tlog.formats import ed25519
 from tlog.formats.did import did_key_from_public
-from tlog.formats.keys import CosignatureSigner, Cosigner, MLDSACosigner, Signer
-from tlog.runtime.keyfiles import load_or_create_cosigners, read_seed, write_cosigner, write_private_key
+from tlog.formats.keys import CosignatureSigner, Cosigner, Ed25519Key, MLDSACosigner, Signer, ed25519_signer
+from tlog.runtime.keyfiles import key_exists, load_or_create_cosigners, open_ed25519, write_cosigner, write_private_key
 
 from .config import WitnessConfig
 
@@ -31,7 +31,7 @@ def identity_key_name(name: str) -> str:
     return f"{name}/identity"
 
 
-def create_keys(key_path: Path, identity_path: Path, name: str) -> tuple[CosignatureSigner, bytes]:
+def create_keys(key_path: Path, identity_path: Path, name: str) -> tuple[CosignatureSigner, Ed25519Key]:
     """Make the Ed25519 cosigning key and, unless it exists, the identity key; return both.
 
     Raises FileExistsError if the cosigning key exists (never overwrite a key:
@@ -52,23 +52,24 @@ def create_mldsa_key(path: Path, name: str) -> MLDSACosigner:
     return signer
 
 
-def read_identity(path: Path) -> bytes:
-    # Signer keeps the seed private; the conformance helpers sign with the raw seed
-    # (the same access `tlog.server.cli` uses for receipt entries).
-    return read_seed(path)
+def read_identity(path: Path) -> Ed25519Key:
+    """The identity key: a key file's seed, an encrypted key file's, or a token key
+    (`tlog.runtime.keyfiles.open_key`); the conformance helpers sign with either."""
+    return open_ed25519(path, what="witness identity key")
 
 
-def did_of(seed: bytes) -> str:
-    return did_key_from_public(ed25519.public_from_seed(seed))
+def did_of(seed: Ed25519Key) -> str:
+    return did_key_from_public(ed25519_signer(seed).public)
 
 
-def load_or_create_keys(cfg: WitnessConfig) -> tuple[tuple[Cosigner, ...], bytes]:
+def load_or_create_keys(cfg: WitnessConfig) -> tuple[tuple[Cosigner, ...], Ed25519Key]:
     """The cosigning keys `cfg.cosigners` names, in that order (`load_or_create_cosigners`:
-    generated on first start, one name for all), and the identity seed."""
+    generated on first start, one name for all), and the identity key."""
     signers = load_or_create_cosigners(cfg.cosigner_key_paths, cfg.cosigners, cfg.name, who="witness",
                                        hint="run `oap-witness keygen --name <name>` or set name")
     identity_path = cfg.identity_key_path
-    if not identity_path.exists():
+    if not key_exists(identity_path):
+        identity_path.parent.mkdir(parents=True, exist_ok=True)
         write_private_key(identity_path, Signer.generate(identity_key_name(signers[0].name)).to_skey())
         log.info("generated a new identity key for %s", signers[0].name)
     return signers, read_identity(identity_path)

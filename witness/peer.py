@@ -50,7 +50,6 @@ from registry.client import RegistryClient
 from registry.statusverify import VerifiedStatus, anchor_policy, verify_status
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import Forbidden, InvalidInput, OAPError, UpstreamError
-from tlog.formats import ed25519
 from tlog.formats.conformance import (
     ConformanceReceipt,
     add_witness_signature,
@@ -60,6 +59,7 @@ from tlog.formats.conformance import (
 from tlog.formats.did import did_key_from_public
 from tlog.formats.diddoc import KeyLookup, dids_to_resolve, signer_keys, split_did_url
 from tlog.formats.entries import canonical_entry
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.strict import loads_json
 from tlog.formats.times import format_utc
 from tlog.transport import Outbound
@@ -123,7 +123,7 @@ class PeerWitness:
 
     def __init__(
         self,
-        seed: bytes,
+        seed: Ed25519Key,
         *,
         identity: str = "",
         policy_text: str | None,
@@ -133,7 +133,7 @@ class PeerWitness:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._seed = seed
-        self.public = ed25519.public_from_seed(seed)
+        self.public = ed25519_signer(seed).public
         self.signer = identity or did_key_from_public(self.public)  # what its signatures name (`by`)
         self.did = split_did_url(self.signer)[0]
         self.policy = TrustPolicy.from_text(policy_text) if policy_text is not None else None

@@ -7,6 +7,7 @@ import stat
 
 from click.testing import CliRunner
 
+from tlog.formats.did import did_key_from_public
 from tlog.formats.encoding import b64dec
 from tlog.formats.keys import Signer
 from tlog.server.cli import main
@@ -23,8 +24,13 @@ def test_keygen_mode_0600_no_overwrite_no_secret_printed(tmp_path):
     r = run("keygen", "--name", "me.example", "--out", str(key))
     assert r.exit_code == 0
     assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
-    assert r.output.startswith("me.example+") and "PRIVATE" not in r.output
-    assert Signer.from_skey(key.read_text().strip()).vkey == r.output.strip()
+    signer = Signer.from_skey(key.read_text().strip())
+    did = did_key_from_public(signer.public)
+    # the identity the tour calls it (the did:key its receipt entries name), and the verifier key
+    assert r.output.startswith(f"did:key:      {did} ") and "PRIVATE" not in r.output, r.output
+    assert f"\nverifier key: {signer.vkey} " in r.output
+    assert (tmp_path / "me.key.did").read_text() == did + "\n"
+    assert (tmp_path / "me.key.vkey").read_text() == signer.vkey + "\n"
     again = run("keygen", "--name", "me.example", "--out", str(key))
     assert again.exit_code != 0 and "refusing to overwrite" in again.output
     os.chmod(key, 0o644)
@@ -50,6 +56,8 @@ def test_add_prove_verify_roundtrip(server, tmp_path):
     assert out["index"] == 0 and bundle.exists()
     ok = run("verify", str(bundle), "--policy", str(policy), "--receipt", str(receipt))
     assert ok.exit_code == 0 and "1 verified, 0 failed" in ok.output
+    # the entry is signed by the did:key keygen printed (and wrote beside the key)
+    assert f"signed by {(tmp_path / 'me.key.did').read_text().strip()}" in ok.output, ok.output
 
     other = tmp_path / "other.json"
     other.write_text('{"receipt_id": "urn:oap:receipt:other"}')

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from itertools import chain, combinations
 
 import pytest
@@ -9,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlog.errors import FormatError
+from tlog.formats.did import did_key_from_public
 from tlog.formats.encoding import b64enc
-from tlog.formats.policy import Policy, PolicyGroup, PolicyLog, PolicyWitness, parse_policy
+from tlog.formats.policy import Policy, PolicyGroup, PolicyLog, PolicyRegistry, PolicyWitness, parse_policy
 
 # V5 real keys; the 0x04 form wraps the same Ed25519 key as the 0x01 form.
 LOG = "transparency.dev-aw-ftlog-ci-3+3f689522+Aa1Eifq6rRC8qiK+bya07yV1fXyP156pEMsX7CFBC6gg"
@@ -274,7 +276,13 @@ def policies(draw: st.DrawFn) -> Policy:
         defined.append(f"g{gi}")
     quorum = draw(st.none() | st.sampled_from(defined)) if defined else None
     logs = tuple(PolicyLog(vk(f"log{i}", 100 + i), draw(st.none() | st.just("https://l.example/"))) for i in range(draw(st.integers(0, 3))))
-    return Policy(logs, witnesses, groups, quorum)
+    registries = tuple(PolicyRegistry(did_of(200 + i), draw(st.none() | st.just("https://r.example")))
+                       for i in range(draw(st.integers(0, 2))))
+    return Policy(logs, witnesses, groups, quorum, registries=registries)
+
+
+def did_of(seed: int) -> str:
+    return did_key_from_public(hashlib.sha256(seed.to_bytes(8, "big")).digest())
 
 
 def naive_met(p: Policy, name: str | None, cosigned: set[str]) -> bool:
@@ -316,8 +324,8 @@ _KEYS = [LOG, RAIN, SKY, vk("w", 7)]
 @given(st.one_of(
     st.text(),
     st.binary(),
-    st.lists(st.sampled_from(["log", "witness", "group", "quorum", "#", "a", "b", "none", "any", "all",
-                               "2", "0", " ", "\t", "\n", *_KEYS])).map(" ".join),
+    st.lists(st.sampled_from(["log", "witness", "group", "quorum", "#", "a", "b", "none", "any", "all", "registry",
+                               "2", "0", " ", "\t", "\n", *_KEYS, "did:key:z6MkqpHzEmf9zFzkZa4WkcN18VoaFt9VTajLCwo6sUy4UR81"])).map(" ".join),
 ))
 def test_arbitrary_input_only_format_error(text: str | bytes) -> None:
     try:
@@ -337,6 +345,25 @@ def test_logs_k_demands_anchoring_in_k_logs_and_round_trips() -> None:
         parse_policy(f"log {LOG}\nlogs 2\n")
     with pytest.raises(FormatError, match="lists 1 log"):
         Policy((PolicyLog(LOG),), {}, {}, None, 3)
+
+
+def test_registry_lines_pin_registry_keys_and_round_trip() -> None:
+    """`registry <did:key> [<url>]`: an OAP extension pinning a registry's key beside the logs."""
+    a, b = did_of(1), did_of(2)
+    p = parse_policy(f"log {LOG}\nregistry {a} https://registry.example\nregistry {b}\nquorum none\n")
+    assert p.registries == (PolicyRegistry(a, "https://registry.example"), PolicyRegistry(b))
+    assert p.to_text() == f"log {LOG}\nregistry {a} https://registry.example\nregistry {b}\nquorum none\n"
+    assert parse_policy(p.to_text()) == p and parse_policy(f"log {LOG}\n").registries == ()
+    for text, why in ((f"registry {a}\nregistry {a}\n", "policy line 2: duplicate registry"),
+                      ("registry did:web:registry.example\n", "policy line 1: registry 'did:web:registry.example': "
+                                                               "expected an Ed25519 did:key"),
+                      (f"registry {a[:-3]}\n", "policy line 1: registry"),
+                      ("registry\n", "policy line 1: expected 'registry <did:key> [<url>]'"),
+                      (f"registry {a} u v\n", "policy line 1: expected 'registry")):
+        with pytest.raises(FormatError, match=re.escape(why)):
+            parse_policy(text)
+    with pytest.raises(FormatError, match="duplicate registry"):
+        Policy((PolicyLog(LOG),), {}, {}, None, registries=(PolicyRegistry(a), PolicyRegistry(a, "https://x")))
 
 
 # --- one cosigner, one vote (a witness with an Ed25519 and an ML-DSA-44 key) --------

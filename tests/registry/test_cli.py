@@ -112,6 +112,28 @@ def test_serve_revoke_and_check_status_offline(tmp_path, log_server):
         bob = cli("keygen", "--out", str(tmp_path / "bob.key")).stdout.strip()
         r = cli("status", bob, "--url", reg.url, *trust)
         assert r.returncode == 4 and r.stdout.startswith("UNKNOWN")
+        assert f"signed by the status key {reg.key}: pinned (--registry-key)" in r.stdout, r.stdout
+        # pinned and unpinned said the same way as the explorer says it: a `registry` line of the
+        # policy pins the key; the key the registry names itself pins nothing
+        policy = tmp_path / "net.policy"
+        policy.write_text(f"log {log_server.vkey}\nregistry {reg.key} {reg.url}\nquorum none\n")
+        r = cli("status", did, "--url", reg.url, "--log-policy", str(policy), "--json")
+        js = json.loads(r.stdout)
+        assert r.returncode == 3 and js["key_pinned"] is True and js["status_key"] == reg.key and "warning" not in r.stderr
+        # (the saved answer may be past its next_update on a slow machine: its key is what this checks)
+        r = cli("status", "--offline", str(saved), "--id", did, "--log-policy", str(policy), "--allow-stale")
+        assert r.returncode == 3 and f"pinned (the registry line of {policy})" in r.stdout, r.stdout + r.stderr
+        r = cli("status", did, "--url", reg.url, "--log-vkey", log_server.vkey)
+        assert r.returncode == 3 and "NOT PINNED (the key the registry names itself)" in r.stdout, r.stdout
+        assert f"trusting the key the server names ({reg.key})" in r.stderr
+        r = cli("status", did, "--url", reg.url, "--log-vkey", log_server.vkey, "--json")
+        assert r.returncode == 3 and json.loads(r.stdout)["key_pinned"] is False
+        other = cli("keygen", "--out", str(tmp_path / "other.key")).stdout.strip()
+        policy.write_text(f"log {log_server.vkey}\nregistry {other}\nquorum none\n")
+        r = cli("status", did, "--url", reg.url, "--log-policy", str(policy))
+        assert r.returncode == 1 and f"the registry signs with {reg.key}, which" in r.stdout and other in r.stdout
+        r = cli("status", "--offline", str(saved), "--id", did, "--log-policy", str(policy), "--allow-stale")
+        assert r.returncode == 1 and "not signed by the registry key" in r.stdout, r.stdout  # not the key the policy pins
         r = cli("kill-switch", "--key", str(tmp_path / "bob.key"), "--url", reg.url)
         assert r.returncode == 0 and json.loads(r.stdout)["type"] == "kill_switch"
         r = cli("key-event", "--key", str(tmp_path / "alice.key"), "--subject", did, "--controller", bob,

@@ -86,9 +86,12 @@ def test_local_network_end_to_end(tmp_path):
         assert (info["public_url"], info["registry_url"], info["mirrors"]) == (net.log, net.registry, [copy])
         # one row per witness key: witness 1's ML-DSA-44 key has the same URL as its Ed25519 key
         assert [w["url"] for w in info["witnesses"]] == [f"http://127.0.0.1:{net.base + i}" for i in (1, 1, 2, 3)]
-        for service in (net.log, net.registry, net.witness):
+        for service in (net.log, net.registry, net.witness, net.mirror):
             with urllib.request.urlopen(f"{service}/ui/trust.policy", timeout=10) as r:
                 assert r.read().decode() == policy_text, service
+        # the registry's key is pinned in it, beside the log's (a `registry` line)
+        registry_info = json.loads(urllib.request.urlopen(f"{net.registry}/v1/info", timeout=10).read())
+        assert [(r.did, r.url) for r in policy.policy.registries] == [(registry_info["status_service"], net.registry)]
         clone = tmp_path / "clone"
         r = subprocess.run(["git", "clone", "-q", f"{net.registry}/registry.git", str(clone)],
                            capture_output=True, text=True, timeout=60)

@@ -22,7 +22,7 @@ BIN = Path(sys.executable).parent
 STATIC = Path(__file__).resolve().parents[2] / "tlog" / "ui" / "static"
 AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
 AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"
-FINAL = ("pass", "fail", "unpinned", "incomplete", "revoked", "suspended", "unknown", "info")
+FINAL = ("pass", "fail", "unpinned", "incomplete", "revoked", "suspended", "unknown", "info", "input")
 WAIT = 60  # seconds: the longest any condition may take on a busy machine
 
 HAVE = available()

@@ -30,7 +30,7 @@ def network(tmp_path_factory):
             assert r.returncode == 0, r.stderr
             return r.stdout.strip()
 
-        cli("oap-log", "keygen", "--name", "ui.test", "--out", "me.key")
+        keygen = cli("oap-log", "keygen", "--name", "ui.test", "--out", "me.key")
         agent, tool = Key(), Key()
         body = invocation_receipt(did_key(agent), did_key(tool))
         body.update(receipt_id="urn:oap:receipt:ui", timestamp="2026-05-02T10:00:00.215Z")
@@ -51,7 +51,8 @@ def network(tmp_path_factory):
                 assert time.monotonic() < deadline, f"{who} never became {want} in the registry's answers"
                 time.sleep(0.2)
         signer = fetch_json(f"{log}/v1/entries/{index}")["entry"]["signer"]
-        yield {"log": log, "registry": registry, "witness": witness, "index": index, "second": second,
+        yield {"log": log, "registry": registry, "witness": witness, "mirror": net.mirror, "keygen": keygen,
+               "index": index, "second": second,
                "signer": signer, "agent": agent_did, "owner": owner, "dir": tmp, "keys": {"agent": agent, "tool": tool},
                "policy": (tmp / "data" / "log" / "log.policy").read_text(),
                "vkey": (tmp / "data" / "log" / "log.vkey").read_text().strip()}

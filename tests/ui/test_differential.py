@@ -25,11 +25,13 @@ from tlog.client.verifier import TrustPolicy
 from tlog.formats.canonical import dcbor, jcs
 from tlog.formats.checkpoint import Checkpoint
 from tlog.formats.conformance import ALGS
+from tlog.formats.did import did_key_from_public
 from tlog.formats.encoding import b64enc
 from tlog.formats.entries import receipt_hash
 from tlog.formats.hashing import EMPTY_ROOT, leaf_hash
 from tlog.formats.keys import Signer
 from tlog.formats.note import sign_note
+from tlog.formats.policy import parse_policy
 from tlog.formats.proofbundle import parse_proof_bundle
 from tlog.merkle.tree import memory_view
 from tlog.merkle.verify import verify_consistency, verify_inclusion
@@ -110,6 +112,28 @@ def _python(case: dict[str, Any]) -> dict[str, Any]:
                                                   case["proof"]))
     if kind == "bundle_parse":
         return verdict(lambda: parse_proof_bundle(case["text"]))
+    if kind == "anchored":
+        policy = TrustPolicy.from_text(case["policy"])
+        result: dict[str, Any] = {}
+
+        def anchored() -> None:
+            v = policy.verify_anchored(case["text"], entry=case.get("entry"), leaf=case.get("leaf"),
+                                       read_extra=case.get("read_extra", True))
+            result.update(logs=list(v.logs), failures=[list(f) for f in v.failures], index=v.entries[0].index)
+        out = verdict(anchored)
+        if out["ok"]:
+            out["result"] = result
+        return out
+    if kind == "policy":
+        got: dict[str, Any] = {}
+
+        def parse() -> None:
+            p = parse_policy(case["text"])
+            got.update(text=p.to_text(), quorum=p.quorum, registries=[[r.did, r.url] for r in p.registries])
+        out = verdict(parse)
+        if out["ok"]:
+            out["result"] = got
+        return out
     if kind == "bundle_verify":
         policy = TrustPolicy.from_text(case["policy"])
         out: dict[str, Any] = {}
@@ -164,6 +188,46 @@ def test_bundle_verdicts_are_the_same_in_the_browser():
     cases += [{"kind": "bundle_parse", "text": c["bundle"]} for c in cases[:200]]
     refused = compare(cases)
     assert 0.2 * len(cases) < refused < len(cases), refused
+
+
+@st.composite
+def policy_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """Policy texts with the OAP extensions (`mirror`, `logs <k>`, `registry`), well-formed and
+    broken line by line: a registry that is no did:key, one listed twice, a line too long or
+    too short, a key that is no key."""
+    reg = [did_key_from_public(bytes([i]) * 32) for i in (1, 2)]
+    log_line = f"log {Signer(ORIGIN, SEED).vkey}" + draw(st.sampled_from(["", " https://log.example"]))
+    witness = Signer("w1.example", bytes(range(1, 33))).vkey
+    lines = [log_line]
+    pool = [f"registry {reg[0]}", f"registry {reg[1]} https://registry.example", f"registry {reg[0]}",
+            "registry did:web:registry.example", f"registry {reg[0][:-2]}", f"registry {reg[0]}x", "registry",
+            f"registry {reg[0]} a b", f"registry {reg[1].upper()}", f"mirror m1 {witness} https://m.example",
+            f"witness w1 {witness}", "quorum none", "quorum m1", "logs 1", "# a comment", "",
+            f"registry\t{reg[1]}", "registry did:key:z6Mk", "registry did:key:zé"]
+    lines += draw(st.lists(st.sampled_from(pool), max_size=6))
+    return {"kind": "policy", "text": "\n".join(lines) + "\n"}
+
+
+def test_proofs_checked_against_a_named_entry_or_leaf_are_the_same_in_the_browser():
+    """verify_anchored with the entry or leaf hash the caller names, the bundles' extra lines
+    read or ignored (a proof made by another C2SP log, whose extra line is its own business)."""
+    cases = []
+    for c in examples(bundle_cases(), 300):
+        named = {k: c[k] for k in ("entry", "leaf") if c.get(k) is not None}
+        if not named and c["bundle"].count("\nextra ") == 1:  # name the bundle's own entry, or its leaf hash
+            extra = base64.b64decode(c["bundle"].split("\nextra ", 1)[1].split("\n", 1)[0] or "=")
+            named = {"entry": extra} if len(extra) % 2 else {"leaf": leaf_hash(extra)}
+        cases.append({"kind": "anchored", "policy": c["policy"], "text": c["bundle"], **named,
+                      "read_extra": bool(len(c["bundle"]) % 3)})
+    refused = compare(cases)
+    assert 0.2 * len(cases) < refused < 0.9 * len(cases), refused
+
+
+def test_policy_verdicts_are_the_same_in_the_browser():
+    """tlog-policy texts with `registry` lines (and the other OAP extensions) parse, refuse and
+    write back alike in the browser and in Python."""
+    refused = compare(examples(policy_cases(), 300))
+    assert 20 < refused < 280, refused
 
 
 # --- receipt and entry signatures (OAP-CORE-1.0 §19.1) ----------------------------------------

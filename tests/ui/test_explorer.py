@@ -728,7 +728,7 @@ def test_registry_status_records_and_commit_anchors_verify_in_the_page(network, 
         set_text(browser, "status-id", who)
         state, said = rerun(browser, "status-verdict", "#registry-form button")
         assert state == want, said
-        assert "signature by the status key did:key:" in said and "anchored in the log" in said, said
+        assert "signature by the pinned status key did:key:" in said and "anchored in the log" in said, said
         assert "fresh" in said and "for another" in said, said
         # the verdict is set before the principal's records are fetched and checked: wait for them
         records = wait_for(browser, lambda b: "verified" in text(b, "principal-records") and text(b, "principal-records"),
@@ -763,7 +763,8 @@ def test_witness_view_shows_its_logs_and_refusals(network, browser, tmp_path):
     refusals = text(browser, "witness-refusals")
     assert "not.followed/log" in refusals and str(refused.value.code) in refusals
     listed = text(browser, "witness-list")
-    assert listed.count("http://127.0.0.1:") == 4, listed  # every witness key the log names (w1 has two)
+    # every witness key the log names (w1 has two), and the mirror its policy names
+    assert listed.count("http://127.0.0.1:") == 5 and "mirror m1" in listed, listed
     shot(browser, tmp_path, "witness-1400")
     no_console_errors(browser)
 

@@ -39,7 +39,7 @@ from tlog.errors import OAPError
 from tlog.formats.did import did_key_from_public
 from tlog.formats.keys import CosignatureSigner, MLDSACosigner, Signer
 from tlog.http.serve import port_holder
-from tlog.runtime import children, keyfiles
+from tlog.runtime import children
 from tlog.runtime.keyfiles import read_private_key, write_private_key, write_secret
 from tlog.server.service import load_or_create_key
 from tlog.server.witnessing import policy_text
@@ -110,12 +110,29 @@ def _mirror_key(data: Path, name: str) -> str:
     return CosignatureSigner.from_skey(read_private_key(key)).vkey
 
 
+def _registry_key(data: Path) -> str:
+    """The registry's key (made here on first start with `oap-registry keygen`, where the
+    registry would make it itself): the network's policy pins its did:key before it runs."""
+    key = data / "registry.key"
+    if not key.exists():
+        data.mkdir(parents=True, exist_ok=True)
+        children.run([str(BIN / "oap-registry"), "keygen", "--out", str(key)], check=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    return did_key_from_public(Signer.from_skey(read_private_key(key)).public)
+
+
 def _witness_key(data: Path, name: str) -> str:
     key = data / "witness.key"
     if not key.exists():
         children.run([str(BIN / "oap-witness"), "keygen", "--name", name, "--data", str(data)], check=True,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
     return CosignatureSigner.from_skey(read_private_key(key)).vkey
+
+
+def _with_registry(text: str, line: str) -> str:
+    """`text` with the `registry` line after its `log` line (the canonical order)."""
+    head, _, rest = text.partition("\n")
+    return f"{head}\n{line}{rest}"
 
 
 def _mldsa_key(data: Path, name: str) -> str:
@@ -172,9 +189,7 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     did_host = didhost.serve(did_root, HOST, did_port)
     dids = f'did_ca_file = "{did_host.did_host.ca_file}"\ndid_allow_private_networks = true\n'
     reg_url = f"http://{HOST}:{registry_port}"
-    reg_key = keyfiles.load_or_create(data_dir / "registry" / "registry.key",
-                                      lambda: Signer.generate("oap-registry").to_skey(), what="registry key")
-    reg_did = did_key_from_public(Signer.from_skey(reg_key).public)
+    reg_did = _registry_key(data_dir / "registry") if registry else ""
     people = []
 
     rows = []  # (policy name, vkey, url): witness 1's second (ML-DSA-44) key is a row of its own
@@ -211,7 +226,12 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     mdir = data_dir / "mirror"
     mdir.mkdir(parents=True, exist_ok=True)
     mirror_vkey = _mirror_key(mdir, "mirror.localhost")
-    policy.write_text(policy_text(log_vkey, rows, quorum, [("m1", mirror_vkey, mirror_url)]))
+    reg_url = f"http://{HOST}:{registry_port}"
+    # The registry's key is pinned beside the log's (a `registry` line, an OAP extension of
+    # tlog-policy): clients check its status answers against it, not against its own word.
+    registry_line = f"registry {reg_did} {reg_url}\n" if registry else ""
+    policy.write_text(_with_registry(policy_text(log_vkey, rows, quorum, [("m1", mirror_vkey, mirror_url)]),
+                                     registry_line))
     # Each service's explorer page ships the network's policy (pinned, not the log's word
     # about itself) and the log names its registry: /ui/ on any port shows every service.
     mirror_copy = f"{mirror_url}/{hashlib.sha256(origin.encode()).hexdigest()}"  # its tlog-tiles copy of the log
@@ -225,7 +245,8 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
                              + dids)
 
     (mdir / "mirror.toml").write_text(
-        f'[mirror]\nname = "mirror.localhost"\nhost = "{HOST}"\nport = {mirror_port}\n\n'
+        f'[mirror]\nname = "mirror.localhost"\nhost = "{HOST}"\nport = {mirror_port}\n'
+        f'ui_trust_policy = "{policy.resolve()}"\n\n'
         f'[[mirror.logs]]\norigin = "{origin}"\nvkey = "{log_vkey}"\nurl = "{log_url}"\n')
     (data_dir / "mirror.policy").write_text(f"log {log_vkey}\nmirror m1 {mirror_vkey} {mirror_url}\nquorum m1\n")
 
@@ -303,7 +324,8 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             banner.append(f"            copy of the log at {mirror_copy}/ (the log pushes to it; policy "
                           f"{data_dir / 'mirror.policy'})")
             banner.append(f"  policy    {log_dir / 'log.policy'}   "
-                          f"(log key, witnesses, quorum {quorum} of {n_witnesses}, mirror m1)")
+                          f"(log key, witnesses, quorum {quorum} of {n_witnesses}, mirror m1"
+                          + (", registry key)" if registry else ")"))
             banner.append(f"  did:web   https://<name>.localhost:{did_host.port}/   documents in "
                           f"{did_root}/<name>.localhost/, CA {did_host.did_host.ca_file}")
             banner.append(f"  explorer  {log_url}/ui/")

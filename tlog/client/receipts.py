@@ -48,7 +48,7 @@ from tlog.formats.diddoc import (
     needs_resolution,
     split_did_url,
 )
-from tlog.formats.encoding import b64dec_either
+from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.entries import (
     check_entry_signature,
     commitment_for,
@@ -311,7 +311,8 @@ class BundleCheck:
             return out
         assert self.anchors is not None
         out["logs"] = [{"origin": v.checkpoint.checkpoint.origin, "index": v.index,
-                        "tree_size": v.checkpoint.checkpoint.size, "witnesses": sorted(v.checkpoint.witnesses),
+                        "tree_size": v.checkpoint.checkpoint.size, "leaf_hash": b64enc(v.leaf_hash),
+                        "witnesses": sorted(v.checkpoint.witnesses),
                         "post_quantum": sorted(v.checkpoint.post_quantum)}
                        for v in self.anchors.entries]
         out["not_counted"] = [{"log": where, "reason": reason} for where, reason in self.anchors.failures]
@@ -325,13 +326,15 @@ class BundleCheck:
 
 
 def verify_proof_file(data: bytes | str, policy: TrustPolicy, *, receipt: object | None = None,
-                      salt: bytes | None = None, pinned: Mapping[str, Any] | None = None) -> BundleCheck:
+                      salt: bytes | None = None, pinned: Mapping[str, Any] | None = None, entry: bytes | None = None,
+                      leaf: bytes | None = None) -> BundleCheck:
     """Verify a .tlog-proof or anchors file offline: inclusion, the entry's signature and,
     with `receipt` (a parsed receipt), that the entry anchors it (a commitment to it,
     with `salt`) and every signature it carries. Never raises for a bad bundle: the
-    problem is in the result."""
+    problem is in the result. `entry` or `leaf` names what the bundles prove (a proof made
+    by any C2SP log): their extra lines are then not read."""
     try:
-        anchors = policy.verify_anchored(data)
+        anchors = policy.verify_anchored(data, entry=entry, leaf=leaf, read_extra=entry is None and leaf is None)
         entry = anchors.entries[0].entry
         out = BundleCheck(anchors=anchors)
         if entry is not None:

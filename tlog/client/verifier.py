@@ -142,12 +142,18 @@ class TrustPolicy:
         verify_inclusion(b.index, vc.checkpoint.size, leaf, b.proof, vc.checkpoint.root)
         return VerifiedEntry(b.index, leaf, entry, vc)
 
-    def verify_anchored(self, data: str | bytes, *, entry: bytes | None = None) -> VerifiedAnchors:
+    def verify_anchored(self, data: str | bytes, *, entry: bytes | None = None, leaf: bytes | None = None,
+                        read_extra: bool = True) -> VerifiedAnchors:
         """Verify an anchors file (`tlog.formats.anchors`) or a single tlog-proof: every
         bundle against this policy, all for the same entry, and at least the policy's
         `logs <k>` distinct logs among those that verify (one log being wrong or absent
-        fails only when it leaves fewer than k). PolicyError says which failed and why."""
-        return _verify_anchored(self, data, entry)
+        fails only when it leaves fewer than k). PolicyError says which failed and why.
+
+        `entry` / `leaf` as in `verify_bundle`. `read_extra=False` ignores the bundles'
+        `extra` lines: C2SP tlog-proof leaves that line to the application and unauthenticated,
+        so a proof made by another C2SP log is checked against the entry (or leaf hash) the
+        caller names, whatever its extra line holds."""
+        return _verify_anchored(self, data, entry, leaf, read_extra)
 
     def mirrors(self, names: Iterable[str]) -> list[str]:
         """Those of the cosigners `names` that the policy lists on `mirror` lines: their
@@ -170,14 +176,17 @@ class VerifiedAnchors:
         return tuple(v.checkpoint.checkpoint.origin for v in self.entries)
 
 
-def _verify_anchored(policy: TrustPolicy, data: str | bytes, entry: bytes | None) -> VerifiedAnchors:
+def _verify_anchored(policy: TrustPolicy, data: str | bytes, entry: bytes | None, leaf: bytes | None = None,
+                     read_extra: bool = True) -> VerifiedAnchors:
     bundles = parse_anchors(data)
     verified: list[VerifiedEntry] = []
     failures: list[tuple[str, str]] = []
     seen_logs: set[str] = set()
     for i, b in enumerate(bundles):
+        if not read_extra:
+            b = dataclasses.replace(b, extra=None)
         try:
-            v = policy.verify_bundle(b, entry=entry)
+            v = policy.verify_bundle(b, entry=entry, leaf=leaf)
         except (VerificationError, FormatError) as e:
             failures.append((f"bundle {i}", e.message))
             continue

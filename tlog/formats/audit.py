@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tlog.errors import FormatError, InvalidInput, SignatureError
-from tlog.formats import ed25519
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.canonical import jcs
 from tlog.formats.did import RAW_KEY_PREFIX, did_key_from_public, is_did, parse_signer
 from tlog.formats.diddoc import KeyLookup, split_did_url, verify_signed_by
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import format_sha256, parse_sha256
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.strict import loads_cbor
 
 __all__ = ["AUDIT_FIELDS", "Audit", "attestation_bytes", "check_audit", "sign_audit"]
@@ -69,12 +69,12 @@ def attestation_bytes(subject: str, audit: dict[str, Any]) -> bytes:
     return jcs({"type": "OAPAuditAttestation", "subject": subject, **{k: audit[k] for k in _SIGNED}})
 
 
-def sign_audit(subject: str, reference: dict[str, Any], seed: bytes) -> dict[str, Any]:
+def sign_audit(subject: str, reference: dict[str, Any], seed: Ed25519Key) -> dict[str, Any]:
     """`reference` (standard, uri, digest, anchor) signed by the auditor key `seed`, whose
     did:key becomes `auditor`."""
     out = {k: v for k, v in reference.items() if k in ("standard", "uri", "digest", "anchor")}
-    out["auditor"] = did_key_from_public(ed25519.public_from_seed(seed))
-    out["signature"] = b64enc(ed25519.sign(seed, attestation_bytes(subject, out)))
+    out["auditor"] = did_key_from_public(ed25519_signer(seed).public)
+    out["signature"] = b64enc(ed25519_signer(seed).sign(attestation_bytes(subject, out)))
     return out
 
 

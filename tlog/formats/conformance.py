@@ -34,7 +34,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tlog.errors import Forbidden, FormatError, InvalidInput, SignatureError
-from tlog.formats import ed25519
 from tlog.formats.audit import Audit, check_audit
 from tlog.formats.canonical import check_json_value, jcs
 from tlog.formats.dataintegrity import create_proof, did_key_method, proofs_of, verify_proof
@@ -55,6 +54,7 @@ from tlog.formats.diddoc import (
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import parse_sha256
 from tlog.formats.independence import Principal, parties, principal, relation
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import format_utc, parse_utc
 
 LEVELS = frozenset({"L0", "L1", "L2", "L3", "L4", "L5", "L1-NC", "L3-NC"})
@@ -372,9 +372,9 @@ def independent_witnesses(what: str, level: str, needed: int, members: list[Prin
 # --- signing ---------------------------------------------------------------------------
 
 
-def _signature(receipt: dict[str, Any], seed: bytes, by: str | None = None) -> dict[str, str]:
-    did = by or did_key_from_public(ed25519.public_from_seed(seed))
-    return {"by": did, "alg": ALG, "value": b64enc(ed25519.sign(seed, signing_bytes(receipt)))}
+def _signature(receipt: dict[str, Any], seed: Ed25519Key, by: str | None = None) -> dict[str, str]:
+    did = by or did_key_from_public(ed25519_signer(seed).public)
+    return {"by": did, "alg": ALG, "value": b64enc(ed25519_signer(seed).sign(signing_bytes(receipt)))}
 
 
 def new_claims(subject: str, level: str, *, results_digest: str, suite: dict[str, str], issued_at: datetime,
@@ -395,7 +395,7 @@ def new_claims(subject: str, level: str, *, results_digest: str, suite: dict[str
     return body
 
 
-def sign_conformance(unsigned: dict[str, Any], seed: bytes, by: str | None = None) -> dict[str, Any]:
+def sign_conformance(unsigned: dict[str, Any], seed: Ed25519Key, by: str | None = None) -> dict[str, Any]:
     """Return a copy of `unsigned` self-signed by the Ed25519 key `seed`.
 
     Any existing "signatures" member is replaced by the one self signature; add
@@ -410,7 +410,7 @@ def sign_conformance(unsigned: dict[str, Any], seed: bytes, by: str | None = Non
     return {**body, "signatures": [sig]}
 
 
-def witness_signature(receipt: dict[str, Any], seed: bytes, by: str | None = None) -> dict[str, str]:
+def witness_signature(receipt: dict[str, Any], seed: Ed25519Key, by: str | None = None) -> dict[str, str]:
     """A peer witness's {"by", "alg", "value"} over `receipt` (minus its signatures).
 
     `by` names the key as a DID URL of the witness (e.g. "did:web:witness.example#key-1",
@@ -432,7 +432,7 @@ def to_vc(claims: dict[str, Any], *, contexts: tuple[str, ...] = ()) -> dict[str
             "credentialSubject": cs}
 
 
-def add_proof(vc: dict[str, Any], seed: bytes, verification_method: str | None = None) -> dict[str, Any]:
+def add_proof(vc: dict[str, Any], seed: Ed25519Key, verification_method: str | None = None) -> dict[str, Any]:
     """A copy of `vc` with one more `eddsa-jcs-2022` proof (by the did:key of `seed`, or the
     given DID URL): the subject's first, then a witness's. `proof` becomes a list (a proof
     set) once it holds two."""
@@ -445,7 +445,7 @@ def add_proof(vc: dict[str, Any], seed: bytes, verification_method: str | None =
     return {**unsecured, "proof": proofs[0] if len(proofs) == 1 else proofs}
 
 
-def add_witness_signature(receipt: dict[str, Any], seed: bytes,
+def add_witness_signature(receipt: dict[str, Any], seed: Ed25519Key,
                           by: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the witness's signature, the receipt with it) for a receipt in either form: a compact
     {"by", "alg", "value"}, or an `eddsa-jcs-2022` proof added to a VC's proof set. Both are
@@ -453,7 +453,7 @@ def add_witness_signature(receipt: dict[str, Any], seed: bytes,
     key signs as (the `by` of a compact signature, the proof's `verificationMethod`); by
     default the did:key of `seed`."""
     if is_vc(receipt):
-        method = by or did_key_method(did_key_from_public(ed25519.public_from_seed(seed)))
+        method = by or did_key_method(did_key_from_public(ed25519_signer(seed).public))
         proof = create_proof({k: v for k, v in receipt.items() if k != "proof"}, seed, method)
         return proof, with_witness_signatures(receipt, [proof])
     sig = witness_signature(receipt, seed, by)

@@ -25,11 +25,11 @@ from typing import Any
 import base58
 
 from tlog.errors import InvalidInput, SignatureError
-from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
 from tlog.formats.did import DID_KEY_PREFIX, did_key_from_public
 from tlog.formats.diddoc import ED25519, UNCHECKED, KeyLookup, VerificationKey, split_did_url, verify_signed_by
 from tlog.formats.hashing import sha256
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 
 __all__ = ["CRYPTOSUITE", "PROOF_TYPE", "create_proof", "did_key_method", "from_multibase", "hash_data",
            "proofs_of", "to_multibase", "verify_proof"]
@@ -90,7 +90,7 @@ def hash_data(unsecured: dict[str, Any], proof_config: dict[str, Any]) -> bytes:
     return sha256(jcs(proof_config)) + sha256(jcs(unsecured))
 
 
-def create_proof(unsecured: dict[str, Any], seed: bytes, verification_method: str | None = None, *,
+def create_proof(unsecured: dict[str, Any], seed: Ed25519Key, verification_method: str | None = None, *,
                  created: str | None = None, purpose: str = ASSERTION) -> dict[str, Any]:
     """vc-di-eddsa §3.3.1 Create Proof, with the Ed25519 key `seed`. The verification method
     defaults to the did:key of `seed`. Without `created` the proof is deterministic (Ed25519
@@ -101,11 +101,11 @@ def create_proof(unsecured: dict[str, Any], seed: bytes, verification_method: st
     if created is not None:
         proof["created"] = created
     proof["verificationMethod"] = verification_method or did_key_method(
-        did_key_from_public(ed25519.public_from_seed(seed)))
+        did_key_from_public(ed25519_signer(seed).public))
     proof["proofPurpose"] = purpose
     if "@context" in unsecured:
         proof["@context"] = unsecured["@context"]
-    proof["proofValue"] = to_multibase(ed25519.sign(seed, hash_data(unsecured, proof)))
+    proof["proofValue"] = to_multibase(ed25519_signer(seed).sign(hash_data(unsecured, proof)))
     return proof
 
 

@@ -27,7 +27,6 @@ from typing import Any, NamedTuple
 import cbor2
 
 from tlog.errors import FormatError, InvalidInput, SignatureError, TooLarge
-from tlog.formats import ed25519
 from tlog.formats.canonical import check_json_value, dcbor, jcs
 from tlog.formats.conformance import signing_bytes as conformance_signing_bytes
 from tlog.formats.conformance import validate_conformance
@@ -44,6 +43,7 @@ from tlog.formats.diddoc import (
 )
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import format_sha256, is_sha256_text, parse_sha256, sha256
+from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.strict import loads_cbor
 from tlog.formats.times import parse_utc
 
@@ -382,7 +382,7 @@ def commitment_for(receipt_hash: bytes, salt: bytes) -> bytes:
     return sha256(receipt_hash + salt)
 
 
-def receipt_entry(receipt_hash: bytes, seed: bytes, receipt_id: str | None = None,
+def receipt_entry(receipt_hash: bytes, seed: Ed25519Key, receipt_id: str | None = None,
                   timestamp: str | None = None) -> dict[str, Any]:
     """Build a signed `receipt` submission (signer as did:key)."""
     if len(receipt_hash) != 32:
@@ -390,8 +390,8 @@ def receipt_entry(receipt_hash: bytes, seed: bytes, receipt_id: str | None = Non
     entry: dict[str, Any] = {
         "type": "receipt",
         "receipt_hash": format_sha256(receipt_hash),
-        "signer": did_key_from_public(ed25519.public_from_seed(seed)),
-        "signature": b64enc(ed25519.sign(seed, receipt_hash)),
+        "signer": did_key_from_public(ed25519_signer(seed).public),
+        "signature": b64enc(ed25519_signer(seed).sign(receipt_hash)),
     }
     if receipt_id is not None:
         entry["receipt_id"] = receipt_id
@@ -407,11 +407,11 @@ def commitment_entry(commitment: bytes) -> dict[str, Any]:
     return {"type": "commitment", "commitment": format_sha256(commitment)}
 
 
-def registry_entry(commit: str, tree: str, seq: int, seed: bytes) -> dict[str, Any]:
+def registry_entry(commit: str, tree: str, seq: int, seed: Ed25519Key) -> dict[str, Any]:
     """Build a signed `registry` submission (signer as did:key)."""
     entry: dict[str, Any] = {
         "type": "registry", "commit": commit, "tree": tree, "seq": seq,
-        "signer": did_key_from_public(ed25519.public_from_seed(seed)),
+        "signer": did_key_from_public(ed25519_signer(seed).public),
     }
-    entry["signature"] = b64enc(ed25519.sign(seed, jcs(entry)))
+    entry["signature"] = b64enc(ed25519_signer(seed).sign(jcs(entry)))
     return entry

@@ -12,7 +12,8 @@ from typing import TypeGuard
 
 import numpy as np
 
-from tlog.errors import InvalidInput
+from tlog.errors import FormatError, InvalidInput
+from tlog.formats.encoding import b64dec
 
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -21,6 +22,23 @@ _sha256 = hashlib.sha256
 
 def sha256(data: bytes) -> bytes:
     return _sha256(data).digest()
+
+
+def parse_leaf_hash(text: str, what: str = "leaf_hash") -> bytes:
+    """A leaf hash as people paste it: 64 hex digits, or standard or URL-safe base64 of 32
+    bytes (the log's lookups and `oap-log verify --leaf-hash` take the same spellings)."""
+    if len(text) == 64:
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            pass
+    try:
+        raw = b64dec(text.replace("-", "+").replace("_", "/"), what=what)
+    except FormatError:
+        raw = b""
+    if len(raw) != HASH_SIZE:
+        raise InvalidInput(f"{what} must be 64 hex digits or base64 of 32 bytes")
+    return raw
 
 
 def leaf_hash(data: bytes) -> bytes:

@@ -7,12 +7,19 @@ as used by some real logs), 0x04 Ed25519 cosignature/v1 and 0x06 ML-DSA-44
 subtree/v1 cosignatures (tlog-cosignature). This is the one place that knows
 key types and cosignature formats. Verifiers raise `SignatureError`; they never
 return a bool a caller could ignore. No I/O.
+
+Every signature the project makes goes through one abstraction, `RawSigner`: a public key
+and `sign(message) -> signature`. A key file's seed held in this process
+(`ed25519.Signer`, `mldsa.Signer`) and a key inside a PKCS#11 token
+(`tlog.runtime.pkcs11.TokenSigner`) both are one; the note signers and cosigners below
+wrap one, and the entry and record builders take one (`Ed25519Key`).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar, NoReturn, Self
+from functools import lru_cache
+from typing import ClassVar, NoReturn, Protocol, Self
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
@@ -239,6 +246,35 @@ def cosignature_timestamp(blob: bytes) -> int:
 # --- signers ----------------------------------------------------------------
 
 
+class RawSigner(Protocol):
+    """A private key that signs: `public` is its raw public key (32 bytes for Ed25519, 1312
+    for ML-DSA-44), `sign` returns the raw signature (64 bytes for Ed25519; pure ML-DSA-44,
+    empty context). Implemented by `ed25519.Signer` and `mldsa.Signer` (a seed in this
+    process) and by `tlog.runtime.pkcs11.TokenSigner` (a key that never leaves its token)."""
+
+    public: bytes
+
+    def sign(self, message: bytes) -> bytes: ...
+
+
+Ed25519Key = bytes | RawSigner
+"""What the entry, receipt and record builders sign with: the 32-byte seed of an Ed25519 key
+held in this process, or any Ed25519 `RawSigner` (e.g. a PKCS#11 token key)."""
+
+# Deriving the key pair from a seed is a scalar multiplication, as costly as the signature
+# itself; builders that sign per request with one seed reuse the derived key.
+_seed_signer = lru_cache(maxsize=16)(ed25519.Signer)
+
+
+def ed25519_signer(key: Ed25519Key) -> RawSigner:
+    """The signer of an `Ed25519Key`: a seed's (cached), or the signer itself."""
+    if isinstance(key, (bytes, bytearray)):
+        return _seed_signer(bytes(key))
+    if len(key.public) != 32:
+        raise ValueError("not an Ed25519 signer (its public key is not 32 bytes)")
+    return key
+
+
 def parse_signer_key(text: str) -> tuple[str, int, bytes]:
     """Go skey "PRIVATE+KEY+name+hex8+base64(type||seed)" -> (name, type, 32-byte seed).
 
@@ -275,15 +311,21 @@ def parse_skey(text: str) -> tuple[str, bytes]:
 
 
 class _Ed25519Key:
-    """Shared by note signers and cosigners; `repr` never shows the seed."""
+    """Shared by note signers and cosigners; `repr` never shows the seed.
+
+    `key` is the 32-byte seed of a key file, or an Ed25519 `RawSigner` held elsewhere (a
+    PKCS#11 token key), which has no seed to write out or export."""
 
     __slots__ = ("_ed", "_seed", "key_id", "name", "public")
     key_type: ClassVar[int]
 
-    def __init__(self, name: str, seed: bytes) -> None:
+    def __init__(self, name: str, key: Ed25519Key) -> None:
         check_key_name(name)
-        self._ed = ed25519.Signer(seed)  # ValueError unless 32 bytes
-        self._seed = bytes(seed)
+        if isinstance(key, (bytes, bytearray)):
+            self._ed: RawSigner = ed25519.Signer(bytes(key))  # ValueError unless 32 bytes
+            self._seed: bytes | None = bytes(key)
+        else:
+            self._ed, self._seed = ed25519_signer(key), None
         self.name = name
         self.public = self._ed.public
         self.key_id = key_id(name, self.key_type, self.public)
@@ -301,12 +343,28 @@ class _Ed25519Key:
     def to_skey(self) -> str:
         """Go format; the key ID in it is the 0x01 one even for cosigners, as Go writes it."""
         hex8 = key_id(self.name, ED25519, self.public).hex()
-        return f"PRIVATE+KEY+{self.name}+{hex8}+{b64enc(bytes([ED25519]) + self._seed)}"
+        return f"PRIVATE+KEY+{self.name}+{hex8}+{b64enc(bytes([ED25519]) + self._exportable())}"
+
+    def _exportable(self) -> bytes:
+        if self._seed is None:
+            raise ValueError(f"the key {self.name!r} is held outside this process (a token): it has no seed to export")
+        return self._seed
 
     def export_seed(self) -> bytes:
-        """The raw 32-byte seed, for the entry and record builders that sign with it
-        (tlog.formats.entries, registry.records). Never log or return it."""
-        return self._seed
+        """The raw 32-byte seed of a key file (ValueError for a token key). Never log or
+        return it; the entry and record builders take `raw_signer` instead."""
+        return self._exportable()
+
+    @property
+    def raw_signer(self) -> RawSigner:
+        """The key's `RawSigner`, for the entry, receipt and record builders (`Ed25519Key`)."""
+        return self._ed
+
+    @property
+    def in_process(self) -> bool:
+        """Whether the key is held in this process (a key file) rather than in a token: a
+        token's signature is a round trip to it, worth a worker thread on a hot path."""
+        return self._seed is not None
 
     @property
     def verifier(self) -> Verifier:
@@ -329,10 +387,10 @@ class Signer(_Ed25519Key):
     __slots__ = ()
     key_type = ED25519
 
-    def __init__(self, name: str, seed: bytes, key_type: int = ED25519) -> None:
+    def __init__(self, name: str, key: Ed25519Key, key_type: int = ED25519) -> None:
         if key_type != ED25519:
             raise ValueError("Signer only makes 0x01 signatures; use CosignatureSigner for 0x04")
-        super().__init__(name, seed)
+        super().__init__(name, key)
 
     def sign(self, message: bytes) -> bytes:
         return self._ed.sign(message)
@@ -376,12 +434,19 @@ class MLDSACosigner:
     __slots__ = ("_seed", "_sk", "key_id", "name", "public")
     key_type = COSIGNATURE_MLDSA44
 
-    def __init__(self, name: str, seed: bytes) -> None:
+    def __init__(self, name: str, key: bytes | RawSigner) -> None:
+        """`key`: the 32-byte seed of a key file, or an ML-DSA-44 `RawSigner` held elsewhere
+        (a PKCS#11 token that supports ML-DSA)."""
         check_key_name(name)
         if len(name.encode("utf-8")) > 255:
             raise FormatError("an ML-DSA-44 cosigner name must be at most 255 bytes")
-        self._sk = mldsa.Signer(seed)  # ValueError unless 32 bytes
-        self._seed = bytes(seed)
+        if isinstance(key, (bytes, bytearray)):
+            self._sk: RawSigner = mldsa.Signer(bytes(key))  # ValueError unless 32 bytes
+            self._seed: bytes | None = bytes(key)
+        else:
+            if len(key.public) != mldsa.PUBLIC_KEY_SIZE:
+                raise ValueError("not an ML-DSA-44 signer")
+            self._sk, self._seed = key, None
         self.name = name
         self.public = self._sk.public
         self.key_id = key_id(name, COSIGNATURE_MLDSA44, self.public)
@@ -399,8 +464,15 @@ class MLDSACosigner:
 
     def to_skey(self) -> str:
         """transparency-dev/formats' form: the key ID is the 0x06 one, the key the seed."""
+        if self._seed is None:
+            raise ValueError(f"the key {self.name!r} is held outside this process (a token): it has no seed to export")
         raw = bytes([COSIGNATURE_MLDSA44]) + self._seed
         return f"PRIVATE+KEY+{self.name}+{self.key_id.hex()}+{b64enc(raw)}"
+
+    @property
+    def in_process(self) -> bool:
+        """Whether the key is held in this process (a key file) rather than in a token."""
+        return self._seed is not None
 
     @property
     def verifier(self) -> Verifier:

@@ -10,6 +10,7 @@ and tabs only; blank lines and "#" comments are ignored:
     group <name> <k|all|any> <member>...
     quorum <name|none>
     logs <k>
+    registry <did:key> [<url>]
 
 `mirror` is an OAP extension: a cosigner that is a C2SP tlog-mirror, whose cosignature
 also says that it stores the log's entries. The draft has no word for it (a mirror is a
@@ -23,6 +24,14 @@ lists the mirror on a witness line; only the label is lost.
 in at least two logs): an entry counts only when it is proven included in at
 least k of the listed logs (`tlog.client.verifier.TrustPolicy.verify_anchored`).
 Without it one log suffices, as in the draft.
+
+`registry <did:key> [<url>]` is an OAP extension too: an OAP registry whose key (an
+Ed25519 did:key, the key its status answers and its history are signed with) the
+relying party pins with the logs it trusts, so that one file pins a network: `oap-registry
+status --log-policy` and the explorer check a status answer against it instead of the key
+the registry names itself (docs/architecture.md §6). Several may be listed; the same key
+twice is refused. tlog-policy parsers that do not know it refuse the line, as they refuse
+`mirror` and `logs`.
 
 Witnesses and groups share one namespace; "none" is predefined. A group or
 the quorum may only name things defined on *preceding* lines, which makes
@@ -56,7 +65,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from tlog.errors import FormatError
+from tlog.errors import FormatError, InvalidInput
+from tlog.formats.did import public_from_did_key
 from tlog.formats.encoding import b64dec
 
 NONE = "none"
@@ -83,6 +93,14 @@ class PolicyWitness:
     vkey: str
     url: str | None = None
     mirror: bool = False  # defined by a `mirror` line (see the module doc)
+
+
+@dataclass(frozen=True)
+class PolicyRegistry:
+    """A pinned OAP registry: the did:key it signs with (see the module doc)."""
+
+    did: str
+    url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +158,7 @@ class Policy:
     groups: Mapping[str, PolicyGroup]
     quorum: str | None = None
     log_quorum: int = 1  # `logs <k>`: in how many of the logs an entry must be anchored
+    registries: tuple[PolicyRegistry, ...] = ()  # `registry` lines (see the module doc)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "witnesses", MappingProxyType(dict(self.witnesses)))
@@ -168,6 +187,9 @@ class Policy:
             raise FormatError(f"quorum {self.quorum!r} is not defined")
         if not 1 <= self.log_quorum <= max(1, len(self.logs)):
             raise FormatError(f"logs {self.log_quorum}: the policy lists {len(self.logs)} log(s)")
+        dids: set[str] = set()
+        for r in self.registries:
+            _add_registry(dids, r.did)
 
     def quorum_met(self, cosigned: set[str] | frozenset[str]) -> bool:
         """True iff the witnesses named in `cosigned` satisfy the quorum.
@@ -192,6 +214,8 @@ class Policy:
         out: list[str] = []
         for log in self.logs:
             out.append(_join("log", log.vkey, log.url))
+        for r in self.registries:
+            out.append(_join("registry", r.did, r.url))
         for w in self.witnesses.values():
             out.append(_join("mirror" if w.mirror else "witness", w.name, w.vkey, w.url))
         for g in self.groups.values():
@@ -236,6 +260,16 @@ def _join(*items: str | None) -> str:
     return " ".join(i for i in items if i is not None)
 
 
+def _add_registry(seen: set[str], did: str) -> None:
+    try:
+        public_from_did_key(did)
+    except InvalidInput as e:
+        raise FormatError(f"registry {did!r}: {e.message}") from None
+    if did in seen:
+        raise FormatError(f"duplicate registry {did!r}")
+    seen.add(did)
+
+
 def _add_key(seen: set[bytes], vkey: str, what: str) -> None:
     key = _key_material(vkey)
     if key in seen:
@@ -271,6 +305,8 @@ def parse_policy(text: str | bytes) -> Policy:
     quorum: str | None = None
     quorum_seen = False
     log_quorum: int | None = None
+    registries: list[PolicyRegistry] = []
+    registry_dids: set[str] = set()
 
     lines = text.split("\n")
     if lines[-1] == "":
@@ -329,6 +365,11 @@ def parse_policy(text: str | bytes) -> Policy:
                 if log_quorum is not None:
                     raise FormatError("more than one logs line")
                 log_quorum = int(args[0])
+            elif kw == "registry":
+                if len(args) not in (1, 2):
+                    raise FormatError("expected 'registry <did:key> [<url>]'")
+                _add_registry(registry_dids, args[0])
+                registries.append(PolicyRegistry(args[0], args[1] if len(args) == 2 else None))
             else:
                 raise FormatError(f"unknown keyword {kw!r}")
         except FormatError as e:
@@ -338,4 +379,4 @@ def parse_policy(text: str | bytes) -> Policy:
         raise FormatError("policy names witnesses but has no quorum line (write 'quorum none' to require none)")
     if log_quorum is not None and log_quorum > len(logs):
         raise FormatError(f"logs {log_quorum}: the policy lists only {len(logs)} log(s)")
-    return Policy(tuple(logs), witnesses, groups, quorum, log_quorum or 1)
+    return Policy(tuple(logs), witnesses, groups, quorum, log_quorum or 1, tuple(registries))

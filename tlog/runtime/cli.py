@@ -45,6 +45,34 @@ def fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
+class KeyRef(click.ParamType):
+    """A signing key on a command line (`--key`): a key file, an encrypted key file, or a
+    `pkcs11:` URI (RFC 7512) of a key in a token, whose PIN comes from its pin-source file or
+    OAP_PKCS11_PIN, never from the command line (a pin-value is refused here)."""
+
+    name = "KEY"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path | str:
+        if isinstance(value, Path):
+            return value
+        text = str(value)
+        if text.startswith("pkcs11:"):
+            from tlog.runtime.pkcs11 import parse_uri
+
+            try:
+                parse_uri(text)
+            except ConfigError as e:
+                self.fail(str(e), param, ctx)
+            return text
+        path = Path(text)
+        if not path.is_file():
+            self.fail(f"{text!r} is not a key file (nor a pkcs11: URI)", param, ctx)
+        return path
+
+
+KEY = KeyRef()
+
+
 INSECURE_HTTP = click.option(
     "--insecure-http", is_flag=True, default=None,
     help="Allow plain HTTP beyond loopback: listening on another address without TLS, http:// URLs of "

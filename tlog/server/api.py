@@ -34,11 +34,11 @@ import cbor2
 import numpy as np
 from aiohttp import web
 
-from tlog.errors import FormatError, InvalidInput, NotFound, NotPublished, OAPError, TooLarge
+from tlog.errors import InvalidInput, NotFound, NotPublished, OAPError, TooLarge
 from tlog.formats.did import did_key_from_public, is_did, parse_signer
-from tlog.formats.encoding import b64dec, b64enc, parse_decimal
+from tlog.formats.encoding import b64enc, parse_decimal
 from tlog.formats.entries import MAX_ENTRY_BYTES, ReceiptRow, decode_entry
-from tlog.formats.hashing import format_sha256, parse_sha256
+from tlog.formats.hashing import format_sha256, parse_leaf_hash, parse_sha256
 from tlog.formats.policy import parse_policy
 from tlog.formats.tiles import TILE_WIDTH
 from tlog.formats.times import format_utc, parse_utc
@@ -61,22 +61,6 @@ from tlog.server.tiles import CHECKPOINT_HEADERS, IMMUTABLE, TILE_HEADERS, hash_
 from tlog.storage.interface import LogState
 
 MAX_RECEIPTS = 1000  # receipts per page of /v1/receipts
-
-
-def _leaf_param(text: str) -> bytes:
-    """A leaf hash given as 64 hex digits or standard/url-safe base64."""
-    if len(text) == 64:
-        try:
-            return bytes.fromhex(text)
-        except ValueError:
-            pass
-    try:
-        raw = b64dec(text.replace("-", "+").replace("_", "/"), what="leaf_hash")
-    except FormatError:
-        raw = b""
-    if len(raw) != 32:
-        raise InvalidInput("leaf_hash must be 64 hex digits or base64 of 32 bytes")
-    return raw
 
 
 def _signer_param(text: str) -> str:
@@ -248,7 +232,7 @@ class LogAPI:
             if not rows:
                 raise NotFound("no receipt entry anchors this receipt hash")
             return respond(request, {"tree_size": state.size, "receipts": [_receipt_json(r) for r in rows]})
-        lh = _leaf_param(request.query.get("leaf_hash", ""))
+        lh = parse_leaf_hash(request.query.get("leaf_hash", ""))
         state = self.served()
         idx = await self.svc.reader.index_of(lh, state.size)
         return respond(request, {"index": idx, "leaf_hash": b64enc(lh)})
@@ -276,7 +260,7 @@ class LogAPI:
         if size > state.size or size == 0:
             raise InvalidInput(f"size must be in 1..{state.size}")
         if "leaf_hash" in request.query:
-            index = await self.svc.reader.index_of(_leaf_param(request.query["leaf_hash"]), size)
+            index = await self.svc.reader.index_of(parse_leaf_hash(request.query["leaf_hash"]), size)
         else:
             index = query_int(request, "index")
         if index >= size:

@@ -14,13 +14,15 @@ import click
 
 from tlog.errors import ConfigError, InvalidInput, OAPError
 from tlog.formats import keys
+from tlog.formats.encoding import b64enc
 from tlog.formats.entries import commitment_entry, commitment_for, receipt_entry, receipt_hash
-from tlog.formats.hashing import format_sha256, parse_sha256
+from tlog.formats.hashing import format_sha256, parse_leaf_hash, parse_sha256
 from tlog.formats.strict import loads_json
 from tlog.formats.times import parse_utc
 from tlog.runtime import keyfiles
 from tlog.runtime.cli import (
     INSECURE_HTTP_CLIENT,
+    KEY,
     Running,
     checked_url,
     client_outbound,
@@ -31,6 +33,7 @@ from tlog.runtime.cli import (
     run,
     serve_options,
 )
+from tlog.runtime.secretfiles import write_secret_bytes
 from tlog.server.config import LogConfig
 from tlog.storage.durable import fsync_dir, write_atomic
 from tlog.storage.interface import Fault
@@ -106,10 +109,37 @@ async def _start(cfg: LogConfig, hooks: Hooks | None = None) -> Running:
 
 @main.command()
 @click.option("--name", required=True, help="Key name (for a log: its origin).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Private key file to create (mode 0600, never overwritten).")
-def keygen(name: str, out: Path) -> None:
-    """Make an Ed25519 key; prints only the verifier key."""
+@click.option("--out", required=True,
+              help="Private key file to create (mode 0600, never overwritten), or a pkcs11: URI "
+                   "(token=...;object=<new label>) to make the key inside a token, where it never leaves.")
+@click.option("--import", "import_from", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="With a pkcs11: --out: put this existing key file's key into the token instead of a new one "
+                   "(a log, witness or registry keeps its key, and its verifier key, when it moves to hardware).")
+def keygen(name: str, out: str, import_from: Path | None) -> None:
+    """Make an Ed25519 key (or move one into a token); prints its did:key (the signer the receipt
+    entries it signs name) and its verifier key (the signed-note key, for a log), never the
+    private key; for a key file both are also written beside it (OUT.did, OUT.vkey)."""
+    from tlog.formats.did import did_key_from_public
+
+    if keyfiles.is_token_uri(out):
+        from tlog.runtime import pkcs11
+
+        try:
+            if import_from is not None:
+                public = pkcs11.import_ed25519(out, keys.Signer.from_skey(keyfiles.read_key_text(import_from)[0])
+                                               .export_seed())
+            else:
+                public = pkcs11.generate_ed25519(out)
+        except ConfigError as e:
+            fail(str(e))
+        except OAPError as e:
+            fail(e.message)
+        click.echo(f"did:key:      {did_key_from_public(public)}   (its identity: entries it signs name this signer)")
+        click.echo(f"verifier key: {keys.Verifier.from_public(name, keys.ED25519, public).vkey}   (as a log's or "
+                   "note key)")
+        return
+    if import_from is not None:
+        fail("--import moves a key into a token: --out must be a pkcs11: URI", 2)
     try:
         signer = keys.Signer.generate(name)
         keyfiles.write_private_key(out, signer.to_skey())
@@ -117,8 +147,37 @@ def keygen(name: str, out: Path) -> None:
         fail(f"{out} exists; refusing to overwrite a key")
     except OAPError as e:
         fail(e.message)
+    did = did_key_from_public(signer.public)
     Path(str(out) + ".vkey").write_text(signer.vkey + "\n")
-    click.echo(signer.vkey)
+    Path(str(out) + ".did").write_text(did + "\n")
+    click.echo(f"did:key:      {did}   (its identity: entries it signs name this signer; {out}.did)")
+    click.echo(f"verifier key: {signer.vkey}   (as a log's or note key; {out}.vkey)")
+
+
+@main.command("encrypt-key")
+@click.option("--in", "src", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="A key file (of any service or CLI: log, witness, mirror, registry, signer).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The encrypted key file to create (mode 0600, never overwritten).")
+def encrypt_key(src: Path, out: Path) -> None:
+    """Encrypt a key file with a passphrase (age format, scrypt), read from OAP_KEY_PASSPHRASE_FILE
+    (a 0600 file) or OAP_KEY_PASSPHRASE. Services and --key read the result as they read the key file;
+    `age -d` decrypts it too. Remove the plain file afterwards (shred it where that means something)."""
+    import os
+
+    try:
+        text, encrypted = keyfiles.read_key_text(src)
+        if encrypted:
+            fail(f"{src} is already encrypted")
+        passphrase = keyfiles.passphrase_for(out)
+        write_secret_bytes(out, keyfiles.encrypt_key_text(text, passphrase))
+    except FileExistsError:
+        fail(f"{out} exists; refusing to overwrite a key")
+    except ConfigError as e:
+        fail(str(e))
+    except OAPError as e:
+        fail(e.message)
+    click.echo(json.dumps({"encrypted": os.fspath(out)}))
 
 
 @main.command()
@@ -163,6 +222,8 @@ def _copy_keys(src_dir: Path, key_file: Path | None, dst_dir: Path, dst_key: Pat
     for name in ("log.key", "log.vkey", "log.policy"):
         src = key_file if (name == "log.key" and key_file is not None) else src_dir / name
         dst = dst_key if (name == "log.key" and dst_key is not None) else dst_dir / name
+        if keyfiles.is_token_uri(src) or keyfiles.is_token_uri(dst):
+            continue  # a key in a token stays there: the target names the same token key
         if src.exists() and not dst.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)  # copy2 keeps the 0600 mode of the key
@@ -211,7 +272,7 @@ def _import(cfg: LogConfig, note: str, entries, total: int, logged) -> int:
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
     refuse_unfinished_import(cfg.data_dir)
     key_path = cfg.key_file or cfg.data_dir / "log.key"
-    if not key_path.exists():  # never a new key: the log's checkpoints are signed again by its own
+    if not keyfiles.key_exists(key_path):  # never a new key: the log's checkpoints are signed again by its own
         fail(f"no log key at {key_path}: an import signs with the log's key (a backup's log.key, or key_file)")
     signer = load_or_create_key(cfg.data_dir, cfg.origin, cfg.key_file)
     sign = checkpoint_signer(signer)
@@ -273,8 +334,10 @@ def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, t
     src = _log_config(from_config, from_data)
     dst = _log_config(to_config, to_data)
     try:
-        origin = keys.Signer.from_skey(keyfiles.read_private_key(src.key_file or src.data_dir / "log.key")).name
-    except (OSError, OAPError) as e:
+        src_key = src.key_file or src.data_dir / "log.key"  # a token key carries no name: the source's origin
+        origin = src.origin if keyfiles.is_token_uri(src_key) else \
+            keys.Signer.from_skey(keyfiles.read_key_text(src_key)[0]).name
+    except (OSError, OAPError, ConfigError) as e:
         fail(f"the source log's key: {getattr(e, 'message', e)}", 2)
     if dst.origin != origin:
         fail(f"the target's origin {dst.origin!r} is not the source's {origin!r} (set origin in the target's "
@@ -308,8 +371,12 @@ def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, t
     click.echo(json.dumps({"migrated": snap.size, "tree_size": size, "storage": dst.storage}))
 
 
-def _seed_from(path: Path) -> bytes:
-    return keyfiles.read_seed(path)  # the entry helpers sign with the raw seed
+def _signing_key(ref: Path | str) -> keys.Ed25519Key:
+    """A --key: a key file's seed, or a token key (the entry helpers take either)."""
+    try:
+        return keyfiles.open_ed25519(ref, what="signer key")
+    except ConfigError as e:
+        fail(str(e))
 
 
 # --- add / prove / info ------------------------------------------------------------
@@ -326,8 +393,9 @@ TOKEN_HELP = ("A file holding a bearer token from `oap-log token`, for a log tha
 @click.option("--commitment", is_flag=True, help="Privileged mode: anchor only a salted commitment.")
 @click.option("--entry", "entry_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Anchor a prepared entry (JSON) of any type.")
-@click.option("--key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Signer key for receipt entries (from `oap-log keygen`).")
+@click.option("--key", type=KEY,
+              help="Signer key for receipt entries: a key file (from `oap-log keygen`), an encrypted key file, "
+                   "or a pkcs11: URI of a key in a token (its PIN from pin-source=file:... or OAP_PKCS11_PIN).")
 @click.option("--url", "urls", multiple=True, callback=checked_url,
               help="A log to anchor in; repeat it to anchor in several logs at once (OAP-CORE-1.0 §19.3). "
                    "Default: the policy's log URLs, else OAP_LOG_URL, else " + DEFAULT_URL + ".")
@@ -408,7 +476,7 @@ def _check_writable(dest: Path) -> None:
 
 
 def _entry_to_anchor(receipt: Path | None, hash_: str | None, commitment: bool, entry_file: Path | None,
-                     key: Path | None, out: Path | None, stem: Path) -> dict:
+                     key: Path | str | None, out: Path | None, stem: Path) -> dict:
     """The entry `add` submits: a prepared one, a signed receipt entry, or a commitment
     (whose salt is written, mode 0600, before anything leaves the machine)."""
     if entry_file is not None:
@@ -439,7 +507,7 @@ def _entry_to_anchor(receipt: Path | None, hash_: str | None, commitment: bool, 
         return commitment_entry(c)
     if key is None:
         raise InvalidInput("a receipt entry is signed: pass --key (make one with `oap-log keygen`)")
-    return receipt_entry(rh, _seed_from(key), rid if rid and rid.startswith("urn:oap:") else None, timestamp=ts)
+    return receipt_entry(rh, _signing_key(key), rid if rid and rid.startswith("urn:oap:") else None, timestamp=ts)
 
 
 def _receipt_time(value: object) -> str | None:
@@ -516,8 +584,16 @@ def info(url: str) -> None:
 
 @main.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--policy", "policy_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--policy", "policy_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="tlog-policy file: log key, witnesses, quorum.")
+@click.option("--vkey", "vkeys", multiple=True,
+              help="Instead of --policy: a log's verifier key (signed-note vkey); no witness is then required. "
+                   "Repeat it for several logs.")
+@click.option("--entry", "entry_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The entry the bundles prove (its bytes, as the log hashed them): for a proof made by any "
+                   "C2SP log. The bundles' extra lines are then ignored (C2SP tlog-proof leaves them unauthenticated).")
+@click.option("--leaf-hash", default=None,
+              help="Instead of --entry: the entry's leaf hash (64 hex digits or base64), SHA-256(0x00 || entry).")
 @click.option("--receipt", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also check that the (single) bundle anchors this receipt, and every signature it carries "
                    "(OAP-CORE-1.0 §19.1).")
@@ -530,7 +606,8 @@ def info(url: str) -> None:
                    "only (the copy a log entry keeps is then not trusted for that DID). Repeatable.")
 @click.option("--quiet", is_flag=True, help="Print only failures and the summary.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per bundle, then a summary object.")
-def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_json) -> None:
+def verify(bundles, policy_file, vkeys, entry_file, leaf_hash, receipt, salt_file, did_documents, quiet,
+           as_json) -> None:
     """Verify .tlog-proof bundles offline (no network).
 
     Each bundle's inclusion in a checkpoint the policy accepts is checked, and every
@@ -538,12 +615,22 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_js
     signature the receipt carries. OK means every one of them was checked and verified.
     Exit 0 when all bundles are OK; 1 when any failed (a proof, a signature, a
     signature the receipt lacks); 3 when nothing failed but some signature could not be
-    checked (no DID document of its signer: pass one with --did-document)."""
+    checked (no DID document of its signer: pass one with --did-document).
+
+    Any C2SP log's proofs: give the log's key (--vkey, or a policy) and the entry (--entry)
+    or its leaf hash (--leaf-hash), as C2SP tlog-proof verifiers do."""
     from tlog.client.receipts import verify_proof_file
     from tlog.client.verifier import TrustPolicy
 
+    if (policy_file is None) == (not vkeys):
+        fail("give the log's trust policy (--policy) or its key (--vkey), one of the two", 2)
+    if entry_file is not None and leaf_hash is not None:
+        fail("--entry and --leaf-hash name the same thing: give one", 2)
     try:
-        policy = TrustPolicy.from_text(policy_file.read_text())
+        policy = (TrustPolicy.from_text(policy_file.read_text()) if policy_file is not None
+                  else TrustPolicy.for_logs(vkeys))
+        entry = entry_file.read_bytes() if entry_file is not None else None
+        leaf = parse_leaf_hash(leaf_hash.strip(), "--leaf-hash") if leaf_hash is not None else None
         pinned: dict[str, object] = {}
         for p in did_documents:
             doc = loads_json(p.read_bytes())
@@ -572,9 +659,12 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_js
                                           "error": f"cannot read: {e.strerror}"}
                 lines = [f"FAIL {path}: cannot read: {e.strerror}"]
             else:
-                check = verify_proof_file(data, policy, receipt=receipt_doc, salt=salt, pinned=pinned)
+                check = verify_proof_file(data, policy, receipt=receipt_doc, salt=salt, pinned=pinned, entry=entry,
+                                          leaf=leaf)
+                if check.error is not None and entry is None and leaf is None:
+                    check.error += _foreign_hint(data, check.error)
                 result = {"bundle": str(path), **check.to_json()}
-                lines = _verify_lines(path, check, policy)
+                lines = _verify_lines(path, check, policy, named=entry is not None or leaf is not None)
                 for item in result.get("logs", []):  # cosigners the policy lists as mirrors (they store the log)
                     item["mirrors"] = policy.mirrors(item["witnesses"])
             counts[result["verdict"]] += 1
@@ -587,6 +677,8 @@ def verify(bundles, policy_file, receipt, salt_file, did_documents, quiet, as_js
                                "incomplete": counts["incomplete"]}))
     else:
         more = f", {counts['incomplete']} not fully checked" if counts["incomplete"] else ""
+        if vkeys:
+            more += " (against the log key alone: no witness cosignature was required)"
         click.echo(f"{counts['ok']} verified, {counts['failed']} failed{more}")
     sys.exit(1 if counts["failed"] else 3 if counts["incomplete"] else 0)
 
@@ -597,9 +689,10 @@ _RECEIPT_STATES = {"ok": "all verified", "failed": "FAILED", "incomplete": "not 
 _SOURCES = {"anchored": "the DID document kept in the log entry", "pinned": "a pinned DID document"}
 
 
-def _verify_lines(path: Path, check: BundleCheck, policy: TrustPolicy) -> list[str]:
+def _verify_lines(path: Path, check: BundleCheck, policy: TrustPolicy, named: bool = False) -> list[str]:
     """`oap-log verify`'s text for one bundle: a line for its anchors and the entry's
-    signer, then one per log that did not count, then one per receipt signature."""
+    signer (`named`: and the leaf hash the caller named), then one per log that did not
+    count, then one per receipt signature."""
     if check.error is not None or check.anchors is None:
         return [f"FAIL {path}: {check.error}"]
     state = _STATES[check.verdict]
@@ -618,8 +711,9 @@ def _verify_lines(path: Path, check: BundleCheck, policy: TrustPolicy) -> list[s
                 signed += f": {_SIG_STATES[es.status]}: {_hint(es.status, es.reason)}"
             elif es.source in _SOURCES:
                 signed += f" (checked with {_SOURCES[es.source]})"
+        leaf = f"; leaf hash {b64enc(v.leaf_hash)}" if named else ""
         lines.append(f"{state} {path}: index {v.index} in {v.checkpoint.checkpoint.origin} at size "
-                     f"{v.checkpoint.checkpoint.size} (witnesses: {wit}){signed}")
+                     f"{v.checkpoint.checkpoint.size} (witnesses: {wit}){signed}{leaf}")
     for where, reason in check.anchors.failures:
         lines.append(f"     {path}: {where} does not count: {reason}")
     if check.receipt is not None:
@@ -638,6 +732,28 @@ def _verify_lines(path: Path, check: BundleCheck, policy: TrustPolicy) -> list[s
                 how = f": {_hint(s.status, s.reason)}"
             lines.append(f"     {who}{by}{roles}: {_SIG_STATES[s.status]}{alg}{how}")
     return lines
+
+
+def _foreign_hint(data: bytes, error: str) -> str:
+    """What to add to a failure when the bundle may come from another C2SP log: its extra line
+    (if any) is not an OAP entry, so the entry must be named."""
+    from tlog.formats.entries import decode_entry
+    from tlog.formats.proofbundle import parse_proof_bundle
+
+    try:
+        b = parse_proof_bundle(data)
+    except (OAPError, UnicodeDecodeError):
+        return ""  # an anchors file, or no bundle at all: the error says why
+    if b.extra is not None:
+        try:
+            decode_entry(b.extra)
+            return ""
+        except OAPError:
+            pass
+    elif "no entry" not in error:
+        return ""
+    return (" (a proof made by another C2SP log: name its entry with --entry or its leaf hash with --leaf-hash, "
+            "and its key with --vkey or --policy)")
 
 
 def _hint(status: str, reason: str) -> str:

@@ -33,25 +33,33 @@ log = logging.getLogger("oap.tlog.server")
 
 
 def load_or_create_key(data_dir: Path, origin: str, key_file: Path | None = None) -> keys.Signer:
-    """The log key: generated on first start (0600, never printed), reused after.
+    """The log key: generated on first start (0600, never printed), reused after; or an
+    encrypted key file, or a key in a PKCS#11 token (`keyfiles.open_key`), never generated.
 
     A key is bound to its origin (key name = origin); a new origin needs a new
     key and a new data directory, so a mismatch is refused, not papered over.
-    The verifier key and a client trust policy are written beside it.
+    The verifier key and a client trust policy are written beside it. A token key carries
+    no name: it is the origin's, and must be the key data/log.vkey names when that exists
+    (moving a log's key into a token keeps the key: `oap-log keygen --import`).
     """
     path = key_file or data_dir / "log.key"
-    created = not path.exists()
-    signer = keys.Signer.from_skey(keyfiles.load_or_create(
-        path, lambda: keys.Signer.generate(origin).to_skey(), what=f"log key for origin {origin}"))
-    if signer.name != origin:
+    created = not keyfiles.key_exists(path)
+    opened = keyfiles.open_key(path, what=f"log key for origin {origin}",
+                               make=lambda: keys.Signer.generate(origin).to_skey())
+    if opened.name is not None and opened.name != origin:
         raise ConfigError(
-            f"{path} is the key of origin {signer.name!r}, but origin {origin!r} is configured; "
+            f"{path} is the key of origin {opened.name!r}, but origin {origin!r} is configured; "
             "a new origin needs a new key and a new data directory"
         )
+    signer = keys.Signer(origin, opened.key)
     vkey_path = data_dir / "log.vkey"
+    if not signer.in_process and vkey_path.exists() and vkey_path.read_text().strip() != signer.vkey:
+        raise ConfigError(f"{opened.source} is not this log's key ({vkey_path} names another); a log's key "
+                          "moves into a token unchanged (oap-log keygen --import)")
+    data_dir.mkdir(parents=True, exist_ok=True)
     if created or not vkey_path.exists():
         vkey_path.write_text(signer.vkey + "\n")
-    if created:
+    if created or (not signer.in_process and not (data_dir / "log.policy").exists()):
         (data_dir / "log.policy").write_text(f"# tlog-policy for {origin}\nlog {signer.vkey}\nquorum none\n")
     return signer
 

@@ -65,9 +65,14 @@ const KINDS = {
     const r = await lib.validateConformance(lib.parseJSON(c.text, { strict: false, floats: 'wrap' }), lib.parseUtc(c.now, 'now'), { lookup });
     return { id: r.id, subject: r.subject, level: r.level, witnesses: r.witnesses, form: r.form, auditor: r.audit ? r.audit.auditor : null };
   },
+  // tlog-policy text (tlog.formats.policy): parsed, and written back canonically
+  policy: async (c) => {
+    const p = lib.parsePolicy(c.text);
+    return { text: lib.policyToText(p), quorum: p.quorum, registries: p.registries.map((r) => [r.did, r.url]) };
+  },
   anchored: async (c) => {
     const policy = await TrustPolicy.fromText(c.policy);
-    const v = await policy.verifyAnchored(c.text);
+    const v = await policy.verifyAnchored(c.text, { entry: c.entry ?? null, leaf: c.leaf ?? null, readExtra: c.read_extra ?? true });
     return { logs: v.logs, failures: v.failures, index: Number(v.entries[0].index) };
   },
   eddsa_jcs_2022: async (c) => {

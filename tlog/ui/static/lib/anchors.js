@@ -62,15 +62,18 @@ export function parseAnchors(data) {
   });
 }
 
-/** verifier.py _verify_anchored over any per-bundle verifier: `verifyBundle(b, {entry})`
+/** verifier.py _verify_anchored over any per-bundle verifier: `verifyBundle(b, {entry, leaf})`
  * -> {index, leafHash, entry, checkpoint: {checkpoint, logKey, ...}}, and `need` (k).
+ * `readExtra: false` ignores the bundles' extra lines (a proof by another C2SP log, checked
+ * against the entry or leaf hash the caller names), as verify_anchored(read_extra=False).
  * -> {entry, entries: [verified bundle, ...], failures: [[where, reason], ...], logs: [origin, ...]}. */
-export async function verifyAnchoredWith(verifyBundle, need, data, { entry = null } = {}) {
+export async function verifyAnchoredWith(verifyBundle, need, data, { entry = null, leaf = null, readExtra = true } = {}) {
   const bundles = parseAnchors(data);
   const verified = [], failures = [], seenLogs = new Set();
   for (let i = 0; i < bundles.length; i++) {
     let v;
-    try { v = await verifyBundle(bundles[i], { entry }); } catch (e) {
+    const b = readExtra ? bundles[i] : { ...bundles[i], extra: null };
+    try { v = await verifyBundle(b, { entry, leaf }); } catch (e) {
       if (e instanceof VerificationError || e instanceof FormatError) { failures.push([`bundle ${i}`, e.reason]); continue; }
       throw e;
     }

@@ -107,8 +107,8 @@ export class TrustPolicy {
   /** An anchors file (or a single tlog-proof): every bundle against this policy, all for the
    * same entry, and at least `logs <k>` distinct logs among those that verify
    * (verifier.py verify_anchored) -> {entry, entries, failures: [[where, reason]], logs}. */
-  verifyAnchored(data, { entry = null } = {}) {
-    return verifyAnchoredWith((b, o) => this.verifyBundle(b, o), this.policy.logQuorum, data, { entry });
+  verifyAnchored(data, { entry = null, leaf = null, readExtra = true } = {}) {
+    return verifyAnchoredWith((b, o) => this.verifyBundle(b, o), this.policy.logQuorum, data, { entry, leaf, readExtra });
   }
 
   /** Verify a signed checkpoint note against the policy -> {checkpoint, logKey (vkey),

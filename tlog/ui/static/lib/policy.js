@@ -1,15 +1,19 @@
 // C2SP tlog-policy draft (c2sp.md §6), mirroring tlog/formats/policy.py:
 //   log <vkey> [<url>] | witness <name> <vkey> [<url>] | mirror <name> <vkey> [<url>]
-//   group <name> <k|all|any> <member>... | quorum <name|none> | "#" comments | blank lines
+//   group <name> <k|all|any> <member>... | quorum <name|none> | logs <k> | registry <did:key> [<url>]
+//   "#" comments | blank lines
 // `mirror` (an OAP extension, as in policy.py) is a witness line whose cosigner is a C2SP
 // tlog-mirror: it counts in groups and the quorum as a witness does, and carries
-// `mirror: true` so pages show its cosignature as a mirror's ("stored").
+// `mirror: true` so pages show its cosignature as a mirror's ("stored"). `registry` (an OAP
+// extension, as in policy.py) pins an OAP registry's did:key: status answers are checked
+// against it rather than against the key the registry names.
 // Witnesses and groups share one namespace; a group or the quorum may only name
 // things defined on preceding lines, so there are no cycles and `quorumMet`
 // evaluates groups in definition order. Vkeys stay strings here (their shape
 // is checked to spot duplicate keys); bundle.js turns them into verifiers.
 import { b64dec, utf8, fromUtf8, isWellFormed, hex } from './b64.js';
-import { FormatError, pyRepr as q } from './errors.js';
+import { FormatError, InvalidInput, pyRepr as q } from './errors.js';
+import { publicFromDidKey } from './didkey.js';
 
 export const NONE = 'none';
 export const MAX_POLICY_BYTES = 64 * 1024;
@@ -27,6 +31,14 @@ function addKey(seen, vkey, what) {
   const k = keyMaterial(vkey);
   if (seen.has(k)) throw new FormatError(`duplicate ${what} key ${q(vkey)}`);
   seen.add(k);
+}
+function addRegistry(seen, did) {
+  try { publicFromDidKey(did); } catch (e) {
+    if (e instanceof InvalidInput) throw new FormatError(`registry ${q(did)}: ${e.reason}`);
+    throw e;
+  }
+  if (seen.has(did)) throw new FormatError(`duplicate registry ${q(did)}`);
+  seen.add(did);
 }
 function checkName(name, defined) {
   if (name === NONE) throw new FormatError("'none' is predefined and cannot be redefined");
@@ -67,7 +79,7 @@ function checkMembers(members, defined) {
 }
 
 /** Parse a policy -> {logs:[{vkey,url}], witnesses: Map name->{name,vkey,url,mirror},
- * groups: Map name->{name,threshold,members}, quorum: name|null}. FormatError names the line.
+ * groups: Map name->{name,threshold,members}, quorum: name|null, logQuorum, registries:[{did,url}]}. FormatError names the line.
  * As in Python (a deliberate deviation from the draft): no quorum line means "quorum none",
  * unless the policy names witnesses or groups, which then is an error. */
 export function parsePolicy(text) {
@@ -79,7 +91,7 @@ export function parsePolicy(text) {
   if (text.length > MAX_POLICY_BYTES) throw new FormatError('policy larger than 64 KiB');
   if (!isWellFormed(text)) throw new FormatError('policy is not valid UTF-8');
   const logs = [], witnesses = new Map(), groups = new Map(), defined = new Map();
-  const logKeys = new Set(), witnessKeys = new Set();
+  const logKeys = new Set(), witnessKeys = new Set(), registries = [], registryDids = new Set();
   let quorum = null, quorumSeen = false, logQuorum = null;
   const lines = text.split('\n');
   if (lines[lines.length - 1] === '') lines.pop();
@@ -125,6 +137,10 @@ export function parsePolicy(text) {
         if (args.length !== 1 || !/^[1-9][0-9]{0,5}$/.test(args[0])) throw new FormatError("expected 'logs <k>' (k >= 1)");
         if (logQuorum !== null) throw new FormatError('more than one logs line');
         logQuorum = Number(args[0]);
+      } else if (kw === 'registry') { // OAP extension: a pinned registry key
+        if (args.length !== 1 && args.length !== 2) throw new FormatError("expected 'registry <did:key> [<url>]'");
+        addRegistry(registryDids, args[0]);
+        registries.push({ did: args[0], url: args[1] ?? null });
       } else throw new FormatError(`unknown keyword ${q(kw)}`);
     } catch (e) {
       if (e instanceof FormatError) { const err = new FormatError(`policy line ${n + 1}: ${e.reason}`); err.line = n + 1; throw err; }
@@ -135,7 +151,7 @@ export function parsePolicy(text) {
     throw new FormatError("policy names witnesses but has no quorum line (write 'quorum none' to require none)");
   if (logQuorum !== null && logQuorum > logs.length) throw new FormatError(`logs ${logQuorum}: the policy lists only ${logs.length} log(s)`);
   checkOneVote(witnesses, groups);
-  return { logs, witnesses, groups, quorum, logQuorum: logQuorum || 1 };
+  return { logs, witnesses, groups, quorum, logQuorum: logQuorum || 1, registries };
 }
 
 /** True iff the verified witness names in `cosigned` satisfy the quorum (policy.py quorum_met).
@@ -153,6 +169,7 @@ export function policyToText(p) {
   const j = (...xs) => xs.filter((x) => x !== null && x !== undefined).join(' ');
   const out = [];
   for (const l of p.logs) out.push(j('log', l.vkey, l.url));
+  for (const r of p.registries || []) out.push(j('registry', r.did, r.url));
   for (const w of p.witnesses.values()) out.push(j(w.mirror ? 'mirror' : 'witness', w.name, w.vkey, w.url));
   for (const g of p.groups.values()) {
     const n = g.members.length, k = g.threshold === n ? 'all' : g.threshold === 1 ? 'any' : String(g.threshold);

@@ -66,18 +66,44 @@ export function extend(base, extra, summary = '') {
 
 // --- the checkpoint context ------------------------------------------------------------------
 
+/** The policy a mirror's copy of a log is checked with (docs/architecture.md §3.7): a mirror
+ * serves the log's checkpoint with its own cosignature, not the witnesses', so the witness
+ * quorum is not what it can meet. From the policy `text` (the pin, else the log's own): its log
+ * keys, and its `mirror` lines for this mirror (those whose URL is where `url`, the mirror's
+ * copy, lives; else every one), one of which must have cosigned. A policy with no mirror line
+ * requires the log's signature alone (and the page proves the copy consistent with the log).
+ * -> {text, names: the mirrors it requires, one of}. */
+export function mirrorPolicy(text, url) {
+  const p = oap.parsePolicy(text), copy = String(url || '').replace(/\/+$/, '');
+  const mirrors = [...p.witnesses.values()].filter((w) => w.mirror);
+  const here = mirrors.filter((w) => w.url && (copy === w.url.replace(/\/+$/, '') || copy.startsWith(w.url.replace(/\/+$/, '') + '/')));
+  const chosen = here.length ? here : mirrors;
+  let group = 'any-mirror';
+  while (chosen.some((w) => w.name === group)) group += '-';
+  const derived = { logs: p.logs, witnesses: new Map(chosen.map((w) => [w.name, w])), registries: [], logQuorum: 1,
+    groups: chosen.length > 1 ? new Map([[group, { name: group, threshold: 1, members: chosen.map((w) => w.name) }]]) : new Map(),
+    quorum: chosen.length > 1 ? group : chosen.length ? chosen[0].name : null };
+  return { text: oap.policyToText(derived), names: chosen.map((w) => w.name) };
+}
+
 /** Everything the checkpoint checks read: the note, the policy it is checked against (the pin
- * for its origin, else the log's own `served` policy text), and where to read tiles from. */
-export async function checkpointContext(trust, note, { served = null, logUrl = null, live = false, servedKey = null } = {}) {
+ * for its origin, else the log's own `served` policy text), and where to read tiles from.
+ * `mirror`: the URL of a mirror's copy whose checkpoint this is (checked with mirrorPolicy). */
+export async function checkpointContext(trust, note, { served = null, logUrl = null, live = false, servedKey = null, mirror = null } = {}) {
   const parsed = oap.parseNote(note);
   const cp = oap.parseCheckpoint(parsed.text);
   const trusted = await trust.policyFor(cp.origin);
-  let policy = trusted ? trusted.policy : null, servedError = null;
+  let policy = trusted ? trusted.policy : null, servedError = null, mirrors = null;
   if (!policy && served) {
     try { policy = await trust.policyOf(served); } catch (e) { servedError = e; }
   }
+  if (policy && mirror !== null) {
+    const derived = mirrorPolicy(trusted ? trusted.pin.text : served, mirror);
+    policy = await trust.policyOf(derived.text);
+    mirrors = derived.names;
+  }
   const ctx = { trust, note, parsed, cp, origin: cp.origin, pin: trusted ? trusted.pin : null, pinned: !!trusted,
-    policy, served, servedError, logUrl, live, servedKey, signerKey: null, vc: null, cpError: null, vcError: null };
+    policy, served, servedError, logUrl, live, servedKey, signerKey: null, vc: null, cpError: null, vcError: null, mirrors };
   if (policy) {
     try { ctx.vc = await policy.verifyCheckpoint(note); } catch (e) { ctx.cpError = e; }
   } else {
@@ -90,14 +116,17 @@ export async function checkpointContext(trust, note, { served = null, logUrl = n
 const trustRow = {
   id: 'trust', label: 'trust',
   run(ctx) {
+    const asMirror = ctx.mirrors === null ? '' : ctx.mirrors.length
+      ? `; a mirror's copy: its log key and the cosignature of ${ctx.mirrors.length > 1 ? 'one of ' : ''}mirror ${ctx.mirrors.join(', ')}`
+      : "; a mirror's copy: the log key alone (the policy names no mirror)";
     if (ctx.pinned) {
       const p = ctx.pin;
       return r(PASS, 'pinned', `checked against ${SOURCES[p.source] || p.source}`, p.detail ? ` (${p.detail})` : '',
-        p.at ? [', pinned ', time(p.at, { age: false })] : '');
+        p.at ? [', pinned ', time(p.at, { age: false })] : '', asMirror);
     }
     if (!ctx.policy) return r(FAIL, 'no trusted policy', `no policy names the log ${ctx.origin}`,
       ctx.servedError ? ` (and the log's own policy does not parse: ${reasonOf(ctx.servedError)})` : '');
-    return r(WARN, 'not pinned', `${UNPINNED_WORDS}. `, h('a', { href: href({ view: 'trust' }), text: 'Pin a policy' }));
+    return r(WARN, 'not pinned', `${UNPINNED_WORDS}${asMirror}. `, h('a', { href: href({ view: 'trust' }), text: 'Pin a policy' }));
   },
 };
 

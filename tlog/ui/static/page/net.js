@@ -18,10 +18,15 @@ export async function get(url, kind = 'json', { fresh = false } = {}) {
     throw new Error(`cannot reach ${url} (${reasonOf(e)})`);
   }
   if (!r.ok) {
-    let msg = `HTTP ${r.status}`;
-    try { const j = await r.json(); if (j && j.error) msg = `HTTP ${r.status} ${j.error}: ${j.message}`; } catch (_) { /* not JSON */ }
+    let msg = `HTTP ${r.status}`, code = null, said = null;
+    try {
+      const j = await r.json();
+      if (j && j.error) { msg = `HTTP ${r.status} ${j.error}: ${j.message}`; code = String(j.error); said = String(j.message); }
+    } catch (_) { /* not JSON */ }
     const err = new Error(`${url}: ${msg}`);
     err.status = r.status;
+    err.code = code; // the OAP error code (App. B), and the service's own sentence
+    err.said = said;
     throw err;
   }
   if (kind === 'json') return r.json();

@@ -1,13 +1,14 @@
 // Which services the page shows, found without a URL typed: the service that serves the
 // page says what it is (/v1/info), the log names its registry, witnesses and mirrors (its
-// /v1/info), the registry and the witnesses name their log. URL parameters (?log=&registry=
-// &witness=) override, for a static host or another network.
+// /v1/info), the registry, the witnesses and a mirror name their log. URL parameters (?log=
+// &registry=&witness=) override, for a static host or another network.
 import { get, trimUrl } from './net.js';
 import { Trust } from './trust.js';
 
 export const app = {
   trust: new Trust(),
-  own: null, // what serves this page: 'log' | 'registry' | 'witness' | null (a static host)
+  own: null, // what serves this page: 'log' | 'registry' | 'witness' | 'mirror' | null (a static host)
+  ownMirror: '', // a mirror serving the page: its copy of the log (tlog-tiles under its monitoring prefix)
   log: '', registry: '', witness: '', // the URLs in use
   witnesses: [], // [{name, url}] from the log's info and policy
   mirrors: [], // [url]
@@ -32,14 +33,19 @@ export async function discover(params) {
   } else if (own && 'identity' in own && Array.isArray(own.logs)) {
     kind = 'witness';
     ownLog = own.logs.length === 1 && own.logs[0].url ? own.logs[0].url : '';
+  } else if (own && own.kind === 'mirror' && Array.isArray(own.logs)) { // a C2SP tlog-mirror: the log it copies
+    kind = 'mirror';
+    const one = own.logs.length === 1 ? own.logs[0] : null;
+    ownLog = one && one.url ? one.url : '';
+    app.ownMirror = one && typeof one.monitoring_prefix === 'string' ? trimUrl(one.monitoring_prefix) : '';
   }
   app.own = kind;
   app.log = trimUrl(params.get('log') || ownLog);
   app.registry = trimUrl(params.get('registry') || (kind === 'registry' ? here : ''));
-  app.witness = trimUrl(params.get('witness') || (kind === 'witness' ? here : ''));
+  app.witness = trimUrl(params.get('witness') || (kind === 'witness' || kind === 'mirror' ? here : ''));
   if (kind === 'registry' && !params.get('log')) app.registryInfo = own;
   await loadLogInfo();
-  return kind === 'registry' ? 'registry' : kind === 'witness' ? 'witness' : 'log';
+  return kind === 'registry' ? 'registry' : kind === 'witness' || kind === 'mirror' ? 'witness' : 'log';
 }
 
 export async function loadLogInfo() {
@@ -54,6 +60,7 @@ export async function loadLogInfo() {
   const info = app.logInfo;
   if (!app.registry && info.registry_url) app.registry = trimUrl(info.registry_url);
   app.mirrors = Array.isArray(info.mirrors) ? info.mirrors.map(trimUrl).filter(Boolean) : [];
+  if (app.ownMirror && !app.mirrors.includes(app.ownMirror)) app.mirrors.push(app.ownMirror); // the mirror serving the page
   const ws = Array.isArray(info.witnesses) ? info.witnesses.filter((w) => w && w.url) : [];
   try { app.served = await get(`${app.log}/v1/policy`, 'text'); } catch (_) { app.served = null; }
   app.witnesses = ws.map((w) => ({ name: String(w.name), url: trimUrl(w.url) }));

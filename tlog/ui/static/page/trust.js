@@ -117,6 +117,23 @@ export class Trust {
     return pin ? { pin, policy: await this.policyOf(pin.text) } : null;
   }
 
+  /** Is `did` a registry key the pins of these log origins name (`registry` lines)? As
+   * `oap-registry status --log-policy`: {pinned: the pin that names it} when one does;
+   * {others: [dids]} when they name only other registries (the answer is then refused);
+   * {} when they name none (the key the registry names itself: never green). */
+  registryKey(did, origins) {
+    const others = [];
+    for (const o of origins) {
+      const pin = this.pinFor(o);
+      if (!pin) continue;
+      let regs = [];
+      try { regs = oap.parsePolicy(pin.text).registries; } catch (_) { regs = []; }
+      if (regs.some((r) => r.did === did)) return { pinned: pin };
+      for (const r of regs) if (!others.includes(r.did)) others.push(r.did);
+    }
+    return others.length ? { others } : {};
+  }
+
   // --- what this browser has seen, per (origin, key) ---------------------------------------
 
   history(origin, vkey) { return (this.seen[origin] || {})[vkey] || null; }

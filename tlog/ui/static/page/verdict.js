@@ -1,10 +1,13 @@
 // A verdict people can read: one headline (errors first and short), then the checklist of
 // what was checked against which key. The element's data-state is the verdict: pass (only
 // against a pinned policy), unpinned, incomplete (a signature could not be checked), fail,
-// revoked, suspended, unknown, running or idle.
+// revoked, suspended, unknown, input (the input was wrong: nothing was checked), running or
+// idle. The red ✗ (fail) is kept for evidence that was checked and did not hold; a mistake in
+// what was typed or given (an index the log does not have, a string far too long, two bundles
+// for one receipt) is said as such, never as a failed proof.
 import { h, fill } from './dom.js';
 
-const MARK = { pass: '✓', fail: '✗', warn: '!', info: '•', skip: '–', unpinned: '!', incomplete: '!', revoked: '⊘', suspended: '‖',
+const MARK = { pass: '✓', fail: '✗', input: '✎', warn: '!', info: '•', skip: '–', unpinned: '!', incomplete: '!', revoked: '⊘', suspended: '‖',
   unknown: '?', running: '…', idle: '' };
 const SAID = { pass: 'passed', fail: 'failed', warn: 'warning', info: 'note', skip: 'not checked' };
 
@@ -26,3 +29,21 @@ export function show(target, v) {
 export const running = (target, text = 'checking…') => show(target, { state: 'running', headline: text });
 export const idle = (target, text) => show(target, { state: 'idle', headline: text });
 export const failed = (target, reason) => show(target, { state: 'fail', headline: `FAILED: ${reason}` });
+
+/** What was typed or given is wrong (not the evidence): shown with wrongInput, not failed. */
+export class InputError extends Error {
+  constructor(reason) { super(reason); this.reason = reason; this.input = true; }
+}
+export const wrongInput = (target, reason) => show(target, { state: 'input', headline: `NOT CHECKED: ${reason}`,
+  summary: 'nothing was verified or refuted; this is about the input, not the log' });
+/** `e` shown as what it is: an input mistake, or a failure. */
+export const failedOrInput = (target, e, reasonOf) => (e && e.input ? wrongInput(target, e.reason) : failed(target, reasonOf(e)));
+
+/** The longest query a page field takes: a DID is at most 256 characters (tlog.formats.did),
+ * a hash 71, a receipt or record id far less than this. */
+export const MAX_QUERY = 1024;
+/** An InputError when `text` (what the user typed in `what`) is longer than `max` characters. */
+export function checkLength(text, what, max = MAX_QUERY) {
+  if (text.length > max) throw new InputError(`${what} is ${text.length.toLocaleString('en-US')} characters long; `
+    + `it takes at most ${max.toLocaleString('en-US')}`);
+}

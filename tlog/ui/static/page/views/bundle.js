@@ -6,11 +6,15 @@
 // stand for `--did-document`.
 import * as oap from '../../lib/index.js';
 import { $, h, fill, reasonOf } from '../dom.js';
-import { show, failed, running, idle } from '../verdict.js';
+import { show, running, idle, wrongInput, checkLength } from '../verdict.js';
 import { app } from '../services.js';
 import { anchorVerdict } from '../anchoring.js';
 
 const files = []; // [{name, text}]
+const MAX_TEXT = 1024 * 1024; // characters of a pasted bundle, receipt, salt or DID documents
+
+/** Is `text` a .tlog-proof or an anchors file at all (its evidence is then checked, and may fail)? */
+const isProofFile = (text) => text.startsWith('c2sp.org/tlog-proof@v1\n') || (oap.isAnchorsFile(text) && text.includes('oap-anchors/v1'));
 
 export function init() {
   $('bundle-files').addEventListener('change', async (e) => { await take([...e.target.files]); e.target.value = ''; });
@@ -44,7 +48,7 @@ async function take(chosen) {
   for (const f of chosen) {
     const text = await f.text();
     if (f.name.endsWith('.salt.json')) $('bundle-salt').value = text;
-    else if (text.startsWith('c2sp.org/tlog-proof@v1\n') || oap.isAnchorsFile(text) && text.includes('oap-anchors/v1')) files.push({ name: f.name, text });
+    else if (isProofFile(text)) files.push({ name: f.name, text });
     else if (f.name.endsWith('.did.json') || /"@context"[\s\S]*"verificationMethod"/.test(text)) $('bundle-dids').value += (($('bundle-dids').value.trim() ? '\n' : '') + text.trim());
     else if (f.name.endsWith('.json')) $('bundle-receipt').value = text;
     else if (f.name.endsWith('.policy') || /^(#.*\n|\s*\n)*log /.test(text)) notes.push(`${f.name} is a policy: pin it under Trust`);
@@ -73,16 +77,35 @@ async function verdict(item, receiptText, saltText, documents) {
   return anchorVerdict(item.text, { receiptText, saltText, documents });
 }
 
+/** What was given, before anything is checked: a mistake here is said as one (wrongInput),
+ * never as a failed proof. -> the reason, or null. */
+function inputMistake(items, receipt, salt) {
+  try {
+    for (const [id, what] of [['bundle-text', 'the pasted bundle'], ['bundle-receipt', 'the receipt'], ['bundle-salt', 'the salt'],
+      ['bundle-dids', 'the DID documents']]) checkLength($(id).value, what, MAX_TEXT);
+  } catch (e) { return e.reason; }
+  if (!items.length) return 'give a .tlog-proof bundle (or an .anchors.json file) to check';
+  if ((receipt || salt) && items.length !== 1)
+    return `a receipt and a salt are checked against one bundle at a time, and ${items.length} are given: remove all but the one that anchors it`;
+  if (salt && !receipt) return 'a salt opens a commitment to a receipt: give the receipt too';
+  const pasted = items.find((x) => x.name === 'pasted bundle');
+  if (pasted && !isProofFile(pasted.text)) return 'the pasted text is not a .tlog-proof bundle (its first line must be c2sp.org/tlog-proof@v1) nor an anchors file';
+  for (const [text, what] of [[receipt, 'the receipt'], [salt, 'the salt file']]) {
+    if (!text) continue;
+    try { oap.parseJSON(text, { strict: false }); } catch (e) { return `${what} is not JSON: ${reasonOf(e)}`; }
+  }
+  return null;
+}
+
 async function check() {
   running('bundle-verdict');
   const items = [...files];
   if ($('bundle-text').value.trim()) items.unshift({ name: 'pasted bundle', text: $('bundle-text').value });
   const receipt = $('bundle-receipt').value.trim(), salt = $('bundle-salt').value.trim();
-  if (!items.length) { failed('bundle-verdict', 'give a .tlog-proof bundle'); return; }
-  if ((receipt || salt) && items.length !== 1) { failed('bundle-verdict', 'a receipt and a salt are checked against one bundle at a time'); return; }
-  if (salt && !receipt) { failed('bundle-verdict', 'a salt opens a commitment to a receipt: give the receipt too'); return; }
+  const mistake = inputMistake(items, receipt, salt);
+  if (mistake) { fill('bundle-results'); wrongInput('bundle-verdict', mistake); return; }
   let documents;
-  try { documents = documentsIn($('bundle-dids').value); } catch (e) { failed('bundle-verdict', `DID documents: ${reasonOf(e)}`); return; }
+  try { documents = documentsIn($('bundle-dids').value); } catch (e) { fill('bundle-results'); wrongInput('bundle-verdict', `the DID documents: ${reasonOf(e)}`); return; }
   app.documents = documents;
   const out = [];
   const box = fill('bundle-results');

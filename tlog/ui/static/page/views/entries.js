@@ -1,7 +1,7 @@
 // Browse the log's entries, newest first, a page at a time (?view=entries&before=N): read from
 // entry bundles and hash tiles only, and each entry proven included in the checkpoint.
 import { $, h, rows, fill, reasonOf, time } from '../dom.js';
-import { show, failed, running } from '../verdict.js';
+import { show, failed, running, wrongInput } from '../verdict.js';
 import { app } from '../services.js';
 import { currentHead } from '../head.js';
 import { readEntries, entryLink, summary, signerOf, claimedTime } from '../entrydata.js';
@@ -14,7 +14,7 @@ export function init() {
   $('entries-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const at = $('entries-at').value.trim();
-    if (!/^[0-9]{1,19}$/.test(at)) { failed('entries-verdict', 'give an index (a decimal number)'); return; }
+    if (!/^[0-9]{1,19}$/.test(at)) { wrongInput('entries-verdict', 'give an index (a decimal number)'); return; }
     go({ view: 'entries', before: (BigInt(at) + 1n).toString() });
   });
 }
@@ -30,7 +30,7 @@ function pager(id, before, size) {
 }
 
 export async function render(params) {
-  if (!app.log) { failed('entries-verdict', 'no log: give its URL (Trust, Services)'); return; }
+  if (!app.log) { wrongInput('entries-verdict', 'no log to read: give its URL (Trust, Services)'); return; }
   running('entries-verdict', 'reading entry bundles and tiles…');
   const head = await currentHead();
   if (!head || head.error) { failed('entries-verdict', head ? reasonOf(head.error) : 'no checkpoint'); return; }
@@ -38,7 +38,7 @@ export async function render(params) {
   let before = size;
   const raw = params.get('before');
   if (raw !== null) {
-    if (!/^[0-9]{1,19}$/.test(raw)) { failed('entries-verdict', 'before must be a decimal index'); return; }
+    if (!/^[0-9]{1,19}$/.test(raw)) { wrongInput('entries-verdict', 'before must be a decimal index'); return; }
     before = BigInt(raw) < size ? BigInt(raw) : size;
   }
   const lo = before > PAGE ? before - PAGE : 0n;

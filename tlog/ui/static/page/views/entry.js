@@ -3,7 +3,7 @@
 // the checkpoint against the pinned policy, the entry's own signature.
 import * as oap from '../../lib/index.js';
 import { $, h, facts, fill, value, time, rawLink, copyButton, downloadButton, reasonOf } from '../dom.js';
-import { show, failed, running, idle } from '../verdict.js';
+import { show, running, idle, wrongInput, failedOrInput, checkLength, InputError } from '../verdict.js';
 import { app } from '../services.js';
 import { get, getOnce } from '../net.js';
 import { go, href } from '../router.js';
@@ -14,6 +14,17 @@ import { showConformance } from '../conformance.js';
 const FIELDS = { index: 'entry-index', leaf: 'entry-leaf', receipt_hash: 'entry-receipt-hash' };
 let generation = 0;
 let pasted = null; // {hash, text}: a receipt pasted here; its signatures are checked when its entry is shown
+const MAX_RECEIPT = 1024 * 1024; // characters of a pasted receipt.json
+
+/** A lookup in the log whose 404 or 400 means the input names nothing the log holds (an index
+ * past its size, a hash no entry has) or is malformed: said as an input mistake, not a failure. */
+async function lookup(url, what, once = false) {
+  try { return await (once ? getOnce(url) : get(url)); } catch (e) {
+    if (e.status === 404) throw new InputError(e.said ? `${what} (${e.said})` : what);
+    if (e.status === 400 && e.code === 'invalid_input') throw new InputError(e.said || 'the log refused this query as malformed');
+    throw e;
+  }
+}
 
 export function init() {
   $('entry-form').addEventListener('submit', async (e) => {
@@ -21,24 +32,30 @@ export function init() {
     const q = { view: 'entry' };
     for (const [k, id] of Object.entries(FIELDS)) if ($(id).value.trim()) q[k] = $(id).value.trim();
     const receipt = $('entry-receipt').value.trim();
+    try { // a mistake in what was typed is said here, and never put in the page's URL
+      for (const [k, what] of [['index', 'the index'], ['leaf', 'the leaf hash'], ['receipt_hash', 'the receipt hash']])
+        if (q[k]) checkLength(q[k], what);
+      checkLength(receipt, 'the receipt', MAX_RECEIPT);
+    } catch (err) { wrongInput('entry-verdict', err.reason); return; }
     if (!q.index && !q.leaf && !q.receipt_hash && receipt) {
       try {
         q.receipt_hash = (await oap.receiptHash(receipt)).text;
         pasted = { hash: q.receipt_hash, text: receipt };
         $('entry-hash').textContent = `receipt hash, computed here (RFC 8785 JCS + SHA-256): ${q.receipt_hash}`;
       } catch (err) {
-        failed('entry-verdict', `the receipt does not parse: ${reasonOf(err)}`);
+        wrongInput('entry-verdict', `the receipt does not parse: ${reasonOf(err)}`);
         return;
       }
     } else {
       $('entry-hash').textContent = '';
     }
-    if (Object.keys(q).length === 1) { failed('entry-verdict', 'give an index, a leaf hash, a receipt hash or a receipt'); return; }
+    if (Object.keys(q).length === 1) { wrongInput('entry-verdict', 'give an index, a leaf hash, a receipt hash or a receipt'); return; }
     go(q);
   });
 }
 
 function clear() {
+  $('entry-body').hidden = true; // no empty headings over a result that is not there
   facts('entry-facts', []);
   for (const id of ['entry-json', 'entry-proof', 'entry-links', 'entry-proof-actions', 'entry-conformance']) fill(id);
 }
@@ -49,19 +66,20 @@ export async function render(params) {
   clear();
   const index0 = params.get('index'), leaf = params.get('leaf'), rh = params.get('receipt_hash');
   if (!index0 && !leaf && !rh) { idle('entry-verdict', 'nothing looked up'); return; }
-  if (!app.log) { failed('entry-verdict', 'no log: give its URL (Trust, Services)'); return; }
+  if (!app.log) { wrongInput('entry-verdict', 'no log to look in: give its URL (Trust, Services)'); return; }
   running('entry-verdict');
   const url = app.log;
   try {
+    for (const [v, what] of [[index0, 'the index'], [leaf, 'the leaf hash'], [rh, 'the receipt hash']]) if (v) checkLength(v, what);
     let index = index0, also = [];
-    if (!index && leaf) index = String((await get(`${url}/v1/entries:lookup?leaf_hash=${encodeURIComponent(leaf)}`)).index);
+    if (!index && leaf) index = String((await lookup(`${url}/v1/entries:lookup?leaf_hash=${encodeURIComponent(leaf)}`, 'the log holds no entry with this leaf hash')).index);
     if (!index && rh) {
-      const found = await get(`${url}/v1/entries:lookup?receipt_hash=${encodeURIComponent(rh)}`);
+      const found = await lookup(`${url}/v1/entries:lookup?receipt_hash=${encodeURIComponent(rh)}`, 'the log holds no entry anchoring this receipt hash');
       index = String(found.receipts[0].index);
       also = found.receipts.slice(1).map((x) => x.index);
     }
-    if (!/^(0|[1-9][0-9]{0,18})$/.test(index)) throw new Error('an index is a decimal number');
-    const resp = await getOnce(`${url}/v1/entries/${index}`);
+    if (!/^(0|[1-9][0-9]{0,18})$/.test(index)) throw new InputError(`an index is a decimal number with no sign or leading zero, not ${JSON.stringify(index)}`);
+    const resp = await lookup(`${url}/v1/entries/${index}`, 'the log holds no such entry', true);
     const checked = await oap.verifyEntryResponse(resp); // the leaf hash is recomputed from the bytes
     const proof = await get(`${url}/v1/proof/inclusion?index=${index}`);
     if (mine !== generation) return;
@@ -73,6 +91,7 @@ export async function render(params) {
     const v = await verdictOf(ENTRY_CHECKS, ctx, `entry ${index} is in ${ctx.cp.origin} at size ${ctx.cp.size}`);
     if (mine !== generation) return;
     show('entry-verdict', v);
+    $('entry-body').hidden = false;
     const entry = checked.entry, text = oap.formatProofBundle(bundle);
     facts('entry-facts', [
       ['index', String(index)], ['type', entry.type], ['leaf hash', value(oap.b64enc(checked.leafHash), 'leaf hash')],
@@ -93,6 +112,6 @@ export async function render(params) {
     $('entry-proof').textContent = text;
     fill('entry-proof-actions', copyButton(text, 'proof bundle'), ' ', downloadButton(text, `entry-${index}.tlog-proof`, 'download .tlog-proof'));
   } catch (e) {
-    if (mine === generation) failed('entry-verdict', reasonOf(e));
+    if (mine === generation) failedOrInput('entry-verdict', e, reasonOf);
   }
 }

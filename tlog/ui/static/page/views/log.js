@@ -83,13 +83,14 @@ function neighbours(head) {
   rows('neighbours', list);
 }
 
-/** A mirror's checkpoint: the same checks as the log's (against the same pin), and a
- * consistency proof between the two, built from the tiles of the larger tree. */
-async function checkMirror(url, head, cell) {
+/** A mirror's checkpoint: the log's signature and the mirror's cosignature, against the same
+ * pin (checks.js mirrorPolicy: not the witnesses' quorum, which a mirror's copy does not
+ * carry), and a consistency proof between the two, built from the tiles of the larger tree. */
+export async function checkMirror(url, head, cell) {
   running(cell);
   try {
     const note = await get(`${url}/checkpoint`, 'text');
-    const ctx = await checkpointContext(app.trust, note, { served: app.served, logUrl: url, live: false });
+    const ctx = await checkpointContext(app.trust, note, { served: app.served, logUrl: url, live: false, mirror: url });
     const v = await verdictOf(CHECKPOINT_CHECKS, ctx, `mirror at size ${ctx.cp.size}`);
     if (v.state !== 'fail' && usable(head)) {
       const a = { size: ctx.cp.size, root: ctx.cp.root }, b = { size: head.cp.size, root: head.cp.root };

@@ -7,11 +7,12 @@
 // every record naming the id.
 import * as oap from '../../lib/index.js';
 import { $, h, rows, facts, fill, value, time, rawLink, reasonOf } from '../dom.js';
-import { show, failed, running, idle } from '../verdict.js';
+import { show, running, idle, failedOrInput, checkLength, InputError } from '../verdict.js';
 import { app } from '../services.js';
 import { get, pathPart } from '../net.js';
 import { href, params as currentParams } from '../router.js';
 import { UNPINNED_WORDS } from '../checks.js';
+import { SOURCES } from '../trust.js';
 import { registryInfo } from './registry.js';
 import { registryPolicy } from '../anchoring.js';
 import { commitLink, principalLink } from '../entrydata.js';
@@ -152,10 +153,16 @@ export async function render(params) {
   if (!id) { idle('status-verdict', 'no status checked'); return; }
   running('status-verdict');
   try {
+    checkLength(id, 'the id');
+    checkLength(issuer, 'the issuer');
     const info = await registryInfo();
     const q = issuer ? `?issuer=${encodeURIComponent(issuer)}` : '';
     const url = `${app.registry}/v1/status/${pathPart(id)}${q}`;
-    const text = await get(url, 'text', { fresh: true });
+    let text;
+    try { text = await get(url, 'text', { fresh: true }); } catch (e) { // the registry refused the id as malformed: the input
+      if (e.status === 400 && e.code === 'invalid_input') throw new InputError(e.said || 'the registry refused this id');
+      throw e;
+    }
     if (mine !== generation) return;
     const trust = await registryPolicy(info, { statusAnswers: true });
     const shown = await showAnswer(text, { id, issuer, info, trust, url });
@@ -165,36 +172,46 @@ export async function render(params) {
       follow(push, id, issuer, async (data) => {
         const trustNow = await registryPolicy(info, { statusAnswers: true });
         const again = await showAnswer(data, { id, issuer, info, trust: trustNow, url, pushed: true });
-        return { headline: again.headline, pinned: trustNow.pinned };
+        return { headline: again.headline, pinned: again.pinned };
       });
     }
     const cls = id.lastIndexOf('#');
     const owner = cls > 0 && TOKEN_CLASSES.includes(id.slice(cls + 1)) ? id.slice(0, cls) : id; // a token class: its principal's records
     await Promise.all([statusLists(id, info), conformance(id), records(owner)]);
   } catch (e) {
-    if (mine === generation) failed('status-verdict', reasonOf(e));
+    if (mine === generation) failedOrInput('status-verdict', e, reasonOf);
   }
 }
 
 /** Verify an answer (its JSON text) and show it; throws (and shows nothing) when it does not
  * verify and it was pushed. -> {headline, push, v} or null. */
 async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }) {
-  const { policy, pinned, said, logs, k } = trust;
+  const { policy, said, logs, k } = trust;
+  // the status key, pinned as `oap-registry status --log-policy` pins it: a `registry` line of
+  // the pin of a log the registry anchors in; else it is only the key the registry names
+  const key = app.trust.registryKey(info.status_service, logs.map((l) => l.origin));
+  const pinned = trust.pinned && !!key.pinned;
   let v;
   try { // the answer must be about the id asked about (a credential's: scoped by its issuer)
+    if (key.others) throw new oap.StatusVerificationError(`the registry signs with ${info.status_service}, which the pinned policy `
+      + `does not pin (it pins ${key.others.join(', ')})`);
     v = await oap.verifyStatus(text, { registry: info.status_service, id: issuer ? oap.vcStatusKey(id, issuer) : id, policy });
   } catch (e) {
     if (pushed) throw e;
     show('status-verdict', { state: 'fail', headline: `FAILED: ${reasonOf(e)}`, checks: [
       r('fail', 'status answer', reasonOf(e)),
-      r(pinned ? 'pass' : 'warn', pinned ? 'pinned' : 'not pinned', `log anchors checked against ${said}`)] });
+      r(trust.pinned ? 'pass' : 'warn', trust.pinned ? 'pinned' : 'not pinned', `log anchors checked against ${said}`)] });
     fill('status-links', rawLink(url, 'raw answer'));
     return null;
   }
   const resp = oap.parseJSON(text, { strict: false });
   const look = lookOf(v.status), words = meaning(v, id);
   const st = v.statement;
-  const checks = [r('pass', 'signature', 'by the status key ', value(info.status_service, 'status key'))];
+  const checks = [key.pinned
+    ? r('pass', 'signature', 'by the pinned status key ', value(info.status_service, 'status key'),
+      ` (${SOURCES[key.pinned.source] || key.pinned.source})`)
+    : r('warn', 'signature', 'by the key the registry names itself, ', value(info.status_service, 'status key'),
+      ': NOT PINNED (a registry line in a pinned policy pins it: Trust)')];
   checks.push(...await anchorRows(resp.epoch_anchor, policy, `epoch ${v.epoch}`, said, logs, k));
   if (v.history !== info.registry)
     checks.push(r('info', 'history', 'records are in the history of the registry ', value(v.history, 'registry key'), ' (this answer is signed by a mirror)'));
@@ -212,7 +229,7 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
   const now = Date.now() / 1000, nextU = v.nextUpdate.getTime() / 1000;
   checks.push(r('pass', 'fresh', 'answered ', time(resp.this_update), ', fresh until ', time(resp.next_update, { age: false }),
     ` (for another ${Math.max(0, Math.round((nextU - now) / 60))} min)`));
-  checks.push(r(pinned ? 'pass' : 'warn', pinned ? 'pinned' : 'not pinned', pinned ? `the log anchors were checked against ${said}` : `${UNPINNED_WORDS} (${said})`));
+  checks.push(r(trust.pinned ? 'pass' : 'warn', trust.pinned ? 'pinned' : 'not pinned', trust.pinned ? `the log anchors were checked against ${said}` : `${UNPINNED_WORDS} (${said})`));
   const state = look.state === 'pass' && !pinned ? 'unpinned' : look.state;
   const headline = v.status === 'good' || v.status === 'unknown' ? `${look.word} (verified)` : `${words.headline} (verified)`;
   show('status-verdict', { state, headline, summary: [...words.detail, !pinned ? `; NOT PINNED: ${UNPINNED_WORDS}` : ''], checks });
@@ -234,7 +251,7 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
     /^did:/.test(id) && app.log ? [' ', h('a', { href: href({ view: 'search', q: id.split('#')[0] }), text: 'receipts it signed in the log' })] : '',
     id.startsWith('did:') && !id.includes('#') ? [' ', ...TOKEN_CLASSES.map((c) => [principalLink(`${id}#${c}`, c), ' '])] : '');
   if (typeof st.caveat === 'string') fill('status-caveat', h('strong', { text: 'Caveat (signed in the epoch statement): ' }), st.caveat);
-  return { headline, push, v };
+  return { headline, push, v, pinned };
 }
 
 /** One row per log the epoch statement is anchored in (k of them required), and the rule. */

@@ -5,7 +5,7 @@
 // registry's word for that log's key (never green).
 import * as oap from '../../lib/index.js';
 import { $, h, rows, facts, fill, value, time, rawLink, copyButton, downloadButton, reasonOf } from '../dom.js';
-import { show, failed, running } from '../verdict.js';
+import { show, failed, running, wrongInput, checkLength } from '../verdict.js';
 import { app } from '../services.js';
 import { get } from '../net.js';
 import { href, go } from '../router.js';
@@ -21,7 +21,8 @@ export function init() {
   $('registry-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const id = $('status-id').value.trim(), issuer = $('status-issuer').value.trim();
-    if (!id) { failed('registry-verdict', 'give a DID or a record id'); return; }
+    if (!id) { wrongInput('registry-verdict', 'give a DID, a token class (DID#oauth_grants) or a record id'); return; }
+    try { checkLength(id, 'the id'); checkLength(issuer, 'the issuer'); } catch (err) { wrongInput('registry-verdict', err.reason); return; }
     go({ view: 'principal', id, issuer: issuer || null });
   });
 }
@@ -79,8 +80,12 @@ export async function render(params) {
   const named = registryLogs(info);
   let genesis = null;
   try { genesis = await registryGenesis(info); } catch (_) { genesis = null; }
-  facts('registry-facts', [['registry', `${info.name} (${info.mode})`], ['anchors signed by', value(info.registry, 'registry key')],
-    ['status answers signed by', info.status_service ? value(info.status_service, 'status key') : 'no status service'],
+  const keyPin = (did) => { // as the status view says it: pinned by a policy's registry line, or only named
+    const k = app.trust.registryKey(did, named.logs.map((l) => l.origin));
+    return k.pinned ? ' (pinned)' : k.others ? ' (NOT the key the pinned policy pins)' : ' (not pinned: the registry names it)';
+  };
+  facts('registry-facts', [['registry', `${info.name} (${info.mode})`], ['anchors signed by', [value(info.registry, 'registry key'), keyPin(info.registry)]],
+    ['status answers signed by', info.status_service ? [value(info.status_service, 'status key'), keyPin(info.status_service)] : 'no status service'],
     ['head', info.head ? [commitLink(info.head.seq, info.head.commit, `commit ${info.head.seq}`), ' ', value(info.head.commit, 'commit')] : 'empty'],
     ['anchored in', named.logs.length ? named.logs.map((l, i) => h('span', { class: 'rec', data: { log: l.origin } }, `${i + 1}. ${l.origin}`,
       l.url ? [' at ', h('a', { href: href({ view: 'log', log: l.url }), text: l.url })] : '', ' key ', value(l.vkey, `key of ${l.origin}`))) : '—'],

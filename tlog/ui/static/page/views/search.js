@@ -4,7 +4,7 @@
 // list: each links to its entry, where it is verified.
 import * as oap from '../../lib/index.js';
 import { $, h, rows, fill, time, value, reasonOf, rawLink } from '../dom.js';
-import { show, failed, running } from '../verdict.js';
+import { show, running, wrongInput, failedOrInput, checkLength, InputError } from '../verdict.js';
 import { app } from '../services.js';
 import { get, pathPart } from '../net.js';
 import { href, go } from '../router.js';
@@ -19,7 +19,13 @@ let generation = 0;
 export function init() {
   $('search-form').addEventListener('submit', (e) => {
     e.preventDefault();
-    go({ view: 'search', q: $('search-q').value.trim(), since: $('search-since').value.trim(), until: $('search-until').value.trim() });
+    const q = { view: 'search', q: $('search-q').value.trim(), since: $('search-since').value.trim(), until: $('search-until').value.trim() };
+    try { // a mistake in what was typed is said here, and never put in the page's URL
+      checkLength(q.q, 'the search text');
+      checkLength(q.since, 'since', 64);
+      checkLength(q.until, 'until', 64);
+    } catch (err) { rows('search-results', []); fill('search-pager'); wrongInput('search-verdict', err.reason); return; }
+    go(q);
   });
 }
 
@@ -45,19 +51,40 @@ export async function render(params) {
   rows('search-results', []);
   fill('search-pager');
   if (!q) { show('search-verdict', { state: 'idle', headline: 'no search yet' }); return; }
-  const kind = kindOf(q);
-  if (!kind) { failed('search-verdict', 'not a DID, hash, index or id this page can search for'); return; }
+  try {
+    checkLength(q, 'the search text');
+    if (!kindOf(q)) throw new InputError('not a DID, hash, index or id this page can search for');
+    for (const [name, v] of [['since', since], ['until', until]]) {
+      if (!v) continue;
+      try { oap.parseUtc(v, name); } catch (e) { throw new InputError(reasonOf(e)); }
+    }
+  } catch (e) { wrongInput('search-verdict', e.reason); return; }
   running('search-verdict', 'searching…');
   try {
-    for (const [name, v] of [['since', since], ['until', until]]) if (v) oap.parseUtc(v, name);
     const stale = () => mine !== generation;
-    await SEARCHES[kind](q, params, stale);
+    await SEARCHES[kindOf(q)](q, params, stale);
   } catch (e) {
-    if (mine === generation) failed('search-verdict', reasonOf(e));
+    if (mine === generation) failedOrInput('search-verdict', e, reasonOf);
   }
 }
 
-const needLog = () => { if (!app.log) throw new Error('no log: give its URL (Trust, Services)'); };
+const needLog = () => { if (!app.log) throw new InputError('no log to search: give its URL (Trust, Services)'); };
+
+/** The services' 400 invalid_input about what was asked: an input mistake, in their words. */
+async function asked(url) {
+  try { return await get(url); } catch (e) {
+    if (e.status === 400 && e.code === 'invalid_input') throw new InputError(e.said || 'the service refused the query');
+    throw e;
+  }
+}
+
+/** Why a receipt's agent or tool is not found by a signer search (shown with every such
+ * search): the log holds only the receipt's hash and the key that anchored it. */
+const SIGNER_HINT = () => h('p', { class: 'hint', data: { hint: 'signer' } },
+  "The log knows a receipt only by its hash and by the key that anchored it (the entry's signer: the key given to ",
+  h('code', { text: 'oap-log add --key' }), '). The DIDs a receipt names, its agent_did and tool_did, and their signatures stay in '
+  + 'the receipt and are never sent to the log. To find a receipt by them, ',
+  h('a', { href: href({ view: 'entry' }), text: 'paste the receipt.json' }), ' (it is hashed here) or search for its hash (sha256:…).');
 
 const SEARCHES = {
   async index(q) {
@@ -76,7 +103,7 @@ const SEARCHES = {
     if (since) qs.set('since', since);
     if (after) qs.set('after', after);
     const url = `${app.log}/v1/receipts?${qs}`;
-    const body = await get(url);
+    const body = await asked(url);
     if (stale()) return;
     const hits = body.receipts.filter((x) => untilUs === null || oap.parseUtc(x.logged_at, 'logged_at') <= untilUs
       || (x.timestamp && oap.parseUtc(x.timestamp, 'timestamp') <= untilUs));
@@ -86,16 +113,17 @@ const SEARCHES = {
     if (body.next_after !== undefined && !pastUntil)
       fill('search-pager', h('a', { href: href({ view: 'search', q, since, until, after: String(body.next_after) }), text: 'More receipts ›', rel: 'next' }));
     const who = body.signer && body.signer !== q ? [' (', value(body.signer, 'signer'), ')'] : '';
-    done(hits.length, `receipt(s) signed by ${q}${after ? ` after index ${after}` : ''}`,
-      h('p', { class: 'links' }, 'listed by the log\'s receipt index (open one to verify it); ', who,
-        rawLink(url), app.registry ? [' · ', principalLink(q, 'its status and records in the registry')] : ''));
+    done(hits.length, `receipt(s) signed by ${q}${after ? ` after index ${after}` : ''}`, [
+      h('p', { class: 'links' }, 'listed by the log\'s receipt index, by the key that anchored each (open one to verify it); ', who,
+        rawLink(url), app.registry ? [' · ', principalLink(q, 'its status and records in the registry')] : ''),
+      SIGNER_HINT()]);
   },
 
   async receipt_hash(q) {
     needLog();
     const url = `${app.log}/v1/entries:lookup?receipt_hash=${encodeURIComponent(q.toLowerCase())}`;
     let body;
-    try { body = await get(url); } catch (e) { if (e.status === 404) { done(0, `no entry anchors ${q}`); return; } throw e; }
+    try { body = await asked(url); } catch (e) { if (e.status === 404) { done(0, `no entry anchors ${q}`); return; } throw e; }
     rows('search-results', body.receipts.map((x) => ({ cells: [entryLink(x.index), ['signed by ', signerLink(x.signer)],
       time(x.logged_at), x.timestamp ? time(x.timestamp, { age: false }) : '—'] })));
     done(body.receipts.length, `entr${body.receipts.length === 1 ? 'y anchors' : 'ies anchor'} this receipt`, h('p', { class: 'links' }, rawLink(url)));
@@ -105,7 +133,7 @@ const SEARCHES = {
     needLog();
     const url = `${app.log}/v1/entries:lookup?leaf_hash=${encodeURIComponent(q)}`;
     let body;
-    try { body = await get(url); } catch (e) { if (e.status === 404) { done(0, 'no entry has this leaf hash'); return; } throw e; }
+    try { body = await asked(url); } catch (e) { if (e.status === 404) { done(0, 'no entry has this leaf hash'); return; } throw e; }
     rows('search-results', [{ cells: [entryLink(body.index), ['leaf hash ', value(body.leaf_hash, 'leaf hash')], '', ''] }]);
     done(1, 'entry has this leaf hash', h('p', { class: 'links' }, rawLink(url)));
   },
@@ -144,7 +172,7 @@ const SEARCHES = {
 
   /** A registry commit hash: the latest pages of commits, newest first. */
   async commit(q, params, stale) {
-    if (!app.registry) throw new Error('no registry: give its URL (Trust, Services)');
+    if (!app.registry) throw new InputError('no registry to search: give its URL (Trust, Services)');
     let before = null;
     for (let page = 0; page < 10; page++) {
       const body = await get(`${app.registry}/v1/commits?limit=100${before !== null ? `&before=${before}` : ''}`);

@@ -1,6 +1,7 @@
 // Trust (?view=trust): what the page checks against and how to change it; the trust bar under
 // the navigation, on every view; and the alarms above it, the loudest thing the page says
 // (a log that showed two histories, a key that changed).
+import * as oap from '../../lib/index.js';
 import { $, h, rows, fill, value, time, downloadButton, reasonOf, shorten } from '../dom.js';
 import { show } from '../verdict.js';
 import { app } from '../services.js';
@@ -118,16 +119,41 @@ export function alarms() {
   bar();
 }
 
+/** What a policy requires, one row each: the log's key, every witness and mirror (key, URL),
+ * the groups, the quorum, `logs <k>`, and the registries whose keys it pins. `state`: the rows'
+ * state (pass for a pinned policy, info for what a log says about itself). */
+export function policyRows(text, o, state) {
+  let p;
+  try { p = oap.parsePolicy(text); } catch (e) { return [{ state: 'fail', label: 'policy', detail: [reasonOf(e)] }]; }
+  const at = (url) => (url ? [' at ', h('span', { class: 'mono', text: url })] : '');
+  const out = keysIn(text, o).map((k) => ({ state, label: 'log key', detail: [value(k, 'log key')] }));
+  for (const w of p.witnesses.values())
+    out.push({ id: w.mirror ? 'policy-mirror' : 'policy-witness', state, label: `${w.mirror ? 'mirror' : 'witness'} ${w.name}`,
+      detail: [value(w.vkey, `key of ${w.name}`), at(w.url), w.mirror ? ' (a C2SP tlog-mirror: its cosignature also says it stored the entries)' : ''] });
+  for (const g of p.groups.values()) {
+    const n = g.members.length, k = g.threshold === n ? (n === 1 ? '1' : 'all') : g.threshold === 1 ? 'any' : String(g.threshold);
+    out.push({ id: 'policy-group', state, label: `group ${g.name}`, detail: [`${k} of ${g.members.join(', ')}`] });
+  }
+  out.push({ id: 'policy-quorum', state, label: 'quorum',
+    detail: [p.quorum === null ? 'none: no cosignature is required' : `${p.quorum}: a checkpoint is accepted only when it is met`] });
+  if (p.logQuorum > 1) out.push({ id: 'policy-logs', state, label: 'logs', detail: [`an entry counts when ${p.logQuorum} of the logs hold it`] });
+  for (const reg of p.registries)
+    out.push({ id: 'policy-registry', state, label: 'registry key', detail: [value(reg.did, 'registry key'), at(reg.url), ': status answers must be signed by it'] });
+  return out;
+}
+
 export async function render() {
   const o = origin();
   const pin = o ? app.trust.pinFor(o) : null;
   if (!o) show('trust-state', { state: 'idle', headline: 'no log loaded' });
   else if (pin) {
     show('trust-state', { state: 'pass', headline: `PINNED: ${o}`, summary: `checked against ${SOURCES[pin.source] || pin.source}${pin.detail ? ` (${pin.detail})` : ''}`,
-      checks: keysIn(pin.text, o).map((k) => ({ state: 'pass', label: 'log key', detail: [value(k, 'pinned key')] })) });
+      checks: policyRows(pin.text, o, 'pass') });
   } else {
     show('trust-state', { state: 'unpinned', headline: `NOT PINNED: ${o}`, summary: `results are ${UNPINNED_WORDS}`,
-      checks: app.logInfo ? [{ state: 'info', label: 'the log says its key is', detail: [value(app.logInfo.verifier_key, 'log key')] }] : [] });
+      checks: app.served ? [{ state: 'info', label: 'the log says', detail: ['(its own /v1/policy, not checked against anything you trust)'] },
+        ...policyRows(app.served, o, 'info')]
+        : app.logInfo ? [{ state: 'info', label: 'the log says its key is', detail: [value(app.logInfo.verifier_key, 'log key')] }] : [] });
   }
   const actions = [];
   if (o && !pin && app.served) actions.push(h('button', { type: 'button', id: 'tofu-here', text: "Trust this log's key (first use)", on: { click: tofu } }));
