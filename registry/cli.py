@@ -377,12 +377,15 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
                                    "key_pinned": pinned_by is not None}
         if v.status == "revoked":
             out_obj |= {"revoked_at": resp["revocation"]["revoked_at"], "reason": v.reason, "by": by}
-            if v.reinstated_at is not None:
+            if v.reinstated_at is not None:  # a token class: the tokens issued since carry reinstated_id
                 out_obj["reinstated_at"] = resp["revocation"]["reinstated"]["reinstated_at"]
+                out_obj["reinstated_id"] = v.reinstated_id
         elif v.status == "suspended":
             out_obj |= {"suspended_at": resp["suspension"]["suspended_at"], "reason": v.reason, "by": by}
         if v.subject is not None:  # a receipt that falls with its subject
             out_obj["subject"] = v.subject
+        if v.signer is not None:  # a receipt whose level does not hold: the signer that does not count
+            out_obj["signer"] = resp["revocation"]["signer"]
         click.echo(json.dumps(out_obj))
         sys.exit(STATUS_EXIT[v.status])
     click.echo(f"{v.status.upper()}  {v.id}")
@@ -395,12 +398,23 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         click.echo(f"  revoked at {resp['revocation']['revoked_at']} reason {v.reason} by {by or '?'}")
         if v.reinstated_at is not None:
             at = resp["revocation"]["reinstated"]["reinstated_at"]
-            click.echo(f"  reinstated at {at}: tokens issued from then on are not revoked; every earlier one is")
+            click.echo(f"  every token of this id stays revoked; the principal recovered at {at}: the tokens it "
+                       f"issued since carry the status id {v.reinstated_id} (ask about that id)")
     elif v.status == "suspended":
         click.echo(f"  suspended at {resp['suspension']['suspended_at']} reason {v.reason} by {by or '?'}; "
                    "refuse it until it recovers")
     if v.subject is not None:
         click.echo(f"  with its subject {v.subject}: the receipt vouches for it and stands as it does")
+    if v.signer is not None:
+        signer = resp["revocation"]["signer"]
+        if v.reason == "witness_unqualified":
+            click.echo(f"  its level does not hold: witness {v.signer} held no valid L4/L5 receipt when it signed, "
+                       "and too few qualified witnesses remain")
+        else:
+            role = "auditor" if v.reason == "auditor_invalid" else "witness"
+            click.echo(f"  its level does not hold: {role} {v.signer} was {signer['status']} ({signer['reason']}) "
+                       f"since {signer['since']}, no later than the receipt was committed (the latest time it can "
+                       "have signed): its signature does not count")
     sys.exit(STATUS_EXIT[v.status])
 
 
@@ -638,7 +652,7 @@ def conformance_make(key_file: Path, subject: str | None, key_id: str, level: st
     """Make a conformance receipt self-signed by the implementation's key."""
     from datetime import UTC, datetime, timedelta
 
-    from tlog.formats.conformance import new_claims, sign_conformance, validate_conformance
+    from tlog.formats.conformance import NC_LEVELS, NON_COMMERCIAL, new_claims, sign_conformance, validate_conformance
     from tlog.formats.diddoc import skip_resolved_signatures
     from tlog.formats.hashing import format_sha256, parse_sha256, sha256
 
@@ -654,7 +668,7 @@ def conformance_make(key_file: Path, subject: str | None, key_id: str, level: st
         audit = _read_json(audit_file) if audit_file is not None else None
         claims = new_claims(subject, level, results_digest=digest, suite={"name": suite_name, "version": suite_version},
                             issued_at=datetime.now(UTC), validity=timedelta(days=days),
-                            profile=profile or ("non-commercial" if level.endswith("-NC") else "standard"),
+                            profile=profile or (NON_COMMERCIAL if level in NC_LEVELS else "standard"),
                             audit=audit)
         by = None if subject.startswith("did:key:") else f"{subject}#{key_id}"
         receipt = sign_conformance(claims, seed, by=by)

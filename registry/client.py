@@ -11,14 +11,19 @@ from urllib.parse import quote
 import aiohttp
 
 from tlog.client.client import ServerError, bearer, oap_request, read_answer
+from tlog.client.verifier import TrustPolicy
 from tlog.formats.did import did_key_from_public
 from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import format_utc
 from tlog.formats.urls import check_url
 from tlog.transport import Outbound
 
+from .anchoring import Genesis
 from .records import sign_record
-from .statusverify import StatusVerificationError, check_answer_id, status_id_of
+from .statusverify import StatusVerificationError, VerifiedStatus, check_answer_id, status_id_of, verify_status
+
+MAX_EPOCHS = 64
+"""Token epochs `token_epoch` follows at most (one per recovery after a kill switch)."""
 
 
 def _now() -> str:
@@ -100,6 +105,30 @@ class RegistryClient:
                                 params={"issuer": issuer} if issuer else None)
         check_answer_id(resp, status_id_of(status_id, issuer))
         return resp
+
+    async def verified_status(self, status_id: str, *, registry: str, policy: TrustPolicy | None = None,
+                              issuer: str | None = None, genesis: Genesis | None = None) -> VerifiedStatus:
+        """The registry's answer about `status_id`, verified offline (`statusverify.verify_status`:
+        the registry key `registry` pinned by the caller, the log anchors against `policy`).
+        A relying party acts only on `.status == "good"`."""
+        resp = await self.status(status_id, issuer)
+        return verify_status(resp, registry=registry, status_id=status_id_of(status_id, issuer), policy=policy,
+                             genesis=genesis)
+
+    async def token_epoch(self, principal: str, token_class: str, *, registry: str,
+                          policy: TrustPolicy | None = None) -> VerifiedStatus:
+        """The verified answer about the status id the tokens `principal` issues now carry
+        (docs/architecture.md §6.1, token epochs): `<principal>#<class>` until a kill switch;
+        after each recovery the id of the epoch it opened, which every revoked answer names
+        (`reinstated_id`). While a kill switch is in force no epoch is open: the answer is the
+        revoked one. StatusVerificationError when the answers lead nowhere."""
+        sid = f"{principal}#{token_class}"
+        for _ in range(MAX_EPOCHS):
+            got = await self.verified_status(sid, registry=registry, policy=policy)
+            if got.reinstated_id is None:
+                return got
+            sid = got.reinstated_id
+        raise StatusVerificationError(f"more than {MAX_EPOCHS} token epochs of {principal}: stopped following them")
 
     async def info(self) -> dict[str, Any]:
         return await self._call("GET", "/v1/info")

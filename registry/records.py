@@ -63,16 +63,19 @@ from tlog.formats.did import MAX_DID, did_key_from_public, is_did, public_from_d
 from tlog.formats.diddoc import KeyLookup, verify_signed_by
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import sha256
-from tlog.formats.independence import Principal, principal, relation
+from tlog.formats.independence import relation
 from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import format_utc, parse_utc
 
 from .layout import REVOCATION_KINDS, record_path
 from .standing import (
     KILL_SWITCH_CLASSES,
+    QUALIFIED_LEVELS,
     RECOVERY_EVENTS,
     controllers,
-    ended_at,
+    level_unproven,
+    principal_in,
+    qualified,
     retirement,
     revoked_at,
     suspension,
@@ -87,7 +90,9 @@ REASONS = frozenset({
 KEY_EVENTS = frozenset({"add_controller", "rotate", "suspend", "resume"})
 KEYED_EVENTS = frozenset({"add_controller", "rotate"})
 """Key events that name a `key`; `suspend` and `resume` concern the subject alone."""
-HIGH_LEVELS = frozenset({"L4", "L5"})
+RESTRICTING_RECORDS = frozenset({"revocation", "kill_switch"})
+"""Record types that only take trust away (with the `suspend` key event): accepted from a
+signer whose key is revoked, never from one a rotation retired."""
 STATUS_LIST_BITS = 131072
 """W3C Bitstring Status List v1.0 minimum list length (16 KiB)."""
 MAX_STATUS_LISTS = 65536
@@ -368,15 +373,10 @@ class RegistryState(Protocol):
 
 
 def holds_high_level(state: RegistryState, did: str, at: datetime) -> bool:
-    """§31: `did` holds a valid (unexpired, unrevoked) L4 or L5 receipt at `at`, and is itself
-    neither revoked, retired by a rotation nor suspended."""
-    if ended_at(state, did, at) is not None or suspension(state, did, at) is not None:
-        return False
-    return any(
-        r.level in HIGH_LEVELS and r.effective_at <= at + MAX_CLOCK_SKEW and r.expires_at is not None
-        and at < r.expires_at and revoked_at(state, r.id, at) is None
-        for r in state.receipts_of(did)
-    )
+    """§31: `did` holds a valid (unexpired, unrevoked, its level holding) L4 or L5 receipt in this
+    registry at `at`, and is itself neither revoked, retired by a rotation nor suspended
+    (`registry.standing.qualified`, a bootstrap witness or not)."""
+    return qualified(state, did, at, bootstrap=False)
 
 
 def _retired(state: RegistryState, who: str, now: datetime) -> str | None:
@@ -401,7 +401,8 @@ def check_rules(rec: Record, state: RegistryState, now: datetime, *, documents: 
         raise Conflict(f"{rec.id} already names a different record; records are add-only, publish a new one",
                        path=rec.path)
     if rec.type == "conformance":
-        _witness_rule(rec, state, now, documents=documents)
+        _signers_rule(rec, state, now, documents=documents)
+        _qualified_parties(rec, state, now, documents)
         _independence_rule(rec, state, documents)
         _audit_anchor_rule(rec, policy)
         if revoked_at(state, rec.subject, now) is not None:
@@ -414,7 +415,11 @@ def check_rules(rec: Record, state: RegistryState, now: datetime, *, documents: 
         return True
     self_revocation = rec.type == "revocation" and rec.kind in ("did", "key") and rec.issued_by == rec.subject
     vc = rec.type == "revocation" and rec.kind == "vc"
-    if not self_revocation and revoked_at(state, rec.issued_by, now) is not None:
+    # A record that only takes trust away counts from a signer whose key is revoked (its owner,
+    # who revoked it for compromise, pulls its kill switch; at worst a thief revokes tokens);
+    # one that gives or restores trust does not (docs/architecture.md §6.1).
+    restricting = rec.type in RESTRICTING_RECORDS or (rec.type == "key_event" and rec.body["event"] == "suspend")
+    if not restricting and revoked_at(state, rec.issued_by, now) is not None:
         raise Forbidden(f"{rec.type}: signer {rec.issued_by} is revoked")
     if not self_revocation and not vc:  # a retired issuer may still revoke the credentials it issued
         retired = _retired(state, rec.issued_by, now)
@@ -428,7 +433,7 @@ def check_rules(rec: Record, state: RegistryState, now: datetime, *, documents: 
         if receipt is None:
             raise InvalidInput(f"revocation: conformance receipt {rec.subject} is not in this registry")
         owner = receipt.subject
-    if rec.issued_by not in controllers(state, owner, now) and not self_revocation:
+    if rec.issued_by not in controllers(state, owner, now, revoked_too=restricting) and not self_revocation:
         raise Forbidden(f"{rec.type}: {rec.issued_by} is neither {owner} nor a controller of it")
     if rec.type == "key_event":
         _key_event_rules(rec, state, now)
@@ -452,42 +457,50 @@ def _key_event_rules(rec: Record, state: RegistryState, now: datetime) -> None:
                            "registry's clock minus 5 minutes)")
 
 
-QUALIFIED_WITNESS_LEVELS = frozenset({"L5"})
-"""§31: L5 needs three witnesses that hold a valid L4 or L5 receipt themselves; L4
-needs one independent peer witness, with no level asked of it."""
-
-
-def _witness_rule(rec: Record, state: RegistryState, now: datetime, strict_l4: bool = False,
+def _signers_rule(rec: Record, state: RegistryState, now: datetime, strict_l4: bool = False,
                   documents: Documents | None = None) -> None:
+    """§31 and §28.5 at submission: every witness and the auditor counts only if its key is valid
+    for its DID now (the receipt's commit time, the latest time it can have signed): not
+    revoked, not retired by a rotation, not suspended; an L5 witness only if it holds a valid
+    L4/L5 receipt in this registry (or is a bootstrap witness), and the witnesses that count
+    are the level's number of independent parties. A 403 names the signer and the reason;
+    `registry.standing.level_unproven` is the same rule the status answers apply later."""
+    why = level_unproven(state, rec, now, documents=documents, strict_l4=strict_l4)
+    if why is None:
+        return
     need = MIN_WITNESSES.get(rec.level or "", 0)
-    if not need or (rec.level not in QUALIFIED_WITNESS_LEVELS and not (strict_l4 and rec.level == "L4")):
-        return  # the count itself is checked with the signatures (validate_conformance)
-    ok = [w for w in rec.witnesses if w in state.bootstrap_witnesses or holds_high_level(state, w, now)]
-    if len(ok) < need:
+    if why.reason == "witness_unqualified":
+        ok = [w for w in rec.witnesses if qualified(state, w, now)]
         missing = [w for w in rec.witnesses if w not in ok]
         raise Forbidden(
             f"conformance receipt: level {rec.level} needs {need} witness(es) holding a valid L4/L5 receipt in "
-            f"this registry; qualified: {len(ok)}; without one: {', '.join(missing) or 'none'}"
-        )
-    # ... and they are `need` independent parties (not one party under several DIDs)
+            f"this registry; qualified: {len(ok)}; without one: {', '.join(missing) or 'none'}",
+            witness=why.signer, reason=why.reason)
+    s = why.standing
+    assert s is not None
+    role = "auditor" if why.reason == "auditor_invalid" else "witness"
+    what = f"{s.status} ({s.reason}) since {format_utc(s.since)}"
+    if role == "auditor":
+        raise Forbidden(f"conformance receipt: auditor {why.signer} is {what}: its key does not speak for it, so "
+                        "its audit attestation does not count (§28.5)", auditor=why.signer, reason=s.reason)
+    raise Forbidden(f"conformance receipt: level {rec.level} needs {need} independent witness(es) whose keys are "
+                    f"valid when they sign; witness {why.signer} is {what}: its signature does not count (§28.5)",
+                    witness=why.signer, reason=s.reason)
+
+
+def _qualified_parties(rec: Record, state: RegistryState, now: datetime, documents: Documents | None) -> None:
+    """The L5 witnesses that count are three independent parties (not one party under
+    several DIDs), said with the parties and the rule."""
+    need = MIN_WITNESSES.get(rec.level or "", 0)
+    if rec.level not in QUALIFIED_LEVELS or need < 2:
+        return
+    ok = [w for w in rec.witnesses if qualified(state, w, now)]
     independent_witnesses("conformance receipt", rec.level or "", need,
                           [principal_in(state, w, documents) for w in ok], kind="qualified ")
 
 
 Documents = dict[str, Any]
 """DID -> the document resolved for a submission (not stored yet)."""
-
-
-def principal_in(state: RegistryState, did: str, documents: Documents | None = None) -> Principal:
-    """Everything the registry knows of `did` for the independence rules: every stored
-    version of its DID document (and the one resolved for this submission), and every
-    DID its key events ever named (added or rotated to, revoked or not: a key that once
-    spoke for a subject is never independent of it)."""
-    docs = list(state.did_documents_of(did))
-    if documents and did in documents:
-        docs.append(documents[did])
-    named = {e.key for e in state.key_events_of(did) if e.key} | {e.issued_by for e in state.key_events_of(did)}
-    return principal(did, documents=docs, controllers=named - {did})
 
 
 def _independence_rule(rec: Record, state: RegistryState, documents: Documents | None) -> None:
@@ -532,5 +545,5 @@ def validate_submission(doc: object, state: RegistryState, now: datetime, *, loo
     `policy`: the registry's log trust policy (`tlog.client.verifier.TrustPolicy`)."""
     rec = check_record(parse_submission(doc), now=now, lookup=lookup)
     if strict_l4 and rec.type == "conformance":
-        _witness_rule(rec, state, now, strict_l4=True, documents=documents)
+        _signers_rule(rec, state, now, strict_l4=True, documents=documents)
     return rec, check_rules(rec, state, now, documents=documents, policy=policy)

@@ -10,10 +10,12 @@ The meaning of the registry's records for relying parties (OAP-CORE-1.0 §5.3, �
   `effective_at`, everywhere: a retired key answers `revoked` with reason `superseded`,
   signs no registry record (but its own revocation and the revocation of credentials it
   issued) and is nobody's controller any more.
-- A **kill switch** revokes the principal's four token classes (`<principal>#<class>`).
-  A later **recovery** (a `rotate` or `resume` of the principal, committed after the kill
-  switch and effective after it) reinstates tokens issued from the recovery on; every
-  token issued before it stays revoked.
+- A **kill switch** revokes the principal's four token classes (`<principal>#<class>`) for
+  good: every token active at the kill (and every one issued while it is in force) stays
+  revoked. A later **recovery** (a `rotate` or `resume` of the principal, committed after
+  the kill switch and effective after it) opens a new token epoch: tokens issued from then
+  on carry the status id `<principal>#<class>@<recovery id>`, which the kill switches it
+  recovered from do not touch (a token issued before the recovery cannot name it).
 - A principal is **suspended** (§5.3) from a signed `suspend` key event until a recovery,
   and automatically while its primary key (its latest rotation key, else itself) has a
   `loss_of_key` revocation in force and no controller is left that could sign a recovery.
@@ -29,7 +31,12 @@ The meaning of the registry's records for relying parties (OAP-CORE-1.0 §5.3, �
   them: they only take trust away.
 - A **conformance receipt** shares its subject's standing: it is revoked from the
   subject's `revoked_at` (whatever the reason, `superseded` included) and suspended while
-  the subject is, besides its own revocations and expiry.
+  the subject is, besides its own revocations and expiry. Its level holds only while its
+  signers count (§31, §28.5): a witness or auditor counts if its key was valid for its DID
+  at the receipt's commit time, the latest time it can have signed (an L5 witness: holding
+  a valid L4/L5 then); when too few count, the receipt is revoked from its `issued_at`
+  (`witness_invalid`, `auditor_invalid`, `witness_unqualified`). A compromise dated after
+  the commit leaves the signature standing.
 
 Pure functions over the registry's state (`records.RegistryState`, which `index.Index`
 implements); `records.check_rules` and `status` both read them, so the registry's rules
@@ -42,6 +49,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from tlog.formats.conformance import MAX_CLOCK_SKEW, MIN_WITNESSES, claims_of
+from tlog.formats.independence import Principal, parties, principal
+
 KILL_SWITCH_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")
 """What a kill switch revokes (§22.3); each is a status id `<principal>#<class>`."""
 RECOVERY_EVENTS = frozenset({"rotate", "resume"})
@@ -51,6 +61,12 @@ ENABLING_EVENTS = frozenset({"add_controller", "rotate", "resume"})
 """Key events that give authority or lift a restriction: they count only when their signer
 could sign them at their commit time (`counting`)."""
 CONFORMANCE_PREFIX = "urn:oap:conformance:"
+HIGH_LEVELS = frozenset({"L4", "L5"})
+QUALIFIED_LEVELS = frozenset({"L5"})
+"""§31: L5 needs three witnesses that hold a valid L4 or L5 receipt themselves; L4 needs one
+independent peer witness, with no level asked of it."""
+EPOCH_PREFIX = "urn:oap:key-event:"
+"""A token epoch is named by the id of the recovery (a key event) that opened it."""
 
 
 class Rec(Protocol):
@@ -76,13 +92,21 @@ class Rec(Protocol):
     def body(self) -> dict[str, Any]: ...
     @property
     def content(self) -> bytes: ...
+    @property
+    def level(self) -> str | None: ...
+    @property
+    def witnesses(self) -> tuple[str, ...]: ...
     def status_keys(self) -> tuple[str, ...]: ...
 
 
 class State(Protocol):
     """What these functions read from a registry (`records.RegistryState`)."""
 
+    @property
+    def bootstrap_witnesses(self) -> frozenset[str]: ...
     def conformance(self, receipt_id: str) -> Rec | None: ...
+    def receipts_of(self, did: str) -> Iterable[Rec]: ...
+    def did_documents_of(self, did: str) -> Iterable[object]: ...
     def revocations_of(self, status_key: str) -> Iterable[Rec]: ...
     def key_events_of(self, subject: str) -> Iterable[Rec]: ...
     def key_events_naming(self, key: str) -> Iterable[Rec]: ...
@@ -95,10 +119,30 @@ class Indexed(State, Protocol):
     def all_records(self) -> Iterator[Rec]: ...
 
 
-def token_class(key: str) -> tuple[str, str] | None:
-    """(principal, class) when `key` is a kill-switch token class id, else None."""
-    principal, sep, cls = key.rpartition("#")
-    return (principal, cls) if sep and cls in KILL_SWITCH_CLASSES and principal.startswith("did:") else None
+def token_id(key: str) -> tuple[str, str, str | None] | None:
+    """(principal, class, epoch) when `key` is a token status id, else None: `<principal>#<class>`
+    (epoch None: the tokens the principal issued before its first recovery) or
+    `<principal>#<class>@<recovery id>` (the tokens issued since that recovery, a `rotate` or
+    `resume` key event of the principal named by its record id). A DID holds no `#`, so the
+    first one ends the principal; the record id may hold anything printable."""
+    principal, sep, rest = key.partition("#")
+    cls, at, epoch = rest.partition("@")
+    if not sep or cls not in KILL_SWITCH_CLASSES or not principal.startswith("did:"):
+        return None
+    if at and (not epoch.startswith(EPOCH_PREFIX) or len(epoch) == len(EPOCH_PREFIX)):
+        return None
+    return principal, cls, (epoch if at else None)
+
+
+def epoch_id(principal: str, cls: str, recovery: Rec | None) -> str:
+    """The status id of the tokens of class `cls` that `principal` issued since `recovery`."""
+    return f"{principal}#{cls}" if recovery is None else f"{principal}#{cls}@{recovery.id}"
+
+
+def epoch_record(state: State, principal: str, rid: str) -> Rec | None:
+    """The `rotate` or `resume` key event of `principal` whose id is `rid` (a token epoch), or None."""
+    return next((e for e in state.key_events_of(principal) if e.id == rid and e.body["event"] in RECOVERY_EVENTS),
+                None)
 
 
 def _is_did(key: str) -> bool:
@@ -206,11 +250,16 @@ def ended_at(state: State, key: str, at: datetime) -> datetime | None:
     return min(times) if times else None
 
 
-def controllers(state: State, subject: str, at: datetime) -> set[str]:
+def controllers(state: State, subject: str, at: datetime, *, revoked_too: bool = False) -> set[str]:
     """Who may speak for `subject` at `at`: the subject itself (a did:key with its key,
     another DID with the keys of its document), every key an `add_controller` event
     made its controller, and the key of its latest `rotate` event, which retires the
-    subject's did:key and the keys of earlier rotations; minus keys revoked or retired by then."""
+    subject's did:key and the keys of earlier rotations; minus keys revoked or retired by then.
+
+    `revoked_too`: keep the keys that are revoked (not those a rotation retired), for records
+    that only take trust away (a kill switch, a revocation, `suspend`): the owner of a key it
+    revoked for compromise may still pull its kill switch (§22.3, §28.5); at worst a thief
+    holding the key takes trust away, and the owner recovers through its recovery path."""
     events = sorted((e for e in counting(state, subject) if e.effective_at <= at and e.key),
                     key=lambda e: e.effective_at)  # stable: commit order breaks ties
     rotations = [e.key for e in events if e.body["event"] == "rotate"]
@@ -223,6 +272,8 @@ def controllers(state: State, subject: str, at: datetime) -> set[str]:
             out.add(subject)
     else:
         out.add(subject)
+    if revoked_too:
+        return {k for k in out if k is not None and retirement(state, k, at) is None}
     return {k for k in out if k is not None and ended_at(state, k, at) is None}
 
 
@@ -310,12 +361,24 @@ class KillState:
     reinstated_by: Rec | None  # the recovery; None: every token of the principal is revoked
 
 
-def kill_state(state: State, principal: str, at: datetime) -> KillState | None:
-    """The principal's kill switches at `at` (§22.3): the earliest one not recovered from, or
-    when all were, the one with the latest recovery (tokens issued before it stay revoked;
-    ties: the latest kill switch, then the first committed)."""
+def recovers(state: State, recovery_event: Rec, kill: Rec) -> bool:
+    """`recovery_event` recovers the principal from `kill`: it counts, it was committed after
+    the kill switch and it takes effect after it."""
+    return recovery_event.effective_at > kill.effective_at \
+        and state.position(recovery_event.path) > state.position(kill.path) \
+        and any(e.path == recovery_event.path for e in counting(state, recovery_event.subject))
+
+
+def kill_state(state: State, principal: str, at: datetime, epoch: Rec | None = None) -> KillState | None:
+    """The principal's kill switches at `at` (§22.3) that revoke the tokens of `epoch` (None:
+    the tokens issued before any recovery, whom every kill switch revokes; a recovery: the
+    tokens issued since it, whom the kill switches it recovered from do not revoke): the
+    earliest one not recovered from, or when all were, the one with the latest recovery
+    (which opened the next epoch; ties: the latest kill switch, then the first committed)."""
     kills = [r for r in state.revocations_of(f"{principal}#{KILL_SWITCH_CLASSES[0]}")
              if r.type == "kill_switch" and r.effective_at <= at]
+    if epoch is not None:
+        kills = [k for k in kills if not recovers(state, epoch, k)]
     if not kills:
         return None
     states = [KillState(k, recovery(state, principal, k, at)) for k in kills]
@@ -337,8 +400,9 @@ class Standing:
     `record` decided it (a revocation, kill switch, rotation, `suspend` event, a
     loss_of_key revocation, or an expired conformance receipt), `linked_by` the rotation
     that made the key it names the principal's key. A revoked token class whose principal
-    recovered carries `reinstated_at` / `reinstated_by`: tokens issued from then on are
-    not revoked, every earlier one is. A conformance receipt revoked or suspended through its
+    recovered carries `reinstated_at` / `reinstated_by`: the recovery that opened the next
+    token epoch (tokens issued since carry `epoch_id(..., reinstated_by)`); every token of
+    this id stays revoked. A conformance receipt revoked or suspended through its
     subject carries its subject's standing (`record`, `linked_by`, `reason`, `since`) and
     `via`, the receipt, which names the subject.
     """
@@ -352,6 +416,8 @@ class Standing:
     reinstated_at: datetime | None = None
     reinstated_by: Rec | None = None
     via: Rec | None = None  # a conformance receipt answering with its subject's standing: the receipt
+    signer: str | None = None  # a receipt whose level does not hold: the witness or auditor that does not count
+    signer_standing: Standing | None = None  # ... and its standing when it signed
 
     def records(self) -> tuple[Rec, ...]:
         return tuple(r for r in (self.record, self.linked_by, self.reinstated_by, self.via) if r is not None)
@@ -365,9 +431,13 @@ def standing(state: State, key: str, at: datetime,
     not recovered from) over a suspension over a kill switch recovered from. `subjects`
     caches the standings of receipt subjects across calls at one `at`.
     """
-    tc = token_class(key)
+    tc = token_id(key)
     if tc is not None:
-        s = _tokens(state, tc[0], at)
+        principal, _, rid = tc
+        epoch = None if rid is None else epoch_record(state, principal, rid)
+        if rid is not None and (epoch is None or epoch.effective_at > at):
+            return None  # no such epoch (yet): the registry knows nothing of it
+        s = _tokens(state, principal, at, epoch)
         return replace(s, key=key) if s is not None else None
     found = [Standing(key, "revoked", r.effective_at, r.body["reason"], r)
              for r in state.revocations_of(key) if r.type == "revocation" and r.effective_at <= at]
@@ -377,6 +447,10 @@ def standing(state: State, key: str, at: datetime,
         if receipt is not None:
             if receipt.expires_at is not None and receipt.expires_at <= at:
                 found.append(Standing(key, "revoked", receipt.expires_at, "expired", receipt))
+            if receipt.effective_at <= at:  # its level never held: revoked from its issued_at
+                why = level_unproven(state, receipt, signed_by(state, receipt, at))
+                if why is not None:
+                    found.append(_unproven_standing(key, receipt, why))
             if subjects is None:
                 subjects = {}
             if receipt.subject not in subjects:
@@ -399,6 +473,149 @@ def standing(state: State, key: str, at: datetime,
     return held
 
 
+# --- the signers of a conformance receipt ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unproven:
+    """Why a conformance receipt's level does not hold (§31): the signatures that count are too
+    few. `reason` is `witness_invalid` (a witness's key was not valid for its DID when it signed),
+    `auditor_invalid` (the auditor's was not) or `witness_unqualified` (an L5 witness held no
+    valid L4/L5 receipt then); `signer` and `standing` name the first signer that does not
+    count for an invalid key, and that signer's own standing then (its deciding record)."""
+
+    reason: str
+    signer: str
+    standing: Standing | None  # None: witness_unqualified
+
+
+def principal_in(state: State, did: str, documents: dict[str, Any] | None = None) -> Principal:
+    """Everything the registry knows of `did` for the independence rules: every stored
+    version of its DID document (and the one resolved for this submission), and every
+    DID its key events ever named (added or rotated to, revoked or not: a key that once
+    spoke for a subject is never independent of it)."""
+    docs = list(state.did_documents_of(did))
+    if documents and did in documents:
+        docs.append(documents[did])
+    named = {e.key for e in state.key_events_of(did) if e.key} | {e.issued_by for e in state.key_events_of(did)}
+    return principal(did, documents=docs, controllers=named - {did})
+
+
+def signed_by(state: State, receipt: Rec, at: datetime) -> datetime:
+    """The latest time the signatures on `receipt` can have been made: its commit time, which
+    its commit's log anchor proves (a witness signature carries no time of its own, and a time
+    a signer writes is its own claim); `at` when the commit time is unknown (never earlier)."""
+    committed = state.committed_at(receipt.path)
+    return committed if committed is not None and committed <= at else at
+
+
+def signer_standing(state: State, did: str, at: datetime) -> Standing | None:
+    """The standing of a witness or auditor `did` when it signed at `at`: revoked (for any
+    reason: compromised, lost, its DID revoked), retired by a rotation, or suspended. None: its
+    key was valid for its DID then."""
+    memo = state.memo()
+    got = memo.get(("signer", did, at), memo)
+    if got is memo:
+        got = memo[("signer", did, at)] = standing(state, did, at)
+    return got
+
+
+def qualified(state: State, did: str, at: datetime, before: int | None = None, *, bootstrap: bool = True) -> bool:
+    """§31 L5: `did` "holds a valid L4 or L5 Conformance Receipt" at `at` (or is one of the
+    registry's bootstrap witnesses), and is itself neither revoked, retired nor suspended then.
+    A receipt counts when it was committed before position `before` (None: any in `state`),
+    was issued by `at` (5 minutes' skew), had not expired nor been revoked by then, and its own
+    level held (its signers counted when they signed). `bootstrap=False`: whether `did` holds
+    such a receipt of its own, a bootstrap witness or not."""
+    if signer_standing(state, did, at) is not None:
+        return False
+    if bootstrap and did in state.bootstrap_witnesses:
+        return True
+    return any(
+        r.level in HIGH_LEVELS and r.effective_at <= at + MAX_CLOCK_SKEW and r.expires_at is not None
+        and at < r.expires_at and (before is None or state.position(r.path) < before)
+        and not any(x.type == "revocation" and x.effective_at <= at for x in state.revocations_of(r.id))
+        and level_unproven(state, r, signed_by(state, r, at)) is None
+        for r in state.receipts_of(did)
+    )
+
+
+def level_unproven(state: State, receipt: Rec, signed: datetime, *, documents: dict[str, Any] | None = None,
+                   strict_l4: bool = False) -> Unproven | None:
+    """Whether `receipt`'s level fails to hold because of its signers (§31, docs/architecture.md
+    §6.1): each witness and the auditor counts only if its key was valid for its DID at `signed`
+    (`signed_by`: the latest time it can have signed; a compromise dated at or before it voids
+    the signature, one dated after it does not), an L5 witness only if it was `qualified` then,
+    and the witnesses that count must be the level's number of independent parties (L4: one;
+    L5: three, and the audit). None: the level holds. `strict_l4`: the registry setting that asks
+    L4 witnesses to be qualified too (its submissions only; answers follow §31).
+
+    Kept in the state's memo by receipt (a receipt's standing is asked once per epoch, and
+    again for each L5 receipt it qualifies a witness for)."""
+    key = ("unproven", receipt.path, signed, strict_l4, documents is None)
+    memo = state.memo()
+    if documents is None and key in memo:
+        return memo[key]
+    out = _unproven(state, receipt, signed, documents, strict_l4)
+    if documents is None:
+        memo[key] = out
+    return out
+
+
+def _unproven(state: State, receipt: Rec, signed: datetime, documents: dict[str, Any] | None,
+              strict_l4: bool) -> Unproven | None:
+    audit = claims_of(receipt.body).get("audit")
+    auditor = audit.get("auditor") if isinstance(audit, dict) else None
+    if isinstance(auditor, str):  # the receipt states the audit: it holds only with a valid auditor
+        s = signer_standing(state, auditor, signed)
+        if s is not None:
+            return Unproven("auditor_invalid", auditor, s)
+    level = receipt.level or ""
+    need = MIN_WITNESSES.get(level, 0)
+    if not need:
+        return None
+    valid, first_invalid = [], None
+    for w in receipt.witnesses:
+        s = signer_standing(state, w, signed)
+        if s is None:
+            valid.append(w)
+        elif first_invalid is None:
+            first_invalid = Unproven("witness_invalid", w, s)
+    counted = valid
+    first_unqualified = None
+    if level in QUALIFIED_LEVELS or (strict_l4 and level == "L4"):
+        before = None
+        try:
+            before = state.position(receipt.path)
+        except KeyError:
+            pass  # a submission not in the registry yet: every receipt in it came before
+        counted = [w for w in valid if qualified(state, w, signed, before)]
+        missing = [w for w in valid if w not in counted]
+        if missing:
+            first_unqualified = Unproven("witness_unqualified", missing[0], None)
+    if len(counted) == len(receipt.witnesses):
+        return None  # every signer counts: the independence the registry judged at acceptance stands
+    if need > 1 and counted:
+        groups, _ = parties([principal_in(state, w, documents) for w in counted])
+        enough = len(groups) >= need
+    else:
+        enough = len(counted) >= need
+    if enough:
+        return None
+    return first_invalid or first_unqualified
+
+
+def _unproven_standing(key: str, receipt: Rec, why: Unproven) -> Standing:
+    """A receipt whose level does not hold answers `revoked` from its `issued_at` (it never
+    proved its level), for `why.reason`; the deciding record is the signer's own (with the
+    rotation it is linked by), and `via` the receipt, whose commit time bounds the signing;
+    for an unqualified witness, the receipt itself."""
+    if why.standing is None:
+        return Standing(key, "revoked", receipt.effective_at, why.reason, receipt, signer=why.signer)
+    return Standing(key, "revoked", receipt.effective_at, why.reason, why.standing.record, why.standing.linked_by,
+                    via=receipt, signer=why.signer, signer_standing=why.standing)
+
+
 def whole_lists(state: State, issuer: str, at: datetime) -> frozenset[str]:
     """Which of an issuer's status lists have every bit set at `at`: `revocation` once it is
     revoked for a reason other than `superseded` (its credentials cannot be told apart from
@@ -412,18 +629,27 @@ def whole_lists(state: State, issuer: str, at: datetime) -> frozenset[str]:
     return frozenset(out)
 
 
-def _tokens(state: State, principal: str, at: datetime) -> Standing | None:
-    """The standing shared by the principal's four token classes (`key` is the principal)."""
-    ks = kill_state(state, principal, at)
+def _tokens(state: State, principal: str, at: datetime, epoch: Rec | None = None) -> Standing | None:
+    """The standing shared by the principal's four token classes in one token epoch (`key` is
+    the principal). A kill switch that revokes the epoch's tokens revokes them for good, also
+    once recovered from (§22.3: a recovery never revives a token active at the kill): it
+    outranks a suspension, which covers every epoch until the principal recovers."""
+    ks = kill_state(state, principal, at, epoch)
     if ks is not None and ks.reinstated_by is None:
         return Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill)
-    s = suspension(state, principal, at)
-    if s is not None:
-        return Standing(principal, "suspended", s.since, s.reason, s.record, s.linked_by)
     if ks is not None and ks.reinstated_by is not None:
         return Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill,
                         reinstated_at=ks.reinstated_by.effective_at, reinstated_by=ks.reinstated_by)
+    s = suspension(state, principal, at)
+    if s is not None:
+        return Standing(principal, "suspended", s.since, s.reason, s.record, s.linked_by)
     return None
+
+
+def token_epochs(state: State, principal: str, at: datetime) -> list[Rec]:
+    """The recoveries (`rotate`, `resume`) of `principal` in force at `at`: each names a token
+    epoch, `<principal>#<class>@<its id>`."""
+    return [e for e in state.key_events_of(principal) if e.body["event"] in RECOVERY_EVENTS and e.effective_at <= at]
 
 
 def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
@@ -453,16 +679,18 @@ def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
         if s is not None:
             out[key] = s
     for p in principals:
-        s = _tokens(index, p, at)
-        if s is not None:
-            out.update((k, replace(s, key=k)) for k in (f"{p}#{c}" for c in KILL_SWITCH_CLASSES))
+        for epoch in (None, *token_epochs(index, p, at)):
+            s = _tokens(index, p, at, epoch)
+            if s is not None:
+                out.update((k, replace(s, key=k)) for k in (epoch_id(p, c, epoch) for c in KILL_SWITCH_CLASSES))
     return out
 
 
 def next_change(index: Indexed, at: datetime) -> datetime | None:
     """The first time after `at` at which a standing may change: a scheduled revocation,
-    kill switch or key event taking effect, or a receipt expiring."""
+    kill switch or key event taking effect, or a receipt issued (its level judged from then)
+    or expiring."""
     times = [t for rec in index.all_records()
-             for t in ((rec.expires_at,) if rec.type == "conformance" else (rec.effective_at,))
+             for t in ((rec.expires_at, rec.effective_at) if rec.type == "conformance" else (rec.effective_at,))
              if t is not None and t > at]
     return min(times) if times else None

@@ -6,8 +6,13 @@ A status id is one of
 - a conformance receipt id (revoked by a `conformance` revocation, or expired; revoked
   or suspended with its subject, the subject's deciding record and reason),
 - `<principal DID>#<class>` for class in subscription_tokens, oauth_grants,
-  trust_tokens, webhook_subscriptions (revoked by the principal's kill switch,
-  §22.3, with `reinstated_at` once the principal recovered; suspended while it is),
+  trust_tokens, webhook_subscriptions: the tokens the principal issued before its first
+  recovery (revoked for good by its kill switch, §22.3, with `reinstated_at` naming the
+  recovery that opened the next token epoch; suspended while the principal is; `good`
+  for a principal the registry knows, until then), and
+  `<principal DID>#<class>@<recovery id>`: the tokens issued since that recovery (a
+  `rotate` or `resume` key event of the principal), which the kill switches it recovered
+  from do not revoke (`unknown` until that recovery takes effect),
 - `vc <issuer DID> <credential id>` (a `vc` revocation by that issuer; asked as
   `GET /v1/status/<credential id>?issuer=<DID>`).
 
@@ -20,13 +25,18 @@ statement in the log as a `receipt` entry. A leaf is the JCS of one of
     revoked, reinstated    {id, reason, record, revoked_at, reinstated_at, reinstated_by}
     suspended              {id, reason, record, suspended_at}
 
-(`record`, `reinstated_by`: `sha256:` of the records that decided it). Responses are
+(`record`, `reinstated_by`: `sha256:` of the records that decided it; a receipt whose level
+does not hold is a revoked leaf whose reason is `witness_invalid`, `auditor_invalid` or
+`witness_unqualified`). Responses are
 produced from the epoch: `revoked` carries a `revocation` block and `suspended` a
 `suspension` block, each with the deciding record, the Git path from the anchored
 commit tree down to it and that commit's .tlog-proof (the same evidence for the
 rotation a retired or lost key is linked by, `linked_by`, and for the recovery,
 `reinstated`, and for a conformance receipt that falls with its subject, the receipt
-itself, `via`); `good` (the id is named by some record) and `unknown` (it is not)
+itself, `via`; for a receipt whose level does not hold, `signer` names the witness or
+auditor that does not count, with its own standing when it signed, the deciding record is
+that signer's, and `via` the receipt with its raw Git commit, whose time bounds the
+signing); `good` (the id is named by some record) and `unknown` (it is not)
 carry the non-membership proof. Each response is signed by the registry key;
 `registry.statusverify` checks one offline.
 
@@ -56,7 +66,7 @@ from tlog.formats.times import format_utc
 from .index import CommitInfo, Index
 from .layout import anchor_path, receipt_proof_path
 from .sortedtree import Leaf, SortedTree
-from .standing import Rec, Standing, next_change, standings, whole_lists
+from .standing import RECOVERY_EVENTS, Rec, Standing, next_change, standings, token_id, whole_lists
 from .store import RegistryRepo
 
 STATEMENT_TYPE = "oap-status-epoch"
@@ -122,6 +132,7 @@ class Epoch:
     lists: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     list_cache: dict[tuple[str, int, str, str], Produced] = field(default_factory=dict)
     fills: dict[str, frozenset[str]] = field(default_factory=dict)  # issuer -> its wholly set lists
+    epochs: dict[str, frozenset[str]] = field(default_factory=dict)  # principal -> ids of its token epochs in force
 
     @property
     def statement_hash(self) -> bytes:
@@ -179,11 +190,27 @@ class StatusProducer:
                 fill = whole_lists(self.index, key, at)
                 if fill:
                     epoch.fills[key] = fill
+        epochs: dict[str, set[str]] = {}
         for rec in self.index.all_records():
             if rec.type == "revocation" and rec.kind == "vc" and rec.issuer_list and rec.effective_at <= at:
                 lst, idx = rec.issuer_list
                 epoch.lists.setdefault((rec.issued_by, lst), []).append(idx)
+            elif rec.type == "key_event" and rec.body["event"] in RECOVERY_EVENTS and rec.effective_at <= at:
+                epochs.setdefault(rec.subject, set()).add(rec.id)
+        epoch.epochs = {p: frozenset(ids) for p, ids in epochs.items()}
         return epoch
+
+    @staticmethod
+    def known(epoch: Epoch, key: str) -> bool:
+        """Whether a record names `key` at this epoch (`good` rather than `unknown` when it has no
+        standing): an id a record names; a token class of a principal the registry knows; a token
+        epoch whose recovery is in force."""
+        if key in epoch.known:
+            return True
+        tc = token_id(key)
+        if tc is None or tc[0] not in epoch.known:
+            return False
+        return tc[2] is None or tc[2] in epoch.epochs.get(tc[0], frozenset())
 
     def preproduce(self, epoch: Epoch, limit: int = MAX_PREPRODUCED) -> None:
         """Sign the responses of the ids the registry knows, those with a standing first (reads Git)."""
@@ -205,8 +232,13 @@ class StatusProducer:
         block = self._evidence(epoch, s.record)
         if s.linked_by is not None:
             block["linked_by"] = self._evidence(epoch, s.linked_by)
-        if s.via is not None:  # a receipt answering with its subject's standing: the receipt names the subject
-            block["via"] = self._evidence(epoch, s.via)
+        if s.via is not None:  # the receipt: it names the subject whose standing it shares, or the signer
+            block["via"] = self._evidence(epoch, s.via, with_commit=s.signer is not None)
+        if s.signer is not None:  # a receipt whose level does not hold: the signer that does not count
+            block["signer"] = {"id": s.signer}
+            if s.signer_standing is not None:  # ... and its own standing then (the deciding record's)
+                block["signer"] |= {"status": s.signer_standing.status, "since": format_utc(s.signer_standing.since),
+                                    "reason": s.signer_standing.reason}
         if s.status == "suspended":
             body["suspension"] = {"suspended_at": format_utc(s.since), "reason": s.reason, **block}
         else:
@@ -228,7 +260,7 @@ class StatusProducer:
         """A `good` or `unknown` response (no Git access)."""
         if key in epoch.standing:
             raise KeyError(f"{key} has a standing: use produce_standing")
-        status = "good" if key in epoch.known else "unknown"
+        status = "good" if self.known(epoch, key) else "unknown"
         body = self._base(epoch, key, status)
         body["proof"] = epoch.tree.absence(key)
         return self._finish(epoch, key, body)
@@ -238,16 +270,20 @@ class StatusProducer:
                 "this_update": format_utc(epoch.this_update), "next_update": format_utc(epoch.next_update),
                 "epoch": epoch.statement, "epoch_anchor": epoch.anchor}
 
-    def _evidence(self, epoch: Epoch, rec: Rec) -> dict[str, Any]:
+    def _evidence(self, epoch: Epoch, rec: Rec, *, with_commit: bool = False) -> dict[str, Any]:
         """A record with what proves it is in the registry: the Git path from its anchored
         commit's tree, that commit's .tlog-proof, the kill switch receipt's anchor and the
-        DID documents its signature was checked with."""
+        DID documents its signature was checked with. `with_commit`: the raw Git commit too,
+        whose committer time (bound to the anchored commit id) is the latest time the record
+        can have been signed."""
         commit = epoch.located[rec.path]
         out: dict[str, Any] = {
             "record": rec.body, "path": rec.path, "seq": commit.seq, "commit": commit.commit, "tree": commit.tree,
             "git_path": [b64enc(t) for t in self.repo.tree_path(commit.tree, rec.path)],
             "anchor": (self.anchors_dir / Path(anchor_path(commit.seq, self.index.several_logs)).name).read_text(),
         }
+        if with_commit:
+            out["commit_object"] = b64enc(self.repo.commit(commit.commit).as_raw_string())
         if rec.type == "kill_switch":
             proof = self.repo.read(commit.tree, receipt_proof_path(rec.path, self.index.several_logs))
             out["receipt_anchor"] = proof.decode() if proof else ""

@@ -26,7 +26,15 @@ trust policy; no network. Checks, in order:
    verdict for this id at that time for that reason (docs/architecture.md §6.1). A
    conformance receipt revoked or suspended with its subject carries `via`: the receipt
    itself, with the same evidence, whose id is this id; the records then decide the
-   verdict for the subject it names (only a receipt's answer may carry `via`);
+   verdict for the subject it names (only a receipt's answer may carry `via`). A receipt
+   whose level does not hold (reason `witness_invalid` / `auditor_invalid`) names the
+   `signer` that does not count and carries `via` with the receipt's raw Git commit: the
+   signer is one of its witnesses (its auditor), the records give it the standing stated,
+   from no later than the commit time (the latest time it can have signed), and the receipt
+   is revoked from its issued_at; `witness_unqualified` is decided by the L5 receipt itself.
+   A token status id is `<principal>#<class>` or `<principal>#<class>@<recovery id>` (a
+   token epoch); a kill switch of the principal revokes either, and a `reinstated` recovery
+   names the next epoch (`reinstated_id`), never the epoch asked about;
 6. the response is fresh: `this_update <= now < next_update`.
 
 This module deliberately shares no code with `registry.status`, `registry.standing`
@@ -44,7 +52,7 @@ from tlog.client.verifier import TrustPolicy
 from tlog.errors import OAPError, VerificationError
 from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
-from tlog.formats.conformance import MAX_CLOCK_SKEW
+from tlog.formats.conformance import MAX_CLOCK_SKEW, claims_of
 from tlog.formats.did import public_from_did_key
 from tlog.formats.diddoc import MAX_DIDS_PER_DOCUMENT, KeyLookup, keys_from_document
 from tlog.formats.encoding import b64dec
@@ -55,7 +63,7 @@ from tlog.merkle.verify import verify_inclusion
 
 from .anchoring import Genesis, verify_commit_anchor, verify_receipt_anchor
 from .layout import classify, id_hash
-from .records import KILL_SWITCH_CLASSES, Record, check_record, vc_status_key
+from .records import Record, check_record, vc_status_key
 
 STATUSES = ("good", "revoked", "suspended", "unknown")
 _REVOKED = frozenset({"id", "reason", "record", "revoked_at"})
@@ -63,11 +71,15 @@ LEAF_SHAPES = {_REVOKED: "revoked", _REVOKED | {"reinstated_at", "reinstated_by"
                frozenset({"id", "reason", "record", "suspended_at"}): "suspended"}
 """The leaves of the sorted tree, one key set per verdict (registry.status)."""
 _EVIDENCE = frozenset({"record", "path", "seq", "commit", "tree", "git_path", "anchor"})
-_EVIDENCE_OPTIONAL = frozenset({"receipt_anchor", "did_documents"})
+_EVIDENCE_OPTIONAL = frozenset({"receipt_anchor", "did_documents", "commit_object"})
+SIGNER_REASONS = frozenset({"witness_invalid", "auditor_invalid", "witness_unqualified"})
+"""Why a conformance receipt's level does not hold: a signer that does not count (§31, §28.5)."""
 _RECOVERIES = ("rotate", "resume")
 _RECEIPT_PREFIX = "urn:oap:conformance:"
 """A conformance receipt's status id: the only id whose answer may carry `via`."""
 _TOKEN_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")
+_EPOCH_PREFIX = "urn:oap:key-event:"
+"""A token epoch `<principal>#<class>@<id>` is named by the recovery key event that opened it."""
 
 
 class StatusVerificationError(VerificationError):
@@ -86,8 +98,10 @@ class VerifiedStatus:
     reason: str | None = None
     record: dict[str, Any] | None = None
     suspended_at: datetime | None = None
-    reinstated_at: datetime | None = None  # a token class: tokens issued from then on are not revoked
+    reinstated_at: datetime | None = None  # a token class: the recovery that opened the next token epoch...
+    reinstated_id: str | None = None  # ...whose tokens carry this status id (this id's tokens stay revoked)
     subject: str | None = None  # a receipt that falls with its subject (`via`): the subject, as the receipt names it
+    signer: str | None = None  # a receipt whose level does not hold: the witness or auditor that does not count
 
 
 def _fail(msg: str) -> StatusVerificationError:
@@ -280,7 +294,7 @@ def _check_standing(resp: dict[str, Any], key: str, size: int, root: bytes, regi
     name, when = ("revocation", "revoked_at") if revoked else ("suspension", "suspended_at")
     block = resp[name]
     allowed = _EVIDENCE | _EVIDENCE_OPTIONAL | {when, "reason", "linked_by", "via"} \
-        | ({"reinstated"} if revoked else set())
+        | ({"reinstated", "signer"} if revoked else set())
     if not isinstance(block, dict) or not _EVIDENCE | {when, "reason"} <= set(block) or not set(block) <= allowed:
         raise _fail(f"{name} block malformed")
     if "via" in block and not key.startswith(_RECEIPT_PREFIX):
@@ -293,6 +307,8 @@ def _check_standing(resp: dict[str, Any], key: str, size: int, root: bytes, regi
     linked = _evidence(_sole(block["linked_by"], "linked_by"), registry, policy, "linked_by")[0] \
         if "linked_by" in block else None
     out: dict[str, Any] = {"reason": block["reason"], "record": block["record"]}
+    if "signer" in block or block["reason"] in SIGNER_REASONS:  # the receipt's level does not hold
+        return out | _signer_decides(block, rec, linked, key, since, registry, policy)
     if "via" in block:  # the records decide the standing of the subject the receipt names
         key = _via(block["via"], key, registry, policy)
         out["subject"] = key
@@ -311,10 +327,72 @@ def _check_standing(resp: dict[str, Any], key: str, size: int, root: bytes, regi
                 or leaf.get("reinstated_by") != format_sha256(sha256(rcontent)):
             raise _fail("the leaf does not commit to this reinstatement")
         out["reinstated_at"] = _time(r["reinstated_at"], "reinstated_at")
-        _record_reinstates(rrec, key, since, out["reinstated_at"])
+        out["reinstated_id"] = _record_reinstates(rrec, key, since, out["reinstated_at"])
     elif "reinstated_at" in leaf:
         raise _fail("the leaf names a reinstatement the answer does not prove")
     return out
+
+
+def _signer_decides(block: dict[str, Any], rec: Record, linked: Record | None, key: str, since: datetime,
+                    registry: str, policy: TrustPolicy | None) -> dict[str, Any]:
+    """A conformance receipt whose level does not hold because of a signer (docs/architecture.md
+    §6.1): revoked from its `issued_at`; `signer` is one of its witnesses (or its auditor) and,
+    for an invalid key, the deciding record (with `linked_by`) gives that signer the standing
+    `signer` states, from no later than the receipt's commit time (the raw Git commit in `via`,
+    bound to the anchored commit id): the latest time it can have signed. That the signers
+    left are too few for the level is the registry's word, as a `good` answer is."""
+    reason, signer = block["reason"], block.get("signer")
+    if reason not in SIGNER_REASONS or not key.startswith(_RECEIPT_PREFIX) or not isinstance(signer, dict) \
+            or not isinstance(signer.get("id"), str):
+        raise _fail("signer: only a conformance receipt's answer names a signer, with its reason")
+    if reason == "witness_unqualified":  # the receipt itself decides; no signer standing to prove
+        ok = set(signer) == {"id"} and "via" not in block and linked is None and rec.type == "conformance" \
+            and rec.id == key and rec.level == "L5" and signer["id"] in rec.witnesses and since == rec.effective_at
+        if not ok:
+            raise _fail("the record does not show an unqualified witness of this receipt")
+        return {"revoked_at": since, "signer": signer["id"]}
+    if set(signer) != {"id", "status", "since", "reason"} or signer["status"] not in ("revoked", "suspended") \
+            or not isinstance(signer["reason"], str) or "via" not in block:
+        raise _fail("signer malformed")
+    receipt, _ = _evidence(_sole(block["via"], "via"), registry, policy, "via")
+    if receipt.type != "conformance" or receipt.id != key:
+        raise _fail("via: not this conformance receipt")
+    committed = _commit_time(block["via"], "via")
+    who, signed_since = signer["id"], _time(signer["since"], "signer since")
+    audit = claims_of(receipt.body).get("audit")
+    signs = who in receipt.witnesses if reason == "witness_invalid" else \
+        isinstance(audit, dict) and audit.get("auditor") == who
+    if not signs:
+        raise _fail(f"signer: {who} is not a{' witness' if reason == 'witness_invalid' else 'n auditor'} "
+                    "of this receipt")
+    if signed_since > committed:
+        raise _fail("signer: its standing began after the receipt was committed, so its signature counts")
+    if signer["status"] == "revoked":
+        _record_revokes(rec, linked, who, signer["reason"], signed_since)
+    else:
+        _record_suspends(rec, linked, who, signer["reason"], signed_since)
+    if since != receipt.effective_at:
+        raise _fail("a receipt whose level does not hold is revoked from its issued_at")
+    return {"revoked_at": since, "signer": who}
+
+
+def _commit_time(block: dict[str, Any], what: str) -> datetime:
+    """The committer time of the raw Git commit `commit_object`, which must hash to the
+    evidence's `commit` and name its `tree`."""
+    raw_text = block.get("commit_object")
+    try:
+        raw = b64dec(raw_text, what="commit_object") if isinstance(raw_text, str) else None
+    except OAPError as e:
+        raise _fail(f"{what}: {e.message}") from None
+    if raw is None or _git_sha(b"commit", raw) != block["commit"]:
+        raise _fail(f"{what}: commit_object is not the commit {block['commit']}")
+    headers = raw.split(b"\n\n", 1)[0].split(b"\n")
+    committer = [h for h in headers if h.startswith(b"committer ")]
+    parts = committer[0].rsplit(b" ", 2) if len(committer) == 1 else []
+    if headers[0] != b"tree " + str(block["tree"]).encode() or len(parts) != 3 or not parts[1].isdigit() \
+            or len(parts[1]) > 12:
+        raise _fail(f"{what}: commit_object is not a commit of the tree {block['tree']}")
+    return datetime.fromtimestamp(int(parts[1]), UTC)
 
 
 def _sole(item: Any, what: str) -> Any:
@@ -340,6 +418,8 @@ def _evidence(block: dict[str, Any], registry: str, policy: TrustPolicy | None, 
         raise _fail(f"{what}: evidence malformed")
     if type(block["seq"]) is not int or not isinstance(block["commit"], str) or not isinstance(block["tree"], str):
         raise _fail(f"{what}: seq, commit, tree malformed")
+    if "commit_object" in block:
+        _commit_time(block, what)  # bound to the commit, wherever it is given
     record = block["record"]
     lookup = _did_documents(block.get("did_documents", []), block["tree"])
     try:
@@ -361,12 +441,23 @@ def _evidence(block: dict[str, Any], registry: str, policy: TrustPolicy | None, 
     return rec, content
 
 
+def token_parts(key: str) -> tuple[str, str, str | None] | None:
+    """(principal, class, epoch) for a token status id: `<principal>#<class>` (epoch None: the
+    tokens issued before the principal's first recovery) or `<principal>#<class>@<recovery id>`
+    (the tokens issued since that recovery); None for any other id. A DID holds no `#`."""
+    principal, sep, rest = key.partition("#")
+    cls, at, epoch = rest.partition("@")
+    if not sep or cls not in _TOKEN_CLASSES or not principal.startswith("did:"):
+        return None
+    if at and (not epoch.startswith(_EPOCH_PREFIX) or epoch == _EPOCH_PREFIX):
+        return None
+    return principal, cls, (epoch if at else None)
+
+
 def _principal_of(key: str) -> tuple[str, bool]:
-    """(principal, True) for a token class id `<principal>#<class>`, else (key, False)."""
-    principal, sep, cls = key.rpartition("#")
-    if sep and cls in _TOKEN_CLASSES:
-        return principal, True
-    return key, False
+    """(principal, True) for a token status id, else (key, False)."""
+    parts = token_parts(key)
+    return (parts[0], True) if parts is not None else (key, False)
 
 
 def _rotation(rec: Record | None) -> bool:
@@ -418,8 +509,8 @@ def _record_revokes(rec: Record, linked: Record | None, key: str, reason: str, r
     if rec.type == "revocation":
         want = vc_status_key(rec.subject, rec.issued_by) if rec.kind == "vc" else rec.subject
         ok = key == want and reason == rec.body["reason"] and revoked_at == rec.effective_at and linked is None
-    elif rec.type == "kill_switch":
-        ok = key in {f"{rec.subject}#{c}" for c in KILL_SWITCH_CLASSES} and reason == "kill_switch" \
+    elif rec.type == "kill_switch":  # the principal's tokens, of any epoch
+        ok = _principal_of(key) == (rec.subject, True) and reason == "kill_switch" \
             and revoked_at == rec.effective_at and linked is None
     elif rec.type == "conformance":
         ok = key == rec.id and reason == "expired" and revoked_at == rec.expires_at and linked is None
@@ -436,13 +527,17 @@ def _record_revokes(rec: Record, linked: Record | None, key: str, reason: str, r
         raise _fail("the record does not revoke this id at that time for that reason")
 
 
-def _record_reinstates(rec: Record, key: str, revoked_at: datetime, reinstated_at: datetime) -> None:
-    """A recovery (rotate or resume) of the token class's principal, after the kill switch."""
-    principal, is_class = _principal_of(key)
-    ok = is_class and rec.type == "key_event" and rec.body["event"] in _RECOVERIES and rec.subject == principal \
-        and reinstated_at == rec.effective_at and reinstated_at > revoked_at
-    if not ok:
+def _record_reinstates(rec: Record, key: str, revoked_at: datetime, reinstated_at: datetime) -> str:
+    """A recovery (rotate or resume) of the token class's principal, after the kill switch, that
+    opened a later token epoch than this id's (the epoch a recovery opened is never revoked by the
+    kill switches it recovered from). -> the status id of the tokens issued since it."""
+    parts = token_parts(key)
+    ok = parts is not None and rec.type == "key_event" and rec.body["event"] in _RECOVERIES \
+        and rec.subject == parts[0] and reinstated_at == rec.effective_at and reinstated_at > revoked_at \
+        and rec.id != parts[2]
+    if not ok or parts is None:
         raise _fail("the record does not reinstate this id at that time")
+    return f"{parts[0]}#{parts[1]}@{rec.id}"
 
 
 def _record_suspends(rec: Record, linked: Record | None, key: str, reason: str, suspended_at: datetime) -> None:

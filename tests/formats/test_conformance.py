@@ -90,7 +90,7 @@ def resign(receipt: dict[str, Any], witnesses: int = 0) -> dict[str, Any]:
     [("L0", 0), ("L1", 0), ("L2", 0), ("L3", 0), ("L1-NC", 0), ("L3-NC", 0), ("L3", 2), ("L4", 1), ("L4", 2), ("L5", 3), ("L5", 5)],
 )
 def test_valid_receipts(level: str, witnesses: int) -> None:
-    r = make(level, witnesses)
+    r = make(level, witnesses, **({"profile": "non-commercial"} if level.endswith("-NC") else {}))
     got = validate_conformance(r, now=NOW)
     assert (got.audit is not None) == (level == "L5")
     assert dataclasses.replace(got, audit=None) == ConformanceReceipt(
@@ -101,6 +101,22 @@ def test_valid_receipts(level: str, witnesses: int) -> None:
         expires_at=NOW + timedelta(days=60),
         witnesses=tuple(did_of(s) for s in WITNESS_SEEDS[:witnesses]),
     )
+
+
+@pytest.mark.parametrize("level, profile, message", [
+    ("L1-NC", "commercial", "level L1-NC is the Non-Commercial Profile (§31): its profile must be 'non-commercial', "
+                            "not 'commercial'"),
+    ("L3-NC", "standard", "level L3-NC is the Non-Commercial Profile"),
+    ("L3", "non-commercial", "profile 'non-commercial' waives requirements of level L3 (§31)"),
+    ("L5", "non-commercial", "profile 'non-commercial' waives requirements of level L5"),
+])
+def test_the_non_commercial_profile_goes_with_its_levels_only(level: str, profile: str, message: str) -> None:
+    """§31: L1-NC and L3-NC are L1 and L3 with the Wallet, Subscription and refund requirements
+    waived, produced under `--profile non-commercial`: a receipt saying otherwise contradicts
+    itself (signed as it is, so only the profile rule can fail)."""
+    with pytest.raises(InvalidInput, match=re.escape(message)):
+        validate_conformance(make(level, 3 if level == "L5" else 0, profile=profile), now=NOW)
+    assert validate_conformance(make("L0", profile="non-commercial"), now=NOW).level == "L0"
 
 
 def test_signature_order_does_not_matter() -> None:

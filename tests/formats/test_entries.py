@@ -263,7 +263,7 @@ def test_conformance_entry_rules_are_applied() -> None:
     with pytest.raises(InvalidInput, match="must be an object"):
         canon({"type": "conformance", "receipt": [conformance_receipt()]})
     r = conformance_receipt()
-    r["profile"] = "non-commercial"
+    r["profile"] = "research"  # any edit after signing
     with pytest.raises(InvalidInput, match="self signature does not verify"):
         canon({"type": "conformance", "receipt": r})
 

@@ -30,6 +30,7 @@ from registry.statuslist import add_proof, bit, decode_list, encode_list, verify
 from registry.statusverify import StatusVerificationError, verify_absence
 from tlog.errors import Conflict, Forbidden, InvalidInput, SignatureError
 from tlog.formats.canonical import jcs
+from tlog.formats.conformance import sign_conformance
 from tlog.formats.diddoc import lookup_from
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.ed25519 import sign as ed25519_sign
@@ -192,11 +193,37 @@ def test_a_revoked_key_cannot_sign_new_records_but_can_revoke_itself_again():
     assert fresh
 
 
-def test_a_revoked_controller_loses_its_authority():
+def test_a_revoked_controller_loses_its_authority_to_give_trust_not_to_take_it():
     idx = state(make_key_event(A, subject=did(A), key=did(B)), make_revocation(B, kind="key", subject=did(B)))
     assert did(B) not in controllers(idx, did(A), now_utc())
-    with pytest.raises(Forbidden):
-        validate_submission(make_revocation(B, kind="did", subject=did(A)), idx, now_utc())
+    for enabling in (make_key_event(B, subject=did(A), key=did(C), event="rotate"),
+                     make_key_event(B, subject=did(A), event="resume")):
+        with pytest.raises(Forbidden, match="is revoked"):
+            validate_submission(enabling, idx, now_utc())
+    # a revocation only takes trust away: the revoked controller may still sign it
+    assert validate_submission(make_revocation(B, kind="did", subject=did(A)), idx, now_utc())[1]
+
+
+def test_a_principal_that_revoked_its_own_key_for_compromise_can_still_pull_its_kill_switch():
+    """§28.5 says to revoke a compromised key at once; §22.3 says every principal can pull its
+    kill switch. Refusing the kill switch because the key is revoked failed unsafe: a kill
+    switch, a revocation or a suspend only takes trust away (at worst a thief holding the key
+    revokes the tokens). Anything that restores trust is still refused."""
+    past = utc(now_utc() - timedelta(hours=1))
+    idx = state(make_revocation(A, kind="key", subject=did(A), reason="key_compromise", effective_at=past))
+    for restricting in (make_kill_switch(A), make_key_event(A, subject=did(A), event="suspend")):
+        rec, fresh = validate_submission(restricting, idx, now_utc())
+        assert fresh
+        idx.add(rec, len(idx.order), now_utc())
+    for restoring in (make_key_event(A, subject=did(A), event="resume"),
+                      make_key_event(A, subject=did(A), key=did(B), event="rotate"),
+                      make_key_event(A, subject=did(A), key=did(B))):
+        with pytest.raises(Forbidden, match=f"signer {did(A)} is revoked"):
+            validate_submission(restoring, idx, now_utc())
+    # a key a rotation retired still signs nothing but its own revocation (docs §6.1 Rotation)
+    idx = state(make_key_event(B, subject=did(B), key=did(C), event="rotate"))
+    with pytest.raises(Forbidden, match="retired by a rotation"):
+        validate_submission(make_kill_switch(B), idx, now_utc())
 
 
 def test_same_id_other_content_is_a_conflict_and_same_record_is_a_duplicate():
@@ -264,6 +291,21 @@ def test_l3_needs_a_did_web_publisher(level):
         validate_submission(conformance_doc(receipt(A, level)), Index(), now_utc())
     rec, fresh = submit(conformance_doc(web_receipt(SA, level)), Index())
     assert fresh and rec.level == level and rec.subject == SA.did
+
+
+@pytest.mark.parametrize("level", ["L1-NC", "L3-NC"])
+def test_a_non_commercial_level_needs_the_non_commercial_profile(level):
+    """§31: L1-NC and L3-NC are produced under `--profile non-commercial`; one that says
+    `commercial` is refused, and a non-commercial receipt claiming a full level too."""
+    def with_profile(profile: str, lvl: str = level) -> dict:
+        body = {k: v for k, v in web_receipt(SA, lvl).items() if k != "signatures"}
+        return conformance_doc(sign_conformance({**body, "profile": profile}, SA.seed, by=SA.key_id))
+    with pytest.raises(InvalidInput, match=f"level {level} is the Non-Commercial Profile"):
+        submit(with_profile("commercial"), Index())
+    with pytest.raises(InvalidInput, match="profile 'non-commercial' waives requirements of level L3"):
+        submit(with_profile("non-commercial", "L3"), Index())
+    rec, fresh = submit(with_profile("non-commercial"), Index())
+    assert fresh and rec.level == level
 
 
 def test_l4_needs_one_peer_witness_of_any_standing_as_31_says():

@@ -20,9 +20,12 @@ from registry.index import Index
 from registry.records import Record, controllers, validate_submission
 from registry.standing import KILL_SWITCH_CLASSES, primary_key, standing, standings, whole_lists
 from tlog.errors import Forbidden, InvalidInput, OAPError
+from tlog.formats.conformance import claims_of
+from tlog.formats.diddoc import KeyLookup, lookup_from
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.times import format_utc
 
+from tests.support.conformance import WebSubject, audit_for, web_receipt
 from tests.support.registry import conformance_doc, did, now_utc, receipt
 
 MIN = timedelta(minutes=1)
@@ -38,6 +41,7 @@ class Registry:
     accepted: list[Record] = field(default_factory=list)
     committed: list[datetime] = field(default_factory=list)  # commit time of each accepted record
     clock: datetime | None = None
+    lookup: KeyLookup | None = None  # the DID documents of did:web signers
 
     def __post_init__(self) -> None:
         self.clock = self.start
@@ -50,7 +54,7 @@ class Registry:
 
     def submit(self, doc: dict, minutes: float) -> Record:
         now = self.at(minutes)
-        rec, fresh = validate_submission(doc, self.index, now)
+        rec, fresh = validate_submission(doc, self.index, now, lookup=self.lookup)
         assert fresh
         self.index.add(rec, len(self.accepted), now)
         self.accepted.append(rec)
@@ -131,6 +135,47 @@ def test_kill_recover_kill():
     r.submit(make_key_event(C, subject=did(P), key=did(B), event="rotate", effective_at=r.t(70)), 65)
     assert r.status(grants(P), 71) == ("revoked", 60, "kill_switch", 70)
     assert r.status(did(P), 71) == ("revoked", 70, "superseded")
+
+
+def test_token_epochs_every_token_active_at_a_kill_stays_revoked_and_those_since_a_recovery_are_good():
+    """§22.3 "immediately revokes all active ... tokens": a recovery never revives one. The
+    tokens a principal issues after a recovery carry the status id of the epoch it opened,
+    `<P>#<class>@<recovery id>`, which a relying party acting only on `good` can use."""
+    r = Registry()
+    r.submit(make_key_event(P, subject=did(P), key=did(C)), 0)
+    assert r.status(grants(P), 1) is None  # a known principal, no kill switch: good
+    r.submit(make_kill_switch(P, effective_at=r.t(10)), 1)
+    r1 = r.submit(make_key_event(C, subject=did(P), event="resume", effective_at=r.t(20)), 16)
+    epoch1 = f"{grants(P)}@{r1.id}"
+    assert r.status(epoch1, 19) is None and standing(r.index, epoch1, r.at(19)) is None  # not open yet: unknown
+    assert r.status(grants(P), 25) == ("revoked", 10, "kill_switch", 20)  # before the recovery: revoked for good
+    assert r.status(epoch1, 25) is None  # since the recovery: good
+    r.submit(make_key_event(C, subject=did(P), event="suspend", effective_at=r.t(30)), 30)
+    assert r.status(grants(P), 31) == ("revoked", 10, "kill_switch", 20)  # revoked outranks the suspension
+    assert r.status(epoch1, 31) == ("suspended", 30, "unspecified")
+    r2 = r.submit(make_key_event(C, subject=did(P), event="resume", effective_at=r.t(40)), 40)
+    assert r.status(epoch1, 41) is None
+    r.submit(make_kill_switch(C, principal=did(P), effective_at=r.t(60)), 50)
+    for epoch in (grants(P), epoch1, f"{grants(P)}@{r2.id}"):
+        assert r.status(epoch, 61) == ("revoked", 60, "kill_switch"), epoch  # every epoch so far
+    r3 = r.submit(make_key_event(C, subject=did(P), key=did(B), event="rotate", effective_at=r.t(70)), 65)
+    assert r.status(epoch1, 71) == ("revoked", 60, "kill_switch", 70)  # revoked for good; the next epoch is r3's
+    assert r.status(grants(P), 71) == ("revoked", 60, "kill_switch", 70)  # reinstated names the current epoch
+    assert r.status(f"{grants(P)}@{r3.id}", 71) is None
+    got = standings(r.index, r.at(71))
+    assert {k for k in got if k.startswith(grants(P))} == {grants(P), epoch1, f"{grants(P)}@{r2.id}"}
+    assert got[epoch1].reinstated_by is r3
+
+
+def test_a_kill_switch_backdated_before_a_recovery_it_was_committed_after_revokes_that_epoch_too():
+    r = Registry()
+    r.submit(make_key_event(P, subject=did(P), key=did(C)), 0)
+    r1 = r.submit(make_key_event(C, subject=did(P), event="resume", effective_at=r.t(10)), 5)
+    r.submit(make_kill_switch(P, effective_at=r.t(-20)), 12)  # committed after r1: r1 recovers nothing from it
+    assert r.status(f"{grants(P)}@{r1.id}", 13) == ("revoked", -20, "kill_switch")
+    # an id that names no recovery of P is no epoch the registry knows
+    other = r.submit(make_key_event(C, subject=did(C), key=did(A)), 14)
+    assert standing(r.index, f"{grants(P)}@{other.id}", r.at(15)) is None
 
 
 def test_a_recovery_must_follow_the_kill_switch_in_commit_order_and_cannot_be_backdated():
@@ -348,8 +393,10 @@ def T(text: str) -> datetime:
 class Reference:
     """docs/architecture.md §6.1, read literally, over the accepted records in commit order."""
 
-    def __init__(self, records: list[Record], committed: list[datetime]) -> None:
+    def __init__(self, records: list[Record], committed: list[datetime], bootstrap: frozenset[str]) -> None:
         self.pos = {r.path: i for i, r in enumerate(records)}
+        self.commit_time = {r.path: when for r, when in zip(records, committed)}
+        self.bootstrap = bootstrap
         self.times = sorted({t for r in records for t in (r.effective_at, r.expires_at) if t is not None})
         # "An add_controller, rotate or resume counts only when, at its commit time, its signer had
         # no revocation in force for a reason other than superseded, and — unless the signer is the
@@ -368,6 +415,7 @@ class Reference:
                         and T(x.body["effective_at"]) <= when for x in self.recs):
                     continue
             self.recs.append(r)
+        self.all = records  # every accepted record, counting or not (independence reads them all)
 
     # records in force at t
     def events(self, subject: str, t: datetime, *kinds: str) -> list[Record]:
@@ -439,34 +487,106 @@ class Reference:
             found.append((since, "loss_of_key", lost))
         return min(found, key=lambda f: f[0]) if found else None
 
-    def answer(self, key: str, t: datetime) -> tuple | None:
-        principal, _, cls = key.rpartition("#")
-        if cls in KILL_SWITCH_CLASSES:
-            kills = [r for r in self.recs if r.type == "kill_switch" and r.body["principal"] == principal
-                     and T(r.body["effective_at"]) <= t]
-            open_ = [k for k in kills if self.recovery(principal, k, t) is None]
-            if open_:
-                k = min(open_, key=lambda k: T(k.body["effective_at"]))
-                return ("revoked", T(k.body["effective_at"]), "kill_switch", k.path)
-            s = self.suspended(principal, t)
-            if s is not None:
-                return ("suspended", s[0], s[1], s[2].path)
-            if kills:
-                best = max(kills, key=lambda k: (T(self.recovery(principal, k, t).body["effective_at"]),
-                                                 T(k.body["effective_at"])))
-                rec = self.recovery(principal, best, t)
-                return ("revoked", T(best.body["effective_at"]), "kill_switch", best.path,
-                        T(rec.body["effective_at"]), rec.path)
+    # "Token classes ... P#<class> are the tokens P issued before its first recovery; a recovery R
+    # opens the epoch P#<class>@<R's id>: the tokens issued since R. A kill switch revokes every
+    # epoch it is not recovered from by that epoch's own recovery, for good (also once recovered
+    # from: a recovery never revives a token active at the kill); such a revocation outranks a
+    # suspension, which covers every epoch until P recovers."
+    def tokens(self, principal: str, rid: str | None, t: datetime) -> tuple | None:
+        opened = None
+        if rid is not None:
+            opened = next((e for e in self.all if e.type == "key_event" and e.id == rid
+                           and e.body["subject"] == principal and e.body["event"] in ("rotate", "resume")), None)
+            if opened is None or T(opened.body["effective_at"]) > t:
+                return None  # no such epoch (yet)
+        kills = [r for r in self.recs if r.type == "kill_switch" and r.body["principal"] == principal
+                 and T(r.body["effective_at"]) <= t]
+        if opened is not None and opened in self.recs:  # a recovery that does not count recovers nothing
+            kills = [k for k in kills if not (self.pos[opened.path] > self.pos[k.path]
+                                              and T(opened.body["effective_at"]) > T(k.body["effective_at"]))]
+        open_ = [k for k in kills if self.recovery(principal, k, t) is None]
+        if open_:
+            k = min(open_, key=lambda k: T(k.body["effective_at"]))
+            return ("revoked", T(k.body["effective_at"]), "kill_switch", k.path)
+        if kills:
+            best = max(kills, key=lambda k: (T(self.recovery(principal, k, t).body["effective_at"]),
+                                             T(k.body["effective_at"])))
+            rec = self.recovery(principal, best, t)
+            return ("revoked", T(best.body["effective_at"]), "kill_switch", best.path,
+                    T(rec.body["effective_at"]), rec.path)
+        s = self.suspended(principal, t)
+        return ("suspended", s[0], s[1], s[2].path) if s is not None else None
+
+    # "A witness or auditor signature counts only if, at the receipt's commit time (the latest
+    # time it can have been signed), its signer was not revoked, not retired by a rotation and
+    # not suspended; an L5 witness must moreover hold then a valid L4/L5 receipt committed
+    # before this one (issued by then, unexpired, not revoked then, its own level holding) or
+    # be a bootstrap witness. The auditor of a receipt with an audit must count; L4 needs one
+    # witness that counts, L5 three, independent parties; when every witness counts, the
+    # independence judged at acceptance stands."
+    def named(self, did: str) -> set[str]:
+        """Rule 2: whom the key events of `did` name (their key and their signer)."""
+        out = set()
+        for e in self.all:
+            if e.type == "key_event" and e.body["subject"] == did:
+                out.update(x for x in (e.body.get("key"), e.body["issued_by"]) if x)
+        return out - {did}
+
+    def parties(self, dids: list[str]) -> int:
+        groups: list[set[str]] = []
+        for d in dids:
+            joined = [g for g in groups if any(d in self.named(x) or x in self.named(d)
+                                               or self.named(d) & self.named(x) or d == x for x in g)]
+            merged = {d}.union(*joined)
+            groups = [g for g in groups if g not in joined] + [merged]
+        return len(groups)
+
+    def holds(self, did: str, t: datetime, before: int) -> bool:
+        return any(r.type == "conformance" and r.subject == did and r.level in ("L4", "L5")
+                   and self.pos[r.path] < before and r.effective_at <= t + timedelta(minutes=5) and t < r.expires_at
+                   and not self.revocations(r.id, t, ("conformance",)) and self.level_fails(r) is None
+                   for r in self.recs)
+
+    def level_fails(self, rc: Record) -> tuple | None:
+        signed = self.commit_time[rc.path]
+        audit = claims_of(rc.body).get("audit")
+        if audit is not None and self.answer(audit["auditor"], signed) is not None:
+            return ("auditor_invalid", audit["auditor"], self.answer(audit["auditor"], signed))
+        need = {"L4": 1, "L5": 3}.get(rc.level or "", 0)
+        if not need:
             return None
+        bad = [(w, self.answer(w, signed)) for w in rc.witnesses if self.answer(w, signed) is not None]
+        counted = [w for w in rc.witnesses if self.answer(w, signed) is None]
+        if rc.level == "L5":
+            unqualified = [w for w in counted if w not in self.bootstrap and not self.holds(w, signed, self.pos[rc.path])]
+            counted = [w for w in counted if w not in unqualified]
+        else:
+            unqualified = []
+        if len(counted) == len(rc.witnesses) or (self.parties(counted) if need > 1 else len(counted)) >= need:
+            return None
+        return ("witness_invalid", *bad[0]) if bad else ("witness_unqualified", unqualified[0], None)
+
+    def answer(self, key: str, t: datetime) -> tuple | None:
+        principal, sep, rest = key.partition("#")
+        cls, at, rid = rest.partition("@")
+        if sep and cls in KILL_SWITCH_CLASSES:
+            return self.tokens(principal, rid if at else None, t)
         found = [(T(r.body["effective_at"]), r.body["reason"], r.path)
                  for r in self.revocations(key, t, ("did", "key", "conformance"))]
         if key.startswith("urn:oap:conformance:"):
-            found += [(r.expires_at, "expired", r.path) for r in self.recs
-                      if r.type == "conformance" and r.id == key and r.expires_at <= t]
+            rc = next(r for r in self.recs if r.type == "conformance" and r.id == key)
+            if rc.expires_at <= t:
+                found.append((rc.expires_at, "expired", rc.path))
+            # "A receipt whose level does not hold answers revoked from its issued_at, for
+            # witness_invalid / auditor_invalid (the signer's deciding record) or
+            # witness_unqualified (the receipt itself)."
+            fails = self.level_fails(rc) if rc.effective_at <= t else None
+            if fails is not None:
+                reason, signer, of_signer = fails
+                found.append((rc.effective_at, reason, of_signer[3] if of_signer else rc.path, signer))
             # "A conformance receipt is revoked from its subject's revoked_at, with the subject's
             # reason and deciding record, and suspended while its subject is suspended."
-            subject = next(r.subject for r in self.recs if r.type == "conformance" and r.id == key)
-            of_subject = self.answer(subject, t)
+            of_subject = self.answer(rc.subject, t)
             if of_subject is not None and of_subject[0] == "revoked":
                 found.append(of_subject[1:4])
             elif of_subject is not None and not found:
@@ -476,17 +596,21 @@ class Reference:
             if ret is not None:
                 found.append((ret[0], "superseded", ret[1].path))
         if found:
-            when, reason, path = min(found, key=lambda f: f[0])
-            return ("revoked", when, reason, path)
+            return ("revoked", *min(found, key=lambda f: f[0]))
         s = self.suspended(key, t) if key.startswith("did:") else None
         return ("suspended", s[0], s[1], s[2].path) if s else None
 
 
 SEEDS = [generate_seed() for _ in range(3)]
+WEB = [WebSubject(f"did:web:{host}.example", generate_seed()) for host in ("alpha", "beta")]
+"""did:web implementations whose L4/L5 receipts the seeds witness and audit (L3 and up need a publisher)."""
+BOOTSTRAP = frozenset(did(s) for s in SEEDS)
+LOOKUP = lookup_from([(w.did, w.document) for w in WEB])
 DELTAS = [-25, -5, 0, 3, 12, 40]  # minutes from the commit time
 REASONS = ["key_compromise", "loss_of_key", "superseded", "unspecified"]
 ops = st.lists(st.tuples(st.sampled_from(["conformance", "revoke", "revoke_receipt", "kill", "rotate",
-                                          "add_controller", "suspend", "resume"]),
+                                          "add_controller", "suspend", "resume",
+                                          *["l4", "l5", "compromise"] * 2]),  # more signer standing to judge
                          st.booleans(), st.integers(0, 2), st.integers(0, 2), st.sampled_from(DELTAS),
                          st.sampled_from(REASONS)), min_size=1, max_size=14)
 """(what, signed by the subject itself or by `other`, subject, other, effective minus commit time, reason)"""
@@ -497,8 +621,21 @@ def _doc(r: Registry, op: tuple, minutes: int, receipts: list[str]) -> dict | No
     s, subj, eff = SEEDS[subject if by_self else other], did(SEEDS[subject]), r.t(minutes + delta)
     if kind == "conformance":
         return conformance_doc(receipt(SEEDS[subject], issued=r.at(minutes), valid=(20 + 7 * other) * MIN))
+    if kind in ("l4", "l5"):  # a did:web implementation, witnessed (and audited) by the seeds
+        impl = WEB[subject % 2]
+        if kind == "l4":
+            witnesses: tuple = (SEEDS[other], *((SEEDS[(other + 1) % 3],) if by_self else ()))
+        else:  # the three seeds (bootstrap witnesses), or two of them and the other implementation
+            witnesses = tuple(SEEDS) if by_self else (*(w for i, w in enumerate(SEEDS) if i != other),
+                                                      WEB[(subject + 1) % 2])
+        audit = audit_for(impl.did, SEEDS[(other + 2) % 3]) if kind == "l5" or reason == "loss_of_key" else None
+        return conformance_doc(web_receipt(impl, kind.upper(), witnesses=witnesses, audit=audit, issued=r.at(minutes),
+                                           valid=(20 + 7 * other) * MIN))
     if kind == "revoke":
         return make_revocation(s, kind="key" if other % 2 else "did", subject=subj, reason=reason, effective_at=eff)
+    if kind == "compromise":  # found later, dated back (often before receipts it witnessed were committed)
+        return make_revocation(SEEDS[subject], kind="key", subject=subj, reason=reason,
+                               effective_at=r.t(minutes + delta - 20))
     if kind == "revoke_receipt":
         return make_revocation(s, kind="conformance", subject=receipts[other % len(receipts)],
                                effective_at=eff) if receipts else None
@@ -514,7 +651,7 @@ def _doc(r: Registry, op: tuple, minutes: int, receipts: list[str]) -> dict | No
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
 def test_status_equals_the_reference_reading_of_the_spec(sequence):
-    r = Registry()
+    r = Registry(index=Index(BOOTSTRAP), lookup=LOOKUP)
     receipts: list[str] = []
     for i, op in enumerate(sequence):
         doc = _doc(r, op, 10 * i, receipts)
@@ -526,16 +663,52 @@ def test_status_equals_the_reference_reading_of_the_spec(sequence):
             continue  # refused by the registry's rules: not part of the history
         if rec.type == "conformance":
             receipts.append(rec.id)
-    ref = Reference(r.accepted, r.committed)
-    ids = [k for seed in SEEDS for k in (did(seed), grants(seed))] + receipts
+    ref = Reference(r.accepted, r.committed, BOOTSTRAP)
+    epochs = [f"{grants(seed)}@{e.id}" for seed in SEEDS for e in r.accepted
+              if e.type == "key_event" and e.subject == did(seed) and e.body["event"] in ("rotate", "resume")]
+    ids = [k for seed in SEEDS for k in (did(seed), grants(seed))] + epochs + receipts
     for minutes in range(-30, 10 * len(sequence) + 60, 4):
         at = r.at(minutes)
         epoch = standings(r.index, at)  # what a status epoch is built from
         for key in ids:
             got = epoch.get(key)
             mine = None if got is None else (got.status, got.since, got.reason, got.record.path) + (
-                (got.reinstated_at, got.reinstated_by.path) if got.reinstated_by else ())
+                (got.reinstated_at, got.reinstated_by.path) if got.reinstated_by else ()) + (
+                (got.signer,) if got.signer else ())
             assert mine == ref.answer(key, at), (key, minutes, [x.body for x in r.accepted])
+
+
+def test_the_reference_and_the_registry_agree_on_a_compromise_dated_back_under_two_receipts():
+    """A history the property test's generator can make, run through the same steps: an L4
+    receipt of one implementation witnessed by S0, an L5 receipt of another that the first
+    witnesses (qualified by that L4), then S0's key revoked for compromise from before both
+    were committed: the L4 loses its only witness, the L5 that witness and the qualification
+    of another, and both answer revoked from their issued_at, as the reference reads §6.1."""
+    r = Registry(index=Index(BOOTSTRAP), lookup=LOOKUP)
+    l4 = r.submit(_doc(r, ("l4", False, 1, 0, 0, "unspecified"), 0, []), 0)
+    l5 = r.submit(_doc(r, ("l5", False, 0, 2, 0, "unspecified"), 10, []), 10)
+    assert l5.witnesses == (did(SEEDS[0]), did(SEEDS[1]), WEB[1].did)
+    ref = Reference(r.accepted, r.committed, BOOTSTRAP)
+    assert ref.level_fails(l4) is None and ref.level_fails(l5) is None
+    assert r.status(l4.id, 15) is None and r.status(l5.id, 15) is None
+    r.submit(_doc(r, ("revoke", True, 0, 1, -25, "key_compromise"), 20, []), 20)  # effective at -5
+    got = standings(r.index, r.at(21))
+    assert (got[l4.id].reason, got[l4.id].signer, got[l4.id].since) == ("witness_invalid", did(SEEDS[0]), r.at(0))
+    assert (got[l5.id].reason, got[l5.id].signer, got[l5.id].since) == ("witness_invalid", did(SEEDS[0]), r.at(10))
+    ref = Reference(r.accepted, r.committed, BOOTSTRAP)
+    for rc in (l4, l5):
+        s = got[rc.id]
+        assert ref.answer(rc.id, r.at(21)) == (s.status, s.since, s.reason, s.record.path, s.signer)
+    # The same with the L4's witness outside the L5: the L5's own witnesses stay valid, but the
+    # implementation witnessing it held no valid L4 when it signed: witness_unqualified.
+    q = Registry(index=Index(BOOTSTRAP), lookup=LOOKUP)
+    q.submit(_doc(q, ("l4", False, 1, 2, 0, "unspecified"), 0, []), 0)  # witnessed by S2
+    l5 = q.submit(_doc(q, ("l5", False, 0, 2, 0, "unspecified"), 10, []), 10)  # S0, S1 and WEB[1]
+    q.submit(_doc(q, ("compromise", True, 2, 0, 0, "key_compromise"), 20, []), 20)  # S2 from 0
+    s = standings(q.index, q.at(21))[l5.id]
+    assert (s.reason, s.signer, s.record is l5) == ("witness_unqualified", WEB[1].did, True)
+    ref = Reference(q.accepted, q.committed, BOOTSTRAP)
+    assert ref.answer(l5.id, q.at(21)) == (s.status, s.since, s.reason, s.record.path, s.signer)
 
 
 def test_an_epoch_reads_a_principals_key_events_once_however_long_its_rotation_chain():

@@ -103,7 +103,9 @@ async def test_kill_recover_kill_and_a_push_stream_sees_each_within_seconds(reg,
 
     watcher = asyncio.create_task(follow())
     try:
-        assert (await asyncio.wait_for(pushed.get(), 30))["status"] == "unknown"
+        # a principal the registry knows, with no kill switch: its tokens are good (none is revoked)
+        assert (await asyncio.wait_for(pushed.get(), 30))["status"] == "good"
+        assert (await answer(reg, grants))[1] == ("good", None, None, None)
         kill1 = utc(t0 - timedelta(minutes=3))
         st, _body = await reg.post(make_kill_switch(p, effective_at=kill1))
         assert st == 200
@@ -113,12 +115,20 @@ async def test_kill_recover_kill_and_a_push_stream_sees_each_within_seconds(reg,
         assert code == 3 and js["revoked_at"] == kill1 and "reinstated_at" not in js
 
         recovered = utc(t0 - timedelta(minutes=2))
-        await reg.post(make_key_event(c, subject=did(p), event="resume", effective_at=recovered))
+        resume = make_key_event(c, subject=did(p), event="resume", effective_at=recovered)
+        await reg.post(resume)
         pushed_answer = await next_push("revoked", True)
         assert pushed_answer["revocation"]["reinstated"]["reinstated_at"] == recovered
-        assert (await answer(reg, grants))[1] == ("revoked", kill1, "kill_switch", recovered)
+        assert (await answer(reg, grants))[1] == ("revoked", kill1, "kill_switch", recovered)  # revoked for good
         code, js = await cli_status(reg, grants, tmp_path)
-        assert code == 3 and js["reinstated_at"] == recovered
+        epoch = f"{grants}@{resume['id']}"  # the tokens issued since the recovery carry this status id
+        assert code == 3 and js["reinstated_at"] == recovered and js["reinstated_id"] == epoch
+        assert (await answer(reg, epoch))[1] == ("good", None, None, None)
+        code, js = await cli_status(reg, epoch, tmp_path)
+        assert code == 0 and js["status"] == "good" and js["id"] == epoch  # "act only on good" accepts them
+        async with RegistryClient(reg.url) as client:  # the principal learns which id its new tokens carry
+            current = await client.token_epoch(did(p), "oauth_grants", registry=reg.svc.registry, policy=reg.policy)
+        assert (current.id, current.status) == (epoch, "good")
 
         kill2 = utc(t0 - timedelta(minutes=1))
         await reg.post(make_kill_switch(c, principal=did(p), effective_at=kill2))
@@ -126,6 +136,12 @@ async def test_kill_recover_kill_and_a_push_stream_sees_each_within_seconds(reg,
         assert (await answer(reg, grants))[1] == ("revoked", kill2, "kill_switch", None)  # the second one shows
         code, js = await cli_status(reg, grants, tmp_path)
         assert code == 3 and js["revoked_at"] == kill2 and "reinstated_at" not in js
+        assert (await answer(reg, epoch))[1] == ("revoked", kill2, "kill_switch", None)  # and revokes that epoch
+        async with RegistryClient(reg.url) as client:  # no epoch is open while the kill switch is in force
+            current = await client.token_epoch(did(p), "oauth_grants", registry=reg.svc.registry, policy=reg.policy)
+        assert (current.id, current.status, current.reason) == (grants, "revoked", "kill_switch")
+        code, js = await cli_status(reg, epoch, tmp_path)
+        assert code == 3 and js["reason"] == "kill_switch"
     finally:
         watcher.cancel()
     assert await list_bits(reg, did(p)) == set()  # a kill switch revokes tokens, not credentials
@@ -163,7 +179,7 @@ async def test_revoke_key_a_then_rotate_to_b_then_revoke_b(reg, tmp_path):
     assert code == 3 and js["revoked_at"] == compromised and js["reason"] == "key_compromise"
     code, js = await cli_status(reg, did(b), tmp_path)
     assert code == 3 and js["revoked_at"] == revoked_b
-    assert (await answer(reg, f"{did(a)}#trust_tokens"))[1][0] == "unknown"  # the principal's tokens stand
+    assert (await answer(reg, f"{did(a)}#trust_tokens"))[1][0] == "good"  # the principal's tokens stand
     keys = [did(a), did(b)]
     assert await mirror_verdicts(reg, keys, tmp_path) == {k: (await answer(reg, k))[1] for k in keys}
 
@@ -235,7 +251,7 @@ async def test_suspension_by_a_controller_until_a_resume(reg, tmp_path):
     assert await mirror_verdicts(reg, keys, tmp_path / "1") == {k: (await answer(reg, k))[1] for k in keys}
 
     await post(reg, make_key_event(c, subject=did(p), event="resume"))
-    assert (await answer(reg, did(p)))[1][0] == "good" and (await answer(reg, tokens))[1][0] == "unknown"
+    assert (await answer(reg, did(p)))[1][0] == "good" and (await answer(reg, tokens))[1][0] == "good"
     assert await list_bits(reg, did(p), "/suspension") == set()
     code, js = await cli_status(reg, did(p), tmp_path)
     assert code == 0 and js["status"] == "good"
@@ -320,3 +336,17 @@ def _keyfile(tmp_path: Path, seed: bytes) -> Path:
     path = tmp_path / f"{uuid.uuid4()}.key"
     keyfiles.write_private_key(path, keys.Signer("oap-registry", seed).to_skey())
     return path
+
+
+async def test_a_time_the_registry_writes_is_one_it_reads_back(reg, tmp_path):
+    """A revocation dated in year 1 (an accepted RFC 3339 time): the answer's revoked_at is
+    written `0001-01-01T00:00:00Z`, which the verifier, the CLI and a mirror read back (it was
+    written `1-01-01T00:00:00Z`, which no reader accepts, so the answer did not verify)."""
+    k = generate_seed()
+    await post(reg, make_revocation(k, kind="key", subject=did(k), reason="key_compromise",
+                                    effective_at="0001-01-01T00:00:00Z"))
+    resp, verdict = await answer(reg, did(k))
+    assert resp["revocation"]["revoked_at"] == "0001-01-01T00:00:00Z"
+    assert verdict == ("revoked", "0001-01-01T00:00:00Z", "key_compromise", None)
+    code, js = await cli_status(reg, did(k), tmp_path)
+    assert code == 3 and js["revoked_at"] == "0001-01-01T00:00:00Z"

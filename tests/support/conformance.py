@@ -94,7 +94,7 @@ def web_receipt(subject: WebSubject, level: str = "L3", *, witnesses: tuple[WebS
     issued = issued or datetime.now(UTC).replace(microsecond=0)
     body: dict[str, Any] = {
         "id": f"urn:oap:conformance:{uuid.uuid4()}", "subject": subject.did, "level": level,
-        "profile": "standard", "suite": {"name": "oap-test-suite", "version": "1.0.0"},
+        "profile": "non-commercial" if level.endswith("-NC") else "standard", "suite": {"name": "oap-test-suite", "version": "1.0.0"},
         "results_digest": "sha256:" + "ab" * 32, "issued_at": format_utc(issued),
         "expires_at": format_utc(issued + valid)}
     if audit is not None:

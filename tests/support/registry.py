@@ -56,7 +56,7 @@ def receipt(seed: bytes, level: str = "L1", *, witnesses: tuple[bytes, ...] = ()
             issued: datetime | None = None) -> dict:
     issued = issued or now_utc()
     body = {"id": f"urn:oap:conformance:{uuid.uuid4()}", "subject": did(seed), "level": level,
-            "profile": "standard", "suite": {"name": "oap-test-suite", "version": "1.0.0"},
+            "profile": "non-commercial" if level.endswith("-NC") else "standard", "suite": {"name": "oap-test-suite", "version": "1.0.0"},
             "results_digest": "sha256:" + "ab" * 32, "issued_at": utc(issued), "expires_at": utc(issued + valid)}
     signed = sign_conformance(body, seed)
     signed["signatures"] += [witness_signature(signed, w) for w in witnesses]

@@ -33,6 +33,7 @@ from tlog.formats.keys import Signer
 from tlog.formats.note import sign_note
 from tlog.formats.policy import parse_policy
 from tlog.formats.proofbundle import parse_proof_bundle
+from tlog.formats.times import format_utc, parse_utc
 from tlog.merkle.tree import memory_view
 from tlog.merkle.verify import verify_consistency, verify_inclusion
 
@@ -145,6 +146,12 @@ def _python(case: dict[str, Any]) -> dict[str, Any]:
         if got["ok"]:
             got["result"] = to_json(out)
         return got
+    if kind == "time":  # parse, then write: the spelling both sides write for the instant read
+        written: dict[str, str] = {}
+        got = verdict(lambda: written.update(text=format_utc(parse_utc(case["text"], "t"))))
+        if got["ok"]:
+            got["result"] = written["text"]
+        return got
     raise AssertionError(kind)
 
 
@@ -181,6 +188,22 @@ def test_inclusion_and_consistency_verdicts_are_the_same_in_the_browser():
     cases += [{"kind": "consistency", **c} for c in examples(consistency_cases(), 400)]
     refused = compare(cases)
     assert 0.2 * len(cases) < refused < len(cases), refused  # both outcomes are exercised
+
+
+def test_times_read_and_written_alike_in_the_browser():
+    """tlog/formats/times.py and lib/times.js: the same times accepted and refused, and an accepted
+    one written back with the same spelling, over the whole range (four-digit years, fractions
+    before 1970)."""
+    spellings = st.builds(
+        lambda y, mo, d, h, mi, sec, frac: f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{sec:02d}{frac}Z",
+        st.integers(0, 9999) | st.sampled_from([1, 999, 1969, 1970]), st.integers(0, 13), st.integers(0, 32),
+        st.integers(0, 24), st.integers(0, 60), st.integers(0, 60),
+        st.one_of(st.just(""), st.from_regex(r"\.[0-9]{1,7}", fullmatch=True)))
+    cases = [{"kind": "time", "text": t} for t in examples(spellings, 400)]
+    cases += [{"kind": "time", "text": t} for t in ("0001-01-01T00:00:00Z", "1969-12-31T23:59:59.5Z",
+                                                     "9999-12-31T23:59:59.999999Z", "1-01-01T00:00:00Z")]
+    refused = compare(cases)
+    assert 0.1 * len(cases) < refused < len(cases), refused
 
 
 def test_bundle_verdicts_are_the_same_in_the_browser():

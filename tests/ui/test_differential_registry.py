@@ -33,7 +33,7 @@ from tlog.formats.ed25519 import generate_seed
 from tlog.formats.encoding import b64enc
 from tlog.formats.times import format_utc, parse_utc
 
-from tests.support.conformance import WebSubject
+from tests.support.conformance import WebSubject, web_receipt
 from tests.support.didhosts import DidHosts
 from tests.support.registry import Running, conformance_doc, did, receipt, start_registry, wait_epoch_after
 from tests.support.services import ServerProcess
@@ -111,10 +111,16 @@ class Sequence:
         await self.post(make_key_event(q, subject=did(q), key=did(c)))
         await self.post(make_kill_switch(q, effective_at=_ago(180)))
         await self.answer("kill switch", grants, "revoked")
-        await self.post(make_key_event(c, subject=did(q), event="resume", effective_at=_ago(120)))
+        resume = make_key_event(c, subject=did(q), event="resume", effective_at=_ago(120))
+        await self.post(resume)
         await self.answer("kill switch, reinstated", grants, "revoked")
+        await self.answer("token epoch opened by the recovery", f"{grants}@{resume['id']}", "good")
         await self.post(make_kill_switch(c, principal=did(q), effective_at=_ago(60)))
         await self.answer("killed again", grants, "revoked")
+        await self.answer("token epoch killed", f"{grants}@{resume['id']}", "revoked")
+        again = make_key_event(c, subject=did(q), event="resume", effective_at=_ago(0))
+        await self.post(again)
+        await self.answer("token epoch killed, next epoch opened", f"{grants}@{resume['id']}", "revoked")
         # suspension and recovery
         r, d = generate_seed(), generate_seed()
         await self.post(make_key_event(r, subject=did(r), key=did(d)))
@@ -148,6 +154,16 @@ class Sequence:
         await self.answer("receipt suspended with its subject", held["id"], "suspended")
         await self.post(make_revocation(s, kind="key", subject=did(s), reason="key_compromise", effective_at=_ago(180)))
         await self.answer("receipt revoked with its subject", held["id"], "revoked")
+        # a receipt whose only witness is found compromised from before the receipt was committed
+        impl = WebSubject(self.hosts.web_did(f"impl-{uuid.uuid4().hex[:8]}"), generate_seed())
+        self.hosts.publish_web(impl.did, impl.document)
+        witness = generate_seed()
+        witnessed = web_receipt(impl, "L4", witnesses=(witness,))
+        await self.post(conformance_doc(witnessed))
+        await self.answer("receipt witnessed, good", witnessed["id"], "good")
+        await self.post(make_revocation(witness, kind="key", subject=did(witness), reason="key_compromise",
+                                        effective_at=_ago(3600)))
+        await self.answer("receipt whose witness was compromised before its commit", witnessed["id"], "revoked")
         # conformance receipts: revoked, and expired in both forms
         e1, e2, e3 = generate_seed(), generate_seed(), generate_seed()
         revoked = receipt(e1, "L2")
@@ -308,8 +324,8 @@ def _other_key(_: Any) -> str:
 
 
 
-def _later(t: Any) -> Any:
-    return format_utc(parse_utc(t, "t") + timedelta(seconds=1)) if isinstance(t, str) else t
+def _later(t: Any, by: timedelta = timedelta(seconds=1)) -> Any:
+    return format_utc(parse_utc(t, "t") + by) if isinstance(t, str) else t
 
 
 def _each_doc(d: dict, fn: Callable[[dict], None]) -> bool:
@@ -393,6 +409,19 @@ TAMPERS: dict[str, Callable[[dict], bool]] = {
     "via: Git path reversed": _set(("suspension", "via", "git_path"), lambda g: g[::-1]),
     "via: seq changed": _set(("revocation", "via", "seq"), lambda n: n + 1),
     "via: extra key": _set(("suspension", "via", "note"), "x"),
+    "signer dropped": _drop(("revocation", "signer")),
+    "signer: another witness": _set(("revocation", "signer", "id"), _other_key),
+    "signer: since after the receipt's commit": _set(("revocation", "signer", "since"),
+                                                     lambda t: _later(t, timedelta(days=1))),
+    "signer: since moved": _set(("revocation", "signer", "since"), lambda t: _later(t)),
+    "signer: suspended instead": _set(("revocation", "signer", "status"), "suspended"),
+    "signer: reason changed": _set(("revocation", "signer", "reason"), "unspecified"),
+    "signer: extra key": _set(("revocation", "signer", "note"), "x"),
+    "via: commit_object dropped": _drop(("revocation", "via", "commit_object")),
+    "via: commit_object of another commit": _set(("revocation", "via", "commit_object"), lambda c: _flip(c),
+                                                 only=lambda d: "commit_object" in d["revocation"]["via"]),
+    "via: commit_object not base64": _set(("revocation", "via", "commit_object"), "!",
+                                          only=lambda d: "commit_object" in d["revocation"]["via"]),
     "leaf index moved": _set(("proof", "index"), lambda i: i + 1, only=lambda d: "index" in d["proof"]),
     "leaf replaced by the left neighbour": lambda d: _neighbour(d),
 }
@@ -423,7 +452,7 @@ def _status_python(case: dict[str, Any]) -> dict[str, Any]:
             return format_utc(x) if x is not None else None
         return {"id": v.id, "status": v.status, "epoch": v.epoch, "log_checked": v.log_checked, "reason": v.reason,
                 "revoked_at": t(v.revoked_at), "suspended_at": t(v.suspended_at), "reinstated_at": t(v.reinstated_at),
-                "subject": v.subject}
+                "reinstated_id": v.reinstated_id, "subject": v.subject, "signer": v.signer}
     return _py_verdict(run)
 
 
@@ -494,6 +523,19 @@ async def test_registry_status_verdicts_are_the_same_in_the_browser(network):
         assert got["result"]["subject"] is not None and got["result"]["subject"].startswith("did:key:"), got
         tampers = [w for c, w in zip(cases, want) if c["name"].startswith(f"{name}: ")]
         assert len(tampers) > 10 and not any(w["ok"] for w in tampers), tampers
+    # a receipt whose witness was compromised before its commit verifies, names the witness, and no
+    # tamper of the signer, its standing or the commit that bounds the signing passes
+    name = "receipt whose witness was compromised before its commit"
+    got = by_name[f"{name} (both logs)"]
+    assert got["ok"] and got["result"]["reason"] == "witness_invalid" and got["result"]["signer"], got
+    tampers = {c["name"]: w for c, w in zip(cases, want) if c["name"].startswith(f"{name}: ")}
+    assert len(tampers) > 15 and not any(w["ok"] for w in tampers.values()), tampers
+    assert tampers[f"{name}: signer: since after the receipt's commit"]["message"].startswith(
+        "signer: its standing began after the receipt was committed"), tampers
+    # a token epoch: good since the recovery, revoked by the next kill switch, naming the next epoch
+    assert by_name["token epoch opened by the recovery (both logs)"]["result"]["status"] == "good"
+    nxt = by_name["token epoch killed, next epoch opened (both logs)"]["result"]
+    assert nxt["status"] == "revoked" and nxt["reinstated_id"] and "@urn:oap:key-event:" in nxt["reinstated_id"], nxt
     via_refusals = {by_name[n].get("message", "") for n in by_name if ": via" in n}
     assert any(m.startswith("via: only a conformance receipt's answer") for m in via_refusals), via_refusals
     assert any(m.startswith("via: not this conformance receipt") for m in via_refusals), via_refusals
@@ -601,6 +643,9 @@ def _conformance_cases() -> list[dict[str, Any]]:
                                       [impl.document]),
         **{f"L5, {name}": (web_receipt(impl, "L5", witnesses=(w1, w2, w3), audit=bad, issued=issued), [impl.document])
            for name, bad in bad_audits.items()},
+        "L3-NC did:web": (web_receipt(impl, "L3-NC", issued=issued), [impl.document]),
+        "L3-NC, commercial profile": (_profiled(impl, "L3-NC", "commercial", issued), [impl.document]),
+        "L3, non-commercial profile": (_profiled(impl, "L3", "non-commercial", issued), [impl.document]),
         "L2 did:key": (receipt(w1, "L2", issued=issued), []),
         "L3 did:key (no publisher)": (receipt(w1, "L3", issued=issued), []),
     }
@@ -629,6 +674,15 @@ def _conformance_cases() -> list[dict[str, Any]]:
             cases.append({"kind": "conformance", "name": f"{name}: {mname}", "text": json.dumps(doc),
                           "documents": documents, "now": when if isinstance(when, str) else now})
     return cases
+
+
+def _profiled(subject: WebSubject, level: str, profile: str, issued: datetime) -> dict:
+    """A receipt with `profile` as given, self-signed after it was set (§31 profile rule)."""
+    from tlog.formats.conformance import sign_conformance
+
+    from tests.support.conformance import web_receipt
+    body = {k: v for k, v in web_receipt(subject, level, issued=issued).items() if k != "signatures"}
+    return sign_conformance({**body, "profile": profile}, subject.seed, by=subject.key_id)
 
 
 def _first_proof(doc: dict) -> dict:

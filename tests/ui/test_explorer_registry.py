@@ -136,11 +136,13 @@ def test_kill_recover_kill_each_pushed_verified_and_said_plainly(network, browse
     assert "kill switch" in text(browser, "status-facts"), said
     assert "verified here" in live(browser) and "REVOKED by a kill switch" in live(browser)
     shot(browser, tmp_path, "status-killed-1400")
-    post(network["registry"], make_key_event(c, subject=did(p), event="resume", effective_at=ago(120)))
-    said = verdict_says(browser, "status-verdict", "reinstated at", "tokens issued before", "are revoked, after are not",
-                        state="revoked")
+    resume = make_key_event(c, subject=did(p), event="resume", effective_at=ago(120))
+    post(network["registry"], resume)
+    said = verdict_says(browser, "status-verdict", "REVOKED for good, reinstated at", "stays revoked",
+                        "carry the status id of the new epoch", state="revoked")
     assert "reinstated by" in said and "key event resume" in said, said
-    assert "reinstated at" in text(browser, "status-facts")
+    epoch = f"{grants}@{resume['id']}"
+    assert "reinstated at" in text(browser, "status-facts") and epoch in text(browser, "status-facts")
     shot(browser, tmp_path, "status-reinstated-1400")
     post(network["registry"], make_kill_switch(c, principal=did(p), effective_at=ago(60)))
     said = verdict_says(browser, "status-verdict", "REVOKED by a kill switch", state="revoked")

@@ -73,6 +73,16 @@ ALG = "EdDSA"
 ALGS = {ED25519: "EdDSA", P256: "ES256", SECP256K1: "ES256K"}
 """The JOSE name a signature's `alg` must give for the key that made it (App. C)."""
 
+NON_COMMERCIAL = "non-commercial"
+"""§31: the Non-Commercial Profile (RFC 0025), what the test suite's `--profile non-commercial`
+writes in `profile`."""
+NC_LEVELS = frozenset({"L1-NC", "L3-NC"})
+"""§31: "L1-NC and L3-NC correspond to L1 and L3 with the Wallet, Subscription, and refund
+requirements waived"; the profile defines no other level."""
+COMMERCIAL_LEVELS = frozenset({"L1", "L2", "L3", "L4", "L5"})
+"""Levels whose requirements include what the Non-Commercial Profile waives (L2 and up hold
+the Wallet, Subscription and refund requirements; L1 has its own -NC form): a receipt with
+`profile` non-commercial cannot claim them."""
 PUBLISHER_LEVELS = frozenset({"L3", "L3-NC", "L4", "L5"})
 """§31: L3 asks "DNS or DID-based publisher verification"; levels are cumulative."""
 AUDIT_LEVELS = frozenset({"L5"})
@@ -250,6 +260,7 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
         raise InvalidInput(f"{what}: level must be one of {', '.join(sorted(LEVELS))}")
     if not isinstance(claims["profile"], str) or not claims["profile"]:
         raise InvalidInput(f"{what}: profile must be a non-empty string")
+    profile_rule(level, claims["profile"], what)
     suite = claims["suite"]
     if not isinstance(suite, dict) or suite.keys() != {"name", "version"} \
             or not all(isinstance(v, str) and v for v in suite.values()):
@@ -287,6 +298,19 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
     independent_witnesses(what, level, needed, [principal(w, keys=_offline_keys(w, lookup)) for w in witnesses])
     return ConformanceReceipt(rid, subject, level, issued_at, expires_at, witnesses,
                               "vc" if is_vc(receipt) else "compact", audit)
+
+
+def profile_rule(level: str, profile: str, what: str = "conformance receipt") -> None:
+    """§31 Non-Commercial Profile: an -NC level is produced under `--profile non-commercial`,
+    so its `profile` must say so; and a receipt of that profile (the Wallet, Subscription and
+    refund requirements waived) claims an -NC level (or L0), never the full L1-L5 whose
+    requirements it skipped. InvalidInput otherwise: the receipt contradicts itself."""
+    if level in NC_LEVELS and profile != NON_COMMERCIAL:
+        raise InvalidInput(f"{what}: level {level} is the Non-Commercial Profile (§31): its profile must be "
+                           f"{NON_COMMERCIAL!r}, not {profile!r}")
+    if profile == NON_COMMERCIAL and level in COMMERCIAL_LEVELS:
+        raise InvalidInput(f"{what}: profile {NON_COMMERCIAL!r} waives requirements of level {level} (§31); "
+                           f"a non-commercial receipt claims {' or '.join(sorted(NC_LEVELS))}")
 
 
 def _check_signatures(what: str, signatures: list[_Signature], subject: str) -> tuple[str, ...]:

@@ -1,7 +1,9 @@
 """Times as OAP writes them: RFC 3339 in UTC with a "Z", at most microseconds.
 
 One instant has one spelling in signed data: no offsets, and fractions capped at
-microseconds so comparisons with `datetime` are exact.
+microseconds so comparisons with `datetime` are exact. Every instant `parse_utc` accepts
+(years 0001 to 9999) is one `format_utc` writes and `parse_utc` reads back: the year is
+always four digits (strftime's `%Y` writes year 1 as `1`, which no RFC 3339 reader takes).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ def parse_utc(value: object, field: str) -> datetime:
 def format_utc(dt: datetime) -> str:
     """The one spelling `parse_utc` reads back to the same instant."""
     dt = dt.astimezone(UTC)
-    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    text = f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
     if dt.microsecond:
         text += f".{dt.microsecond:06d}".rstrip("0")
     return text + "Z"

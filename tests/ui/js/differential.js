@@ -53,8 +53,9 @@ const KINDS = {
     const v = await lib.verifyStatus(c.text, { registry: c.registry, policy, now: new Date(c.now), allowStale: !!c.allow_stale });
     const t = (d) => (d ? lib.formatUtc(lib.dateToMicros(d)) : null);
     return { id: v.id, status: v.status, epoch: Number(v.epoch), log_checked: v.logChecked, reason: v.reason ?? null,
-      revoked_at: t(v.revokedAt), suspended_at: t(v.suspendedAt), reinstated_at: t(v.reinstatedAt), subject: v.subject ?? null };
+      revoked_at: t(v.revokedAt), suspended_at: t(v.suspendedAt), reinstated_at: t(v.reinstatedAt), reinstated_id: v.reinstatedId ?? null, subject: v.subject ?? null, signer: v.signer ?? null };
   },
+  time: (c) => lib.formatUtc(lib.parseUtc(c.text, 't')),
   record: async (c) => {
     const lookup = c.documents.length ? lib.lookupFrom(c.documents.map((d) => [d.id, d])) : null;
     const r = await lib.checkRecord(lib.parseJSON(c.text, { strict: false, floats: 'wrap' }), { lookup });

@@ -258,6 +258,19 @@ export async function checkAudit(audit, subject, lookup, where = 'audit') {
 
 // --- the whole receipt --------------------------------------------------------------------
 
+export const NON_COMMERCIAL = 'non-commercial';
+const NC_LEVELS = ['L1-NC', 'L3-NC'];
+const COMMERCIAL_LEVELS = ['L1', 'L2', 'L3', 'L4', 'L5'];
+
+/** conformance.py profile_rule (§31 Non-Commercial Profile): an -NC level needs profile
+ * non-commercial, and a non-commercial receipt claims an -NC level (or L0). */
+export function profileRule(level, profile, what = 'conformance receipt') {
+  if (NC_LEVELS.includes(level) && profile !== NON_COMMERCIAL)
+    throw new InvalidInput(`${what}: level ${level} is the Non-Commercial Profile (§31): its profile must be ${pyRepr(NON_COMMERCIAL)}, not ${pyRepr(profile)}`);
+  if (profile === NON_COMMERCIAL && COMMERCIAL_LEVELS.includes(level))
+    throw new InvalidInput(`${what}: profile ${pyRepr(NON_COMMERCIAL)} waives requirements of level ${level} (§31); a non-commercial receipt claims ${NC_LEVELS.join(' or ')}`);
+}
+
 /** conformance.py validate_conformance: a receipt in either form, completely; InvalidInput
  * naming the problem, or Forbidden when a §31 level rule fails. `nowUs`: BigInt microseconds.
  * `lookup`: DID -> keys for signers that are not did:key (lib/diddoc.js lookupFrom). */
@@ -275,6 +288,7 @@ export async function validateConformance(receipt, nowUs, { requireWitnesses = t
   const level = claims.level;
   if (typeof level !== 'string' || !LEVELS.includes(level)) throw new InvalidInput(`${what}: level must be one of ${pySorted(LEVELS).join(', ')}`);
   if (typeof claims.profile !== 'string' || !claims.profile) throw new InvalidInput(`${what}: profile must be a non-empty string`);
+  profileRule(level, claims.profile, what);
   const suite = claims.suite;
   if (!isObj(suite) || Object.keys(suite).length !== 2 || !Object.hasOwn(suite, 'name') || !Object.hasOwn(suite, 'version')
       || !Object.values(suite).every((v) => typeof v === 'string' && v))

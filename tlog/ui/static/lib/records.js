@@ -203,7 +203,7 @@ export const vcStatusKey = (vcId, issuer) => `vc ${issuer} ${vcId}`;
 
 // --- Git objects (SHA-1, as Git names them) ------------------------------------------
 
-async function gitSha(kind, data) {
+export async function gitSha(kind, data) {
   const head = utf8(`${kind} ${data.length}\0`), all = new Uint8Array(head.length + data.length);
   all.set(head); all.set(data, head.length);
   return hex(new Uint8Array(await subtle().digest('SHA-1', all)));

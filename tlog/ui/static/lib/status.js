@@ -20,7 +20,13 @@
 //     upstream's records); and the records decide this verdict for this id at that time for
 //     that reason. A conformance receipt revoked or suspended with its subject carries `via`:
 //     the receipt itself, with the same evidence, whose id is this id; the records then decide
-//     the verdict for the subject it names (only a receipt's answer may carry `via`);
+//     the verdict for the subject it names (only a receipt's answer may carry `via`). A receipt
+//     whose level does not hold (witness_invalid / auditor_invalid) names the `signer` that does
+//     not count and carries `via` with the receipt's raw Git commit: the signer is one of its
+//     witnesses (its auditor), the records give it the standing stated from no later than the
+//     commit time, and the receipt is revoked from its issued_at; witness_unqualified is decided
+//     by the L5 receipt itself. Token ids may name an epoch (`<principal>#<class>@<recovery id>`);
+//     a `reinstated` recovery names the next epoch (reinstatedId), never the one asked about;
 //  5. fresh: this_update <= now + 5 min and now < next_update (unless allowStale).
 import { StatusVerificationError, OAPError } from './errors.js';
 import { b64dec, utf8, hex, bytesEqual } from './b64.js';
@@ -33,7 +39,7 @@ import { decodeCBOR, canonicalEntry } from './cbor.js';
 import { isAnchorsFile, parseAnchors } from './anchors.js';
 import { keysFromDocument } from './diddoc.js';
 import { sameJSON } from './dataintegrity.js';
-import { checkRecord, classify, idHash, vcStatusKey, verifyGitPath, parseUtc, dateToMicros, microsToDate, MAX_CLOCK_SKEW_US, KILL_SWITCH_CLASSES } from './records.js';
+import { checkRecord, classify, idHash, vcStatusKey, verifyGitPath, gitSha, parseUtc, dateToMicros, microsToDate, MAX_CLOCK_SKEW_US, KILL_SWITCH_CLASSES } from './records.js';
 
 export const STATUSES = ['good', 'revoked', 'suspended', 'unknown'];
 const REVOKED = ['id', 'reason', 'record', 'revoked_at'];
@@ -41,7 +47,9 @@ const REVOKED = ['id', 'reason', 'record', 'revoked_at'];
 export const LEAF_SHAPES = [[REVOKED, 'revoked'], [[...REVOKED, 'reinstated_at', 'reinstated_by'], 'revoked'],
   [['id', 'reason', 'record', 'suspended_at'], 'suspended']];
 const EVIDENCE = ['record', 'path', 'seq', 'commit', 'tree', 'git_path', 'anchor'];
-const EVIDENCE_OPTIONAL = ['receipt_anchor', 'did_documents'];
+const EVIDENCE_OPTIONAL = ['receipt_anchor', 'did_documents', 'commit_object'];
+/** Why a conformance receipt's level does not hold: a signer that does not count (§31, §28.5). */
+export const SIGNER_REASONS = ['witness_invalid', 'auditor_invalid', 'witness_unqualified'];
 const RECOVERIES = ['rotate', 'resume'];
 /** A conformance receipt's status id: the only id whose answer may carry `via`. */
 const RECEIPT_PREFIX = 'urn:oap:conformance:';
@@ -198,7 +206,7 @@ async function checkStanding(resp, key, size, root, registry, policy) {
   const revoked = status === 'revoked';
   const [name, when] = revoked ? ['revocation', 'revoked_at'] : ['suspension', 'suspended_at'];
   const block = resp[name];
-  const allowed = [...EVIDENCE, ...EVIDENCE_OPTIONAL, when, 'reason', 'linked_by', 'via', ...(revoked ? ['reinstated'] : [])];
+  const allowed = [...EVIDENCE, ...EVIDENCE_OPTIONAL, when, 'reason', 'linked_by', 'via', ...(revoked ? ['reinstated', 'signer'] : [])];
   if (!isObj(block) || !holds(block, [...EVIDENCE, when, 'reason']) || !within(block, allowed)) throw fail(`${name} block malformed`);
   if (has(block, 'via') && !key.startsWith(RECEIPT_PREFIX)) throw fail("via: only a conformance receipt's answer falls with its subject");
   const [rec, content] = await evidence(block, registry, policy, `${name} record`);
@@ -207,6 +215,8 @@ async function checkStanding(resp, key, size, root, registry, policy) {
   const since = time(block[when], when);
   const linked = has(block, 'linked_by') ? (await evidence(sole(block.linked_by, 'linked_by'), registry, policy, 'linked_by'))[0] : null;
   const out = { reason: block.reason, record: block.record, deciding: rec, linkedBy: linked };
+  if (has(block, 'signer') || SIGNER_REASONS.includes(block.reason)) // the receipt's level does not hold
+    return { ...out, ...(await signerDecides(block, rec, linked, key, since, registry, policy)) };
   if (has(block, 'via')) { // the records decide the standing of the subject the receipt names
     out.via = await via(block.via, key, registry, policy);
     key = out.via.subject;
@@ -226,13 +236,68 @@ async function checkStanding(resp, key, size, root, registry, policy) {
     if (!sameJSON(leaf.reinstated_at ?? null, r.reinstated_at) || !sameJSON(leaf.reinstated_by ?? null, sha256Text(await sha256(rcontent))))
       throw fail('the leaf does not commit to this reinstatement');
     const at = time(r.reinstated_at, 'reinstated_at');
-    recordReinstates(rrec, key, since, at);
+    out.reinstatedId = recordReinstates(rrec, key, since, at);
     out.reinstatedAt = microsToDate(at);
     out.reinstatedBy = rrec;
   } else if (has(leaf, 'reinstated_at')) {
     throw fail('the leaf names a reinstatement the answer does not prove');
   }
   return out;
+}
+
+/** statusverify.py _signer_decides: a conformance receipt whose level does not hold because of a
+ * signer: revoked from its issued_at; `signer` is one of its witnesses (or its auditor) and, for
+ * an invalid key, the deciding record (with linked_by) gives that signer the standing `signer`
+ * states, from no later than the receipt's commit time (the raw Git commit in `via`). */
+async function signerDecides(block, rec, linked, key, since, registry, policy) {
+  const reason = block.reason, signer = has(block, 'signer') ? block.signer : undefined;
+  if (!SIGNER_REASONS.includes(reason) || !key.startsWith(RECEIPT_PREFIX) || !isObj(signer) || typeof signer.id !== 'string')
+    throw fail("signer: only a conformance receipt's answer names a signer, with its reason");
+  if (reason === 'witness_unqualified') {
+    const ok = sameKeys(signer, ['id']) && !has(block, 'via') && linked === null && rec.type === 'conformance'
+      && rec.id === key && rec.level === 'L5' && rec.witnesses.includes(signer.id) && since === rec.effectiveAt;
+    if (!ok) throw fail('the record does not show an unqualified witness of this receipt');
+    return { revokedAt: microsToDate(since), signer: signer.id };
+  }
+  if (!sameKeys(signer, ['id', 'status', 'since', 'reason']) || !['revoked', 'suspended'].includes(signer.status)
+      || typeof signer.reason !== 'string' || !has(block, 'via'))
+    throw fail('signer malformed');
+  const [receipt] = await evidence(sole(block.via, 'via'), registry, policy, 'via');
+  if (receipt.type !== 'conformance' || receipt.id !== key) throw fail('via: not this conformance receipt');
+  const committed = await commitTime(block.via, 'via');
+  const who = signer.id, signedSince = time(signer.since, 'signer since');
+  const signs = reason === 'witness_invalid' ? receipt.witnesses.includes(who) : receipt.audit !== null && receipt.audit !== undefined && receipt.audit.auditor === who;
+  if (!signs) throw fail(`signer: ${who} is not a${reason === 'witness_invalid' ? ' witness' : 'n auditor'} of this receipt`);
+  if (signedSince > committed) throw fail('signer: its standing began after the receipt was committed, so its signature counts');
+  if (signer.status === 'revoked') recordRevokes(rec, linked, who, signer.reason, signedSince);
+  else recordSuspends(rec, linked, who, signer.reason, signedSince);
+  if (since !== receipt.effectiveAt) throw fail('a receipt whose level does not hold is revoked from its issued_at');
+  return { revokedAt: microsToDate(since), signer: who, via: receipt };
+}
+
+/** statusverify.py _commit_time: the committer time (µs) of the raw Git commit `commit_object`,
+ * which must hash to the evidence's `commit` and name its `tree`. */
+async function commitTime(block, what) {
+  let raw = null;
+  if (typeof block.commit_object === 'string') {
+    try { raw = b64dec(block.commit_object, 'commit_object'); } catch (e) {
+      if (e instanceof OAPError) throw fail(`${what}: ${e.reason}`);
+      throw e;
+    }
+  }
+  if (raw === null || await gitSha('commit', raw) !== block.commit) throw fail(`${what}: commit_object is not the commit ${block.commit}`);
+  const text = Array.from(raw, (b) => String.fromCharCode(b)).join('');
+  const cut = text.indexOf('\n\n');
+  const headers = (cut < 0 ? text : text.slice(0, cut)).split('\n');
+  const committer = headers.filter((h) => h.startsWith('committer '));
+  let parts = [];
+  if (committer.length === 1) {
+    const line = committer[0], last = line.lastIndexOf(' '), prev = last > 0 ? line.lastIndexOf(' ', last - 1) : -1;
+    parts = prev >= 0 ? [line.slice(0, prev), line.slice(prev + 1, last), line.slice(last + 1)] : [];
+  }
+  if (headers[0] !== `tree ${block.tree}` || parts.length !== 3 || !/^[0-9]+$/.test(parts[1]) || parts[1].length > 12)
+    throw fail(`${what}: commit_object is not a commit of the tree ${block.tree}`);
+  return BigInt(parts[1]) * 1000000n;
 }
 
 /** Evidence that stands alone in the block (`linked_by`, `via`): nothing but the evidence. */
@@ -254,6 +319,7 @@ async function via(item, key, registry, policy) {
 async function evidence(block, registry, policy, what) {
   if (!isObj(block) || !holds(block, EVIDENCE)) throw fail(`${what}: evidence malformed`);
   if (!isInt(block.seq) || typeof block.commit !== 'string' || typeof block.tree !== 'string') throw fail(`${what}: seq, commit, tree malformed`);
+  if (has(block, 'commit_object')) await commitTime(block, what); // bound to the commit, wherever it is given
   const record = block.record;
   const lookup = await didDocuments(has(block, 'did_documents') ? block.did_documents : [], block.tree);
   let rec;
@@ -315,11 +381,23 @@ async function didDocuments(items, tree) {
   };
 }
 
-/** (principal, true) for a token class id `<principal>#<class>`, else (key, false). */
+const EPOCH_PREFIX = 'urn:oap:key-event:';
+/** statusverify.py token_parts: [principal, class, epoch] for a token status id
+ * (`<principal>#<class>`, epoch null: the tokens issued before the principal's first recovery;
+ * `<principal>#<class>@<recovery id>`: those issued since that recovery), else null. */
+export function tokenParts(key) {
+  const i = key.indexOf('#');
+  if (i < 0) return null;
+  const principal = key.slice(0, i), rest = key.slice(i + 1), j = rest.indexOf('@');
+  const cls = j < 0 ? rest : rest.slice(0, j), epoch = j < 0 ? null : rest.slice(j + 1);
+  if (!KILL_SWITCH_CLASSES.includes(cls) || !principal.startsWith('did:')) return null;
+  if (epoch !== null && (!epoch.startsWith(EPOCH_PREFIX) || epoch === EPOCH_PREFIX)) return null;
+  return [principal, cls, epoch];
+}
+/** (principal, true) for a token status id, else (key, false). */
 function principalOf(key) {
-  const i = key.lastIndexOf('#');
-  if (i >= 0 && KILL_SWITCH_CLASSES.includes(key.slice(i + 1))) return [key.slice(0, i), true];
-  return [key, false];
+  const parts = tokenParts(key);
+  return parts ? [parts[0], true] : [key, false];
 }
 const isRotation = (rec) => rec !== null && rec.type === 'key_event' && rec.body.event === 'rotate';
 
@@ -329,8 +407,9 @@ function recordRevokes(rec, linked, key, reason, revokedAt) {
   if (rec.type === 'revocation') {
     const want = rec.kind === 'vc' ? vcStatusKey(rec.subject, rec.issuedBy) : rec.subject;
     ok = key === want && reason === rec.body.reason && revokedAt === rec.effectiveAt && linked === null;
-  } else if (rec.type === 'kill_switch') {
-    ok = KILL_SWITCH_CLASSES.some((c) => key === `${rec.subject}#${c}`) && reason === 'kill_switch' && revokedAt === rec.effectiveAt && linked === null;
+  } else if (rec.type === 'kill_switch') { // the principal's tokens, of any epoch
+    const [principal, isClass] = principalOf(key);
+    ok = isClass && principal === rec.subject && reason === 'kill_switch' && revokedAt === rec.effectiveAt && linked === null;
   } else if (rec.type === 'conformance') {
     ok = key === rec.id && reason === 'expired' && revokedAt === rec.expiresAt && linked === null;
   } else if (isRotation(rec)) { // superseded: the subject's did:key, or the key of its previous rotation, is retired
@@ -341,12 +420,14 @@ function recordRevokes(rec, linked, key, reason, revokedAt) {
   if (!ok) throw fail('the record does not revoke this id at that time for that reason');
 }
 
-/** A recovery (rotate or resume) of the token class's principal, after the kill switch. */
+/** A recovery (rotate or resume) of the token class's principal, after the kill switch, that
+ * opened a later token epoch than this id's. -> the status id of the tokens issued since it. */
 function recordReinstates(rec, key, revokedAt, reinstatedAt) {
-  const [principal, isClass] = principalOf(key);
-  const ok = isClass && rec.type === 'key_event' && RECOVERIES.includes(rec.body.event) && rec.subject === principal
-    && reinstatedAt === rec.effectiveAt && reinstatedAt > revokedAt;
+  const parts = tokenParts(key);
+  const ok = parts !== null && rec.type === 'key_event' && RECOVERIES.includes(rec.body.event) && rec.subject === parts[0]
+    && reinstatedAt === rec.effectiveAt && reinstatedAt > revokedAt && rec.id !== parts[2];
   if (!ok) throw fail('the record does not reinstate this id at that time');
+  return `${parts[0]}#${parts[1]}@${rec.id}`;
 }
 
 /** A `suspend` of the principal, or (automatic suspension, §5.3) a loss_of_key revocation of
@@ -373,8 +454,10 @@ function recordSuspends(rec, linked, key, reason, suspendedAt) {
  * asked about (records.js vcStatusKey for a credential), the answer must be about it (null:
  * not checked, the caller reads the result's id); now: Date.
  * -> {id, status, thisUpdate, nextUpdate, epoch, logChecked, statement, history, revokedAt?,
- *     suspendedAt?, reinstatedAt?, reason?, record?, deciding?, linkedBy?, reinstatedBy?,
- *     via?, subject?} (via: a receipt that falls with its subject, which `subject` names). */
+ *     suspendedAt?, reinstatedAt?, reinstatedId?, reason?, record?, deciding?, linkedBy?,
+ *     reinstatedBy?, via?, subject?, signer?} (via: a receipt that falls with its subject, which
+ *     `subject` names, or whose level does not hold because of `signer`; reinstatedId: the status
+ *     id the tokens issued since the recovery carry). */
 export async function verifyStatus(resp, { registry, id = null, policy = null, now = new Date(), allowStale = false }) {
   if (typeof resp === 'string' || resp instanceof Uint8Array) {
     try { resp = parseJSON(resp, { strict: false, floats: 'wrap' }); } catch (e) { throw fail(`status response is not JSON: ${e.reason}`); }

@@ -24,7 +24,8 @@ export const dateToMicros = (d) => BigInt(d.getTime()) * 1000n;
 
 /** The one spelling parseUtc reads back to the same instant (times.py format_utc). */
 export function formatUtc(us) {
-  const d = new Date(Number(us / 1000000n) * 1000), frac = us % 1000000n;
+  const frac = ((us % 1000000n) + 1000000n) % 1000000n; // floored: an instant before 1970 has a positive fraction
+  const d = new Date(Number((us - frac) / 1000000n) * 1000);
   const text = d.toISOString().slice(0, 19);
   return text + (frac ? '.' + frac.toString().padStart(6, '0').replace(/0+$/, '') : '') + 'Z';
 }

@@ -44,6 +44,17 @@ function recordWords(rec) {
 
 /** The sentence a relying party acts on, for a verified answer (§6.1). */
 function meaning(v, id) {
+  if (v.signer) { // a conformance receipt whose level does not hold: a signer that does not count (§31, §28.5)
+    const who = value(v.signer, 'signer', { link: { href: href({ view: 'principal', id: v.signer }) } });
+    const since = iso(v.revokedAt);
+    if (v.reason === 'witness_unqualified')
+      return { headline: `REVOKED (witness_unqualified) from ${since}: its level does not hold`,
+        detail: ['witness ', who, ' held no valid L4/L5 receipt when it signed, and too few qualified witnesses remain: the receipt never proved its level.'] };
+    const role = v.reason === 'auditor_invalid' ? 'auditor' : 'witness';
+    return { headline: `REVOKED (${v.reason}) from ${since}: its level does not hold`,
+      detail: [`its ${role} `, who, ' had lost its standing (', recordWords(v.deciding),
+        ') no later than the receipt was committed, the latest time it can have signed: its signature does not count, and the signatures left do not make the level.'] };
+  }
   if (v.subject) { // a conformance receipt that falls with its subject: the subject's standing, said of the receipt
     const subject = value(v.subject, 'subject', { link: { href: href({ view: 'principal', id: v.subject }) } });
     const since = iso(v.status === 'suspended' ? v.suspendedAt : v.revokedAt);
@@ -55,8 +66,7 @@ function meaning(v, id) {
         detail: ['the receipt vouches for ', subject, ', which is revoked (', recordWords(v.deciding),
           `); refuse the receipt from ${since}.`] };
   }
-  const [principal, cls] = id.includes('#') && TOKEN_CLASSES.includes(id.slice(id.lastIndexOf('#') + 1))
-    ? [id.slice(0, id.lastIndexOf('#')), id.slice(id.lastIndexOf('#') + 1)] : [id, null];
+  const [principal, cls] = oap.tokenParts(id) || [id, null];
   if (v.status === 'suspended') {
     const rec = v.deciding;
     const how = rec && rec.type === 'key_event' ? ['by a suspend signed by ', value(rec.issuedBy, 'signer')]
@@ -75,12 +85,14 @@ function meaning(v, id) {
     }
     if (v.reason === 'kill_switch') {
       if (v.reinstatedAt) {
-        return { headline: `REVOKED, reinstated at ${iso(v.reinstatedAt)}: tokens issued before ${iso(v.reinstatedAt)} are revoked, after are not`,
+        return { headline: `REVOKED for good, reinstated at ${iso(v.reinstatedAt)}: every ${cls || 'token'} with this status id stays revoked; the tokens issued since carry the status id of the new epoch`,
           detail: [`the kill switch of ${iso(v.revokedAt)} revoked every ${cls || 'token'} of `, value(principal, 'principal'),
-            '; the principal recovered (', recordWords(v.reinstatedBy), `). Accept only tokens issued at or after ${iso(v.reinstatedAt)}.`] };
+            ' with this status id, for good (a recovery never revives a token that was active at the kill); the principal recovered (',
+            recordWords(v.reinstatedBy), '), and the tokens it issued since carry the status id ',
+            principalLink(v.reinstatedId, v.reinstatedId), ': ask about that id.'] };
       }
-      return { headline: `REVOKED by a kill switch at ${iso(v.revokedAt)}: every ${cls || 'token'} of this principal is revoked, whenever it was issued`,
-        detail: ['until the principal recovers; a later kill switch shows as a new revoked_at.'] };
+      return { headline: `REVOKED by a kill switch at ${iso(v.revokedAt)}: every ${cls || 'token'} with this status id is revoked, whenever it was issued`,
+        detail: ['for good; after a recovery, the tokens the principal issues carry the status id of the new epoch (shown here then).'] };
     }
     if (v.reason === 'expired') return { headline: `REVOKED: expired at ${iso(v.revokedAt)}`, detail: ['the receipt is not valid from its expires_at.'] };
     return { headline: `REVOKED (${v.reason}) from ${iso(v.revokedAt)}`,
@@ -175,8 +187,8 @@ export async function render(params) {
         return { headline: again.headline, pinned: again.pinned };
       });
     }
-    const cls = id.lastIndexOf('#');
-    const owner = cls > 0 && TOKEN_CLASSES.includes(id.slice(cls + 1)) ? id.slice(0, cls) : id; // a token class: its principal's records
+    const parts = oap.tokenParts(id);
+    const owner = parts ? parts[0] : id; // a token class: its principal's records
     await Promise.all([statusLists(id, info), conformance(id), records(owner)]);
   } catch (e) {
     if (mine === generation) failedOrInput('status-verdict', e, reasonOf);
@@ -222,9 +234,11 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
     checks.push(r('pass', 'deciding record', ...recordWords(v.deciding), ': its signature, its Git path from the commit tree and the commit\'s anchors verify'));
     if (v.linkedBy) checks.push(r('pass', 'linked by', ...recordWords(v.linkedBy), v.reason === 'superseded' ? ': the rotation that made this key the principal\'s key'
       : ': the rotation that made the lost key the principal\'s key'));
-    if (v.via) checks.push(r('pass', 'with its subject', ...recordWords(v.via), ': this receipt, proven in the registry as the deciding record is, names the subject ',
+    if (v.via && !v.signer) checks.push(r('pass', 'with its subject', ...recordWords(v.via), ': this receipt, proven in the registry as the deciding record is, names the subject ',
       value(v.subject, 'subject'), ' whose standing the deciding record decides'));
     if (v.reinstatedBy) checks.push(r('pass', 'reinstated by', ...recordWords(v.reinstatedBy), `: a recovery, from ${iso(v.reinstatedAt)}`));
+    if (v.signer && v.via) checks.push(r('pass', 'signer', value(v.signer, 'signer'), ' signed this receipt (', ...recordWords(v.via),
+      '), and the deciding record takes its standing away no later than that commit\'s time'));
   }
   const now = Date.now() / 1000, nextU = v.nextUpdate.getTime() / 1000;
   checks.push(r('pass', 'fresh', 'answered ', time(resp.this_update), ', fresh until ', time(resp.next_update, { age: false }),
@@ -237,11 +251,12 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
   if (v.status === 'revoked') {
     f.push(['revoked at', time(iso(v.revokedAt))], ['reason', String(v.reason)]);
     if (v.reason === 'superseded' && v.deciding && v.deciding.key) f.push(['successor key', value(v.deciding.key, 'successor key', { link: { href: href({ view: 'principal', id: v.deciding.key }) } })]);
-    if (v.reinstatedAt) f.push(['reinstated at', time(iso(v.reinstatedAt))]);
+    if (v.reinstatedAt) f.push(['reinstated at', time(iso(v.reinstatedAt))], ['tokens issued since', principalLink(v.reinstatedId, v.reinstatedId)]);
   }
   if (v.status === 'suspended') f.push(['suspended at', time(iso(v.suspendedAt))], ['reason', String(v.reason)],
     ['suspended by', v.deciding && v.deciding.type === 'key_event' ? value(v.deciding.issuedBy, 'signer') : 'the registry, automatically (§5.3)']);
   if (v.subject) f.push(['with its subject', value(v.subject, 'subject', { link: { href: href({ view: 'principal', id: v.subject }) } })]);
+  if (v.signer) f.push(['signer that does not count', value(v.signer, 'signer', { link: { href: href({ view: 'principal', id: v.signer }) } })]);
   if (v.deciding) f.push(['deciding record', recordWords(v.deciding)]);
   if (v.linkedBy) f.push(['linked by', recordWords(v.linkedBy)]);
   facts('status-facts', f);
