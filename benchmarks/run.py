@@ -68,10 +68,10 @@ RESULTS = HERE / "results"
 
 QUICK = dict(big_log2=20, pm_log2=18, batch=20_000, pm_subset=5_000, reps=3, append_entries=50_000,
              http_seconds=3, batched_requests=40, single_total=30_000, witness_logs=40, witness_per_log=25,
-             scale_log2=18, mirror_ingest=100_000, mirror_catchup=200_000)
+             scale_log2=18, mirror_ingest=100_000, mirror_catchup=200_000, monitor_catchup=1_000_000)
 FULL = dict(big_log2=24, pm_log2=20, batch=100_000, pm_subset=100_000, reps=5, append_entries=300_000,
             http_seconds=10, batched_requests=240, single_total=200_000, witness_logs=100, witness_per_log=100,
-            scale_log2=20, mirror_ingest=300_000, mirror_catchup=1_000_000)
+            scale_log2=20, mirror_ingest=300_000, mirror_catchup=1_000_000, monitor_catchup=10_000_000)
 
 
 def log(msg: str) -> None:
@@ -747,6 +747,12 @@ class Bench:
         self.add(mirror.ingest(self.cfg["mirror_ingest"]))
         self.add(mirror.catchup_memory(self.cfg["mirror_catchup"]))
 
+    def monitor(self) -> None:
+        """`oap-monitor run --once` catching up on a log it has never seen (benchmarks/monitoring.py)."""
+        import monitoring
+
+        self.add(monitoring.catchup(self.cfg["monitor_catchup"]))
+
     def status_lookups(self) -> None:
         """Signed revocation-status responses from `oap-registry serve` (anchoring in a real log)."""
         import urllib.request
@@ -925,6 +931,7 @@ def _notes(r: Result) -> str:
             "witness_http_mldsa44": ["p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
             "mirror_ingest": ["entries", "mirror_cpu_seconds", "mirror_peak_rss_mb"],
             "mirror_catchup_memory": ["entries", "entries_per_s", "seconds"],
+            "monitor_catchup": ["entries", "seconds", "peak_rss_mb", "load_average_1m_before"],
             "status_lookups": ["p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
             "sha256_nodes": ["batched_node_hashes_per_s"],
             "scale_append_batched": ["p50_ms", "server_cpu_util", "client_cpu_util"],
@@ -936,15 +943,15 @@ def _notes(r: Result) -> str:
 
 
 ORDER = ["sha256_nodes", "proofs_batched", "proofs_batched_vs_pymerkle", "verify_batched", "consistency_proofs",
-         "append_durable", "http_appends", "http_reads", "witness_cosign", "witness_mldsa", "mirror",
+         "append_durable", "http_appends", "http_reads", "witness_cosign", "witness_mldsa", "mirror", "monitor",
          "status_lookups", "pkcs11", "scaleout"]
 GROUP = {"http_append_batched": "http_appends", "http_append_single": "http_appends",
          "http_proofs_batched": "http_reads", "tile_reads": "http_reads", "memory": "http_reads",
          "scale_append_batched": "scaleout", "scale_append_single": "scaleout", "scale_proofs_batched": "scaleout",
          "scale_tile_reads": "scaleout", "mldsa44_sign": "witness_mldsa", "witness_core_mldsa44": "witness_mldsa",
          "witness_http_mldsa44": "witness_mldsa", "mirror_ingest": "mirror", "mirror_catchup_memory": "mirror",
-         "pkcs11_sign": "pkcs11", "http_append_batched_pkcs11": "pkcs11", "http_append_single_pkcs11": "pkcs11",
-         "witness_cosign_pkcs11": "pkcs11"}
+         "monitor_catchup": "monitor", "pkcs11_sign": "pkcs11", "http_append_batched_pkcs11": "pkcs11",
+         "http_append_single_pkcs11": "pkcs11", "witness_cosign_pkcs11": "pkcs11"}
 
 
 def main() -> None:

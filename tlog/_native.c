@@ -6,6 +6,10 @@
  *   itself; the batch paths (hash-file appends, batched verification,
  *   consistency proofs) hash millions of nodes, so they loop here, through
  *   OpenSSL's own SHA-256 (the same code hashlib uses), with the GIL released.
+ * - Entry bundles read by a monitor (tlog.formats.parties.read_bundle): each entry's
+ *   place, its leaf hash and, for the two shapes that make nearly every OAP entry (a
+ *   commitment, a receipt's head), its kind and the span of its signer, in one pass
+ *   over the bundle, without a Python object per entry.
  * - Structural scanners for untrusted CBOR and JSON request bodies
  *   (tlog.canonical): they count items against a budget and a depth limit before
  *   any decoder allocates an object, and find where each element of a batch's
@@ -80,6 +84,95 @@ leaf_hashes(PyObject *self, PyObject *arg)
         SHA256_Final(dst + i * HASH, &c);
     }
     Py_DECREF(seq);
+    return res;
+}
+
+/* --- entry bundles ---------------------------------------------------------- */
+
+static int
+is_lower_hex(const unsigned char *p, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* bundle_entries(data, width, commitment_prefix, receipt_head) -> (used, leaves, kinds, spans)
+ * The first `width` entries of a tlog-tiles entry bundle (16-bit big-endian length, bytes):
+ * `used` the bytes they take; `leaves` their SHA-256(0x00 || entry), concatenated; `kinds` one
+ * byte each: 0 a commitment (the prefix, then 64 lowercase hex digits, nothing else), 1 a
+ * receipt's head (a map of 4 to 7 keys, then receipt_head, then a definite text string of 1 to
+ * 65535 bytes: the signer), 2 anything else; `spans` four int64 each: the entry's start and
+ * end in `data`, and for a receipt the signer's start and length. ValueError("truncated")
+ * when the bundle holds fewer than `width` entries. */
+static PyObject *
+bundle_entries(PyObject *self, PyObject *args)
+{
+    Py_buffer buf, prefix, head;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "y*ny*y*", &buf, &width, &prefix, &head))
+        return NULL;
+    PyObject *leaves = NULL, *kinds = NULL, *spans = NULL, *res = NULL;
+    if (width < 0 || width > 65536) {
+        PyErr_SetString(PyExc_ValueError, "bad width");
+        goto done;
+    }
+    leaves = PyBytes_FromStringAndSize(NULL, width * HASH);
+    kinds = PyBytes_FromStringAndSize(NULL, width);
+    spans = PyBytes_FromStringAndSize(NULL, width * 4 * (Py_ssize_t)sizeof(int64_t));
+    if (leaves == NULL || kinds == NULL || spans == NULL)
+        goto done;
+    const unsigned char *p = (const unsigned char *)buf.buf, *pre = prefix.buf, *hd = head.buf;
+    unsigned char *lv = (unsigned char *)PyBytes_AS_STRING(leaves), *kd = (unsigned char *)PyBytes_AS_STRING(kinds);
+    int64_t *sp = (int64_t *)PyBytes_AS_STRING(spans);
+    Py_ssize_t n = buf.len, pos = 0, i, clen = prefix.len + 64;
+    int truncated = 0;
+    static const unsigned char zero = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (i = 0; i < width; i++) {
+        if (pos + 2 > n) { truncated = 1; break; }
+        Py_ssize_t k = ((Py_ssize_t)p[pos] << 8) | p[pos + 1];
+        Py_ssize_t s = pos + 2, e = s + k;
+        if (e > n) { truncated = 1; break; }
+        const unsigned char *x = p + s;
+        SHA256_CTX c;
+        SHA256_Init(&c);
+        SHA256_Update(&c, &zero, 1);
+        SHA256_Update(&c, x, k);
+        SHA256_Final(lv + i * HASH, &c);
+        int64_t *q = sp + 4 * i;
+        q[0] = s; q[1] = e; q[2] = 0; q[3] = 0;
+        kd[i] = 2;
+        if (k == clen && memcmp(x, pre, prefix.len) == 0 && is_lower_hex(x + prefix.len, 64)) {
+            kd[i] = 0;
+        } else if (k > 1 + head.len && x[0] >= 0xa4 && x[0] <= 0xa7 && memcmp(x + 1, hd, head.len) == 0) {
+            Py_ssize_t t = 1 + head.len, len = -1, at = 0;
+            unsigned char h = x[t];
+            if (h >= 0x61 && h <= 0x77) { len = h - 0x60; at = t + 1; }
+            else if (h == 0x78 && t + 1 < k) { len = x[t + 1]; at = t + 2; }
+            else if (h == 0x79 && t + 2 < k) { len = ((Py_ssize_t)x[t + 1] << 8) | x[t + 2]; at = t + 3; }
+            if (len > 0 && at + len <= k) {
+                kd[i] = 1;
+                q[2] = s + at;
+                q[3] = len;
+            }
+        }
+        pos = e;
+    }
+    Py_END_ALLOW_THREADS
+    if (truncated) {
+        PyErr_SetString(PyExc_ValueError, "truncated");
+        goto done;
+    }
+    res = Py_BuildValue("(nOOO)", pos, leaves, kinds, spans);
+done:
+    Py_XDECREF(leaves);
+    Py_XDECREF(kinds);
+    Py_XDECREF(spans);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&head);
     return res;
 }
 
@@ -342,6 +435,10 @@ static PyMethodDef methods[] = {
      "node_hashes_into(pairs, out): out[i] = SHA-256(0x01 || pairs[i]) for 64-byte pairs."},
     {"leaf_hashes", leaf_hashes, METH_O,
      "leaf_hashes(entries) -> bytes: the concatenated SHA-256(0x00 || entry) of each entry."},
+    {"bundle_entries", bundle_entries, METH_VARARGS,
+     "bundle_entries(data, width, commitment_prefix, receipt_head) -> (used, leaves, kinds, spans): the first\n"
+     "width entries of an entry bundle: their leaf hashes, kinds (0 commitment, 1 receipt head, 2 other) and\n"
+     "spans (int64 start, end, signer start, signer length each); ValueError when it holds fewer."},
     {"scan", scan, METH_VARARGS,
      "scan(data, pos, json, max_depth, max_items, split) -> (end, items, ends, cum): the structure of one\n"
      "CBOR or JSON item at pos within the budget, else ValueError(code, position). With split, the item\n"

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("tlog", "witness", "registry")
+PACKAGES = ("tlog", "witness", "registry", "monitor")
 
 # What each layer may import from this project (a prefix match on module names).
 ALLOWED = {
@@ -41,6 +41,11 @@ ALLOWED = {
                 "tlog.didresolver", "registry.client", "registry.statusverify", "witness"),
     "registry": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.durable", "tlog.transport", "tlog.http",
                  "tlog.runtime", "tlog.client", "tlog.didresolver", "registry"),
+    # The monitor reads logs and registries as a client does: the registry's client, its status and
+    # anchor verifiers, never its store or service.
+    "monitor": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.durable", "tlog.transport", "tlog.http",
+                "tlog.runtime", "tlog.client", "registry.client", "registry.statusverify", "registry.anchoring",
+                "monitor"),
 }
 # Pure layers: no network, disk, database or framework.
 IO_MODULES = ("aiohttp", "aiosqlite", "sqlite3", "socket", "asyncio", "dulwich", "prometheus_client", "click",
@@ -180,7 +185,7 @@ PROBES_ALLOWED = {
     ("witness.config", "<dynamic>"): "the config's own dataclass fields, by name",
     ("witness.mirror.embedded", "db"): "a per-thread connection made on first use (threading.local)",
 }
-SERVICE_LAYERS = ("tlog.server", "tlog.http", "tlog.runtime", "witness", "registry")
+SERVICE_LAYERS = ("tlog.server", "tlog.http", "tlog.runtime", "witness", "registry", "monitor")
 
 
 def test_services_do_not_wire_storage_by_attribute_name():
@@ -267,7 +272,7 @@ def test_one_write_pipeline_and_one_place_for_rate_limits():
 
 
 # The four services, each laid out the same way (docs/architecture.md §2).
-SERVICES = ("tlog.server", "witness", "witness.mirror", "registry")
+SERVICES = ("tlog.server", "witness", "witness.mirror", "registry", "monitor")
 SERVICE_FILES = {
     "service.py": "the service object: opened from its config, closed on shutdown",
     "api.py": "its HTTP handlers and build_app",
@@ -297,7 +302,7 @@ def test_each_service_has_the_same_layout():
             bad.append(f"{pkg} still has a server.py (the HTTP layer is api.py)")
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     for script, pkg in (("oap-log", "tlog.server"), ("oap-witness", "witness"), ("oap-mirror", "witness.mirror"),
-                        ("oap-registry", "registry")):
+                        ("oap-registry", "registry"), ("oap-monitor", "monitor")):
         if scripts.get(script) != f"{pkg}.cli:main":
             bad.append(f"{script} runs {scripts.get(script)!r}, not {pkg}.cli:main")
     assert bad == [], "\n".join(bad)

@@ -111,7 +111,7 @@ def test_local_network_end_to_end(tmp_path):
                             lambda: policy.mirrors(policy.verify_checkpoint(_checkpoint(net.log)).witnesses))
         assert mirrored == ["m1"]
     assert net.lines[-1] == "stopped cleanly\n", net.output[-2000:]
-    assert_stopped_in_order(net, ["registry"], ["log"], ["mirror"], ["w1", "w2", "w3"])
+    assert_stopped_in_order(net, ["monitor"], ["registry"], ["log"], ["mirror"], ["w1", "w2", "w3"])
 
 
 def assert_stopped_in_order(net: ln.LocalNet, *tiers: list[str]) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.services import log_service, registry_service, witness_service
+from tests.support.services import BIN, Service, log_service, registry_service, witness_service
 
 pytestmark = pytest.mark.slow
 OPS = Path(__file__).resolve().parents[2] / "ops"
@@ -41,13 +41,16 @@ def test_every_referenced_metric_exists(tmp_path, engines):
     reg = registry_service(tmp_path / "reg", log.url).start()
     scale = Frontends(engines, tmp_path / "scale")
     frontend = scale.start("frontend")  # the scale-out metrics: integrator, lag, bucket
+    (tmp_path / "monitor.toml").write_text(f'metrics = "127.0.0.1:0"\n[[logs]]\nurl = "{log.url}"\n'
+                                           f'policy = "{tmp_path / "log" / "log.policy"}"\n')
+    monitor = Service("monitor", [str(BIN / "oap-monitor"), "run", "--config", str(tmp_path / "monitor.toml")]).start()
     try:
         exposed = ""
-        for svc in (log, w, reg, frontend):
+        for svc in (log, w, reg, frontend, monitor):
             with urllib.request.urlopen(svc.url + "/metrics", timeout=10) as r:
                 exposed += r.read().decode()
     finally:
-        for svc in (reg, w, log, frontend):
+        for svc in (monitor, reg, w, log, frontend):
             svc.kill()
     declared = set(re.findall(r"^# TYPE (oap_[a-z0-9_]+) ", exposed, re.M))
     declared |= {n[: -len("_total")] for n in declared if n.endswith("_total")}
@@ -70,7 +73,7 @@ def test_alert_rules_pass_promtool():
 
 
 @pytest.mark.parametrize("unit", ["oap-log.service", "oap-log-frontend@.service", "oap-witness@.service", "oap-mirror@.service",
-                                  "oap-registry.service"])
+                                  "oap-registry.service", "oap-monitor.service"])
 def test_systemd_units_verify(tmp_path, unit):
     analyze = shutil.which("systemd-analyze")
     if analyze is None:

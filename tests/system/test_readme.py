@@ -110,14 +110,22 @@ def test_readme_tour_runs_as_written_twice_in_a_scratch_directory(tmp_path):
             verified = re.search(verify_pattern, out)
             assert verified, out[:3000]
             assert (int(verified.group(1)), int(verified.group(2))) == (index, size)
-            assert out.count("1 verified, 0 failed") == 2
+            assert out.count("1 verified, 0 failed") == 3  # step 3's two bundles, and step 8's alert
+            # step 8: the monitor of `make run` alerted to the thief's entry only, and said how to check it
+            assert out.count("(watched); check it with: oap-log verify") == 1, out[-3000:]
             indices.append(index)
         assert indices[1] > indices[0]  # run again: new entries
         # nothing left in the checkout; each run had its own scratch directory
         assert sorted(p.name for p in repo.iterdir()) == before
         runs = [d for d in scratch.iterdir() if d.is_dir()]
         assert len(runs) == 2
+        alerts = [json.loads(line) for line in (repo / "data" / "monitor" / "alerts.jsonl").read_text().splitlines()]
         for d in runs:
+            me = (d / "watched.key.did").read_text().strip()
+            theirs = [a for a in alerts if a["kind"] == "watched_entry" and a["evidence"]["signer"] == me]
+            # one alert, the thief's entry; the owner's (anchored with --journal) is none
+            stolen = int(re.search(r"^index (\d+)$", (d / "stolen.tlog-proof").read_text(), re.M).group(1))
+            assert [a["evidence"]["index"] for a in theirs] == [stolen], alerts
             assert (d / "privileged.tlog-proof.salt.json").exists()
             assert '"revoked"' in (d / "status.json").read_text()
             assert (d / "registry-clone" / ".git").exists()

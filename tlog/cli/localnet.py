@@ -2,17 +2,18 @@
 
 Three witnesses (8081-8083; the first also cosigns with an ML-DSA-44 key), a log
 (8080) that requires cosignatures from 2 of them, the registry (8090) anchored in that
-log, and a mirror (8084, C2SP tlog-mirror) the log pushes its checkpoints and entries
-to, each as its own process,
-as they would run in production. The witnesses are OAP participants too: each signs
-conformance receipts as a did:web on a local HTTPS host (8088, `tlog.cli.didhost`, with
-a local CA the network's DID resolvers trust) and holds an L4 receipt in the registry
-(`tlog.cli.participants`), so a newcomer can climb the §31 ladder to L5 through them.
-Keys and configs are made on first start under ./data and reused afterwards; Ctrl-C,
-SIGTERM or a closed terminal (SIGHUP) stops everything cleanly, in the reverse order of
-start. Every service dies with this process (`tlog.runtime.children`): after a kill -9
-of it, they are killed too (as in a crash, which each survives) and their ports are free
-at once.
+log, a mirror (8084, C2SP tlog-mirror) the log pushes its checkpoints and entries
+to, and a monitor (8086: metrics and status) that reads every entry of the log, compares
+its checkpoints with the witnesses' and the mirror's, and alerts to data/monitor/alerts.jsonl,
+each as its own process, as they would run in production. The witnesses are OAP
+participants too: each signs conformance receipts as a did:web on a local HTTPS host
+(8088, `tlog.cli.didhost`, with a local CA the network's DID resolvers trust) and holds
+an L4 receipt in the registry (`tlog.cli.participants`), so a newcomer can climb the §31
+ladder to L5 through them. Keys and configs are made on first start under ./data and
+reused afterwards; Ctrl-C, SIGTERM or a closed terminal (SIGHUP) stops everything
+cleanly, in the reverse order of start. Every service dies with this process
+(`tlog.runtime.children`): after a kill -9 of it, they are killed too (as in a crash,
+which each survives) and their ports are free at once.
 
 With `--scale` (`make run-scale`) the log runs as two frontends (8080 and 8085) on a
 PostgreSQL server and an S3-compatible bucket (SeaweedFS) started here, from the
@@ -156,6 +157,8 @@ def _mldsa_key(data: Path, name: str) -> str:
 @click.option("--registry-port", type=int, default=8090, show_default=True)
 @click.option("--registry/--no-registry", default=True, show_default=True)
 @click.option("--mirror-port", type=int, default=None, help="Default: the port after the witnesses' (8084).")
+@click.option("--monitor-port", type=int, default=None,
+              help="The monitor's metrics and status (default: the log's port + 6, 8086).")
 @click.option("--did-port", type=int, default=None,
               help="The local did:web host (HTTPS) of the network's participants. Default: the log's port + 8 (8088).")
 @click.option("--scale", is_flag=True, help="Two log frontends on PostgreSQL and an S3 bucket (SeaweedFS).")
@@ -164,8 +167,8 @@ def _mldsa_key(data: Path, name: str) -> str:
 @click.option("--stop-with-parent", is_flag=True,
               help="Stop when the process that started this one ends, even by kill -9 (make run sets it).")
 def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: int, registry_port: int,
-         registry: bool, mirror_port: int | None, did_port: int | None, scale: bool, postgres_port: int, s3_port: int,
-         stop_with_parent: bool) -> None:
+         registry: bool, mirror_port: int | None, monitor_port: int | None, did_port: int | None, scale: bool,
+         postgres_port: int, s3_port: int, stop_with_parent: bool) -> None:
     """Run a log, its witnesses, the registry and a mirror on 127.0.0.1 until Ctrl-C."""
     if quorum > n_witnesses:
         raise click.BadParameter("quorum exceeds the number of witnesses")
@@ -175,10 +178,12 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     if mirror_port is None:
         mirror_port = log_port + n_witnesses + 1
         mirror_port += mirror_port in frontends
+    if monitor_port is None:
+        monitor_port = log_port + 6
     if did_port is None:
         did_port = log_port + 8
     _check_free(frontends + [log_port + i for i in range(1, n_witnesses + 1)] + ([registry_port] if registry else [])
-                + [mirror_port, did_port] + ([postgres_port, s3_port] if scale else []))
+                + [mirror_port, monitor_port, did_port] + ([postgres_port, s3_port] if scale else []))
     data_dir.mkdir(parents=True, exist_ok=True)
     log_dir = data_dir / ("scale" if scale else "log")
     log_vkey = load_or_create_key(log_dir, origin).vkey
@@ -306,6 +311,12 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
                 else:
                     if renewed:
                         _say(f"registered L4 conformance receipts of {', '.join(renewed)} (each witnessed by the next)")
+        monitor_dir = data_dir / "monitor"
+        monitor_url = f"http://{HOST}:{monitor_port}"
+        if not stopping.is_set():
+            _monitor_config(monitor_dir, log_url, policy, monitor_port, reg_url if registry else None)
+            spawn("monitor", "monitor", [str(BIN / "oap-monitor"), "run", "--config",
+                                         str(monitor_dir / "monitor.toml")], monitor_url)
         if not stopping.is_set():
             banner = ["", "OAP local network is up (Ctrl-C stops it):"]
             banner += [f"  log       http://{HOST}:{port}   origin {origin}" for port in frontends]
@@ -323,6 +334,9 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             banner.append(f"  mirror    {mirror_url}   {mirror_vkey}")
             banner.append(f"            copy of the log at {mirror_copy}/ (the log pushes to it; policy "
                           f"{data_dir / 'mirror.policy'})")
+            banner.append(f"  monitor   {monitor_url}/v1/status   alerts in {monitor_dir / 'alerts.jsonl'}")
+            banner.append(f"            watches every entry of the log and the registry's anchors; add a DID or key "
+                          f"to {monitor_dir / 'watch.txt'} to watch it")
             banner.append(f"  policy    {log_dir / 'log.policy'}   "
                           f"(log key, witnesses, quorum {quorum} of {n_witnesses}, mirror m1"
                           + (", registry key)" if registry else ")"))
@@ -343,13 +357,32 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
 
 
 # The order services stop in: the reverse of their start, one tier at a time.
-STOP_ORDER = ("registry", "log", "mirror", "witness")
+STOP_ORDER = ("monitor", "registry", "log", "mirror", "witness")
+
+
+def _monitor_config(mdir: Path, log_url: str, policy: Path, port: int, registry_url: str | None) -> None:
+    """The monitor's configuration (made on every start: the network's addresses may change):
+    it watches the log with the network's policy (its witnesses and mirror, with their URLs,
+    and the registry's key: its registry line), every identity listed in watch.txt, and the
+    registry's anchors; alerts go to alerts.jsonl; what `oap-log add --journal
+    anchored.jsonl` anchored is not alerted."""
+    mdir.mkdir(parents=True, exist_ok=True)
+    watch = mdir / "watch.txt"
+    if not watch.exists():
+        watch.write_text("# DIDs or keys to watch, one a line: each entry one of them signed or names is an alert\n")
+    text = (f'state_dir = "state"\npoll_seconds = 1\nmetrics = "{HOST}:{port}"\nwatch_files = ["watch.txt"]\n'
+            f'journals = ["anchored.jsonl"]\nunreachable_after = 30\nbehind_after = 60\n\n'
+            f'[[logs]]\nurl = "{log_url}"\npolicy = "{policy.resolve()}"\n\n')
+    if registry_url is not None:  # its key: the policy's registry line
+        text += f'[registry]\nurl = "{registry_url}"\n\n'
+    text += '[[alerts]]\nfile = "alerts.jsonl"\n'
+    (mdir / "monitor.toml").write_text(text)
 
 
 def _stop_in_order(procs: list[tuple[str, str, subprocess.Popen]], engines: list) -> None:
     """Stop the services in the reverse order of their start, one tier at a time, each
-    tier gone before the next is signalled: the registry (it writes to the log), then the
-    log frontends (while the witnesses and the mirror they push to still answer: a
+    tier gone before the next is signalled: the monitor (it reads them all), the registry
+    (it writes to the log), then the log frontends (while the witnesses and the mirror they push to still answer: a
     log stopping without them would wait out its cosigning timeout), then PostgreSQL and
     the bucket, the mirror, and the witnesses."""
     for tier in STOP_ORDER:

@@ -185,6 +185,19 @@ class ReceiptRow(NamedTuple):
     logged_at: float  # when the log committed it: what a key's thief cannot backdate
 
 
+def signer_name(signer: str) -> str:
+    """The one name of an entry's signer: the did:key of an Ed25519 key however it is spelled
+    (`ed25519:<base64>` or a did:key URL with a fragment), else the DID without its fragment
+    (another DID method: the DID, whichever of its keys signed). What the receipts index and
+    monitors key a signer by (OAP-CORE-1.0 §28.5)."""
+    if signer.startswith("did:key:") and "#" not in signer:
+        return signer
+    try:
+        return did_key_from_public(parse_signer(split_did_url(signer)[0]))
+    except InvalidInput:
+        return split_did_url(signer)[0]
+
+
 def receipt_rows(rows: Sequence[tuple[int, object, bytes]], logged_at: float) -> list[ReceiptRow]:
     """The index rows of the receipt entries among (index, _, stored entry) rows."""
     out = []
@@ -194,12 +207,7 @@ def receipt_rows(rows: Sequence[tuple[int, object, bytes]], logged_at: float) ->
         obj = cbor2.loads(data)  # written by this log after validation: the strict parser is not needed
         if not isinstance(obj, dict) or obj.get("type") != "receipt":
             continue
-        signer = obj["signer"]
-        if not signer.startswith("did:key:"):
-            try:
-                signer = did_key_from_public(parse_signer(signer))
-            except InvalidInput:
-                signer = split_did_url(signer)[0]  # another DID method: the DID, whichever of its keys
+        signer = signer_name(obj["signer"])
         ts = obj.get("timestamp")
         signed_at = datetime.fromisoformat(ts).timestamp() if ts is not None else None  # validated on entry
         out.append(ReceiptRow(signer, idx, bytes.fromhex(obj["receipt_hash"][7:]), ts, signed_at, logged_at))

@@ -411,8 +411,13 @@ TOKEN_HELP = ("A file holding a bearer token from `oap-log token`, for a log tha
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the proof: a .tlog-proof for one log, an anchors file (JSON) holding "
                    "every log's .tlog-proof for several. Default: next to the receipt.")
+@click.option("--journal", type=click.Path(dir_okay=False, path_type=Path), envvar="OAP_LOG_JOURNAL",
+              help="Record the entry in this journal (one JSON line, fsynced) before sending it: a monitor "
+                   "reading the journal (oap-monitor's `journals`) then raises no alert for it, since you made "
+                   "it. Default: the OAP_LOG_JOURNAL environment variable, else none.")
 @INSECURE_HTTP_CLIENT
-def add(receipt, hash_, commitment, entry_file, key, urls, policy_file, min_logs, timeout, token_file, out) -> None:
+def add(receipt, hash_, commitment, entry_file, key, urls, policy_file, min_logs, timeout, token_file, out,
+        journal) -> None:
     """Anchor a receipt (file or --hash), a privileged commitment, or an entry, in one
     log or several, and write the proof to verify offline with `oap-log verify`."""
     from tlog.client.client import anchor_in_logs, token_from
@@ -440,6 +445,8 @@ def add(receipt, hash_, commitment, entry_file, key, urls, policy_file, min_logs
         dest = out or Path(str(stem) + (".tlog-proof" if len(urls) == 1 else ".anchors.json"))
         _check_writable(dest)  # before anything is anchored, not after
         entry = _entry_to_anchor(receipt, hash_, commitment, entry_file, key, out, stem)
+        if journal is not None:
+            _journal(journal, entry)
         results = asyncio.run(anchor_in_logs(entry, urls, policy=policy, timeout=timeout, token=token,
                                              outbound=client_outbound()))
     except OAPError as e:
@@ -463,6 +470,21 @@ def add(receipt, hash_, commitment, entry_file, key, urls, policy_file, min_logs
                                                for r in done if r.anchored is not None],
                                "failed": [{"url": r.url, "error": r.error} for r in results if r.anchored is None],
                                "bundle": str(dest)}))
+
+
+def _journal(path: Path, entry: dict) -> None:
+    """One line in the anchoring journal, on disk before the entry leaves (tlog.formats.journal)."""
+    from datetime import UTC, datetime
+
+    from tlog.formats.journal import journal_line_for
+    from tlog.formats.times import format_utc
+    from tlog.storage.durable import append_durable
+
+    line = journal_line_for(entry, at=format_utc(datetime.now(UTC).replace(microsecond=0)))
+    try:
+        append_durable(path, line)
+    except OSError as e:
+        raise InvalidInput(f"--journal {path}: {e.strerror}") from None
 
 
 def _check_writable(dest: Path) -> None:

@@ -46,6 +46,24 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
     fsync_dir(path.parent)
 
 
+def append_durable(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> None:
+    """Append `data` to `path` (created with `mode` if missing) and fsync it before returning:
+    a journal line on disk before what it announces happens. One `write` of a file opened for
+    appending: writers that each append one short record need no lock."""
+    path = Path(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    try:
+        created = os.fstat(fd).st_size == 0
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(path.parent)
+
+
 def read_only_sqlite_uri(path: str | os.PathLike[str]) -> str:
     """URI to open a WAL-mode SQLite database in a read-only directory.
 
