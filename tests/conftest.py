@@ -4,7 +4,6 @@ batch-hashing test once per implementation."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,8 @@ from tlog.formats import hashing
 
 from tests.support.services import ServerProcess
 
-pytest_plugins = ["tests.support.workers"]  # xdist workers die with pytest
+# xdist workers die with pytest; @pytest.mark.needs(tool) and the switch OAP_REQUIRE_ALL_TOOLS
+pytest_plugins = ["tests.support.workers", "tests.support.tools"]
 
 
 @pytest.fixture(autouse=True)
@@ -104,6 +104,10 @@ def engines():
     import shutil
     import tempfile
 
+    from tests.support.tools import need
+
+    need("postgres")
+    need("seaweedfs")
     # Not under pytest's tmp directory: PostgreSQL runs as its own user when the tests run as
     # root, and that user must reach its directory.
     root = Path(tempfile.mkdtemp(prefix="oap-engines-", dir="/tmp"))
@@ -119,10 +123,9 @@ def _go_build(tmp_path_factory, name: str) -> Path:
     (Debian's golang and golang.org/x/mod, whose sumdb packages are independent of ours)."""
     import subprocess
 
-    root = Path(sys.executable).parent.parent / "go"
-    goroot, xmod = root / "usr/lib/go-1.19", root / "usr/share/gocode/src/golang.org/x/mod"
-    if not (goroot / "bin/go").exists() or not xmod.exists():
-        pytest.skip("Go is not available (make tools unpacks it where apt-get works): Go interop check skipped")
+    from tests.support.tools import need
+
+    goroot, xmod = need("go")
     work = tmp_path_factory.mktemp("go")
     (work / "src/golang.org/x").mkdir(parents=True)
     (work / "src/golang.org/x/mod").symlink_to(xmod)
@@ -159,6 +162,8 @@ def hash_impl(request, monkeypatch):
     """Run a test through the C batch hashing and again through hashlib alone."""
     if request.param == "hashlib":
         monkeypatch.setattr(hashing, "native", None)
-    elif hashing.native is None:
-        pytest.skip("tlog._native is not built here")
+    else:
+        from tests.support.tools import need
+
+        need("native")
     return request.param

@@ -8,6 +8,8 @@ import pytest
 from tlog.formats import hashing
 from tlog.formats.hashing import leaf_hash, leaf_hashes, node_hash, node_hashes
 
+from tests.support.tools import need
+
 
 def test_node_hashes_matches_node_hash(monkeypatch, hash_impl):
     monkeypatch.setattr(hashing, "_CHUNK", 7)  # exercise the chunk boundaries
@@ -33,17 +35,12 @@ def test_node_hashes_matches_node_hash(monkeypatch, hash_impl):
 def test_native_hashing_is_built_where_it_can_be():
     """`make` builds tlog._native wherever gcc and OpenSSL's headers exist; a silent
     fallback to hashlib would cost 4x on every batch path."""
-    import shutil
-    from pathlib import Path
-
-    if not (shutil.which("gcc") and Path("/usr/include/openssl/sha.h").exists()):
-        pytest.skip("no C compiler or OpenSSL headers: hashlib fallback expected")
+    need("c-compiler")
     assert hashing.native is not None
 
 
 def test_native_hashing_rejects_bad_buffers():
-    if hashing.native is None:
-        pytest.skip("tlog._native is not built here")
+    need("native")
     from tlog import _native
 
     with pytest.raises(ValueError):

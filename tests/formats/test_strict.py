@@ -14,14 +14,15 @@ from tlog.errors import InvalidInput, TooLarge
 from tlog.formats import strict
 from tlog.formats.strict import GROUP_ITEMS, _PyScan, loads_cbor, loads_json, loads_member_array, scan
 
-native = pytest.mark.skipif(strict._native_scan is None, reason="the C extension is not built")
+from tests.support.tools import need
+
+native = pytest.mark.needs("native")
 
 
 @pytest.fixture(params=["native", "python"])
 def scanner(request, monkeypatch):
     if request.param == "native":
-        if strict._native_scan is None:
-            pytest.skip("the C extension is not built")
+        need("native")
     else:
         monkeypatch.setattr(strict, "_native_scan", None)
     return request.param

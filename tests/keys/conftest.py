@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support import softhsm
+from tests.support.tools import need
 
 TOKENS = ("log", "witness", "mirror", "registry", "signer", "other")
 
@@ -11,8 +12,7 @@ TOKENS = ("log", "witness", "mirror", "registry", "signer", "other")
 @pytest.fixture(scope="session")
 def hsm(tmp_path_factory):
     """SoftHSM2 with the tokens of TOKENS (user PIN in `hsm.pin_file`, 0600); skipped where `make
-    tools` could not unpack SoftHSM2 or python-pkcs11 is not installed."""
-    pytest.importorskip("pkcs11")
-    if softhsm.library() is None or softhsm.util() is None:
-        pytest.skip("SoftHSM2 is not in .venv/softhsm (make tools; apt-get was not available)")
+    tools` could not unpack SoftHSM2 or python-pkcs11 is not installed (failed under
+    OAP_REQUIRE_ALL_TOOLS: tests.support.tools)."""
+    need("softhsm")
     return softhsm.SoftHSM(tmp_path_factory.mktemp("softhsm"), TOKENS)

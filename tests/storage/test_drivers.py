@@ -195,6 +195,43 @@ def test_the_fork_guard_records_one_root_per_size_and_only_moves_the_head_forwar
     d.close()
 
 
+def test_a_frontend_that_finds_its_hash_cache_wrong_leaves_a_reader_its_maps(engines, tmp_path):
+    """A PostgreSQL frontend whose hash cache does not give the signed root drops the cache and
+    refuses; a reader in another process that mapped the cache keeps reading its maps whole (a
+    cache emptied in place kills it with SIGBUS). Once the store is right again the cache is
+    rebuilt from the entries, and the reader's next reads are the rebuilt files."""
+    from tlog.storage.interface import CorruptionError
+
+    from tests.support.mapped import MappedReader, digest
+
+    b = Backend("postgres+bucket", tmp_path, engines, dsn=engines.database())
+    d = b.driver()
+    d.open()
+    lease = d.acquire()
+    assert lease is not None
+    d.sequence(entries("m", 1000))
+    root = d.extend(1000)
+    d.record_checkpoint(lease, None, SignedHead(1000, root, SIGN(1000, root)))
+    reader = MappedReader(tmp_path / "a" / "hashes", [0, 9])
+    try:
+        b.sql("UPDATE oap_checkpoints SET root = ? WHERE size = 1000", (b"\x07" * 32,))  # as a damaged cache gives
+        with pytest.raises(CorruptionError):
+            d.extend(1000)
+        died, old, _ = reader.check({})
+        assert died is None, f"the reader died with {died}"  # -7: SIGBUS
+        assert old == reader.mapped
+        b.sql("UPDATE oap_checkpoints SET root = ? WHERE size = 1000", (root,))
+        assert d.extend(1000) == root  # rebuilt from the entries
+        leaves = [leaf_hash(e) for e in entries("m", 1000)]
+        died, old, seen = reader.check({0: 1000, 9: 1})
+        assert died is None and old == reader.mapped
+        assert seen == {0: digest(b"".join(leaves)), 9: digest(memory_view(leaves[:512]).root)}
+        assert reader.close() == 0
+    finally:
+        reader.kill()
+        d.close()
+
+
 def test_lease_fencing_a_holder_that_lost_the_role_writes_nothing(backend):
     a = backend.driver("a")
     a.open()

@@ -532,3 +532,33 @@ def test_the_hash_files_are_synced_off_the_append_path_and_recorded_with_a_check
     again, w2 = opened(tmp_path, hash_sync_interval=0.05)
     assert w2.state.size == i and w2.state.root == w.state.root
     again.close()
+
+
+def test_hash_files_rebuilt_on_a_root_mismatch_leave_a_reader_its_maps(tmp_path):
+    """A hash node on the signed root's path is wrong (the hashes were synced, so only the
+    root check finds it): the driver rebuilds every hash file from the database. A reader in
+    another process that mapped the files before keeps reading its maps whole, and its next
+    reads, like a new reader's, are the rebuilt files."""
+    from tests.support.mapped import MappedReader, digest
+
+    store, w = opened(tmp_path)
+    data = entries(3000)
+    commit_all(w, data, random.Random(4))
+    root = w.state.root
+    store.close()
+    top = tmp_path / "hashes" / "level-11"  # node (11, 0): the left half of every root from 2048 on
+    with open(top, "r+b") as f:
+        f.write(bytes(32))
+    reader = MappedReader(tmp_path / "hashes", [0, 11])
+    try:
+        again, w_again = opened(tmp_path)
+        assert w_again.state.size == 3000 and w_again.state.root == root
+        ref = [leaf_hash(d) for d in data]
+        died, old, seen = reader.check({0: 3000, 11: 1})
+        assert died is None, f"the reader died with {died}"  # -7: SIGBUS
+        assert old == reader.mapped and old[11] == digest(bytes(32))  # the old files, as mapped
+        assert seen == {0: digest(b"".join(ref)), 11: digest(memory_view(ref[:2048]).root)}
+        assert reader.close() == 0
+        again.close()
+    finally:
+        reader.kill()

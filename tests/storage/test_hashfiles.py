@@ -19,6 +19,7 @@ from tlog.merkle.tree import TreeView, build_levels, memory_view, mth, ref_inclu
 from tlog.storage import hashfiles as hashfiles_mod
 from tlog.storage.hashfiles import HashFiles
 
+from tests.support.mapped import MappedReader, digest
 from tests.support.procmem import mapped_kb
 from tests.support.trees import filled, leaves_for
 
@@ -190,3 +191,54 @@ def test_readers_never_create_or_write_files(tmp_path):
     assert reader.read(0, 19) == leaves[19]
     assert sorted(p.name for p in reader.dir.iterdir()) == before
     assert not reader._fds  # no read-write descriptor was opened
+
+
+def test_a_cut_never_shortens_a_file_under_a_reader_that_mapped_it(tmp_path):
+    """A cut writes what it keeps to a new file and renames it over the old one: a reader in
+    another process that mapped the old file reads every byte of its map afterwards (a file
+    shortened in place would kill it with SIGBUS), and the same reader's next read, like a
+    new reader's, sees the files as the writer left them."""
+    n = 3000
+    leaves, other = leaves_for(n, 1), leaves_for(n, 2)
+    writer = filled(tmp_path, leaves)
+    reader = MappedReader(writer.dir, [0, 1, 8])
+    try:
+        before = {k: digest(writer.read_range(k, 0, n >> k)) for k in (0, 1, 8)}
+        assert reader.mapped == before
+        writer.cut(1000)  # keeps 1000 nodes of level 0, 500 of level 1, 3 of level 8
+        died, old, seen = reader.check({0: 1000, 1: 500, 8: 3})
+        assert died is None, f"the reader died with {died}"  # -7: SIGBUS, a map past the end of its file
+        assert old == before  # its maps are of the old files, whole and unchanged
+        assert seen == {k: digest(writer.read_range(k, 0, (1000 >> k))) for k in (0, 1, 8)}
+        writer.append(1000, other[1000:])  # the repaired nodes differ from the ones the reader mapped
+        now = build_levels(leaves[:1000] + other[1000:])
+        died, old, seen = reader.check({k: n >> k for k in (0, 1, 8)})
+        assert died is None and old == before
+        assert seen == {k: digest(b"".join(now[k])) for k in (0, 1, 8)}  # its next reads: the new files
+        assert reader.close() == 0
+    finally:
+        reader.kill()
+    fresh = HashFiles(writer.dir)
+    try:
+        assert TreeView(n, fresh.read).root == mth(leaves[:1000] + other[1000:])
+        assert fresh.read_range(0, 0, n) == b"".join(now[0])
+    finally:
+        fresh.close()
+    assert sorted(p.name for p in writer.dir.iterdir() if not p.name.startswith("level-")) == ["generation"]
+
+
+def test_a_cut_reaches_the_readers_of_the_same_process(tmp_path):
+    """Threads reading through the writer's own HashFiles move to the new files at once; a
+    level that keeps nothing is removed, and a new node there is written to a new file."""
+    leaves, other = leaves_for(600, 3), leaves_for(600, 4)
+    hf = filled(tmp_path, leaves, window=0)
+    held = hf._map(9, 1)  # a gather under way holds its map
+    assert hf.read(9, 0) == build_levels(leaves)[9][0]
+    hf.cut(300)
+    assert not (hf.dir / "level-09").exists() and (hf.dir / "level-00").stat().st_size == 300 * 32
+    assert held.arr.tobytes() == build_levels(leaves)[9][0]  # still readable
+    with pytest.raises(IndexError):
+        hf.read(9, 0)
+    hf.append(300, other[300:])
+    assert TreeView(600, hf.read).root == mth(leaves[:300] + other[300:])
+    assert hf.gather(0, np.array([299, 300, 599])).tobytes() == leaves[299] + other[300] + other[599]

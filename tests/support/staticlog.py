@@ -106,10 +106,11 @@ class StaticLog:
         tmp.write_text(self.note(size))
         tmp.replace(self.dir / "checkpoint")
 
-    def bodies(self, size: int, *, per_request: int = 32, level: int = 1) -> list[bytes]:
-        """gzip add-entries bodies for [0, size), `per_request` packages each (level 0: not compressed)."""
+    def bodies(self, size: int, *, start: int = 0, per_request: int = 32, level: int = 1) -> list[bytes]:
+        """gzip add-entries bodies for [start, size) towards a checkpoint of `size`, `per_request`
+        packages each (level 0: not compressed)."""
         out = []
-        ranges = list(package_ranges(0, size))
+        ranges = list(package_ranges(start, size))
         for i in range(0, len(ranges), per_request):
             group = ranges[i:i + per_request]
             raw = [encode_header(self.origin, group[0][1], size)]

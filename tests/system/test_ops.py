@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.services import BIN, Service, log_service, registry_service, witness_service
+from tests.support.tools import need
 
 pytestmark = pytest.mark.slow
 OPS = Path(__file__).resolve().parents[2] / "ops"
@@ -61,9 +61,7 @@ def test_every_referenced_metric_exists(tmp_path, engines):
 
 
 def test_alert_rules_pass_promtool():
-    promtool = shutil.which("promtool") or str(Path(sys.executable).parent / "promtool")
-    if not Path(promtool).exists():
-        pytest.skip("promtool not installed (make tools unpacks it from Debian's prometheus package)")
+    promtool = need("promtool")
     r = subprocess.run([promtool, "check", "rules", str(OPS / "prometheus" / "alerts.yml")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -75,9 +73,7 @@ def test_alert_rules_pass_promtool():
 @pytest.mark.parametrize("unit", ["oap-log.service", "oap-log-frontend@.service", "oap-witness@.service", "oap-mirror@.service",
                                   "oap-registry.service", "oap-monitor.service"])
 def test_systemd_units_verify(tmp_path, unit):
-    analyze = shutil.which("systemd-analyze")
-    if analyze is None:
-        pytest.skip("systemd-analyze not available")
+    analyze = need("systemd-analyze")
     text = (OPS / "systemd" / unit).read_text().replace("/opt/oap/.venv/bin/", str(Path(sys.executable).parent) + "/")
     assert "ProtectSystem=strict" in text and "NoNewPrivileges=yes" in text and "CapabilityBoundingSet=\n" in text
     name = unit.replace("@.", "@1.")

@@ -15,7 +15,6 @@ import pytest
 
 from tlog.runtime import children
 
-from tests.support.browser import available as browser_available
 from tests.support.localnet import ports_free
 from tests.support.proctree import alive, command, descendants, wait_gone
 from tests.support.waiting import readable
@@ -109,7 +108,6 @@ def test_xdist_workers_and_their_servers_die_with_a_killed_pytest(tmp_path):
     (tests/support/workers.py), and kill -9 of pytest ends the workers and so the servers
     their tests started. (execnet alone would end them 5-15 s later: within the bound
     below, which is why the signal itself is checked.)"""
-    pytest.importorskip("xdist")
     (tmp_path / "t").mkdir()
     (tmp_path / "t/test_held.py").write_text(HELD_TESTS)
     held = tmp_path / "held"
@@ -148,7 +146,7 @@ time.sleep(600)  # until the test kills this process
 """
 
 
-@pytest.mark.skipif(not browser_available(), reason="chromium/chromedriver not installed")
+@pytest.mark.needs("chromium")
 def test_the_browser_the_explorer_tests_drive_dies_with_a_killed_test_process(tmp_path):
     run = children.popen([sys.executable, "-c", BROWSER_RUN, str(tmp_path)], death_signal=signal.SIGKILL, cwd=ROOT,
                          stdout=subprocess.PIPE, text=True)

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from tests.support.browser import available
 from tests.support.services import ServerProcess
 
 BIN = Path(sys.executable).parent
@@ -25,8 +24,6 @@ AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"
 FINAL = ("pass", "fail", "unpinned", "incomplete", "revoked", "suspended", "unknown", "info", "input")
 WAIT = 60  # seconds: the longest any condition may take on a busy machine
 
-HAVE = available()
-SKIP_WHY = "chromium/chromedriver not installed: `make tools` installs them where apt-get works"
 
 
 def fetch_json(url: str):

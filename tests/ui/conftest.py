@@ -11,7 +11,8 @@ import pytest
 
 from tests.support.didhosts import Key, did_key, invocation_receipt, sign_receipt
 from tests.support.localnet import localnet
-from tests.ui.browser import BIN, HAVE, SKIP_WHY, WAIT, fetch_json, status_of
+from tests.support.tools import need
+from tests.ui.browser import BIN, WAIT, fetch_json, status_of
 
 
 @pytest.fixture(scope="package")
@@ -61,8 +62,7 @@ def network(tmp_path_factory):
 
 @pytest.fixture(scope="package")
 def browser(tmp_path_factory):
-    if not HAVE:
-        pytest.skip(SKIP_WHY)
+    need("chromium")
     from tests.support.browser import start_browser
 
     driver = start_browser(tmp_path_factory.mktemp("chromium"), window="1400,1600", timeout=WAIT)

@@ -1,12 +1,11 @@
 """Run cases through the browser's verifiers (tests/ui/js/differential.js) and get their
-verdicts back: with Node when it is installed, else in headless Chromium (selenium, the
-same harness and CSP as tests/ui/test_explorer.py); the test is skipped when neither is.
-OAP_JS_RUNNER=chromium forces the browser."""
+verdicts back: in Node (tests.support.tools.node, a test extra), else in headless Chromium
+(selenium, the same harness and CSP as tests/ui/test_explorer.py). OAP_JS_RUNNER=chromium
+forces the browser. Without either the test is skipped, or fails under OAP_REQUIRE_ALL_TOOLS."""
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -16,30 +15,29 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pytest
-
-from tests.support.browser import available as browser_available
+from tests.support.tools import need, node, required
 
 JS = Path(__file__).resolve().parent / "js"
 ROOT = JS.parents[2]
-NODE = shutil.which("node")
 CSP = ("default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src data:; "
        "base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'; trusted-types 'none'")
 
 
 def run_js(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The JavaScript verdict of each case (JSON-encoded with tests.support.malformed.to_json)."""
-    if NODE and os.environ.get("OAP_JS_RUNNER") != "chromium":
-        return _node(cases)
+    exe = node()
+    if exe is not None and os.environ.get("OAP_JS_RUNNER") != "chromium":
+        return _node(exe, cases)
+    if exe is None and required():
+        need("node")  # fails: under the switch both runners must be here (else Chromium runs them)
     return _chromium(cases)
 
 
-def _node(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    assert NODE is not None
+def _node(exe: str, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(cases, f)
     try:
-        out = subprocess.run([NODE, str(JS / "differential.mjs"), f.name], capture_output=True, text=True, timeout=600)
+        out = subprocess.run([exe, str(JS / "differential.mjs"), f.name], capture_output=True, text=True, timeout=600)
     finally:
         os.unlink(f.name)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -87,13 +85,8 @@ def _serve(cases_json: bytes) -> Iterator[str]:
 
 
 def _chromium(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    try:
-        from selenium.webdriver.support.ui import WebDriverWait
-    except ImportError:  # pragma: no cover - the test extra installs selenium
-        pytest.skip("neither node nor selenium: the browser verifiers cannot run here")
-    if not browser_available():
-        pytest.skip("neither node nor chromium/chromedriver: `make tools` installs them where apt-get works")
-    import tempfile
+    need("chromium")
+    from selenium.webdriver.support.ui import WebDriverWait
 
     from tests.support.browser import start_browser
 

@@ -30,8 +30,6 @@ from tests.ui.browser import (
     AXE_SHA256,
     BIN,
     FINAL,
-    HAVE,
-    SKIP_WHY,
     STATIC,
     audit,
     click,
@@ -53,9 +51,7 @@ from tests.ui.browser import (
     wait_verdict,
 )
 
-pytestmark = pytest.mark.slow
-if not HAVE:
-    pytest.skip(SKIP_WHY, allow_module_level=True)
+pytestmark = [pytest.mark.slow, pytest.mark.needs("chromium")]
 
 
 def reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str = "") -> None:

@@ -12,8 +12,6 @@ import pytest
 
 from tests.ui.browser import (
     FINAL,
-    HAVE,
-    SKIP_WHY,
     click,
     fresh,
     keys_named,
@@ -28,9 +26,7 @@ from tests.ui.browser import (
     wait_verdict,
 )
 
-pytestmark = pytest.mark.slow
-if not HAVE:
-    pytest.skip(SKIP_WHY, allow_module_level=True)
+pytestmark = [pytest.mark.slow, pytest.mark.needs("chromium")]
 q = urllib.parse.quote
 
 

@@ -26,8 +26,6 @@ from tlog.formats.times import format_utc
 
 from tests.support.services import ServerProcess, registry_service
 from tests.ui.browser import (
-    HAVE,
-    SKIP_WHY,
     WAIT,
     axe_clean,
     click,
@@ -44,9 +42,7 @@ from tests.ui.browser import (
     wait_verdict,
 )
 
-pytestmark = pytest.mark.slow
-if not HAVE:
-    pytest.skip(SKIP_WHY, allow_module_level=True)
+pytestmark = [pytest.mark.slow, pytest.mark.needs("chromium")]
 q = urllib.parse.quote
 
 

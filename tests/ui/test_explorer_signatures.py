@@ -23,8 +23,6 @@ from tlog.formats.hashing import format_sha256
 from tests.support.didhosts import DidHosts, Key, did_key, document, invocation_receipt, sign_receipt
 from tests.support.services import ServerProcess
 from tests.ui.browser import (
-    HAVE,
-    SKIP_WHY,
     WAIT,
     axe_clean,
     fetch_json,
@@ -38,9 +36,7 @@ from tests.ui.browser import (
     wait_verdict,
 )
 
-pytestmark = pytest.mark.slow
-if not HAVE:
-    pytest.skip(SKIP_WHY, allow_module_level=True)
+pytestmark = [pytest.mark.slow, pytest.mark.needs("chromium")]
 
 
 def anchor(log: str, receipt: dict, seed: bytes = bytes([5]) * 32) -> str:

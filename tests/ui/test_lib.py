@@ -1,21 +1,21 @@
 """The explorer's verifiers (tlog/ui/static/lib) against fixtures made by the Python
 code: the same verdict, and the same reason, for every vector and mutation (453 checks, with the tile reader),
-run by Node when it is installed (and in Chromium by tests/ui/test_explorer.py)."""
+run by Node (a test extra; also in Chromium by tests/ui/test_explorer.py)."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-NODE = shutil.which("node")
+from tests.support.tools import need
+
 RUN = Path(__file__).resolve().parent / "js" / "run.mjs"
 
 
-@pytest.mark.skipif(NODE is None, reason="node not installed: the same checks run in Chromium (tests/ui/test_explorer.py)")
+@pytest.mark.needs("node")
 def test_the_javascript_verifiers_agree_with_the_python_ones():
-    out = subprocess.run([NODE, str(RUN)], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([need("node"), str(RUN)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     last = out.stdout.strip().splitlines()[-1]
     passed = int(last.split()[0])

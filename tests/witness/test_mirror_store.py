@@ -118,3 +118,32 @@ def test_one_process_per_data_directory(tmp_path):
             EmbeddedStore(tmp_path)
     finally:
         s.close()
+
+
+def test_a_rebuild_of_the_hashes_leaves_a_reader_its_maps(tmp_path, lg):
+    """The mirror's commit check found a stale hash and rebuilds its hash files: a reader in
+    another process that mapped them keeps reading its maps whole, and its next reads are
+    the rebuilt files."""
+    from tests.support.mapped import MappedReader, digest
+
+    s = EmbeddedStore(tmp_path)
+    try:
+        fill(s, lg, 1000)
+        s.sync_hashes()
+        hashes = next((tmp_path / "hashes").iterdir())
+        with open(hashes / "level-09", "r+b") as f:  # node (9, 0), on the path of every root from 512 on
+            f.write(os.urandom(32))
+        assert s.root(O, 1000) != lg.root(1000)
+        reader = MappedReader(hashes, [0, 9])
+        try:
+            s.rebuild_hashes(O)
+            assert s.root(O, 1000) == lg.root(1000)
+            died, old, seen = reader.check({0: 1000, 9: 1})
+            assert died is None, f"the reader died with {died}"  # -7: SIGBUS
+            assert old == reader.mapped
+            assert seen == {0: digest(b"".join(lg.levels[0][:1000])), 9: digest(lg.levels[9][0])}
+            assert reader.close() == 0
+        finally:
+            reader.kill()
+    finally:
+        s.close()

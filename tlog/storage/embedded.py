@@ -181,7 +181,7 @@ class HashSyncer:
 
     def __init__(self, storage: EmbeddedStorage, interval: float) -> None:
         self.storage, self.interval = storage, interval
-        self.lock = threading.Lock()  # held while syncing, and by the writer while it truncates
+        self.lock = threading.Lock()  # held while syncing, and by the writer while it rebuilds
         self.synced: int | None = None  # synced, not yet recorded (taken by the next checkpoint)
         self._done = 0
         self._stop = threading.Event()
@@ -377,7 +377,9 @@ class EmbeddedStorage:
             return
         # Not while the syncer reads _hashed and syncs: it would record a size it saw before the cut.
         with self._hash_syncer.lock if self._hash_syncer is not None else nullcontext():
-            self.hashes.truncate(start)
+            # Nodes from `start` on are rewritten in place below; a cut copies what it keeps
+            # (hashfiles.cut), so only what lies past `size` is cut, unless nothing is kept.
+            self.hashes.cut(size if start else 0)
             self._hashed = cur = start
             while cur < size:
                 datas = read_entries(self.conn, cur, min(65536, size - cur))

@@ -13,6 +13,15 @@ kill -9 or a torn tail never leaves a wrong hash behind.
 Readers gather with `np.take` from read-only memory maps that are remapped
 only when a read goes past the mapped length.
 
+A file never shrinks in place: a reader's map past the new end would fault with
+SIGBUS. `cut()` writes the part it keeps to a new file beside the old one and
+renames it over the old, so a reader keeps the old, consistent file until it
+reopens. Readers reopen at their next read: the writer counts swaps in the
+8-byte file `generation` of the directory, which every reader has mapped and
+compares with the count it opened at (a memory load per read, no system call).
+Readers of nodes that both files hold read the same bytes from either, so the
+moment a reader reopens changes no answer.
+
 Memory: every page of a map that a read touches counts in the process's RSS
 as RssFile (clean page cache: shared, and reclaimed by the kernel under
 pressure, unlike RssAnon), and random proofs touch nearly every page of the
@@ -35,6 +44,7 @@ back as huge pages (`_regrow`; benchmarks/README.md has the numbers).
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import resource
@@ -47,11 +57,14 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from tlog.formats.hashing import hash_rows, node_hashes_of_pairs
+from tlog.storage.durable import fsync_dir
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # numpy's stubs give arrays __buffer__ on Python 3.12+ only
 
 MAX_LEVELS = 64
+GENERATION = "generation"
+"""The file of the directory whose 8 bytes count the swaps `cut()` made (see the module docstring)."""
 DEFAULT_MAP_WINDOW_MB = 16
 """MiB of one level that may stay mapped; 0: no limit (see the module docstring)."""
 
@@ -121,11 +134,58 @@ class HashFiles:
         self._regrown: dict[tuple[int, int], tuple[float, float]] = {}  # (level, window) -> (not before, wait)
         self._regrow_lock = threading.Lock()
         self.regrown = 0  # windows dropped to be read back as huge pages (tests, metrics)
+        # Descriptors of files a cut replaced: another thread may be reading through one, and a
+        # closed number can be reused for another file at once, so they are closed with the object.
+        self._retired: list[int] = []
+        self._gen_map: mmap.mmap | None = None
+        self._gen: memoryview | None = None  # the swap count, shared with every process (uint64)
+        self._gen_writable = False
+        self._old_gen_maps: list[tuple[mmap.mmap, memoryview | None]] = []
+        self._seen = 0  # the count this object's descriptors and maps were opened at
+        self._open_generation(create=False)
 
     # --- files ---------------------------------------------------------------
 
     def _path(self, level: int) -> Path:
         return self.dir / f"level-{level:02d}"
+
+    def _open_generation(self, *, create: bool) -> None:
+        """Map the swap count (writable with `create`, for the writer). The writer creates it
+        before its first level file, so a reader that finds a level file finds it too; a
+        reader never creates it (the directory may be read-only), and without it reads as
+        a directory where nothing was ever swapped."""
+        if self._gen is not None and (self._gen_writable or not create):
+            return
+        path = self.dir / GENERATION
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644) if create else os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            if create and os.fstat(fd).st_size < 8:
+                os.posix_fallocate(fd, 0, 8)  # zeros: no swap yet (grows the file, never shrinks it)
+            if os.fstat(fd).st_size < 8:  # being created by a writer: looked for again on the next open
+                return
+            gen_map = mmap.mmap(fd, 8, access=mmap.ACCESS_WRITE if create else mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        old = self._gen_map
+        if old is not None:  # a read-only map that readers load without a lock: kept until close()
+            self._old_gen_maps.append((old, self._gen))
+        self._gen_map, self._gen, self._gen_writable = gen_map, memoryview(gen_map).cast("Q"), create
+        if old is None:
+            self._seen = self._gen[0]
+
+    def _current(self) -> None:
+        """Reopen the files if a writer swapped any since they were opened (in any process)."""
+        gen = self._gen
+        if gen is not None and gen[0] != self._seen:
+            with self._map_lock, self._fd_lock:
+                seen = gen[0]
+                self._retired.extend(self._rfds.values())
+                self._rfds.clear()
+                self._maps.clear()  # a gather under way keeps its map of the old file
+                self._seen = seen
 
     def _fd(self, level: int) -> int:
         fd = self._fds.get(level)
@@ -133,6 +193,7 @@ class HashFiles:
             with self._fd_lock:
                 fd = self._fds.get(level)
                 if fd is None:
+                    self._open_generation(create=True)
                     fd = os.open(self._path(level), os.O_RDWR | os.O_CREAT, 0o644)
                     self._fds[level] = fd
         return fd
@@ -144,6 +205,8 @@ class HashFiles:
             with self._fd_lock:
                 fd = self._rfds.get(level)
                 if fd is None:
+                    if self._gen is None:
+                        self._open_generation(create=False)
                     try:
                         fd = os.open(self._path(level), os.O_RDONLY)
                     except FileNotFoundError:
@@ -152,27 +215,78 @@ class HashFiles:
         return fd
 
     def close(self) -> None:
-        for fd in [*self._fds.values(), *self._rfds.values()]:
+        for fd in [*self._fds.values(), *self._rfds.values(), *self._retired]:
             os.close(fd)
         self._fds.clear()
         self._rfds.clear()
+        self._retired.clear()
         self._maps.clear()
+        for gen_map, gen in [*self._old_gen_maps, (self._gen_map, self._gen)]:
+            if gen is not None:
+                gen.release()
+            if gen_map is not None:
+                gen_map.close()
+        self._old_gen_maps.clear()
+        self._gen_map, self._gen, self._gen_writable = None, None, False
 
     def sync(self) -> None:
         for fd in list(self._fds.values()):
             os.fdatasync(fd)
 
-    def truncate(self, size: int) -> None:
-        """Drop every node that is not complete in a tree of `size` leaves."""
-        with self._map_lock:
-            self._maps.clear()
+    def cut(self, size: int) -> None:
+        """Drop every node that is not complete in a tree of `size` leaves (writer only).
+
+        A level file longer than that is replaced, never shortened in place (see the module
+        docstring): the nodes it keeps are copied to a new file beside it, made durable and
+        renamed over it (a level that keeps nothing is unlinked). The copy costs the bytes
+        kept, so a caller that recomputes nodes anyway rewrites them in place with append()
+        and cuts only what lies past its size."""
+        swapped = False
         for level in range(MAX_LEVELS):
             p = self._path(level)
-            if not p.exists():
+            try:
+                have = p.stat().st_size
+            except FileNotFoundError:
                 continue
             keep = (size >> level) * 32
-            if p.stat().st_size > keep:
-                os.truncate(p, keep)
+            if have <= keep:
+                continue
+            if keep:
+                self._write_beside(p, keep)
+            else:
+                p.unlink()
+            swapped = True
+        if not swapped:
+            return
+        fsync_dir(self.dir)
+        with self._map_lock, self._fd_lock:
+            # This object's readers (other threads) move to the new files at once; a read under
+            # way finishes on the old descriptor or map, which stay valid.
+            self._retired.extend([*self._fds.values(), *self._rfds.values()])
+            self._fds.clear()
+            self._rfds.clear()
+            self._maps.clear()
+            self._open_generation(create=True)
+            if self._gen is not None:
+                self._gen[0] += 1  # other processes' readers reopen at their next read
+                self._seen = self._gen[0]
+
+    @staticmethod
+    def _write_beside(path: Path, keep: int) -> None:
+        """The first `keep` bytes of `path` in a new file, durable, renamed over `path`."""
+        tmp = path.with_name(path.name + ".new")
+        tmp.unlink(missing_ok=True)  # left by a crash during an earlier cut
+        src = os.open(path, os.O_RDONLY)
+        try:
+            dst = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                _copy(src, dst, keep)
+                os.fdatasync(dst)
+            finally:
+                os.close(dst)
+        finally:
+            os.close(src)
+        os.replace(tmp, path)
 
     def intact_size(self, size: int) -> int:
         """Largest s <= size such that every level file holds every node complete at s."""
@@ -203,6 +317,9 @@ class HashFiles:
 
     def read(self, level: int, index: int) -> bytes:
         """One node. Never remaps: a node past the mapped length is pread."""
+        gen = self._gen
+        if gen is not None and gen[0] != self._seen:  # _current(), inline: this is the hottest read
+            self._current()
         m = self._maps.get(level)
         if m is None:
             try:
@@ -224,6 +341,7 @@ class HashFiles:
         """
         if indices.size == 0:
             return np.empty((0, 32), dtype=np.uint8)
+        self._current()
         m = self._map(level, int(indices.max()) + 1 if need is None else need)
         if not m.windowed:
             return np.take(m.arr, indices, axis=0, mode="clip")
@@ -306,6 +424,7 @@ class HashFiles:
     def read_range(self, level: int, start: int, count: int) -> bytes:
         if count == 0:
             return b""
+        self._current()
         m = self._maps.get(level)
         if m is not None and start + count <= m.rows and not m.windowed:
             return m.mm[start * 32 : (start + count) * 32]
@@ -355,3 +474,27 @@ class HashFiles:
         if len(data) != 32:
             raise OSError(f"hash file level {level} is short at index {index}")
         return data
+
+
+def _copy(src: int, dst: int, count: int) -> None:
+    """`count` bytes from the start of src to the start of dst (in the kernel where it can)."""
+    off = 0
+    try:
+        while off < count:
+            n = os.copy_file_range(src, dst, count - off, off, off)
+            if n == 0:
+                raise OSError(f"hash file ended {count - off} bytes short of the copy")
+            off += n
+        return
+    except OSError as e:
+        if off or e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+    while off < count:  # a filesystem without copy_file_range
+        data = os.pread(src, min(count - off, 1 << 20), off)
+        if not data:
+            raise OSError(f"hash file ended {count - off} bytes short of the copy")
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(dst, view, off)
+            view, off = view[n:], off + n
+

@@ -353,7 +353,7 @@ class PostgresStorage:
             root = TreeView(size, self.hashes.read).root
             signed = conn.execute("SELECT root FROM oap_checkpoints WHERE size = %s", (size,)).fetchone()
             if signed is not None and bytes(signed[0]) != root:
-                self.hashes.truncate(0)
+                self.hashes.cut(0)
                 self._cache_size = 0
                 raise CorruptionError(f"the entries do not hash to the root signed for size {size}")
             self._cache_size = max(have, size)
@@ -368,7 +368,7 @@ class PostgresStorage:
                                   "LIMIT 1", (intact,)).fetchone()
             if signed is not None and TreeView(signed[0], self.hashes.read).root == bytes(signed[1]):
                 have = signed[0]
-        self.hashes.truncate(have)
+        self.hashes.cut(have)
         return have
 
     def read_entries(self, start: int, count: int) -> list[bytes]:

@@ -149,7 +149,7 @@ class EmbeddedStore:
         """Hash files above their last synced size (or shorter than it) are recomputed from
         the entries; nodes past the stored entries (a crash before the commit) are dropped."""
         good = min(lg.hashed, lg.hashes.intact_size(lg.next_entry))
-        lg.hashes.truncate(good)
+        lg.hashes.cut(lg.next_entry if good else 0)  # from `good` on, _rehash rewrites the nodes in place
         if good < lg.next_entry:
             log.info("%s: recomputing the hashes of entries %d..%d", lg.origin, good, lg.next_entry)
             self._rehash(lg, good)
@@ -166,7 +166,7 @@ class EmbeddedStore:
     def rebuild_hashes(self, origin: str) -> None:
         lg = self._log(origin)
         with self._wlock:
-            lg.hashes.truncate(0)
+            lg.hashes.cut(0)
             self._rehash(lg, 0)
             lg.hashes.sync()
             lg.hashed = lg.next_entry
