@@ -570,3 +570,215 @@ def verify(repo_dir: Path, registry_key: str | None, log_policy: Path | None, lo
                f"0..{h.seq - 1 if h else -1} verified in {where}" + head_note)
     if r.tofu_log:
         click.echo("warning: log keys taken from registry.json; pin them with --log-policy", err=True)
+
+
+# --- conformance receipts: the §31 ladder ----------------------------------------------------
+
+LOG_URL_OPT = click.option("--log", "log_url", default="http://127.0.0.1:8080", show_default=True,
+                           envvar="OAP_LOG_URL", callback=checked_url,
+                           help="The log the receipt is anchored in (or OAP_LOG_URL); the witnesses must trust it.")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    from tlog.formats.strict import loads_json
+
+    try:
+        doc = loads_json(path.read_bytes())
+    except (OSError, OAPError) as e:
+        fail(f"{path}: {getattr(e, 'message', e)}", 2)
+    if not isinstance(doc, dict):
+        fail(f"{path}: not a JSON object", 2)
+    return doc
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    from tlog.storage.durable import write_atomic
+
+    write_atomic(path, json.dumps(doc, indent=2) + "\n")
+
+
+@main.command("did-document")
+@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The Ed25519 key the document lists (oap-registry keygen; a witness's identity.key).")
+@click.option("--did", required=True, help="The DID the document is for, e.g. did:web:example.org.")
+@click.option("--fragment", default="key-1", show_default=True, help="The key's id in the document (#key-1).")
+def did_document(key_file: Path, did: str, fragment: str) -> None:
+    """Print a DID document listing the key (publish it at the did:web's URL, e.g.
+    https://example.org/.well-known/did.json): what its receipts are signed with."""
+    from tlog.formats.did import is_did
+    from tlog.formats.diddoc import ed25519_document
+    from tlog.formats.keys import ed25519_signer
+
+    if not is_did(did) or "#" in did:
+        fail(f"--did {did!r} is not a DID", 2)
+    if not fragment or any(c in fragment for c in "#/?& "):
+        fail("--fragment must be a plain name like key-1", 2)
+    click.echo(json.dumps(ed25519_document(did, {fragment: ed25519_signer(_seed(key_file)).public}), indent=2))
+
+
+@main.group()
+def conformance() -> None:
+    """Conformance receipts (OAP-CORE-1.0 §31): make one, have it peer-witnessed, audit, register.
+
+    The ladder: L0-L2 are self-signed; L3 needs a did:web subject (the publisher check);
+    L4 one independent peer witness; L5 three peer witnesses that hold L4/L5 receipts in the
+    registry, and an audit attestation."""
+
+
+@conformance.command("make")
+@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The implementation's key (oap-registry keygen).")
+@click.option("--subject", default=None,
+              help="The implementation's DID (default: the key's did:key). From L3 up a did:web whose document "
+                   "lists the key (oap-registry did-document).")
+@click.option("--key-id", default="key-1", show_default=True,
+              help="The key's id in the subject's DID document (not for a did:key).")
+@click.option("--level", required=True, type=click.Choice(["L0", "L1", "L2", "L3", "L4", "L5", "L1-NC", "L3-NC"]))
+@click.option("--profile", default=None,
+              help="The test suite's profile (default: non-commercial for L1-NC and L3-NC, else standard).")
+@click.option("--suite-name", default="oap-test-suite", show_default=True)
+@click.option("--suite-version", required=True, help="The version of the test suite that produced the results.")
+@click.option("--results", "results_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The test suite's results file: results_digest is its SHA-256.")
+@click.option("--results-digest", default=None, help="sha256:<hex> of the results, instead of --results.")
+@click.option("--days", type=click.IntRange(1, 90), default=90, show_default=True, help="Validity (at most 90 days).")
+@click.option("--audit", "audit_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="L5: the auditor's signed audit reference (oap-registry conformance audit).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The receipt file to write.")
+def conformance_make(key_file: Path, subject: str | None, key_id: str, level: str, profile: str | None,
+                     suite_name: str, suite_version: str, results_file: Path | None, results_digest: str | None,
+                     days: int, audit_file: Path | None, out: Path) -> None:
+    """Make a conformance receipt self-signed by the implementation's key."""
+    from datetime import UTC, datetime, timedelta
+
+    from tlog.formats.conformance import NC_LEVELS, NON_COMMERCIAL, new_claims, sign_conformance, validate_conformance
+    from tlog.formats.diddoc import skip_resolved_signatures
+    from tlog.formats.hashing import format_sha256, parse_sha256, sha256
+
+    from .client import did_of
+
+    if (results_file is None) == (results_digest is None):
+        fail("give --results (the test suite's results file) or --results-digest", 2)
+    seed = _seed(key_file)
+    subject = subject or did_of(seed)
+    try:
+        digest = format_sha256(sha256(results_file.read_bytes()) if results_file is not None
+                               else parse_sha256(results_digest, "--results-digest"))
+        audit = _read_json(audit_file) if audit_file is not None else None
+        claims = new_claims(subject, level, results_digest=digest, suite={"name": suite_name, "version": suite_version},
+                            issued_at=datetime.now(UTC), validity=timedelta(days=days),
+                            profile=profile or (NON_COMMERCIAL if level in NC_LEVELS else "standard"),
+                            audit=audit)
+        by = None if subject.startswith("did:key:") else f"{subject}#{key_id}"
+        receipt = sign_conformance(claims, seed, by=by)
+        # everything this machine can check (a did:web's key and the publisher are the registry's to check)
+        validate_conformance(receipt, now=datetime.now(UTC), lookup=skip_resolved_signatures,
+                             require_witnesses=False, check_publisher=False)
+    except OAPError as e:
+        fail(e.message, 2)
+    _write_json(out, receipt)
+    click.echo(json.dumps({"id": receipt["id"], "subject": subject, "level": level,
+                           "expires_at": receipt["expires_at"], "receipt": str(out)}))
+
+
+@conformance.command("request-witness")
+@click.argument("receipt_file", metavar="RECEIPT", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--witness", "witnesses", multiple=True, required=True, callback=checked_url,
+              help="A peer witness's URL; repeat it to ask several at once (L5 needs three).")
+@LOG_URL_OPT
+@click.option("--bundle", "bundle_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The receipt's .tlog-proof, when it is anchored already (else it is anchored in --log).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the witnessed receipt here (default: RECEIPT, rewritten).")
+@click.option("--timeout", type=click.FloatRange(0.1, 600), default=60.0, show_default=True)
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A bearer token for a log that requires one for writes (default: OAP_TOKEN).")
+@INSECURE_HTTP_CLIENT
+def request_witness(receipt_file: Path, witnesses: tuple[str, ...], log_url: str, bundle_file: Path | None,
+                    out: Path | None, timeout: float, token_file: Path | None) -> None:
+    """Anchor RECEIPT in a log and ask peer witnesses to sign it (POST /v1/conformance/witness).
+
+    Every signature given is added to the receipt (a witness that refuses says why, and
+    the command exits 1). One JSON line per witness."""
+    from tlog.client.client import token_from
+
+    from .receipts import request_witnesses
+
+    if len(set(witnesses)) != len(witnesses):
+        fail("the same --witness is given twice", 2)
+    receipt = _read_json(receipt_file)
+    try:
+        bundle = bundle_file.read_text() if bundle_file is not None else None
+        signed, answers = asyncio.run(request_witnesses(receipt, witnesses, log_url, bundle=bundle, timeout=timeout,
+                                                        token=token_from(token_file), outbound=client_outbound()))
+    except OAPError as e:
+        fail(e.message, 2)
+    except (TimeoutError, aiohttp.ClientError, OSError) as e:
+        fail(f"cannot reach the log at {log_url}: {e}", 2)
+    if signed != receipt:
+        _write_json(out or receipt_file, signed)
+    for a in answers:
+        if a.signature is not None:
+            click.echo(json.dumps({"witness": a.url, "signed_as": a.by, "inclusion": a.inclusion}))
+        else:
+            click.echo(f"error: {a.url} refused: {a.error}", err=True)
+    sys.exit(0 if all(a.signature is not None for a in answers) else 1)
+
+
+@conformance.command("audit")
+@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The auditor's key.")
+@click.option("--subject", required=True, help="The audited implementation's DID.")
+@click.option("--standard", required=True, help="What was audited against, e.g. 'SOC 2 Type II' or 'ISO 27001'.")
+@click.option("--uri", required=True, help="Where the machine-readable attestation is published.")
+@click.option("--report", "report_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The attestation document, exactly as published at --uri (its SHA-256 is signed and anchored).")
+@click.option("--log", "log_urls", multiple=True, callback=checked_url,
+              help="A log to anchor the attestation in (repeatable; default OAP_LOG_URL, else "
+                   "http://127.0.0.1:8080); the registry must trust one of them.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The audit reference to write (give it to `conformance make --audit`).")
+@click.option("--timeout", type=click.FloatRange(0.1, 600), default=60.0, show_default=True)
+@INSECURE_HTTP_CLIENT
+def conformance_audit(key_file: Path, subject: str, standard: str, uri: str, report_file: Path,
+                      log_urls: tuple[str, ...], out: Path, timeout: float) -> None:
+    """The auditor's side of L5: anchor the attestation's hash in a log, sign the audit reference."""
+    from tlog.formats.audit import check_audit
+    from tlog.formats.diddoc import skip_resolved_signatures
+
+    from .receipts import make_audit
+
+    urls = log_urls or (client_url(os.environ.get("OAP_LOG_URL", "http://127.0.0.1:8080"), "OAP_LOG_URL"),)
+    try:
+        audit = asyncio.run(make_audit(_seed(key_file), subject=subject, standard=standard, uri=uri,
+                                       document=report_file.read_bytes(), log_urls=urls, timeout=timeout,
+                                       outbound=client_outbound()))
+        check_audit(audit, subject, skip_resolved_signatures)
+    except OAPError as e:
+        fail(e.message, 2)
+    _write_json(out, audit)
+    click.echo(json.dumps({"auditor": audit["auditor"], "subject": subject, "digest": audit["digest"],
+                           "audit": str(out)}))
+
+
+@conformance.command("register")
+@click.argument("receipt_file", metavar="RECEIPT", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@URL_OPT
+@click.option("--wait", type=click.FloatRange(0, 600), default=60.0, show_default=True,
+              help="Seconds to wait until the registry's status answers name the receipt (0: do not wait).")
+def conformance_register(receipt_file: Path, url: str, wait: float) -> None:
+    """Register a conformance receipt: the registry checks the level's rules (publisher,
+    witnesses holding L4/L5, independence, the audit), stores it and anchors it."""
+    from .receipts import register
+
+    try:
+        ack, status = asyncio.run(register(url, _read_json(receipt_file), wait=wait, outbound=client_outbound()))
+    except OAPError as e:
+        fail(e.message, 1)
+    except (TimeoutError, aiohttp.ClientError, OSError) as e:
+        fail(f"cannot reach the registry at {url}: {e}", 2)
+    out = {k: v for k, v in ack.items() if k not in ("anchor", "receipt_anchor")}
+    if status:
+        out["status"] = status
+    click.echo(json.dumps(out))

@@ -12,6 +12,11 @@ the service fetch a URL chosen by its sender, fetching is fenced in:
   refused unless `allow_private_networks` is set (tests, or an intranet). Redirects
   are not followed; documents over 64 KiB, answers slower than `timeout`, and more
   than 16 fetches at once are refused.
+- `localhost` and every name under it (`witness-1.localhost`) are loopback names
+  (RFC 6761 §6.3): they are never sent to DNS. They are refused like any loopback
+  address, and with `allow_private_networks` connect to 127.0.0.1, so that several
+  did:web principals on one machine have hosts of their own (`make run` serves its
+  participants' documents so).
 - Answers are cached for `cache_seconds`, failures for 30 s, at most 10,000 DIDs:
   a sender cannot make the service fetch one document over and over.
 - Pinned documents (a directory of DID documents, or a mapping) answer first and
@@ -41,7 +46,7 @@ from tlog.formats.diddoc import DocumentLookup, VerificationKey, did_web_url, ke
 from tlog.formats.strict import loads_json
 from tlog.transport import Outbound, read_capped
 
-__all__ = ["DEFAULT_PLC_DIRECTORY", "DidResolver"]
+__all__ = ["DEFAULT_PLC_DIRECTORY", "DidResolver", "is_localhost_name"]
 
 DEFAULT_PLC_DIRECTORY = "https://plc.directory"
 MAX_DOCUMENT = 64 * 1024
@@ -69,18 +74,34 @@ class _NotPublic(OSError):
     """A name that resolves to no public address (the refusal, told apart from DNS failures)."""
 
 
-class _PublicOnly(AbstractResolver):
-    """Name resolution that drops every non-global address (no SSRF into the host's
-    own network): the address connected to is the address checked."""
+def is_localhost_name(host: str) -> bool:
+    """`localhost` or a name under it (RFC 6761 §6.3: always the loopback address)."""
+    name = host.lower().rstrip(".")
+    return name == "localhost" or name.endswith(".localhost")
 
-    def __init__(self) -> None:
+
+class _Resolver(AbstractResolver):
+    """Name resolution for did:web hosts. `public_only`: every non-global address is
+    dropped (no SSRF into the host's own network: the address connected to is the
+    address checked). Localhost names never go to DNS (RFC 6761 §6.3): loopback, so
+    refused when `public_only`, else 127.0.0.1."""
+
+    def __init__(self, *, public_only: bool) -> None:
         self._inner = aiohttp.ThreadedResolver()
+        self.public_only = public_only
 
     async def resolve(self, host: str, port: int = 0,
                       family: socket.AddressFamily = socket.AF_UNSPEC) -> list[ResolveResult]:
-        found = [r for r in await self._inner.resolve(host, port, family) if _public(r["host"])]
-        if not found:
-            raise _NotPublic(f"{host} resolves to no public address")
+        if is_localhost_name(host):
+            if self.public_only:
+                raise _NotPublic(f"{host} is a loopback name")
+            return [ResolveResult(hostname=host, host="127.0.0.1", port=port, family=socket.AF_INET,
+                                  proto=0, flags=socket.AI_NUMERICHOST)]
+        found = await self._inner.resolve(host, port, family)
+        if self.public_only:
+            found = [r for r in found if _public(r["host"])]
+            if not found:
+                raise _NotPublic(f"{host} resolves to no public address")
         return found
 
     async def close(self) -> None:
@@ -221,7 +242,7 @@ class DidResolver:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = self.outbound.session(
-                timeout=self.timeout, limit=MAX_FETCHES, resolver=None if self.allow_private else _PublicOnly(),
+                timeout=self.timeout, limit=MAX_FETCHES, resolver=_Resolver(public_only=not self.allow_private),
                 headers={"Accept": "application/did+json, application/json"})
         return self._session
 
@@ -233,10 +254,12 @@ class DidResolver:
             raise InvalidInput(f"{did}: documents are fetched over HTTPS only")
         if self.allow_private or configured_plc:
             return
+        if is_localhost_name(host):
+            raise InvalidInput(f"{did}: the document's host is not a public address")
         try:
             literal = ipaddress.ip_address(host)
         except ValueError:
-            return  # a name: _PublicOnly checks what it resolves to
+            return  # a name: _Resolver checks what it resolves to
         if not literal.is_global:
             raise InvalidInput(f"{did}: the document's host is not a public address")
 

@@ -27,7 +27,6 @@ from functools import partial
 from aiohttp import web
 
 from tlog.errors import NotFound, OAPError, TooLarge
-from tlog.formats.diddoc import dids_to_resolve
 from tlog.formats.times import format_utc
 from tlog.http.app import add_ops_routes, make_app
 from tlog.http.bodies import content_encoding, offload, read_body, read_document
@@ -225,9 +224,11 @@ class WitnessAPI:
             # A receipt and its .tlog-proof bundle: parsed within the document budget, and
             # decoded and checked off the event loop, so the cosigning path is never held up.
             doc = await read_document(request, self.cfg.max_conformance_body)
-            dids = dids_to_resolve(doc)
+            peer = self.svc.peer
+            dids = peer.dids_to_resolve(doc)
             lookup = await self.svc.resolver.lookup_for(dids) if dids and self.svc.resolver else None
-            out = await offload(partial(self.svc.peer.witness, lookup=lookup), doc)
+            checked = await offload(partial(peer.check, lookup=lookup), doc)
+            out = peer.sign(checked, await peer.consult(checked))  # the registry's word last (§22.1)
         except OAPError as e:
             self.m.conformance.labels(str(e.status)).inc()
             raise
@@ -243,8 +244,10 @@ class WitnessAPI:
                          "checkpoint_path": f"/{origin_path(log_.origin)}/checkpoint",
                          "size": rec.size if rec else None, "cosigned_at": rec.cosigned_at if rec else None,
                          "qpd": log_.qpd, "list": log_.source})
+        peer = self.svc.peer
         out = {"name": self.svc.signer.name, "verifier_key": self.svc.signer.vkey,
-               "verifier_keys": [s.vkey for s in self.svc.signers], "identity": self.svc.peer.did,
+               "verifier_keys": [s.vkey for s in self.svc.signers], "identity": peer.did,
+               "signs_as": peer.signer, "registry": peer.registry.url if peer.registry else None,
                "sign_subtree": bool(self.svc.witness.subtree_signers), "logs": logs}
         if self.svc.lists is not None:
             out["log_lists"] = self.svc.lists.info()
@@ -278,4 +281,10 @@ def build_app(svc: WitnessService) -> web.Application:
         async def close_resolver(_: web.Application) -> None:
             await resolver.close()
         app.on_cleanup.append(close_resolver)
+    if svc.peer.registry is not None:
+        registry = svc.peer.registry
+
+        async def close_registry(_: web.Application) -> None:
+            await registry.close()
+        app.on_cleanup.append(close_registry)
     return app

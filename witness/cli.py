@@ -60,8 +60,9 @@ async def _start(cfg: WitnessConfig) -> Running:
     keys = [f"verifier key: {s.vkey}" if s.key_type != 0x06 else
             f"ML-DSA-44:    {cfg.mldsa_key_path.with_suffix('.vkey')} ({s.vkey[:40]}...)" for s in svc.signers]
     lists = [f"log lists:    {', '.join(cfg.log_lists)} (every {cfg.log_list_refresh:g} s)"] if cfg.log_lists else []
+    registry = [f"registry:     {cfg.registry_url} (consulted before witnessing a receipt)"] if cfg.registry_url else []
     return Running(build_app(svc), close=svc.close, banner=lambda url: [
-        f"name:         {svc.signer.name}", *keys, f"identity:     {svc.peer.did}",
+        f"name:         {svc.signer.name}", *keys, f"identity:     {svc.peer.signer}", *registry,
         f"logs:         {', '.join(log_.origin for log_ in cfg.logs) or 'none configured'}", *lists,
         f"url:          {url}", f"data:         {cfg.data_dir.resolve()}"])
 

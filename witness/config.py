@@ -7,8 +7,11 @@ looks like this:
     data_dir = "/var/lib/oap-witness"
     name = "witness.example.org"            # key name of the cosigning key
     port = 8081
+    identity_did = "did:web:example.org#witness"   # the participant it signs receipts as
     own_receipt = "/etc/oap-witness/conformance.json"
     trusted_logs = ["log.example.org+1a2b3c4d+AU..."]   # for conformance inclusion
+    registry_url = "https://registry.example.org"     # consulted before it signs (§22.1)
+    registry_key = "did:key:z6Mk..."                  # the registry's status key
 
     cosigners = ["ed25519", "mldsa44"]      # cosigning keys: Ed25519 (0x04) and/or ML-DSA-44 (0x06)
     log_lists = ["https://witness-network.example/log-list.1"]  # logs/v0 lists (files or URLs)
@@ -30,8 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tlog.errors import ConfigError, FormatError
+from tlog.errors import ConfigError, FormatError, InvalidInput
 from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
+from tlog.formats.did import is_did, public_from_did_key
+from tlog.formats.diddoc import split_did_url
 from tlog.formats.keys import COSIGNATURE_MLDSA44, ECDSA, ED25519, Verifier, parse_vkey
 from tlog.formats.loglist import MAX_QPD
 from tlog.formats.policy import parse_policy
@@ -113,12 +118,23 @@ class WitnessConfig(HTTPConfig, CosignerConfig):
     log_lists: tuple[str, ...] = ()  # logs/v0 lists to provision logs from: file paths or URLs
     log_list_refresh: float = 3600.0  # seconds between refreshes of every list
     log_list_timeout: float = 30.0  # per list fetch
-    identity_key_file: Path | None = None  # did:key for conformance peer-witnessing; default data_dir/identity.key
+    identity_key_file: Path | None = None  # key for conformance peer-witnessing; default data_dir/identity.key
+    # The participant the witness signs conformance receipts as: a DID URL naming the identity
+    # key in its document (did:web:example.org#witness). Empty: the identity key's did:key,
+    # which names no publisher, so it can hold no L4 receipt (witness with require_own_level "none")
+    identity_did: str = ""
     logs: Sequence[WitnessedLog] = ()  # [[witness.logs]] origin, vkey, url
     trusted_logs: tuple[str, ...] = ()  # log vkeys whose inclusion proofs count for conformance receipts
     trust_policy: Path | None = None  # ... or a tlog-policy file (logs + witness quorum) instead
     own_receipt: Path | None = None  # this witness's own conformance receipt (JSON)
     require_own_level: str = "L4"
+    # The registry consulted before a receipt is witnessed (§22.1): its status answers about the
+    # witness's own receipt and the subject, signed by registry_key and anchored in registry_logs
+    # (log vkeys; default: the logs trusted for inclusion)
+    registry_url: str = ""
+    registry_key: str = ""
+    registry_logs: tuple[str, ...] = ()
+    registry_timeout: float = 10.0
     max_body: int = 128 * 1024  # add-checkpoint and sign-subtree body cap (16 post-quantum signatures fit)
     max_conformance_body: int = 1024 * 1024  # receipt + .tlog-proof bundle
     feed_timeout: float = 10.0  # per HTTP request of the feeder
@@ -131,7 +147,7 @@ class WitnessConfig(HTTPConfig, CosignerConfig):
         if isinstance(logs, (str, bytes)) or not isinstance(logs, Sequence):
             raise ConfigError("logs: expected [[witness.logs]] tables with origin, vkey, url")
         object.__setattr__(self, "logs", tuple(_as_log(item, i) for i, item in enumerate(logs)))
-        for name in ("trusted_logs", "cosigners", "log_lists"):
+        for name in ("trusted_logs", "cosigners", "log_lists", "registry_logs"):
             value = getattr(self, name)
             if isinstance(value, list):
                 object.__setattr__(self, name, tuple(value))
@@ -192,6 +208,7 @@ class WitnessConfig(HTTPConfig, CosignerConfig):
                 raise ConfigError(f"trust_policy: {e.message}") from None
         if self.require_own_level not in OWN_LEVELS:
             raise ConfigError(f"require_own_level must be one of {', '.join(OWN_LEVELS)}")
+        self._check_identity_and_registry()
         if not 1024 <= self.max_body <= 1 << 20:
             raise ConfigError("max_body must be 1024..1048576 bytes (a signed note is at most 1 MiB)")
         if not 4096 <= self.max_conformance_body <= 16 << 20:
@@ -199,9 +216,45 @@ class WitnessConfig(HTTPConfig, CosignerConfig):
         if not 0.1 <= self.feed_timeout <= 300:
             raise ConfigError("feed_timeout must be 0.1..300 seconds")
 
+    def _check_identity_and_registry(self) -> None:
+        if self.identity_did:
+            did, fragment = split_did_url(self.identity_did)
+            if not is_did(did) or any(c.isspace() for c in self.identity_did):
+                raise ConfigError(f"identity_did: {self.identity_did!r} is not a DID URL")
+            if not did.startswith("did:key:") and not fragment:
+                raise ConfigError(f"identity_did must name the identity key in the DID document, e.g. "
+                                  f"{did}#key-1")
+        if bool(self.registry_url) != bool(self.registry_key):
+            raise ConfigError("registry_url and registry_key go together: the registry consulted before witnessing "
+                              "and the did:key its status answers are signed with")
+        if self.registry_url and (not self.registry_url.startswith(("http://", "https://"))
+                                  or any(c.isspace() for c in self.registry_url)):
+            raise ConfigError("registry_url must be an http(s) URL")
+        if self.registry_key:
+            try:
+                public_from_did_key(self.registry_key)
+            except InvalidInput as e:
+                raise ConfigError(f"registry_key: {e.message}") from None
+        for vkey in self.registry_logs:
+            try:
+                parse_vkey(vkey)
+            except FormatError as e:
+                raise ConfigError(f"registry_logs: {vkey!r}: {e.message}") from None
+        if not 0.1 <= self.registry_timeout <= 300:
+            raise ConfigError("registry_timeout must be 0.1..300 seconds")
+
     def upstream_urls(self) -> Iterable[tuple[str, str]]:
-        """The logs the feeder polls."""
-        return ((f"logs ({log.origin}) url", log.url) for log in self.logs if log.url)
+        """The logs the feeder polls, and the registry consulted before witnessing."""
+        yield from ((f"logs ({log.origin}) url", log.url) for log in self.logs if log.url)
+        if self.registry_url:
+            yield "registry_url", self.registry_url
+
+    def registry_policy_text(self) -> str | None:
+        """tlog-policy text for the anchors of the registry's status answers: registry_logs,
+        else the policy of the inclusion checks."""
+        if self.registry_logs:
+            return "".join(f"log {v}\n" for v in self.registry_logs) + "quorum none\n"
+        return self.trust_policy_text()
 
     def trust_policy_text(self) -> str | None:
         """tlog-policy text for conformance inclusion checks, or None when none is configured."""

@@ -6,15 +6,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tlog.client.verifier import TrustPolicy
 from tlog.didresolver import DidResolver
 from tlog.formats.keys import Cosigner
+from tlog.transport import Outbound
 
 from .config import WitnessConfig
 from .core import Witness
 from .keyfiles import load_or_create_keys
 from .metrics import WitnessMetrics
 from .network import LogLists
-from .peer import PeerWitness
+from .peer import PeerWitness, RegistryCheck
 from .state import Stall, Trace, WitnessState
 
 
@@ -45,8 +47,15 @@ class WitnessService:
         metrics = WitnessMetrics()
         metrics.logs_followed.set(len(config.logs))
         lists = LogLists(config, witness, metrics) if config.log_lists else None
-        peer = PeerWitness(seed, policy_text=config.trust_policy_text(), own_receipt=config.own_receipt,
-                           require_own_level=config.require_own_level, clock=clock)
+        registry = None
+        if config.registry_url:
+            text = config.registry_policy_text()
+            registry = RegistryCheck(config.registry_url, config.registry_key, timeout=config.registry_timeout,
+                                     policy=TrustPolicy.from_text(text) if text is not None else None,
+                                     outbound=Outbound.from_config(config))
+        peer = PeerWitness(seed, identity=config.identity_did, policy_text=config.trust_policy_text(),
+                           own_receipt=config.own_receipt, require_own_level=config.require_own_level,
+                           registry=registry, clock=clock)
         configured = {log.origin for log in config.logs}
         for rec in state.all_sync():
             if rec.origin in configured:

@@ -18,7 +18,8 @@ from pathlib import Path
 from tlog.runtime import children
 
 BIN = Path(sys.executable).parent
-SPAN = 10  # the log on base, witness i on base + i, the mirror on base + 4, the monitor on base + 6, the registry on base + 9
+SPAN = 10  # the log on base, witness i on base + i, the mirror on base + 4, the monitor on base + 6,
+# the did:web host on base + 8, the registry on base + 9
 
 
 @dataclass
@@ -51,7 +52,8 @@ class LocalNet:
 
     @property
     def ports(self) -> list[int]:
-        return [self.base, self.base + 1, self.base + 2, self.base + 3, self.base + 4, self.base + 6, self.base + 9]
+        return [self.base, self.base + 1, self.base + 2, self.base + 3, self.base + 4, self.base + 6, self.base + 8,
+                self.base + 9]
 
     @property
     def output(self) -> str:

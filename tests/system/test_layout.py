@@ -34,10 +34,11 @@ ALLOWED = {
                         "tlog.runtime", "tlog.didresolver", "tlog.client", "tlog.server"),
     "tlog.cli": ("tlog",),
     # The mirror (witness.mirror) builds its own store over the storage primitives: durable files,
-    # hash files and create-only bucket writes, never a log's storage backend.
+    # hash files and create-only bucket writes, never a log's storage backend. A peer witness
+    # consults the registry as any relying party does: its client and offline status verifier.
     "witness": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.durable", "tlog.storage.hashfiles",
                 "tlog.storage.bucket", "tlog.transport", "tlog.http", "tlog.runtime", "tlog.client",
-                "tlog.didresolver", "witness"),
+                "tlog.didresolver", "registry.client", "registry.statusverify", "witness"),
     "registry": ("tlog.errors", "tlog.formats", "tlog.merkle", "tlog.storage.durable", "tlog.transport", "tlog.http",
                  "tlog.runtime", "tlog.client", "tlog.didresolver", "registry"),
     # The monitor reads logs and registries as a client does: the registry's client, its status and

@@ -1,5 +1,5 @@
-"""The README's five-minute tour runs as written, against `make run`'s local network
-(on free ports: the tour's 8080-8083/8090 are rewritten)."""
+"""The README's five-minute tour and its conformance ladder run as written, against `make
+run`'s local network (on free ports: the README's 8080-8090 are rewritten)."""
 from __future__ import annotations
 
 import json
@@ -59,14 +59,23 @@ def sample_output() -> tuple[str, str]:
     return add_pattern, verify_pattern
 
 
+def ladder_script() -> tuple[str, list[str]]:
+    """The ladder's shell block, and the lines it says it prints."""
+    section = README.read_text().split("### Climb the conformance ladder", 1)[1].split("\n### ", 1)[0]
+    blocks = fenced(section)
+    assert [info for info, _ in blocks] == ["sh", ""], "the ladder is one shell block, then its sample output"
+    return blocks[0][1] + "\n", blocks[1][1].splitlines()
+
+
 def python_example() -> str:
     section = README.read_text().split("### From Python", 1)[1]
     return re.findall(r"```python\n(.*?)```", section, re.S)[0]
 
 
 def ports(script: str, base: int) -> str:
-    for old, new in (("8090", base + 9), ("8080", base), ("8081", base + 1), ("8084", base + 4)):
-        script = script.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
+    for old, new in (("8090", base + 9), ("8080", base), ("8081", base + 1), ("8082", base + 2), ("8083", base + 3),
+                     ("8084", base + 4), ("8088", base + 8)):
+        script = script.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}").replace(f"%3A{old}", f"%3A{new}")
     return script
 
 
@@ -120,6 +129,22 @@ def test_readme_tour_runs_as_written_twice_in_a_scratch_directory(tmp_path):
             assert (d / "privileged.tlog-proof.salt.json").exists()
             assert '"revoked"' in (d / "status.json").read_text()
             assert (d / "registry-clone" / ".git").exists()
+
+        # the conformance ladder, as written: a newcomer climbs L0 -> L5 through the CLIs
+        ladder, sample = ladder_script()
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", ports(ladder, base)], cwd=repo, env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        signed = [json.loads(line) for line in r.stdout.splitlines() if line.startswith('{"witness"')]
+        assert [w["signed_as"] for w in signed] == [
+            f"did:web:witness-{i}.localhost%3A{base + 8}#key-1" for i in (1, 1, 2, 3)], r.stdout
+        assert [w["witness"] for w in signed] == [f"http://127.0.0.1:{base + i}" for i in (1, 1, 2, 3)]
+        assert json.loads(sample[0]).keys() == signed[0].keys()
+        registered = [json.loads(line) for line in r.stdout.splitlines() if line.startswith('{"type": "conformance"')]
+        assert [x["status"] for x in registered] == ["good"] * 6, r.stdout
+        assert sample[1].split("urn:")[0] + "urn:oap:conformance:" + registered[-1]["id"].split(":", 3)[3] \
+            in r.stdout, r.stdout[-2000:]
+        assert sorted(p.name for p in repo.iterdir()) == before
 
         # the Python example, as written, from the checkout
         r = subprocess.run([sys.executable, "-c", ports(python_example(), base)], cwd=repo,

@@ -66,6 +66,13 @@ def test_config_from_toml(tmp_path):
     ("", "colour = 1\n", "unknown setting"),
     ("", 'name = "a b"\n', "name"),
     ("", 'logs = "x"\n', "logs"),
+    ("", 'identity_did = "did:web:w.example"\n', "must name the identity key"),
+    ("", 'identity_did = "not a did#k"\n', "not a DID URL"),
+    ("", 'registry_url = "https://registry.example"\n', "registry_url and registry_key go together"),
+    ("", 'registry_url = "ftp://r"\nregistry_key = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"\n',
+     "registry_url must be"),
+    ("", 'registry_url = "https://r.example"\nregistry_key = "did:web:r.example"\n', "registry_key"),
+    ("", 'registry_logs = ["nope"]\n', "registry_logs"),
 ])
 def test_bad_config_fails(tmp_path, logs, extra, fragment):
     vkey = MemLog().vkey
@@ -75,6 +82,21 @@ def test_bad_config_fails(tmp_path, logs, extra, fragment):
     with pytest.raises(ConfigError) as e:
         load(WitnessConfig, section="witness", env_prefix="OAP_WITNESS_", file=path)
     assert fragment in str(e.value)
+
+
+def test_the_registry_it_consults_is_an_upstream_and_its_logs_default_to_the_trusted_ones(tmp_path):
+    log, other = MemLog(), MemLog(origin="other.example/log")
+    key = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
+    cfg = WitnessConfig(data_dir=tmp_path, trusted_logs=(log.vkey,), registry_url="https://registry.example",
+                        registry_key=key, identity_did="did:web:w.example#key-1")
+    cfg.validate()
+    assert ("registry_url", "https://registry.example") in list(cfg.upstream_urls())
+    assert cfg.registry_policy_text() == cfg.trust_policy_text() == f"log {log.vkey}\nquorum none\n"
+    own = cfg.replace(registry_logs=(other.vkey,))
+    assert own.registry_policy_text() == f"log {other.vkey}\nquorum none\n"
+    # §8.1: plain HTTP to a registry beyond loopback is refused like any upstream
+    with pytest.raises(ConfigError, match="registry_url"):
+        WitnessConfig(data_dir=tmp_path, registry_url="http://registry.example", registry_key=key).validate()
 
 
 def test_serve_refuses_without_key_or_name(tmp_path):

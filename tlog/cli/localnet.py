@@ -5,11 +5,15 @@ Three witnesses (8081-8083; the first also cosigns with an ML-DSA-44 key), a log
 log, a mirror (8084, C2SP tlog-mirror) the log pushes its checkpoints and entries
 to, and a monitor (8086: metrics and status) that reads every entry of the log, compares
 its checkpoints with the witnesses' and the mirror's, and alerts to data/monitor/alerts.jsonl,
-each as its own process, as they would run in production. Keys and configs are made on first start
-under ./data and reused afterwards; Ctrl-C, SIGTERM or a closed terminal (SIGHUP)
-stops everything cleanly, in the reverse order of start. Every service dies with
-this process (`tlog.runtime.children`): after a kill -9 of it, they are killed too
-(as in a crash, which each survives) and their ports are free at once.
+each as its own process, as they would run in production. The witnesses are OAP
+participants too: each signs conformance receipts as a did:web on a local HTTPS host
+(8088, `tlog.cli.didhost`, with a local CA the network's DID resolvers trust) and holds
+an L4 receipt in the registry (`tlog.cli.participants`), so a newcomer can climb the §31
+ladder to L5 through them. Keys and configs are made on first start under ./data and
+reused afterwards; Ctrl-C, SIGTERM or a closed terminal (SIGHUP) stops everything
+cleanly, in the reverse order of start. Every service dies with this process
+(`tlog.runtime.children`): after a kill -9 of it, they are killed too (as in a crash,
+which each survives) and their ports are free at once.
 
 With `--scale` (`make run-scale`) the log runs as two frontends (8080 and 8085) on a
 PostgreSQL server and an S3-compatible bucket (SeaweedFS) started here, from the
@@ -17,6 +21,7 @@ binaries the `scale` extra installs; readers can fetch the log from the bucket a
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import signal
@@ -29,6 +34,9 @@ from pathlib import Path
 
 import click
 
+from tlog.cli import didhost
+from tlog.cli.participants import ensure_l4, participant
+from tlog.errors import OAPError
 from tlog.formats.did import did_key_from_public
 from tlog.formats.keys import CosignatureSigner, MLDSACosigner, Signer
 from tlog.http.serve import port_holder
@@ -151,14 +159,16 @@ def _mldsa_key(data: Path, name: str) -> str:
 @click.option("--mirror-port", type=int, default=None, help="Default: the port after the witnesses' (8084).")
 @click.option("--monitor-port", type=int, default=None,
               help="The monitor's metrics and status (default: the log's port + 6, 8086).")
+@click.option("--did-port", type=int, default=None,
+              help="The local did:web host (HTTPS) of the network's participants. Default: the log's port + 8 (8088).")
 @click.option("--scale", is_flag=True, help="Two log frontends on PostgreSQL and an S3 bucket (SeaweedFS).")
 @click.option("--postgres-port", type=int, default=5433, show_default=True, help="With --scale.")
 @click.option("--s3-port", type=int, default=8333, show_default=True, help="With --scale.")
 @click.option("--stop-with-parent", is_flag=True,
               help="Stop when the process that started this one ends, even by kill -9 (make run sets it).")
 def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: int, registry_port: int,
-         registry: bool, mirror_port: int | None, monitor_port: int | None, scale: bool, postgres_port: int,
-         s3_port: int, stop_with_parent: bool) -> None:
+         registry: bool, mirror_port: int | None, monitor_port: int | None, did_port: int | None, scale: bool,
+         postgres_port: int, s3_port: int, stop_with_parent: bool) -> None:
     """Run a log, its witnesses, the registry and a mirror on 127.0.0.1 until Ctrl-C."""
     if quorum > n_witnesses:
         raise click.BadParameter("quorum exceeds the number of witnesses")
@@ -170,12 +180,22 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
         mirror_port += mirror_port in frontends
     if monitor_port is None:
         monitor_port = log_port + 6
+    if did_port is None:
+        did_port = log_port + 8
     _check_free(frontends + [log_port + i for i in range(1, n_witnesses + 1)] + ([registry_port] if registry else [])
-                + [mirror_port, monitor_port] + ([postgres_port, s3_port] if scale else []))
+                + [mirror_port, monitor_port, did_port] + ([postgres_port, s3_port] if scale else []))
     data_dir.mkdir(parents=True, exist_ok=True)
     log_dir = data_dir / ("scale" if scale else "log")
     log_vkey = load_or_create_key(log_dir, origin).vkey
     log_url = f"http://{HOST}:{log_port}"
+    # The participants' web servers: one HTTPS host for every localhost name, with a local CA
+    # that the log, the witnesses and the registry trust for did:web documents (and nothing else).
+    did_root = data_dir / "did-web"
+    did_host = didhost.serve(did_root, HOST, did_port)
+    dids = f'did_ca_file = "{did_host.did_host.ca_file}"\ndid_allow_private_networks = true\n'
+    reg_url = f"http://{HOST}:{registry_port}"
+    reg_did = _registry_key(data_dir / "registry") if registry else ""
+    people = []
 
     rows = []  # (policy name, vkey, url): witness 1's second (ML-DSA-44) key is a row of its own
     witnesses = []  # (name, url, Ed25519 vkey, ML-DSA-44 vkey file or None) for the banner
@@ -189,9 +209,15 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
         url = f"http://{HOST}:{port}"
         pq = i == 1  # witness 1 also cosigns with ML-DSA-44 (C2SP tlog-cosignature type 0x06)
         cosigners = '\ncosigners = ["ed25519", "mldsa44"]' if pq else ""
+        # ... and peer-witnesses conformance receipts as a participant, consulting the registry
+        me = participant(did_root, wdir, name, did_port)
+        people.append(me)
+        peer = (f'identity_did = "{me.key_id}"\nown_receipt = "{me.receipt_file.resolve()}"\n'
+                f'trusted_logs = ["{log_vkey}"]\n' + dids
+                + (f'registry_url = "{reg_url}"\nregistry_key = "{reg_did}"\n' if registry else ""))
         (wdir / "witness.toml").write_text(
             f'[witness]\nname = "{name}"\nhost = "{HOST}"\nport = {port}{cosigners}\n'
-            f'ui_trust_policy = "{policy.resolve()}"\n\n'
+            f'ui_trust_policy = "{policy.resolve()}"\n{peer}\n'
             f'[[witness.logs]]\norigin = "{origin}"\nvkey = "{log_vkey}"\nurl = "{log_url}"\n'
         )
         rows.append((f"w{i}", vkey, url))
@@ -208,7 +234,7 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     reg_url = f"http://{HOST}:{registry_port}"
     # The registry's key is pinned beside the log's (a `registry` line, an OAP extension of
     # tlog-policy): clients check its status answers against it, not against its own word.
-    registry_line = f"registry {_registry_key(data_dir / 'registry')} {reg_url}\n" if registry else ""
+    registry_line = f"registry {reg_did} {reg_url}\n" if registry else ""
     policy.write_text(_with_registry(policy_text(log_vkey, rows, quorum, [("m1", mirror_vkey, mirror_url)]),
                                      registry_line))
     # Each service's explorer page ships the network's policy (pinned, not the log's word
@@ -216,11 +242,12 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
     mirror_copy = f"{mirror_url}/{hashlib.sha256(origin.encode()).hexdigest()}"  # its tlog-tiles copy of the log
     neighbours = (f'public_url = "{log_url}"\nui_trust_policy = "{policy.resolve()}"\n'
                   f'mirror_urls = ["{mirror_copy}"]\n'
-                  + (f'registry_url = "{reg_url}"\n' if registry else ""))
+                  + (f'registry_url = "{reg_url}"\n' if registry else "") + dids)
     log_toml = data_dir / "log.toml"
     log_toml.write_text("[log]\n" + neighbours)
     registry_toml = data_dir / "registry.toml"
-    registry_toml.write_text(f'[registry]\npublic_url = "{reg_url}"\nui_trust_policy = "{policy.resolve()}"\n')
+    registry_toml.write_text(f'[registry]\npublic_url = "{reg_url}"\nui_trust_policy = "{policy.resolve()}"\n'
+                             + dids)
 
     (mdir / "mirror.toml").write_text(
         f'[mirror]\nname = "mirror.localhost"\nhost = "{HOST}"\nport = {mirror_port}\n'
@@ -276,6 +303,14 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             spawn("registry", "registry", [str(BIN / "oap-registry"), "serve", "--config", str(registry_toml),
                                            "--data", str(data_dir / "registry"), "--port", str(registry_port),
                                            "--log-url", log_url], reg_url)
+            if not stopping.is_set():
+                try:
+                    renewed = asyncio.run(ensure_l4(reg_url, people))
+                except OAPError as e:  # the rest of the network is of use without it: say so, go on
+                    _say(f"warning: the witnesses' L4 conformance receipts were not registered: {e.message}", err=True)
+                else:
+                    if renewed:
+                        _say(f"registered L4 conformance receipts of {', '.join(renewed)} (each witnessed by the next)")
         monitor_dir = data_dir / "monitor"
         monitor_url = f"http://{HOST}:{monitor_port}"
         if not stopping.is_set():
@@ -289,10 +324,11 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             if scale:
                 banner.append(f"  postgres  {engines[0].dsn}")
                 banner.append(f"  bucket    {bucket_url}/checkpoint   (tiles under {bucket_url}/tile/, public read)")
-            for _, wurl, vkey, pq_vkey in witnesses:
+            for (_, wurl, vkey, pq_vkey), me in zip(witnesses, people):
                 banner.append(f"  witness   {wurl}   {vkey}")
                 if pq_vkey is not None:
                     banner.append(f"            and ML-DSA-44 {pq_vkey}")
+                banner.append(f"            peer-witnesses as {me.did}")
             if registry:
                 banner.append(f"  registry  {reg_url}   git clone {reg_url}/registry.git")
             banner.append(f"  mirror    {mirror_url}   {mirror_vkey}")
@@ -304,6 +340,8 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             banner.append(f"  policy    {log_dir / 'log.policy'}   "
                           f"(log key, witnesses, quorum {quorum} of {n_witnesses}, mirror m1"
                           + (", registry key)" if registry else ")"))
+            banner.append(f"  did:web   https://<name>.localhost:{did_host.port}/   documents in "
+                          f"{did_root}/<name>.localhost/, CA {did_host.did_host.ca_file}")
             banner.append(f"  explorer  {log_url}/ui/")
             _say("\n".join(banner) + "\n")
         while not stopping.is_set():
@@ -314,6 +352,7 @@ def main(data_dir: Path, origin: str, n_witnesses: int, quorum: int, log_port: i
             stopping.wait(0.5)
     finally:
         _stop_in_order(procs, engines)
+        did_host.stop()
         _say("stopped cleanly")
 
 

@@ -55,7 +55,7 @@ from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import parse_sha256
 from tlog.formats.independence import Principal, parties, principal, relation
 from tlog.formats.keys import Ed25519Key, ed25519_signer
-from tlog.formats.times import parse_utc
+from tlog.formats.times import format_utc, parse_utc
 
 LEVELS = frozenset({"L0", "L1", "L2", "L3", "L4", "L5", "L1-NC", "L3-NC"})
 MIN_WITNESSES = {"L4": 1, "L5": 3}
@@ -401,6 +401,24 @@ def _signature(receipt: dict[str, Any], seed: Ed25519Key, by: str | None = None)
     return {"by": did, "alg": ALG, "value": b64enc(ed25519_signer(seed).sign(signing_bytes(receipt)))}
 
 
+def new_claims(subject: str, level: str, *, results_digest: str, suite: dict[str, str], issued_at: datetime,
+               validity: timedelta = MAX_VALIDITY, profile: str = "standard",
+               audit: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The unsigned claims of a new compact receipt, with a fresh id (urn:oap:conformance:<uuid>):
+    what an implementation signs with `sign_conformance` once the test suite has run."""
+    import uuid
+
+    if not timedelta(0) < validity <= MAX_VALIDITY:
+        raise InvalidInput("a conformance receipt is valid for at most 90 days")
+    issued = issued_at.replace(microsecond=0)
+    body: dict[str, Any] = {"id": f"{ID_PREFIX}{uuid.uuid4()}", "subject": subject, "level": level,
+                            "profile": profile, "suite": dict(suite), "results_digest": results_digest,
+                            "issued_at": format_utc(issued), "expires_at": format_utc(issued + validity)}
+    if audit is not None:
+        body["audit"] = audit
+    return body
+
+
 def sign_conformance(unsigned: dict[str, Any], seed: Ed25519Key, by: str | None = None) -> dict[str, Any]:
     """Return a copy of `unsigned` self-signed by the Ed25519 key `seed`.
 
@@ -416,13 +434,15 @@ def sign_conformance(unsigned: dict[str, Any], seed: Ed25519Key, by: str | None 
     return {**body, "signatures": [sig]}
 
 
-def witness_signature(receipt: dict[str, Any], seed: Ed25519Key) -> dict[str, str]:
+def witness_signature(receipt: dict[str, Any], seed: Ed25519Key, by: str | None = None) -> dict[str, str]:
     """A peer witness's {"by", "alg", "value"} over `receipt` (minus its signatures).
 
-    Signing is all this does: the witness service must validate the receipt
-    (and its own standing, §31) before calling it.
+    `by` names the key as a DID URL of the witness (e.g. "did:web:witness.example#key-1",
+    whose document lists it): a witness that is a participant signs with its participant's
+    DID. By default `by` is the did:key of `seed`. Signing is all this does: the witness
+    service must validate the receipt (and its own standing, §31) before calling it.
     """
-    return _signature(receipt, seed)
+    return _signature(receipt, seed, by)
 
 
 def to_vc(claims: dict[str, Any], *, contexts: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -449,16 +469,32 @@ def add_proof(vc: dict[str, Any], seed: Ed25519Key, verification_method: str | N
     return {**unsecured, "proof": proofs[0] if len(proofs) == 1 else proofs}
 
 
-def add_witness_signature(receipt: dict[str, Any], seed: Ed25519Key) -> tuple[dict[str, Any], dict[str, Any]]:
+def add_witness_signature(receipt: dict[str, Any], seed: Ed25519Key,
+                          by: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the witness's signature, the receipt with it) for a receipt in either form: a compact
     {"by", "alg", "value"}, or an `eddsa-jcs-2022` proof added to a VC's proof set. Both are
-    deterministic: asking twice gives the same signature, added once."""
+    deterministic: asking twice gives the same signature, added once. `by`: the DID URL the
+    key signs as (the `by` of a compact signature, the proof's `verificationMethod`); by
+    default the did:key of `seed`."""
     if is_vc(receipt):
-        did = did_key_from_public(ed25519_signer(seed).public)
-        proof = create_proof({k: v for k, v in receipt.items() if k != "proof"}, seed, did_key_method(did))
-        return proof, add_proof(receipt, seed)
-    sig = witness_signature(receipt, seed)
-    signatures = list(receipt["signatures"])
-    if sig not in signatures:
-        signatures.append(sig)
-    return sig, {**receipt, "signatures": signatures}
+        method = by or did_key_method(did_key_from_public(ed25519_signer(seed).public))
+        proof = create_proof({k: v for k, v in receipt.items() if k != "proof"}, seed, method)
+        return proof, with_witness_signatures(receipt, [proof])
+    sig = witness_signature(receipt, seed, by)
+    return sig, with_witness_signatures(receipt, [sig])
+
+
+def with_witness_signatures(receipt: dict[str, Any], signatures: list[dict[str, Any]]) -> dict[str, Any]:
+    """A copy of `receipt` with `signatures` added, each once: compact signatures to
+    `signatures`, Data Integrity proofs to a VC's proof set. Every signature covers the
+    claims alone, so those witnesses gave for one receipt join in any order (each witness
+    checks the receipt it is sent; the registry checks the whole set)."""
+    field = "proof" if is_vc(receipt) else "signatures"
+    have = receipt.get(field, [])
+    have = list(have) if isinstance(have, list) else [have]
+    for sig in signatures:
+        if sig not in have:
+            have.append(sig)
+    if is_vc(receipt) and len(have) == 1:
+        return {**receipt, "proof": have[0]}
+    return {**receipt, field: have}

@@ -41,6 +41,7 @@ __all__ = [
     "did_web_url",
     "dids_to_resolve",
     "document_of",
+    "ed25519_document",
     "key_material",
     "keys_from_document",
     "lookup_from",
@@ -222,6 +223,21 @@ def normal_public(curve: str, public: bytes) -> bytes:
         return public
     point = ec.EllipticCurvePublicKey.from_encoded_point(_CURVES[curve], public)
     return point.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+
+
+def ed25519_document(did: str, keys: dict[str, bytes]) -> dict[str, Any]:
+    """A minimal DID document for `did` listing Ed25519 public keys (fragment -> 32-byte
+    key) as Multikey verification methods, each for assertions (what signs conformance
+    receipts and registry records) and authentication: what a participant publishes at
+    its did:web URL. OAP-CORE-1.0 §5.1 asks more of a participant's document (a
+    key-agreement key, the OAPInvocationEndpoint and OAPRevocationStatus services); add
+    them before publishing."""
+    methods = [{"id": f"{did}#{frag}", "type": "Multikey", "controller": did,
+                "publicKeyMultibase": "z" + base58.b58encode(b"\xed\x01" + public).decode()}
+               for frag, public in keys.items()]
+    refs = [m["id"] for m in methods]
+    return {"@context": ["https://www.w3.org/ns/did/v1", "https://w3id.org/security/multikey/v1"], "id": did,
+            "verificationMethod": methods, "assertionMethod": refs, "authentication": refs}
 
 
 def keys_from_document(did: str, document: object) -> tuple[VerificationKey, ...]:
