@@ -55,9 +55,9 @@ from tlog.http.ui import CORS
 from .anchoring import is_anchors_file
 from .githttp import GitReadOnly
 from .layout import classify
-from .records import vc_status_key
 from .service import RegistryService
 from .status import Produced
+from .statusverify import status_id_of
 
 log = logging.getLogger("oap.registry.server")
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -100,11 +100,9 @@ _STATUS_ID = re.compile(r"[^\s\x00-\x1f]{1,%d}" % MAX_ID)  # \s is str.isspace()
 def _status_key(raw: str, issuer: str | None) -> str:
     if not _STATUS_ID.fullmatch(raw):
         raise InvalidInput(f"status id must be 1..{MAX_ID} printable characters without spaces")
-    if issuer is None:
-        return raw
-    if not is_did(issuer):
+    if issuer is not None and not is_did(issuer):
         raise InvalidInput("issuer must be the DID of the credential's issuer")
-    return vc_status_key(raw, issuer)
+    return status_id_of(raw, issuer)
 
 
 @lru_cache(maxsize=64)

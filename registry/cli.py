@@ -314,7 +314,10 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
                  "registry line", 2)
         if issuer is not None and expect_id is None:
             fail("--issuer goes with --id offline (the credential's id)", 2)
-        asked = status_id_of(expect_id, issuer) if expect_id is not None else None
+        try:
+            asked = status_id_of(expect_id, issuer) if expect_id is not None else None
+        except OAPError as e:
+            fail(e.message, 2)
         try:
             resp = json.loads(Path(target).read_text())
         except (OSError, ValueError) as e:
@@ -325,7 +328,10 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         if expect_id is not None:
             fail("--id is for --offline; online the answer must be about TARGET", 2)
         url = client_url(url)
-        asked = status_id_of(target, issuer)
+        try:
+            asked = status_id_of(target, issuer)
+        except OAPError as e:
+            fail(e.message, 2)
 
         async def go() -> tuple[dict[str, Any], dict[str, Any]]:
             async with RegistryClient(url, outbound=client_outbound()) as c:

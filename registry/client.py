@@ -101,9 +101,10 @@ class RegistryClient:
         credential). StatusVerificationError when the answer is about another id; verify it
         with `registry.statusverify.verify_status(..., status_id=status_id_of(status_id, issuer))`
         before acting on it."""
+        asked = status_id_of(status_id, issuer)  # InvalidInput: a credential id without its issuer
         resp = await self._call("GET", "/v1/status/" + quote(status_id, safe=":"),
                                 params={"issuer": issuer} if issuer else None)
-        check_answer_id(resp, status_id_of(status_id, issuer))
+        check_answer_id(resp, asked)
         return resp
 
     async def verified_status(self, status_id: str, *, registry: str, policy: TrustPolicy | None = None,

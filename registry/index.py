@@ -173,7 +173,9 @@ class Index:
         else:
             for key in rec.status_keys():
                 self._revocations[key].append(rec)
-            self.known.update((*rec.status_keys(), rec.issued_by, rec.subject))
+            # a vc revocation's subject is a bare credential id: its status is the issuer-scoped key
+            # alone, so the bare id must never answer `good` (it is refused without ?issuer=)
+            self.known.update((*rec.status_keys(), rec.issued_by, *(() if rec.kind == "vc" else (rec.subject,))))
         about = {rec.id, rec.subject, rec.issued_by, *rec.witnesses}
         if rec.key is not None:
             about.add(rec.key)

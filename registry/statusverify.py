@@ -49,7 +49,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tlog.client.verifier import TrustPolicy
-from tlog.errors import OAPError, VerificationError
+from tlog.errors import InvalidInput, OAPError, VerificationError
 from tlog.formats import ed25519
 from tlog.formats.canonical import jcs
 from tlog.formats.conformance import MAX_CLOCK_SKEW, claims_of
@@ -124,10 +124,25 @@ def _time(value: object, what: str) -> datetime:
         raise _fail(f"{what} is not an RFC 3339 UTC time") from None
 
 
+BARE_STATUS_PREFIXES = ("did:", "urn:oap:")
+"""A status id asked without an issuer is a DID, a token class of one, or a conformance receipt
+id; anything else is a credential id, which a `vc` revocation can never touch (`records`)."""
+
+
 def status_id_of(target: str, issuer: str | None = None) -> str:
     """The status id the registry answers `GET /v1/status/<target>[?issuer=<issuer>]` about:
-    the target itself, or for a credential the id scoped by its issuer (`vc_status_key`)."""
-    return target if issuer is None else vc_status_key(target, issuer)
+    the target itself, or for a credential the id scoped by its issuer (`vc_status_key`).
+
+    InvalidInput for a credential id without its issuer (docs/architecture.md §6.1): its
+    revocations are scoped by issuer, so an answer about the bare id could only be `good`
+    or `unknown` for a credential its issuer revoked; fail safe, the asker must name it."""
+    if issuer is None:
+        if not target.startswith(BARE_STATUS_PREFIXES):
+            raise InvalidInput(f"{target[:80]!r} is not a DID nor a urn:oap: id: a credential's status is scoped "
+                               "by its issuer, ask /v1/status/<credential id>?issuer=<issuer DID> "
+                               "(oap-registry status --issuer)")
+        return target
+    return vc_status_key(target, issuer)
 
 
 def check_answer_id(resp: object, status_id: str) -> None:

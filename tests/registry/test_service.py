@@ -34,6 +34,7 @@ from tlog.formats.times import parse_utc
 
 from tests.support.registry import (
     BIN,
+    CLI,
     conformance_doc,
     did,
     git,
@@ -504,6 +505,16 @@ async def test_bitstring_status_lists_follow_vc_revocations(reg):
     st, resp, _ = await reg.get("/v1/status/" + quote("https://issuer.example/vc/42", safe=""),
                                 params={"issuer": did(generate_seed())})
     assert resp["status"] == "unknown"
+    # asked for without its issuer, the revoked credential is refused, never `good` (fast path and all)
+    for path in ("/v1/status/" + quote("https://issuer.example/vc/42", safe=":"),
+                 "/v1/status/" + quote("https://issuer.example/vc/42", safe="")):
+        st, resp, _ = await reg.get(path)
+        assert st == 400 and resp["error"] == "invalid_input" and "?issuer=" in resp["message"], resp
+    st, resp, _ = await reg.get("/v1/status-events", params={"id": "https://issuer.example/vc/42"})
+    assert st == 400 and "?issuer=" in resp["message"], resp
+    code, out, err = await run(CLI, "status", "https://issuer.example/vc/42", "--url", reg.url,
+                               "--registry-key", reg.svc.registry, "--log-vkey", reg.log.vkey)
+    assert code == 2 and "--issuer" in err and "good" not in out, out + err
 
 
 async def test_health_and_metrics(reg):
