@@ -138,6 +138,13 @@ class Record:
     witnesses: tuple[str, ...] = ()
     key: str | None = None  # key events: the new controller
     issuer_list: tuple[int, int] | None = None  # vc revocations: (status_list, status_list_index)
+    signing_keys: tuple[tuple[str, str], ...] = ()  # conformance: (signer DID, did:key of the key it signed with)
+
+    def signing_key(self, signer: str) -> str | None:
+        """The did:key of the Ed25519 key `signer`'s signature on this receipt verified with
+        (derived from the DID documents it was checked with, stored beside it: a mirror derives
+        the same); None when it signed with another curve."""
+        return next((k for who, k in self.signing_keys if who == signer), None)
 
     @property
     def hash(self) -> bytes:
@@ -349,7 +356,8 @@ def _conformance(body: dict[str, Any], now: datetime | None, lookup: KeyLookup |
     at = now if now is not None else _time(issued, "conformance receipt: issued_at")
     c = validate_conformance(body, now=at, lookup=lookup)
     return Record("conformance", c.id, body, jcs(body), record_path("conformance", c.id), c.subject, c.subject,
-                  c.issued_at, expires_at=c.expires_at, level=c.level, witnesses=c.witnesses)
+                  c.issued_at, expires_at=c.expires_at, level=c.level, witnesses=c.witnesses,
+                  signing_keys=c.signing_keys)
 
 
 # --- rules that need the registry ---------------------------------------------------
@@ -480,12 +488,14 @@ def _signers_rule(rec: Record, state: RegistryState, now: datetime, strict_l4: b
     assert s is not None
     role = "auditor" if why.reason == "auditor_invalid" else "witness"
     what = f"{s.status} ({s.reason}) since {format_utc(s.since)}"
+    key = {} if s.key == why.signer else {"key": s.key}  # its DID stands; the key it signed with does not
+    who = f"{why.signer} signed with the key {s.key}, which" if key else why.signer
     if role == "auditor":
-        raise Forbidden(f"conformance receipt: auditor {why.signer} is {what}: its key does not speak for it, so "
-                        "its audit attestation does not count (§28.5)", auditor=why.signer, reason=s.reason)
+        raise Forbidden(f"conformance receipt: auditor {who} is {what}: its key does not speak for it, so "
+                        "its audit attestation does not count (§28.5)", auditor=why.signer, reason=s.reason, **key)
     raise Forbidden(f"conformance receipt: level {rec.level} needs {need} independent witness(es) whose keys are "
-                    f"valid when they sign; witness {why.signer} is {what}: its signature does not count (§28.5)",
-                    witness=why.signer, reason=s.reason)
+                    f"valid when they sign; witness {who} is {what}: its signature does not count (§28.5)",
+                    witness=why.signer, reason=s.reason, **key)
 
 
 def _qualified_parties(rec: Record, state: RegistryState, now: datetime, documents: Documents | None) -> None:

@@ -97,6 +97,7 @@ class Rec(Protocol):
     @property
     def witnesses(self) -> tuple[str, ...]: ...
     def status_keys(self) -> tuple[str, ...]: ...
+    def signing_key(self, signer: str) -> str | None: ...
 
 
 class State(Protocol):
@@ -509,14 +510,20 @@ def signed_by(state: State, receipt: Rec, at: datetime) -> datetime:
     return committed if committed is not None and committed <= at else at
 
 
-def signer_standing(state: State, did: str, at: datetime) -> Standing | None:
+def signer_standing(state: State, did: str, at: datetime, key: str | None = None) -> Standing | None:
     """The standing of a witness or auditor `did` when it signed at `at`: revoked (for any
-    reason: compromised, lost, its DID revoked), retired by a rotation, or suspended. None: its
-    key was valid for its DID then."""
+    reason: compromised, lost, its DID revoked), retired by a rotation, or suspended; else,
+    when it signed with `key` (the did:key of the key its signature verified with, `Record.
+    signing_key`), that key's standing (§28.5: a did:web participant revokes a compromised key
+    as `kind=key`; the key's standing then has `key` as its status id). None: both its DID and
+    the key it signed with were valid then."""
     memo = state.memo()
-    got = memo.get(("signer", did, at), memo)
+    got = memo.get(("signer", did, at, key), memo)
     if got is memo:
-        got = memo[("signer", did, at)] = standing(state, did, at)
+        got = standing(state, did, at)
+        if got is None and key is not None and key != did:
+            got = standing(state, key, at)
+        memo[("signer", did, at, key)] = got
     return got
 
 
@@ -567,7 +574,7 @@ def _unproven(state: State, receipt: Rec, signed: datetime, documents: dict[str,
     audit = claims_of(receipt.body).get("audit")
     auditor = audit.get("auditor") if isinstance(audit, dict) else None
     if isinstance(auditor, str):  # the receipt states the audit: it holds only with a valid auditor
-        s = signer_standing(state, auditor, signed)
+        s = signer_standing(state, auditor, signed, receipt.signing_key(auditor))
         if s is not None:
             return Unproven("auditor_invalid", auditor, s)
     level = receipt.level or ""
@@ -576,7 +583,7 @@ def _unproven(state: State, receipt: Rec, signed: datetime, documents: dict[str,
         return None
     valid, first_invalid = [], None
     for w in receipt.witnesses:
-        s = signer_standing(state, w, signed)
+        s = signer_standing(state, w, signed, receipt.signing_key(w))
         if s is None:
             valid.append(w)
         elif first_invalid is None:

@@ -239,6 +239,8 @@ class StatusProducer:
             if s.signer_standing is not None:  # ... and its own standing then (the deciding record's)
                 block["signer"] |= {"status": s.signer_standing.status, "since": format_utc(s.signer_standing.since),
                                     "reason": s.signer_standing.reason}
+                if s.signer_standing.key != s.signer:  # its DID stood; the key it signed with did not (§28.5)
+                    block["signer"]["key"] = s.signer_standing.key
         if s.status == "suspended":
             body["suspension"] = {"suspended_at": format_utc(s.since), "reason": s.reason, **block}
         else:

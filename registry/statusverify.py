@@ -29,7 +29,8 @@ trust policy; no network. Checks, in order:
    verdict for the subject it names (only a receipt's answer may carry `via`). A receipt
    whose level does not hold (reason `witness_invalid` / `auditor_invalid`) names the
    `signer` that does not count and carries `via` with the receipt's raw Git commit: the
-   signer is one of its witnesses (its auditor), the records give it the standing stated,
+   signer is one of its witnesses (its auditor), the records give it — or, with `signer.key`,
+   the key its signature on the receipt verified with — the standing stated,
    from no later than the commit time (the latest time it can have signed), and the receipt
    is revoked from its issued_at; `witness_unqualified` is decided by the L5 receipt itself.
    A token status id is `<principal>#<class>` or `<principal>#<class>@<recovery id>` (a
@@ -366,8 +367,10 @@ def _signer_decides(block: dict[str, Any], rec: Record, linked: Record | None, k
         if not ok:
             raise _fail("the record does not show an unqualified witness of this receipt")
         return {"revoked_at": since, "signer": signer["id"]}
-    if set(signer) != {"id", "status", "since", "reason"} or signer["status"] not in ("revoked", "suspended") \
-            or not isinstance(signer["reason"], str) or "via" not in block:
+    if set(signer) - {"key"} != {"id", "status", "since", "reason"} \
+            or signer["status"] not in ("revoked", "suspended") \
+            or not isinstance(signer["reason"], str) or "via" not in block \
+            or ("key" in signer and (not isinstance(signer["key"], str) or signer["key"] == signer["id"])):
         raise _fail("signer malformed")
     receipt, _ = _evidence(_sole(block["via"], "via"), registry, policy, "via")
     if receipt.type != "conformance" or receipt.id != key:
@@ -382,10 +385,15 @@ def _signer_decides(block: dict[str, Any], rec: Record, linked: Record | None, k
                     "of this receipt")
     if signed_since > committed:
         raise _fail("signer: its standing began after the receipt was committed, so its signature counts")
+    decided = who  # whose standing the records prove: the signer's DID, or the key it signed with
+    if "key" in signer:
+        if receipt.signing_key(who) != signer["key"]:
+            raise _fail(f"signer: {who} did not sign this receipt with the key {signer['key']}")
+        decided = signer["key"]
     if signer["status"] == "revoked":
-        _record_revokes(rec, linked, who, signer["reason"], signed_since)
+        _record_revokes(rec, linked, decided, signer["reason"], signed_since)
     else:
-        _record_suspends(rec, linked, who, signer["reason"], signed_since)
+        _record_suspends(rec, linked, decided, signer["reason"], signed_since)
     if since != receipt.effective_at:
         raise _fail("a receipt whose level does not hold is revoked from its issued_at")
     return {"revoked_at": since, "signer": who}

@@ -27,7 +27,9 @@ the witness adds its signature to a receipt only after checking
 5. the registry's word (§22.1 "consult the Revocation Service before acting on any
    DID"), in signed status answers it verifies (`registry.statusverify`): its own
    receipt answers `good` (with `require_own_level = "none"`: its own DID is neither
-   revoked nor suspended), and the subject's DID answers `good` — a subject the
+   revoked nor suspended), the did:key of its identity key, when it signs as another
+   DID, is neither revoked nor suspended (§28.5: a compromised key voids what it signs,
+   whatever DID it signs as), and the subject's DID answers `good` — a subject the
    registry knows nothing of (`unknown`) registers a lower-level receipt first.
 
 Refusals are OAPErrors: Forbidden (403) for the witness's own standing or
@@ -246,8 +248,16 @@ class PeerWitness:
         now = self.now()
         own_id = checked.own[1].id if checked.own is not None else self.did
         subject = checked.conformance.subject
-        own, subj = await asyncio.gather(self.registry.answer(own_id, now), self.registry.answer(subject, now))
+        key_id = did_key_from_public(self.public)  # the key this witness signs with, whatever DID it signs as
+        asked = [self.registry.answer(own_id, now), self.registry.answer(subject, now)]
+        if key_id != self.did:
+            asked.append(self.registry.answer(key_id, now))
+        own, subj, *mine = await asyncio.gather(*asked)
         url = self.registry.url
+        if mine and mine[0].status not in ("good", "unknown"):
+            raise Forbidden(f"this witness's identity key {key_id} is {_standing_text(mine[0])} in the registry "
+                            f"{url}: a signature made with it does not count (§28.5); rotate the identity key and "
+                            "publish the new one in the DID document", key=key_id)
         if checked.own is not None and own.status != "good":
             if own.status == "unknown":
                 raise Forbidden(f"this witness's own conformance receipt {own_id} is not in the registry {url}: "

@@ -143,3 +143,34 @@ async def test_a_compromise_found_later_revokes_the_receipts_the_witness_may_hav
 
 async def status_of(reg, key: str, status: str) -> bool:
     return (await raw(reg, key))["status"] == status
+
+
+async def test_a_did_web_witness_whose_key_is_compromised_voids_its_signatures_through_its_key(net, tmp_path):
+    """§28.5 for a participant named by a did:web: it revokes the compromised key (`kind=key`, the
+    key's did:key) and its DID lives on. The signatures that key made as the did:web no longer count:
+    refused at submission, and a receipt committed before the compromise was found answers `revoked`
+    (`witness_invalid`) with the key's revocation as evidence, which a verifier checks offline against
+    the key the receipt's signature verified with (a mirror derives the same from the stored documents)."""
+    hosts, reg = net
+    impl = implementation(hosts)
+    k = bytes([155]) * 32
+    witness = WebSubject(f"did:web:127.0.0.1%3A{hosts.web_port}:witness-{uuid.uuid4().hex[:8]}", k)  # another host
+    hosts.publish_web(witness.did, witness.document)
+    before = await post(reg, conformance_doc(web_receipt(impl, "L4", witnesses=(witness,))))
+    assert (await answer(reg, before["id"]))[1][0] == "good"
+
+    suspected = now_utc() - timedelta(hours=1)
+    await post(reg, compromise(k, suspected))
+    resp, verdict = await answer(reg, before["id"])
+    assert verdict == ("revoked", resp["revocation"]["via"]["record"]["issued_at"], "witness_invalid", None)
+    block = resp["revocation"]
+    assert block["record"]["subject"] == did(k) and block["record"]["kind"] == "key"
+    assert block["signer"] == {"id": witness.did, "key": did(k), "status": "revoked", "since": utc(suspected),
+                               "reason": "key_compromise"}
+    assert (await answer(reg, witness.did))[1][0] == "good"  # the DID itself stands: it rotates to a new key
+    code, js = await cli_status(reg, before["id"], tmp_path)
+    assert code == 3 and js["reason"] == "witness_invalid" and js["signer"]["id"] == witness.did, js
+
+    st, body = await reg.post(conformance_doc(web_receipt(impl, "L4", witnesses=(witness,))))
+    assert st == 403 and body["witness"] == witness.did and body["key"] == did(k), body
+    assert await mirror_verdicts(reg, [before["id"]], tmp_path) == {before["id"]: verdict}

@@ -201,7 +201,7 @@ async def test_head_of_the_push_stream_is_its_head_only_and_streams_are_bounded_
         host, port = reg.url.removeprefix("http://").split(":")
         r, w = await asyncio.open_connection(host, int(port))
         try:
-            w.write(b"HEAD /v1/status-events?id=x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            w.write(b"HEAD /v1/status-events?id=urn:oap:conformance:x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             raw = await asyncio.wait_for(r.read(), 30)  # to the end: the server closes after the head
         finally:
             w.close()
@@ -211,7 +211,7 @@ async def test_head_of_the_push_stream_is_its_head_only_and_streams_are_bounded_
 
         limit = registry_api.MAX_WATCHERS_PER_CLIENT
         async with contextlib.AsyncExitStack() as held, aiohttp.ClientSession() as s:
-            url = reg.url + "/v1/status-events?id=x"
+            url = reg.url + "/v1/status-events?id=urn:oap:conformance:x"
             for _ in range(limit):
                 resp = await held.enter_async_context(s.get(url, headers={"X-Forwarded-For": "203.0.113.7"}))
                 assert resp.status == 200 and resp.content_type == "text/event-stream"

@@ -16,11 +16,13 @@ from registry.client import make_revocation
 from registry.records import sign_record
 from registry.standing import standing
 from registry.statusverify import status_id_of
-from tlog.errors import InvalidInput
+from tlog.errors import Forbidden, InvalidInput
+from tlog.formats.diddoc import lookup_from
 from tlog.formats.ed25519 import generate_seed
 
 from tests.registry.test_standing import Registry
-from tests.support.registry import did
+from tests.support.conformance import WebSubject, web_audit_for, web_receipt
+from tests.support.registry import conformance_doc, did
 
 
 def credential_revocation(issuer: bytes, cred: str, index: int, r: Registry, **kw) -> dict:
@@ -49,3 +51,61 @@ def test_a_revoked_credential_asked_for_by_its_bare_id_is_never_good():
                                  "did:web:a.example#oauth_grants", "urn:oap:conformance:1"])
 def test_dids_token_classes_and_receipt_ids_are_asked_for_without_an_issuer(sid):
     assert status_id_of(sid) == sid
+
+
+# --- a did:web signer's compromised key ----------------------------------------------------
+
+
+def web_net() -> tuple[WebSubject, WebSubject, bytes, Registry]:
+    subj = WebSubject("did:web:impl.example", generate_seed())
+    k = generate_seed()
+    wit = WebSubject("did:web:witness.example", k)
+    return subj, wit, k, Registry(lookup=lookup_from([(subj.did, subj.document), (wit.did, wit.document)]))
+
+
+def compromise(k: bytes, r: Registry, minutes: float) -> dict:
+    """The key's owner revokes it for compromise, from `minutes` (§28.5: a did:web participant
+    revokes the key, its DID lives on with a new key)."""
+    return make_revocation(k, kind="key", subject=did(k), reason="key_compromise", effective_at=r.t(minutes))
+
+
+def test_a_did_web_witness_whose_key_was_compromised_before_it_signed_is_refused():
+    subj, wit, k, r = web_net()
+    r.submit(compromise(k, r, -60), 0)
+    assert standing(r.index, did(k), r.at(1)).status == "revoked" and standing(r.index, wit.did, r.at(1)) is None
+    with pytest.raises(Forbidden, match="key_compromise") as e:
+        r.submit(conformance_doc(web_receipt(subj, "L4", witnesses=(wit,))), 1)
+    assert e.value.data == {"witness": wit.did, "key": did(k), "reason": "key_compromise"}
+    assert f"signed with the key {did(k)}" in e.value.message
+
+
+def test_a_did_web_witness_compromise_found_later_revokes_the_receipt_with_the_key_as_evidence():
+    subj, wit, k, r = web_net()
+    rec = r.submit(conformance_doc(web_receipt(subj, "L4", witnesses=(wit,))), 0)
+    assert rec.signing_key(wit.did) == did(k) and rec.signing_key(subj.did) == did(subj.seed)
+    assert standing(r.index, rec.id, r.at(1)) is None
+    revocation = r.submit(compromise(k, r, -60), 5)  # found at minute 5, suspected from an hour before
+    s = standing(r.index, rec.id, r.at(6))
+    assert s is not None and (s.status, s.reason, s.since) == ("revoked", "witness_invalid", rec.effective_at)
+    assert s.signer == wit.did and s.record is revocation and s.via is rec
+    assert s.signer_standing.key == did(k) and s.signer_standing.reason == "key_compromise"
+
+
+def test_a_did_web_witness_compromise_dated_after_the_commit_leaves_the_receipt_good():
+    subj, wit, k, r = web_net()
+    rec = r.submit(conformance_doc(web_receipt(subj, "L4", witnesses=(wit,))), 0)
+    r.submit(compromise(k, r, 2), 5)
+    assert standing(r.index, rec.id, r.at(6)) is None  # the anchored commit proves the signature older
+
+
+def test_a_did_web_auditor_whose_key_was_compromised_voids_the_audit():
+    subj, _, _, r = web_net()
+    a = generate_seed()
+    auditor = WebSubject("did:web:auditor.example", a)
+    r.lookup = lookup_from([(subj.did, subj.document), (auditor.did, auditor.document)])
+    rec = r.submit(conformance_doc(web_receipt(subj, "L4", witnesses=(generate_seed(),),
+                                               audit=web_audit_for(subj.did, auditor))), 0)
+    assert rec.signing_key(auditor.did) == did(a)
+    r.submit(compromise(a, r, -60), 5)
+    s = standing(r.index, rec.id, r.at(6))
+    assert s is not None and (s.reason, s.signer, s.signer_standing.key) == ("auditor_invalid", auditor.did, did(a))

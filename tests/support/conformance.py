@@ -10,10 +10,11 @@ from typing import Any
 import base58
 
 from tlog.formats import ed25519
-from tlog.formats.audit import sign_audit
+from tlog.formats.audit import attestation_bytes, sign_audit
 from tlog.formats.conformance import sign_conformance, witness_signature
 from tlog.formats.did import did_key_from_public
 from tlog.formats.diddoc import KeyLookup, lookup_from
+from tlog.formats.encoding import b64enc
 from tlog.formats.entries import canonical_entry, receipt_entry
 from tlog.formats.hashing import format_sha256, leaf_hash, sha256
 from tlog.formats.proofbundle import ProofBundle
@@ -69,6 +70,18 @@ def audit_for(subject: str, auditor_seed: bytes, *, anchor: str | None = None, l
         anchor = memlog_bundle(entry, log or MemLog(origin="audit.example/log", seed=bytes([77]) * 32))
     return sign_audit(subject, {"standard": "SOC 2 Type II", "uri": "https://auditor.example/reports/impl.json",
                                 "digest": format_sha256(sha256(document)), "anchor": anchor}, auditor_seed)
+
+
+def web_audit_for(subject: str, auditor: WebSubject, *, document: bytes = AUDIT_DOCUMENT) -> dict[str, Any]:
+    """A signed audit reference for `subject` by a did:web auditor (its #k key), anchored in an
+    in-memory log by an entry the auditor signed as its did:web."""
+    entry = {**audit_entry(auditor.seed, document), "signer": auditor.key_id}
+    anchor = memlog_bundle(canonical_entry(entry, lookup=auditor.lookup()),
+                           MemLog(origin="audit.example/log", seed=bytes([77]) * 32))
+    out = {"standard": "SOC 2 Type II", "uri": "https://auditor.example/reports/impl.json",
+           "digest": format_sha256(sha256(document)), "anchor": anchor, "auditor": auditor.did}
+    out["signature"] = b64enc(ed25519.sign(auditor.seed, attestation_bytes(subject, out)))
+    return out
 
 
 class WebSubject:

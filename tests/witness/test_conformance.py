@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from registry.client import make_revocation
 from tlog.cli import didhost
 from tlog.formats import ed25519
 from tlog.formats.conformance import sign_conformance, validate_conformance, witness_signature
@@ -52,7 +53,8 @@ SUSPENDED = WebSubject("did:web:suspended.example", bytes([44]) * 32)  # suspend
 STRANGER = WebSubject("did:web:stranger.example", bytes([45]) * 32)  # never registered: `unknown`
 FALLEN = WebSubject("did:web:fallen.example", bytes([46]) * 32)  # a witness whose own L4 receipt is revoked
 UNREGISTERED = WebSubject("did:web:unregistered.example", bytes([47]) * 32)  # a witness whose L4 is not registered
-PARTICIPANTS = {s.seed: s for s in (WEB, WITNESS, REVOKED, SUSPENDED, STRANGER, FALLEN, UNREGISTERED)}
+STOLEN = WebSubject("did:web:stolen.example", bytes([48]) * 32)  # a witness whose identity key was compromised
+PARTICIPANTS = {s.seed: s for s in (WEB, WITNESS, REVOKED, SUSPENDED, STRANGER, FALLEN, UNREGISTERED, STOLEN)}
 LOOKUP = lookup_from([(s.did, s.document) for s in PARTICIPANTS.values()])
 
 
@@ -118,16 +120,21 @@ class Net:
         witness whose own L4 receipt was revoked."""
         own = receipt(IDENTITY, "L4", PEERS[:1], rid="urn:oap:conformance:witness-own")
         fallen = receipt(FALLEN.seed, "L4", PEERS[:1], rid="urn:oap:conformance:fallen-own")
-        self.receipts = {"own": own, "fallen": fallen}
+        stolen = receipt(STOLEN.seed, "L4", PEERS[:1], rid="urn:oap:conformance:stolen-own")
+        self.receipts = {"own": own, "fallen": fallen, "stolen": stolen}
         await asyncio.gather(*(submit(self.url, {"type": "conformance", "receipt": r}) for r in (
-            own, fallen, *(receipt(s.seed, "L3", [], rid=f"urn:oap:conformance:{s.did.split(':')[2]}-l3")
+            own, fallen, stolen, *(receipt(s.seed, "L3", [], rid=f"urn:oap:conformance:{s.did.split(':')[2]}-l3")
                            for s in (WEB, REVOKED, SUSPENDED)))))
         await asyncio.gather(submit(self.url, revocation_of(REVOKED.did, REVOKED.seed)),
                              submit(self.url, suspension_of(SUSPENDED.did, SUSPENDED.seed)),
                              submit(self.url, revocation_of(FALLEN.did, FALLEN.seed, kind="conformance",
-                                                            subject=fallen["id"], reason="privilege_withdrawn")))
+                                                            subject=fallen["id"], reason="privilege_withdrawn")),
+                             # §28.5: a did:web participant revokes its compromised key, its DID lives on
+                             submit(self.url, make_revocation(STOLEN.seed, kind="key", subject=did_key(STOLEN.seed),
+                                                              reason="key_compromise")))
         for status_id, want in ((WEB.did, "good"), (own["id"], "good"), (REVOKED.did, "revoked"),
-                                (SUSPENDED.did, "suspended"), (fallen["id"], "revoked")):
+                                (SUSPENDED.did, "suspended"), (fallen["id"], "revoked"),
+                                (did_key(STOLEN.seed), "revoked"), (STOLEN.did, "good")):
             await wait_status(self.url, status_id, want)
 
     def close(self) -> None:
@@ -275,6 +282,22 @@ async def test_refuses_when_the_registry_does_not_answer_good_about_its_own_rece
     async with running_witness(cfg) as (_svc, url, session):
         status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
     assert status == 403 and want in out["message"], out
+
+
+async def test_refuses_when_the_key_it_signs_with_is_revoked_though_its_did_stands(tmp_path, net):
+    """§28.5: its did:web and its own receipt answer `good`, but the identity key it would sign
+    with is revoked for compromise: a signature made with it would not count, so it does not sign."""
+    cfg, log = setup(tmp_path, net, own=net.receipts["stolen"], identity=STOLEN)
+    rec = receipt(SUBJECT, "L4", [])
+    async with running_witness(cfg) as (_svc, url, session):
+        status, out = await ask(session, url, {"receipt": rec, "bundle": anchored(log, rec)})
+    assert status == 403 and out["key"] == did_key(STOLEN.seed), out
+    assert f"identity key {did_key(STOLEN.seed)} is revoked since" in out["message"], out
+    assert "(reason key_compromise)" in out["message"], out
+
+
+def did_key(seed: bytes) -> str:
+    return did_key_from_public(ed25519.public_from_seed(seed))
 
 
 async def test_without_a_registry_it_does_not_sign_and_says_why(tmp_path, net):

@@ -36,7 +36,7 @@ from tlog.errors import FormatError, InvalidInput, SignatureError
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.canonical import jcs
 from tlog.formats.did import RAW_KEY_PREFIX, did_key_from_public, is_did, parse_signer
-from tlog.formats.diddoc import KeyLookup, split_did_url, verify_signed_by
+from tlog.formats.diddoc import KeyLookup, key_did, split_did_url, verify_signed_by
 from tlog.formats.encoding import b64dec_either, b64enc
 from tlog.formats.hashing import format_sha256, parse_sha256
 from tlog.formats.keys import Ed25519Key, ed25519_signer
@@ -62,6 +62,7 @@ class Audit:
     auditor: str
     anchor: str
     entry: bytes
+    key: str | None = None  # the did:key of the Ed25519 key that made the auditor's signature (None: another curve)
 
 
 def attestation_bytes(subject: str, audit: dict[str, Any]) -> bytes:
@@ -110,7 +111,7 @@ def check_audit(audit: object, subject: str, lookup: KeyLookup | None, *, where:
     if len(raw) != 64:
         raise InvalidInput(f"{where}: signature must be base64 of a 64-byte signature")
     try:
-        verify_signed_by(auditor, attestation_bytes(subject, audit), raw, lookup)
+        signed_with = verify_signed_by(auditor, attestation_bytes(subject, audit), raw, lookup)
     except SignatureError:
         raise InvalidInput(f"{where}: the auditor's signature by {auditor} does not verify for subject "
                            f"{subject}") from None
@@ -130,7 +131,7 @@ def check_audit(audit: object, subject: str, lookup: KeyLookup | None, *, where:
         _check_anchored_entry(entry, digest, auditor, lookup)
     except InvalidInput as e:
         raise InvalidInput(f"{where}: anchor: {e.message}") from None
-    return Audit(standard, uri, digest, auditor, anchor, entry)
+    return Audit(standard, uri, digest, auditor, anchor, entry, key_did(signed_with))
 
 
 def _check_anchored_entry(entry: bytes, digest: bytes, auditor: str, lookup: KeyLookup | None) -> None:

@@ -45,6 +45,7 @@ from tlog.formats.diddoc import (
     UNCHECKED,
     KeyLookup,
     VerificationKey,
+    key_did,
     needs_resolution,
     signer_keys,
     skip_resolved_signatures,
@@ -115,6 +116,9 @@ class ConformanceReceipt:
     witnesses: tuple[str, ...]
     form: str = "compact"  # or "vc": a W3C Verifiable Credential 2.0 with Data Integrity proofs
     audit: Audit | None = None
+    signing_keys: tuple[tuple[str, str], ...] = ()
+    """(signer DID, did:key of the Ed25519 key its signature verified with) for the subject, each
+    witness and the auditor: a signature counts only while that key is valid too (§28.5)."""
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,7 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
     if now >= expires_at:
         raise InvalidInput(f"{what}: expired")
 
-    witnesses = _check_signatures(what, signatures, subject)
+    witnesses, signing_keys = _check_signatures(what, signatures, subject)
     needed = MIN_WITNESSES.get(level, 0) if require_witnesses else 0
     if len(witnesses) < needed:
         raise InvalidInput(
@@ -296,8 +300,10 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
                            "security audit published in machine-readable form): the 'audit' field")
     offline_independence(subject, witnesses, audit.auditor if audit else None, lookup, what)
     independent_witnesses(what, level, needed, [principal(w, keys=_offline_keys(w, lookup)) for w in witnesses])
+    if audit is not None and audit.key is not None:
+        signing_keys[audit.auditor] = audit.key
     return ConformanceReceipt(rid, subject, level, issued_at, expires_at, witnesses,
-                              "vc" if is_vc(receipt) else "compact", audit)
+                              "vc" if is_vc(receipt) else "compact", audit, tuple(sorted(signing_keys.items())))
 
 
 def profile_rule(level: str, profile: str, what: str = "conformance receipt") -> None:
@@ -313,11 +319,13 @@ def profile_rule(level: str, profile: str, what: str = "conformance receipt") ->
                            f"a non-commercial receipt claims {' or '.join(sorted(NC_LEVELS))}")
 
 
-def _check_signatures(what: str, signatures: list[_Signature], subject: str) -> tuple[str, ...]:
-    """Verify every signature: the witnesses' DIDs, once exactly one self signature is found.
+def _check_signatures(what: str, signatures: list[_Signature], subject: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Verify every signature: the witnesses' DIDs, once exactly one self signature is found,
+    and the did:key of the Ed25519 key each signer's signature verified with (`key_did`).
     (The self signature of a did:web subject verifies only with a key its document lists.)"""
     self_keys: list[VerificationKey] = []
     witnesses: list[str] = []
+    keys: dict[str, str] = {}
     for sig in signatures:
         who = split_did_url(sig.by)[0]  # a DID URL names one key of the DID: the witness is the DID
         try:
@@ -333,9 +341,12 @@ def _check_signatures(what: str, signatures: list[_Signature], subject: str) -> 
             raise InvalidInput(f"{sig.where}: duplicate witness {who}")
         else:
             witnesses.append(who)
+        signed_with = key_did(key)
+        if signed_with is not None:
+            keys[who] = signed_with
     if len(self_keys) != 1:
         raise InvalidInput(f"{what}: needs exactly one self signature by the subject, has {len(self_keys)}")
-    return tuple(witnesses)
+    return tuple(witnesses), keys
 
 
 def publisher_check(subject: str, level: str, what: str = "conformance receipt") -> None:

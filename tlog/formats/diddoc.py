@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from tlog.errors import FormatError, InvalidInput, SignatureError
 from tlog.formats import ed25519
-from tlog.formats.did import DID_KEY_PREFIX, RAW_KEY_PREFIX, is_did, parse_signer
+from tlog.formats.did import DID_KEY_PREFIX, RAW_KEY_PREFIX, did_key_from_public, is_did, parse_signer
 from tlog.formats.encoding import b64url_dec
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "dids_to_resolve",
     "document_of",
     "ed25519_document",
+    "key_did",
     "key_material",
     "keys_from_document",
     "lookup_from",
@@ -298,6 +299,14 @@ def signer_keys(signer: object, lookup: KeyLookup | None) -> tuple[VerificationK
 
 
 UNCHECKED = "unchecked"
+
+
+def key_did(key: VerificationKey) -> str | None:
+    """The did:key naming the Ed25519 key that made a signature, whoever it signed for: what a
+    `kind=key` revocation (§28.5) names, so a compromise of a did:web's key is seen in the
+    signatures it made. None for other curves (a key revocation names Ed25519 keys only) and
+    for signatures left unchecked."""
+    return did_key_from_public(key.public) if key.curve == ED25519 and len(key.public) == 32 else None
 
 
 def skip_resolved_signatures(did: str) -> Sequence[VerificationKey]:
