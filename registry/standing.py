@@ -465,13 +465,26 @@ def standing(state: State, key: str, at: datetime,
         ret = retirement(state, key, at)
         if ret is not None:
             found.append(Standing(key, "revoked", ret.at, "superseded", ret.rotation, ret.linked_by))
+    issuer = vc_issuer(key)
+    if issuer is not None:  # a credential falls with its issuer, as the issuer's status lists do
+        cause = revoked_for_cause(state, issuer, at)
+        if cause is not None:
+            found.append(Standing(key, "revoked", cause.effective_at, cause.body["reason"], cause))
     if found:
         return min(found, key=lambda s: s.since)  # ties: revocations (in commit order) first
-    if _is_did(key):
-        sus = suspension(state, key, at)
+    sus_of = key if _is_did(key) else issuer if issuer is not None and _is_did(issuer) else None
+    if sus_of is not None:
+        sus = suspension(state, sus_of, at)
         if sus is not None:
             held = Standing(key, "suspended", sus.since, sus.reason, sus.record, sus.linked_by)
     return held
+
+
+def vc_issuer(key: str) -> str | None:
+    """The issuer of a credential status id `vc <issuer> <id>` (`records.vc_status_key`), else None."""
+    kind, _, rest = key.partition(" ")
+    issuer, sep, _ = rest.partition(" ")
+    return issuer if kind == "vc" and sep and issuer.startswith("did:") else None
 
 
 # --- the signers of a conformance receipt ------------------------------------------------------

@@ -478,9 +478,19 @@ def token_parts(key: str) -> tuple[str, str, str | None] | None:
 
 
 def _principal_of(key: str) -> tuple[str, bool]:
-    """(principal, True) for a token status id, else (key, False)."""
+    """(principal, True) for a token status id, else (key, False); a credential `vc <issuer> <id>`
+    is suspended while its issuer is: (issuer, False)."""
     parts = token_parts(key)
-    return (parts[0], True) if parts is not None else (key, False)
+    if parts is not None:
+        return parts[0], True
+    return _credential_issuer(key) or key, False
+
+
+def _credential_issuer(key: str) -> str | None:
+    """The issuer DID of a credential status id `vc <issuer> <id>`, else None."""
+    kind, _, rest = key.partition(" ")
+    issuer, sep, _ = rest.partition(" ")
+    return issuer if kind == "vc" and sep and issuer.startswith("did:") else None
 
 
 def _rotation(rec: Record | None) -> bool:
@@ -531,7 +541,10 @@ def _record_revokes(rec: Record, linked: Record | None, key: str, reason: str, r
     """The record must be one that revokes `key`, at the time and for the reason claimed."""
     if rec.type == "revocation":
         want = vc_status_key(rec.subject, rec.issued_by) if rec.kind == "vc" else rec.subject
-        ok = key == want and reason == rec.body["reason"] and revoked_at == rec.effective_at and linked is None
+        # a credential falls with its issuer revoked for cause (its status lists are then all set)
+        falls = rec.kind in ("did", "key") and _credential_issuer(key) == rec.subject and reason != "superseded"
+        ok = (key == want or falls) and reason == rec.body["reason"] and revoked_at == rec.effective_at \
+            and linked is None
     elif rec.type == "kill_switch":  # the principal's tokens, of any epoch
         ok = _principal_of(key) == (rec.subject, True) and reason == "kill_switch" \
             and revoked_at == rec.effective_at and linked is None

@@ -33,12 +33,15 @@ from tlog.formats.proofbundle import parse_proof_bundle
 from tlog.formats.times import parse_utc
 
 from tests.support.registry import (
+    ALL,
     BIN,
     CLI,
     conformance_doc,
     did,
     git,
+    list_bits,
     now_utc,
+    post,
     receipt,
     run,
     start_registry,
@@ -515,6 +518,31 @@ async def test_bitstring_status_lists_follow_vc_revocations(reg):
     code, out, err = await run(CLI, "status", "https://issuer.example/vc/42", "--url", reg.url,
                                "--registry-key", reg.svc.registry, "--log-vkey", reg.log.vkey)
     assert code == 2 and "--issuer" in err and "good" not in out, out + err
+
+
+async def test_a_credential_falls_with_its_issuer_as_its_status_list_does(reg, tmp_path):
+    """One credential, two ways to ask (§22.1): the OCSP-style answer and the issuer's status list
+    agree once the issuer is revoked for cause or suspended, with the issuer's record as evidence."""
+    for event in ("revoke", "suspend"):
+        issuer = generate_seed()
+        cred = f"https://issuer.example/vc/{event}"
+        await post(reg, make_revocation(issuer, kind="vc", subject=cred, status_list_index=7,
+                                        effective_at=utc(now_utc() + timedelta(days=30))))  # its own: a month away
+        assert await list_bits(reg, did(issuer)) == set()
+        if event == "revoke":
+            await post(reg, make_revocation(issuer, kind="key", subject=did(issuer), reason="key_compromise"))
+        else:
+            await post(reg, make_key_event(issuer, subject=did(issuer), event="suspend"))
+        st, resp, _ = await reg.get("/v1/status/" + quote(cred, safe=":"), params={"issuer": did(issuer)})
+        assert st == 200, resp
+        v = verify_status(resp, registry=reg.svc.registry, status_id=f"vc {did(issuer)} {cred}", policy=reg.policy)
+        if event == "revoke":
+            assert (v.status, v.reason) == ("revoked", "key_compromise")
+            assert resp["revocation"]["record"]["subject"] == did(issuer)
+            assert await list_bits(reg, did(issuer)) == ALL
+        else:
+            assert v.status == "suspended" and resp["suspension"]["record"]["event"] == "suspend"
+            assert await list_bits(reg, did(issuer), "/suspension") == ALL
 
 
 async def test_health_and_metrics(reg):

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from registry.client import make_revocation
+from registry.client import make_key_event, make_revocation
 from registry.records import sign_record
-from registry.standing import standing
+from registry.standing import standing, whole_lists
 from registry.statusverify import status_id_of
 from tlog.errors import Forbidden, InvalidInput
 from tlog.formats.diddoc import lookup_from
@@ -109,3 +109,38 @@ def test_a_did_web_auditor_whose_key_was_compromised_voids_the_audit():
     r.submit(compromise(a, r, -60), 5)
     s = standing(r.index, rec.id, r.at(6))
     assert s is not None and (s.reason, s.signer, s.signer_standing.key) == ("auditor_invalid", auditor.did, did(a))
+
+
+# --- a credential and its issuer's status lists agree ------------------------------------------
+
+
+def test_a_credential_answers_revoked_once_its_issuer_is_revoked_for_cause_as_its_status_list_does():
+    issuer = generate_seed()
+    r = Registry()
+    revocation = r.submit(make_revocation(issuer, kind="key", subject=did(issuer), reason="key_compromise",
+                                          effective_at=r.t(0)), 0)
+    body = make_revocation(issuer, kind="vc", subject="https://issuer.example/cred/1", effective_at=r.t(60 * 24))
+    body["status_list_index"] = 5
+    key = r.submit(sign_record(body, issuer), 1).status_keys()[0]  # its own revocation is a day away
+    assert "revocation" in whole_lists(r.index, did(issuer), r.at(2))  # every bit of the list is set
+    s = standing(r.index, key, r.at(2))
+    assert s is not None and (s.status, s.since, s.reason, s.record) == \
+        ("revoked", r.at(0), "key_compromise", revocation)
+
+
+def test_a_credential_answers_suspended_while_its_issuer_is():
+    issuer = generate_seed()
+    r = Registry()
+    key = r.submit(credential_revocation(issuer, "https://issuer.example/cred/2", 2, r, reason="unspecified"),
+                   0).status_keys()[0]
+    assert standing(r.index, key, r.at(1)).status == "revoked"  # its own revocation decides
+    other = generate_seed()
+    body = make_revocation(other, kind="vc", subject="https://issuer.example/cred/3", effective_at=r.t(600))
+    body["status_list_index"] = 3
+    later = r.submit(sign_record(body, other), 1).status_keys()[0]
+    suspend = r.submit(make_key_event(other, subject=did(other), event="suspend"), 2)
+    assert "suspension" in whole_lists(r.index, did(other), r.at(3))
+    s = standing(r.index, later, r.at(3))
+    assert s is not None and (s.status, s.record) == ("suspended", suspend)
+    r.submit(make_key_event(other, subject=did(other), event="resume", effective_at=r.t(4)), 4)
+    assert standing(r.index, later, r.at(5)) is None and not whole_lists(r.index, did(other), r.at(5))
