@@ -448,10 +448,11 @@ def standing(state: State, key: str, at: datetime,
         if receipt is not None:
             if receipt.expires_at is not None and receipt.expires_at <= at:
                 found.append(Standing(key, "revoked", receipt.expires_at, "expired", receipt))
-            if receipt.effective_at <= at:  # its level never held: revoked from its issued_at
-                why = level_unproven(state, receipt, signed_by(state, receipt, at))
-                if why is not None:
-                    found.append(_unproven_standing(key, receipt, why))
+            # its level never held: revoked from its issued_at — judged from the commit time whatever
+            # issued_at says (one up to 5 minutes ahead must not skip the check until then)
+            why = level_unproven(state, receipt, signed_by(state, receipt, at))
+            if why is not None:
+                found.append(_unproven_standing(key, receipt, why))
             if subjects is None:
                 subjects = {}
             if receipt.subject not in subjects:

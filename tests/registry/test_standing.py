@@ -544,11 +544,11 @@ class Reference:
     def holds(self, did: str, t: datetime, before: int) -> bool:
         return any(r.type == "conformance" and r.subject == did and r.level in ("L4", "L5")
                    and self.pos[r.path] < before and r.effective_at <= t + timedelta(minutes=5) and t < r.expires_at
-                   and not self.revocations(r.id, t, ("conformance",)) and self.level_fails(r) is None
+                   and not self.revocations(r.id, t, ("conformance",)) and self.level_fails(r, t) is None
                    for r in self.recs)
 
-    def level_fails(self, rc: Record) -> tuple | None:
-        signed = self.commit_time[rc.path]
+    def level_fails(self, rc: Record, t: datetime) -> tuple | None:
+        signed = min(self.commit_time[rc.path], t)  # the latest time its signers can have signed, by t
         audit = claims_of(rc.body).get("audit")
         if audit is not None and self.answer(audit["auditor"], signed) is not None:
             return ("auditor_invalid", audit["auditor"], self.answer(audit["auditor"], signed))
@@ -579,8 +579,9 @@ class Reference:
                 found.append((rc.expires_at, "expired", rc.path))
             # "A receipt whose level does not hold answers revoked from its issued_at, for
             # witness_invalid / auditor_invalid (the signer's deciding record) or
-            # witness_unqualified (the receipt itself)."
-            fails = self.level_fails(rc) if rc.effective_at <= t else None
+            # witness_unqualified (the receipt itself)." Judged from its commit time, also before
+            # an issued_at a little ahead of it.
+            fails = self.level_fails(rc, t)
             if fails is not None:
                 reason, signer, of_signer = fails
                 found.append((rc.effective_at, reason, of_signer[3] if of_signer else rc.path, signer))
@@ -689,7 +690,7 @@ def test_the_reference_and_the_registry_agree_on_a_compromise_dated_back_under_t
     l5 = r.submit(_doc(r, ("l5", False, 0, 2, 0, "unspecified"), 10, []), 10)
     assert l5.witnesses == (did(SEEDS[0]), did(SEEDS[1]), WEB[1].did)
     ref = Reference(r.accepted, r.committed, BOOTSTRAP)
-    assert ref.level_fails(l4) is None and ref.level_fails(l5) is None
+    assert ref.level_fails(l4, r.at(15)) is None and ref.level_fails(l5, r.at(15)) is None
     assert r.status(l4.id, 15) is None and r.status(l5.id, 15) is None
     r.submit(_doc(r, ("revoke", True, 0, 1, -25, "key_compromise"), 20, []), 20)  # effective at -5
     got = standings(r.index, r.at(21))

@@ -144,3 +144,22 @@ def test_a_credential_answers_suspended_while_its_issuer_is():
     assert s is not None and (s.status, s.record) == ("suspended", suspend)
     r.submit(make_key_event(other, subject=did(other), event="resume", effective_at=r.t(4)), 4)
     assert standing(r.index, later, r.at(5)) is None and not whole_lists(r.index, did(other), r.at(5))
+
+
+# --- a receipt issued a little in the future ----------------------------------------------------
+
+
+def test_a_receipt_issued_ahead_of_its_commit_is_judged_by_its_signers_at_once():
+    """The registry accepts an issued_at up to 5 minutes ahead (clock skew); its signers are judged
+    from the commit time, not from issued_at, so a compromise dated before the commit revokes it
+    at once, before its issued_at comes."""
+    subj = WebSubject("did:web:impl.example", generate_seed())
+    w = generate_seed()
+    r = Registry(lookup=lookup_from([(subj.did, subj.document)]))
+    issued = r.at(4).replace(microsecond=0)
+    rec = r.submit(conformance_doc(web_receipt(subj, "L4", witnesses=(w,), issued=issued)), 0)
+    assert standing(r.index, rec.id, r.at(0.5)) is None
+    r.submit(compromise(w, r, -10), 1)  # found at minute 1, suspected from before the commit
+    for minute in (2, 5):
+        s = standing(r.index, rec.id, r.at(minute))
+        assert s is not None and (s.status, s.reason, s.since) == ("revoked", "witness_invalid", issued)
