@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,12 @@ T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
 log = logging.getLogger("oap.registry.writer")
+
+
+def commit_seconds() -> int:
+    """A commit's time, whole seconds as Git stores them, rounded up from the clock: never
+    before its records arrived (docs/architecture.md §6.1)."""
+    return math.ceil(time.time())
 
 
 @dataclass(frozen=True)
@@ -177,7 +184,7 @@ class RegistryWriter:
 
     async def create_genesis(self, content: bytes) -> None:
         """Commit 0: `registry.json` only, anchored like every other commit."""
-        when = int(time.time())
+        when = commit_seconds()
         cid, tree, _ = await self.in_thread(self.repo.build_commit, None, [(GENESIS, content)], "registry: genesis",
                                           when)
         write_durably(self.pending_path, json.dumps({"seq": 0, "commit": cid, "tree": tree, "parent": None}).encode())
@@ -224,7 +231,10 @@ class RegistryWriter:
                 it.future.exception()  # the waiter may be gone
 
     async def _commit(self, items: list[Item], anchor_only: bool) -> None:
-        when = int(time.time())
+        # Rounded up: the commit time is the latest time its records can have been signed (a
+        # compromise dated at or before it voids what the key signed); rounded down, a record
+        # that arrived at 10.4 would be dated 10, and a compromise dated 10.2 would miss it.
+        when = commit_seconds()
         now = datetime.fromtimestamp(when, UTC)
         head = self.index.head
         batch = Index()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from datetime import timedelta
 from urllib.parse import quote
@@ -96,6 +97,19 @@ async def test_records_of_every_type_are_validated_committed_and_anchored(reg):
     assert status == 200 and again["duplicate"] and again["seq"] == results[2]["seq"]
     st, listing, _ = await reg.get("/v1/records", params={"subject": did(a)})
     assert {r["type"] for r in listing["records"]} == {"conformance", "key_event", "revocation"}
+
+
+async def test_a_commit_is_never_dated_before_its_records_arrived(reg):
+    """A record's commit time is the latest time it can have been signed (docs/architecture.md
+    §6.1: a compromise dated at or before it voids the signature), so it is never earlier than
+    the moment the record was sent: Git's whole seconds are rounded up, not down."""
+    for _ in range(3):
+        sent = time.time()
+        st, body = await reg.post(make_revocation(generate_seed(), kind="vc", subject=f"urn:uuid:{uuid.uuid4()}",
+                                                  status_list_index=1))
+        assert st == 200, body
+        committed = reg.svc.index.commits[body["seq"]].time
+        assert committed >= sent, (committed, sent)
 
 
 @pytest.mark.parametrize("case", ["bad_json", "media_type", "bad_signature", "not_controller", "conflict",
