@@ -141,8 +141,10 @@ def epoch_id(principal: str, cls: str, recovery: Rec | None) -> str:
 
 
 def epoch_record(state: State, principal: str, rid: str) -> Rec | None:
-    """The `rotate` or `resume` key event of `principal` whose id is `rid` (a token epoch), or None."""
-    return next((e for e in state.key_events_of(principal) if e.id == rid and e.body["event"] in RECOVERY_EVENTS),
+    """The `rotate` or `resume` key event of `principal` whose id is `rid` (a token epoch), or None;
+    None too for one that does not count (`counting`): a void record has no effect, it opens no
+    epoch (its id answers `unknown`, never `good`)."""
+    return next((e for e in counting(state, principal) if e.id == rid and e.body["event"] in RECOVERY_EVENTS),
                 None)
 
 
@@ -668,9 +670,9 @@ def _tokens(state: State, principal: str, at: datetime, epoch: Rec | None = None
 
 
 def token_epochs(state: State, principal: str, at: datetime) -> list[Rec]:
-    """The recoveries (`rotate`, `resume`) of `principal` in force at `at`: each names a token
-    epoch, `<principal>#<class>@<its id>`."""
-    return [e for e in state.key_events_of(principal) if e.body["event"] in RECOVERY_EVENTS and e.effective_at <= at]
+    """The recoveries (`rotate`, `resume`) of `principal` that count and are in force at `at`:
+    each names a token epoch, `<principal>#<class>@<its id>`."""
+    return [e for e in counting(state, principal) if e.body["event"] in RECOVERY_EVENTS and e.effective_at <= at]
 
 
 def standings(index: Indexed, at: datetime) -> dict[str, Standing]:

@@ -66,7 +66,7 @@ from tlog.formats.times import format_utc
 from .index import CommitInfo, Index
 from .layout import anchor_path, receipt_proof_path
 from .sortedtree import Leaf, SortedTree
-from .standing import RECOVERY_EVENTS, Rec, Standing, next_change, standings, token_id, whole_lists
+from .standing import RECOVERY_EVENTS, Rec, Standing, next_change, standings, token_epochs, token_id, whole_lists
 from .store import RegistryRepo
 
 STATEMENT_TYPE = "oap-status-epoch"
@@ -196,8 +196,9 @@ class StatusProducer:
                 lst, idx = rec.issuer_list
                 epoch.lists.setdefault((rec.issued_by, lst), []).append(idx)
             elif rec.type == "key_event" and rec.body["event"] in RECOVERY_EVENTS and rec.effective_at <= at:
-                epochs.setdefault(rec.subject, set()).add(rec.id)
-        epoch.epochs = {p: frozenset(ids) for p, ids in epochs.items()}
+                epochs.setdefault(rec.subject, set())
+        # a token epoch is opened by a recovery that counts: a void one has no effect (`unknown`)
+        epoch.epochs = {p: frozenset(e.id for e in token_epochs(self.index, p, at)) for p in epochs}
         return epoch
 
     @staticmethod

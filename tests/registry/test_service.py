@@ -559,6 +559,25 @@ async def test_a_credential_falls_with_its_issuer_as_its_status_list_does(reg, t
             assert await list_bits(reg, did(issuer), "/suspension") == ALL
 
 
+async def test_a_token_epoch_of_a_void_recovery_answers_unknown_not_good(reg):
+    """A `resume` signed by a controller whose compromise, found later, is dated before the
+    resume's commit does not count (§6.1): the token epoch it named answers `unknown`."""
+    p, c = generate_seed(), generate_seed()
+    await post(reg, make_key_event(p, subject=did(p), key=did(c)))
+    resume = await post(reg, make_key_event(c, subject=did(p), event="resume"))
+    eid = f"{did(p)}#oauth_grants@{resume['id']}"
+
+    async def status() -> str:
+        st, resp, _ = await reg.get("/v1/status/" + quote(eid, safe=":"))
+        assert st == 200, resp
+        return verify_status(resp, registry=reg.svc.registry, status_id=eid, policy=reg.policy).status
+
+    assert await status() == "good"
+    await post(reg, make_revocation(c, kind="key", subject=did(c), reason="key_compromise",
+                                    effective_at=utc(now_utc() - timedelta(hours=1))))
+    assert await status() == "unknown"
+
+
 async def test_health_and_metrics(reg):
     st, body, _ = await reg.get("/healthz")
     assert st == 200 and body["status"] == "ok"

@@ -14,7 +14,7 @@ import pytest
 
 from registry.client import make_key_event, make_revocation
 from registry.records import sign_record
-from registry.standing import standing, whole_lists
+from registry.standing import counting, epoch_record, standing, standings, token_epochs, whole_lists
 from registry.statusverify import status_id_of
 from tlog.errors import Forbidden, InvalidInput
 from tlog.formats.diddoc import lookup_from
@@ -163,3 +163,21 @@ def test_a_receipt_issued_ahead_of_its_commit_is_judged_by_its_signers_at_once()
     for minute in (2, 5):
         s = standing(r.index, rec.id, r.at(minute))
         assert s is not None and (s.status, s.reason, s.since) == ("revoked", "witness_invalid", issued)
+
+
+# --- a void recovery opens no token epoch --------------------------------------------------------
+
+
+def test_a_token_epoch_named_by_a_void_recovery_is_not_an_epoch():
+    """§6.1: a record that does not count has no effect at all; a `resume` signed with a key whose
+    compromise is dated before its commit opens no token epoch, so its epoch id is not `good`."""
+    p, c = generate_seed(), generate_seed()
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(c), effective_at=r.t(0)), 0)  # C controls P
+    rec = r.submit(make_key_event(c, subject=did(p), event="resume", effective_at=r.t(10)), 10)  # a thief with C
+    eid = f"{did(p)}#oauth_grants@{rec.id}"
+    assert epoch_record(r.index, did(p), rec.id) is rec
+    r.submit(compromise(c, r, 5), 20)  # found later, dated before the resume's commit
+    assert all(e.path != rec.path for e in counting(r.index, did(p)))  # void
+    assert epoch_record(r.index, did(p), rec.id) is None and not token_epochs(r.index, did(p), r.at(30))
+    assert standing(r.index, eid, r.at(30)) is None and eid not in standings(r.index, r.at(30))
