@@ -20,6 +20,12 @@ The meaning of the registry's records for relying parties (OAP-CORE-1.0 §5.3, �
   and automatically while its primary key (its latest rotation key, else itself) has a
   `loss_of_key` revocation in force and no controller is left that could sign a recovery.
   A suspension covers the principal's DID and its token classes.
+- A principal is **dead** while its primary key has a revocation in force for a cause (not
+  `superseded`, not `loss_of_key`) and no controller is left: its tokens answer `revoked`
+  from that revocation, in every epoch.
+- A **credential** (`vc <issuer> <id>`) falls with its issuer as the issuer's status lists
+  do: revoked from the issuer's revocation for a reason other than `superseded`, suspended
+  while the issuer is.
 - A record that **enables** (`add_controller`, `rotate`, `resume`: it gives authority,
   ends a suspension or reinstates tokens) counts only when its signer could sign it at
   its commit time, the latest time it can have been signed (its commit's log anchor
@@ -32,8 +38,8 @@ The meaning of the registry's records for relying parties (OAP-CORE-1.0 §5.3, �
 - A **conformance receipt** shares its subject's standing: it is revoked from the
   subject's `revoked_at` (whatever the reason, `superseded` included) and suspended while
   the subject is, besides its own revocations and expiry. Its level holds only while its
-  signers count (§31, §28.5): a witness or auditor counts if its key was valid for its DID
-  at the receipt's commit time, the latest time it can have signed (an L5 witness: holding
+  signers count (§31, §28.5): a witness or auditor counts if its DID and the key its
+  signature verified with (`Record.signing_key`) were valid at the receipt's commit time, the latest time it can have signed (an L5 witness: holding
   a valid L4/L5 then); when too few count, the receipt is revoked from its `issued_at`
   (`witness_invalid`, `auditor_invalid`, `witness_unqualified`). A compromise dated after
   the commit leaves the signature standing.
@@ -347,6 +353,26 @@ def automatic_suspension(state: State, principal: str, at: datetime) -> Suspensi
     return Suspension(since, "loss_of_key", lost[0], lost[1])
 
 
+NOT_FOR_CAUSE = frozenset({"superseded", "loss_of_key"})
+"""Revocation reasons that do not end a principal: a rotation replaced the key, or a lost key
+suspends it (§5.3) until a recovery."""
+
+
+def dead(state: State, principal: str, at: datetime) -> tuple[Rec, Rec | None] | None:
+    """Whether `principal` can never speak again at `at`: its primary key (its latest rotation key,
+    else itself) has a revocation in force for a cause (a compromise, cessation... not `superseded`
+    nor `loss_of_key`) and no controller is left that could sign a recovery. Then (the earliest
+    such revocation, the rotation that made the key primary); its tokens answer `revoked` from
+    that revocation's time, for good (fail safe: nobody can pull its kill switch or recover it,
+    and the key's thief may have issued them)."""
+    key, via = primary_key(state, principal, at)
+    causes = [r for r in state.revocations_of(key)
+              if r.type == "revocation" and r.body["reason"] not in NOT_FOR_CAUSE and r.effective_at <= at]
+    if not causes or controllers(state, principal, at):
+        return None
+    return min(causes, key=lambda r: r.effective_at), via
+
+
 def suspension(state: State, principal: str, at: datetime) -> Suspension | None:
     """The principal's suspension in force at `at` (the earliest if several are), or None."""
     found = [Suspension(e.effective_at, e.body.get("reason", "unspecified"), e)
@@ -658,8 +684,14 @@ def _tokens(state: State, principal: str, at: datetime, epoch: Rec | None = None
     once recovered from (§22.3: a recovery never revives a token active at the kill): it
     outranks a suspension, which covers every epoch until the principal recovers."""
     ks = kill_state(state, principal, at, epoch)
-    if ks is not None and ks.reinstated_by is None:
-        return Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill)
+    gone = dead(state, principal, at)
+    ended = [Standing(principal, "revoked", gone[0].effective_at, gone[0].body["reason"], gone[0], gone[1])
+             if gone is not None else None,
+             Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill)
+             if ks is not None and ks.reinstated_by is None else None]
+    found = [s for s in ended if s is not None]
+    if found:  # for good, with no epoch to move to: the earliest decides (a dead principal first on a tie)
+        return min(found, key=lambda s: s.since)
     if ks is not None and ks.reinstated_by is not None:
         return Standing(principal, "revoked", ks.kill.effective_at, "kill_switch", ks.kill,
                         reinstated_at=ks.reinstated_by.effective_at, reinstated_by=ks.reinstated_by)
@@ -686,7 +718,7 @@ def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
             principals.add(rec.subject)
         elif rec.type == "revocation":
             ids.update(rec.status_keys())
-            if rec.body["reason"] == "loss_of_key":  # whose primary key may this be?
+            if rec.body["reason"] != "superseded":  # whose primary key may this be (suspended or dead)?
                 principals.add(rec.subject)
                 principals.update(e.subject for e in index.key_events_naming(rec.subject)
                                   if e.body["event"] == "rotate")

@@ -543,8 +543,14 @@ def _record_revokes(rec: Record, linked: Record | None, key: str, reason: str, r
         want = vc_status_key(rec.subject, rec.issued_by) if rec.kind == "vc" else rec.subject
         # a credential falls with its issuer revoked for cause (its status lists are then all set)
         falls = rec.kind in ("did", "key") and _credential_issuer(key) == rec.subject and reason != "superseded"
-        ok = (key == want or falls) and reason == rec.body["reason"] and revoked_at == rec.effective_at \
-            and linked is None
+        # a principal whose primary key is revoked for cause, with no controller left, is dead: its
+        # tokens fall with it (that no controller is left is the registry's word, as `good` is)
+        principal, is_token = _principal_of(key)
+        primary = rec.subject == principal if linked is None else \
+            _rotation(linked) and linked.subject == principal and linked.key == rec.subject
+        gone = is_token and rec.kind in ("did", "key") and reason not in ("superseded", "loss_of_key") and primary
+        ok = (((key == want or falls) and linked is None) or gone) and reason == rec.body["reason"] \
+            and revoked_at == rec.effective_at
     elif rec.type == "kill_switch":  # the principal's tokens, of any epoch
         ok = _principal_of(key) == (rec.subject, True) and reason == "kill_switch" \
             and revoked_at == rec.effective_at and linked is None

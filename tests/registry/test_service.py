@@ -37,6 +37,8 @@ from tests.support.registry import (
     ALL,
     BIN,
     CLI,
+    answer,
+    cli_status,
     conformance_doc,
     did,
     git,
@@ -576,6 +578,21 @@ async def test_a_token_epoch_of_a_void_recovery_answers_unknown_not_good(reg):
     await post(reg, make_revocation(c, kind="key", subject=did(c), reason="key_compromise",
                                     effective_at=utc(now_utc() - timedelta(hours=1))))
     assert await status() == "unknown"
+
+
+async def test_the_tokens_of_a_principal_that_revoked_its_only_key_answer_revoked(reg, tmp_path):
+    """A did:key principal with no controller revokes itself for compromise (§28.5): its token
+    classes answer revoked from the compromise, with its revocation as the deciding record,
+    verified offline by the CLI."""
+    p = generate_seed()
+    since = utc(now_utc() - timedelta(minutes=10))
+    await post(reg, make_revocation(p, kind="did", subject=did(p), reason="key_compromise", effective_at=since))
+    for cls in KILL_SWITCH_CLASSES:
+        resp, verdict = await answer(reg, f"{did(p)}#{cls}")
+        assert verdict == ("revoked", since, "key_compromise", None), verdict
+        assert resp["revocation"]["record"]["subject"] == did(p)
+    code, js = await cli_status(reg, f"{did(p)}#oauth_grants", tmp_path)
+    assert code == 3 and js["reason"] == "key_compromise", js
 
 
 async def test_health_and_metrics(reg):

@@ -473,6 +473,16 @@ class Reference:
             return None
         return min(losses, key=lambda r: T(r.body["effective_at"]))
 
+    # "A principal whose primary key has a revocation in force for a reason other than superseded
+    # or loss_of_key, with no controller left, is dead: its tokens answer revoked from that
+    # revocation's time, for good."
+    def dead(self, p: str, t: datetime) -> Record | None:
+        causes = [r for r in self.revocations(self.primary(p, t), t)
+                  if r.body["reason"] not in ("superseded", "loss_of_key")]
+        if not causes or self.controllers(p, t):
+            return None
+        return min(causes, key=lambda r: T(r.body["effective_at"]))
+
     def suspended(self, p: str, t: datetime) -> tuple[datetime, str, Record] | None:
         found = [(T(s.body["effective_at"]), s.body.get("reason", "unspecified"), s)
                  for s in self.events(p, t, "suspend") if self.recovery(p, s, t) is None]
@@ -491,11 +501,12 @@ class Reference:
     # opens the epoch P#<class>@<R's id>: the tokens issued since R. A kill switch revokes every
     # epoch it is not recovered from by that epoch's own recovery, for good (also once recovered
     # from: a recovery never revives a token active at the kill); such a revocation outranks a
-    # suspension, which covers every epoch until P recovers."
+    # suspension, which covers every epoch until P recovers." A recovery that does not count
+    # opens no epoch; a dead principal's tokens are revoked in every epoch.
     def tokens(self, principal: str, rid: str | None, t: datetime) -> tuple | None:
         opened = None
         if rid is not None:
-            opened = next((e for e in self.all if e.type == "key_event" and e.id == rid
+            opened = next((e for e in self.recs if e.type == "key_event" and e.id == rid
                            and e.body["subject"] == principal and e.body["event"] in ("rotate", "resume")), None)
             if opened is None or T(opened.body["effective_at"]) > t:
                 return None  # no such epoch (yet)
@@ -505,9 +516,13 @@ class Reference:
             kills = [k for k in kills if not (self.pos[opened.path] > self.pos[k.path]
                                               and T(opened.body["effective_at"]) > T(k.body["effective_at"]))]
         open_ = [k for k in kills if self.recovery(principal, k, t) is None]
+        ended = [("revoked", T(d.body["effective_at"]), d.body["reason"], d.path)
+                 for d in (self.dead(principal, t),) if d is not None]
         if open_:
             k = min(open_, key=lambda k: T(k.body["effective_at"]))
-            return ("revoked", T(k.body["effective_at"]), "kill_switch", k.path)
+            ended.append(("revoked", T(k.body["effective_at"]), "kill_switch", k.path))
+        if ended:
+            return min(ended, key=lambda e: e[1])
         if kills:
             best = max(kills, key=lambda k: (T(self.recovery(principal, k, t).body["effective_at"]),
                                              T(k.body["effective_at"])))

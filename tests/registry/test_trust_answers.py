@@ -181,3 +181,42 @@ def test_a_token_epoch_named_by_a_void_recovery_is_not_an_epoch():
     assert all(e.path != rec.path for e in counting(r.index, did(p)))  # void
     assert epoch_record(r.index, did(p), rec.id) is None and not token_epochs(r.index, did(p), r.at(30))
     assert standing(r.index, eid, r.at(30)) is None and eid not in standings(r.index, r.at(30))
+
+
+# --- a dead principal's tokens ------------------------------------------------------------------
+
+
+def test_the_tokens_of_a_principal_with_no_key_left_are_revoked_from_its_compromise():
+    """A did:key principal with no controller revokes itself for compromise: nobody can ever pull
+    its kill switch or recover it, and a thief may have issued its tokens, so they answer revoked
+    from the compromise, in every epoch, for good."""
+    p = generate_seed()
+    r = Registry()
+    revocation = r.submit(make_revocation(p, kind="did", subject=did(p), reason="key_compromise",
+                                          effective_at=r.t(-5)), 0)
+    s = standing(r.index, f"{did(p)}#oauth_grants", r.at(1))
+    assert s is not None and (s.status, s.since, s.reason, s.record) == \
+        ("revoked", r.at(-5), "key_compromise", revocation)
+    assert standings(r.index, r.at(1))[f"{did(p)}#trust_tokens"].record is revocation
+
+
+def test_a_principal_whose_controller_is_left_keeps_its_tokens_and_loses_them_with_its_last_controller():
+    p, c = generate_seed(), generate_seed()
+    r = Registry()
+    r.submit(make_key_event(p, subject=did(p), key=did(c)), 0)
+    revocation = r.submit(make_revocation(p, kind="key", subject=did(p), reason="key_compromise",
+                                          effective_at=r.t(1)), 1)
+    assert standing(r.index, f"{did(p)}#oauth_grants", r.at(2)) is None  # C can still rotate P to a new key
+    r.submit(make_revocation(c, kind="key", subject=did(c), reason="cessation_of_operation",
+                             effective_at=r.t(3)), 3)
+    s = standing(r.index, f"{did(p)}#oauth_grants", r.at(4))
+    assert s is not None and (s.status, s.since, s.record) == ("revoked", r.at(1), revocation)
+
+
+def test_a_lost_key_suspends_and_a_superseded_one_does_nothing_to_the_tokens():
+    p, q, k = generate_seed(), generate_seed(), generate_seed()
+    r = Registry()
+    r.submit(make_revocation(p, kind="did", subject=did(p), reason="loss_of_key", effective_at=r.t(0)), 0)
+    assert standing(r.index, f"{did(p)}#oauth_grants", r.at(1)).status == "suspended"
+    r.submit(make_key_event(q, subject=did(q), key=did(k), event="rotate", effective_at=r.t(0)), 0)
+    assert standing(r.index, f"{did(q)}#oauth_grants", r.at(1)) is None
