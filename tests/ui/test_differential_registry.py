@@ -164,6 +164,23 @@ class Sequence:
         await self.post(make_revocation(witness, kind="key", subject=did(witness), reason="key_compromise",
                                         effective_at=_ago(3600)))
         await self.answer("receipt whose witness was compromised before its commit", witnessed["id"], "revoked")
+        # the same with a did:web witness whose key (not its DID) was compromised: `signer.key`
+        keyed = WebSubject(f"did:web:127.0.0.1%3A{self.hosts.web_port}:wk-{uuid.uuid4().hex[:8]}", generate_seed())
+        self.hosts.publish_web(keyed.did, keyed.document)
+        by_key = web_receipt(impl, "L4", witnesses=(keyed,))
+        await self.post(conformance_doc(by_key))
+        await self.post(make_revocation(keyed.seed, kind="key", subject=did(keyed.seed), reason="key_compromise",
+                                        effective_at=_ago(3600)))
+        await self.answer("receipt whose did:web witness's key was compromised", by_key["id"], "revoked")
+        # a credential falls with its issuer; a principal with no key left loses its tokens
+        i = generate_seed()
+        await self.post(make_revocation(i, kind="vc", subject="urn:uuid:cred-later", status_list_index=9,
+                                        effective_at=format_utc(datetime.now(UTC).replace(microsecond=0)
+                                                                + timedelta(days=30))))
+        await self.answer("credential good", "urn:uuid:cred-later", "good", issuer=did(i))
+        await self.post(make_revocation(i, kind="did", subject=did(i), reason="key_compromise", effective_at=_ago(60)))
+        await self.answer("credential revoked with its issuer", "urn:uuid:cred-later", "revoked", issuer=did(i))
+        await self.answer("tokens of a principal with no key left", f"{did(i)}#trust_tokens", "revoked")
         # conformance receipts: revoked, and expired in both forms
         e1, e2, e3 = generate_seed(), generate_seed(), generate_seed()
         revoked = receipt(e1, "L2")

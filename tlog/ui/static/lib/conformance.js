@@ -22,7 +22,7 @@ import { b64decEither } from './b64.js';
 import { jcsBytes } from './jcs.js';
 import { decodeCBOR } from './cbor.js';
 import { didKeyFromPublic, parseSigner } from './didkey.js';
-import { ALGS, isDid, needsResolution, signerKeys, splitDidUrl, verifySignedBy } from './diddoc.js';
+import { ALGS, ED25519_CURVE, isDid, needsResolution, signerKeys, splitDidUrl, verifySignedBy } from './diddoc.js';
 import { proofsOf, verifyProof, sameJSON } from './dataintegrity.js';
 import { parseAnchors } from './anchors.js';
 import { parseUtc } from './times.js';
@@ -160,13 +160,21 @@ export function independentWitnesses(what, level, needed, members, { kind = '' }
     + `(${groups.map((g) => g.join(' = ')).join('; ')}): ${why}`, { witness: b, rule });
 }
 
-async function checkSignatures(what, signatures, subject) {
+/** diddoc.py key_did: the did:key of the Ed25519 key that made a signature (what a `kind=key`
+ * revocation names), null for other curves. */
+export function keyDid(key) {
+  return key && key.curve === ED25519_CURVE && key.public instanceof Uint8Array && key.public.length === 32
+    ? didKeyFromPublic(key.public) : null;
+}
+
+async function checkSignatures(what, signatures, subject, keys) {
   let selfKeys = 0;
   const witnesses = [];
   for (const sig of signatures) {
     const who = splitDidUrl(sig.by)[0];
+    let key;
     try {
-      await sig.verify();
+      key = await sig.verify();
     } catch (e) {
       if (e instanceof SignatureError) {
         throw new InvalidInput(`${sig.where}: ${who === subject ? 'self signature' : `witness signature by ${sig.by}`} does not verify`);
@@ -177,6 +185,8 @@ async function checkSignatures(what, signatures, subject) {
     if (who === subject) selfKeys++;
     else if (witnesses.includes(who)) throw new InvalidInput(`${sig.where}: duplicate witness ${who}`);
     else witnesses.push(who);
+    const signedWith = keyDid(key);
+    if (signedWith !== null) keys.set(who, signedWith);
   }
   if (selfKeys !== 1) throw new InvalidInput(`${what}: needs exactly one self signature by the subject, has ${selfKeys}`);
   return witnesses;
@@ -235,8 +245,9 @@ export async function checkAudit(audit, subject, lookup, where = 'audit') {
   let raw;
   try { raw = b64decEither(audit.signature, 'signature'); } catch (e) { throw new InvalidInput(`${where}: ${e.reason}`); }
   if (raw.length !== 64) throw new InvalidInput(`${where}: signature must be base64 of a 64-byte signature`);
+  let signedWith;
   try {
-    await verifySignedBy(auditor, attestationBytes(subject, audit), raw, lookup);
+    signedWith = await verifySignedBy(auditor, attestationBytes(subject, audit), raw, lookup);
   } catch (e) {
     if (e instanceof SignatureError) throw new InvalidInput(`${where}: the auditor's signature by ${auditor} does not verify for subject ${subject}`);
     if (isInvalid(e)) throw new e.constructor(`${where}: auditor: ${e.reason}`);
@@ -253,7 +264,7 @@ export async function checkAudit(audit, subject, lookup, where = 'audit') {
     if (isInvalid(e)) throw new InvalidInput(`${where}: anchor: ${e.reason}`);
     throw e;
   }
-  return { standard, uri, digest, auditor, anchor, entry };
+  return { standard, uri, digest, auditor, anchor, entry, key: keyDid(signedWith) };
 }
 
 // --- the whole receipt --------------------------------------------------------------------
@@ -299,7 +310,8 @@ export async function validateConformance(receipt, nowUs, { requireWitnesses = t
   if (expires - issued > MAX_VALIDITY_US) throw new InvalidInput(`${what}: validity period exceeds 90 days`);
   if (issued > nowUs + MAX_CLOCK_SKEW_US) throw new InvalidInput(`${what}: issued_at is in the future`);
   if (nowUs >= expires) throw new InvalidInput(`${what}: expired`);
-  const witnesses = await checkSignatures(what, signatures, subject);
+  const signingKeys = new Map();
+  const witnesses = await checkSignatures(what, signatures, subject, signingKeys);
   const needed = requireWitnesses ? (MIN_WITNESSES[level] || 0) : 0;
   if (witnesses.length < needed) throw new InvalidInput(`${what}: level ${level} needs at least ${needed} witness signature(s), has ${witnesses.length}`);
   if (checkPublisher && PUBLISHER_LEVELS.includes(level)) publisherCheck(subject, level, what);
@@ -310,7 +322,8 @@ export async function validateConformance(receipt, nowUs, { requireWitnesses = t
       + "security audit published in machine-readable form): the 'audit' field");
   offlineIndependence(subject, witnesses, audit ? audit.auditor : null, lookup, what);
   independentWitnesses(what, level, needed, witnesses.map((w) => principal(w, { keys: offlineKeys(w, lookup) })));
-  return { id: rid, subject, level, issuedAt: issued, expiresAt: expires, witnesses, form, audit };
+  if (audit !== null && audit.key !== null) signingKeys.set(audit.auditor, audit.key);
+  return { id: rid, subject, level, issuedAt: issued, expiresAt: expires, witnesses, form, audit, signingKeys };
 }
 
 /** Every signature (compact) or proof (VC) of a receipt, each with its own verdict, for display:

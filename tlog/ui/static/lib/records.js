@@ -150,7 +150,7 @@ export async function checkRecord(body, { lookup = null } = {}) {
     const c = await validateConformance(body, at, { lookup });
     return { type: 'conformance', id: c.id, body, content: jcsBytes(body), path: await recordPath('conformance', c.id),
       subject: c.subject, issuedBy: c.subject, effectiveAt: c.issuedAt, expiresAt: c.expiresAt, kind: null, key: null,
-      level: c.level, witnesses: c.witnesses, form: c.form, audit: c.audit };
+      level: c.level, witnesses: c.witnesses, form: c.form, audit: c.audit, signingKeys: c.signingKeys };
   }
   if (typeof rtype !== 'string' || !Object.hasOwn(FIELDS, rtype)) throw new InvalidInput(`type must be one of: ${RECORD_TYPES.join(', ')}`);
   const [req, opt] = FIELDS[rtype];

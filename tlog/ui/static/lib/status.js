@@ -259,8 +259,10 @@ async function signerDecides(block, rec, linked, key, since, registry, policy) {
     if (!ok) throw fail('the record does not show an unqualified witness of this receipt');
     return { revokedAt: microsToDate(since), signer: signer.id };
   }
-  if (!sameKeys(signer, ['id', 'status', 'since', 'reason']) || !['revoked', 'suspended'].includes(signer.status)
-      || typeof signer.reason !== 'string' || !has(block, 'via'))
+  const keyed = has(signer, 'key');
+  if (!sameKeys(signer, keyed ? ['id', 'status', 'since', 'reason', 'key'] : ['id', 'status', 'since', 'reason'])
+      || !['revoked', 'suspended'].includes(signer.status) || typeof signer.reason !== 'string' || !has(block, 'via')
+      || (keyed && (typeof signer.key !== 'string' || signer.key === signer.id)))
     throw fail('signer malformed');
   const [receipt] = await evidence(sole(block.via, 'via'), registry, policy, 'via');
   if (receipt.type !== 'conformance' || receipt.id !== key) throw fail('via: not this conformance receipt');
@@ -269,8 +271,14 @@ async function signerDecides(block, rec, linked, key, since, registry, policy) {
   const signs = reason === 'witness_invalid' ? receipt.witnesses.includes(who) : receipt.audit !== null && receipt.audit !== undefined && receipt.audit.auditor === who;
   if (!signs) throw fail(`signer: ${who} is not a${reason === 'witness_invalid' ? ' witness' : 'n auditor'} of this receipt`);
   if (signedSince > committed) throw fail('signer: its standing began after the receipt was committed, so its signature counts');
-  if (signer.status === 'revoked') recordRevokes(rec, linked, who, signer.reason, signedSince);
-  else recordSuspends(rec, linked, who, signer.reason, signedSince);
+  let decided = who; // whose standing the records prove: the signer's DID, or the key it signed with
+  if (keyed) {
+    if ((receipt.signingKeys ? receipt.signingKeys.get(who) : undefined) !== signer.key)
+      throw fail(`signer: ${who} did not sign this receipt with the key ${signer.key}`);
+    decided = signer.key;
+  }
+  if (signer.status === 'revoked') recordRevokes(rec, linked, decided, signer.reason, signedSince);
+  else recordSuspends(rec, linked, decided, signer.reason, signedSince);
   if (since !== receipt.effectiveAt) throw fail('a receipt whose level does not hold is revoked from its issued_at');
   return { revokedAt: microsToDate(since), signer: who, via: receipt };
 }
@@ -394,10 +402,19 @@ export function tokenParts(key) {
   if (epoch !== null && (!epoch.startsWith(EPOCH_PREFIX) || epoch === EPOCH_PREFIX)) return null;
   return [principal, cls, epoch];
 }
-/** (principal, true) for a token status id, else (key, false). */
+/** (principal, true) for a token status id, else (key, false); a credential `vc <issuer> <id>`
+ * is suspended while its issuer is: (issuer, false). */
 function principalOf(key) {
   const parts = tokenParts(key);
-  return parts ? [parts[0], true] : [key, false];
+  return parts ? [parts[0], true] : [credentialIssuer(key) || key, false];
+}
+/** statusverify.py _credential_issuer: the issuer DID of `vc <issuer> <id>`, else null. */
+function credentialIssuer(key) {
+  const i = key.indexOf(' ');
+  if (i < 0 || key.slice(0, i) !== 'vc') return null;
+  const rest = key.slice(i + 1), j = rest.indexOf(' ');
+  const issuer = j < 0 ? '' : rest.slice(0, j);
+  return j >= 0 && issuer.startsWith('did:') ? issuer : null;
 }
 const isRotation = (rec) => rec !== null && rec.type === 'key_event' && rec.body.event === 'rotate';
 
@@ -406,7 +423,14 @@ function recordRevokes(rec, linked, key, reason, revokedAt) {
   let ok;
   if (rec.type === 'revocation') {
     const want = rec.kind === 'vc' ? vcStatusKey(rec.subject, rec.issuedBy) : rec.subject;
-    ok = key === want && reason === rec.body.reason && revokedAt === rec.effectiveAt && linked === null;
+    // a credential falls with its issuer revoked for cause (its status lists are then all set)
+    const falls = ['did', 'key'].includes(rec.kind) && credentialIssuer(key) === rec.subject && reason !== 'superseded';
+    // a principal whose primary key is revoked for cause, with no controller left, is dead: its tokens fall with it
+    const [principal, isClass] = principalOf(key);
+    const primary = linked === null ? rec.subject === principal
+      : isRotation(linked) && linked.subject === principal && linked.key === rec.subject;
+    const gone = isClass && ['did', 'key'].includes(rec.kind) && !['superseded', 'loss_of_key'].includes(reason) && primary;
+    ok = ((key === want || falls) && linked === null || gone) && reason === rec.body.reason && revokedAt === rec.effectiveAt;
   } else if (rec.type === 'kill_switch') { // the principal's tokens, of any epoch
     const [principal, isClass] = principalOf(key);
     ok = isClass && principal === rec.subject && reason === 'kill_switch' && revokedAt === rec.effectiveAt && linked === null;
