@@ -93,7 +93,7 @@ def test_valid_receipts(level: str, witnesses: int) -> None:
     r = make(level, witnesses, **({"profile": "non-commercial"} if level.endswith("-NC") else {}))
     got = validate_conformance(r, now=NOW)
     assert (got.audit is not None) == (level == "L5")
-    assert dataclasses.replace(got, audit=None) == ConformanceReceipt(
+    assert dataclasses.replace(got, audit=None, signing_keys=()) == ConformanceReceipt(
         id="urn:oap:conformance:01J9V8TEST",
         subject=SUBJECT.did,
         level=level,
@@ -101,6 +101,10 @@ def test_valid_receipts(level: str, witnesses: int) -> None:
         expires_at=NOW + timedelta(days=60),
         witnesses=tuple(did_of(s) for s in WITNESS_SEEDS[:witnesses]),
     )
+    # the key each signature verified with, as a did:key (§28.5: what a key revocation names)
+    assert dict(got.signing_keys) == {SUBJECT.did: did_of(SUBJECT_SEED), **{did_of(s): did_of(s) for s in
+                                      WITNESS_SEEDS[:witnesses]}, **({did_of(AUDITOR_SEED): did_of(AUDITOR_SEED)}
+                                                                     if level == "L5" else {})}
 
 
 @pytest.mark.parametrize("level, profile, message", [
