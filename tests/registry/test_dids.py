@@ -108,7 +108,8 @@ async def test_a_mirror_refuses_a_record_whose_stored_document_was_swapped(tmp_p
         await git("clone", "-q", f"{reg.url}/registry.git", str(clone))
         (doc_path,) = list((clone / "dids").rglob("*.json"))
         doc_path.write_text(json.dumps(document(alice, {"k": Key(P256)})))  # another key, same path
-        await git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qam", "swap", cwd=clone)
+        await git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qam", "swap", cwd=clone,
+                  date=reg.svc.index.head.time + 1)
         code, out, _ = await run(str(BIN / "oap-registry"), "verify", str(clone),
                                  "--registry-key", reg.svc.registry, "--log-vkey", reg.log.vkey)
         assert code == 1 and "not add-only: modify dids/" in out

@@ -148,7 +148,7 @@ async def test_a_fast_forward_with_a_bad_commit_is_refused(primary, tmp_path, lo
             (work / rec_path).write_bytes(jcs(forged))
             paths.append(rec_path)
         await git("add", "-A", cwd=work)
-        await git("commit", "-q", "-m", "registry: seq x\n\n" + "\n".join(paths), cwd=work)
+        await git("commit", "-q", "-m", "registry: seq x\n\n" + "\n".join(paths), cwd=work, date=good_head.time + 1)
         await git("push", "-q", str(primary.svc.repo.path), "HEAD:main", cwd=work)
         bad = (await git("rev-parse", "HEAD", cwd=work)).strip()
 

@@ -148,8 +148,13 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT
            "HOME": "/nonexistent"}
 
 
-async def git(*args: str, cwd: Path | None = None) -> str:
-    code, out, err = await run("git", *args, cwd=cwd, env=GIT_ENV)
+async def git(*args: str, cwd: Path | None = None, date: int | None = None) -> str:
+    """`date`: the commit's author and committer time (Unix seconds) — a forged commit dated
+    after the registry's head (which the registry dates by rounding its clock up), so that
+    what a test forges is refused for what it tests, not for a commit time going backwards."""
+    env = GIT_ENV if date is None else {**GIT_ENV, "GIT_AUTHOR_DATE": f"@{date} +0000",
+                                        "GIT_COMMITTER_DATE": f"@{date} +0000"}
+    code, out, err = await run("git", *args, cwd=cwd, env=env)
     assert code == 0, f"git {' '.join(args)} failed: {err}"
     return out
 
