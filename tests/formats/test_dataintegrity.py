@@ -144,7 +144,7 @@ def test_proofs_in_any_order_and_a_single_proof_object():
 
 def test_a_tampered_vc_is_refused():
     vc = vc_of(compact("L4"), WITNESSES[:1])
-    for field, value in (("level", "L5"), ("profile", "research")):
+    for field, value in (("level", "L5"), ("profile", "standard")):
         bad = copy.deepcopy(vc)
         bad["credentialSubject"][field] = value
         with pytest.raises(InvalidInput, match=r"proof\[0\]: self signature does not verify"):

@@ -48,13 +48,14 @@ def did_of(seed: bytes) -> str:
     return did_key_from_public(ed25519.public_from_seed(seed))
 
 
-def conformance_receipt(level: str = "L4", witnesses: int = 1, profile: str = "commercial") -> dict[str, Any]:
+def conformance_receipt(level: str = "L4", witnesses: int = 1, profile: str = "commercial",
+                        suite_name: str = "oap-test-suite") -> dict[str, Any]:
     body = {
         "id": "urn:oap:conformance:01J9V8",
         "subject": SUBJECT.did,
         "level": level,
         "profile": profile,
-        "suite": {"name": "oap-test-suite", "version": "1.0.3"},
+        "suite": {"name": suite_name, "version": "1.0.3"},
         "results_digest": "sha256:" + "cd" * 32,
         "issued_at": "2026-05-01T00:00:00Z",
         "expires_at": "2026-07-01T00:00:00Z",
@@ -263,7 +264,7 @@ def test_conformance_entry_rules_are_applied() -> None:
     with pytest.raises(InvalidInput, match="must be an object"):
         canon({"type": "conformance", "receipt": [conformance_receipt()]})
     r = conformance_receipt()
-    r["profile"] = "research"  # any edit after signing
+    r["profile"] = "standard"  # any edit after signing
     with pytest.raises(InvalidInput, match="self signature does not verify"):
         canon({"type": "conformance", "receipt": r})
 
@@ -371,8 +372,8 @@ def test_decode_entry_rejections() -> None:
 
 
 def _conformance_entry_of_size(size: int) -> dict[str, Any]:
-    base = len(dcbor({"type": "conformance", "receipt": conformance_receipt(profile="p" * 1000)}))
-    entry = {"type": "conformance", "receipt": conformance_receipt(profile="p" * (1000 + size - base))}
+    base = len(dcbor({"type": "conformance", "receipt": conformance_receipt(suite_name="p" * 1000)}))
+    entry = {"type": "conformance", "receipt": conformance_receipt(suite_name="p" * (1000 + size - base))}
     assert len(dcbor(entry)) == size  # 1000..65535-char strings share a 3-byte header
     return entry
 

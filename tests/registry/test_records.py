@@ -308,6 +308,25 @@ def test_a_non_commercial_level_needs_the_non_commercial_profile(level):
     assert fresh and rec.level == level
 
 
+@pytest.mark.parametrize("profile", ["noncommercial", "non_commercial", "Non-Commercial", "standard ", "", "free"])
+def test_a_profile_that_is_not_one_of_the_suites_is_refused(profile):
+    """§31: the profile is the test suite's --profile: the full profile (`standard`, or `commercial`)
+    or `non-commercial`. Any other string would be read as the full profile and let a receipt that
+    skipped the Wallet, Subscription and refund requirements claim L3: refused, saying the values."""
+    body = {k: v for k, v in web_receipt(SA, "L3").items() if k != "signatures"}
+    doc = conformance_doc(sign_conformance({**body, "profile": profile}, SA.seed, by=SA.key_id))
+    with pytest.raises(InvalidInput, match="profile must be one of commercial, non-commercial, standard"):
+        submit(doc, Index())
+
+
+@pytest.mark.parametrize("profile", ["standard", "commercial"])
+def test_the_full_profile_is_standard_or_commercial(profile):
+    body = {k: v for k, v in web_receipt(SA, "L3").items() if k != "signatures"}
+    rec, fresh = submit(conformance_doc(sign_conformance({**body, "profile": profile}, SA.seed, by=SA.key_id)),
+                        Index())
+    assert fresh and rec.level == "L3"
+
+
 def test_l4_needs_one_peer_witness_of_any_standing_as_31_says():
     doc = conformance_doc(web_receipt(SA, "L4", witnesses=(W1,)))
     rec, fresh = submit(doc, Index())  # W1 holds no receipt: fine for L4

@@ -663,6 +663,8 @@ def _conformance_cases() -> list[dict[str, Any]]:
         "L3-NC did:web": (web_receipt(impl, "L3-NC", issued=issued), [impl.document]),
         "L3-NC, commercial profile": (_profiled(impl, "L3-NC", "commercial", issued), [impl.document]),
         "L3, non-commercial profile": (_profiled(impl, "L3", "non-commercial", issued), [impl.document]),
+        "L3, a misspelled non-commercial profile": (_profiled(impl, "L3", "noncommercial", issued), [impl.document]),
+        "L3, commercial profile": (_profiled(impl, "L3", "commercial", issued), [impl.document]),
         "L2 did:key": (receipt(w1, "L2", issued=issued), []),
         "L3 did:key (no publisher)": (receipt(w1, "L3", issued=issued), []),
     }

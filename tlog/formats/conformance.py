@@ -77,6 +77,13 @@ ALGS = {ED25519: "EdDSA", P256: "ES256", SECP256K1: "ES256K"}
 NON_COMMERCIAL = "non-commercial"
 """§31: the Non-Commercial Profile (RFC 0025), what the test suite's `--profile non-commercial`
 writes in `profile`."""
+FULL_PROFILES = frozenset({"standard", "commercial"})
+"""The full profile (every requirement of the level), which §31 leaves unnamed: `standard` is what
+`new_claims` and `oap-registry conformance make` write; `commercial`, the name of the profile the
+Non-Commercial Profile waives requirements of, is read as the same."""
+PROFILES = FULL_PROFILES | {NON_COMMERCIAL}
+"""The `profile` values a receipt may carry: anything else (a misspelled "noncommercial") would be
+read as the full profile and let a receipt claim requirements it skipped, so it is refused."""
 NC_LEVELS = frozenset({"L1-NC", "L3-NC"})
 """§31: "L1-NC and L3-NC correspond to L1 and L3 with the Wallet, Subscription, and refund
 requirements waived"; the profile defines no other level."""
@@ -262,8 +269,9 @@ def validate_conformance(receipt: object, *, now: datetime, require_witnesses: b
     level = claims["level"]
     if not isinstance(level, str) or level not in LEVELS:
         raise InvalidInput(f"{what}: level must be one of {', '.join(sorted(LEVELS))}")
-    if not isinstance(claims["profile"], str) or not claims["profile"]:
-        raise InvalidInput(f"{what}: profile must be a non-empty string")
+    if not isinstance(claims["profile"], str) or claims["profile"] not in PROFILES:
+        raise InvalidInput(f"{what}: profile must be one of {', '.join(sorted(PROFILES))} (§31: the test suite's "
+                           f"--profile; {NON_COMMERCIAL!r} is the Non-Commercial Profile)")
     profile_rule(level, claims["profile"], what)
     suite = claims["suite"]
     if not isinstance(suite, dict) or suite.keys() != {"name", "version"} \

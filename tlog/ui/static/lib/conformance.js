@@ -270,6 +270,8 @@ export async function checkAudit(audit, subject, lookup, where = 'audit') {
 // --- the whole receipt --------------------------------------------------------------------
 
 export const NON_COMMERCIAL = 'non-commercial';
+/** conformance.py PROFILES (sorted): the full profile's two names and the Non-Commercial Profile. */
+const PROFILES = ['commercial', NON_COMMERCIAL, 'standard'];
 const NC_LEVELS = ['L1-NC', 'L3-NC'];
 const COMMERCIAL_LEVELS = ['L1', 'L2', 'L3', 'L4', 'L5'];
 
@@ -298,7 +300,8 @@ export async function validateConformance(receipt, nowUs, { requireWitnesses = t
   if (!isDid(subject) || subject.includes('#')) throw new InvalidInput(`${what}: subject must be a DID`);
   const level = claims.level;
   if (typeof level !== 'string' || !LEVELS.includes(level)) throw new InvalidInput(`${what}: level must be one of ${pySorted(LEVELS).join(', ')}`);
-  if (typeof claims.profile !== 'string' || !claims.profile) throw new InvalidInput(`${what}: profile must be a non-empty string`);
+  if (typeof claims.profile !== 'string' || !PROFILES.includes(claims.profile))
+    throw new InvalidInput(`${what}: profile must be one of ${PROFILES.join(', ')} (§31: the test suite's --profile; ${pyRepr(NON_COMMERCIAL)} is the Non-Commercial Profile)`);
   profileRule(level, claims.profile, what);
   const suite = claims.suite;
   if (!isObj(suite) || Object.keys(suite).length !== 2 || !Object.hasOwn(suite, 'name') || !Object.hasOwn(suite, 'version')
