@@ -39,8 +39,9 @@ The meaning of the registry's records for relying parties (OAP-CORE-1.0 §5.3, �
   subject's `revoked_at` (whatever the reason, `superseded` included) and suspended while
   the subject is, besides its own revocations and expiry. Its level holds only while its
   signers count (§31, §28.5): a witness or auditor counts if its DID and the key its
-  signature verified with (`Record.signing_key`) were valid at the receipt's commit time, the latest time it can have signed (an L5 witness: holding
-  a valid L4/L5 then); when too few count, the receipt is revoked from its `issued_at`
+  signature verified with (`Record.signing_key`) were valid at the receipt's commit time,
+  the latest time it can have signed (an L5 witness: holding a valid L4/L5 then), whatever
+  its `issued_at` says; when too few count, the receipt is revoked from its `issued_at`
   (`witness_invalid`, `auditor_invalid`, `witness_unqualified`). A compromise dated after
   the commit leaves the signature standing.
 
