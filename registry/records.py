@@ -486,6 +486,11 @@ def _signers_rule(rec: Record, state: RegistryState, now: datetime, strict_l4: b
             witness=why.signer, reason=why.reason)
     s = why.standing
     assert s is not None
+    if why.reason == "subject_invalid":
+        raise Forbidden(f"conformance receipt: the subject {rec.subject} signed it with the key {s.key}, which is "
+                        f"{s.status} ({s.reason}) since {format_utc(s.since)}: a compromised key speaks for no one "
+                        "(§28.5); sign with the key its DID document lists now", subject=rec.subject, key=s.key,
+                        reason=s.reason)
     role = "auditor" if why.reason == "auditor_invalid" else "witness"
     what = f"{s.status} ({s.reason}) since {format_utc(s.since)}"
     key = {} if s.key == why.signer else {"key": s.key}  # its DID stands; the key it signed with does not

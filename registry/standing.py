@@ -528,7 +528,7 @@ class Unproven:
     valid L4/L5 receipt then); `signer` and `standing` name the first signer that does not
     count for an invalid key, and that signer's own standing then (its deciding record)."""
 
-    reason: str
+    reason: str  # or `subject_invalid`: the key of the subject's own signature was not valid
     signer: str
     standing: Standing | None  # None: witness_unqualified
 
@@ -614,6 +614,11 @@ def level_unproven(state: State, receipt: Rec, signed: datetime, *, documents: d
 
 def _unproven(state: State, receipt: Rec, signed: datetime, documents: dict[str, Any] | None,
               strict_l4: bool) -> Unproven | None:
+    own = receipt.signing_key(receipt.subject)
+    if own is not None and own != receipt.subject:  # a did:web subject's self signature: its key must stand
+        s = signer_standing(state, own, signed)  # (the subject's DID: the receipt falls with it, `standing`)
+        if s is not None:
+            return Unproven("subject_invalid", receipt.subject, s)
     audit = claims_of(receipt.body).get("audit")
     auditor = audit.get("auditor") if isinstance(audit, dict) else None
     if isinstance(auditor, str):  # the receipt states the audit: it holds only with a valid auditor

@@ -26,7 +26,7 @@ statement in the log as a `receipt` entry. A leaf is the JCS of one of
     suspended              {id, reason, record, suspended_at}
 
 (`record`, `reinstated_by`: `sha256:` of the records that decided it; a receipt whose level
-does not hold is a revoked leaf whose reason is `witness_invalid`, `auditor_invalid` or
+does not hold is a revoked leaf whose reason is `witness_invalid`, `auditor_invalid`, `subject_invalid` or
 `witness_unqualified`). Responses are
 produced from the epoch: `revoked` carries a `revocation` block and `suspended` a
 `suspension` block, each with the deciding record, the Git path from the anchored

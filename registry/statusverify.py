@@ -27,7 +27,7 @@ trust policy; no network. Checks, in order:
    conformance receipt revoked or suspended with its subject carries `via`: the receipt
    itself, with the same evidence, whose id is this id; the records then decide the
    verdict for the subject it names (only a receipt's answer may carry `via`). A receipt
-   whose level does not hold (reason `witness_invalid` / `auditor_invalid`) names the
+   whose level does not hold (reason `witness_invalid` / `auditor_invalid` / `subject_invalid`) names the
    `signer` that does not count and carries `via` with the receipt's raw Git commit: the
    signer is one of its witnesses (its auditor), the records give it — or, with `signer.key`,
    the key its signature on the receipt verified with — the standing stated,
@@ -73,7 +73,7 @@ LEAF_SHAPES = {_REVOKED: "revoked", _REVOKED | {"reinstated_at", "reinstated_by"
 """The leaves of the sorted tree, one key set per verdict (registry.status)."""
 _EVIDENCE = frozenset({"record", "path", "seq", "commit", "tree", "git_path", "anchor"})
 _EVIDENCE_OPTIONAL = frozenset({"receipt_anchor", "did_documents", "commit_object"})
-SIGNER_REASONS = frozenset({"witness_invalid", "auditor_invalid", "witness_unqualified"})
+SIGNER_REASONS = frozenset({"witness_invalid", "auditor_invalid", "witness_unqualified", "subject_invalid"})
 """Why a conformance receipt's level does not hold: a signer that does not count (§31, §28.5)."""
 _RECOVERIES = ("rotate", "resume")
 _RECEIPT_PREFIX = "urn:oap:conformance:"
@@ -378,11 +378,14 @@ def _signer_decides(block: dict[str, Any], rec: Record, linked: Record | None, k
     committed = _commit_time(block["via"], "via")
     who, signed_since = signer["id"], _time(signer["since"], "signer since")
     audit = claims_of(receipt.body).get("audit")
-    signs = who in receipt.witnesses if reason == "witness_invalid" else \
-        isinstance(audit, dict) and audit.get("auditor") == who
+    if reason == "subject_invalid":  # the subject's own signature: only the key it made it with can fail it
+        signs = who == receipt.subject and "key" in signer
+    else:
+        signs = who in receipt.witnesses if reason == "witness_invalid" else \
+            isinstance(audit, dict) and audit.get("auditor") == who
     if not signs:
-        raise _fail(f"signer: {who} is not a{' witness' if reason == 'witness_invalid' else 'n auditor'} "
-                    "of this receipt")
+        role = {"witness_invalid": " witness", "auditor_invalid": "n auditor"}.get(reason, " subject signing by key")
+        raise _fail(f"signer: {who} is not a{role} of this receipt")
     if signed_since > committed:
         raise _fail("signer: its standing began after the receipt was committed, so its signature counts")
     decided = who  # whose standing the records prove: the signer's DID, or the key it signed with

@@ -174,3 +174,26 @@ async def test_a_did_web_witness_whose_key_is_compromised_voids_its_signatures_t
     st, body = await reg.post(conformance_doc(web_receipt(impl, "L4", witnesses=(witness,))))
     assert st == 403 and body["witness"] == witness.did and body["key"] == did(k), body
     assert await mirror_verdicts(reg, [before["id"]], tmp_path) == {before["id"]: verdict}
+
+
+async def test_a_did_web_subject_whose_key_is_compromised_loses_the_receipts_that_key_signed_since(net, tmp_path):
+    """The subject's own signature is judged as a witness's: a did:web implementation that revokes
+    its compromised key (§28.5) keeps its DID; its receipt committed after the suspected compromise
+    answers `revoked` (`subject_invalid`, `signer.key`), checked offline and by a mirror."""
+    hosts, reg = net
+    k = bytes([156]) * 32
+    impl = WebSubject(":".join(["did:web", hosts.host, f"impl-{uuid.uuid4().hex[:8]}"]), k)
+    hosts.publish_web(impl.did, impl.document)
+    rec = await post(reg, conformance_doc(web_receipt(impl, "L3")))
+    suspected = now_utc() - timedelta(hours=1)
+    await post(reg, compromise(k, suspected))
+    resp, verdict = await answer(reg, rec["id"])
+    assert verdict == ("revoked", resp["revocation"]["via"]["record"]["issued_at"], "subject_invalid", None)
+    assert resp["revocation"]["signer"] == {"id": impl.did, "key": did(k), "status": "revoked",
+                                            "since": utc(suspected), "reason": "key_compromise"}
+    assert (await answer(reg, impl.did))[1][0] == "good"
+    code, js = await cli_status(reg, rec["id"], tmp_path)
+    assert code == 3 and js["reason"] == "subject_invalid", js
+    st, body = await reg.post(conformance_doc(web_receipt(impl, "L3")))
+    assert st == 403 and body["subject"] == impl.did and body["key"] == did(k), body
+    assert await mirror_verdicts(reg, [rec["id"]], tmp_path) == {rec["id"]: verdict}

@@ -564,6 +564,11 @@ class Reference:
 
     def level_fails(self, rc: Record, t: datetime) -> tuple | None:
         signed = min(self.commit_time[rc.path], t)  # the latest time its signers can have signed, by t
+        # "A signature counts only if both the signer's DID and the key it was made with were valid"
+        # — the subject's own signature too, by a key other than its DID
+        own = rc.signing_key(rc.subject)
+        if own is not None and own != rc.subject and self.answer(own, signed) is not None:
+            return ("subject_invalid", rc.subject, self.answer(own, signed))
         audit = claims_of(rc.body).get("audit")
         if audit is not None and self.answer(audit["auditor"], signed) is not None:
             return ("auditor_invalid", audit["auditor"], self.answer(audit["auditor"], signed))

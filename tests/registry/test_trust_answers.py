@@ -111,6 +111,26 @@ def test_a_did_web_auditor_whose_key_was_compromised_voids_the_audit():
     assert s is not None and (s.reason, s.signer, s.signer_standing.key) == ("auditor_invalid", auditor.did, did(a))
 
 
+def test_a_did_web_subject_whose_key_was_compromised_before_the_commit_loses_the_receipt():
+    """The subject's own signature counts only while the key it made it with stands too: a did:web
+    implementation that revoked its key for compromise keeps its DID, and the receipts that key
+    signed by then no longer prove anything (the thief may have made them)."""
+    subj, _, _, r = web_net()
+    rec = r.submit(conformance_doc(web_receipt(subj, "L3")), 0)
+    later = r.submit(conformance_doc(web_receipt(subj, "L3")), 10)
+    revocation = r.submit(compromise(subj.seed, r, 5), 20)  # found at 20, suspected from 5
+    s = standing(r.index, rec.id, r.at(21))
+    assert standing(r.index, subj.did, r.at(21)) is None  # its DID stands
+    assert s is None  # committed before the suspected compromise: the owner signed it
+    s = standing(r.index, later.id, r.at(21))
+    assert s is not None and (s.status, s.reason, s.since, s.record) == \
+        ("revoked", "subject_invalid", later.effective_at, revocation)
+    assert (s.signer, s.signer_standing.key) == (subj.did, did(subj.seed))
+    with pytest.raises(Forbidden, match=f"signed it with the key {did(subj.seed)}") as e:
+        r.submit(conformance_doc(web_receipt(subj, "L3")), 22)
+    assert e.value.data == {"subject": subj.did, "key": did(subj.seed), "reason": "key_compromise"}
+
+
 # --- a credential and its issuer's status lists agree ------------------------------------------
 
 

@@ -172,6 +172,14 @@ class Sequence:
         await self.post(make_revocation(keyed.seed, kind="key", subject=did(keyed.seed), reason="key_compromise",
                                         effective_at=_ago(3600)))
         await self.answer("receipt whose did:web witness's key was compromised", by_key["id"], "revoked")
+        # a did:web subject whose own key was compromised before its receipt was committed
+        keyed2 = WebSubject(f"did:web:127.0.0.1%3A{self.hosts.web_port}:sk-{uuid.uuid4().hex[:8]}", generate_seed())
+        self.hosts.publish_web(keyed2.did, keyed2.document)
+        signed_by_key = web_receipt(keyed2, "L3")
+        await self.post(conformance_doc(signed_by_key))
+        await self.post(make_revocation(keyed2.seed, kind="key", subject=did(keyed2.seed), reason="key_compromise",
+                                        effective_at=_ago(3600)))
+        await self.answer("receipt whose did:web subject's key was compromised", signed_by_key["id"], "revoked")
         # a credential falls with its issuer; a principal with no key left loses its tokens
         i = generate_seed()
         await self.post(make_revocation(i, kind="vc", subject="urn:uuid:cred-later", status_list_index=9,

@@ -49,7 +49,7 @@ export const LEAF_SHAPES = [[REVOKED, 'revoked'], [[...REVOKED, 'reinstated_at',
 const EVIDENCE = ['record', 'path', 'seq', 'commit', 'tree', 'git_path', 'anchor'];
 const EVIDENCE_OPTIONAL = ['receipt_anchor', 'did_documents', 'commit_object'];
 /** Why a conformance receipt's level does not hold: a signer that does not count (§31, §28.5). */
-export const SIGNER_REASONS = ['witness_invalid', 'auditor_invalid', 'witness_unqualified'];
+export const SIGNER_REASONS = ['witness_invalid', 'auditor_invalid', 'witness_unqualified', 'subject_invalid'];
 const RECOVERIES = ['rotate', 'resume'];
 /** A conformance receipt's status id: the only id whose answer may carry `via`. */
 const RECEIPT_PREFIX = 'urn:oap:conformance:';
@@ -268,8 +268,10 @@ async function signerDecides(block, rec, linked, key, since, registry, policy) {
   if (receipt.type !== 'conformance' || receipt.id !== key) throw fail('via: not this conformance receipt');
   const committed = await commitTime(block.via, 'via');
   const who = signer.id, signedSince = time(signer.since, 'signer since');
-  const signs = reason === 'witness_invalid' ? receipt.witnesses.includes(who) : receipt.audit !== null && receipt.audit !== undefined && receipt.audit.auditor === who;
-  if (!signs) throw fail(`signer: ${who} is not a${reason === 'witness_invalid' ? ' witness' : 'n auditor'} of this receipt`);
+  const signs = reason === 'subject_invalid' ? who === receipt.subject && keyed // only the key of its own signature can fail it
+    : reason === 'witness_invalid' ? receipt.witnesses.includes(who) : receipt.audit !== null && receipt.audit !== undefined && receipt.audit.auditor === who;
+  const role = { witness_invalid: ' witness', auditor_invalid: 'n auditor' }[reason] ?? ' subject signing by key';
+  if (!signs) throw fail(`signer: ${who} is not a${role} of this receipt`);
   if (signedSince > committed) throw fail('signer: its standing began after the receipt was committed, so its signature counts');
   let decided = who; // whose standing the records prove: the signer's DID, or the key it signed with
   if (keyed) {

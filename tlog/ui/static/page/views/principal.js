@@ -50,6 +50,10 @@ function meaning(v, id) {
     if (v.reason === 'witness_unqualified')
       return { headline: `REVOKED (witness_unqualified) from ${since}: its level does not hold`,
         detail: ['witness ', who, ' held no valid L4/L5 receipt when it signed, and too few qualified witnesses remain: the receipt never proved its level.'] };
+    if (v.reason === 'subject_invalid')
+      return { headline: `REVOKED (subject_invalid) from ${since}: its own signature does not count`,
+        detail: ['its subject ', who, ' signed it with a key that had lost its standing (', recordWords(v.deciding),
+          ') no later than the receipt was committed: the key\'s thief may have made it.'] };
     const role = v.reason === 'auditor_invalid' ? 'auditor' : 'witness';
     return { headline: `REVOKED (${v.reason}) from ${since}: its level does not hold`,
       detail: [`its ${role} `, who, ' had lost its standing (', recordWords(v.deciding),
