@@ -133,6 +133,14 @@ async def test_a_running_log_moves_from_key_a_to_key_b_witnessed_and_mirrored_th
         reload(m, tmp_path / "m" / "mirror.toml", f'vkey = "{va}"', f'vkey = ["{va}", "{vb}"]')
         assert await until(lambda: _has_keys(w.url, [va, vb]), 30, "the witness to follow key B")
         assert await until(lambda: _has_keys(m.url, [va, vb]), 30, "the mirror to follow key B")
+        # a broken file on SIGHUP changes nothing: the witness says so and keeps both keys
+        wcfg = tmp_path / "w" / "witness.toml"
+        good = wcfg.read_text()
+        wcfg.write_text(good.replace(f'"{vb}"]', '"not a vkey"]'))
+        os.kill(w.pid, signal.SIGHUP)
+        await until(lambda: "was not reloaded" in w.log_text, 30, "the witness to refuse the broken file")
+        assert w.alive() and await _has_keys(w.url, [va, vb])
+        wcfg.write_text(good)
 
         # the overlap, step 2: B is the log's key now, A still signs
         svc = log.start(b, a)
