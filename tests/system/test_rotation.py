@@ -128,6 +128,7 @@ async def test_a_running_log_moves_from_key_a_to_key_b_witnessed_and_mirrored_th
         async with aiohttp.ClientSession() as s, s.get(f"{svc.url}/v1/policy") as r:
             published = await r.text()
         assert f"log {va}" in published and f"log {vb}" in published  # clients fetch both keys
+        assert (await info(svc.url))["verifier_keys"] == [va, vb]
         # the witness and the mirror learn key B from their operators: a config edit and SIGHUP
         reload(w, tmp_path / "w" / "witness.toml", f'vkey = "{va}"', f'vkey = ["{va}", "{vb}"]')
         reload(m, tmp_path / "m" / "mirror.toml", f'vkey = "{va}"', f'vkey = ["{va}", "{vb}"]')
