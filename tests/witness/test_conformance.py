@@ -335,7 +335,7 @@ async def test_refuses_without_its_own_valid_l4_receipt(tmp_path, net, own, why)
         own = receipt(SUBJECT, "L4", PEERS[:1])
     elif own == "tampered":
         own = receipt(IDENTITY, "L4", PEERS[:1])
-        own["profile"] = "research"
+        own["profile"] = "standard"  # any edit after signing
     elif own == "L4-no-peer":
         own = receipt(IDENTITY, "L4", [])
     cfg, log = setup(tmp_path, net, own=own)
@@ -370,7 +370,7 @@ async def test_refusals_of_the_request(tmp_path, net):
         await expect({"receipt": rec, "bundle": 5}, 400, "invalid_input")
         await expect({"receipt": rec, "bundle": good}, 415, "invalid_input", ctype="text/plain")
         # The receipt itself.
-        bad_sig = dict(rec, profile="research")
+        bad_sig = dict(rec, profile="standard")  # any edit after signing
         await expect({"receipt": bad_sig, "bundle": good}, 400, "invalid_input", "does not verify")
         old = receipt(SUBJECT, "L4", PEERS[1:2], days=(-100, -10))
         await expect({"receipt": old, "bundle": anchored(log, rec)}, 400, "invalid_input", "expired")
