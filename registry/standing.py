@@ -724,7 +724,8 @@ def standings(index: Indexed, at: datetime) -> dict[str, Standing]:
             principals.add(rec.subject)
         elif rec.type == "revocation":
             ids.update(rec.status_keys())
-            if rec.body["reason"] != "superseded":  # whose primary key may this be (suspended or dead)?
+            # whose primary key may this be (a suspended or dead principal)?
+            if rec.body["kind"] in ("did", "key") and rec.body["reason"] != "superseded":
                 principals.add(rec.subject)
                 principals.update(e.subject for e in index.key_events_naming(rec.subject)
                                   if e.body["event"] == "rotate")
