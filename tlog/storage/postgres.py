@@ -59,7 +59,16 @@ from tlog.merkle.tree import TreeView
 from tlog.storage import hashfiles
 from tlog.storage.durable import lock_dir
 from tlog.storage.hashfiles import HashFiles
-from tlog.storage.interface import CorruptionError, Fault, Head, Lease, LeaseLost, Sequenced, SignedHead
+from tlog.storage.interface import (
+    CorruptionError,
+    Fault,
+    Head,
+    Lease,
+    LeaseLost,
+    Sequenced,
+    SignedHead,
+    frozen_error,
+)
 from tlog.storage.receiptsql import receipts_query
 from tlog.storage.transfer import Snapshot
 
@@ -96,6 +105,7 @@ ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS failure TEXT NOT NULL DEFAULT '';
 ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS failed_at DOUBLE PRECISION NOT NULL DEFAULT 0;
 ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ NOT NULL DEFAULT '-infinity';
 ALTER TABLE oap_head ADD COLUMN IF NOT EXISTS swept BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE oap_sequence ADD COLUMN IF NOT EXISTS frozen TEXT;
 CREATE TABLE IF NOT EXISTS oap_receipts (
     signer       TEXT NOT NULL,
     idx          BIGINT NOT NULL,
@@ -302,11 +312,11 @@ class PostgresStorage:
 
     @staticmethod
     def _read_head(conn: Any) -> Head:
-        size, root, note, psize, pnote, failure, failed_at, swept, sequenced = conn.execute(
+        size, root, note, psize, pnote, failure, failed_at, swept, sequenced, frozen = conn.execute(
             "SELECT h.size, h.root, h.note, h.published_size, h.published_note, h.failure, h.failed_at, h.swept, "
-            "s.next FROM oap_head h, oap_sequence s").fetchone()
+            "s.next, s.frozen FROM oap_head h, oap_sequence s").fetchone()
         return Head(sequenced, None if size < 0 else SignedHead(size, bytes(root), note),
-                    None if psize < 0 else (psize, pnote), failure, failed_at, swept)
+                    None if psize < 0 else (psize, pnote), failure, failed_at, swept, frozen)
 
     def head(self) -> Head:
         with self._db() as conn:
@@ -343,7 +353,9 @@ class PostgresStorage:
         receipts = {r.index: r for r in receipt_rows(list(zip(range(len(datas)), leaves, datas)), 0.0)}
         with self._seq.use() as conn:
             with conn.transaction():
-                nxt = conn.execute("SELECT next FROM oap_sequence FOR UPDATE").fetchone()[0]
+                nxt, frozen = conn.execute("SELECT next, frozen FROM oap_sequence FOR UPDATE").fetchone()
+                if frozen is not None:  # read under the row lock `freeze` writes under: nothing after it
+                    raise frozen_error(frozen)
                 known = dict(conn.execute("SELECT leaf, idx FROM oap_entries WHERE leaf = ANY(%s)",
                                           (list(set(leaves)),)).fetchall())
                 indices: list[int] = []
@@ -372,6 +384,14 @@ class PostgresStorage:
                     conn.execute(f"NOTIFY {SEQUENCE_CHANNEL}")
         self._fault("after_sequence")
         return Sequenced(indices, fresh, leaves, nxt + len(new))
+
+    def freeze(self, successor: str) -> None:
+        """Set `frozen` on the sequence row: its row lock orders it with every `sequence` of
+        every frontend, which reads it under the same lock and refuses from then on."""
+        with self._db() as conn:
+            with conn.transaction():
+                conn.execute("UPDATE oap_sequence SET frozen = COALESCE(frozen, %s)", (successor,))
+                conn.execute(f"NOTIFY {SEQUENCE_CHANNEL}")
 
     # --- the hash cache ------------------------------------------------------------------
 
