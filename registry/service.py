@@ -42,10 +42,10 @@ from .config import RegistryConfig
 from .history import Replayer, replay
 from .index import CommitInfo, Index
 from .layout import anchor_path
-from .loglist import LogListFile
 from .metrics import RegistryMetrics
 from .mirror import Mirror, SyncResult
 from .records import Record
+from .shardlist import LogListFile
 from .status import Epoch, Produced, StatusProducer
 from .statuslist import status_list_credential
 from .store import MAIN, ReadGate, RegistryRepo
@@ -547,6 +547,7 @@ class RegistryService:
             "records": len(self.index.records), "git": f"/{self.config.name}.git",
             "status_service": self.producer.registry if self.producer else None,
             "epoch": self.epoch.number if self.epoch else None,
+            "log_list": "/v1/log-list" if self.log_list is not None else None,
         }
         if g is not None:
             urls = {link.origin: link.url for link in self.anchorer.links} if self.anchorer is not None else {}

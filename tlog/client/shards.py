@@ -16,8 +16,8 @@ from tlog.client.client import LogAnchor, anchor_in_logs, oap_request
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import OAPError, VerificationError
 from tlog.formats.keys import parse_vkey
-from tlog.formats.loglist import ListedLog, LogList, verify_log_list, writable_log
 from tlog.formats.policy import PolicyLog
+from tlog.formats.shardlist import ListedLog, LogList, verify_log_list, writable_log
 from tlog.transport import Outbound
 
 MOVED = "deprecated"

@@ -1,157 +1,133 @@
-"""The registry's signed log list (docs/architecture.md §6.2): which logs exist, which take
-entries now (temporal shards, each with its window), which are frozen, and each one's
-successor, so that a client moves to the next shard without a change of its configuration.
+"""Witness-network log lists, format `logs/v0` (witness-network.org "Log-list format").
 
-A list is one JSON object, signed like every other registry statement: Ed25519 by the
-registry key over the JCS (RFC 8785) of the object without its `signature` member, base64:
+    # comments and blank lines are ignored; lines are stripped of surrounding whitespace
+    logs/v0
+    vkey <vkey>
+    [origin <origin>]          optional: defaults to the vkey's key name
+    qpd <1..2^31-1>            add-checkpoint requests the log may make per day
+    contact <free text>
 
-    {"type": "oap-log-list", "registry": "<did:key>", "issued_at": "<RFC 3339 UTC>",
-     "logs": [{"origin": "...", "url": "https://...", "vkey": "<C2SP vkey>",
-               "state": "active" | "frozen",
-               "accept_from": "<RFC 3339 UTC>", "accept_until": "<RFC 3339 UTC>",
-               "successor": "<origin of another log of the list>"}, ...],
-     "signature": "<base64>"}
-
-`accept_from`, `accept_until` and `successor` are optional. A client verifies the list
-offline against the registry key it pinned (a tlog-policy `registry` line), and picks the
-log to write to with `writable_log`; the operator writes the unsigned part
-(`check_log_list_body` refuses a bad one at the registry's start).
+The header comes first; each log is those lines in that order. Parsing is strict,
+because a list decides which keys a witness trusts: a list with a malformed line,
+lines out of order, an incomplete entry, a bad qpd, a malformed vkey or two entries
+for one origin is refused whole (the caller keeps the last good one). Two leniencies,
+for lists written for newer witnesses: a line with a keyword the format does not
+define is ignored (as the witness network's own validator does: a keyword added
+later must not make every older witness drop the list), and a well-formed vkey of a
+type this witness cannot verify checkpoints with is skipped (and reported), not
+fatal. Lines end at "\n" only (other Unicode line breaks are control characters or
+part of a value). Pure: no I/O.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
-from tlog.errors import FormatError, OAPError, SignatureError
-from tlog.formats import ed25519
-from tlog.formats.canonical import jcs
-from tlog.formats.did import public_from_did_key
-from tlog.formats.encoding import b64dec
-from tlog.formats.keys import parse_vkey
-from tlog.formats.times import parse_utc
-from tlog.formats.urls import is_base_url
+from tlog.errors import FormatError
+from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
+from tlog.formats.keys import COSIGNATURE_MLDSA44, ECDSA, ED25519, parse_vkey
 
-LIST_TYPE = "oap-log-list"
-STATES = ("active", "frozen")
-MAX_LOGS = 256
-_LOG_FIELDS = {"origin", "url", "vkey", "state", "accept_from", "accept_until", "successor"}
-_LIST_FIELDS = {"type", "registry", "issued_at", "logs", "signature"}
+HEADER = "logs/v0"
+MAX_LIST_BYTES = 16 << 20
+"""A cap on a fetched list: the largest witness-network.org lists plan for 40,000 logs."""
+MAX_QPD = 2**31 - 1
+LOG_KEY_TYPES = frozenset({ED25519, ECDSA, COSIGNATURE_MLDSA44})
+"""Log key types a witness can verify checkpoints with (the format itself permits 0x01 today)."""
+
+_QPD_RE = re.compile(r"[1-9][0-9]{0,9}", re.ASCII)
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_ORDER = ("vkey", "origin", "qpd", "contact")
 
 
 @dataclass(frozen=True)
 class ListedLog:
-    origin: str
-    url: str
     vkey: str
-    state: str
-    accept_from: datetime | None = None
-    accept_until: datetime | None = None
-    successor: str | None = None
-
-    def takes_entries_at(self, now: datetime) -> bool:
-        """Active, and `now` inside its window."""
-        return self.state == "active" and (self.accept_from is None or self.accept_from <= now) and \
-            (self.accept_until is None or now < self.accept_until)
+    origin: str
+    qpd: int
+    contact: str
 
 
 @dataclass(frozen=True)
 class LogList:
-    registry: str
-    issued_at: datetime
     logs: tuple[ListedLog, ...]
-
-    def by_origin(self, origin: str) -> ListedLog | None:
-        return next((log for log in self.logs if log.origin == origin), None)
-
-    def by_url(self, url: str) -> ListedLog | None:
-        url = url.rstrip("/")
-        return next((log for log in self.logs if log.url == url), None)
+    skipped: tuple[tuple[str, str], ...] = ()  # (vkey, why) of entries with a key type not supported here
 
 
-def _str(value: object, where: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > 1024 or not value.isprintable():
-        raise FormatError(f"{where} must be a printable string of 1..1024 characters")
-    return value
+def parse_log_list(data: bytes | str) -> LogList:
+    """Parse a logs/v0 list; FormatError (naming the line) if it is not one."""
+    if isinstance(data, (bytes, bytearray)):
+        if len(data) > MAX_LIST_BYTES:
+            raise FormatError(f"log list larger than {MAX_LIST_BYTES} bytes")
+        try:
+            data = bytes(data).decode("utf-8")
+        except UnicodeDecodeError:
+            raise FormatError("log list is not valid UTF-8") from None
+    if not isinstance(data, str):
+        raise FormatError("log list must be text")
+    if len(data) > MAX_LIST_BYTES:
+        raise FormatError(f"log list larger than {MAX_LIST_BYTES} bytes")
+    logs: list[ListedLog] = []
+    skipped: list[tuple[str, str]] = []
+    origins: set[str] = set()
+    entry: dict[str, str] = {}
+    entry_line = 0
+    seen_header = False
 
+    def finish() -> None:
+        if not entry:
+            return
+        if "qpd" not in entry or "contact" not in entry:
+            missing = "qpd" if "qpd" not in entry else "contact"
+            raise FormatError(f"log list line {entry_line}: the log has no {missing} line", line=entry_line)
+        try:
+            v = parse_vkey(entry["vkey"])
+        except FormatError as e:
+            raise FormatError(f"log list line {entry_line}: vkey: {e.message}", line=entry_line) from None
+        origin = entry.get("origin", v.name)
+        if v.key_type not in LOG_KEY_TYPES:
+            skipped.append((entry["vkey"], f"key type 0x{v.key_type:02x} cannot sign checkpoints here"))
+        elif origin in origins:
+            raise FormatError(f"log list line {entry_line}: origin {origin!r} is listed twice", line=entry_line)
+        else:
+            origins.add(origin)
+            logs.append(ListedLog(entry["vkey"], origin, int(entry["qpd"]), entry["contact"]))
+        entry.clear()
 
-def _log(doc: object, i: int) -> ListedLog:
-    where = f"logs[{i}]"
-    if not isinstance(doc, dict):
-        raise FormatError(f"{where} must be an object")
-    unknown = set(doc) - _LOG_FIELDS
-    if unknown:
-        raise FormatError(f"{where}: unknown members {sorted(unknown)}")
-    origin, url, vkey, state = (_str(doc.get(k), f"{where}.{k}") for k in ("origin", "url", "vkey", "state"))
-    if not is_base_url(url):
-        raise FormatError(f"{where}.url must be an http(s) URL without a trailing '/'")
-    v = parse_vkey(vkey)
-    if v.name != origin:
-        raise FormatError(f"{where}.vkey is named {v.name!r}, not the log's origin {origin!r}")
-    if state not in STATES:
-        raise FormatError(f"{where}.state must be one of {', '.join(STATES)}")
-    start, end = (parse_utc(doc[k], f"{where}.{k}") if k in doc else None for k in ("accept_from", "accept_until"))
-    if start is not None and end is not None and start >= end:
-        raise FormatError(f"{where}: accept_from must be before accept_until")
-    successor = _str(doc["successor"], f"{where}.successor") if "successor" in doc else None
-    return ListedLog(origin, url, vkey, state, start, end, successor)
-
-
-def check_log_list_body(doc: object) -> tuple[ListedLog, ...]:
-    """The logs of a list (signed or not): every member checked, origins and URLs unique,
-    every successor a log of the list and none its own; FormatError naming the first fault."""
-    if not isinstance(doc, dict):
-        raise FormatError("a log list must be a JSON object")
-    logs = doc.get("logs")
-    if not isinstance(logs, list) or len(logs) > MAX_LOGS:
-        raise FormatError(f"logs must be a list of at most {MAX_LOGS} logs")
-    out = tuple(_log(d, i) for i, d in enumerate(logs))
-    origins = [log.origin for log in out]
-    if len(set(origins)) != len(origins) or len({log.url for log in out}) != len(out):
-        raise FormatError("every log of the list needs its own origin and url")
-    for log in out:
-        if log.successor is not None and (log.successor not in origins or log.successor == log.origin):
-            raise FormatError(f"the successor of {log.origin} must be another log of the list")
-    return out
-
-
-def verify_log_list(doc: object, registry: str) -> LogList:
-    """A signed list, checked offline against the pinned registry key `registry` (a did:key):
-    SignatureError if it is not signed by it, FormatError if it is malformed."""
-    if not isinstance(doc, dict):
-        raise FormatError("a log list must be a JSON object")
-    if doc.get("type") != LIST_TYPE:
-        raise FormatError(f"not a log list (type must be {LIST_TYPE!r})")
-    unknown = set(doc) - _LIST_FIELDS
-    if unknown:
-        raise FormatError(f"log list: unknown members {sorted(unknown)}")
-    if doc.get("registry") != registry:
-        raise SignatureError(f"the log list is by {doc.get('registry')!r}, not the pinned registry {registry}")
-    sig = doc.get("signature")
-    try:
-        raw = b64dec(sig, what="signature") if isinstance(sig, str) else b""
-        ed25519.verify(public_from_did_key(registry), jcs({k: v for k, v in doc.items() if k != "signature"}), raw)
-    except OAPError:
-        raise SignatureError("the log list is not signed by the pinned registry key") from None
-    logs = check_log_list_body(doc)
-    return LogList(registry, parse_utc(doc.get("issued_at"), "issued_at"), logs)
-
-
-def unsigned_log_list(registry: str, issued_at: str, body: dict[str, Any]) -> dict[str, Any]:
-    """What the registry signs: the operator's `logs`, checked, with the list's header."""
-    check_log_list_body(body)
-    return {"type": LIST_TYPE, "registry": registry, "issued_at": issued_at, "logs": body["logs"]}
-
-
-def writable_log(lst: LogList, now: datetime, *, start: str | None = None) -> ListedLog | None:
-    """The log to write to at `now`: from the log whose origin is `start`, its successors in
-    turn (a frozen or closed shard hands over to the next), the first that takes entries;
-    without `start` (or when it is not listed), any log of the list that does. None if none."""
-    seen: set[str] = set()
-    log = lst.by_origin(start) if start is not None else None
-    while log is not None and log.origin not in seen:
-        if log.takes_entries_at(now):
-            return log
-        seen.add(log.origin)
-        log = lst.by_origin(log.successor) if log.successor is not None else None
-    return next((log for log in lst.logs if log.takes_entries_at(now)), None)
+    for lineno, raw in enumerate(data.split("\n"), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if _CONTROL_RE.search(line.replace("\t", " ")):
+            raise FormatError(f"log list line {lineno}: control character", line=lineno)
+        if not seen_header:
+            if line != HEADER:
+                raise FormatError(f"log list line {lineno}: expected the {HEADER!r} header", line=lineno)
+            seen_header = True
+            continue
+        if line == HEADER:
+            raise FormatError(f"log list line {lineno}: a second {HEADER!r} header", line=lineno)
+        keyword, _, value = line.partition(" ")
+        value = value.strip()
+        if keyword not in _ORDER:
+            continue  # a keyword of a later revision of the format
+        if not value:
+            raise FormatError(f"log list line {lineno}: {keyword} needs a value", line=lineno)
+        if keyword == "vkey":
+            finish()
+            entry_line = lineno
+        elif not entry:
+            raise FormatError(f"log list line {lineno}: {keyword} before the vkey line of a log", line=lineno)
+        elif _ORDER.index(keyword) <= max(_ORDER.index(k) for k in entry):
+            raise FormatError(f"log list line {lineno}: {keyword} out of order (vkey, [origin], qpd, contact)",
+                              line=lineno)
+        elif keyword == "origin" and len(value.encode("utf-8")) > MAX_ORIGIN_BYTES:
+            raise FormatError(f"log list line {lineno}: origin longer than {MAX_ORIGIN_BYTES} bytes", line=lineno)
+        elif keyword == "qpd" and not (_QPD_RE.fullmatch(value) and int(value) <= MAX_QPD):
+            raise FormatError(f"log list line {lineno}: qpd must be a decimal in 1..2^31-1", line=lineno)
+        if keyword == "vkey" and " " in value:
+            raise FormatError(f"log list line {lineno}: a vkey has no spaces", line=lineno)
+        entry[keyword] = value
+    if not seen_header:
+        raise FormatError(f"log list has no {HEADER!r} header")
+    finish()
+    return LogList(tuple(logs), tuple(skipped))

@@ -72,7 +72,8 @@ class WritePipeline:
         self.max_entry_body, self.max_body = cfg.max_entry_body, cfg.max_body
         self.max_batch_entries = cfg.max_batch_entries
         self._window, self._successor = cfg.window(), cfg.successor_url
-        self._window_text: dict[str, Any] = {"accept_from": cfg.accept_from or None, "accept_until": cfg.accept_until or None}
+        self._window_text: dict[str, Any] = {"accept_from": cfg.accept_from or None,
+                                             "accept_until": cfg.accept_until or None}
         # Items a body may hold: what the route's largest honest body holds, no more; a quarter
         # of it for a request without a valid token, where tokens are used.
         one, many = (max(MAX_DOCUMENT_ITEMS, n * ITEMS_PER_ENTRY + 16) for n in (1, cfg.max_batch_entries))

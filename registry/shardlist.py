@@ -1,7 +1,7 @@
 """The signed log list this registry publishes (`GET /v1/log-list`, docs/architecture.md §6.2).
 
 The operator keeps the list's logs in a JSON file (`log_list`: `{"logs": [...]}`, the
-format of `tlog.formats.loglist`); the registry checks it at start (a bad file stops the
+format of `tlog.formats.shardlist`); the registry checks it at start (a bad file stops the
 start), signs it with its key and serves it. An edit of the file (a log frozen, a shard
 opened) is picked up at the next request: signed again with a new `issued_at`; an edit
 that does not check keeps the last good list served and is logged.
@@ -18,12 +18,12 @@ from typing import Any
 from tlog.errors import ConfigError, FormatError
 from tlog.formats.did import did_key_from_public
 from tlog.formats.keys import Ed25519Key, ed25519_signer
-from tlog.formats.loglist import unsigned_log_list
+from tlog.formats.shardlist import unsigned_log_list
 from tlog.formats.times import format_utc
 
 from .status import sign_object
 
-log = logging.getLogger("oap.registry.loglist")
+log = logging.getLogger("oap.registry.shardlist")
 MAX_FILE = 1 << 20
 
 
