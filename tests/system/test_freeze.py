@@ -243,6 +243,18 @@ async def test_a_closed_shard_refuses_and_the_client_follows_the_signed_log_list
     assert listed is not None and listed.vkey == new.vkey
     with_log(policy, listed).verify_checkpoint(bundle.checkpoint)
 
+    # the monitor reads the same list, verified against the registry key
+    (tmp_path / "new.policy").write_text(f"log {new.vkey}\n")
+    (tmp_path / "monitor.toml").write_text(
+        f'[[logs]]\nurl = "{new.url}"\npolicy = "{tmp_path / "new.policy"}"\n'
+        f'[registry]\nurl = "{reg.url}"\nkey = "{did}"\nanchors = false\n')
+    r = await asyncio.to_thread(subprocess.run, [str(BIN / "oap-monitor"), "run", "--once", "--config",
+                                                 str(tmp_path / "monitor.toml"), "--state", str(tmp_path / "mstate")],
+                                capture_output=True, text=True, timeout=120)
+    assert f"log list: oap.localhost/log2020 at {old.url}: active, takes no entries now, " \
+           "successor oap.localhost/log2021" in r.stdout, r.stdout + r.stderr
+    assert f"log list: oap.localhost/log2021 at {new.url}: active, takes entries now" in r.stdout
+
     # a list the pinned key did not sign is not followed
     client_policy.write_text(f"log {old.vkey} {old.url}\nregistry did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK "
                              f"{reg.url}\n")
