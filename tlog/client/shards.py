@@ -74,7 +74,10 @@ async def anchor_following_list(entry: dict, urls: Sequence[str], *, policy: Tru
     targets: dict[int, ListedLog] = {}
     for i in moved:
         listed = lst.by_url(results[i].url)
-        nxt = writable_log(lst, at, start=listed.origin if listed is not None else None)
+        if listed is None:  # only a log the list names hands over: never a jump to some other log
+            tell(f"{results[i].url} takes no more entries, and the registry's log list does not name it")
+            continue
+        nxt = writable_log(lst, at, start=listed.origin)
         if nxt is None or nxt.url in urls or nxt.url in {t.url for t in targets.values()}:
             tell(f"{results[i].url} takes no more entries, and the registry's log list names no other log "
                  "that takes them now")

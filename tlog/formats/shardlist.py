@@ -144,14 +144,17 @@ def unsigned_log_list(registry: str, issued_at: str, body: dict[str, Any]) -> di
 
 
 def writable_log(lst: LogList, now: datetime, *, start: str | None = None) -> ListedLog | None:
-    """The log to write to at `now`: from the log whose origin is `start`, its successors in
-    turn (a frozen or closed shard hands over to the next), the first that takes entries;
-    without `start` (or when it is not listed), any log of the list that does. None if none."""
+    """The log to write to at `now`: from the log whose origin is `start`, itself or its
+    successors in turn (a frozen or closed shard hands over to the next), the first that
+    takes entries; never a log outside that chain. Without `start`, the first log of the
+    list that takes entries. None if none does."""
+    if start is None:
+        return next((log for log in lst.logs if log.takes_entries_at(now)), None)
     seen: set[str] = set()
-    log = lst.by_origin(start) if start is not None else None
+    log = lst.by_origin(start)
     while log is not None and log.origin not in seen:
         if log.takes_entries_at(now):
             return log
         seen.add(log.origin)
         log = lst.by_origin(log.successor) if log.successor is not None else None
-    return next((log for log in lst.logs if log.takes_entries_at(now)), None)
+    return None
