@@ -373,7 +373,7 @@ def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, t
 @click.option("--successor", default=None,
               help="URL of the log that takes this log's writes from now on, named in every refusal "
                    "(default: successor_url of the configuration).")
-@click.option("--timeout", type=float, default=60.0, show_default=True,
+@click.option("--timeout", type=click.FloatRange(1, 3600), default=60.0, show_default=True,
               help="Seconds to wait for the final checkpoint to be witnessed and published.")
 def freeze(config_file: Path | None, data_dir: Path | None, successor: str | None, timeout: float) -> None:
     """Freeze the log for good: it takes no more entries, and everything it holds is signed,
