@@ -114,7 +114,8 @@ class LazyHashes:
         """`HashFiles.append`; the tiles it completes are held whole (the edge was)."""
         rows = hash_rows(leaves)
         self.files.append(old_size, rows)
-        self._grow(old_size + rows.shape[0], present=True)
+        with self._lock:  # not beside a fill: it sets a bit of the arrays _grow may replace
+            self._grow(old_size + rows.shape[0], present=True)
 
     def _grow(self, size: int, *, present: bool) -> None:
         """Tiles that are full at `size` and were not: held (`present`) or not."""
