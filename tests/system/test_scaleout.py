@@ -186,6 +186,23 @@ async def test_a_new_frontend_serves_from_the_buckets_right_edge_and_fills_the_r
             assert r.state.view.inclusion_proof(index) == path(index, n + 300), index
     finally:
         await b.close()
+    # Restarted, its cache (with holes) is dropped and the edge loaded again; with no bucket
+    # configured any more, the cache is built whole from the entries.
+    again = PostgresStorage(dsn, tmp_path / "b", name="b", tiles=engines.bucket_of(url).get)
+    again.open()
+    try:
+        assert again.extend(n + 300) == ref.get_root(n + 300)
+        assert again.hashes.missing > 0 and again.hashes.files.read(0, 5) == bytes(32)
+    finally:
+        again.close()
+    whole = PostgresStorage(dsn, tmp_path / "b", name="b")
+    whole.open()
+    try:
+        assert whole.extend(n + 300) == ref.get_root(n + 300)
+        assert whole.hashes.missing == 0 and whole.hashes.files.read(0, 5) == leaves[5]
+        assert not (tmp_path / "b" / "hashes" / "sparse").exists()
+    finally:
+        whole.close()
 
 
 async def test_a_database_restart_is_503_then_recovers_with_nothing_lost(engines, tmp_path):
