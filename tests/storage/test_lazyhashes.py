@@ -46,9 +46,14 @@ def edge_of(full: HashFiles, size: int) -> dict[int, bytes]:
     return out
 
 
-def lazy(tmp_path, world, *, tamper: str = "") -> tuple[LazyHashes, list[str]]:
+def lazy(tmp_path, world, *, tamper: str = "", reads: list | None = None) -> tuple[LazyHashes, list[str]]:
     leaves, full, _ = world
     fetched: list[str] = []
+
+    def leaf_rows(start: int, count: int) -> np.ndarray:
+        if reads is not None:
+            reads.append((start, count))
+        return leaves[start:start + count]
 
     def fetch(path: str) -> bytes | None:
         fetched.append(path)
@@ -57,7 +62,7 @@ def lazy(tmp_path, world, *, tamper: str = "") -> tuple[LazyHashes, list[str]]:
         data = full.read_range(TILE_HEIGHT * level, index * TILE_WIDTH, width)
         return bytes(32) + data[32:] if path == tamper else data
 
-    hashes = LazyHashes(HashFiles(tmp_path / "hashes"), fetch=fetch, leaves=lambda s, n: leaves[s:s + n])
+    hashes = LazyHashes(HashFiles(tmp_path / "hashes"), fetch=fetch, leaves=leaf_rows)
     hashes.load_edge(N, edge_of(full, N))
     return hashes, fetched
 
@@ -101,6 +106,24 @@ def test_proofs_of_old_entries_fill_the_tiles_they_need_and_equal_pymerkle(tmp_p
         proof = view.consistency_proof(old)
         assert proof == whole.consistency_proof(old), old
         verify_consistency(old, N, ref.get_root(old), ref.get_root(N), proof)
+    hashes.close()
+
+
+def test_a_batch_of_random_proofs_reads_the_entries_a_run_of_tiles_at_a_time(tmp_path, world):
+    _, full, ref = world
+    reads: list[tuple[int, int]] = []
+    hashes, fetched = lazy(tmp_path, world, reads=reads)
+    idx = np.random.default_rng(7).integers(0, N, 3000)  # nearly every one of the 259 level-0 tiles
+    view = TreeView(N, hashes.read)
+    batch = inclusion_levels(view, hashes, idx).split(text=False)
+    assert batch == inclusion_levels(TreeView(N, full.read), full, idx).split(text=False)
+    assert [batch[k] for k in range(5)] == [pymerkle_path(ref, int(i), N) for i in idx[:5]]
+    assert len(reads) < 20 and fetched == ["tile/1/000"]  # runs of tiles, not a read per tile
+    touched = sorted({int(i) >> 8 for i in idx if int(i) >> 8 < N // TILE_WIDTH})
+    assert hashes.missing == N // TILE_WIDTH + 1 - hashes.fetched and hashes.fetched >= len(touched)
+    for tile in touched:  # straight from the files, as written
+        assert hashes.files.read_range(0, tile * TILE_WIDTH, TILE_WIDTH) == full.read_range(0, tile * TILE_WIDTH,
+                                                                                           TILE_WIDTH)
     hashes.close()
 
 

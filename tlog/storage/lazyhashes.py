@@ -44,6 +44,7 @@ from tlog.storage.hashfiles import MAX_LEVELS, HashFiles
 log = logging.getLogger("oap.tlog.lazyhashes")
 
 TILE_LEVELS = -(-MAX_LEVELS // TILE_HEIGHT)
+RUN_TILES = 256  # level-0 tiles filled from one read of the entries at most (65,536 leaf hashes, 2 MiB)
 SPARSE = "sparse"
 """The marker file of a hash directory whose files may hold holes (dropped at the next start)."""
 
@@ -159,8 +160,8 @@ class LazyHashes:
                 t = (indices.astype(np.int64) << r) >> TILE_HEIGHT
                 t = t[t < n]
                 lacking = np.unique(t[~bits[t]])
-                for tile in lacking.tolist():
-                    self._fill(tl, tile)
+                if lacking.size:
+                    self._fill_many(tl, lacking)
         return self.files.gather(level, indices, need=need)
 
     def read_range(self, level: int, start: int, count: int) -> bytes:
@@ -185,6 +186,36 @@ class LazyHashes:
         tile = (index << (level % TILE_HEIGHT)) >> TILE_HEIGHT
         if tile < self._full[tl] and not self._bits[tl][tile]:
             self._fill(tl, tile)
+
+    def _fill_many(self, level: int, tiles: np.ndarray) -> None:
+        """Fill `tiles` (sorted, unique) of a tile level: level-0 tiles that follow each other
+        from one read of the entries per RUN_TILES (a batch of random proofs needs many)."""
+        if level or tiles.size == 1:
+            for tile in tiles.tolist():
+                self._fill(level, tile)
+            return
+        for run in np.split(tiles, np.flatnonzero(np.diff(tiles) != 1) + 1):
+            for a in range(0, run.size, RUN_TILES):
+                self._fill_leaves(int(run[a]), min(RUN_TILES, run.size - a))
+
+    def _fill_leaves(self, first: int, count: int) -> None:
+        """Level-0 tiles first..first+count-1 from one read of the entries, checked against
+        their nodes at tree level 8 (filled first if need be)."""
+        with self._lock:
+            if self._bits[0][first:first + count].any():  # some were filled meanwhile
+                for tile in range(first, first + count):
+                    self._fill(0, tile)
+                return
+            above = np.frombuffer(self.read_range(TILE_HEIGHT, first, count), dtype=np.uint8).reshape(count, 32)
+            rows = tile_rows(self.leaves(first * TILE_WIDTH, count * TILE_WIDTH))
+            if not np.array_equal(rows[TILE_HEIGHT], above):
+                log.error("the entries of hash tiles 0/%d..%d do not hash to the log's tree", first, first + count - 1)
+                raise Unavailable("the log's entries do not hash to its tree; the proof is not served", retry_after=5)
+            for r in range(TILE_HEIGHT):
+                self.files.write_nodes(r, (first * TILE_WIDTH) >> r, rows[r])
+            self._bits[0][first:first + count] = True
+            self.missing -= count
+            self.fetched += count
 
     def _fill(self, level: int, tile: int) -> None:
         """Fetch full tile (level, tile), check it hashes to its node one tile level up
