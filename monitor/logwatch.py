@@ -97,9 +97,10 @@ class LogWatcher:
     def __init__(self, cfg: LogWatch, ctx: Context) -> None:
         self.cfg, self.ctx = cfg, ctx
         self.policy = TrustPolicy.from_text(cfg.policy.read_text())
-        if len(self.policy.logs) != 1 and not cfg.name:
-            raise OAPError(f"{cfg.policy}: the policy names {len(self.policy.logs)} logs: give the log a name")
-        self.origin = self.policy.logs[0].name if len(self.policy.logs) == 1 else ""
+        one = self.policy.policy.log_count == 1  # one log (several keys of it during a key rotation)
+        if not one and not cfg.name:
+            raise OAPError(f"{cfg.policy}: the policy names {self.policy.policy.log_count} logs: give the log a name")
+        self.origin = self.policy.logs[0].name if one else ""
         self.name = cfg.name or self.origin
         self.reader = TileReader(ctx.session, cfg.url, ctx.timeout)
         witnesses = cfg.witnesses if cfg.witnesses is not None else tuple(

@@ -147,7 +147,7 @@ def anchor_policy(policy: TrustPolicy, at_least: int = 1) -> TrustPolicy:
     from what the relying party pins; what a registry says can only raise it. To accept an
     answer anchored in one log, pin only that log. PolicyError when the policy lists fewer
     logs than k."""
-    return policy.requiring(max(min(2, len(policy.policy.logs)), at_least))
+    return policy.requiring(max(min(2, policy.policy.log_count), at_least))
 
 
 def verify_status(resp: object, *, registry: str, status_id: str | None, policy: TrustPolicy | None = None,

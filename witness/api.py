@@ -240,7 +240,8 @@ class WitnessAPI:
         logs = []
         for log_, _ in self.svc.witness.logs.values():
             rec = records.get(log_.origin)
-            logs.append({"origin": log_.origin, "vkey": log_.vkey, "url": log_.url,
+            logs.append({"origin": log_.origin, "vkey": log_.vkey, "vkeys": [log_.vkey, *log_.extra_vkeys],
+                         "url": log_.url,
                          "checkpoint_path": f"/{origin_path(log_.origin)}/checkpoint",
                          "size": rec.size if rec else None, "cosigned_at": rec.cosigned_at if rec else None,
                          "qpd": log_.qpd, "list": log_.source})

@@ -6,12 +6,14 @@ import json
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from tlog.errors import ConfigError, OAPError
 from tlog.runtime.cli import INSECURE_HTTP, Running, fail, load_config, native_notice, run, serve_options, warn_insecure
+from tlog.runtime.config import load
 from tlog.runtime.logs import setup_logging
 
 from .config import WitnessConfig
@@ -49,19 +51,30 @@ def main() -> None:
 def serve(config_file, **flags) -> None:
     """Serve POST /add-checkpoint, monitoring, metrics and peer-witnessing until Ctrl-C (or SIGTERM)."""
     cfg = _config(config_file, **flags)
-    run(cfg, lambda: _start(cfg))
+    run(cfg, lambda: _start(cfg, lambda: load(WitnessConfig, section="witness", env_prefix="OAP_WITNESS_",
+                                              file=config_file, **flags)))
 
 
-async def _start(cfg: WitnessConfig) -> Running:
+async def _start(cfg: WitnessConfig, reread: Callable[[], WitnessConfig] | None = None) -> Running:
     from .api import build_app
     from .service import WitnessService
 
     svc = WitnessService.open(cfg)
+
+    def reload() -> None:
+        """SIGHUP: re-read the configuration and follow its logs (a bad file keeps the old ones)."""
+        assert reread is not None
+        try:
+            svc.reload_logs(reread())
+        except (ConfigError, OAPError, OSError) as e:
+            log.error("SIGHUP: the configuration was not reloaded (the logs stay as they were): %s",
+                      getattr(e, "message", None) or e)
+
     keys = [f"verifier key: {s.vkey}" if s.key_type != 0x06 else
             f"ML-DSA-44:    {cfg.mldsa_key_path.with_suffix('.vkey')} ({s.vkey[:40]}...)" for s in svc.signers]
     lists = [f"log lists:    {', '.join(cfg.log_lists)} (every {cfg.log_list_refresh:g} s)"] if cfg.log_lists else []
     registry = [f"registry:     {cfg.registry_url} (consulted before witnessing a receipt)"] if cfg.registry_url else []
-    return Running(build_app(svc), close=svc.close, banner=lambda url: [
+    return Running(build_app(svc), close=svc.close, reload=reload if reread is not None else None, banner=lambda url: [
         f"name:         {svc.signer.name}", *keys, f"identity:     {svc.peer.signer}", *registry,
         f"logs:         {', '.join(log_.origin for log_ in cfg.logs) or 'none configured'}", *lists,
         f"url:          {url}", f"data:         {cfg.data_dir.resolve()}"])

@@ -22,6 +22,8 @@ looks like this:
     vkey = "log.example.org+1a2b3c4d+AU..."
     url = "https://log.example.org"          # optional: only `oap-witness feed` uses it
     qpd = 86400                             # optional: new checkpoints cosigned per day (429 beyond)
+    # during the log's key rotation: vkey = ["<old vkey>", "<new vkey>"] (a checkpoint signed by either
+    # is accepted); edit the file and send SIGHUP: the witness reloads its logs without a restart
 
 `validate()` fails on bad or conflicting settings instead of adjusting them.
 """
@@ -66,10 +68,16 @@ class WitnessedLog:
     qpd: int | None = None  # new checkpoints cosigned per day (None: no limit)
     source: str | None = None  # the logs/v0 list it came from (None: this configuration)
     contact: str | None = None
+    extra_vkeys: tuple[str, ...] = ()  # the log's other keys during its key rotation (`vkey` as a list)
 
     @property
     def verifier(self) -> Verifier:
         return parse_vkey(self.vkey)
+
+    @property
+    def verifiers(self) -> tuple[Verifier, ...]:
+        """Every key of the log: a checkpoint signed by any of them is the log's (C2SP signed-note)."""
+        return tuple(parse_vkey(v) for v in (self.vkey, *self.extra_vkeys))
 
 
 def check_list_source(source: str) -> None:
@@ -93,6 +101,24 @@ def check_list_source(source: str) -> None:
     raise ConfigError(f"log_lists: {source!r} must be a file, an https:// URL or http:// to 127.0.0.1/::1")
 
 
+def log_vkeys(value: object, i: int) -> tuple[str, tuple[str, ...]]:
+    """A `[[logs]]` table's vkey: one key, or a list of the log's keys during its key rotation
+    (the first, and the others). Shared by the witness's and the mirror's configurations."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return value[0], tuple(value[1:])
+    if isinstance(value, str):
+        return value, ()
+    raise ConfigError(f"logs[{i}]: vkey must be a string, or a list of the log's keys during a key rotation")
+
+
+def check_log_keys(verifiers: Sequence[Verifier], where: str) -> None:
+    """A followed log's keys: of a type a log signs with, each once, at most 4 (a rotation's overlap)."""
+    if any(v.key_type not in LOG_KEY_TYPES for v in verifiers):
+        raise ConfigError(f"{where}: a log key must be Ed25519 (0x01), ECDSA (0x02) or ML-DSA-44 (0x06)")
+    if len({(v.name, v.key_id) for v in verifiers}) != len(verifiers) or len(verifiers) > 4:
+        raise ConfigError(f"{where}: vkey lists one key twice (or more than 4 keys)")
+
+
 def _as_log(item: object, i: int) -> WitnessedLog:
     if isinstance(item, WitnessedLog):
         return item
@@ -101,12 +127,13 @@ def _as_log(item: object, i: int) -> WitnessedLog:
     unknown = sorted(set(item) - _LOG_FIELDS)
     if unknown or not {"origin", "vkey"} <= set(item):
         raise ConfigError(f"logs[{i}]: needs origin and vkey (and optional url); unknown: {unknown}")
-    if not all(isinstance(item[k], str) for k in item if k != "qpd"):
+    vkey, extra = log_vkeys(item["vkey"], i)
+    if not all(isinstance(item[k], str) for k in item if k not in ("qpd", "vkey")):
         raise ConfigError(f"logs[{i}]: origin, vkey and url must be strings")
     qpd = item.get("qpd")
     if qpd is not None and (isinstance(qpd, bool) or not isinstance(qpd, int)):
         raise ConfigError(f"logs[{i}]: qpd must be an integer")
-    return WitnessedLog(item["origin"], item["vkey"], item.get("url") or None, qpd)
+    return WitnessedLog(item["origin"], vkey, item.get("url") or None, qpd, extra_vkeys=extra)
 
 
 @dataclass(frozen=True)
@@ -119,6 +146,9 @@ class WitnessConfig(HTTPConfig, CosignerConfig):
     log_list_refresh: float = 3600.0  # seconds between refreshes of every list
     log_list_timeout: float = 30.0  # per list fetch
     identity_key_file: Path | None = None  # key for conformance peer-witnessing; default data_dir/identity.key
+    # More Ed25519 cosigning keys of this witness (same name) that cosign every checkpoint too: a
+    # key rotation's overlap (ops/runbooks/key-rotation.md)
+    extra_key_files: tuple[str, ...] = ()
     # The participant the witness signs conformance receipts as: a DID URL naming the identity
     # key in its document (did:web:example.org#witness). Empty: the identity key's did:key,
     # which names no publisher, so it can hold no L4 receipt (witness with require_own_level "none")
@@ -147,7 +177,7 @@ class WitnessConfig(HTTPConfig, CosignerConfig):
         if isinstance(logs, (str, bytes)) or not isinstance(logs, Sequence):
             raise ConfigError("logs: expected [[witness.logs]] tables with origin, vkey, url")
         object.__setattr__(self, "logs", tuple(_as_log(item, i) for i, item in enumerate(logs)))
-        for name in ("trusted_logs", "cosigners", "log_lists", "registry_logs"):
+        for name in ("trusted_logs", "cosigners", "log_lists", "registry_logs", "extra_key_files"):
             value = getattr(self, name)
             if isinstance(value, list):
                 object.__setattr__(self, name, tuple(value))
@@ -168,6 +198,8 @@ class WitnessConfig(HTTPConfig, CosignerConfig):
     def validate(self) -> None:
         check_http_limits(self)
         self.check_cosigner_settings()
+        if len(self.extra_key_files) > 4 or len(set(self.extra_key_files)) != len(self.extra_key_files):
+            raise ConfigError("extra_key_files: at most 4 keys, each once")
         origins: set[str] = set()
         for i, log in enumerate(self.logs):
             if not log.origin or len(log.origin.encode("utf-8")) > MAX_ORIGIN_BYTES or "\n" in log.origin:
@@ -176,12 +208,10 @@ class WitnessConfig(HTTPConfig, CosignerConfig):
                 raise ConfigError(f"logs[{i}]: origin {log.origin!r} configured twice")
             origins.add(log.origin)
             try:
-                v = log.verifier
+                verifiers = log.verifiers
             except FormatError as e:
                 raise ConfigError(f"logs[{i}] ({log.origin}): vkey: {e.message}") from None
-            if v.key_type not in LOG_KEY_TYPES:
-                raise ConfigError(f"logs[{i}] ({log.origin}): a log key must be Ed25519 (0x01), ECDSA (0x02) "
-                                  "or ML-DSA-44 (0x06)")
+            check_log_keys(verifiers, f"logs[{i}] ({log.origin})")
             if log.url is not None and not log.url.startswith(("http://", "https://")):
                 raise ConfigError(f"logs[{i}] ({log.origin}): url must be http:// or https://")
             if log.qpd is not None and not 1 <= log.qpd <= MAX_QPD:

@@ -382,7 +382,7 @@ class Witness:
         for log in logs:
             if log.origin in table:
                 raise ValueError(f"origin {log.origin!r} configured twice")
-            table[log.origin] = (log, (log.verifier,))
+            table[log.origin] = (log, log.verifiers)
             if log.qpd is not None:
                 old = self.budgets.get(log.origin)
                 budgets[log.origin] = old if old is not None and old.qpd == log.qpd else QueryBudget(log.qpd,

@@ -128,7 +128,7 @@ class Feeder:
         if cp.origin != wlog.origin:
             raise VerificationError(f"log at {base} serves origin {cp.origin!r}, configured {wlog.origin!r}")
         try:
-            open_note(note, [wlog.verifier])  # before spending tile fetches on it
+            open_note(note, wlog.verifiers)  # before spending tile fetches on it
         except (UnknownKeyError, SignatureError):
             raise VerificationError("checkpoint is not validly signed by the configured log key") from None
 

@@ -18,9 +18,17 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from tlog.errors import ConfigError
 from tlog.formats.did import did_key_from_public
 from tlog.formats.keys import CosignatureSigner, Cosigner, Ed25519Key, MLDSACosigner, Signer, ed25519_signer
-from tlog.runtime.keyfiles import key_exists, load_or_create_cosigners, open_ed25519, write_cosigner, write_private_key
+from tlog.runtime.keyfiles import (
+    key_exists,
+    load_or_create_cosigners,
+    open_ed25519,
+    open_key,
+    write_cosigner,
+    write_private_key,
+)
 
 from .config import WitnessConfig
 
@@ -62,11 +70,27 @@ def did_of(seed: Ed25519Key) -> str:
     return did_key_from_public(ed25519_signer(seed).public)
 
 
+def _extra_cosigners(cfg: WitnessConfig, name: str) -> tuple[Cosigner, ...]:
+    """`extra_key_files`: Ed25519 keys that cosign beside the witness's key during its key
+    rotation; one witness, one name (C2SP tlog-cosignature: the key name names the cosigner)."""
+    out: list[Cosigner] = []
+    for ref in cfg.extra_key_files:
+        opened = open_key(ref, what="extra witness ed25519 cosigning key")
+        if opened.name is not None and opened.name != name:
+            raise ConfigError(f"extra key {ref} is of cosigner {opened.name!r}, not of this witness {name!r}: "
+                              f"make the new key with `oap-witness keygen --name {name} --out <file>`")
+        out.append(CosignatureSigner(name, opened.key))
+    return tuple(out)
+
+
 def load_or_create_keys(cfg: WitnessConfig) -> tuple[tuple[Cosigner, ...], Ed25519Key]:
     """The cosigning keys `cfg.cosigners` names, in that order (`load_or_create_cosigners`:
     generated on first start, one name for all), and the identity key."""
     signers = load_or_create_cosigners(cfg.cosigner_key_paths, cfg.cosigners, cfg.name, who="witness",
                                        hint="run `oap-witness keygen --name <name>` or set name")
+    signers = (*signers, *_extra_cosigners(cfg, signers[0].name))
+    if len({s.vkey for s in signers}) != len(signers):
+        raise ConfigError("extra_key_files names a key the witness already cosigns with: each key signs once")
     identity_path = cfg.identity_key_path
     if not key_exists(identity_path):
         identity_path.parent.mkdir(parents=True, exist_ok=True)

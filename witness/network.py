@@ -116,7 +116,7 @@ class LogLists:
     def effective(self) -> list[WitnessedLog]:
         """Configuration logs, then each list's logs not already taken (see module doc)."""
         out = list(self.cfg.logs)
-        taken = {w.origin: w.vkey for w in out}
+        taken = {w.origin: {w.vkey, *w.extra_vkeys} for w in out}
         new_pins = False
         for status in self.lists:
             status.conflicts = []
@@ -124,7 +124,7 @@ class LogLists:
                 continue
             for entry in status.logs.logs:
                 if entry.origin in taken:
-                    if taken[entry.origin] != entry.vkey:
+                    if entry.vkey not in taken[entry.origin]:
                         status.conflicts.append(f"{entry.origin}: already followed with another key "
                                                 "(the configuration or an earlier list wins)")
                     continue
@@ -135,7 +135,7 @@ class LogLists:
                 elif vkey != entry.vkey:
                     status.conflicts.append(f"{entry.origin}: the list names a key other than the pinned one; "
                                             "the pinned key stays (configure the log by hand to accept a new key)")
-                taken[entry.origin] = vkey
+                taken[entry.origin] = {vkey}
                 out.append(WitnessedLog(entry.origin, vkey, None, entry.qpd, status.source, entry.contact))
         if new_pins:
             self._save_pins()

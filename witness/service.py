@@ -2,6 +2,8 @@
 opened from a `WitnessConfig` and closed on shutdown. The HTTP API over it is `witness.api`."""
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +20,8 @@ from .metrics import WitnessMetrics
 from .network import LogLists
 from .peer import PeerWitness, RegistryCheck
 from .state import Stall, Trace, WitnessState
+
+log = logging.getLogger("oap.witness")
 
 
 @dataclass
@@ -61,6 +65,21 @@ class WitnessService:
             if rec.origin in configured:
                 metrics.log_size.labels(rec.origin).set(rec.size)
         return cls(config, signers, state, witness, peer, metrics, DidResolver.from_config(config), lists)
+
+    def reload_logs(self, cfg: WitnessConfig) -> None:
+        """Follow the logs of a re-read configuration without a restart (SIGHUP): a log's key
+        rotation adds its new key there, and dropping the old one ends it (docs/architecture.md
+        §3.9). Only the logs and their keys change; the last cosigned checkpoint of each origin
+        stays in the state database, so a log's new key can never restart its history."""
+        self.config = dataclasses.replace(self.config, logs=cfg.logs)
+        if self.lists is not None:
+            self.lists.cfg = self.config
+            self.lists.apply()
+        else:
+            self.witness.set_logs(cfg.logs)
+        self.metrics.logs_followed.set(len(self.witness.logs))
+        log.info("reloaded the configuration's logs: %s", ", ".join(
+            f"{lg.origin} ({len(lg.extra_vkeys) + 1} key{'s' if lg.extra_vkeys else ''})" for lg in cfg.logs) or "none")
 
     def close(self) -> None:
         self.state.close()

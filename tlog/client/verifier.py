@@ -83,8 +83,8 @@ class TrustPolicy:
         `logs <k>`); PolicyError when it lists fewer than k logs."""
         if k <= self.policy.log_quorum:
             return self
-        if k > len(self.policy.logs):
-            raise PolicyError(f"the policy lists {len(self.policy.logs)} log(s); anchors must be checked in {k}")
+        if k > self.policy.log_count:
+            raise PolicyError(f"the policy lists {self.policy.log_count} log(s); anchors must be checked in {k}")
         return TrustPolicy(dataclasses.replace(self.policy, log_quorum=k), self.logs, self.witnesses)
 
     def verify_checkpoint(self, note: str) -> VerifiedCheckpoint:
@@ -195,10 +195,11 @@ def _verify_anchored(policy: TrustPolicy, data: str | bytes, entry: bytes | None
         elif v.entry is not None and v.entry != entry:
             failures.append((v.checkpoint.checkpoint.origin, "anchors a different entry than the other bundles"))
             continue
-        if v.checkpoint.log_key in seen_logs:
+        # one log, whichever of its keys signed (a key rotation's keys share the origin)
+        if v.checkpoint.checkpoint.origin in seen_logs:
             failures.append((v.checkpoint.checkpoint.origin, "a second bundle from the same log counts once"))
             continue
-        seen_logs.add(v.checkpoint.log_key)
+        seen_logs.add(v.checkpoint.checkpoint.origin)
         verified.append(v)
     need = policy.policy.log_quorum
     if len(verified) < need:

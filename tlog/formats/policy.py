@@ -33,6 +33,12 @@ the registry names itself (docs/architecture.md §6). Several may be listed; the
 twice is refused. tlog-policy parsers that do not know it refuse the line, as they refuse
 `mirror` and `logs`.
 
+Several `log` lines may name one log: keys with the same key name (the log's origin) are
+the keys of one log during a key rotation's overlap. A checkpoint verifies when any of them
+signed it (as with Go's note.Verifiers, which looks a signature up by name and key ID, and
+C2SP signed-note, which ignores signatures by keys it does not know); they count once
+toward `logs <k>` (docs/architecture.md §3.9).
+
 Witnesses and groups share one namespace; "none" is predefined. A group or
 the quorum may only name things defined on *preceding* lines, which makes
 cycles impossible and lets `quorum_met` evaluate groups in definition order
@@ -185,11 +191,16 @@ class Policy:
         _check_one_vote(self.witnesses, self.groups)
         if self.quorum is not None and self.quorum not in defined:
             raise FormatError(f"quorum {self.quorum!r} is not defined")
-        if not 1 <= self.log_quorum <= max(1, len(self.logs)):
-            raise FormatError(f"logs {self.log_quorum}: the policy lists {len(self.logs)} log(s)")
+        if not 1 <= self.log_quorum <= max(1, self.log_count):
+            raise FormatError(f"logs {self.log_quorum}: the policy lists {self.log_count} log(s)")
         dids: set[str] = set()
         for r in self.registries:
             _add_registry(dids, r.did)
+
+    @property
+    def log_count(self) -> int:
+        """How many logs the policy lists: `log` lines with one key name are one log's keys."""
+        return len({cosigner_name(log.vkey) for log in self.logs})
 
     def quorum_met(self, cosigned: set[str] | frozenset[str]) -> bool:
         """True iff the witnesses named in `cosigned` satisfy the quorum.
@@ -377,6 +388,8 @@ def parse_policy(text: str | bytes) -> Policy:
     if (witnesses or groups) and not quorum_seen:
         # A forgotten quorum line must not silently mean "no witnesses needed".
         raise FormatError("policy names witnesses but has no quorum line (write 'quorum none' to require none)")
-    if log_quorum is not None and log_quorum > len(logs):
-        raise FormatError(f"logs {log_quorum}: the policy lists only {len(logs)} log(s)")
+    origins = len({cosigner_name(log.vkey) for log in logs})
+    if log_quorum is not None and log_quorum > origins:
+        raise FormatError(f"logs {log_quorum}: the policy lists only {origins} log(s) (keys with one name are "
+                          "one log's)")
     return Policy(tuple(logs), witnesses, groups, quorum, log_quorum or 1, tuple(registries))

@@ -24,7 +24,7 @@ async def serve_until_signal(app: web.Application, *, host: str, port: int, head
                              tls_cert=None, tls_key=None, banner: Callable[[str], list[str]],
                              drain: Callable[[], Awaitable[None]] | None = None,
                              close: Callable[[], object] | None = None,
-                             helpers=None) -> None:
+                             helpers=None, reload: Callable[[], object] | None = None) -> None:
     """Run a service until SIGINT/SIGTERM/SIGHUP: the one serve loop of all three services.
 
     Prints `banner(url)` once listening (the last line starts with "data:",
@@ -33,16 +33,19 @@ async def serve_until_signal(app: web.Application, *, host: str, port: int, head
     handlers, then `close`.
 
     `helpers` (the log's read workers, `tlog.server.readworkers.ReadWorkers`) share the port:
-    started once it is bound, stopped first.
+    started once it is bound, stopped first. `reload`: a service that re-reads part of its
+    configuration (the witness's logs and their keys) does so on SIGHUP instead of stopping.
     """
     import signal
     import sys
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    # SIGHUP too: a closed terminal stops the service as cleanly as Ctrl-C (it reloads nothing)
+    # SIGHUP too: a closed terminal stops the service as cleanly as Ctrl-C, unless it reloads
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # before the banner: callers may signal right after it
         loop.add_signal_handler(sig, stop.set)
+    if reload is not None:
+        loop.add_signal_handler(signal.SIGHUP, reload)
     runner: web.AppRunner | None = None
     started = False
     try:

@@ -194,6 +194,7 @@ class Running:
     drain: Callable[[], Awaitable[None]] | None = None  # finish queued work, close storage
     close: Callable[[], object] | None = None
     helpers: Any = None  # processes sharing the port (the log's read workers)
+    reload: Callable[[], object] | None = None  # on SIGHUP, instead of stopping (the witness's logs)
 
 
 def run(cfg: HTTPConfig, start: Callable[[], Awaitable[Running]]) -> None:
@@ -206,7 +207,7 @@ def run(cfg: HTTPConfig, start: Callable[[], Awaitable[Running]]) -> None:
         r = await start()
         await serve_until_signal(r.app, host=cfg.host, port=cfg.port, header_timeout=cfg.header_timeout,
                                  tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, banner=r.banner, drain=r.drain,
-                                 close=r.close, helpers=r.helpers)
+                                 close=r.close, helpers=r.helpers, reload=r.reload)
 
     try:
         asyncio.run(main())

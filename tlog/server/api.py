@@ -331,6 +331,8 @@ class LogAPI:
         seq = self.svc.appender
         body = {"origin": self.svc.origin, "verifier_key": self.svc.signer.vkey, "max_entry_bytes": MAX_ENTRY_BYTES,
                 "published": seq.published, "halted": seq.halted is not None}
+        if self.svc.extra_signers:  # a key rotation's overlap: every key that signs the checkpoints
+            body["verifier_keys"] = [self.svc.signer.vkey, *(s.vkey for s in self.svc.extra_signers)]
         if seq.published:
             state = self.svc.state
             body.update(tree_size=state.size, root_hash=b64enc(state.root), checkpoint=state.note)

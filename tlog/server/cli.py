@@ -102,6 +102,7 @@ async def _start(cfg: LogConfig, hooks: Hooks | None = None) -> Running:
     return Running(build_app(svc), drain=svc.close, helpers=workers, banner=lambda url: [
         f"origin:       {svc.origin}", f"verifier key: {svc.signer.vkey}", f"url:          {url}",
         f"tree size:    {svc.appender.state.size if svc.appender.state else 'nothing published yet'}",
+        *(f"also signing: {s.vkey}   (a key rotation's overlap)" for s in svc.extra_signers),
         f"data:         {cfg.data_dir.resolve()}  (policy: {cfg.data_dir / 'log.policy'})"])
 
 

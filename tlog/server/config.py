@@ -32,6 +32,9 @@ class LogConfig(HTTPConfig):
     data_dir: Path = Path("data")
     port: int = 8080
     key_file: Path | None = None  # the log's signing key; default data_dir/log.key (frontends share one)
+    # More keys of this origin that sign every checkpoint too (files, encrypted files or pkcs11: URIs):
+    # a key rotation's overlap (ops/runbooks/key-rotation.md, docs/architecture.md §3.9)
+    extra_key_files: tuple[str, ...] = ()
     storage: str = "embedded"  # "embedded" (SQLite + hash files in data_dir) or "postgres" (+ a bucket)
     postgres_dsn: str = ""  # libpq connection string without a password (PGPASSWORD or a 0600 PGPASSFILE)
     bucket_url: str = ""  # S3-compatible endpoint and bucket the log is also published to, e.g. http://127.0.0.1:8333/oap-log
@@ -77,6 +80,8 @@ class LogConfig(HTTPConfig):
 
     def validate(self) -> None:
         check_http_limits(self)
+        if len(self.extra_key_files) > 4 or len(set(self.extra_key_files)) != len(self.extra_key_files):
+            raise ConfigError("extra_key_files: at most 4 keys, each once")
         if self.storage not in ("embedded", "postgres"):
             raise ConfigError("storage must be 'embedded' or 'postgres'")
         if self.storage == "postgres":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("oap.tlog.server")
 
 
-def load_or_create_key(data_dir: Path, origin: str, key_file: Path | None = None) -> keys.Signer:
+def load_or_create_key(data_dir: Path, origin: str, key_file: Path | None = None, *,
+                       also: Sequence[str] = ()) -> keys.Signer:
     """The log key: generated on first start (0600, never printed), reused after; or an
     encrypted key file, or a key in a PKCS#11 token (`keyfiles.open_key`), never generated.
 
@@ -45,7 +47,9 @@ def load_or_create_key(data_dir: Path, origin: str, key_file: Path | None = None
     key and a new data directory, so a mismatch is refused, not papered over.
     The verifier key and a client trust policy are written beside it. A token key carries
     no name: it is the origin's, and must be the key data/log.vkey names when that exists
-    (moving a log's key into a token keeps the key: `oap-log keygen --import`).
+    (moving a log's key into a token keeps the key: `oap-log keygen --import`), or one of
+    `also`, the vkeys of the log's other keys: a rotation makes one of them the key, and
+    data/log.vkey then names the new one.
     """
     path = key_file or data_dir / "log.key"
     created = not keyfiles.key_exists(path)
@@ -58,37 +62,65 @@ def load_or_create_key(data_dir: Path, origin: str, key_file: Path | None = None
         )
     signer = keys.Signer(origin, opened.key)
     vkey_path = data_dir / "log.vkey"
-    if not signer.in_process and vkey_path.exists() and vkey_path.read_text().strip() != signer.vkey:
+    named = vkey_path.read_text().strip() if vkey_path.exists() else None
+    if not signer.in_process and named is not None and named != signer.vkey and named not in also:
         raise ConfigError(f"{opened.source} is not this log's key ({vkey_path} names another); a log's key "
                           "moves into a token unchanged (oap-log keygen --import)")
     data_dir.mkdir(parents=True, exist_ok=True)
-    if created or not vkey_path.exists():
+    if created or named is None or (named != signer.vkey and named in also):
         vkey_path.write_text(signer.vkey + "\n")
     if created or (not signer.in_process and not (data_dir / "log.policy").exists()):
         (data_dir / "log.policy").write_text(f"# tlog-policy for {origin}\nlog {signer.vkey}\nquorum none\n")
     return signer
 
 
-def client_policy(config: LogConfig, signer: keys.Signer) -> str:
-    """The tlog-policy clients verify this log's checkpoints with: its key, and the witnesses,
-    mirrors and quorum it publishes with (none configured: the key alone, `quorum none`)."""
+def load_signers(config: LogConfig) -> tuple[keys.Signer, ...]:
+    """The keys that sign the log's checkpoints: its key, then `extra_key_files` (a rotation's
+    overlap, docs/architecture.md §3.9), each of the configured origin and each once. A key
+    given by a token carries no name, so it is taken as the origin's."""
+    extra: list[keys.Signer] = []
+    for ref in config.extra_key_files:
+        opened = keyfiles.open_key(ref, what=f"extra log key for origin {config.origin}")
+        if opened.name is not None and opened.name != config.origin:
+            raise ConfigError(f"extra key {ref} is the key of origin {opened.name!r}, not of {config.origin!r}: "
+                              "every key of a log carries its origin as the key name")
+        extra.append(keys.Signer(config.origin, opened.key))
+    signer = load_or_create_key(config.data_dir, config.origin, config.key_file, also=[s.vkey for s in extra])
+    signers = (signer, *extra)
+    if len({s.vkey for s in signers}) != len(signers):
+        raise ConfigError("extra_key_files names the log's key (or one key twice): each key signs once")
+    return signers
+
+
+def _with_log_lines(text: str, vkeys: Sequence[str]) -> str:
+    """A policy text with a `log` line for each of `vkeys` it does not hold yet, in front."""
+    missing = "".join(f"log {v}\n" for v in vkeys if f"log {v}" not in text)
+    return missing + text
+
+
+def client_policy(config: LogConfig, signers: keys.Signer | Sequence[keys.Signer]) -> str:
+    """The tlog-policy clients verify this log's checkpoints with: its keys (all of them during
+    a rotation's overlap: a checkpoint verifies with either), and the witnesses, mirrors and
+    quorum it publishes with (none configured: the keys alone, `quorum none`)."""
+    signers = (signers,) if isinstance(signers, keys.Signer) else tuple(signers)
+    vkeys = [s.vkey for s in signers]
     if config.witness_policy is not None:
-        text = Path(config.witness_policy).read_text()
-        return text if f"log {signer.vkey}" in text else f"log {signer.vkey}\n" + text
+        return _with_log_lines(Path(config.witness_policy).read_text(), vkeys)
     if config.witnesses or config.mirrors:
-        return policy_text(signer.vkey, config.witnesses, config.witness_quorum, config.mirrors)
-    return f"log {signer.vkey}\nquorum none\n"
+        return _with_log_lines(policy_text(vkeys[0], config.witnesses, config.witness_quorum, config.mirrors),
+                               vkeys)
+    return "".join(f"log {v}\n" for v in vkeys) + "quorum none\n"
 
 
-def cosigners(config: LogConfig, signer: keys.Signer,
+def cosigners(config: LogConfig, signers: Sequence[keys.Signer],
               storage: Driver) -> tuple[WitnessSet | None, MirrorSet | None]:
     """Witnesses and mirrors from the config (the witnesses with the mirrors the quorum counts,
     None when there are none); also (re)writes data/log.policy for clients."""
     if config.witness_policy is None and not config.witnesses and not config.mirrors:
         return None, None
-    text = client_policy(config, signer)
+    text = client_policy(config, signers)
     outbound = Outbound.from_config(config)
-    mirrors = MirrorSet.from_policy(parse_policy(text), signer.name, entries=storage.entries,
+    mirrors = MirrorSet.from_policy(parse_policy(text), signers[0].name, entries=storage.entries,
                                     hashes=lambda: storage.hashes, timeout=config.mirror_timeout, outbound=outbound)
     ws = WitnessSet.from_policy(text, timeout=config.witness_timeout, mirrors=mirrors, outbound=outbound)
     try:
@@ -100,9 +132,30 @@ def cosigners(config: LogConfig, signer: keys.Signer,
     return ws, mirrors
 
 
-def checkpoint_signer(signer: keys.Signer) -> Signer:
+def _refresh_policy_file(config: LogConfig, signers: Sequence[keys.Signer]) -> None:
+    """Rewrite data/log.policy when its log keys are not the ones the log signs with (a
+    rotation's steps change them); a policy that names them is left as it is."""
+    path = config.data_dir / "log.policy"
+    try:
+        have = {line.split()[1] for line in path.read_text().splitlines() if line.startswith("log ")}
+    except (OSError, IndexError):
+        have = set()
+    if have != {s.vkey for s in signers}:
+        try:
+            path.write_text(f"# tlog-policy for {config.origin}\n" + client_policy(config, signers))
+        except OSError as e:  # read-only data directory: clients keep the policy they have
+            log.warning("could not write %s: %s", path, e)
+
+
+def checkpoint_signer(signers: keys.Signer | Sequence[keys.Signer]) -> Signer:
+    """Sign a checkpoint with every key of the log, the log's key first: during a rotation's
+    overlap the note carries one signature per key (C2SP signed-note), over one text, so no
+    key ever signs a root the others did not."""
+    signers = (signers,) if isinstance(signers, keys.Signer) else tuple(signers)
+    origin = signers[0].name
+
     def sign(size: int, root: bytes) -> str:
-        return sign_note(Checkpoint(signer.name, size, root).to_text(), [signer])
+        return sign_note(Checkpoint(origin, size, root).to_text(), signers)
 
     return sign
 
@@ -169,6 +222,7 @@ class LogService:
     resolver: DidResolver | None = None  # signers named by did:web, did:plc
     policy: str = ""  # the client policy (`client_policy`), served at GET /v1/policy
     mirrors: MirrorSet | None = None  # the mirrors it pushes to (tlog.server.mirroring)
+    extra_signers: tuple[keys.Signer, ...] = ()  # a key rotation's other keys (`load_signers`)
 
     @classmethod
     async def open(cls, config: LogConfig, *, importing: tuple[int, bytes] | None = None,
@@ -179,7 +233,7 @@ class LogService:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         if importing is None:
             refuse_unfinished_import(config.data_dir)
-        signer = load_or_create_key(config.data_dir, config.origin, config.key_file)
+        signer, *extra = signers = load_signers(config)
         storage = open_storage(config, faults=faults)
         metrics = LogMetrics()
 
@@ -187,7 +241,9 @@ class LogService:
             metrics.batch_size.observe(n)
             metrics.batch_seconds.observe(seconds)
 
-        witnesses, mirrors = cosigners(config, signer, storage)
+        witnesses, mirrors = cosigners(config, signers, storage)
+        if config.witness_policy is None and not config.witnesses and not config.mirrors:
+            _refresh_policy_file(config, signers)
         cosign: Cosigner | None = None
         if witnesses is not None:
             async def cosign(state: LogState) -> LogState:
@@ -206,7 +262,7 @@ class LogService:
         # its first publication; a mirror holding a larger tree halts it from the first push).
         targets: list[Target] = [t for t in (open_bucket(config), mirrors) if t is not None]
         appender = Appender(
-            storage, checkpoint_signer(signer), targets=targets, cosign=cosign,
+            storage, checkpoint_signer(signers), targets=targets, cosign=cosign,
             cosigned=witnesses.quorum_met_by if witnesses is not None else None,
             max_batch=config.max_batch, batch_interval=config.batch_interval_ms / 1000,
             max_pending=config.max_pending, on_batch=on_batch, importing=importing, faults=faults,
@@ -231,7 +287,7 @@ class LogService:
         reader = storage.entries()
         await reader.open()
         return cls(config, signer, storage, appender, reader, metrics, witnesses, DidResolver.from_config(config),
-                   client_policy(config, signer), mirrors)
+                   client_policy(config, signers), mirrors, tuple(extra))
 
     async def close(self) -> None:
         await self.appender.close()  # and its targets, the mirrors among them

@@ -210,10 +210,11 @@ class MirrorAPI:
     async def info(self, request: web.Request) -> web.Response:
         base = self.cfg.monitoring_prefix.rstrip("/") or listening_url(request)
         logs = []
-        for lg in self.cfg.logs:
+        for lg in self.mirror.logs.values():  # as reloaded (SIGHUP), in configuration order
             rec = self.mirror.store.record(lg.origin)
             h = origin_path(lg.origin)
-            logs.append({"origin": lg.origin, "vkey": lg.vkey, "url": lg.url, "monitoring_prefix": f"{base}/{h}",
+            logs.append({"origin": lg.origin, "vkey": lg.vkey, "vkeys": [lg.vkey, *lg.extra_vkeys], "url": lg.url,
+                         "monitoring_prefix": f"{base}/{h}",
                          "checkpoint_path": f"/{h}/checkpoint",
                          "pending_size": rec.pending.size if rec.pending else None, "next_entry": rec.next_entry,
                          "size": rec.mirror.size if rec.mirror else None,

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -21,9 +23,12 @@ from tlog.runtime.cli import (
     run,
     serve_options,
 )
+from tlog.runtime.config import load
 from tlog.runtime.logs import setup_logging
 
 from .config import MirrorConfig
+
+log = logging.getLogger("oap.mirror")
 
 
 def _config(config_file: Path | None, **flags) -> MirrorConfig:
@@ -44,16 +49,29 @@ def main() -> None:
 def serve(config_file, **flags) -> None:
     """Serve add-checkpoint, add-entries and the copies (tlog-tiles) until Ctrl-C (or SIGTERM)."""
     cfg = _config(config_file, **flags)
-    run(cfg, lambda: _start(cfg))
+    run(cfg, lambda: _start(cfg, lambda: load(MirrorConfig, section="mirror", env_prefix="OAP_MIRROR_",
+                                              file=config_file, **flags)))
 
 
-async def _start(cfg: MirrorConfig) -> Running:
+async def _start(cfg: MirrorConfig, reread: Callable[[], MirrorConfig] | None = None) -> Running:
     from witness.core import origin_path
 
     from .api import build_app
     from .service import MirrorService
 
     svc = MirrorService.open(cfg)
+
+    def reload() -> None:
+        """SIGHUP: re-read the configuration and follow its logs' keys (a bad file keeps the old ones)."""
+        assert reread is not None
+        try:
+            skipped = svc.mirror.set_keys(reread().logs)
+        except (ConfigError, OAPError, OSError) as e:
+            log.error("SIGHUP: the configuration was not reloaded (the logs' keys stay as they were): %s",
+                      getattr(e, "message", None) or e)
+            return
+        log.info("reloaded the keys of the logs kept%s", f"; new logs need a restart: {', '.join(skipped)}"
+                 if skipped else "")
 
     def banner(url: str) -> list[str]:
         prefix = cfg.monitoring_prefix.rstrip("/") or url
@@ -64,7 +82,7 @@ async def _start(cfg: MirrorConfig) -> Running:
             ["logs:         none configured"]
         return [*lines, f"url:          {url}", f"data:         {cfg.data_dir.resolve()}"]
 
-    return Running(build_app(svc), close=svc.close, banner=banner)
+    return Running(build_app(svc), close=svc.close, banner=banner, reload=reload if reread is not None else None)
 
 
 @main.command()

@@ -31,7 +31,7 @@ from tlog.formats.checkpoint import MAX_ORIGIN_BYTES
 from tlog.formats.keys import Verifier, parse_vkey
 from tlog.formats.mirror import PACKAGE_SIZE
 from tlog.runtime.config import CosignerConfig, HTTPConfig, check_http_limits
-from witness.config import LOG_KEY_TYPES
+from witness.config import check_log_keys, log_vkeys
 
 _LOG_FIELDS = frozenset({"origin", "vkey", "url", "minimum_index", "retention_policy"})
 
@@ -52,10 +52,16 @@ class MirroredLog:
     url: str | None = None
     minimum_index: int = 0
     retention_policy: str = ""
+    extra_vkeys: tuple[str, ...] = ()  # the log's other keys during its key rotation (`vkey` as a list)
 
     @property
     def verifier(self) -> Verifier:
         return parse_vkey(self.vkey)
+
+    @property
+    def verifiers(self) -> tuple[Verifier, ...]:
+        """Every key of the log: a checkpoint signed by any of them is the log's (C2SP signed-note)."""
+        return tuple(parse_vkey(v) for v in (self.vkey, *self.extra_vkeys))
 
 
 def _as_log(item: object, i: int) -> MirroredLog:
@@ -67,12 +73,13 @@ def _as_log(item: object, i: int) -> MirroredLog:
     if unknown or not {"origin", "vkey"} <= set(item):
         raise ConfigError(f"logs[{i}]: needs origin and vkey (optional: url, minimum_index, retention_policy); "
                           f"unknown: {unknown}")
-    if not all(isinstance(item[k], str) for k in item if k != "minimum_index"):
+    vkey, extra = log_vkeys(item["vkey"], i)
+    if not all(isinstance(item[k], str) for k in item if k not in ("minimum_index", "vkey")):
         raise ConfigError(f"logs[{i}]: origin, vkey, url and retention_policy must be strings")
     mi = item.get("minimum_index", 0)
     if isinstance(mi, bool) or not isinstance(mi, int):
         raise ConfigError(f"logs[{i}]: minimum_index must be an integer")
-    return MirroredLog(item["origin"], item["vkey"], item.get("url") or None, mi, item.get("retention_policy", ""))
+    return MirroredLog(item["origin"], vkey, item.get("url") or None, mi, item.get("retention_policy", ""), extra)
 
 
 @dataclass(frozen=True)
@@ -119,11 +126,10 @@ class MirrorConfig(HTTPConfig, CosignerConfig):
             if self.name and lg.origin == self.name:
                 raise ConfigError(f"{where}: a log origin must not be the mirror's own name")
             try:
-                v = lg.verifier
+                verifiers = lg.verifiers
             except FormatError as e:
                 raise ConfigError(f"{where}: vkey: {e.message}") from None
-            if v.key_type not in LOG_KEY_TYPES:  # tlog-mirror: add-checkpoint "handled identically to" a witness's
-                raise ConfigError(f"{where}: a log key must be Ed25519 (0x01), ECDSA (0x02) or ML-DSA-44 (0x06)")
+            check_log_keys(verifiers, where)  # tlog-mirror: add-checkpoint "handled identically to" a witness's
             if lg.url is not None and not lg.url.startswith(("http://", "https://")):
                 raise ConfigError(f"{where}: url must be http:// or https://")
             if lg.minimum_index < 0:

@@ -192,13 +192,26 @@ class Mirror:
             if lg.origin in self.logs:
                 raise ValueError(f"origin {lg.origin!r} configured twice")
             self.logs[lg.origin] = lg
-            self._verifiers[lg.origin] = (lg.verifier,)
+            self._verifiers[lg.origin] = lg.verifiers
         self.counters = Counters()
         self.observe = observe  # (origin, entries received, entries stored) after each add-entries
         self.on_commit = on_commit  # (origin, the new mirror checkpoint) once it is persisted: publication
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oap-mirror-writer")
         # Entries known durable per log (a store sync covered them): what 202 and 409 report.
         self._durable = {o: store.record(o).next_entry for o in self.logs}
+
+    def set_keys(self, logs: Iterable[MirroredLog]) -> list[str]:
+        """Follow new keys of the logs this mirror keeps (SIGHUP: a log's key rotation, docs/
+        architecture.md §3.9); one assignment, so a request sees the old keys or the new. A
+        log not kept yet needs a restart (its copy is opened at start): the origins skipped."""
+        table, verifiers, skipped = dict(self.logs), dict(self._verifiers), []
+        for lg in logs:
+            if lg.origin not in self.logs:
+                skipped.append(lg.origin)
+                continue
+            table[lg.origin], verifiers[lg.origin] = lg, lg.verifiers
+        self.logs, self._verifiers = table, verifiers
+        return skipped
 
     def close(self) -> None:
         self._writer.shutdown(wait=True)

@@ -82,11 +82,12 @@ export async function verifyAnchoredWith(verifyBundle, need, data, { entry = nul
       failures.push([v.checkpoint.checkpoint.origin, 'anchors a different entry than the other bundles']);
       continue;
     }
-    if (seenLogs.has(v.checkpoint.logKey)) {
+    // one log, whichever of its keys signed (a key rotation's keys share the origin)
+    if (seenLogs.has(v.checkpoint.checkpoint.origin)) {
       failures.push([v.checkpoint.checkpoint.origin, 'a second bundle from the same log counts once']);
       continue;
     }
-    seenLogs.add(v.checkpoint.logKey);
+    seenLogs.add(v.checkpoint.checkpoint.origin);
     verified.push(v);
   }
   if (verified.length < need) {

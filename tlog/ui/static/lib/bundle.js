@@ -13,7 +13,7 @@ import { FormatError, InclusionProofError, PolicyError, SignatureError, UnknownK
 import { EMPTY_ROOT, leafHash, verifyInclusion } from './merkle.js';
 import { parseVkey, cosignerVerifier, openNote } from './note.js';
 import { parseCheckpoint } from './checkpoint.js';
-import { parsePolicy, quorumMet } from './policy.js';
+import { logCount, parsePolicy, quorumMet } from './policy.js';
 import { verifyAnchoredWith } from './anchors.js';
 
 export const HEADER = 'c2sp.org/tlog-proof@v1';
@@ -98,7 +98,8 @@ export class TrustPolicy {
    * `logs <k>`); PolicyError when it lists fewer than k logs (verifier.py requiring). */
   requiring(k) {
     if (k <= this.policy.logQuorum) return this;
-    if (k > this.policy.logs.length) throw new PolicyError(`the policy lists ${this.policy.logs.length} log(s); anchors must be checked in ${k}`);
+    const n = logCount(this.policy);
+    if (k > n) throw new PolicyError(`the policy lists ${n} log(s); anchors must be checked in ${k}`);
     const p = new TrustPolicy({ ...this.policy, logQuorum: k }, this.logs, this.witnesses, { origin: this.origin });
     p.cache = this.cache;
     return p;

@@ -149,9 +149,17 @@ export function parsePolicy(text) {
   });
   if ((witnesses.size || groups.size) && !quorumSeen)
     throw new FormatError("policy names witnesses but has no quorum line (write 'quorum none' to require none)");
-  if (logQuorum !== null && logQuorum > logs.length) throw new FormatError(`logs ${logQuorum}: the policy lists only ${logs.length} log(s)`);
+  // log lines whose keys share a key name are one log's keys (a key rotation): counted once
+  const origins = logCount({ logs });
+  if (logQuorum !== null && logQuorum > origins)
+    throw new FormatError(`logs ${logQuorum}: the policy lists only ${origins} log(s) (keys with one name are one log's)`);
   checkOneVote(witnesses, groups);
   return { logs, witnesses, groups, quorum, logQuorum: logQuorum || 1, registries };
+}
+
+/** How many logs a policy lists: `log` lines with one key name are one log's keys (policy.py log_count). */
+export function logCount(policy) {
+  return new Set(policy.logs.map((l) => l.vkey.split('+', 1)[0])).size;
 }
 
 /** True iff the verified witness names in `cosigned` satisfy the quorum (policy.py quorum_met).
