@@ -72,6 +72,7 @@ def _run_once(cfg: MonitorConfig) -> int:
         svc = await MonitorService.open(cfg)
         try:
             summary = await svc.once()
+            listed = (svc.status().get("registry") or {}).get("log_list")
         finally:
             await svc.close()
         for r in summary.results:
@@ -79,6 +80,10 @@ def _run_once(cfg: MonitorConfig) -> int:
             click.echo(f"{r.source}: {state}" + (f": {r.detail}" if r.detail else "")
                        + (f"; {len(r.alerts)} alert(s)" if r.alerts else ""))
         click.echo(f"{len(summary.alerts)} alert(s) raised")
+        for e in (listed or {}).get("logs", []):  # the registry's signed log list, verified (§6.2)
+            click.echo(f"log list: {e['origin']} at {e['url']}: {e['state']}"
+                       + (", takes entries now" if e["takes_entries_now"] else ", takes no entries now")
+                       + (f", successor {e['successor']}" if e["successor"] else ""))
         return summary.exit_code
 
     try:

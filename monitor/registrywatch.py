@@ -38,12 +38,13 @@ from tlog.errors import OAPError, UpstreamError
 from tlog.formats.anchors import parse_anchors
 from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.note import parse_note
+from tlog.formats.shardlist import LogList, verify_log_list
 from tlog.formats.times import parse_utc
 
 from . import alerts
 from .config import RegistryWatch
 from .context import Context
-from .fetch import MAX_JSON, Invalid, PeerError, Unreachable, get
+from .fetch import MAX_JSON, Invalid, NotServed, PeerError, Unreachable, get
 from .logwatch import LogWatcher, PassResult
 
 log = logging.getLogger("oap.monitor")
@@ -60,6 +61,7 @@ class RegistryWatcher:
         self.policy = anchor_policy(policy)
         self.anchors_policy = policy
         self.name = cfg.url
+        self.log_list: LogList | None = None  # the registry's signed log list, last verified (§6.2)
 
     @property
     def source(self) -> dict[str, str]:
@@ -171,6 +173,39 @@ class RegistryWatcher:
         self.ctx.cleared("registry_unreachable", self.name)
         self.ctx.metrics.last_ok.labels(self.name).set(time.time())
         return PassResult(self.name, True, raised)
+
+    # --- the log list -------------------------------------------------------------------------
+
+    async def check_log_list(self) -> None:
+        """The registry's signed log list (docs/architecture.md §6.2), verified against the
+        pinned key: shown in /v1/status (which logs are frozen, which shard takes entries, the
+        successors); a log of it newly frozen is logged; one that does not verify is a
+        `registry_invalid` problem. A registry that publishes none is not one."""
+        url = f"{self.cfg.url}/v1/log-list"
+        key = f"{self.name} log list"
+        try:
+            raw = await get(self.ctx.session, url, MAX_JSON, self.ctx.timeout, headers={"Accept": "application/json"})
+        except NotServed:
+            return
+        except PeerError as e:
+            log.warning("registry %s: no log list: %s", self.cfg.url, e)
+            return
+        try:
+            lst = verify_log_list(json.loads(raw), self.cfg.key)
+        except (OAPError, ValueError, UnicodeDecodeError) as e:
+            reason = getattr(e, "message", None) or f"not JSON: {e}"
+            log.error("registry %s: the log list does not verify: %s", self.cfg.url, reason)
+            self.ctx.problem("registry_invalid", key, self.source,
+                             f"the registry {self.cfg.url} serves a log list that does not verify", reason,
+                             self.ctx.unreachable_after)
+            return
+        self.ctx.cleared("registry_invalid", key)
+        before = {entry.origin: entry.state for entry in self.log_list.logs} if self.log_list is not None else {}
+        for entry in lst.logs:
+            if entry.state == "frozen" and before.get(entry.origin) != "frozen":
+                log.warning("registry %s: the log %s is frozen%s", self.cfg.url, entry.origin,
+                            f"; its successor is {entry.successor}" if entry.successor else "")
+        self.log_list = lst
 
     async def _commits(self, before: int) -> list[dict[str, Any]]:
         url = f"{self.cfg.url}/v1/commits?limit={PAGE}&before={before}"

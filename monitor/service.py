@@ -10,10 +10,12 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from tlog.client.verifier import TrustPolicy
 from tlog.errors import ConfigError, OAPError
 from tlog.formats.journal import parse_journal
+from tlog.formats.times import format_utc
 from tlog.transport import Outbound
 
 from .config import MonitorConfig, RegistryWatch
@@ -157,6 +159,7 @@ class MonitorService:
             if statuses and self.config.registry is not None and self.config.registry.dids:
                 summary.results.append(await self.registry.poll_statuses())
             summary.results.append(await self.registry.check_anchors())
+            await self.registry.check_log_list()
         self._gauges()
         return summary
 
@@ -222,6 +225,14 @@ class MonitorService:
         reg = self.config.registry
         registry = {"url": reg.url, "dids": len(reg.dids), "commits_checked": self.state.registry_seq(reg.url) + 1} \
             if reg is not None else None
+        if registry is not None and self.registry is not None and self.registry.log_list is not None:
+            lst = self.registry.log_list
+            now = datetime.now(UTC)
+            registry["log_list"] = {"issued_at": format_utc(lst.issued_at), "logs": [
+                {"origin": e.origin, "url": e.url, "state": e.state, "successor": e.successor,
+                 "accept_from": format_utc(e.accept_from) if e.accept_from else None,
+                 "accept_until": format_utc(e.accept_until) if e.accept_until else None,
+                 "takes_entries_now": e.takes_entries_at(now)} for e in lst.logs]}
         return {"logs": logs, "registry": registry,
                 "watched": sorted(self.state.watched()), "alerts": self.state.alert_count(),
                 "queued": self.state.queued(),

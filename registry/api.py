@@ -172,6 +172,7 @@ class RegistryAPI:
             web.get("/v1/anchors/{seq}", self.get_anchor),
             web.get("/v1/commits", self.commits),
             web.get("/v1/info", self.info),
+            web.get("/v1/log-list", self.log_list),
             web.get("/v1/status/{id:.+}", self.status),
             web.get("/v1/status-lists/{issuer}", self.status_list),
             web.get("/v1/status-lists/{issuer}/{n}", self.status_list),
@@ -299,6 +300,12 @@ class RegistryAPI:
 
     async def info(self, request: web.Request) -> web.Response:
         return respond(request, self.svc.info())
+
+    async def log_list(self, request: web.Request) -> web.Response:
+        """The signed log list (§6.2): verify it with the pinned registry key before use."""
+        if self.svc.log_list is None:
+            raise NotFound("this registry publishes no log list (log_list is not set)")
+        return respond(request, self.svc.log_list.current())
 
     def status_reply(self, raw: str, accept: str) -> Reply | None:
         """The fast path's status answer (tlog.http.fastpath): no query, no conditional request."""

@@ -64,6 +64,7 @@ class RegistryConfig(HTTPConfig):
     l4_witnesses_hold_level: bool = False  # stricter than §31: an L4 receipt's witness must hold L4/L5 here
     rate_limit: float = 200.0  # requests per second per client (0: off); 429 + Retry-After
     rate_limit_burst: float = 400.0
+    log_list: Path | None = None  # JSON {"logs": [...]} the registry signs and serves at /v1/log-list (§6.2)
 
     @property
     def bootstrap(self) -> tuple[str, ...]:
@@ -99,6 +100,8 @@ class RegistryConfig(HTTPConfig):
             raise ConfigError("name must be letters, digits, '-', '_' or '.'")
         if self.log_url and self.log_urls:
             raise ConfigError("give log_url (one log) or log_urls (several), not both")
+        if self.log_list is not None and self.upstream:
+            raise ConfigError("log_list is signed by the registry's key: a mirror (upstream) has none")
         if not self.mirror and not self.logs:
             raise ConfigError("log_url is required: every registry commit is anchored in a log")
         if self.mirror and not self.upstream.startswith(("http://", "https://")):

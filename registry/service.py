@@ -45,6 +45,7 @@ from .layout import anchor_path
 from .metrics import RegistryMetrics
 from .mirror import Mirror, SyncResult
 from .records import Record
+from .shardlist import LogListFile
 from .status import Epoch, Produced, StatusProducer
 from .statuslist import status_list_credential
 from .store import MAIN, ReadGate, RegistryRepo
@@ -101,6 +102,7 @@ class RegistryService:
     batcher: Batcher | None = None
     mirror: Mirror | None = None
     producer: StatusProducer | None = None
+    log_list: LogListFile | None = None  # the signed log list it publishes (log_list)
     epoch: Epoch | None = None
     resolver: DidResolver | None = None  # signers named by did:web, did:plc
     gate: ReadGate = field(default_factory=ReadGate)
@@ -170,6 +172,8 @@ class RegistryService:
     async def _open_primary(self) -> None:
         cfg = self.config
         self.seed = load_or_create_key(cfg.key_file or cfg.data_dir / "registry.key")
+        if cfg.log_list is not None:
+            self.log_list = LogListFile(cfg.log_list, self.seed)
         me = did_key_from_public(keys.Signer(KEY_NAME, self.seed).public)
         replayer = Replayer(self.repo, self.index, strict=False, anchors_dir=self.data_dir / "anchors")
         await self.in_thread(replay, self.repo, self.index, self.repo.ref(MAIN), replayer)
@@ -543,6 +547,7 @@ class RegistryService:
             "records": len(self.index.records), "git": f"/{self.config.name}.git",
             "status_service": self.producer.registry if self.producer else None,
             "epoch": self.epoch.number if self.epoch else None,
+            "log_list": "/v1/log-list" if self.log_list is not None else None,
         }
         if g is not None:
             urls = {link.origin: link.url for link in self.anchorer.links} if self.anchorer is not None else {}

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tlog.formats import hashing
 
@@ -14,6 +15,11 @@ from tests.support.services import ServerProcess
 
 # xdist workers die with pytest; @pytest.mark.needs(tool) and the switch OAP_REQUIRE_ALL_TOOLS
 pytest_plugins = ["tests.support.workers", "tests.support.tools"]
+
+# Property tests assert what holds, never how fast: Hypothesis's per-example deadline and its
+# too-slow health check are timing assertions that fail on a busy machine.
+settings.register_profile("oap", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("oap")
 
 
 @pytest.fixture(autouse=True)

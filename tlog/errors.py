@@ -98,6 +98,27 @@ class LogHalted(Unavailable):
     holds (a restore from an old backup?). Signing on would fork the log."""
 
 
+class LogFrozen(OAPError):
+    """The log is frozen (docs/architecture.md §3.8): it takes no more entries, ever, and
+    serves what it holds. App. B's `deprecated` (410, "sunset reached"): the body names the
+    successor log, where writes go now (`successor`, a URL, when the operator named one)."""
+
+    status, code = 410, "deprecated"
+
+
+class OutsideWindow(OAPError):
+    """A temporal shard refuses an entry outside its time window (docs/architecture.md §3.8):
+    after it, 410 `deprecated` like a frozen log; before it, 403 `policy_block` (the shard
+    is not open yet). The body carries the window (`accept_from`, `accept_until`)."""
+
+    status, code = 410, "deprecated"
+
+    def __init__(self, message: str, *, early: bool = False, **data: Any) -> None:
+        super().__init__(message, **data)
+        if early:
+            self.status, self.code = 403, "policy_block"
+
+
 class ForkError(OAPError):
     """The log was asked to sign a second, different root for a size it signed before.
 

@@ -589,3 +589,38 @@ async def test_the_receipts_index_is_backfilled_for_entries_without_rows(backend
             assert [r.index for r in got] == list(range(40))
         finally:
             await reader.close()
+
+
+async def test_a_frozen_store_sequences_nothing_more_and_signs_only_what_it_held(backend):
+    """`freeze` (docs/architecture.md §3.8): every `sequence` after it refuses, on every
+    driver of the store, after a restart too; the entries sequenced before it are signed and
+    published in the final checkpoint, and the head never moves again."""
+    from tlog.errors import LogFrozen
+
+    async with appender(backend) as app:
+        await app.add_many(entries("f", 40))
+        d = app.driver
+        await app.call(d.sequence, entries("g", 5))  # sequenced, not yet signed: the final checkpoint covers it
+        final = await app.freeze("https://next.example", 60)
+        assert final.size == 45
+        with pytest.raises(LogFrozen) as e:
+            await app.add_many(entries("h", 1))
+        assert e.value.status == 410 and e.value.data["successor"] == "https://next.example"
+        with pytest.raises(LogFrozen):
+            await app.call(d.sequence, entries("h", 1))  # the store itself refuses
+        await app.call(d.freeze, "https://other.example")  # freezing again keeps the first successor
+        assert (await app.call(d.head)).frozen == "https://next.example"
+    if backend.shared:  # another frontend of the same store refuses at once
+        other = backend.driver("b")
+        head = other.open()
+        assert head.frozen == "https://next.example" and head.sequenced == 45
+        with pytest.raises(LogFrozen):
+            other.sequence(entries("i", 1))
+        other.close()
+    async with appender(backend) as again:  # after a restart: refused, and the final checkpoint stands
+        assert again.frozen is not None and again.state is not None and again.state.size == 45
+        assert again.state.note == final.note
+        with pytest.raises(LogFrozen):
+            await again.add_many(entries("j", 1))
+        head = await again.call(again.driver.head)
+        assert head.signed is not None and head.signed.size == head.sequenced == 45

@@ -2,11 +2,14 @@
 relies on, and nothing left behind."""
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from tlog.cli.engines import Postgres, Seaweed
+
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +41,10 @@ def test_seaweedfs_keeps_its_logs_in_its_directory_and_its_sockets_go_when_it_st
                  for name in ("master", "volume", "filer", "s3")]
         try:
             weed.create_bucket("b")  # it serves
-            assert all(s.is_socket() for s in socks), [str(s) for s in socks if not s.is_socket()]
+            # each server makes its socket as its gRPC server starts, which on a busy machine
+            # can come after the S3 gateway answers
+            asyncio.run(until(lambda socks=socks: all(s.is_socket() for s in socks), 60,
+                              f"the gRPC sockets {[str(s) for s in socks]}"))
             assert any(p.name.startswith("weed.") for p in (weed.dir / "logs").iterdir())
             assert not [p for p in Path("/tmp").glob(f"weed.*.{weed.proc.pid}")]
         finally:

@@ -278,6 +278,7 @@ class LogAnchor:
     url: str
     anchored: Anchored | None
     error: str | None = None
+    code: str | None = None  # the log's OAP error code, when it refused (`deprecated`: frozen or closed)
 
 
 async def anchor_in_logs(entry: dict, urls: Sequence[str], *, policy: TrustPolicy | None = None,
@@ -295,6 +296,8 @@ async def anchor_in_logs(entry: dict, urls: Sequence[str], *, policy: TrustPolic
                 return LogAnchor(url, await asyncio.wait_for(client.anchor(entry), timeout))
         except TimeoutError:
             return LogAnchor(url, None, f"no answer within {timeout:g} s")
+        except ServerError as e:
+            return LogAnchor(url, None, e.message, e.code)
         except OAPError as e:
             return LogAnchor(url, None, e.message)
 

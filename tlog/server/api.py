@@ -342,6 +342,12 @@ class LogAPI:
         # where the log starts (C2SP tlog-tiles pruning) and the policy that permits it
         body.update(minimum_index=self.svc.config.minimum_index,
                     retention_policy=self.svc.config.retention_policy or None)
+        # a frozen log or a temporal shard (§3.8): where writes go instead, and when this log takes them
+        cfg = self.svc.config
+        frozen = seq.frozen
+        named = frozen.data.get("successor") if frozen is not None else None
+        body.update(frozen=frozen is not None, accept_from=cfg.accept_from or None,
+                    accept_until=cfg.accept_until or None, successor=named or cfg.successor_url or None)
         return respond(request, body)
 
     async def policy(self, request: web.Request) -> web.Response:

@@ -53,7 +53,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
-from tlog.errors import ForkError, LogHalted, NotPublished, OAPError, Unavailable
+from tlog.errors import ForkError, LogFrozen, LogHalted, NotPublished, OAPError, Unavailable
 from tlog.formats.note import NoteSignature, add_signatures
 from tlog.merkle.tree import TreeView
 from tlog.runtime.batching import BatchQueue
@@ -69,6 +69,7 @@ from tlog.storage.interface import (
     Sequenced,
     SignedHead,
     Signer,
+    frozen_error,
 )
 
 log = logging.getLogger("oap.tlog.appender")
@@ -228,6 +229,7 @@ class Appender:
         self.state: LogState | None = None  # the published state readers get (or, before any, the signed one)
         self.published = False  # False until a checkpoint was published (with witnesses: their quorum)
         self.halted: LogHalted | None = None  # set for good when signing on would fork the log
+        self.frozen: LogFrozen | None = None  # set for good once the store says the log is frozen (`freeze`)
         self.on_publish: list[Callable[[LogState], None]] = []  # called with each newly served state
         self.lag = 0  # entries sequenced beyond the published head, as last seen
         self.lost_role = 0  # times this frontend lost the integrator role
@@ -299,6 +301,7 @@ class Appender:
         `wait_timeout`) until some frontend has published something."""
         head = await self.call(self.driver.open)
         self._sequenced = head.sequenced
+        self._see_frozen(head)
         if head.published is not None:  # served while the bucket or the witnesses are still out of reach
             await self._serve_head(head.published[0], head.published[1])
         if not self.published and head.signed is not None:
@@ -373,6 +376,8 @@ class Appender:
             raise Unavailable("the log is shutting down")
         if self.halted is not None:
             raise self.halted
+        if self.frozen is not None:
+            raise self.frozen
         if len(self._queue) + self._unanswered + len(datas) > self.max_pending:
             raise Unavailable("the log is at capacity; retry shortly", retry_after=1)
         group = _Group(asyncio.get_running_loop().create_future(), len(datas))
@@ -425,6 +430,11 @@ class Appender:
         try:
             seq = await asyncio.get_running_loop().run_in_executor(self._sequence_io, self.driver.sequence, batch)
         except Exception as e:  # noqa: BLE001 - not sequenced: a 503 for every submission of the batch
+            if isinstance(e, LogFrozen):  # frozen by another process (or the CLI) meanwhile: for good
+                self.frozen = self.frozen or e
+                for g, _, _ in spans:
+                    self._settle(g.future, error=e)
+                return
             if isinstance(e, Unavailable):
                 log.error("batch of %d entries refused: %s", len(batch), e.message)
             else:
@@ -519,6 +529,36 @@ class Appender:
             self._fail_waiting(Unavailable("the entries are sequenced but no checkpoint covering them was published "
                                            "in time (is an integrator running?)", retry_after=1),
                                older_than=time.perf_counter() - self.wait_timeout)
+
+    # --- freezing -----------------------------------------------------------------------------
+
+    def _see_frozen(self, head: Head) -> None:
+        if head.frozen is not None and self.frozen is None:
+            self.frozen = frozen_error(head.frozen)
+            log.warning("the log is frozen: writes are refused%s",
+                        f" (successor: {head.frozen})" if head.frozen else "")
+
+    async def freeze(self, successor: str, timeout: float) -> LogState:
+        """Freeze the log (docs/architecture.md §3.8): the store refuses every entry from now
+        on, on every frontend; the entries sequenced before are signed, witnessed and published
+        as usual, by whichever frontend holds the role, in the final checkpoint, which is
+        returned once this frontend serves it. Unavailable if that takes over `timeout`."""
+        await self.call(self.driver.freeze, successor)
+        head = await self.call(self.driver.head)
+        self._see_frozen(head)
+        self._sequenced = max(self._sequenced, head.sequenced)
+        self._kick.set()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.state
+            if self.halted is not None:
+                raise self.halted
+            if self.published and state is not None and state.size >= head.sequenced:
+                return state
+            await asyncio.sleep(0.05)
+        raise Unavailable(f"the log is frozen, but its final checkpoint (size {head.sequenced}) was not published "
+                          f"within {timeout:g} s; it is published when a frontend can (witnesses, bucket)",
+                          retry_after=1)
 
     # --- imports -----------------------------------------------------------------------------
 
@@ -713,6 +753,7 @@ class Appender:
         await self.holding(lease)  # after a pause: renewed (or found lost) before anything else
         head, new, published = await self.call(self._sign, lease)
         self._sequenced = max(self._sequenced, head.sequenced)
+        self._see_frozen(head)
         self.lag = max(0, head.sequenced - (head.published[0] if head.published is not None else 0))
         if new is not None and published:
             self._serve(self._state_of(new.size, new.root, new.note))
@@ -825,6 +866,7 @@ class Appender:
             if head.sequenced > self._sequenced:
                 self._sequenced = head.sequenced
                 self._kick.set()
+            self._see_frozen(head)
             if self._lease is not None:
                 continue  # the holder serves what it publishes itself
             self._expire_waiting()

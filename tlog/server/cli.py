@@ -369,6 +369,45 @@ def migrate(from_config: Path | None, from_data: Path | None, to_config: Path, t
     click.echo(json.dumps({"migrated": size, "tree_size": size, "storage": dst.storage}))
 
 
+@main.command()
+@_with(_log_source)
+@click.option("--successor", default=None,
+              help="URL of the log that takes this log's writes from now on, named in every refusal "
+                   "(default: successor_url of the configuration).")
+@click.option("--timeout", type=click.FloatRange(1, 3600), default=60.0, show_default=True,
+              help="Seconds to wait for the final checkpoint to be witnessed and published.")
+def freeze(config_file: Path | None, data_dir: Path | None, successor: str | None, timeout: float) -> None:
+    """Freeze the log for good: it takes no more entries, and everything it holds is signed,
+    witnessed and published in a final checkpoint, the last it ever signs. Reads, tiles and
+    proofs go on. Stop an embedded log first (its data directory has one writer); a
+    scale-out log (PostgreSQL) is frozen while its frontends run, all of them at once."""
+    from tlog.formats.urls import is_base_url
+    from tlog.server.service import LogService
+
+    cfg = _log_config(config_file, data_dir)
+    succ = cfg.successor_url if successor is None else successor
+    if succ and not is_base_url(succ):
+        fail(f"--successor must be an http(s) URL without a trailing '/': {succ!r}", 2)
+
+    async def run():
+        svc = await LogService.open(cfg)
+        try:
+            state = await svc.appender.freeze(succ, timeout)
+            frozen = svc.appender.frozen
+            return state, (frozen.data.get("successor") if frozen is not None else None)  # the first one named
+        finally:
+            await svc.close()
+
+    try:
+        state, named = asyncio.run(run())
+    except OAPError as e:
+        fail(e.message)
+    except ConfigError as e:
+        fail(f"{e} (an embedded log is frozen while it is stopped)" if cfg.storage == "embedded" else str(e))
+    click.echo(json.dumps({"frozen": True, "origin": cfg.origin, "tree_size": state.size, "successor": named,
+                           "checkpoint": state.note}))
+
+
 def _signing_key(ref: Path | str) -> keys.Ed25519Key:
     """A --key: a key file's seed, or a token key (the entry helpers take either)."""
     try:
@@ -418,7 +457,8 @@ def add(receipt, hash_, commitment, entry_file, key, urls, policy_file, min_logs
         journal) -> None:
     """Anchor a receipt (file or --hash), a privileged commitment, or an entry, in one
     log or several, and write the proof to verify offline with `oap-log verify`."""
-    from tlog.client.client import anchor_in_logs, token_from
+    from tlog.client.client import token_from
+    from tlog.client.shards import anchor_following_list
     from tlog.client.verifier import TrustPolicy
     from tlog.formats.anchors import anchors_text
 
@@ -445,8 +485,9 @@ def add(receipt, hash_, commitment, entry_file, key, urls, policy_file, min_logs
         entry = _entry_to_anchor(receipt, hash_, commitment, entry_file, key, out, stem)
         if journal is not None:
             _journal(journal, entry)
-        results = asyncio.run(anchor_in_logs(entry, urls, policy=policy, timeout=timeout, token=token,
-                                             outbound=client_outbound()))
+        results, policy = asyncio.run(anchor_following_list(
+            entry, urls, policy=policy, timeout=timeout, token=token, outbound=client_outbound(),
+            tell=lambda text: click.echo(f"note: {text}", err=True)))
     except OAPError as e:
         fail(e.message)
     done = [r for r in results if r.anchored is not None]

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tlog.errors import ConfigError, FormatError
+from tlog.errors import ConfigError, FormatError, InvalidInput
 from tlog.formats.keys import cosigner_verifier, parse_vkey
 from tlog.formats.policy import parse_policy
+from tlog.formats.times import parse_utc
 from tlog.formats.urls import is_base_url
 from tlog.runtime.config import HTTPConfig, check_http_limits
 
@@ -77,6 +78,16 @@ class LogConfig(HTTPConfig):
     public_url: str = ""  # this log's own URL
     registry_url: str = ""  # the registry anchored in this log
     mirror_urls: tuple[str, ...] = ()  # mirrors serving copies of this log (tlog-tiles)
+    # A temporal shard (docs/architecture.md §3.8): entries only while the log's clock is in
+    # [accept_from, accept_until) (RFC 3339 UTC; empty: unbounded), and where writes go next
+    accept_from: str = ""
+    accept_until: str = ""
+    successor_url: str = ""  # named by refusals outside the window and by `oap-log freeze`
+
+    def window(self) -> tuple[float | None, float | None]:
+        """The shard's window as Unix times (None: unbounded on that side)."""
+        return tuple(parse_utc(v, name).timestamp() if v else None  # type: ignore[return-value]
+                     for name, v in (("accept_from", self.accept_from), ("accept_until", self.accept_until)))
 
     def validate(self) -> None:
         check_http_limits(self)
@@ -166,6 +177,14 @@ class LogConfig(HTTPConfig):
                 raise ConfigError(f"{name} must be an http(s) URL without a trailing '/' or spaces: {url!r}")
         if len(self.mirror_urls) > 32:
             raise ConfigError("mirror_urls: at most 32")
+        try:
+            start, end = self.window()
+        except InvalidInput as e:
+            raise ConfigError(f"{e.message} (an RFC 3339 UTC time such as 2027-01-01T00:00:00Z)") from None
+        if start is not None and end is not None and start >= end:
+            raise ConfigError("accept_from must be before accept_until")
+        if self.successor_url and not is_base_url(self.successor_url):
+            raise ConfigError(f"successor_url must be an http(s) URL without a trailing '/': {self.successor_url!r}")
 
     def upstream_urls(self) -> Iterable[tuple[str, str]]:
         """The witnesses and mirrors the log pushes checkpoints to, and the bucket it publishes in."""

@@ -5,6 +5,9 @@ over) and `POST /v1/entries:batch` run the same steps in the same order, so a re
 answered the same whichever route and path it takes (docs/architecture.md §3.3). The
 first refusal wins:
 
+0. a temporal shard outside its window (docs/architecture.md §3.8) refuses every write
+   (410 after it, 403 before it, naming the window and the successor); a frozen log
+   refuses at step 8 (410, the appender and the store decide);
 1. admit, before a byte of the body is read (`WriteGate.admit`): the bearer token (401
    where every write needs one); then, where tokens are used, a request without a valid
    one takes a token of the client's small bucket of such requests (429); then every
@@ -34,9 +37,10 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
+from typing import Any
 
 from tlog.didresolver import DidResolver
-from tlog.errors import InvalidInput
+from tlog.errors import InvalidInput, OutsideWindow
 from tlog.formats.diddoc import MAX_DIDS_PER_DOCUMENT, KeyLookup, dids_to_resolve, needs_resolution
 from tlog.formats.entries import canonical_entry, commitment_json_entry
 from tlog.formats.strict import ITEMS_PER_ENTRY, MAX_DOCUMENT_ITEMS, loads, loads_member_array
@@ -67,6 +71,9 @@ class WritePipeline:
         self._resolver, self._m = resolver, metrics
         self.max_entry_body, self.max_body = cfg.max_entry_body, cfg.max_body
         self.max_batch_entries = cfg.max_batch_entries
+        self._window, self._successor = cfg.window(), cfg.successor_url
+        self._window_text: dict[str, Any] = {"accept_from": cfg.accept_from or None,
+                                             "accept_until": cfg.accept_until or None}
         # Items a body may hold: what the route's largest honest body holds, no more; a quarter
         # of it for a request without a valid token, where tokens are used.
         one, many = (max(MAX_DOCUMENT_ITEMS, n * ITEMS_PER_ENTRY + 16) for n in (1, cfg.max_batch_entries))
@@ -85,6 +92,7 @@ class WritePipeline:
         them. Refusals of steps 1, 2 and, for a small body in hand, 4 to 7 are raised here;
         later ones come with the awaitable.
         """
+        self._in_window()  # 0
         admitted = self._gate.admit(authorization, client)  # 1
         cbor = body_is_cbor(content_type)  # 2
         if isinstance(body, bytes):
@@ -128,6 +136,7 @@ class WritePipeline:
     async def batch(self, authorization: str | None, client: str, content_type: str | None, read: BodyReader,
                     t0: float) -> AddedBatch:
         """Every entry of a batch appended, in request order, once all are durable and published."""
+        self._in_window()  # 0
         admitted = self._gate.admit(authorization, client)  # 1
         cbor = body_is_cbor(content_type)  # 2
         body = await read(self.max_body)  # 3
@@ -151,6 +160,20 @@ class WritePipeline:
         return added
 
     # --- the steps both share ---------------------------------------------------------------
+
+    def _in_window(self) -> None:
+        """Step 0: OutsideWindow unless the log's clock is inside the shard's window."""
+        start, end = self._window
+        if start is None and end is None:
+            return
+        now = time.time()
+        if start is not None and now < start:
+            raise OutsideWindow(f"this log accepts entries from {self._window_text['accept_from']}",
+                                early=True, successor=None, **self._window_text)
+        if end is not None and now >= end:
+            where = f"; write to its successor, {self._successor}" if self._successor else ""
+            raise OutsideWindow(f"this log accepted entries until {self._window_text['accept_until']}{where}",
+                                successor=self._successor or None, **self._window_text)
 
     def _authorize(self, admitted: Admitted, docs: Sequence[object]) -> set[str]:
         """Step 5: the entry types the token may write, the rest of a batch's write tokens;

@@ -53,6 +53,7 @@ from tlog.storage.interface import (
     LeaseLost,
     Sequenced,
     SignedHead,
+    frozen_error,
 )
 from tlog.storage.leafindex import LeafIndex
 from tlog.storage.receiptsql import receipts_query
@@ -257,6 +258,7 @@ class EmbeddedStorage:
         self._failure = ""
         self._failed_at = 0.0
         self._swept = 0  # the bucket's sweep of partial tiles (record_swept)
+        self._frozen: str | None = None  # the successor once frozen (freeze)
         self._closed = False
 
     def _fault(self, name: str) -> None:
@@ -298,12 +300,15 @@ class EmbeddedStorage:
         self._signed = None if latest is None else SignedHead(latest[0], latest[1], latest[2])
         self._published = self._recorded_publication()
         self._swept = int(self._meta("bucket_swept") or 0)
+        frozen = self._meta("frozen")
+        self._frozen = None if frozen is None else str(frozen)
         if not self.read_only and self.hash_sync_interval > 0 and self._hash_syncer is None:
             self._hash_syncer = HashSyncer(self, self.hash_sync_interval)
         return self.head()
 
     def head(self) -> Head:
-        return Head(self._sequenced, self._signed, self._published, self._failure, self._failed_at, self._swept)
+        return Head(self._sequenced, self._signed, self._published, self._failure, self._failed_at, self._swept,
+                    self._frozen)
 
     def _recorded_publication(self) -> tuple[int, str] | None:
         """The head `record_published` last recorded, if it is a checkpoint signed here (the
@@ -432,6 +437,8 @@ class EmbeddedStorage:
         in the log get their existing index. Leaf hashes are computed here, in one C call."""
         if self.read_only:
             raise Unavailable("the data directory is read-only; the log serves reads only")
+        if self._frozen is not None:
+            raise frozen_error(self._frozen)
         rows = leaf_hashes(datas)
         digests = rows.tobytes()
         leaves = [digests[i : i + 32] for i in range(0, len(digests), 32)]
@@ -603,6 +610,17 @@ class EmbeddedStorage:
             log.warning("could not record the bucket's sweep at %d (the next start sweeps again): %s", size, e)
             return
         self._swept = size
+
+    def freeze(self, successor: str) -> None:
+        """One durable write of `meta`; this process is the only one that sequences here, so
+        every later `sequence` sees it."""
+        if self.read_only:
+            raise Unavailable("the data directory is read-only; the log serves reads only")
+        if self._frozen is not None:
+            return
+        with self._transaction(durable=True) as c:
+            c.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('frozen', ?)", (successor,))
+        self._frozen = str(self._meta("frozen"))
 
     def follow(self, timeout: float) -> Head:
         """No other process writes here: nothing to wait for."""

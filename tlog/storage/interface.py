@@ -47,12 +47,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tlog.errors import LogFrozen
 from tlog.formats.entries import ReceiptRow
 from tlog.formats.tiles import TILE_WIDTH, entries_path, tile_path
 from tlog.merkle.tree import HashReader, TreeView
 
 __all__ = ["CorruptionError", "Driver", "EntryReader", "Fault", "HashReader", "Head", "Lease", "LeaseLost",
-           "LogState", "Publisher", "ReceiptRow", "Sequenced", "SignedHead", "Signer", "Tile", "TileSource"]
+           "LogState", "Publisher", "ReceiptRow", "Sequenced", "SignedHead", "Signer", "Tile", "TileSource",
+           "frozen_error"]
 
 Signer = Callable[[int, bytes], str]
 """(tree size, root hash) -> the signed checkpoint note for them."""
@@ -93,7 +95,9 @@ class Head:
     `failure`: why publication is failing, as the integrator last recorded ("" if not), and
     `failed_at` when it last failed (each failed attempt is a new time: writes waiting on
     any frontend are answered 503 by it); `swept`: a tree size such that the bucket holds no
-    partial tile of any tile full at that size any more (`record_swept`).
+    partial tile of any tile full at that size any more (`record_swept`); `frozen`: None
+    while the log takes entries, else the successor named when it was frozen ("" for none):
+    `sequence` refuses every entry from then on (`freeze`).
     """
 
     sequenced: int
@@ -102,6 +106,7 @@ class Head:
     failure: str = ""
     failed_at: float = 0.0
     swept: int = 0
+    frozen: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,12 @@ class Lease:
     `Driver.lease_ttl` seconds (the store's clock) after each `acquire` or `renew`."""
 
     epoch: int
+
+
+def frozen_error(successor: str) -> LogFrozen:
+    """What a frozen log answers every write with: the successor named, where there is one."""
+    where = f"; write to its successor, {successor}" if successor else ""
+    return LogFrozen(f"this log is frozen: it takes no more entries{where}", successor=successor or None)
 
 
 class CorruptionError(RuntimeError):
@@ -243,6 +254,14 @@ class Driver(TileSource, Protocol):
     def record_swept(self, lease: Lease, size: int) -> None:
         """The bucket holds no partial tile of a tile full at `size` any more (never
         backwards): where the next holder's sweep starts (`Head.swept`)."""
+        ...
+
+    def freeze(self, successor: str) -> None:
+        """Freeze the log for good (docs/architecture.md §3.8): durably, and ordered with
+        `sequence` (which refuses every entry with LogFrozen from then on, on every process
+        sharing the store), so that no entry is sequenced after it. Not fenced: it is no
+        holder's write, and it only ever stops writes. Freezing again keeps the first
+        successor (the final checkpoint may already name it to the world)."""
         ...
 
     def follow(self, timeout: float) -> Head:

@@ -34,6 +34,7 @@ export function showHead(head) {
     ['origin', cp.origin], ['size', cp.size.toString()], ['root', value(oap.b64enc(cp.root), 'root hash')],
     ['log key', ctx.signerKey ? value(ctx.signerKey, 'log key') : app.logInfo ? value(app.logInfo.verifier_key, 'log key') : null],
     ['read', time(head.at.toISOString())],
+    ['writes', writesFact(app.logInfo)],
   ]);
   fill('log-links', rawLink(`${app.log}/checkpoint`, 'raw checkpoint'), ' ', rawLink(`${app.log}/v1/info`, 'raw info'), ' ',
     copyButton(note, 'checkpoint'), ' ', downloadButton(note, 'checkpoint.txt', 'download checkpoint'));
@@ -147,4 +148,13 @@ function drawGrowth(ctx) {
   $('growth-text').textContent = `${pts.length} size${pts.length === 1 ? '' : 's'} of ${ctx.origin} (key ${ctx.signerKey.split('+').slice(0, 2).join('+')}) `
     + `seen by this browser since ${new Date(t0).toISOString().replace(/\.\d+Z$/, 'Z')} (${ago((Date.now() - t0) / 1000)}): `
     + `from ${pts[0].size} to ${pts[pts.length - 1].size} entries, each new size proven consistent with the last (checked every ${POLL_MS / 1000} s)`;
+}
+
+// Whether the log takes entries, as its /v1/info says (unsigned: the registry's signed log list
+// is the record a client follows, docs/architecture.md §3.8, §6.2); no row when it says nothing.
+function writesFact(info) {
+  if (!info || (!info.frozen && !info.accept_from && !info.accept_until)) return undefined;
+  const successor = info.successor ? `; successor ${info.successor}` : '';
+  if (info.frozen) return `FROZEN: this checkpoint is the last one it signs${successor}`;
+  return `a temporal shard: entries from ${info.accept_from || 'its start'} until ${info.accept_until || 'further notice'}${successor}`;
 }

@@ -91,7 +91,8 @@ export async function render(params) {
       l.url ? [' at ', h('a', { href: href({ view: 'log', log: l.url }), text: l.url })] : '', ' key ', value(l.vkey, `key of ${l.origin}`))) : '—'],
     ['required', `a commit is served as anchored once ${named.k} of ${named.logs.length || 1} log(s) hold it`],
     ['genesis', genesis ? `${genesis.format}: ${genesis.logs.length} log(s), k = ${genesis.k}${genesis.same ? ', as /v1/info says' : ' — DIFFERS from /v1/info'}` : 'not read'],
-    ['raw', [rawLink(`${app.registry}/v1/info`), ' ', rawLink(`${app.registry}/v1/files/registry.json`, 'raw genesis')]]]);
+    ['raw', [rawLink(`${app.registry}/v1/info`), ' ', rawLink(`${app.registry}/v1/files/registry.json`, 'raw genesis'),
+      ...(info.log_list ? [' ', rawLink(`${app.registry}${info.log_list}`, 'signed log list')] : [])]]]);
   if (genesis && !genesis.same) { failed('registry-verdict', 'the registry\'s /v1/info names other logs or another k than its genesis (registry.json)'); return; }
   const before = params.get('before');
   const url = `${app.registry}/v1/commits?limit=${PAGE}${before && /^[0-9]{1,15}$/.test(before) ? `&before=${before}` : ''}`;
