@@ -12,6 +12,7 @@ import aiohttp
 
 from tlog.client.client import ServerError, bearer, oap_request, read_answer
 from tlog.client.verifier import TrustPolicy
+from tlog.errors import OAPError
 from tlog.formats.did import did_key_from_public
 from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import format_utc
@@ -19,6 +20,7 @@ from tlog.formats.urls import check_url
 from tlog.transport import Outbound
 
 from .anchoring import Genesis
+from .keyrotation import KeyChain, chain_of_document
 from .records import sign_record
 from .statusverify import StatusVerificationError, VerifiedStatus, check_answer_id, status_id_of, verify_status
 
@@ -112,8 +114,28 @@ class RegistryClient:
         the registry key `registry` pinned by the caller, the log anchors against `policy`).
         A relying party acts only on `.status == "good"`."""
         resp = await self.status(status_id, issuer)
+        epoch = resp.get("epoch")
+        keys = None
+        if isinstance(epoch, dict) and {epoch.get("registry"), epoch.get("history", registry)} != {registry}:
+            keys = await self.key_rotations()  # signed by another key, or about records another key may have
+            # anchored (a rotated registry's, a mirror's upstream's): follow the rotations
         return verify_status(resp, registry=registry, status_id=status_id_of(status_id, issuer), policy=policy,
-                             genesis=genesis)
+                             genesis=genesis, keys=keys)
+
+    async def key_rotations(self) -> KeyChain | None:
+        """The registry's keys (`GET /v1/key-rotations`), every rotation verified to be signed by
+        the key before it and countersigned by the next (`keyrotation`); None from a registry
+        that serves none. StatusVerificationError for a chain that does not verify."""
+        try:
+            doc = await self._call("GET", "/v1/key-rotations")
+        except ServerError as e:
+            if e.status == 404:
+                return None
+            raise
+        try:
+            return chain_of_document(doc)
+        except OAPError as e:
+            raise StatusVerificationError(f"key rotations: {e.message}") from None
 
     async def token_epoch(self, principal: str, token_class: str, *, registry: str,
                           policy: TrustPolicy | None = None) -> VerifiedStatus:
