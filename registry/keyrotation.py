@@ -6,7 +6,8 @@ committed to the registry's history as `key-rotations/<number>.json` (RFC 8785 b
 
     {"type": "oap-registry-key-rotation", "registry": <genesis did:key>, "number": n,
      "previous": <did:key signing until now>, "key": <did:key signing from now on>,
-     "seq": <the commit that adds the statement>, "issued_at": <RFC 3339 UTC>,
+     "seq": <the commit that adds the statement>, "epoch": <the first status epoch the new key
+     signs>, "issued_at": <RFC 3339 UTC>,
      "signature": <previous key's>, "countersignature": <new key's>}
 
 Both signatures are Ed25519 over the RFC 8785 form of the statement without
@@ -18,10 +19,10 @@ key trusts the old one as its predecessor).
 Which key signs what (`KeyChain.at`): the anchor of commit `s`, and the receipts
 anchored with it, are signed by the key in force after commit `s` — the rotation
 commit itself is anchored by the new key, the commits before it by the old one, and
-the old key's signature on any later commit is refused. A status epoch is signed by
-the key in force when it was made: a retired key's statements count only when their
-`this_update` is not after the `issued_at` of the rotation that retired it (the
-answers made before the rotation stay good until their `next_update`: the overlap).
+the old key's signature on any later commit is refused. Status epochs are numbered; a
+retired key's epoch statements count only when their number is below the rotation's
+`epoch` (the answers made before the rotation stay good until their `next_update`: the
+overlap), never the epochs after it.
 """
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ ROTATION_FILE = "key-rotation.json"
 it when it next starts with the new key."""
 MAX_ROTATION_BYTES = 4096
 MAX_ROTATIONS = 1000
-_FIELDS = {"type", "registry", "number", "previous", "key", "seq", "issued_at", "signature", "countersignature"}
+_FIELDS = {"type", "registry", "number", "previous", "key", "seq", "epoch", "issued_at", "signature",
+           "countersignature"}
 
 
 class RotationError(InvalidInput):
@@ -59,6 +61,7 @@ class Rotation:
     previous: str
     key: str
     seq: int  # the commit that adds it; the first commit the new key anchors
+    epoch: int  # the first status epoch the new key signs
     issued_at: datetime
     content: bytes  # the canonical statement, as committed and served
 
@@ -67,13 +70,14 @@ def _signing_bytes(doc: dict[str, Any]) -> bytes:
     return jcs({k: v for k, v in doc.items() if k not in ("signature", "countersignature")})
 
 
-def make_rotation(*, registry: str, number: int, old: Ed25519Key, new: Ed25519Key, seq: int,
+def make_rotation(*, registry: str, number: int, old: Ed25519Key, new: Ed25519Key, seq: int, epoch: int,
                   issued_at: datetime) -> bytes:
     """The statement handing the registry over from `old` to `new`, signed by both."""
     doc: dict[str, Any] = {
         "type": ROTATION_TYPE, "registry": registry, "number": number,
         "previous": did_key_from_public(ed25519_signer(old).public),
-        "key": did_key_from_public(ed25519_signer(new).public), "seq": seq, "issued_at": format_utc(issued_at)}
+        "key": did_key_from_public(ed25519_signer(new).public), "seq": seq, "epoch": epoch,
+        "issued_at": format_utc(issued_at)}
     msg = _signing_bytes(doc)
     doc["signature"] = b64enc(ed25519_signer(old).sign(msg))
     doc["countersignature"] = b64enc(ed25519_signer(new).sign(msg))
@@ -101,9 +105,10 @@ def parse_rotation(data: bytes | str | object) -> Rotation:
         doc = data
     if not isinstance(doc, dict) or set(doc) != _FIELDS or doc["type"] != ROTATION_TYPE:
         raise RotationError(f"not an {ROTATION_TYPE} statement")
-    number, seq = doc["number"], doc["seq"]
-    if type(number) is not int or not 1 <= number <= MAX_ROTATIONS or type(seq) is not int or seq < 1:
-        raise RotationError("key rotation: number must be 1.. and seq a commit after the genesis")
+    number, seq, epoch = doc["number"], doc["seq"], doc["epoch"]
+    if type(number) is not int or not 1 <= number <= MAX_ROTATIONS or type(seq) is not int or seq < 1 \
+            or type(epoch) is not int or epoch < 1:
+        raise RotationError("key rotation: number must be 1.., seq a commit after the genesis and epoch 1..")
     for name in ("registry", "previous", "key"):
         try:
             public_from_did_key(doc[name])
@@ -117,7 +122,7 @@ def parse_rotation(data: bytes | str | object) -> Rotation:
         raise RotationError(f"key rotation: {e.message}") from None
     _check_sig(doc, "signature", doc["previous"])
     _check_sig(doc, "countersignature", doc["key"])
-    return Rotation(doc["registry"], number, doc["previous"], doc["key"], seq, issued_at, jcs(doc))
+    return Rotation(doc["registry"], number, doc["previous"], doc["key"], seq, epoch, issued_at, jcs(doc))
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,8 @@ class KeyChain:
             raise RotationError(f"key rotation {rotation.number} hands over from {rotation.previous}, "
                                 f"but the registry's key is {self.current}")
         last = self.rotations[-1] if self.rotations else None
-        if last is not None and (rotation.seq <= last.seq or rotation.issued_at < last.issued_at):
+        if last is not None and (rotation.seq <= last.seq or rotation.epoch < last.epoch
+                                 or rotation.issued_at < last.issued_at):
             raise RotationError(f"key rotation {rotation.number} is not after rotation {last.number}")
         if seq is not None and rotation.seq != seq:
             raise RotationError(f"key rotation {rotation.number} names commit {rotation.seq}, but commit {seq} adds it")
@@ -160,21 +166,22 @@ class KeyChain:
                 key = r.key
         return key
 
-    def retired_at(self, key: str) -> datetime | None:
-        """When `key` stopped signing (the rotation away from it); None for the current key."""
+    def retired_at(self, key: str) -> int | None:
+        """The first status epoch `key` may not sign (the rotation away from it's); None for the
+        current key."""
         for r in self.rotations:
             if r.previous == key:
-                return r.issued_at
+                return r.epoch
         return None
 
-    def may_sign(self, key: str, when: datetime, pinned: str) -> bool:
-        """Whether a statement made at `when` may be signed by `key`, for a verifier pinned to
-        `pinned`: a key of this chain from the pinned one on, not retired before `when`."""
+    def may_sign(self, key: str, epoch: int, pinned: str) -> bool:
+        """Whether status epoch number `epoch` may be signed by `key`, for a verifier pinned to
+        `pinned`: a key of this chain from the pinned one on, not retired by then."""
         keys = self.keys
         if pinned not in keys or key not in keys[keys.index(pinned):]:
             return False
         retired = self.retired_at(key)
-        return retired is None or when <= retired
+        return retired is None or epoch < retired
 
 
 def key_chain(registry: str, statements: Sequence[object]) -> KeyChain:

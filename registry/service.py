@@ -112,8 +112,10 @@ def prepare_rotation(data_dir: Path, old_key: Path | str, new_key: Path | str) -
         if not complete or Backlog(data_dir / "anchors" / "backlog.json").behind():
             raise ConfigError("the head commit is not anchored in every log yet: start the registry with its "
                               "current key until it is, then stop it")
+        epochs = data_dir / "status-epoch.json"  # the last status epoch the old key signed
+        last = json.loads(epochs.read_text())["epoch"] if epochs.exists() else 0
         content = make_rotation(registry=g.registry, number=len(index.keys.rotations) + 1, old=old, new=new,
-                                seq=head.seq + 1, issued_at=datetime.now(UTC).replace(microsecond=0))
+                                seq=head.seq + 1, epoch=last + 1, issued_at=datetime.now(UTC).replace(microsecond=0))
         rotation = parse_rotation(content)
         index.keys.then(rotation, head.seq + 1)
         write_durably(data_dir / ROTATION_FILE, content)

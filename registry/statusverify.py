@@ -172,8 +172,10 @@ def verify_status(resp: object, *, registry: str, status_id: str | None, policy:
     if keys is not None and registry in keys.keys:
         st0 = resp.get("epoch")
         named = st0.get("registry") if isinstance(st0, dict) else None
-        when = _time(st0.get("this_update"), "this_update") if isinstance(st0, dict) else None
-        if not isinstance(named, str) or when is None or not keys.may_sign(named, when, registry):
+        number0 = st0.get("epoch") if isinstance(st0, dict) else None
+        if type(number0) is not int:
+            raise _fail("epoch statement: epoch and revoked_size must be integers")
+        if not isinstance(named, str) or not keys.may_sign(named, number0, registry):
             raise _fail(f"the answer is signed by {named}, not by {registry} or a key it was rotated to "
                         "(in force when the answer was made)")
         signer = named

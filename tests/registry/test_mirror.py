@@ -142,7 +142,7 @@ async def test_a_fast_forward_with_a_bad_commit_is_refused(primary, tmp_path, lo
 
             (work / "key-rotations").mkdir()
             (work / "key-rotations" / "1.json").write_bytes(make_rotation(
-                registry=primary.svc.registry, number=1, old=s, new=generate_seed(), seq=good_head.seq + 1,
+                registry=primary.svc.registry, number=1, old=s, new=generate_seed(), seq=good_head.seq + 1, epoch=1,
                 issued_at=datetime.now(UTC)))
             paths.append("key-rotations/1.json")
         elif attack == "not_add_only":
