@@ -368,10 +368,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
                 info = await c.info()
                 got = await c.status(target, issuer)
                 pin = registry_key or (pins[0] if len(pins) == 1 else None)
-                epoch = got.get("epoch")
-                if keys is None and pin is not None and isinstance(epoch, dict) \
-                        and {epoch.get("registry"), epoch.get("history", pin)} != {pin}:
-                    return got, info, await c.key_rotations()  # the registry rotated its key: follow it
+                if keys is None and pin is not None:  # the registry may have rotated its key: follow it
+                    return got, info, await c.keys_for(got, pin)
                 return got, info, keys
 
         try:

@@ -114,13 +114,17 @@ class RegistryClient:
         the registry key `registry` pinned by the caller, the log anchors against `policy`).
         A relying party acts only on `.status == "good"`."""
         resp = await self.status(status_id, issuer)
-        epoch = resp.get("epoch")
-        keys = None
-        if isinstance(epoch, dict) and {epoch.get("registry"), epoch.get("history", registry)} != {registry}:
-            keys = await self.key_rotations()  # signed by another key, or about records another key may have
-            # anchored (a rotated registry's, a mirror's upstream's): follow the rotations
         return verify_status(resp, registry=registry, status_id=status_id_of(status_id, issuer), policy=policy,
-                             genesis=genesis, keys=keys)
+                             genesis=genesis, keys=await self.keys_for(resp, registry))
+
+    async def keys_for(self, resp: object, registry: str) -> KeyChain | None:
+        """The registry's key rotations when an answer needs them for a verifier pinned to
+        `registry`: signed by another key, or about records another key may have anchored (a
+        rotated registry's, a mirror's upstream's); else None (one request saved)."""
+        epoch = resp.get("epoch") if isinstance(resp, dict) else None
+        if isinstance(epoch, dict) and {epoch.get("registry"), epoch.get("history", registry)} != {registry}:
+            return await self.key_rotations()
+        return None
 
     async def key_rotations(self) -> KeyChain | None:
         """The registry's keys (`GET /v1/key-rotations`), every rotation verified to be signed by

@@ -1,7 +1,11 @@
 """Offline verification of a saved status response (`oap-registry status --offline`).
 
 Needs the registry's key (did:key) and, to check the log anchors too, the log's
-trust policy; no network. Checks, in order:
+trust policy; no network. After the registry rotated its key, also its rotation
+statements (`keys`, `registry.keyrotation`): "the registry key" below is then the key
+the epoch statement names, which must be the pinned key or one the statements hand over
+to from it, not retired before the epoch; and each record's anchor is checked against
+the key in force at its commit. Checks, in order:
 
 1. the response is signed by the registry key;
 2. the response is about the id the caller asked about (`status_id`: a signed answer is
