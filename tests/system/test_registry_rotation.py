@@ -9,7 +9,6 @@ is refused by the registry, by clients and by replay.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -24,15 +23,9 @@ from tlog.runtime import keyfiles
 
 from tests.support.alertsinks import free_port
 from tests.support.services import BIN, Service, log_service, registry_service
+from tests.system.test_rotation import cli
 
 pytestmark = pytest.mark.slow
-
-
-def cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, timeout=120)
-    if ok:
-        assert p.returncode == 0, f"{args}: {p.stdout}{p.stderr}"
-    return p
 
 
 def keygen(path: Path) -> str:
