@@ -247,8 +247,8 @@ class RegistryService:
         self.writer.gate, self.writer.max_packs = self.gate, cfg.max_packs
         if genesis is not None:
             await self.writer.create_genesis(genesis)
-        await self.writer.recover()
-        if rotation is not None:
+        await self.writer.recover()  # may publish the rotation commit itself, left pending by a crash
+        if rotation is not None and self.index.keys is not None and self.index.keys.current != me:
             await self.writer.commit_rotation(rotation)
             log.warning("rotated the registry key to %s (key rotation committed at seq %d)", me,
                         self.index.head.seq if self.index.head else 0)
