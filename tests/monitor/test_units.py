@@ -55,12 +55,24 @@ def reference(data: bytes) -> Parties:
     if obj["type"] in ("receipt", "registry"):
         return Parties(obj["type"], signer_name(obj["signer"]))
     r = obj["receipt"]
-    subject = signer_name(r["subject"])
-    names = []
-    for s in r.get("signatures", []):
-        n = signer_name(s["by"])
-        if n != subject and n not in names:
-            names.append(n)
+    # a subject that is no DID names no signer; every DID the receipt holds anywhere is named
+    # (a monitor errs on the side of telling a watched DID), whatever key it sits under
+    subject = signer_name(r["subject"]) if r["subject"].startswith("did:") else None
+    names: list[str] = []
+
+    def walk(v: object) -> None:
+        if isinstance(v, str) and v.startswith("did:"):
+            n = signer_name(v)
+            if n != subject and n not in names:
+                names.append(n)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(r)
     return Parties("conformance", subject, tuple(names))
 
 

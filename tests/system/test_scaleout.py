@@ -142,6 +142,69 @@ async def test_with_the_bucket_down_every_frontend_answers_503_then_recovers(eng
             assert got.indices == list(range(300)) and not any(got.fresh) and got.state.size == 300
 
 
+async def test_a_new_frontend_serves_from_the_buckets_right_edge_and_fills_the_rest_as_it_reads(engines, tmp_path):
+    """A frontend joining a log published to a bucket holds only the right edge of its tree at
+    first (the bucket's partial tiles, checked against the root the database recorded), not a
+    hash cache built from every entry: proofs of old entries are right (pymerkle) and fill the
+    tiles they needed into its cache; its appends, once it holds the role, extend the tree."""
+    dsn, url = engines.database(), engines.bucket()
+    n = 256 * 256 + 3 * 256 + 77  # full tiles at tile levels 0 and 1, partial ones at 0, 1 and 2
+    data = entries("old", n)
+    async with frontend(tmp_path, dsn, "a", targets=[BucketTarget(TilePublisher(engines.bucket_of(url)),
+                                                                  interval=0.05)]) as a:
+        for k in range(0, n, 8192):
+            await a.add_many(data[k:k + 8192])
+    assert TilePublisher(engines.bucket_of(url)).checkpoint_size() == n  # closed: all of it is in the bucket
+    ref = InmemoryTree(algorithm="sha256")
+    for d in data:
+        ref.append_entry(d)
+
+    def path(index: int, size: int) -> list[bytes]:
+        return [bytes.fromhex(h) for h in ref.prove_inclusion(index + 1, size).serialize()["path"]][1:]
+
+    storage = PostgresStorage(dsn, tmp_path / "b", name="b", tiles=engines.bucket_of(url).get)
+    b = Appender(storage, SIGN, batch_interval=0.005,
+                 targets=[BucketTarget(TilePublisher(engines.bucket_of(url)), interval=0.05)])
+    await b.start()
+    try:
+        assert b.state is not None and b.state.size == n and b.state.root == ref.get_root(n)
+        lazy = storage.hashes
+        assert lazy.missing == n // 256 + 1 and lazy.fetched == 0  # no full tile of either level
+        assert lazy.files.read(0, 5) == bytes(32)  # a hole: no old leaf hash was read
+        leaves = [leaf_hash(d) for d in data]
+        for index in (5, 1000, 65_535, 65_600, n - 1):
+            assert b.state.view.inclusion_proof(index) == path(index, n), index
+        assert lazy.files.read(0, 5) == leaves[5]  # now cached
+        assert 0 < lazy.fetched < n // 256 and lazy.missing == n // 256 + 1 - lazy.fetched
+        more = entries("new", 300)
+        r = await b.add_many(more)  # b integrates (a is gone): from the edge it loaded
+        assert r.indices == list(range(n, n + 300)) and b.integrating
+        for d in more:
+            ref.append_entry(d)
+        assert r.state.size == n + 300 and r.state.root == ref.get_root(n + 300)
+        for index in (7, n + 299):
+            assert r.state.view.inclusion_proof(index) == path(index, n + 300), index
+    finally:
+        await b.close()
+    # Restarted, its cache (with holes) is dropped and the edge loaded again; with no bucket
+    # configured any more, the cache is built whole from the entries.
+    again = PostgresStorage(dsn, tmp_path / "b", name="b", tiles=engines.bucket_of(url).get)
+    again.open()
+    try:
+        assert again.extend(n + 300) == ref.get_root(n + 300)
+        assert again.hashes.missing > 0 and again.hashes.files.read(0, 5) == bytes(32)
+    finally:
+        again.close()
+    whole = PostgresStorage(dsn, tmp_path / "b", name="b")
+    whole.open()
+    try:
+        assert whole.extend(n + 300) == ref.get_root(n + 300)
+        assert whole.hashes.missing == 0 and whole.hashes.files.read(0, 5) == leaves[5]
+        assert not (tmp_path / "b" / "hashes" / "sparse").exists()
+    finally:
+        whole.close()
+
+
 async def test_a_database_restart_is_503_then_recovers_with_nothing_lost(engines, tmp_path):
     # Its own server: restarting the shared one would disturb the other tests.
     from tlog.cli.engines import Postgres

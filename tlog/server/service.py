@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tlog.didresolver import DidResolver
 from tlog.errors import ConfigError, Unavailable
@@ -30,6 +31,9 @@ from tlog.storage.embedded import EmbeddedStorage
 from tlog.storage.interface import Driver, EntryReader, Fault, HashReader, LogState, Signer
 from tlog.storage.transfer import Snapshot, refuse_unfinished_import
 from tlog.transport import Outbound
+
+if TYPE_CHECKING:
+    from tlog.storage.bucket import Bucket
 
 log = logging.getLogger("oap.tlog.server")
 
@@ -158,29 +162,39 @@ def checkpoint_signer(signers: keys.Signer | Sequence[keys.Signer]) -> Signer:
 
 def open_storage(config: LogConfig, *, faults: Fault | None = None) -> Driver:
     """The storage driver the configuration names (`tlog.storage.interface`); `faults` is a
-    test hook (None in production)."""
+    test hook (None in production). A PostgreSQL frontend reads the hash tiles it has not
+    cached from the log's bucket (`tlog.storage.lazyhashes`)."""
     if config.storage == "postgres":
         from tlog.storage.postgres import PostgresStorage
 
+        bucket = _bucket(config)
         return PostgresStorage(config.postgres_dsn, config.data_dir / "cache", map_window=config.map_window_mb << 20,
-                               faults=faults)
+                               tiles=None if bucket is None else bucket.get, faults=faults)
     return EmbeddedStorage(config.data_dir, hash_sync_interval=config.hash_sync_interval,
                            map_window=config.map_window_mb << 20, faults=faults)
+
+
+def _bucket(config: LogConfig) -> Bucket | None:
+    """A client of the bucket the log is published to, if one is configured."""
+    if not config.bucket_url:
+        return None
+    from tlog.storage.bucket import Bucket
+
+    key_id, secret = keyfiles.bucket_credentials(config.bucket_credentials_file)
+    ca = config.outbound_ca_file
+    return Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret, region=config.bucket_region,
+                              ca_pem=ca.read_bytes() if ca is not None else None)
 
 
 def open_bucket(config: LogConfig) -> BucketTarget | None:
     """The bucket the log is published to, if one is configured: a target that follows the
     published head (`tlog.server.publication`)."""
-    if not config.bucket_url:
+    bucket = _bucket(config)
+    if bucket is None:
         return None
-    from tlog.storage.bucket import Bucket, TilePublisher
+    from tlog.storage.bucket import TilePublisher
 
-    key_id, secret = keyfiles.bucket_credentials(config.bucket_credentials_file)
-    ca = config.outbound_ca_file
-    return BucketTarget(TilePublisher(Bucket.from_config(config.bucket_url, key_id=key_id, secret=secret,
-                                                         region=config.bucket_region,
-                                                         ca_pem=ca.read_bytes() if ca is not None else None)),
-                        interval=config.checkpoint_publish_interval)
+    return BucketTarget(TilePublisher(bucket), interval=config.checkpoint_publish_interval)
 
 
 def open_snapshot(config: LogConfig) -> Snapshot:

@@ -462,6 +462,20 @@ class HashFiles:
             nodes = node_hashes_of_pairs(pairs)
             first = lo
 
+    def reserve(self, size: int) -> None:
+        """Make every level file as long as the tree of `size` leaves needs (a hole where it
+        grows; never shorter): readers map a level by the number of nodes of the size they
+        serve, whichever of them were written."""
+        for level in range(size.bit_length()):
+            fd = self._fd(level)
+            if os.fstat(fd).st_size < (size >> level) * 32:
+                os.ftruncate(fd, (size >> level) * 32)
+
+    def write_nodes(self, level: int, first: int, nodes: np.ndarray) -> None:
+        """Write nodes first.. of `level` as they are (a cache filled out of order: the caller
+        knows them to be right, and where the files hold holes)."""
+        self._pwrite_all(level, hash_rows(nodes), first)
+
     def _pwrite_all(self, level: int, nodes: np.ndarray, first: int) -> None:
         view = memoryview(cast("Buffer", np.ascontiguousarray(nodes))).cast("B")
         fd, off = self._fd(level), first * 32

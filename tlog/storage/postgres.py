@@ -36,6 +36,10 @@ Every frontend (`oap-log serve` with `storage = "postgres"`) runs the same appen
 Every frontend keeps the tree's hashes in local hash files (`tlog.storage.hashfiles`):
 derived data, extended from the entries' leaf hashes as the head moves and checked against
 each signed root, so batched proofs are the same numpy gathers as in the embedded driver.
+A frontend of a log published to a bucket does not build them whole before it serves: it
+starts from the right-edge tiles of the bucket's checkpoint, checked against the root the
+database recorded for that size, and fills the rest tile by tile as reads need it
+(`tlog.storage.lazyhashes`).
 """
 from __future__ import annotations
 
@@ -51,15 +55,18 @@ from typing import Any
 
 import numpy as np
 
-from tlog.errors import ForkError, NotFound, Unavailable
+from tlog.errors import ForkError, FormatError, NotFound, Unavailable
+from tlog.formats.checkpoint import parse_checkpoint
 from tlog.formats.entries import ReceiptRow, receipt_rows
 from tlog.formats.hashing import leaf_hashes
-from tlog.formats.tiles import encode_entry_bundle
+from tlog.formats.note import parse_note
+from tlog.formats.tiles import TILE_HEIGHT, TILE_WIDTH, encode_entry_bundle, tile_path
 from tlog.merkle.tree import TreeView
 from tlog.storage import hashfiles
-from tlog.storage.durable import lock_dir
+from tlog.storage.durable import fsync_dir, lock_dir
 from tlog.storage.hashfiles import HashFiles
 from tlog.storage.interface import CorruptionError, Fault, Head, Lease, LeaseLost, Sequenced, SignedHead
+from tlog.storage.lazyhashes import SPARSE, LazyHashes, TileFetch
 from tlog.storage.receiptsql import receipts_query
 from tlog.storage.transfer import Snapshot
 
@@ -136,6 +143,7 @@ SESSION = (f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION}'; 
            "SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000")
 # The fence, in the statement that writes: this holder's epoch, and its lease not lapsed.
 FENCE = "epoch = %s AND lease_until > clock_timestamp()"
+LAZY_GAP = 1 << 16  # a hash cache this many entries behind starts again from the bucket's edge instead
 
 
 def _conninfo(dsn: str) -> str:
@@ -212,14 +220,19 @@ class PostgresStorage:
     parallel_sequencing = True  # its own connection, and no hash files: beside integration, not behind it
 
     def __init__(self, dsn: str, cache_dir: Path, *, map_window: int = hashfiles.DEFAULT_MAP_WINDOW_MB << 20,
-                 name: str = "", faults: Fault | None = None) -> None:
-        """`name` identifies this frontend in the head row (default host:pid); `faults` is
-        a test hook called at `FAULT_POINTS` (None in production)."""
+                 name: str = "", tiles: TileFetch | None = None, faults: Fault | None = None) -> None:
+        """`name` identifies this frontend in the head row (default host:pid); `tiles` reads
+        the objects of the bucket the log is published to (None: no bucket; the hash cache is
+        then built whole from the entries); `faults` is a test hook called at `FAULT_POINTS`
+        (None in production)."""
         self.dsn = dsn
         self.dir = Path(cache_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd: int | None = lock_dir(self.dir, "cache.lock", "frontend")  # one process per cache directory
-        self.hashes = HashFiles(self.dir / "hashes", window=map_window)
+        self.tiles = tiles
+        self._fills = _Session(dsn)  # leaf hashes for the tiles readers fill (under the cache's lock)
+        self.hashes = LazyHashes(HashFiles(self.dir / "hashes", window=map_window), fetch=tiles,
+                                 leaves=self._leaf_rows)
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.faults = faults
         self._main = _Session(dsn)  # heads, cache extension, entry reads, the holder's fenced writes
@@ -289,6 +302,7 @@ class PostgresStorage:
             return
         self._main.close()
         self._seq.close()
+        self._fills.close()
         self._lease.close()
         _close(self._listen)
         self._listen = None
@@ -382,25 +396,101 @@ class PostgresStorage:
         with self._db() as conn:
             have = self._cache_size
             if have == 0:
-                have = self._valid_cache(conn, self.hashes.intact_size(size))
+                have = self._start_cache(conn, size)
             cur = have
             while cur < size:
                 n = min(1 << 16, size - cur)
-                rows = conn.execute("SELECT leaf FROM oap_entries WHERE idx >= %s AND idx < %s ORDER BY idx",
-                                    (cur, cur + n)).fetchall()
-                if len(rows) != n:
-                    raise CorruptionError(f"entries {cur}..{cur + n - 1} are missing below size {size}")
-                leaves = np.frombuffer(b"".join(bytes(r[0]) for r in rows), dtype=np.uint8).reshape(n, 32)
-                self.hashes.append(cur, leaves)
+                self.hashes.append(cur, self._leaves(conn, cur, n))
                 cur += n
             root = TreeView(size, self.hashes.read).root
             signed = conn.execute("SELECT root FROM oap_checkpoints WHERE size = %s", (size,)).fetchone()
             if signed is not None and bytes(signed[0]) != root:
-                self.hashes.cut(0)
+                self.hashes.reset()
                 self._cache_size = 0
                 raise CorruptionError(f"the entries do not hash to the root signed for size {size}")
             self._cache_size = max(have, size)
             return root
+
+    @staticmethod
+    def _leaves(conn: Any, start: int, count: int) -> np.ndarray:
+        rows = conn.execute("SELECT leaf FROM oap_entries WHERE idx >= %s AND idx < %s ORDER BY idx",
+                            (start, start + count)).fetchall()
+        if len(rows) != count:
+            raise CorruptionError(f"entries {start}..{start + count - 1} are missing")
+        return np.frombuffer(b"".join(bytes(r[0]) for r in rows), dtype=np.uint8).reshape(count, 32)
+
+    def _leaf_rows(self, start: int, count: int) -> np.ndarray:
+        """Leaf hashes for a tile a reader fills (its own session: the driver's may be busy)."""
+        with self._fills.use() as conn:
+            return self._leaves(conn, start, count)
+
+    def _start_cache(self, conn: Any, size: int) -> int:
+        """The hash cache at the first `extend` of this process; the size it holds a tree of
+        (0: built from the entries). The files an earlier run left are kept up to the largest
+        signed size they reproduce, unless they may hold holes (`SPARSE`) or, with a bucket,
+        lie `LAZY_GAP` or more behind `size`: then the right edge is loaded from the bucket."""
+        sparse = self.hashes.files.dir / SPARSE
+        if not sparse.exists():
+            have = self._valid_cache(conn, self.hashes.files.intact_size(size))
+            if self.tiles is None or size - have < LAZY_GAP:
+                self.hashes.mark_complete(have)
+                return have
+        self.hashes.reset()
+        if self.tiles is None:  # a sparse cache, and no bucket now: built whole from the entries
+            sparse.unlink()
+            fsync_dir(sparse.parent)
+            return 0
+        try:
+            return self._edge_from_bucket(conn)
+        except Unavailable as e:
+            log.warning("the hash cache is built from the entries: %s", e)
+            self.hashes.reset()
+            return 0
+
+    def _edge_from_bucket(self, conn: Any) -> int:
+        """Load the right edge of the tree of the bucket's checkpoint: its partial tiles, which
+        must give the root the database recorded for that size. The size loaded (0: none)."""
+        assert self.tiles is not None
+        note = self.tiles("checkpoint")
+        if note is None:
+            return 0
+        try:
+            cp = parse_checkpoint(parse_note(note).text)
+        except FormatError as e:
+            log.warning("the bucket's checkpoint is unreadable (%s): the hash cache is built from the entries", e)
+            return 0
+        recorded = conn.execute("SELECT root FROM oap_checkpoints WHERE size = %s", (cp.size,)).fetchone()
+        if recorded is None or bytes(recorded[0]) != cp.root:
+            log.warning("the bucket's checkpoint (size %d) is not one the database recorded: the hash cache is "
+                        "built from the entries", cp.size)
+            return 0
+        partials: dict[int, bytes] = {}
+        for level in range(64 // TILE_HEIGHT):
+            width = (cp.size >> (TILE_HEIGHT * level)) % TILE_WIDTH
+            if not width:
+                continue
+            index = (cp.size >> (TILE_HEIGHT * level)) // TILE_WIDTH
+            data = self.tiles(tile_path(level, index, width))
+            if data is None:  # swept since: the full tile begins with the same hashes
+                full = self.tiles(tile_path(level, index))
+                data = None if full is None else full[:32 * width]
+            if data is None:
+                log.warning("the bucket lacks tile %s of its checkpoint: the hash cache is built from the entries",
+                            tile_path(level, index, width))
+                return 0
+            partials[level] = data
+        sparse = self.hashes.files.dir / SPARSE
+        sparse.touch()  # before the first node of a file with holes is written
+        fsync_dir(sparse.parent)
+        self.hashes.load_edge(cp.size, partials)
+        if TreeView(cp.size, self.hashes.read).root != cp.root:
+            log.warning("the bucket's edge tiles do not give its checkpoint's root: the hash cache is built from the "
+                        "entries")
+            self.hashes.reset()
+            return 0
+        log.info("hash cache: the right edge of size %d loaded from the bucket; the rest is filled as it is read",
+                 cp.size)
+        return cp.size
 
     def _valid_cache(self, conn: Any, intact: int) -> int:
         """How much of the hash files left by an earlier run to keep: up to the largest
@@ -409,9 +499,9 @@ class PostgresStorage:
         if intact:
             signed = conn.execute("SELECT size, root FROM oap_checkpoints WHERE size <= %s ORDER BY size DESC "
                                   "LIMIT 1", (intact,)).fetchone()
-            if signed is not None and TreeView(signed[0], self.hashes.read).root == bytes(signed[1]):
+            if signed is not None and TreeView(signed[0], self.hashes.files.read).root == bytes(signed[1]):
                 have = signed[0]
-        self.hashes.cut(have)
+        self.hashes.files.cut(have)
         return have
 
     def read_entries(self, start: int, count: int) -> list[bytes]:
