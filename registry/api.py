@@ -11,6 +11,8 @@ Reads (primary and mirrors):
                                        logs an oap-anchors/v1 file (one tlog-proof per log)
   GET  /v1/commits?limit=&before=      the latest commits (newest first), their records and log anchors
   GET  /v1/info
+  GET  /v1/key-rotations               the registry's genesis key and its key rotations, each signed by the
+                                       key before it (registry.keyrotation)
   GET  /v1/status/<id>[?issuer=<DID>]  signed OCSP-style status (see registry.status)
   GET  /v1/status-events?id=<id>[&id=..]  push: the signed answer of each id, again whenever it changes (SSE)
   GET  /v1/status-lists/<issuer>[/<n>[/suspension]]  W3C BitstringStatusListCredential
@@ -173,6 +175,7 @@ class RegistryAPI:
             web.get("/v1/commits", self.commits),
             web.get("/v1/info", self.info),
             web.get("/v1/log-list", self.log_list),
+            web.get("/v1/key-rotations", self.key_rotations),
             web.get("/v1/status/{id:.+}", self.status),
             web.get("/v1/status-lists/{issuer}", self.status_list),
             web.get("/v1/status-lists/{issuer}/{n}", self.status_list),
@@ -306,6 +309,9 @@ class RegistryAPI:
         if self.svc.log_list is None:
             raise NotFound("this registry publishes no log list (log_list is not set)")
         return respond(request, self.svc.log_list.current())
+
+    async def key_rotations(self, request: web.Request) -> web.Response:
+        return respond(request, self.svc.key_rotations())
 
     def status_reply(self, raw: str, accept: str) -> Reply | None:
         """The fast path's status answer (tlog.http.fastpath): no query, no conditional request."""

@@ -126,6 +126,29 @@ async def _start(cfg: RegistryConfig) -> Running:
         f"data:         {cfg.data_dir.resolve()}"])
 
 
+@main.command("rotate-key")
+@click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The registry's data directory (the registry stopped).")
+@click.option("--key", "key_file", type=KEY, default=None,
+              help="The key in force (default <data>/registry.key): it signs the hand-over.")
+@click.option("--new-key", "new_key", required=True, type=KEY,
+              help="The new key (oap-registry keygen; a key file, an encrypted key file or a pkcs11: URI): it "
+                   "countersigns.")
+def rotate_key(data_dir: Path, key_file: Path | str | None, new_key: Path | str) -> None:
+    """Rotate the registry's key in place: prepare the rotation statement, signed by the key in
+    force and countersigned by the new one. Stop the registry first; then start it with
+    --key <new key>: it commits the rotation (anchored by the new key) and signs with the new key
+    from then on. Mirrors and clients pinned to the old key follow the statement."""
+    from .service import prepare_rotation
+
+    try:
+        r = prepare_rotation(data_dir, key_file or data_dir / "registry.key", new_key)
+    except (OSError, OAPError, ConfigError) as e:
+        fail(f"rotate-key: {getattr(e, 'message', e)}", 2)
+    click.echo(f"key rotation {r.number} prepared: {r.previous} -> {r.key} (commit {r.seq})")
+    click.echo(f"start the registry with --key {new_key} to commit it")
+
+
 # --- keys and records ------------------------------------------------------------------
 
 
@@ -279,12 +302,16 @@ def key_event(key_file: Path | str, subject: str, controller: str | None, event:
 @click.option("--issuer", default=None, help="For a credential id: the issuer DID.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Save the fetched response here.")
 @click.option("--allow-stale", is_flag=True, help="Accept a response past its next_update.")
+@click.option("--key-rotations", "rotations_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The registry's key rotations (GET /v1/key-rotations), to follow from the pinned key to the key "
+                   "that signed. Online they are fetched when the answer is signed by another key; --out saves "
+                   "them beside the answer (<out>.key-rotations.json).")
 @click.option("--json", "as_json", is_flag=True, help="The verified answer as one JSON object.")
 @INSECURE_HTTP_CLIENT
 @_url_option(checked=False, note="; unused with --offline")
 def status(target: str, offline: bool, expect_id: str | None, registry_key: str | None, log_policy: Path | None,
            log_vkeys: tuple[str, ...], min_logs: int | None, issuer: str | None, out: Path | None,
-           allow_stale: bool, as_json: bool, url: str) -> None:
+           allow_stale: bool, rotations_file: Path | None, as_json: bool, url: str) -> None:
     """Fetch (or, with --offline, read) a status response and verify it.
 
     Exit 0 good, 3 revoked, 4 unknown, 5 suspended; 1 if the response does not verify
@@ -292,6 +319,7 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
     """
     from tlog.formats.times import relative
 
+    from .keyrotation import KeyChain, chain_of_document, rotations_document
     from .statusverify import StatusVerificationError, anchor_policy, status_id_of, verify_status
 
     def invalid(message: str) -> NoReturn:
@@ -299,6 +327,14 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         sys.exit(1)
 
     policy = _trust(log_policy, log_vkeys, min_logs)
+    keys: KeyChain | None = None
+    if rotations_file is not None:
+        try:
+            keys = chain_of_document(json.loads(rotations_file.read_text()))
+        except (OSError, ValueError) as e:
+            fail(f"{rotations_file}: {e}", 2)
+        except OAPError as e:
+            invalid(f"key rotations: {e.message}")
     declared_k = 1  # what the registry says its k is (/v1/info): it can only raise the relying party's
     # Whose key the answer must be signed with: --registry-key, else the policy's `registry`
     # line, else (online only) the key the registry names, which pins nothing and says so.
@@ -333,13 +369,17 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         except OAPError as e:
             fail(e.message, 2)
 
-        async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+        async def go() -> tuple[dict[str, Any], dict[str, Any], KeyChain | None]:
             async with RegistryClient(url, outbound=client_outbound()) as c:
                 info = await c.info()
-                return await c.status(target, issuer), info
+                got = await c.status(target, issuer)
+                pin = registry_key or (pins[0] if len(pins) == 1 else None)
+                if keys is None and pin is not None:  # the registry may have rotated its key: follow it
+                    return got, info, await c.keys_for(got, pin)
+                return got, info, keys
 
         try:
-            resp, info = asyncio.run(go())
+            resp, info, keys = asyncio.run(go())
         except StatusVerificationError as e:
             invalid(e.message)
         except OAPError as e:
@@ -363,6 +403,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
             registry_key = served_key
         if out is not None:
             out.write_text(json.dumps(resp, indent=2) + "\n")
+            if keys is not None and keys.rotations:
+                Path(f"{out}.key-rotations.json").write_text(json.dumps(rotations_document(keys), indent=2) + "\n")
     assert registry_key is not None  # required offline, else the pinned or served key
     if policy is not None:
         try:
@@ -370,7 +412,8 @@ def status(target: str, offline: bool, expect_id: str | None, registry_key: str 
         except OAPError as e:
             invalid(f"this registry anchors in {declared_k} log(s): {e.message}")
     try:
-        v = verify_status(resp, registry=registry_key, status_id=asked, policy=policy, allow_stale=allow_stale)
+        v = verify_status(resp, registry=registry_key, status_id=asked, policy=policy, allow_stale=allow_stale,
+                          keys=keys)
     except OAPError as e:
         invalid(e.message)
     if asked is None:

@@ -12,6 +12,7 @@ import aiohttp
 
 from tlog.client.client import ServerError, bearer, oap_request, read_answer
 from tlog.client.verifier import TrustPolicy
+from tlog.errors import OAPError
 from tlog.formats.did import did_key_from_public
 from tlog.formats.keys import Ed25519Key, ed25519_signer
 from tlog.formats.times import format_utc
@@ -19,6 +20,7 @@ from tlog.formats.urls import check_url
 from tlog.transport import Outbound
 
 from .anchoring import Genesis
+from .keyrotation import KeyChain, chain_of_document
 from .records import sign_record
 from .statusverify import StatusVerificationError, VerifiedStatus, check_answer_id, status_id_of, verify_status
 
@@ -114,7 +116,31 @@ class RegistryClient:
         A relying party acts only on `.status == "good"`."""
         resp = await self.status(status_id, issuer)
         return verify_status(resp, registry=registry, status_id=status_id_of(status_id, issuer), policy=policy,
-                             genesis=genesis)
+                             genesis=genesis, keys=await self.keys_for(resp, registry))
+
+    async def keys_for(self, resp: object, registry: str) -> KeyChain | None:
+        """The registry's key rotations when an answer needs them for a verifier pinned to
+        `registry`: signed by another key, or about records another key may have anchored (a
+        rotated registry's, a mirror's upstream's); else None (one request saved)."""
+        epoch = resp.get("epoch") if isinstance(resp, dict) else None
+        if isinstance(epoch, dict) and {epoch.get("registry"), epoch.get("history", registry)} != {registry}:
+            return await self.key_rotations()
+        return None
+
+    async def key_rotations(self) -> KeyChain | None:
+        """The registry's keys (`GET /v1/key-rotations`), every rotation verified to be signed by
+        the key before it and countersigned by the next (`keyrotation`); None from a registry
+        that serves none. StatusVerificationError for a chain that does not verify."""
+        try:
+            doc = await self._call("GET", "/v1/key-rotations")
+        except ServerError as e:
+            if e.status == 404:
+                return None
+            raise
+        try:
+            return chain_of_document(doc)
+        except OAPError as e:
+            raise StatusVerificationError(f"key rotations: {e.message}") from None
 
     async def token_epoch(self, principal: str, token_class: str, *, registry: str,
                           policy: TrustPolicy | None = None) -> VerifiedStatus:

@@ -19,7 +19,11 @@ docs/architecture.md §6 promises about every commit, in this order:
 6. every record passes `records.check_record` and `records.check_rules`
    against the registry as it was, with `now` = the commit time — the same
    checks the registry ran when it accepted the record;
-7. kill switch records come with their receipt's log anchor.
+7. kill switch records come with their receipt's log anchor;
+8. a key rotation (`key-rotations/<n>.json`, `keyrotation`) is the next in order, hands over
+   from the key in force, is signed by it and countersigned by the new key, and comes alone
+   (with the anchor of the commit before it). Anchors of commits up to the one before are
+   checked against the old key, the rotation commit's and later ones against the new key.
 
 Non-strict mode (a registry loading its own repository) parses records and
 checks their signatures only. Failures raise `HistoryError` carrying the commit.
@@ -42,7 +46,8 @@ from tlog.storage.durable import write_atomic
 
 from .anchoring import Genesis, parse_genesis, verify_commit_anchor, verify_receipt_anchor
 from .index import CommitInfo, Index, Layered
-from .layout import GENESIS, PROOF_EXT, PathInfo, anchor_path, classify, id_hash, receipt_proof_path
+from .keyrotation import KeyChain, parse_rotation
+from .layout import GENESIS, PROOF_EXT, PathInfo, anchor_path, classify, id_hash, receipt_proof_path, rotation_path
 from .records import Record, check_record, check_rules
 from .store import RegistryRepo, message_paths
 
@@ -69,6 +74,11 @@ class Replayer:
         self.genesis: Genesis | None = None
         self.tofu_log = False  # True when the log keys came from registry.json itself
         self.several = index.several_logs  # the genesis names several logs: anchors are anchors files
+
+    @property
+    def key(self) -> str:
+        """The key in force after the last commit applied: it signs the next anchors."""
+        return self.index.keys.current if self.index.keys is not None else self.registry or ""
 
     def _fail(self, reason: str, message: str, cid: str, seq: int) -> HistoryError:
         return HistoryError(f"commit {seq} ({cid[:12]}): {message}", reason=reason, commit=cid, seq=seq)
@@ -129,9 +139,12 @@ class Replayer:
                 if target is None:
                     raise self._fail("bad_anchor", f"{p} anchors a commit that is not before it", cid, seq)
                 verify_commit_anchor(bundle, commit=target.commit, tree=target.tree, seq=a_seq,
-                                     registry=self.registry or "", policy=self.policy)
+                                     registry=self.key, policy=self.policy)
             self.index.anchors_in_tree.add(a_seq)
             self._keep_anchor(a_seq, bundle)
+        rotations = [p for p in order if infos[p].what == "key_rotation"]
+        if rotations:
+            self._rotation(rotations, order, files, infos, cid, seq)
         now = _utc(c.commit_time)
         for p in order:
             if infos[p].what == "did_document":
@@ -158,7 +171,7 @@ class Replayer:
                     raise self._fail("missing_anchor", f"{p}: kill switch without its receipt anchor", cid, seq)
                 if self.strict:
                     verify_receipt_anchor(self.repo.blob(files[proof]), receipt_hash=rec.hash, receipt_id=rec.id,
-                                          registry=self.registry or "", policy=self.policy)
+                                          registry=self.key, policy=self.policy)
             batch.add(rec, seq, now)
             records.append(rec)
         stray = [p for p in order if infos[p].what == "receipt_proof"
@@ -169,6 +182,25 @@ class Replayer:
             self.index.add(rec, seq, now)
         self.index.add_commit(CommitInfo(seq, cid, tree, c.commit_time))
         return records
+
+    def _rotation(self, paths: list[str], order: list[str], files: dict[str, str], infos: dict[str, PathInfo],
+                  cid: str, seq: int) -> None:
+        """A key rotation: alone in its commit (besides the previous commit's anchor), the next
+        in order, handing over from the key in force; from here on the new key signs."""
+        chain = self.index.keys or KeyChain(self.registry or "")
+        if len(paths) != 1 or any(infos[p].what not in ("key_rotation", "anchor") for p in order):
+            raise self._fail("bad_layout", "a key rotation comes alone in its commit", cid, seq)
+        path = paths[0]
+        if path != rotation_path(len(chain.rotations) + 1):
+            raise self._fail("bad_rotation", f"{path}: expected key rotation {len(chain.rotations) + 1}", cid, seq)
+        data = self.repo.blob(files[path])
+        try:
+            rotation = parse_rotation(data)
+            if rotation.content != data:
+                raise InvalidInput("not in canonical form")
+            self.index.keys = chain.then(rotation, seq)
+        except OAPError as e:
+            raise self._fail("bad_rotation", f"{path}: {e.message}", cid, seq) from None
 
     def _did_document(self, path: str, info: PathInfo, data: bytes, cid: str, seq: int) -> None:
         """A DID document the registry stored: its path names its DID and content."""
@@ -191,6 +223,7 @@ class Replayer:
             raise self._fail("wrong_registry", f"registry key is {g.registry}, expected {self.registry}", cid, 0)
         self.registry = g.registry
         self.genesis = g
+        self.index.keys = KeyChain(g.registry)
         self.several = self.index.several_logs = g.several
         self.index.bootstrap_witnesses = frozenset(g.bootstrap_witnesses)
         if self.strict:
@@ -205,7 +238,7 @@ class Replayer:
         if head is None:
             raise VerificationError("empty registry has no head to anchor")
         verify_commit_anchor(bundle, commit=head.commit, tree=head.tree, seq=head.seq,
-                             registry=self.registry or "", policy=self.policy)
+                             registry=self.key, policy=self.policy)
         self._keep_anchor(head.seq, bundle.encode() if isinstance(bundle, str) else bundle)
 
     def _keep_anchor(self, seq: int, bundle: bytes) -> None:

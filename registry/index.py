@@ -19,6 +19,7 @@ from typing import Any
 from tlog.errors import InvalidInput
 from tlog.formats.diddoc import VerificationKey
 
+from .keyrotation import KeyChain
 from .records import Record
 
 
@@ -77,6 +78,7 @@ class Index:
         self.commits: list[CommitInfo] = []
         self.anchors_in_tree: set[int] = set()
         self.several_logs = False  # the genesis names several logs: anchors are anchors files (layout)
+        self.keys: KeyChain | None = None  # the registry's keys: genesis key and rotations (`keyrotation`)
         self.did_documents = DidDocuments()
         self._receipts: dict[str, list[Record]] = defaultdict(list)
         self._revocations: dict[str, list[Record]] = defaultdict(list)
@@ -198,7 +200,7 @@ class Index:
             out._pos = dict(self._pos)
             out._committed = dict(self._committed)
             out.anchors_in_tree = set(self.anchors_in_tree)
-            out.several_logs = self.several_logs
+            out.several_logs, out.keys = self.several_logs, self.keys
             out.per_commit.update(self.per_commit)
             for mine, theirs in ((out._receipts, self._receipts), (out._revocations, self._revocations),
                                  (out._key_events, self._key_events), (out._naming, self._naming)):

@@ -7,6 +7,7 @@
     killswitch/ab/cd/<sha256(id)>.tlog-proof       ... and the log anchor of that invocation as a receipt
     keys/ab/cd/<sha256(id)>.json                   key events (controllers, rotation; §5.3)
     anchors/<seq // 1000>/<seq>.tlog-proof         log anchor of registry commit <seq>, added by commit seq+1
+    key-rotations/<n>.json                         the registry's own key rotations, 1, 2, ... (`keyrotation`)
     dids/ab/cd/<sha256(did)>/<sha256(doc)>.json    a DID document as the registry resolved it, added with the
                                                    first record it checked a signature of (§5.1)
 
@@ -31,6 +32,7 @@ from tlog.formats.hashing import sha256
 GENESIS = "registry.json"
 REVOCATION_KINDS = ("did", "vc", "key", "conformance")
 ANCHORS = "anchors"
+KEY_ROTATIONS = "key-rotations"
 _DIRS = {"conformance": "conformance", "kill_switch": "killswitch", "key_event": "keys"}
 
 _HEX64 = r"[0-9a-f]{64}"
@@ -40,6 +42,7 @@ _RECORD_RE = re.compile(
 )
 _DID_DOC_RE = re.compile(rf"dids/([0-9a-f]{{2}})/([0-9a-f]{{2}})/({_HEX64})/({_HEX64})\.json")
 _ANCHOR_RE = re.compile(r"anchors/(0|[1-9][0-9]{0,15})/(0|[1-9][0-9]{0,15})(\.tlog-proof|\.anchors\.json)")
+_ROTATION_RE = re.compile(r"key-rotations/([1-9][0-9]{0,3})\.json")
 PROOF_EXT = {False: ".tlog-proof", True: ".anchors.json"}
 """The extension of an anchor: one log's tlog-proof, or an anchors file of several logs' proofs."""
 
@@ -79,6 +82,13 @@ def did_document_path(did: str, content: bytes) -> str:
     return f"dids/{_shard(id_hash(did))}/{sha256(content).hex()}.json"
 
 
+def rotation_path(number: int) -> str:
+    """Where the registry's key rotation `number` (1, 2, ...) is committed."""
+    if number < 1:
+        raise ValueError("key rotations are numbered from 1")
+    return f"{KEY_ROTATIONS}/{number}.json"
+
+
 def anchor_path(seq: int, several: bool = False) -> str:
     """Where the anchor of commit `seq` goes in the tree (and, by its name, in the data directory)."""
     if seq < 0:
@@ -88,7 +98,8 @@ def anchor_path(seq: int, several: bool = False) -> str:
 
 @dataclass(frozen=True)
 class PathInfo:
-    """What a path in the tree is: `what` in record|receipt_proof|anchor|genesis."""
+    """What a path in the tree is: `what` in record|receipt_proof|anchor|genesis|did_document|key_rotation
+    (`seq`: an anchor's commit, a key rotation's number)."""
 
     what: str
     rtype: str | None = None
@@ -112,6 +123,9 @@ def classify(path: str) -> PathInfo:
         if int(m.group(1)) != seq // 1000:
             raise InvalidInput(f"{path}: anchor in the wrong shard")
         return PathInfo("anchor", seq=seq, several=m.group(3) == PROOF_EXT[True])
+    m = _ROTATION_RE.fullmatch(path)
+    if m:
+        return PathInfo("key_rotation", seq=int(m.group(1)))
     m = _DID_DOC_RE.fullmatch(path)
     if m:
         if m.group(1) != m.group(3)[:2] or m.group(2) != m.group(3)[2:4]:

@@ -26,7 +26,7 @@ import aiohttp
 from tlog.client.client import LogClient, token_from
 from tlog.client.verifier import TrustPolicy
 from tlog.didresolver import DidResolver
-from tlog.errors import ConfigError, NotFound, Unavailable, UpstreamError
+from tlog.errors import ConfigError, NotFound, OAPError, Unavailable, UpstreamError
 from tlog.formats import keys
 from tlog.formats.did import did_key_from_public
 from tlog.formats.hashing import sha256
@@ -35,12 +35,13 @@ from tlog.runtime import keyfiles
 from tlog.storage.durable import lock_dir
 from tlog.transport import Outbound
 
-from .anchorer import Anchorer, LogLink, anchor_policy, proofs_of
+from .anchorer import Anchorer, Backlog, LogLink, anchor_policy, proofs_of
 from .anchoring import AnchorLog, Genesis, genesis_bytes
 from .batcher import Batcher
 from .config import RegistryConfig
 from .history import Replayer, replay
 from .index import CommitInfo, Index
+from .keyrotation import ROTATION_FILE, Rotation, make_rotation, parse_rotation, rotations_document
 from .layout import anchor_path
 from .metrics import RegistryMetrics
 from .mirror import Mirror, SyncResult
@@ -83,6 +84,46 @@ def lock_data_dir(data_dir: Path) -> int:
     except OSError as e:
         raise ConfigError(f"cannot use {data_dir} ({e.strerror}); a read-only registry can still be served "
                           "by mirrors (oap-registry serve --upstream) or read with git clone") from None
+
+
+def prepare_rotation(data_dir: Path, old_key: Path | str, new_key: Path | str) -> Rotation:
+    """`oap-registry rotate-key`: with the registry stopped (its lock held here), sign the
+    statement handing its key over from `old_key` (the key in force) to `new_key`, and leave
+    it in the data directory; the registry commits it when it next starts with `new_key`.
+    Refused while a commit is pending or the head's anchor is missing or incomplete (those are
+    signed by the old key, and only a registry running with it can finish them)."""
+    fd = lock_data_dir(data_dir)
+    repo = RegistryRepo(data_dir / "registry.git")
+    try:
+        index = Index()
+        replayer = Replayer(repo, index, strict=False)
+        replay(repo, index, repo.ref(MAIN), replayer)
+        head, g = index.head, replayer.genesis
+        if head is None or g is None or index.keys is None:
+            raise ConfigError(f"{data_dir} holds no registry history yet: start it with the new key instead")
+        old = keyfiles.open_ed25519(old_key, what="registry key")
+        new = keyfiles.open_ed25519(new_key, what="new registry key")
+        if did_key_from_public(ed25519_signer(old).public) != index.keys.current:
+            raise ConfigError(f"{old_key} is not the key in force, {index.keys.current}; a key rotation must be "
+                              "signed by it")
+        if (data_dir / "pending.json").exists():
+            raise ConfigError("a commit is pending: start the registry with its current key once, then stop it")
+        anchor = data_dir / "anchors" / Path(anchor_path(head.seq, g.several)).name
+        complete = anchor.exists() and (not g.several or len(proofs_of(anchor.read_text())) >= len(g.logs))
+        if not complete or Backlog(data_dir / "anchors" / "backlog.json").behind():
+            raise ConfigError("the head commit is not anchored in every log yet: start the registry with its "
+                              "current key until it is, then stop it")
+        epochs = data_dir / "status-epoch.json"  # the last status epoch the old key signed
+        last = json.loads(epochs.read_text())["epoch"] if epochs.exists() else 0
+        content = make_rotation(registry=g.registry, number=len(index.keys.rotations) + 1, old=old, new=new,
+                                seq=head.seq + 1, epoch=last + 1, issued_at=datetime.now(UTC).replace(microsecond=0))
+        rotation = parse_rotation(content)
+        index.keys.then(rotation, head.seq + 1)
+        write_durably(data_dir / ROTATION_FILE, content)
+        return rotation
+    finally:
+        repo.close()
+        os.close(fd)
 
 
 @dataclass
@@ -178,9 +219,11 @@ class RegistryService:
         replayer = Replayer(self.repo, self.index, strict=False, anchors_dir=self.data_dir / "anchors")
         await self.in_thread(replay, self.repo, self.index, self.repo.ref(MAIN), replayer)
         g = replayer.genesis
-        if g is not None and g.registry != me:
-            raise ConfigError(f"this repository is registry {g.registry}; the key given is {me}. "
-                              "Use that registry's key, or serve it read-only with --upstream")
+        rotation = self._pending_rotation(replayer.key, me) if g is not None else None
+        if g is not None and replayer.key != me and rotation is None:
+            raise ConfigError(f"this repository is registry {g.registry}, signing with {replayer.key}; the key given "
+                              f"is {me}. Use that key, rotate to this one (oap-registry rotate-key), or serve the "
+                              "registry read-only with --upstream")
         links = await self._log_links(g)
         quorum = cfg.quorum if g is None else g.anchor_quorum
         if g is not None and cfg.anchor_quorum and cfg.anchor_quorum != g.anchor_quorum:
@@ -191,7 +234,7 @@ class RegistryService:
             genesis = genesis_bytes(me, cfg.name, [AnchorLog(link.origin, link.vkey) for link in links], quorum,
                                     cfg.bootstrap, datetime.now(UTC))
         self.anchorer = Anchorer(links, self.seed, quorum=quorum, several=len(links) > 1, timeout=cfg.log_timeout)
-        self.registry = me
+        self.registry = g.registry if g is not None else me  # the registry's identity: its genesis key
         # L5 audit attestations must be anchored in a log this registry trusts: the operator's
         # policy, else any one of the logs the registry itself anchors in
         policy = self._policy() or TrustPolicy.for_logs([link.vkey for link in links])
@@ -208,7 +251,12 @@ class RegistryService:
         self.writer.gate, self.writer.max_packs = self.gate, cfg.max_packs
         if genesis is not None:
             await self.writer.create_genesis(genesis)
-        await self.writer.recover()
+        await self.writer.recover()  # may publish the rotation commit itself, left pending by a crash
+        if rotation is not None and self.index.keys is not None and self.index.keys.current != me:
+            await self.writer.commit_rotation(rotation)
+            log.warning("rotated the registry key to %s (key rotation committed at seq %d)", me,
+                        self.index.head.seq if self.index.head else 0)
+        self._rotation_file.unlink(missing_ok=True)
         self.genesis = replayer.genesis
         self.metrics.head_seq.set(self.index.head.seq if self.index.head else 0)
         self.batcher = Batcher(self.writer, max_batch=cfg.max_batch, batch_interval=cfg.batch_interval_ms / 1000,
@@ -216,6 +264,40 @@ class RegistryService:
         self.batcher.start()
         if len(links) > 1:
             self._tasks.append(asyncio.create_task(self._catch_up(), name="registry-catch-up"))
+
+    @property
+    def _rotation_file(self) -> Path:
+        return self.data_dir / ROTATION_FILE
+
+    def _pending_rotation(self, current: str, me: str) -> Rotation | None:
+        """The rotation `oap-registry rotate-key` prepared, when it hands over from the key in
+        force to `me` at the next commit; a stale one (already committed) is dropped."""
+        path = self._rotation_file
+        if not path.exists():
+            return None
+        try:
+            rotation = parse_rotation(path.read_bytes())
+            head = self.index.head
+            if rotation.previous != current or rotation.key != me:
+                if current == me:
+                    return None  # committed before a restart, or prepared for another key: unused
+                raise ConfigError(f"{path} hands over from {rotation.previous} to {rotation.key}, not from the key "
+                                  f"in force {current} to {me}")
+            if self.index.keys is not None:
+                self.index.keys.then(rotation, head.seq + 1 if head else 0)
+            if head is None or not (self.data_dir / "anchors" / Path(anchor_path(head.seq, self.index.several_logs))
+                                    .name).exists():
+                raise ConfigError("the head commit has no anchor yet: start with the old key until it is anchored")
+        except OAPError as e:
+            raise ConfigError(f"{path}: {e.message}; prepare the rotation again with oap-registry rotate-key") \
+                from None
+        return rotation
+
+    def key_rotations(self) -> dict[str, Any]:
+        keys = self.index.keys
+        if keys is None:
+            raise NotFound("this registry has no history yet")
+        return rotations_document(keys)
 
     async def _log_infos(self) -> dict[str, dict[str, Any] | None]:
         """Each log's origin and key (its /v1/info), waiting up to `log_wait_seconds` for the
@@ -545,6 +627,8 @@ class RegistryService:
             "name": self.config.name, "registry": self.registry, "mode": "mirror" if self.mirror else "primary",
             "head": {"seq": head.seq, "commit": head.commit, "tree": head.tree} if head else None,
             "records": len(self.index.records), "git": f"/{self.config.name}.git",
+            "key": self.index.keys.current if self.index.keys else None,  # signs the anchors (keyrotation)
+            "key_rotations": len(self.index.keys.rotations) if self.index.keys else 0,
             "status_service": self.producer.registry if self.producer else None,
             "epoch": self.epoch.number if self.epoch else None,
             "log_list": "/v1/log-list" if self.log_list is not None else None,

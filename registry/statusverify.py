@@ -1,7 +1,11 @@
 """Offline verification of a saved status response (`oap-registry status --offline`).
 
 Needs the registry's key (did:key) and, to check the log anchors too, the log's
-trust policy; no network. Checks, in order:
+trust policy; no network. After the registry rotated its key, also its rotation
+statements (`keys`, `registry.keyrotation`): "the registry key" below is then the key
+the epoch statement names, which must be the pinned key or one the statements hand over
+to from it, not retired before the epoch; and each record's anchor is checked against
+the key in force at its commit. Checks, in order:
 
 1. the response is signed by the registry key;
 2. the response is about the id the caller asked about (`status_id`: a signed answer is
@@ -63,6 +67,7 @@ from tlog.formats.times import parse_utc
 from tlog.merkle.verify import verify_inclusion
 
 from .anchoring import Genesis, verify_commit_anchor, verify_receipt_anchor
+from .keyrotation import KeyChain
 from .layout import classify, id_hash
 from .records import Record, check_record, vc_status_key
 
@@ -81,6 +86,10 @@ _RECEIPT_PREFIX = "urn:oap:conformance:"
 _TOKEN_CLASSES = ("subscription_tokens", "oauth_grants", "trust_tokens", "webhook_subscriptions")
 _EPOCH_PREFIX = "urn:oap:key-event:"
 """A token epoch `<principal>#<class>@<id>` is named by the recovery key event that opened it."""
+
+
+Keys = str | KeyChain
+"""Whose anchors a record's evidence must carry: one key, or a registry's keys by commit."""
 
 
 class StatusVerificationError(VerificationError):
@@ -168,16 +177,30 @@ def anchor_policy(policy: TrustPolicy, at_least: int = 1) -> TrustPolicy:
 
 def verify_status(resp: object, *, registry: str, status_id: str | None, policy: TrustPolicy | None = None,
                   genesis: Genesis | None = None, now: datetime | None = None,
-                  allow_stale: bool = False) -> VerifiedStatus:
+                  allow_stale: bool = False, keys: KeyChain | None = None) -> VerifiedStatus:
     """Verify a status answer (see the module doc). `status_id` is the id asked about
     (`status_id_of`); None only for a caller that did not ask about one (it must then read
     `VerifiedStatus.id`). `genesis`, the registry's `registry.json` when the caller has it,
     raises the policy's k to the registry's (never lowers it) and names whose history the
-    records must be in."""
+    records must be in. `keys`, the registry's verified key rotations (`keyrotation`, from
+    `GET /v1/key-rotations`): when the pinned key `registry` is one of its keys, the answer
+    may be signed by that key or a later one, each only for epochs made before it was
+    retired, and the records' anchors are checked against the key of their commit."""
     if not isinstance(resp, dict):
         raise _fail("status response must be a JSON object")
+    signer = registry
+    if keys is not None and registry in keys.keys:
+        st0 = resp.get("epoch")
+        named = st0.get("registry") if isinstance(st0, dict) else None
+        number0 = st0.get("epoch") if isinstance(st0, dict) else None
+        if type(number0) is not int:
+            raise _fail("epoch statement: epoch and revoked_size must be integers")
+        if not isinstance(named, str) or not keys.may_sign(named, number0, registry):
+            raise _fail(f"the answer is signed by {named}, not by {registry} or a key it was rotated to "
+                        "(in force when the answer was made)")
+        signer = named
     try:
-        public = public_from_did_key(registry)
+        public = public_from_did_key(signer)
     except OAPError as e:
         raise _fail(f"registry key: {e.message}") from None
     _check_signed(resp, public, "status response")
@@ -203,7 +226,7 @@ def verify_status(resp: object, *, registry: str, status_id: str | None, policy:
     if not isinstance(st, dict) or st.get("type") != "oap-status-epoch":
         raise _fail("epoch statement missing")
     _check_signed(st, public, "epoch statement")
-    if st.get("registry") != registry:
+    if st.get("registry") != signer:
         raise _fail("epoch statement names another registry")
     if (st.get("this_update"), st.get("next_update")) != (resp["this_update"], resp["next_update"]):
         raise _fail("response times differ from the epoch statement")
@@ -218,18 +241,19 @@ def verify_status(resp: object, *, registry: str, status_id: str | None, policy:
         raise _fail(e.message) from None
     try:
         verify_receipt_anchor(resp["epoch_anchor"], receipt_hash=sha256(jcs(st)),
-                              receipt_id=f"urn:oap:status-epoch:{number}", registry=registry, policy=policy)
+                              receipt_id=f"urn:oap:status-epoch:{number}", registry=signer, policy=policy)
     except OAPError as e:
         raise _fail(f"epoch anchor: {e.message}") from None
 
-    history = st.get("history", registry)  # whose commits the records are in: a mirror answers for its upstream
+    history = st.get("history", signer)  # whose commits the records are in: a mirror answers for its upstream
     if not isinstance(history, str) or not history.startswith("did:key:"):
         raise _fail("epoch statement: history must be the did:key of a registry")
     if genesis is not None and history != genesis.registry:
         raise _fail(f"the answer is about the history of {history}, not of the registry {genesis.registry}")
     out: dict[str, Any] = {}
     if resp["status"] in ("revoked", "suspended"):
-        out = _check_standing(resp, key, size, root, history, policy)
+        out = _check_standing(resp, key, size, root, keys if keys is not None and history == keys.registry
+                              else history, policy)
     else:
         verify_absence(resp["proof"], key, size, root)
 
@@ -295,7 +319,7 @@ def verify_absence(proof: object, key: str, size: int, root: bytes) -> None:
 # --- revoked / suspended: records, Git paths, anchors -----------------------------------------
 
 
-def _check_standing(resp: dict[str, Any], key: str, size: int, root: bytes, registry: str,
+def _check_standing(resp: dict[str, Any], key: str, size: int, root: bytes, registry: Keys,
                     policy: TrustPolicy | None) -> dict[str, Any]:
     status = resp["status"]
     proof = resp["proof"]
@@ -350,7 +374,7 @@ def _check_standing(resp: dict[str, Any], key: str, size: int, root: bytes, regi
 
 
 def _signer_decides(block: dict[str, Any], rec: Record, linked: Record | None, key: str, since: datetime,
-                    registry: str, policy: TrustPolicy | None) -> dict[str, Any]:
+                    registry: Keys, policy: TrustPolicy | None) -> dict[str, Any]:
     """A conformance receipt whose level does not hold because of a signer (docs/architecture.md
     §6.1): revoked from its `issued_at`; `signer` is one of its witnesses (or its auditor) and,
     for an invalid key, the deciding record (with `linked_by`) gives that signer the standing
@@ -428,7 +452,7 @@ def _sole(item: Any, what: str) -> Any:
     return item
 
 
-def _via(item: Any, key: str, registry: str, policy: TrustPolicy | None) -> str:
+def _via(item: Any, key: str, registry: Keys, policy: TrustPolicy | None) -> str:
     """A receipt answering with its subject's standing: `via` is this receipt, proven in the
     registry as any deciding record is; the subject it names is whose standing decides."""
     rec, _ = _evidence(_sole(item, "via"), registry, policy, "via")
@@ -437,7 +461,7 @@ def _via(item: Any, key: str, registry: str, policy: TrustPolicy | None) -> str:
     return rec.subject
 
 
-def _evidence(block: dict[str, Any], registry: str, policy: TrustPolicy | None, what: str) -> tuple[Record, bytes]:
+def _evidence(block: dict[str, Any], registry: Keys, policy: TrustPolicy | None, what: str) -> tuple[Record, bytes]:
     """A record the answer relies on: its signatures, its Git path from the anchored commit
     tree, the commit's log anchor (and a kill switch's receipt anchor)."""
     if not isinstance(block, dict) or not _EVIDENCE <= set(block):
@@ -456,12 +480,13 @@ def _evidence(block: dict[str, Any], registry: str, policy: TrustPolicy | None, 
     if block["path"] != rec.path:
         raise _fail(f"{what}: path is not the record's")
     _verify_git_path(block["tree"], rec.path, block["git_path"], content)
+    signer = registry.at(block["seq"]) if isinstance(registry, KeyChain) else registry  # the key of that commit
     try:
         verify_commit_anchor(block["anchor"], commit=block["commit"], tree=block["tree"], seq=block["seq"],
-                             registry=registry, policy=policy)
+                             registry=signer, policy=policy)
         if rec.type == "kill_switch":
             verify_receipt_anchor(block.get("receipt_anchor", ""), receipt_hash=sha256(content), receipt_id=rec.id,
-                                  registry=registry, policy=policy)
+                                  registry=signer, policy=policy)
     except OAPError as e:
         raise _fail(e.message) from None
     return rec, content

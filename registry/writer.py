@@ -47,7 +47,8 @@ from tlog.storage.durable import write_atomic
 from .anchorer import Anchorer, Anchors, Backlog, merge
 from .history import Replayer
 from .index import CommitInfo, Index, Layered
-from .layout import GENESIS, anchor_path, did_document_path, receipt_proof_path
+from .keyrotation import Rotation
+from .layout import GENESIS, anchor_path, did_document_path, receipt_proof_path, rotation_path
 from .records import Record, validate_submission
 from .store import MAIN, ReadGate, RegistryRepo
 
@@ -190,6 +191,27 @@ class RegistryWriter:
         write_durably(self.pending_path, json.dumps({"seq": 0, "commit": cid, "tree": tree, "parent": None}).encode())
         self._anchored(0, await self.anchorer.anchor_commit(cid, tree, 0))
         await self.in_thread(self.repo.cas, MAIN, None, cid)
+        self.pending_path.unlink()
+        await self.in_thread(self.replayer.apply, cid)
+        if self.on_commit is not None:
+            self.on_commit(self.index.commits[-1], [])
+
+    async def commit_rotation(self, rotation: Rotation) -> None:
+        """A key rotation: its statement alone (with the head's anchor, signed by the old key
+        before the restart), anchored by the new key, the anchorer's (`keyrotation`)."""
+        head = self.index.head
+        text = self.anchor_text(head.seq) if head is not None else None
+        if head is None or text is None:
+            raise Unavailable("the anchor of the head commit is missing; a key rotation needs it")
+        files = [] if head.seq in self.index.anchors_in_tree else [(anchor_path(head.seq, self.several), text.encode())]
+        files.append((rotation_path(rotation.number), rotation.content))
+        seq, when = head.seq + 1, max(int(time.time()), head.time)
+        cid, tree, _ = await self.in_thread(self.repo.build_commit, head.commit, files,
+                                          f"registry: seq {seq}, key rotation {rotation.number}", when)
+        write_durably(self.pending_path, json.dumps(
+            {"seq": seq, "commit": cid, "tree": tree, "parent": head.commit}).encode())
+        self._anchored(seq, await self.anchorer.anchor_commit(cid, tree, seq))
+        await self.in_thread(self.repo.cas, MAIN, head.commit, cid)
         self.pending_path.unlink()
         await self.in_thread(self.replayer.apply, cid)
         if self.on_commit is not None:

@@ -87,7 +87,8 @@ class RegistryCheck:
             self._client = RegistryClient(self.url, timeout=self.timeout, outbound=self.outbound)  # in the loop
         try:
             resp = await self._client.status(status_id)
-            return verify_status(resp, registry=self.key, status_id=status_id, policy=self.policy, now=now)
+            return verify_status(resp, registry=self.key, status_id=status_id, policy=self.policy, now=now,
+                                 keys=await self._client.keys_for(resp, self.key))  # follows key rotations
         except OAPError as e:
             raise UpstreamError(f"the registry {self.url} gave no verified answer about {status_id}: "
                                 f"{e.message}") from None

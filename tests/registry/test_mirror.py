@@ -118,7 +118,7 @@ async def test_force_push_rewrite_is_refused_and_the_evidence_kept(primary, tmp_
     assert code == 1 and len(list((m / "quarantine").glob("*.json"))) == 1
 
 
-@pytest.mark.parametrize("attack", ["bad_record", "not_add_only", "missing_anchor"])
+@pytest.mark.parametrize("attack", ["bad_record", "not_add_only", "missing_anchor", "bad_rotation"])
 async def test_a_fast_forward_with_a_bad_commit_is_refused(primary, tmp_path, log_server, attack):
     await populate(primary)
     mirror = await start_registry(tmp_path / "m", log_server, upstream=primary.url, log_url="",
@@ -135,7 +135,17 @@ async def test_a_fast_forward_with_a_bad_commit_is_refused(primary, tmp_path, lo
             (work / anchor).write_bytes((await primary.get(f"/v1/anchors/{good_head.seq}"))[1])
             paths.append(anchor)
         s = generate_seed()
-        if attack == "not_add_only":
+        if attack == "bad_rotation":  # a key rotation not signed by the registry's key (a thief's hand-over)
+            from datetime import UTC, datetime
+
+            from registry.keyrotation import make_rotation
+
+            (work / "key-rotations").mkdir()
+            (work / "key-rotations" / "1.json").write_bytes(make_rotation(
+                registry=primary.svc.registry, number=1, old=s, new=generate_seed(), seq=good_head.seq + 1, epoch=1,
+                issued_at=datetime.now(UTC)))
+            paths.append("key-rotations/1.json")
+        elif attack == "not_add_only":
             victim = next(r.path for r in primary.svc.index.all_records() if r.type == "revocation")
             (work / victim).write_text((work / victim).read_text().replace("unspecified", "superseded"))
         else:

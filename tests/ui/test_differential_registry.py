@@ -22,6 +22,7 @@ from urllib.parse import quote
 import pytest
 
 from registry.client import make_key_event, make_kill_switch, make_revocation
+from registry.keyrotation import chain_of_document
 from registry.status import sign_object
 from registry.statusverify import verify_status
 from tlog.client.verifier import TrustPolicy
@@ -31,6 +32,7 @@ from tlog.formats.anchors import parse_anchors
 from tlog.formats.conformance import add_proof, to_vc
 from tlog.formats.ed25519 import generate_seed
 from tlog.formats.encoding import b64enc
+from tlog.formats.keys import Signer
 from tlog.formats.times import format_utc, parse_utc
 
 from tests.support.conformance import WebSubject, web_receipt
@@ -471,8 +473,9 @@ def _status_python(case: dict[str, Any]) -> dict[str, Any]:
     policy = TrustPolicy.from_text(case["policy"]) if case["policy"] is not None else None
 
     def run() -> dict[str, Any]:
+        keys = chain_of_document(case["rotations"]) if case.get("rotations") else None
         v = verify_status(json.loads(case["text"]), registry=case["registry"], status_id=None, policy=policy,
-                          now=parse_utc(case["now"], "now"), allow_stale=case["allow_stale"])
+                          now=parse_utc(case["now"], "now"), allow_stale=case["allow_stale"], keys=keys)
         def t(x: datetime | None) -> str | None:
             return format_utc(x) if x is not None else None
         return {"id": v.id, "status": v.status, "epoch": v.epoch, "log_checked": v.log_checked, "reason": v.reason,
@@ -564,6 +567,72 @@ async def test_registry_status_verdicts_are_the_same_in_the_browser(network):
     via_refusals = {by_name[n].get("message", "") for n in by_name if ": via" in n}
     assert any(m.startswith("via: only a conformance receipt's answer") for m in via_refusals), via_refusals
     assert any(m.startswith("via: not this conformance receipt") for m in via_refusals), via_refusals
+
+
+async def test_rotated_registry_verdicts_are_the_same_in_the_browser(tmp_path):
+    """A registry whose key was rotated A -> B (registry.keyrotation): answers signed by A before
+    and by B after, about records anchored by either key, under pins to A or B, with the
+    rotations, without them, with a forged hand-over, and an answer A signed after it retired."""
+    from registry.service import prepare_rotation
+    from tlog.runtime import keyfiles
+
+    log = ServerProcess(tmp_path / "log", "--batch-interval-ms", "5", "--origin", ORIGINS[0]).start()
+    key_a, key_b = tmp_path / "a.key", tmp_path / "b.key"
+    for path in (key_a, key_b):
+        keyfiles.write_private_key(path, Signer.generate("oap-registry").to_skey())
+    s1, s2 = generate_seed(), generate_seed()
+    reg = None
+    try:
+        reg = await start_registry(tmp_path / "reg", log, key_file=key_a, epoch_seconds=3600)
+        a = reg.svc.registry
+        st, body = await reg.post(make_revocation(s1, kind="did", subject=did(s1)))
+        assert st == 200, body
+        await wait_epoch_after(reg, body["seq"])
+        before = json.dumps((await reg.get(f"/v1/status/{quote(did(s1), safe=':')}"))[1])
+        await reg.stop()
+        reg = None
+        prepare_rotation(tmp_path / "reg", key_a, key_b)
+        reg = await start_registry(tmp_path / "reg", log, key_file=key_b, epoch_seconds=3600)
+        b = reg.svc.producer.registry if reg.svc.producer else ""
+        st, body = await reg.post(make_revocation(s2, kind="did", subject=did(s2)))
+        assert st == 200, body
+        await wait_epoch_after(reg, body["seq"])
+        answers = {"before, by A": before}
+        for who, s in (("old record", s1), ("new record", s2), ("good", generate_seed())):
+            answers[f"after, by B, {who}"] = json.dumps((await reg.get(f"/v1/status/{quote(did(s), safe=':')}"))[1])
+        rotations = (await reg.get("/v1/key-rotations"))[1]
+        seed_a = keyfiles.open_ed25519(key_a, what="key")
+    finally:
+        if reg is not None:
+            await reg.stop()
+        log.kill()
+    # A, retired, signs an answer made after the rotation: refused for a pin that knows the rotation
+    late = json.loads(answers["after, by B, new record"])
+    late["epoch"]["registry"] = a
+    late["epoch"] = sign_object(late["epoch"], seed_a)
+    answers["after, by A (retired)"] = json.dumps(sign_object(late, seed_a))
+    forged = json.loads(json.dumps(rotations))
+    forged["rotations"][0]["signature"] = forged["rotations"][0]["countersignature"]
+    policy = f"log {log.vkey}\nquorum none\n"
+    cases: list[dict[str, Any]] = []
+    for name, text in answers.items():
+        now = format_utc(parse_utc(json.loads(text)["this_update"], "t") + timedelta(seconds=1))
+        base = {"kind": "status", "allow_stale": False, "now": now, "text": text, "policy": policy}
+        for pname, pin, rot in (("pinned A, rotations", a, rotations), ("pinned B, rotations", b, rotations),
+                                ("pinned A, no rotations", a, None), ("pinned B, no rotations", b, None),
+                                ("pinned A, forged rotations", a, forged),
+                                ("another pin, rotations", did(bytes(32)), rotations)):
+            cases.append({**base, "name": f"{name} ({pname})", "registry": pin, "rotations": rot})
+    want = {c["name"]: w for c, w in zip(cases, compare(cases, _status_python))}
+    ok = sorted(n for n, w in want.items() if w["ok"])
+    assert ok == sorted([
+        "before, by A (pinned A, rotations)", "before, by A (pinned A, no rotations)",
+        *(f"after, by B, {w} ({p})" for w in ("old record", "new record", "good")
+          for p in ("pinned A, rotations", "pinned B, rotations")),
+        "after, by B, good (pinned B, no rotations)", "after, by B, old record (pinned B, no rotations)"]), ok
+    assert want["after, by B, new record (pinned A, rotations)"]["result"]["status"] == "revoked"
+    assert want["after, by A (retired) (pinned A, rotations)"]["message"].startswith(f"the answer is signed by {a}")
+    assert want["before, by A (pinned A, forged rotations)"]["error"] == "RotationError"
 
 
 def _anchored_python(case: dict[str, Any]) -> dict[str, Any]:

@@ -50,7 +50,8 @@ const KINDS = {
   // registry status answers (registry/statusverify.py), records and conformance receipts
   status: async (c) => {
     const policy = c.policy === null ? null : await TrustPolicy.fromText(c.policy);
-    const v = await lib.verifyStatus(c.text, { registry: c.registry, policy, now: new Date(c.now), allowStale: !!c.allow_stale });
+    const keys = c.rotations ? await lib.chainOfDocument(c.rotations) : null;
+    const v = await lib.verifyStatus(c.text, { registry: c.registry, policy, now: new Date(c.now), allowStale: !!c.allow_stale, keys });
     const t = (d) => (d ? lib.formatUtc(lib.dateToMicros(d)) : null);
     return { id: v.id, status: v.status, epoch: Number(v.epoch), log_checked: v.logChecked, reason: v.reason ?? null,
       revoked_at: t(v.revokedAt), suspended_at: t(v.suspendedAt), reinstated_at: t(v.reinstatedAt), reinstated_id: v.reinstatedId ?? null, subject: v.subject ?? null, signer: v.signer ?? null };

@@ -21,5 +21,6 @@ export * from './independence.js';
 export * from './statuslist.js';
 export { checkJsonValue } from './jsonvalue.js';
 export * from './status.js';
+export * from './keyrotation.js';
 export * from './diddoc.js';
 export * from './receipts.js';

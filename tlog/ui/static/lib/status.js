@@ -340,10 +340,11 @@ async function evidence(block, registry, policy, what) {
   const content = jcsBytes(record);
   if (block.path !== rec.path) throw fail(`${what}: path is not the record's`);
   await verifyGitPath(block.tree, rec.path, block.git_path, content, fail);
+  const signer = typeof registry === 'string' ? registry : registry.at(block.seq); // the key of that commit (lib/keyrotation.js)
   try {
-    await verifyCommitAnchor(block.anchor, { commit: block.commit, tree: block.tree, seq: block.seq, registry, policy });
+    await verifyCommitAnchor(block.anchor, { commit: block.commit, tree: block.tree, seq: block.seq, registry: signer, policy });
     if (rec.type === 'kill_switch')
-      await verifyReceiptAnchor(has(block, 'receipt_anchor') ? block.receipt_anchor : '', { receiptHash: await sha256(content), receiptId: rec.id, registry, policy });
+      await verifyReceiptAnchor(has(block, 'receipt_anchor') ? block.receipt_anchor : '', { receiptHash: await sha256(content), receiptId: rec.id, registry: signer, policy });
   } catch (e) {
     if (e instanceof OAPError) throw fail(e.reason);
     throw e;
@@ -478,19 +479,30 @@ function recordSuspends(rec, linked, key, reason, suspendedAt) {
  * (lib/anchors.js) for its logs (optional: without it the anchors are bound to the statement
  * and records but their inclusion is not checked, and logChecked is false); id: the status id
  * asked about (records.js vcStatusKey for a credential), the answer must be about it (null:
- * not checked, the caller reads the result's id); now: Date.
+ * not checked, the caller reads the result's id); now: Date; keys: the registry's verified key
+ * rotations (lib/keyrotation.js chainOfDocument of GET /v1/key-rotations): when the pinned key is
+ * one of them, the answer may be signed by it or a later key, each only for epochs made before it
+ * was retired, and the records' anchors are checked against the key of their commit.
  * -> {id, status, thisUpdate, nextUpdate, epoch, logChecked, statement, history, revokedAt?,
  *     suspendedAt?, reinstatedAt?, reinstatedId?, reason?, record?, deciding?, linkedBy?,
  *     reinstatedBy?, via?, subject?, signer?} (via: a receipt that falls with its subject, which
  *     `subject` names, or whose level does not hold because of `signer`; reinstatedId: the status
  *     id the tokens issued since the recovery carry). */
-export async function verifyStatus(resp, { registry, id = null, policy = null, now = new Date(), allowStale = false }) {
+export async function verifyStatus(resp, { registry, id = null, policy = null, now = new Date(), allowStale = false, keys = null }) {
   if (typeof resp === 'string' || resp instanceof Uint8Array) {
     try { resp = parseJSON(resp, { strict: false, floats: 'wrap' }); } catch (e) { throw fail(`status response is not JSON: ${e.reason}`); }
   }
   if (!isObj(resp)) throw fail('status response must be a JSON object');
+  let signer = registry;
+  if (keys !== null && keys.keys.includes(registry)) { // the registry rotated its key: follow from the pinned one
+    const st0 = resp.epoch, named = isObj(st0) ? st0.registry : undefined, number0 = isObj(st0) ? st0.epoch : undefined;
+    if (!isInt(number0)) throw fail('epoch statement: epoch and revoked_size must be integers');
+    if (typeof named !== 'string' || !keys.maySign(named, number0, registry))
+      throw fail(`the answer is signed by ${named === undefined ? 'None' : named}, not by ${registry} or a key it was rotated to (in force when the answer was made)`);
+    signer = named;
+  }
   let pub;
-  try { pub = publicFromDidKey(registry); } catch (e) { throw fail(`registry key: ${e.reason}`); }
+  try { pub = publicFromDidKey(signer); } catch (e) { throw fail(`registry key: ${e.reason}`); }
   await checkSigned(resp, pub, 'status response');
   const need = ['type', 'id', 'status', 'this_update', 'next_update', 'epoch', 'epoch_anchor', 'proof', 'signature'];
   if (resp.status === 'revoked') need.push('revocation');
@@ -502,7 +514,7 @@ export async function verifyStatus(resp, { registry, id = null, policy = null, n
   const st = resp.epoch;
   if (!isObj(st) || st.type !== 'oap-status-epoch') throw fail('epoch statement missing');
   await checkSigned(st, pub, 'epoch statement');
-  if (st.registry !== registry) throw fail('epoch statement names another registry');
+  if (st.registry !== signer) throw fail('epoch statement names another registry');
   if (!sameJSON(st.this_update ?? null, resp.this_update) || !sameJSON(st.next_update ?? null, resp.next_update))
     throw fail('response times differ from the epoch statement');
   const thisUpdate = time(resp.this_update, 'this_update'), nextUpdate = time(resp.next_update, 'next_update');
@@ -512,15 +524,16 @@ export async function verifyStatus(resp, { registry, id = null, policy = null, n
     throw fail("revoked_root must be 'sha256:' followed by 64 hex digits");
   const root = Uint8Array.from(st.revoked_root.slice(7).match(/../g), (h) => parseInt(h, 16));
   try {
-    await verifyReceiptAnchor(resp.epoch_anchor, { receiptHash: await sha256(jcsBytes(st)), receiptId: `urn:oap:status-epoch:${number}`, registry, policy });
+    await verifyReceiptAnchor(resp.epoch_anchor, { receiptHash: await sha256(jcsBytes(st)), receiptId: `urn:oap:status-epoch:${number}`, registry: signer, policy });
   } catch (e) {
     if (e instanceof StatusVerificationError) throw fail(`epoch anchor: ${e.reason}`);
     throw e;
   }
-  const history = has(st, 'history') ? st.history : registry; // whose commits the records are in: a mirror answers for its upstream
+  const history = has(st, 'history') ? st.history : signer; // whose commits the records are in: a mirror answers for its upstream
   if (typeof history !== 'string' || !history.startsWith('did:key:')) throw fail('epoch statement: history must be the did:key of a registry');
   let out = {};
-  if (resp.status === 'revoked' || resp.status === 'suspended') out = await checkStanding(resp, key, size, root, history, policy);
+  if (resp.status === 'revoked' || resp.status === 'suspended')
+    out = await checkStanding(resp, key, size, root, keys !== null && history === keys.registry ? keys : history, policy);
   else await verifyAbsence(resp.proof, key, size, root);
   const nowUs = dateToMicros(now);
   if (thisUpdate > nowUs + MAX_CLOCK_SKEW_US) throw fail('response is from the future (this_update after now)');

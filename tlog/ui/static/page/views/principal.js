@@ -205,13 +205,18 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
   const { policy, said, logs, k } = trust;
   // the status key, pinned as `oap-registry status --log-policy` pins it: a `registry` line of
   // the pin of a log the registry anchors in; else it is only the key the registry names
-  const key = app.trust.registryKey(info.status_service, logs.map((l) => l.origin));
-  const pinned = trust.pinned && !!key.pinned;
-  let v;
+  let key = app.trust.registryKey(info.status_service, logs.map((l) => l.origin));
+  let v, keys = null, signer = info.status_service;
   try { // the answer must be about the id asked about (a credential's: scoped by its issuer)
+    if (info.key_rotations > 0 || (info.registry && info.registry !== info.status_service)) {
+      // a rotated registry (or a mirror's upstream): its keys, each handed over by the key before it
+      keys = await oap.chainOfDocument(await get(`${app.registry}/v1/key-rotations`, 'json', { fresh: true }));
+      const pin = (key.others || []).find((d) => keys.keys.includes(d));
+      if (pin) { signer = pin; key = app.trust.registryKey(pin, logs.map((l) => l.origin)); }
+    }
     if (key.others) throw new oap.StatusVerificationError(`the registry signs with ${info.status_service}, which the pinned policy `
       + `does not pin (it pins ${key.others.join(', ')})`);
-    v = await oap.verifyStatus(text, { registry: info.status_service, id: issuer ? oap.vcStatusKey(id, issuer) : id, policy });
+    v = await oap.verifyStatus(text, { registry: signer, id: issuer ? oap.vcStatusKey(id, issuer) : id, policy, keys });
   } catch (e) {
     if (pushed) throw e;
     show('status-verdict', { state: 'fail', headline: `FAILED: ${reasonOf(e)}`, checks: [
@@ -220,12 +225,14 @@ async function showAnswer(text, { id, issuer, info, trust, url, pushed = false }
     fill('status-links', rawLink(url, 'raw answer'));
     return null;
   }
+  const pinned = trust.pinned && !!key.pinned;
   const resp = oap.parseJSON(text, { strict: false });
   const look = lookOf(v.status), words = meaning(v, id);
   const st = v.statement;
   const checks = [key.pinned
-    ? r('pass', 'signature', 'by the pinned status key ', value(info.status_service, 'status key'),
-      ` (${SOURCES[key.pinned.source] || key.pinned.source})`)
+    ? r('pass', 'signature', 'by the pinned status key ', value(signer, 'status key'),
+      ` (${SOURCES[key.pinned.source] || key.pinned.source})`
+      + (signer !== info.status_service ? `, rotated to ${info.status_service} by statements it signed` : ''))
     : r('warn', 'signature', 'by the key the registry names itself, ', value(info.status_service, 'status key'),
       ': NOT PINNED (a registry line in a pinned policy pins it: Trust)')];
   checks.push(...await anchorRows(resp.epoch_anchor, policy, `epoch ${v.epoch}`, said, logs, k));
