@@ -223,10 +223,20 @@ class Postgres:
         self._remove_socket_dir()
 
     def kill(self) -> None:
-        """kill -9 of the postmaster (its backends exit when they notice)."""
+        """kill -9 of the postmaster; returns once its backends have exited too (they do when
+        they notice), since a new postmaster refuses to start while they still hold the old
+        one's shared memory (on a busy machine that can take longer than a restart's wait)."""
         if self.proc is not None and self.proc.poll() is None:
+            group = self.proc.pid  # started in a session of its own: its backends are in its group
             self.proc.kill()
             self.proc.wait(10)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(group, 0)
+                except (ProcessLookupError, PermissionError):
+                    break
+                time.sleep(0.02)
         self._remove_socket_dir()
 
 
